@@ -1,0 +1,172 @@
+# stalenet build. Plain GNU make; every module is discovered by wildcard, so adding
+# foo.h + foo.c to a module directory needs no change here.
+#
+#   make            build/stalenet, build/stalenet-node, build/stalenet-linkd
+#   make check      every test (unit, netns as root, e2e, kernel backend in a VM, short fuzz)
+#   make bench      benchmarks (figures printed, nothing asserted on time)
+#   make demo       quick start: build, run scenarios/quickstart.yaml, plot it
+#   make deps       install missing Debian packages (root), else print the command
+#   make asan       tests under AddressSanitizer + UBSan
+#   make fuzz       longer fuzz runs (FUZZ_SECONDS each)
+#   make install    PREFIX=/usr/local DESTDIR=
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+CC      ?= cc
+FUZZ_SECONDS ?= 60
+
+DEB_PKGS := build-essential pkg-config libnl-route-3-dev libzmq3-dev libopenblas-dev libyaml-dev \
+	libcriterion-dev zlib1g-dev libnetfilter-queue-dev libmnl-dev iptables iproute2 \
+	dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev
+PKGS := libnl-route-3.0 libzmq openblas yaml-0.1 zlib libnetfilter_queue libmnl
+
+VERSION := 0.1.0
+GIT_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+	-Wno-missing-field-initializers
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+OPT     ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -MMD -MP -I. $(PKG_CFLAGS) \
+	-DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
+LDLIBS  += $(PKG_LIBS) -lm -lpthread
+
+MAINS    := orchestrator/main.c node/main.c netem/linkd_main.c
+MOD_SRCS := $(filter-out $(MAINS),$(wildcard lib/*.c orchestrator/*.c node/*.c netem/*.c collectors/*.c))
+MOD_OBJS := $(MOD_SRCS:%.c=$(BUILD)/%.o)
+LIBA     := $(BUILD)/libstalenet.a
+
+PROGS := $(BUILD)/stalenet $(BUILD)/stalenet-node $(BUILD)/stalenet-linkd
+
+UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test_*.c))
+NETNS_TESTS := $(patsubst tests/netns/%.c,$(BUILD)/tests/netns/%,$(wildcard tests/netns/test_*.c))
+E2E_TESTS   := $(patsubst tests/e2e/%.c,$(BUILD)/tests/e2e/%,$(wildcard tests/e2e/test_*.c))
+BENCHES     := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
+FUZZERS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+TEST_SUPPORT := $(wildcard tests/support/*.c)
+
+.PHONY: all deps check check-unit check-netns check-e2e check-kernel check-fuzz check-headers \
+	asan bench demo fuzz install clean
+.DEFAULT_GOAL := all
+
+all: deps-ok $(PROGS)
+
+# --- dependencies ----------------------------------------------------------------------
+# deps-ok is a stamp: the apt check runs once per build tree, not on every make call.
+deps: 
+	@$(MAKE) --no-print-directory -B deps-ok
+deps-ok: $(BUILD)/.deps-ok
+$(BUILD)/.deps-ok:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing$$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "deps: missing Debian packages:$$missing"; \
+	    echo "deps: run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi; mkdir -p $(BUILD) && touch $@
+.PHONY: deps-ok
+
+# --- build -----------------------------------------------------------------------------
+$(BUILD)/%.o: %.c | deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBA): $(MOD_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/stalenet: $(BUILD)/orchestrator/main.o $(LIBA)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/stalenet-node: $(BUILD)/node/main.o $(LIBA)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/stalenet-linkd: $(BUILD)/netem/linkd_main.o $(LIBA)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+TEST_SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
+CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBA)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CRIT_LIBS)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# --- tests -----------------------------------------------------------------------------
+# Every test binary runs even when an earlier one failed; the target fails at the end.
+define run_suite
+	@fail=0; for t in $(1); do echo "== $$t"; $$t $(CRITERION_FLAGS) || fail=1; done; exit $$fail
+endef
+
+check: all $(UNIT_TESTS) $(NETNS_TESTS) $(E2E_TESTS)
+	@fail=0; \
+	$(MAKE) --no-print-directory check-unit  || fail=1; \
+	$(MAKE) --no-print-directory check-netns || fail=1; \
+	$(MAKE) --no-print-directory check-e2e   || fail=1; \
+	$(MAKE) --no-print-directory check-kernel || fail=1; \
+	$(MAKE) --no-print-directory check-fuzz  || fail=1; \
+	$(MAKE) --no-print-directory check-headers || fail=1; \
+	if [ $$fail = 0 ]; then echo "check: all suites passed"; else echo "check: FAILED"; fi; exit $$fail
+
+check-unit: all $(UNIT_TESTS)
+	$(call run_suite,$(UNIT_TESTS))
+check-netns: all $(NETNS_TESTS)
+	$(call run_suite,$(NETNS_TESTS))
+check-e2e: all $(E2E_TESTS)
+	$(call run_suite,$(E2E_TESTS))
+
+# Kernel-backend tests: directly when this kernel has sch_netem, else inside the netem VM.
+check-kernel: all
+	@bash vagrant/check-kernel.sh $(BUILD)
+
+# A short fuzz run of every target (libFuzzer through clang).
+check-fuzz:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$${FUZZ_SHORT:-10}
+
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	-DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(MOD_SRCS) | deps-ok
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(MOD_SRCS) $(LDLIBS)
+fuzz: $(FUZZERS)
+	@fail=0; for f in $(FUZZERS); do n=$$(basename $$f); c=$(BUILD)/fuzz/corpus-$$n; mkdir -p $$c; \
+	  seeds=tests/fuzz/seeds/$${n#fuzz_}; \
+	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=5 -rss_limit_mb=2048 $$c $$( [ -d $$seeds ] && echo $$seeds ) \
+	     2>$(BUILD)/fuzz/$$n.log || { fail=1; tail -40 $(BUILD)/fuzz/$$n.log; }; \
+	  grep -E '^Done|#[0-9]+.*DONE' $(BUILD)/fuzz/$$n.log | tail -1; done; exit $$fail
+
+# Each header must compile on its own.
+HEADERS := $(wildcard lib/*.h orchestrator/*.h node/*.h netem/*.h collectors/*.h)
+check-headers: | deps-ok
+	@fail=0; for h in $(HEADERS); do \
+	  echo "#include \"$$h\"" | $(CC) -std=c11 -D_GNU_SOURCE $(WARN) -I. $(PKG_CFLAGS) -x c -fsyntax-only - \
+	    || { echo "header $$h does not compile alone"; fail=1; }; done; \
+	[ $$fail = 0 ] && echo "check-headers: $(words $(HEADERS)) headers compile alone"; exit $$fail
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	  LDFLAGS="-fsanitize=address,undefined" check-unit
+
+bench: all $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@for s in $(wildcard tests/bench/*.sh); do echo "== $$s"; bash $$s $(BUILD) || exit 1; done
+
+demo: all
+	@bash scripts/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/stalenet/scenarios
+	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 scenarios/*.yaml $(DESTDIR)$(PREFIX)/share/stalenet/scenarios/
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,265 @@
+/* lib/kv: see kv.h. Linear search: node configs hold a few hundred keys at most, read once. */
+#include "lib/kv.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+
+struct kv_entry {
+	char *key;
+	char *value;
+};
+
+struct kv {
+	struct kv_entry *e;
+	size_t n, cap;
+};
+
+struct kv *kv_new(void)
+{
+	return calloc(1, sizeof(struct kv));
+}
+
+void kv_destroy(struct kv **self)
+{
+	if (!self || !*self)
+		return;
+	for (size_t i = 0; i < (*self)->n; i++) {
+		free((*self)->e[i].key);
+		free((*self)->e[i].value);
+	}
+	free((*self)->e);
+	free(*self);
+	*self = NULL;
+}
+
+static bool key_ok(const char *k)
+{
+	if (!*k)
+		return false;
+	for (; *k; k++)
+		if (*k == '=' || isspace((unsigned char)*k))
+			return false;
+	return true;
+}
+
+int kv_set(struct kv *self, const char *key, const char *value)
+{
+	char *v;
+
+	if (!key_ok(key) || strchr(value, '\n'))
+		return -EINVAL;
+	v = strdup(value);
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < self->n; i++) {
+		if (!strcmp(self->e[i].key, key)) {
+			free(self->e[i].value);
+			self->e[i].value = v;
+			return 0;
+		}
+	}
+	if (self->n == self->cap) {
+		size_t cap = self->cap ? self->cap * 2 : 32;
+		struct kv_entry *e = realloc(self->e, cap * sizeof *e);
+		if (!e) {
+			free(v);
+			return -ENOMEM;
+		}
+		self->e = e;
+		self->cap = cap;
+	}
+	self->e[self->n].key = strdup(key);
+	if (!self->e[self->n].key) {
+		free(v);
+		return -ENOMEM;
+	}
+	self->e[self->n++].value = v;
+	return 0;
+}
+
+int kv_setf(struct kv *self, const char *key, const char *fmt, ...)
+{
+	char buf[4096];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof buf)
+		return -E2BIG;
+	return kv_set(self, key, buf);
+}
+
+const char *kv_get(const struct kv *self, const char *key)
+{
+	for (size_t i = self->n; i-- > 0;)
+		if (!strcmp(self->e[i].key, key))
+			return self->e[i].value;
+	return NULL;
+}
+
+int kv_get_i64(const struct kv *self, const char *key, int64_t def, int64_t *out)
+{
+	const char *v = kv_get(self, key);
+	char *end;
+	long long x;
+
+	if (!v) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (errno || end == v || *end) {
+		log_error("config key %s: '%s' is not an integer", key, v);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+int kv_get_double(const struct kv *self, const char *key, double def, double *out)
+{
+	const char *v = kv_get(self, key);
+	char *end;
+	double x;
+
+	if (!v) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || *end) {
+		log_error("config key %s: '%s' is not a number", key, v);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+int kv_get_bool(const struct kv *self, const char *key, bool def, bool *out)
+{
+	const char *v = kv_get(self, key);
+
+	if (!v) {
+		*out = def;
+		return 0;
+	}
+	if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) {
+		*out = false;
+		return 0;
+	}
+	log_error("config key %s: '%s' is not a boolean", key, v);
+	return -EINVAL;
+}
+
+size_t kv_count(const struct kv *self)
+{
+	return self->n;
+}
+
+void kv_entry(const struct kv *self, size_t i, const char **key, const char **value)
+{
+	*key = self->e[i].key;
+	*value = self->e[i].value;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+struct kv *kv_load(const char *path, char *err, size_t errlen)
+{
+	struct kv *self = NULL;
+	FILE *f = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0;
+
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	self = kv_new();
+	if (!self) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	while (getline(&line, &cap, f) >= 0) {
+		char *s, *eq;
+
+		lineno++;
+		s = trim(line);
+		if (!*s || *s == '#')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%u: expected 'key = value'", path, lineno);
+			goto fail;
+		}
+		*eq = '\0';
+		if (kv_set(self, trim(s), trim(eq + 1)) < 0) {
+			snprintf(err, errlen, "%s:%u: invalid key '%s'", path, lineno, trim(s));
+			goto fail;
+		}
+	}
+	free(line);
+	fclose(f);
+	return self;
+fail:
+	free(line);
+	if (f)
+		fclose(f);
+	kv_destroy(&self);
+	return NULL;
+}
+
+int kv_write(const struct kv *self, FILE *f)
+{
+	for (size_t i = 0; i < self->n; i++)
+		if (fprintf(f, "%s = %s\n", self->e[i].key, self->e[i].value) < 0)
+			return -EIO;
+	return 0;
+}
+
+int kv_save(const struct kv *self, const char *path)
+{
+	char tmp[4096];
+	FILE *f;
+	int rc;
+
+	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	rc = kv_write(self, f);
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}

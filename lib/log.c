@@ -1,0 +1,79 @@
+/* lib/log: see log.h. A line is formatted into one buffer and written with a single write(2),
+ * so lines from the many node processes sharing a log file never interleave mid-line. */
+#include "lib/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static char log_role[32] = "stalenet";
+static enum log_level log_max = LOG_INFO;
+static int log_fd = 2;
+
+void log_init(const char *role, enum log_level max_level)
+{
+	const char *env = getenv("STALENET_LOG");
+
+	snprintf(log_role, sizeof log_role, "%s", role ? role : "stalenet");
+	log_max = max_level;
+	if (env) {
+		if (!strcasecmp(env, "debug"))
+			log_max = LOG_DEBUG;
+		else if (!strcasecmp(env, "info"))
+			log_max = LOG_INFO;
+		else if (!strcasecmp(env, "warn"))
+			log_max = LOG_WARN;
+		else if (!strcasecmp(env, "error"))
+			log_max = LOG_ERROR;
+	}
+}
+
+void log_set_fd(int fd)
+{
+	log_fd = fd;
+}
+
+enum log_level log_get_level(void)
+{
+	return log_max;
+}
+
+void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
+	static const char letters[] = "EWID";
+	char line[2048];
+	int saved = errno;
+	int n;
+
+	if (level > log_max)
+		return;
+	n = snprintf(line, sizeof line, "%s[%ld] %c ", log_role, (long)getpid(), letters[level]);
+	if (n < 0)
+		goto out;
+	n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	if (n > (int)sizeof line - 2)
+		n = (int)sizeof line - 2;
+	line[n++] = '\n';
+	for (ssize_t off = 0; off < n;) {
+		ssize_t w = write(log_fd, line + off, (size_t)(n - off));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += w;
+	}
+out:
+	errno = saved;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,57 @@
+/* netem/link_params: what one direction of one link should do to its packets.
+ *
+ * A plain parameter struct shared by the scenario parser (which fills it), the plan (which
+ * prints it) and both shaping backends (which apply it). Units are in the field names.
+ * Probabilities are parts per million (1% = 10000 ppm), exact for every value tc accepts
+ * with up to four decimals of a percent. A zero field means "off"; `set` says which fields a
+ * scenario layer gave explicitly, so per-node overrides can be merged onto the default. */
+#ifndef STALENET_LINK_PARAMS_H
+#define STALENET_LINK_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LINK_PPM_MAX 1000000u
+
+enum link_dist {
+	LINK_DIST_NONE = 0,     /* jitter uniform in [-jitter, +jitter] as netem without a table */
+	LINK_DIST_UNIFORM,
+	LINK_DIST_NORMAL,
+	LINK_DIST_PARETO,
+	LINK_DIST_PARETONORMAL,
+};
+
+enum link_loss_model {
+	LINK_LOSS_RANDOM = 0,   /* loss_ppm, optionally correlated (loss_corr_ppm) */
+	LINK_LOSS_GEMODEL,      /* Gilbert-Elliott: ge_p, ge_r, ge_1h, ge_1k (ppm) */
+};
+
+/* Bits of link_params.set. */
+enum link_field {
+	LINK_F_DELAY = 1u << 0, LINK_F_JITTER = 1u << 1, LINK_F_DIST = 1u << 2,
+	LINK_F_DELAY_CORR = 1u << 3, LINK_F_LOSS = 1u << 4, LINK_F_LOSS_CORR = 1u << 5,
+	LINK_F_LOSS_MODEL = 1u << 6, LINK_F_DUP = 1u << 7, LINK_F_REORDER = 1u << 8,
+	LINK_F_GAP = 1u << 9, LINK_F_CORRUPT = 1u << 10, LINK_F_RATE = 1u << 11,
+	LINK_F_LIMIT = 1u << 12, LINK_F_REORDER_CORR = 1u << 13, LINK_F_DUP_CORR = 1u << 14,
+	LINK_F_CORRUPT_CORR = 1u << 15,
+};
+
+struct link_params {
+	uint32_t set;                   /* LINK_F_* bits given explicitly */
+	uint32_t delay_us;              /* one-way base delay, <= 60 s */
+	uint32_t jitter_us;             /* spread of the delay (sd for normal-like tables) */
+	enum link_dist dist;
+	uint32_t delay_corr_ppm;
+	enum link_loss_model loss_model;
+	uint32_t loss_ppm;
+	uint32_t loss_corr_ppm;
+	uint32_t ge_p_ppm, ge_r_ppm, ge_1h_ppm, ge_1k_ppm;  /* Gilbert-Elliott transition/loss probs */
+	uint32_t dup_ppm, dup_corr_ppm;
+	uint32_t reorder_ppm, reorder_corr_ppm;
+	uint32_t gap;                   /* reorder every gap-th packet (netem "gap") */
+	uint32_t corrupt_ppm, corrupt_corr_ppm;
+	uint64_t rate_bps;              /* bits per second, 0 = unlimited */
+	uint32_t limit_pkts;            /* queue limit in packets, 0 = backend default (1000) */
+};
+
+#endif
