@@ -1,0 +1,130 @@
+/* collectors/csv: see csv.h. */
+#include "collectors/csv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+
+struct csv_writer {
+	int fd;
+	size_t rows;
+	char *path;
+};
+
+static int write_all(int fd, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+struct csv_writer *csv_writer_open(const char *path, const char *header)
+{
+	struct csv_writer *self = NULL;
+	struct stat st;
+	int fd = -1;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_error("open %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(fd, &st) < 0) {
+		log_error("stat %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (st.st_size == 0 && header) {
+		size_t n = strlen(header);
+		char *line = malloc(n + 2);
+		int rc;
+
+		if (!line)
+			goto fail;
+		memcpy(line, header, n);
+		line[n] = '\n';
+		rc = write_all(fd, line, n + 1);
+		free(line);
+		if (rc < 0) {
+			log_error("write %s: %s", path, strerror(-rc));
+			goto fail;
+		}
+	}
+	self = calloc(1, sizeof *self);
+	if (!self || !(self->path = strdup(path))) {
+		free(self);
+		self = NULL;
+		goto fail;
+	}
+	self->fd = fd; /* ownership of fd moves into the writer */
+	return self;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+int csv_writer_row(struct csv_writer *self, const char *fmt, ...)
+{
+	char stackbuf[1024], *buf = stackbuf;
+	va_list ap;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vsnprintf(stackbuf, sizeof stackbuf - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n >= sizeof stackbuf - 1) {
+		buf = malloc((size_t)n + 2);
+		if (!buf)
+			return -ENOMEM;
+		va_start(ap, fmt);
+		vsnprintf(buf, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	buf[n] = '\n';
+	rc = write_all(self->fd, buf, (size_t)n + 1);
+	if (buf != stackbuf)
+		free(buf);
+	if (rc < 0) {
+		log_error("write %s: %s", self->path, strerror(-rc));
+		return rc;
+	}
+	self->rows++;
+	return 0;
+}
+
+size_t csv_writer_rows(const struct csv_writer *self)
+{
+	return self->rows;
+}
+
+const char *csv_writer_path(const struct csv_writer *self)
+{
+	return self->path;
+}
+
+void csv_writer_close(struct csv_writer **self)
+{
+	if (!self || !*self)
+		return;
+	close((*self)->fd);
+	free((*self)->path);
+	free(*self);
+	*self = NULL;
+}
