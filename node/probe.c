@@ -1,0 +1,353 @@
+/* node/probe: see probe.h. */
+#include "node/probe.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "collectors/csv.h"
+#include "lib/clock.h"
+#include "lib/ctl.h"
+#include "lib/log.h"
+#include "node/linkcheck.h"
+
+#define PROBE_PORT_DEFAULT 7100
+#define PROBE_MAX_NODES 8192
+
+void probe_acc_add(struct probe_acc *a, double x)
+{
+	double d = x - a->mean;
+
+	a->n++;
+	a->mean += d / (double)a->n;
+	a->m2 += d * (x - a->mean);
+}
+
+double probe_acc_sd(const struct probe_acc *a)
+{
+	return a->n > 1 ? sqrt(a->m2 / (double)(a->n - 1)) : 0.0;
+}
+
+static int sockaddr_for(const char *addr, int port, struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof *sa);
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, addr, &sa->sin_addr) != 1) {
+		log_error("bad IPv4 address '%s'", addr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Ask the reflector over TCP how many of our datagrams it saw. Returns the count or -errno. */
+static long fetch_count(const struct sockaddr_in *hub, uint32_t index, double *connect_ms)
+{
+	char line[64];
+	int fd = -1, n, len = 0;
+	long count = -ETIMEDOUT;
+	int64_t t0;
+	struct pollfd pfd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	t0 = clock_now_ns();
+	while (connect(fd, (const struct sockaddr *)hub, sizeof *hub) < 0) {
+		if (errno == EINTR)
+			continue;
+		count = -errno;
+		goto out;
+	}
+	*connect_ms = (double)(clock_now_ns() - t0) / 1e6;
+	n = snprintf(line, sizeof line, "count %u\n", index);
+	if (write(fd, line, (size_t)n) != n) {
+		count = -EIO;
+		goto out;
+	}
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	while (len < (int)sizeof line - 1 && poll(&pfd, 1, 30000) > 0) {
+		n = (int)read(fd, line + len, sizeof line - 1 - (size_t)len);
+		if (n <= 0)
+			break;
+		len += n;
+		if (memchr(line, '\n', (size_t)len))
+			break;
+	}
+	line[len] = '\0';
+	if (len > 0 && line[len - 1] == '\n')
+		count = strtol(line, NULL, 10);
+out:
+	close(fd);
+	return count;
+}
+
+struct dir_cfg {
+	double delay_ms, jitter_ms, loss;
+	const char *dist;
+};
+
+static void read_dir_cfg(const struct kv *cfg, const char *dir, struct dir_cfg *d)
+{
+	char key[64];
+	double v;
+
+	snprintf(key, sizeof key, "linkcheck.%s.delay", dir);
+	kv_get_double(cfg, key, 0, &v);
+	d->delay_ms = v * 1e3;
+	snprintf(key, sizeof key, "linkcheck.%s.jitter", dir);
+	kv_get_double(cfg, key, 0, &v);
+	d->jitter_ms = v * 1e3;
+	snprintf(key, sizeof key, "linkcheck.%s.loss", dir);
+	kv_get_double(cfg, key, 0, &d->loss);
+	snprintf(key, sizeof key, "linkcheck.%s.distribution", dir);
+	d->dist = kv_get(cfg, key);
+}
+
+int probe_run(const struct kv *cfg)
+{
+	const char *hub_addr = kv_get(cfg, "hub.addr");
+	const char *name = kv_get(cfg, "node.name");
+	const char *run_dir = kv_get(cfg, "run.dir");
+	int64_t nprobes, port, index;
+	double interval_s, drain_s;
+	struct dir_cfg up, down;
+	struct probe_acc acc_up = { 0 }, acc_down = { 0 }, acc_rtt = { 0 };
+	struct sockaddr_in hub;
+	struct csv_writer *w = NULL;
+	struct ctl_client *ctl = NULL;
+	char path[4096];
+	uint8_t *seen = NULL;
+	int fd = -1, rc = 1;
+	long hub_count;
+	double connect_ms = 0;
+
+	if (!hub_addr || !name || !run_dir) {
+		log_error("probe: config lacks hub.addr, node.name or run.dir");
+		return 2;
+	}
+	if (kv_get_i64(cfg, "linkcheck.probes", 200, &nprobes) || kv_get_i64(cfg, "port.probe", PROBE_PORT_DEFAULT, &port) ||
+	    kv_get_i64(cfg, "node.index", 0, &index) || kv_get_double(cfg, "linkcheck.interval", 0.005, &interval_s))
+		return 2;
+	if (nprobes < 1 || nprobes > 10000000 || index < 0 || index >= PROBE_MAX_NODES) {
+		log_error("probe: linkcheck.probes %lld or node.index %lld out of range", (long long)nprobes,
+			  (long long)index);
+		return 2;
+	}
+	read_dir_cfg(cfg, "up", &up);
+	read_dir_cfg(cfg, "down", &down);
+	if (sockaddr_for(hub_addr, (int)port, &hub) < 0)
+		return 2;
+	if (kv_get(cfg, "ctl.endpoint")) {
+		ctl = ctl_client_open(kv_get(cfg, "ctl.endpoint"), name);
+		if (!ctl || ctl_client_ready_wait(ctl, 60000) != 0) {
+			log_error("probe: no start from the orchestrator");
+			goto out;
+		}
+	}
+	seen = calloc((size_t)nprobes, 1);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (!seen || fd < 0 || connect(fd, (struct sockaddr *)&hub, sizeof hub) < 0) {
+		log_error("probe: socket to %s:%lld: %s", hub_addr, (long long)port, strerror(errno));
+		goto out;
+	}
+
+	/* Send on a fixed schedule; read replies in between. Drain long enough for the slowest
+	 * reply: both delays plus a generous jitter tail. */
+	drain_s = 1.0 + 2.0 * (up.delay_ms + down.delay_ms + 6.0 * (up.jitter_ms + down.jitter_ms)) / 1e3;
+	{
+		int64_t t_start = clock_now_ns(), interval_ns = (int64_t)(interval_s * 1e9);
+		int64_t next = t_start, end = -1;
+		uint32_t sent = 0;
+
+		for (;;) {
+			int64_t now = clock_now_ns();
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			int timeout_ms;
+
+			if (sent < (uint32_t)nprobes && now >= next) {
+				struct probe_pkt p = { .magic = PROBE_MAGIC, .node = (uint32_t)index, .seq = sent,
+						       .t_send_ns = now };
+				if (send(fd, &p, sizeof p, 0) < 0 && errno != ECONNREFUSED && errno != ENOBUFS)
+					log_warn("probe: send: %s", strerror(errno));
+				sent++;
+				next += interval_ns;
+				if (sent == (uint32_t)nprobes)
+					end = now + (int64_t)(drain_s * 1e9);
+				continue;
+			}
+			if (end >= 0 && now >= end)
+				break;
+			timeout_ms = (int)(((sent < (uint32_t)nprobes ? next : end) - now) / 1000000LL) + 1;
+			if (poll(&pfd, 1, timeout_ms) > 0) {
+				struct probe_pkt p;
+				ssize_t n = recv(fd, &p, sizeof p, MSG_DONTWAIT);
+				int64_t t_rx = clock_now_ns();
+
+				if (n != (ssize_t)sizeof p || p.magic != PROBE_MAGIC || p.node != (uint32_t)index ||
+				    p.seq >= (uint32_t)nprobes || seen[p.seq])
+					continue; /* malformed, foreign or duplicated: not a sample */
+				seen[p.seq] = 1;
+				probe_acc_add(&acc_up, (double)(p.t_hub_rx_ns - p.t_send_ns) / 1e6);
+				probe_acc_add(&acc_down, (double)(t_rx - p.t_hub_tx_ns) / 1e6);
+				probe_acc_add(&acc_rtt, (double)((t_rx - p.t_send_ns) - (p.t_hub_tx_ns - p.t_hub_rx_ns)) / 1e6);
+			}
+			if (ctl)
+				ctl_client_status(ctl, (int64_t)sent, CTL_RUN, false);
+		}
+	}
+	hub_count = fetch_count(&hub, (uint32_t)index, &connect_ms);
+	if (hub_count < 0) {
+		log_error("probe: TCP query to reflector %s:%lld failed: %s", hub_addr, (long long)port,
+			  strerror((int)-hub_count));
+		goto out;
+	}
+	log_info("probe: %lld sent, %ld reached the reflector, %llu came back; TCP connect %.2f ms",
+		 (long long)nprobes, hub_count, (unsigned long long)acc_rtt.n, connect_ms);
+
+	snprintf(path, sizeof path, "%s/linkcheck.csv", run_dir);
+	w = csv_writer_open(path, LINKCHECK_CSV_HEADER);
+	if (!w)
+		goto out;
+	{
+		struct linkcheck_row rows[3] = {
+			{ .direction = "up", .probes = (uint64_t)nprobes, .received = (uint64_t)hub_count,
+			  .cfg_delay_ms = up.delay_ms, .cfg_jitter_ms = up.jitter_ms, .cfg_loss = up.loss,
+			  .cfg_dist = up.dist, .mean_ms = acc_up.mean, .sd_ms = probe_acc_sd(&acc_up) },
+			{ .direction = "down", .probes = (uint64_t)hub_count, .received = acc_down.n,
+			  .cfg_delay_ms = down.delay_ms, .cfg_jitter_ms = down.jitter_ms, .cfg_loss = down.loss,
+			  .cfg_dist = down.dist, .mean_ms = acc_down.mean, .sd_ms = probe_acc_sd(&acc_down) },
+			{ .direction = "rtt", .probes = (uint64_t)nprobes, .received = acc_rtt.n,
+			  .cfg_delay_ms = up.delay_ms + down.delay_ms,
+			  .cfg_jitter_ms = sqrt(up.jitter_ms * up.jitter_ms + down.jitter_ms * down.jitter_ms),
+			  .cfg_loss = 1.0 - (1.0 - up.loss) * (1.0 - down.loss), .cfg_dist = up.dist,
+			  .mean_ms = acc_rtt.mean, .sd_ms = probe_acc_sd(&acc_rtt) },
+		};
+		rc = 0;
+		for (int i = 0; i < 3; i++) {
+			char line[512];
+
+			linkcheck_row_format(&rows[i], name, line, sizeof line);
+			if (csv_writer_row(w, "%s", line) < 0)
+				rc = 1;
+			if (rows[i].verdict_off)
+				log_warn("probe: link %s %s is off: %s", name, rows[i].direction, line);
+		}
+	}
+out:
+	if (ctl) {
+		ctl_client_done(ctl);
+		ctl_client_close(&ctl);
+	}
+	csv_writer_close(&w);
+	free(seen);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int probe_reflector_run(const struct kv *cfg)
+{
+	const char *name = kv_get(cfg, "node.name");
+	int64_t port;
+	struct sockaddr_in any = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	struct ctl_client *ctl = NULL;
+	uint64_t *counts = NULL;
+	int ufd = -1, tfd = -1, one = 1, rc = 1;
+
+	if (kv_get_i64(cfg, "port.probe", PROBE_PORT_DEFAULT, &port))
+		return 2;
+	any.sin_port = htons((uint16_t)port);
+	counts = calloc(PROBE_MAX_NODES, sizeof *counts);
+	ufd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	tfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (!counts || ufd < 0 || tfd < 0)
+		goto out;
+	setsockopt(tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	{
+		int buf = 8 << 20;
+		setsockopt(ufd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
+	}
+	if (bind(ufd, (struct sockaddr *)&any, sizeof any) < 0 || bind(tfd, (struct sockaddr *)&any, sizeof any) < 0 ||
+	    listen(tfd, 1024) < 0) {
+		log_error("reflector: bind port %lld: %s", (long long)port, strerror(errno));
+		goto out;
+	}
+	if (kv_get(cfg, "ctl.endpoint")) {
+		ctl = ctl_client_open(kv_get(cfg, "ctl.endpoint"), name ? name : "hub");
+		if (!ctl || ctl_client_ready_wait(ctl, 60000) != 0)
+			goto out;
+	}
+	log_info("reflector: listening on UDP and TCP port %lld", (long long)port);
+	while (!ctl || !ctl_client_should_stop(ctl)) {
+		struct pollfd pfd[2] = { { .fd = ufd, .events = POLLIN }, { .fd = tfd, .events = POLLIN } };
+
+		if (poll(pfd, 2, 50) <= 0)
+			continue;
+		if (pfd[0].revents & POLLIN) {
+			/* Drain the socket: every datagram is stamped at its own arrival. */
+			for (;;) {
+				struct probe_pkt p;
+				struct sockaddr_in from;
+				socklen_t fl = sizeof from;
+				ssize_t n = recvfrom(ufd, &p, sizeof p, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+
+				if (n < 0)
+					break;
+				if (n != (ssize_t)sizeof p || p.magic != PROBE_MAGIC || p.node >= PROBE_MAX_NODES)
+					continue;
+				p.t_hub_rx_ns = clock_now_ns();
+				counts[p.node]++;
+				p.t_hub_tx_ns = clock_now_ns();
+				sendto(ufd, &p, sizeof p, 0, (struct sockaddr *)&from, fl);
+			}
+		}
+		if (pfd[1].revents & POLLIN) {
+			int c = accept4(tfd, NULL, NULL, SOCK_CLOEXEC);
+			char line[64];
+			int len = 0;
+			struct pollfd cp;
+			unsigned idx;
+
+			if (c < 0)
+				continue;
+			cp = (struct pollfd){ .fd = c, .events = POLLIN };
+			while (len < (int)sizeof line - 1 && poll(&cp, 1, 2000) > 0) {
+				ssize_t n = read(c, line + len, sizeof line - 1 - (size_t)len);
+				if (n <= 0)
+					break;
+				len += (int)n;
+				if (memchr(line, '\n', (size_t)len))
+					break;
+			}
+			line[len] = '\0';
+			if (sscanf(line, "count %u", &idx) == 1 && idx < PROBE_MAX_NODES) {
+				int n = snprintf(line, sizeof line, "%llu\n", (unsigned long long)counts[idx]);
+				if (write(c, line, (size_t)n) != n)
+					log_warn("reflector: short write to a prober");
+			}
+			close(c);
+		}
+	}
+	rc = 0;
+out:
+	if (ctl) {
+		ctl_client_done(ctl);
+		ctl_client_close(&ctl);
+	}
+	free(counts);
+	if (ufd >= 0)
+		close(ufd);
+	if (tfd >= 0)
+		close(tfd);
+	return rc;
+}

@@ -1,0 +1,80 @@
+/* The probe and reflector roles over loopback: rows written, verdicts ok on an unshaped path,
+ * and `off` when the configuration claims a delay the path does not have. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/kv.h"
+#include "node/probe.h"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 1 << 16);
+
+	cr_assert_not_null(f, "%s", path);
+	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void run_probe(const char *dir, int port, const char *claimed_delay, const char *expect)
+{
+	struct kv *refl = kv_new(), *p = kv_new();
+	char path[512], portbuf[16];
+	pid_t pid;
+	char *csv;
+
+	snprintf(portbuf, sizeof portbuf, "%d", port);
+	kv_set(refl, "node.name", "hub");
+	kv_set(refl, "port.probe", portbuf);
+	pid = fork();
+	if (pid == 0)
+		_exit(probe_reflector_run(refl));
+	usleep(100000);
+	kv_set(p, "node.name", "worker0");
+	kv_set(p, "node.index", "0");
+	kv_set(p, "run.dir", dir);
+	kv_set(p, "hub.addr", "127.0.0.1");
+	kv_set(p, "port.probe", portbuf);
+	kv_set(p, "linkcheck.probes", "300");
+	kv_set(p, "linkcheck.interval", "0.001");
+	kv_set(p, "linkcheck.up.delay", claimed_delay);
+	cr_assert_eq(probe_run(p), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	snprintf(path, sizeof path, "%s/linkcheck.csv", dir);
+	csv = slurp(path);
+	cr_assert(strncmp(csv, "node,direction,probes,cfg_delay_ms,", 35) == 0, "%s", csv);
+	cr_assert(strstr(csv, "worker0,up,300,") != NULL, "%s", csv);
+	cr_assert(strstr(csv, "worker0,down,300,") != NULL, "%s", csv);
+	cr_assert(strstr(csv, "worker0,rtt,300,") != NULL, "%s", csv);
+	cr_assert(strstr(csv, expect) != NULL, "expected '%s' in:\n%s", expect, csv);
+	free(csv);
+	unlink(path);
+	kv_destroy(&refl);
+	kv_destroy(&p);
+}
+
+Test(probe, loopback_ok, .timeout = 30)
+{
+	char dir[] = "/tmp/stalenet-probe-XXXXXX";
+
+	cr_assert_not_null(mkdtemp(dir));
+	run_probe(dir, 17100 + getpid() % 1000, "0", "worker0,up,300,0.000,0.000,0.000000,");
+	rmdir(dir);
+}
+
+Test(probe, claimed_delay_is_off, .timeout = 30)
+{
+	char dir[] = "/tmp/stalenet-probe-XXXXXX";
+
+	cr_assert_not_null(mkdtemp(dir));
+	/* The config claims 10 ms up but loopback has none: the up row must be judged off. */
+	run_probe(dir, 18100 + getpid() % 1000, "0.010", ",off\n");
+	rmdir(dir);
+}
