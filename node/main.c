@@ -1,15 +1,61 @@
-/* stalenet-node: one node process of a run, started by `stalenet run` only. */
+/* stalenet-node: one node process of a run, started by `stalenet run` inside the node's network
+ * namespace with its configuration file (docs/node-config.md). Only dispatch lives here: the
+ * role's module does the work. Exit status: 0 done, 1 failure while running, 2 bad config. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "lib/clock.h"
+#include "lib/kv.h"
 #include "lib/log.h"
+#include "node/probe.h"
+
+struct node_role {
+	const char *name;
+	int (*run)(const struct kv *cfg);
+};
+
+static const struct node_role roles[] = {
+	{ "probe", probe_run },
+	{ "reflector", probe_reflector_run },
+};
 
 int main(int argc, char **argv)
 {
-	(void)argv;
+	char err[512];
+	struct kv *cfg;
+	const char *role, *name;
+	int64_t origin;
+	int rc = 2;
+
 	log_init("node", LOG_INFO);
-	if (argc != 2) {
-		fprintf(stderr, "usage: stalenet-node NODE_CONFIG (started by 'stalenet run')\n");
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: stalenet-node NODE_CONFIG\n"
+				"  One node of a run; started by 'stalenet run', not by hand.\n"
+				"  NODE_CONFIG: key = value file (docs/node-config.md).\n");
 		return 2;
 	}
-	return 2;
+	cfg = kv_load(argv[1], err, sizeof err);
+	if (!cfg) {
+		log_error("%s", err);
+		return 2;
+	}
+	role = kv_get(cfg, "node.role");
+	name = kv_get(cfg, "node.name");
+	if (name)
+		log_init(name, LOG_INFO);
+	if (kv_get_i64(cfg, "run.origin_ns", 0, &origin) < 0)
+		goto out;
+	if (origin > 0)
+		clock_set_origin_ns(origin);
+	for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+		if (role && !strcmp(role, roles[i].name)) {
+			rc = roles[i].run(cfg);
+			goto out;
+		}
+	}
+	log_error("%s: unknown node.role '%s'", argv[1], role ? role : "(missing)");
+out:
+	kv_destroy(&cfg);
+	return rc;
 }
