@@ -1,0 +1,49 @@
+/* collectors/table: read a whole trace CSV into memory, for checks, summaries and plots.
+ *
+ * Trace files are small (one row per step or per sample period), so a run's files are read
+ * whole rather than streamed. The format is the one collectors/csv writes and docs/traces.md
+ * fixes: a header line, then rows of comma-separated fields; no quoting (no field ever holds a
+ * comma, quote or newline), '\n' line ends, a trailing '\r' is tolerated. Fields are kept as
+ * strings; numeric getters parse on demand. */
+#ifndef STALENET_TABLE_H
+#define STALENET_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct table;
+
+/* Read path. Returns NULL and fills err ("path: what" or "path:line: what") when the file
+ * cannot be read or a row has a different number of fields than the header. Sets *missing
+ * (when non-NULL) to true if the file does not exist, so callers can treat absence apart. */
+struct table *table_load(const char *path, bool *missing, char *err, size_t errlen);
+
+/* Free; accepts NULL; sets *self = NULL. */
+void table_destroy(struct table **self);
+
+size_t table_rows(const struct table *self);
+size_t table_cols(const struct table *self);
+
+/* Header name of column c. Owned by self. */
+const char *table_colname(const struct table *self, size_t c);
+
+/* Index of the column named name, or -1. */
+int table_col(const struct table *self, const char *name);
+
+/* Field (row r, column c), owned by self; "" for an empty field. */
+const char *table_get(const struct table *self, size_t r, size_t c);
+
+/* 1-based line number in the file of row r (the header is line 1). */
+size_t table_line(const struct table *self, size_t r);
+
+/* Parse field (r, c) as a finite double. Returns 0, or -EINVAL (empty or malformed), or
+ * -ERANGE (not finite). */
+int table_double(const struct table *self, size_t r, size_t c, double *out);
+
+/* Field (r, c) as double, or def when empty or malformed (for tolerant readers). */
+double table_double_or(const struct table *self, size_t r, size_t c, double def);
+
+/* The header joined with ',' into buf (truncated to buflen). Returns buf. */
+const char *table_header(const struct table *self, char *buf, size_t buflen);
+
+#endif
