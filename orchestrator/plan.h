@@ -1,0 +1,74 @@
+/* orchestrator/plan: a validated scenario expanded into the runs it asks for.
+ *
+ * Sweeps become runs: the cartesian product of the independent axes, with axes of one zip group
+ * advancing together, times `repeat`. Each run is a full scenario (the base with the run's sweep
+ * values applied exactly like --set, then validated again), its node list, each node's effective
+ * link parameters per direction (network.default merged with every matching network.links entry,
+ * in file order) and the link timeline sorted by time.
+ *
+ * Run ids are the run's sweep assignments, e.g. `consistency.barrier=ssp,workers=4,rep=1`, made
+ * filesystem-safe; a run's seed is a hash of the base seed and the run index, so reruns of the
+ * same plan are identical and runs of one plan differ. */
+#ifndef STALENET_PLAN_H
+#define STALENET_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "netem/link_params.h"
+#include "orchestrator/scenario.h"
+
+#define PLAN_RUN_ID_MAX 256     /* including the NUL */
+
+struct plan_node {
+	char name[SCENARIO_NODE_NAME_MAX];  /* server0.., worker0.., peer0.., trainer, probe0.. */
+	enum scenario_role role;
+	uint32_t index;                     /* among the nodes of its role */
+	struct link_params up, down;        /* effective at the run start */
+	struct scenario_straggler straggler;/* matching stragglers entries merged in order
+					       (set == 0: none); nodes/trace point into the scenario */
+};
+
+/* A link change: from at_us on, node's links are up/down (the full effective parameters). */
+struct plan_event {
+	uint64_t at_us;
+	uint32_t node;                      /* index into plan_run.nodes */
+	struct link_params up, down;
+};
+
+struct plan_run {
+	char id[PLAN_RUN_ID_MAX];
+	uint32_t index;                     /* 0-based position in the plan */
+	uint32_t rep;                       /* 1-based repetition */
+	uint64_t seed;                      /* derived: plan_derive_seed(base seed, index) */
+	const struct scenario *scenario;    /* this run's scenario (seed already the derived one) */
+	struct plan_node *nodes;
+	size_t n_nodes;
+	struct plan_event *events;          /* sorted by at_us, stable within equal times */
+	size_t n_events;
+};
+
+struct plan;
+
+/* Expand sc. sc is only read (the plan holds its own copies). Returns NULL with a one-line error
+ * (naming the sweep value's or selector's file:line:col) in err. */
+struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen);
+
+void plan_destroy(struct plan **self);
+
+size_t plan_n_runs(const struct plan *self);
+/* The i-th run (i < plan_n_runs), owned by the plan. */
+const struct plan_run *plan_run(const struct plan *self, size_t i);
+
+/* Index of the node named name in run, or -ENOENT. */
+int plan_run_find_node(const struct plan_run *run, const char *name);
+
+/* The seed of run index idx derived from a base seed (splitmix64 mixing; never 0). */
+uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx);
+
+/* Print the plan readably (runs, nodes with their links and stragglers, timeline): the output of
+ * `stalenet check`. Returns 0 or -errno. */
+int plan_print(FILE *out, const struct plan *self);
+
+#endif

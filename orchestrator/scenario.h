@@ -1,0 +1,245 @@
+/* orchestrator/scenario: a scenario file (YAML) parsed and validated into a struct scenario.
+ *
+ * The parser reads the whole document into a small tree that remembers each value's line and
+ * column, applies `--set key.path=value` overrides to that tree, and only then converts it into
+ * the typed struct below. Validation therefore runs once, on the final document, and every error
+ * is one line: `FILE:LINE:COL: error: what is wrong (what was expected)`.
+ *
+ * Units are normalised on the way in (orchestrator/units): times in microseconds, probabilities
+ * in parts per million (inside struct link_params) or as fractions (training knobs), rates in bits
+ * per second. The language reference is docs/scenario.md.
+ *
+ * The struct is plain data, owned by the scenario object: callers read it, never free parts of it.
+ * Sweeps are kept unexpanded here (struct scenario_sweep); orchestrator/plan expands them. */
+#ifndef STALENET_SCENARIO_H
+#define STALENET_SCENARIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "netem/link_params.h"
+
+#define SCENARIO_MAX_NODES      4096            /* explicit nodes or workers + servers */
+#define SCENARIO_MAX_FILE_BYTES (10u << 20)     /* 10 MB */
+#define SCENARIO_NODE_NAME_MAX  32              /* including the NUL */
+#define SCENARIO_MAX_HIDDEN     8               /* model.hidden layers */
+#define SCENARIO_ERR_MAX        512             /* a comfortable err buffer size */
+
+enum scenario_data_set { SCENARIO_DATA_FASHION_MNIST = 0, SCENARIO_DATA_MNIST };
+enum scenario_partition { SCENARIO_PART_IID = 0, SCENARIO_PART_CLASSES, SCENARIO_PART_DIRICHLET,
+			  SCENARIO_PART_SIZES };
+enum scenario_model { SCENARIO_MODEL_SOFTMAX = 0, SCENARIO_MODEL_MLP, SCENARIO_MODEL_CNN };
+enum scenario_lr_schedule { SCENARIO_LR_CONSTANT = 0, SCENARIO_LR_STEP, SCENARIO_LR_INVERSE };
+enum scenario_topology { SCENARIO_TOPO_PS = 0, SCENARIO_TOPO_P2P, SCENARIO_TOPO_ALLREDUCE,
+			 SCENARIO_TOPO_CENTRALIZED };
+enum scenario_barrier { SCENARIO_BARRIER_BSP = 0, SCENARIO_BARRIER_SSP, SCENARIO_BARRIER_ASP,
+			SCENARIO_BARRIER_PBSP, SCENARIO_BARRIER_PSSP };
+enum scenario_weighting { SCENARIO_WEIGHT_NONE = 0, SCENARIO_WEIGHT_INVERSE, SCENARIO_WEIGHT_EXP };
+enum scenario_combine { SCENARIO_COMBINE_NONE = 0, SCENARIO_COMBINE_AVERAGE, SCENARIO_COMBINE_ENSEMBLE };
+enum scenario_workload { SCENARIO_WORKLOAD_TRAIN = 0, SCENARIO_WORKLOAD_LINKCHECK };
+enum scenario_on_failure { SCENARIO_ON_FAILURE_STOP = 0, SCENARIO_ON_FAILURE_CONTINUE };
+enum scenario_role { SCENARIO_ROLE_SERVER = 0, SCENARIO_ROLE_WORKER, SCENARIO_ROLE_PEER,
+		     SCENARIO_ROLE_CENTRAL, SCENARIO_ROLE_PROBE };
+/* Extra per-step compute delay of a straggler. Parameters a, b (seconds unless noted):
+ * constant {value: a}, uniform {min: a, max: b}, exponential {mean: a},
+ * gamma {shape: a (dimensionless), scale: b}, normal {mean: a, sd: b},
+ * pareto {scale: a, shape: b (dimensionless)}. */
+enum scenario_dist { SCENARIO_DIST_NONE = 0, SCENARIO_DIST_CONSTANT, SCENARIO_DIST_UNIFORM,
+		     SCENARIO_DIST_EXPONENTIAL, SCENARIO_DIST_GAMMA, SCENARIO_DIST_NORMAL,
+		     SCENARIO_DIST_PARETO };
+
+/* Where a value came from in the scenario file (1-based; 0 = not from the file). */
+struct scenario_pos {
+	uint32_t line, col;
+};
+
+/* One explicit node (`nodes: [{name: server0, role: server}, ...]`). */
+struct scenario_node {
+	char name[SCENARIO_NODE_NAME_MAX];
+	enum scenario_role role;
+	struct scenario_pos pos;
+};
+
+/* One `network.links` entry: overrides for the nodes its selector matches. up = node -> switch,
+ * down = switch -> node; a bare key applies to both. Only fields with their `set` bit count. */
+struct scenario_link {
+	char *nodes;                    /* selector text (orchestrator/selector) */
+	struct scenario_pos pos;        /* of the selector */
+	struct link_params up, down;
+};
+
+/* One `network.timeline` entry: at at_us after the run start, apply the set fields to the
+ * matching nodes' links (on top of what they had). */
+struct scenario_event {
+	uint64_t at_us;
+	char *nodes;
+	struct scenario_pos pos;
+	struct link_params up, down;
+};
+
+/* Bits of scenario_straggler.set. */
+enum scenario_straggler_field {
+	SCENARIO_STRAG_SLOWDOWN = 1u << 0, SCENARIO_STRAG_DELAY = 1u << 1, SCENARIO_STRAG_TRACE = 1u << 2,
+	SCENARIO_STRAG_PAUSE = 1u << 3, SCENARIO_STRAG_CRASH = 1u << 4, SCENARIO_STRAG_RESTART = 1u << 5,
+	SCENARIO_STRAG_JOIN = 1u << 6, SCENARIO_STRAG_LEAVE = 1u << 7,
+};
+
+/* One `stragglers` entry. All times are microseconds after the run start. */
+struct scenario_straggler {
+	char *nodes;
+	struct scenario_pos pos;
+	uint32_t set;                   /* SCENARIO_STRAG_* given explicitly */
+	double slowdown;                /* compute time multiplier, >= 1 (1 = none) */
+	enum scenario_dist delay_dist;  /* extra per-step delay */
+	double delay_a, delay_b;        /* see enum scenario_dist */
+	char *trace;                    /* CSV of per-step compute times, NULL = none */
+	uint64_t pause_every_us, pause_for_us;
+	uint64_t crash_at_us;
+	uint64_t restart_at_us;         /* absolute time of the restart, > crash_at_us */
+	uint64_t join_at_us, leave_at_us;
+};
+
+/* One sweep axis: `key.path: [v1, v2, ...]`. values are the scalars' text, applied like --set. */
+struct scenario_sweep_axis {
+	char *key;
+	struct scenario_pos pos;
+	char **values;
+	struct scenario_pos *value_pos;
+	size_t n_values;
+	int zip_group;                  /* -1 = own axis of the cartesian product, else zip group id */
+};
+
+struct scenario_sweep {
+	struct scenario_sweep_axis *axes;
+	size_t n_axes;
+	uint32_t repeat;                /* >= 1 */
+};
+
+struct scenario_doc;                    /* private: the parsed tree, kept for --set and re-emit */
+
+struct scenario {
+	char *file;                     /* name used in error messages */
+	char *name;
+	uint64_t seed;
+
+	uint64_t stop_time_us;          /* 0 = not set; at least one stop condition is required */
+	double stop_accuracy;           /* 0 = not set */
+	uint64_t stop_steps;            /* 0 = not set */
+	double target;                  /* accuracy for time-to-target, 0 = none */
+
+	struct {
+		enum scenario_data_set set;
+		char *path;             /* directory of the *-ubyte.gz files */
+		enum scenario_partition scheme;
+		uint32_t per_node;      /* classes per node (classes) */
+		double alpha;           /* dirichlet concentration */
+		double zipf;            /* 0 = equal shard sizes, else Zipf exponent of sizes */
+		double *sizes;          /* explicit fractions (sizes), sum 1 */
+		size_t n_sizes;
+	} data;
+
+	struct {
+		enum scenario_model kind;
+		uint32_t hidden[SCENARIO_MAX_HIDDEN];
+		size_t n_hidden;
+	} model;
+
+	struct {
+		uint32_t batch;
+		double lr, momentum, weight_decay;
+		enum scenario_lr_schedule lr_schedule;
+		uint64_t lr_step_every;         /* steps between decays (step) */
+		double lr_step_gamma;           /* factor per decay (step) */
+		double lr_decay;                /* lr / (1 + lr_decay * step) (inverse) */
+		uint32_t epochs;                /* centralized trainer, 0 = until stop */
+		uint32_t blas_threads;
+	} train;
+
+	struct {
+		enum scenario_topology kind;
+		uint32_t servers;               /* parameter-server: >= 1 */
+	} topology;
+
+	struct {
+		enum scenario_barrier barrier;
+		uint32_t staleness;             /* ssp, pssp */
+		uint32_t sample;                /* pbsp, pssp: peers sampled (beta) */
+		uint32_t backup;                /* backup workers (b) */
+		enum scenario_weighting weighting;
+		uint32_t local_steps;           /* model averaging period */
+		uint32_t fanout;                /* gossip fanout (p2p) */
+		enum scenario_combine combine;
+	} consistency;
+
+	uint32_t workers;                       /* count of workers (peers); with `nodes`, derived */
+	struct scenario_node *nodes;            /* explicit node list, NULL = derived from counts */
+	size_t n_nodes;
+
+	enum scenario_workload workload;
+	bool linkcheck;                         /* run the link self-check (linkcheck: off = false) */
+	uint32_t linkcheck_probes;              /* probes per link */
+	uint64_t eval_every_us;
+
+	struct {
+		struct link_params up, down;    /* network.default */
+		struct scenario_link *links;
+		size_t n_links;
+		struct scenario_event *timeline;    /* in file order; plan sorts by time */
+		size_t n_timeline;
+		char *trace;                    /* CSV of t_s,delay,loss,rate rows, NULL = none */
+		char *cc;                       /* TCP congestion control, default "cubic" */
+		uint32_t subnet;                /* host byte order, default 198.18.0.0 */
+		uint8_t prefix_len;             /* default 15 */
+		uint32_t mtu;                   /* 0 = interface default */
+	} network;
+
+	struct scenario_straggler *stragglers;
+	size_t n_stragglers;
+
+	enum scenario_on_failure on_node_failure;
+	struct scenario_sweep sweep;
+
+	struct scenario_doc *doc;               /* private */
+};
+
+/* Read and validate a scenario file. Returns a new scenario (free with scenario_destroy) or NULL
+ * with a one-line "FILE:LINE:COL: error: ..." message in err. */
+struct scenario *scenario_load(const char *path, char *err, size_t errlen);
+
+/* The same from a memory buffer (need not be NUL-terminated); name is used in messages. */
+struct scenario *scenario_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
+
+/* Load, apply n_sets `key.path=value` overrides (in order), then validate. The CLI's entry. */
+struct scenario *scenario_load_with(const char *path, const char *const *sets, size_t n_sets,
+				    char *err, size_t errlen);
+
+/* Apply one `key.path=value` override (list elements by index: network.links.0.delay=5ms) and
+ * re-validate the whole scenario. On error self is unchanged, err says "--set KEY: ...".
+ * Returns 0, -EINVAL (invalid) or -ENOMEM. */
+int scenario_set(struct scenario *self, const char *assignment, char *err, size_t errlen);
+
+/* A deep copy (including the private document). NULL on -ENOMEM. */
+struct scenario *scenario_clone(const struct scenario *self);
+
+/* Write the scenario as YAML (the parsed document with overrides applied) to out, e.g. for
+ * RUN_DIR/scenario.yaml. Returns 0 or -errno. */
+int scenario_write_yaml(const struct scenario *self, FILE *out);
+
+/* Free the scenario and set *self to NULL; accepts NULL and *self == NULL. */
+void scenario_destroy(struct scenario **self);
+
+/* Names of enum values as written in the file ("parameter-server", "pssp", ...). */
+const char *scenario_role_name(enum scenario_role role);
+const char *scenario_barrier_name(enum scenario_barrier barrier);
+const char *scenario_topology_name(enum scenario_topology kind);
+const char *scenario_model_name(enum scenario_model kind);
+const char *scenario_partition_name(enum scenario_partition scheme);
+const char *scenario_data_set_name(enum scenario_data_set set);
+const char *scenario_lr_schedule_name(enum scenario_lr_schedule s);
+const char *scenario_weighting_name(enum scenario_weighting w);
+const char *scenario_combine_name(enum scenario_combine c);
+const char *scenario_dist_name(enum scenario_dist d);
+
+#endif
