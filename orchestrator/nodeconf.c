@@ -1,0 +1,177 @@
+/* orchestrator/nodeconf: see nodeconf.h. */
+#include "orchestrator/nodeconf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Append name (comma-separated) to a growing list. */
+static int list_add(char **list, size_t *len, const char *item)
+{
+	size_t n = strlen(item);
+	char *p = realloc(*list, *len + n + 2);
+
+	if (!p)
+		return -1;
+	*list = p;
+	if (*len)
+		p[(*len)++] = ',';
+	memcpy(p + *len, item, n + 1);
+	*len += n;
+	return 0;
+}
+
+static void set_role_lists(struct kv *kv, const struct plan_run *run, const struct nodeconf_ctx *ctx,
+			   const char *prefix, int want_workers)
+{
+	char *names = NULL, *addrs = NULL, key[64];
+	size_t nl = 0, al = 0, count = 0;
+
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		enum scenario_role r = run->nodes[i].role;
+		int is_worker = r == SCENARIO_ROLE_WORKER || r == SCENARIO_ROLE_PEER;
+
+		if (r == SCENARIO_ROLE_CENTRAL || r == SCENARIO_ROLE_PROBE)
+			continue;
+		if (is_worker != want_workers)
+			continue;
+		list_add(&names, &nl, run->nodes[i].name);
+		list_add(&addrs, &al, ctx->addrs && ctx->addrs[i] ? ctx->addrs[i] : "");
+		count++;
+	}
+	snprintf(key, sizeof key, "%s.count", prefix);
+	kv_setf(kv, key, "%zu", count);
+	snprintf(key, sizeof key, "%s.names", prefix);
+	kv_set(kv, key, names ? names : "");
+	snprintf(key, sizeof key, "%s.addrs", prefix);
+	kv_set(kv, key, addrs ? addrs : "");
+	free(names);
+	free(addrs);
+}
+
+static double us_to_s(uint64_t us)
+{
+	return (double)us / 1e6;
+}
+
+static void set_link_check(struct kv *kv, const char *dir, const struct link_params *lp)
+{
+	static const char *dists[] = { "normal", "uniform", "normal", "pareto", "paretonormal" };
+	char key[64];
+	double loss = (double)lp->loss_ppm / 1e6;
+
+	if (lp->loss_model == LINK_LOSS_GEMODEL) {
+		/* Stationary loss of the Gilbert-Elliott chain: share of time in bad state times
+		 * its loss probability, plus the good state's. */
+		double p = lp->ge_p_ppm / 1e6, r = lp->ge_r_ppm / 1e6;
+		double h1 = lp->ge_1h_ppm / 1e6, k1 = lp->ge_1k_ppm / 1e6;
+		double bad = p + r > 0 ? p / (p + r) : 0;
+		loss = bad * h1 + (1 - bad) * k1;
+	}
+	snprintf(key, sizeof key, "linkcheck.%s.delay", dir);
+	kv_setf(kv, key, "%.6f", lp->delay_us / 1e6);
+	snprintf(key, sizeof key, "linkcheck.%s.jitter", dir);
+	kv_setf(kv, key, "%.6f", lp->jitter_us / 1e6);
+	snprintf(key, sizeof key, "linkcheck.%s.loss", dir);
+	kv_setf(kv, key, "%.6f", loss);
+	snprintf(key, sizeof key, "linkcheck.%s.distribution", dir);
+	kv_set(kv, key, dists[lp->dist]);
+}
+
+struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nodeconf_ctx *ctx,
+			  const char *role_override)
+{
+	const struct scenario *sc = run->scenario;
+	const struct plan_node *n = &run->nodes[i];
+	const struct scenario_straggler *st = &n->straggler;
+	struct kv *kv = kv_new();
+	char buf[256];
+	size_t len = 0;
+
+	if (!kv)
+		return NULL;
+	kv_set(kv, "run.dir", ctx->run_dir);
+	kv_set(kv, "run.id", run->id);
+	kv_setf(kv, "run.origin_ns", "%lld", (long long)ctx->origin_ns);
+	kv_setf(kv, "run.seed", "%llu", (unsigned long long)run->seed);
+	if (ctx->ctl_endpoint)
+		kv_set(kv, "ctl.endpoint", ctx->ctl_endpoint);
+	kv_set(kv, "node.name", n->name);
+	kv_set(kv, "node.role", role_override ? role_override : scenario_role_name(n->role));
+	kv_setf(kv, "node.index", "%u", n->index);
+	kv_setf(kv, "node.id", "%zu", i);
+	if (ctx->addrs && ctx->addrs[i])
+		kv_set(kv, "node.addr", ctx->addrs[i]);
+	set_role_lists(kv, run, ctx, "workers", 1);
+	set_role_lists(kv, run, ctx, "servers", 0);
+	kv_setf(kv, "port.data", "%u", ctx->port_data);
+	kv_setf(kv, "port.probe", "%u", ctx->port_probe);
+	if (ctx->hub_addr)
+		kv_set(kv, "hub.addr", ctx->hub_addr);
+
+	kv_setf(kv, "stop.time", "%.6f", us_to_s(sc->stop_time_us));
+	kv_setf(kv, "stop.accuracy", "%.6f", sc->stop_accuracy);
+	kv_setf(kv, "stop.steps", "%llu", (unsigned long long)sc->stop_steps);
+	kv_setf(kv, "target", "%.6f", sc->target);
+	kv_setf(kv, "eval.every", "%.6f", us_to_s(sc->eval_every_us));
+
+	kv_set(kv, "data.set", scenario_data_set_name(sc->data.set));
+	kv_set(kv, "data.path", ctx->data_path ? ctx->data_path : (sc->data.path ? sc->data.path : ""));
+	kv_set(kv, "data.partition.scheme", scenario_partition_name(sc->data.scheme));
+	kv_setf(kv, "data.partition.per_node", "%u", sc->data.per_node);
+	kv_setf(kv, "data.partition.alpha", "%.9g", sc->data.alpha);
+	kv_setf(kv, "data.partition.zipf", "%.9g", sc->data.zipf);
+	buf[0] = '\0';
+	for (size_t k = 0; k < sc->data.n_sizes && len < sizeof buf - 24; k++)
+		len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%.9g", k ? "," : "", sc->data.sizes[k]);
+	if (sc->data.n_sizes)
+		kv_set(kv, "data.partition.sizes", buf);
+
+	kv_set(kv, "model.kind", scenario_model_name(sc->model.kind));
+	len = 0;
+	buf[0] = '\0';
+	for (size_t k = 0; k < sc->model.n_hidden; k++)
+		len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%u", k ? "," : "", sc->model.hidden[k]);
+	kv_set(kv, "model.hidden", buf);
+
+	kv_setf(kv, "train.batch", "%u", sc->train.batch);
+	kv_setf(kv, "train.lr", "%.9g", sc->train.lr);
+	kv_setf(kv, "train.momentum", "%.9g", sc->train.momentum);
+	kv_setf(kv, "train.weight_decay", "%.9g", sc->train.weight_decay);
+	kv_set(kv, "train.lr_schedule", scenario_lr_schedule_name(sc->train.lr_schedule));
+	kv_setf(kv, "train.lr_step_every", "%llu", (unsigned long long)sc->train.lr_step_every);
+	kv_setf(kv, "train.lr_step_gamma", "%.9g", sc->train.lr_step_gamma);
+	kv_setf(kv, "train.lr_decay", "%.9g", sc->train.lr_decay);
+	kv_setf(kv, "train.epochs", "%u", sc->train.epochs);
+	kv_setf(kv, "train.blas_threads", "%u", sc->train.blas_threads);
+
+	kv_set(kv, "topology.kind", scenario_topology_name(sc->topology.kind));
+	kv_set(kv, "consistency.barrier", scenario_barrier_name(sc->consistency.barrier));
+	kv_setf(kv, "consistency.staleness", "%u", sc->consistency.staleness);
+	kv_setf(kv, "consistency.sample", "%u", sc->consistency.sample);
+	kv_setf(kv, "consistency.backup", "%u", sc->consistency.backup);
+	kv_set(kv, "consistency.weighting", scenario_weighting_name(sc->consistency.weighting));
+	kv_setf(kv, "consistency.local_steps", "%u", sc->consistency.local_steps);
+	kv_setf(kv, "consistency.fanout", "%u", sc->consistency.fanout);
+	kv_set(kv, "consistency.combine", scenario_combine_name(sc->consistency.combine));
+	kv_set(kv, "on_node_failure", sc->on_node_failure == SCENARIO_ON_FAILURE_STOP ? "stop" : "continue");
+
+	kv_setf(kv, "linkcheck.probes", "%u", sc->linkcheck_probes);
+	set_link_check(kv, "up", &n->up);
+	set_link_check(kv, "down", &n->down);
+
+	if (st->set & SCENARIO_STRAG_SLOWDOWN)
+		kv_setf(kv, "straggler.slowdown", "%.9g", st->slowdown);
+	if (st->set & SCENARIO_STRAG_DELAY) {
+		kv_set(kv, "straggler.delay.dist", scenario_dist_name(st->delay_dist));
+		kv_setf(kv, "straggler.delay.a", "%.9g", st->delay_a);
+		kv_setf(kv, "straggler.delay.b", "%.9g", st->delay_b);
+	}
+	if (st->set & SCENARIO_STRAG_PAUSE) {
+		kv_setf(kv, "straggler.pause.every", "%.6f", us_to_s(st->pause_every_us));
+		kv_setf(kv, "straggler.pause.for", "%.6f", us_to_s(st->pause_for_us));
+	}
+	if ((st->set & SCENARIO_STRAG_TRACE) && st->trace)
+		kv_set(kv, "straggler.trace", st->trace);
+	return kv;
+}
