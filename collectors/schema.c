@@ -25,7 +25,8 @@ enum coltype {
 	T_S,      /* non-empty text */
 	T_S_E,    /* text, may be empty */
 	T_DIR,    /* up | down */
-	T_VERDICT /* ok | fail */
+	T_CDIR,   /* up | down | rtt (linkcheck) */
+	T_VERDICT /* ok | off (node/linkcheck's tolerances) */
 };
 
 struct colspec {
@@ -58,7 +59,7 @@ static const struct filespec SPECS[] = {
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "direction", T_DIR }, { "packets", T_U },
 	    { "bytes", T_U }, { "dropped", T_U }, { "backlog_pkts", T_U }, { "held_pkts", T_U } } },
 	{ "linkcheck", "linkcheck.csv", TRACE_HEADER_LINKCHECK, false, NULL,
-	  { { "node", T_S }, { "direction", T_DIR }, { "probes", T_U }, { "cfg_delay_ms", T_FPOS },
+	  { { "node", T_S }, { "direction", T_CDIR }, { "probes", T_U }, { "cfg_delay_ms", T_FPOS },
 	    { "cfg_jitter_ms", T_FPOS }, { "cfg_loss", T_FRAC }, { "rtt_mean_ms", T_FPOS_E },
 	    { "rtt_sd_ms", T_FPOS_E }, { "loss", T_FRAC }, { "verdict", T_VERDICT } } },
 	{ "events", "events.csv", TRACE_HEADER_EVENTS, true, NULL,
@@ -80,7 +81,8 @@ static const char *type_name(enum coltype t)
 	case T_S: return "non-empty text";
 	case T_S_E: return "text";
 	case T_DIR: return "up or down";
-	case T_VERDICT: return "ok or fail";
+	case T_CDIR: return "up, down or rtt";
+	case T_VERDICT: return "ok or off";
 	}
 	return "?";
 }
@@ -121,8 +123,10 @@ static bool field_ok(const struct table *t, size_t r, size_t c, enum coltype typ
 		return true;
 	case T_DIR:
 		return strcmp(s, "up") == 0 || strcmp(s, "down") == 0;
+	case T_CDIR:
+		return strcmp(s, "up") == 0 || strcmp(s, "down") == 0 || strcmp(s, "rtt") == 0;
 	case T_VERDICT:
-		return strcmp(s, "ok") == 0 || strcmp(s, "fail") == 0;
+		return strcmp(s, "ok") == 0 || strcmp(s, "off") == 0;
 	}
 	return false;
 }

@@ -1,0 +1,718 @@
+/* collectors/summary: see summary.h.
+ *
+ * Workers are the nodes/NAME.csv files whose NAME does not start with "server": parameter
+ * servers write rows for the updates they apply (that is where staleness is known), but their
+ * step counter is not a worker's progress. Node counters bytes_tx, bytes_rx, bad_frames are per
+ * row (since the node's previous row), so a restarted node's rows still add up; links.csv
+ * counters are cumulative kernel-style counters, so a link's drops are its last value. */
+#include "collectors/summary.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectors/csv.h"
+#include "collectors/table.h"
+#include "lib/log.h"
+
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double summary_median(double *v, size_t n)
+{
+	if (n == 0)
+		return NAN;
+	qsort(v, n, sizeof *v, dbl_cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+double summary_percentile(double *v, size_t n, double p)
+{
+	size_t rank;
+
+	if (n == 0)
+		return NAN;
+	qsort(v, n, sizeof *v, dbl_cmp);
+	/* ceil(p/100 * n) computed in integers where possible so 99% of 100 is rank 99, not 100
+	 * through rounding error. */
+	rank = (size_t)ceil(p / 100.0 * (double)n - 1e-9);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1];
+}
+
+/* ---- eval series --------------------------------------------------------------------- */
+
+struct idx_t {
+	size_t row;
+	double t;
+};
+
+static int idx_cmp(const void *a, const void *b)
+{
+	const struct idx_t *x = a, *y = b;
+
+	if (x->t != y->t)
+		return (x->t > y->t) - (x->t < y->t);
+	return (x->row > y->row) - (x->row < y->row); /* stable */
+}
+
+int summary_eval_series(const char *run_dir, double **t_out, double **upd_out, double **acc_out,
+			size_t *n_out, char *err, size_t errlen)
+{
+	struct table *t = NULL;
+	struct idx_t *idx = NULL;
+	char path[4096];
+	const char **names = NULL;
+	double *last_acc = NULL, *last_upd = NULL, *ts = NULL, *us = NULL, *as = NULL;
+	size_t rows, nnames = 0, reported = 0, n = 0;
+	bool missing = false;
+	int ct, cn, cu, ca, rc = 0;
+
+	*t_out = *upd_out = *acc_out = NULL;
+	*n_out = 0;
+	snprintf(path, sizeof path, "%s/eval.csv", run_dir);
+	t = table_load(path, &missing, err, errlen);
+	if (!t)
+		return missing ? 0 : -EINVAL;
+	ct = table_col(t, "t_s");
+	cn = table_col(t, "node");
+	cu = table_col(t, "updates");
+	ca = table_col(t, "test_accuracy");
+	if (ct < 0 || cn < 0 || cu < 0 || ca < 0) {
+		snprintf(err, errlen, "%s: missing t_s, node, updates or test_accuracy column", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	rows = table_rows(t);
+	if (rows == 0)
+		goto out;
+	idx = calloc(rows, sizeof *idx);
+	names = calloc(rows, sizeof *names);
+	last_acc = calloc(rows, sizeof *last_acc);
+	last_upd = calloc(rows, sizeof *last_upd);
+	ts = calloc(rows, sizeof *ts);
+	us = calloc(rows, sizeof *us);
+	as = calloc(rows, sizeof *as);
+	if (!idx || !names || !last_acc || !last_upd || !ts || !us || !as) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t r = 0; r < rows; r++) {
+		const char *nm = table_get(t, r, (size_t)cn);
+		size_t i;
+
+		idx[r].row = r;
+		idx[r].t = table_double_or(t, r, (size_t)ct, 0);
+		for (i = 0; i < nnames; i++)
+			if (strcmp(names[i], nm) == 0)
+				break;
+		if (i == nnames) {
+			names[nnames] = nm;
+			last_acc[nnames++] = NAN;
+		}
+	}
+	qsort(idx, rows, sizeof *idx, idx_cmp);
+	for (size_t k = 0; k < rows; k++) {
+		size_t r = idx[k].row, i;
+		double acc, sum_a = 0, sum_u = 0;
+
+		if (table_double(t, r, (size_t)ca, &acc) < 0)
+			continue;
+		for (i = 0; i < nnames; i++)
+			if (strcmp(names[i], table_get(t, r, (size_t)cn)) == 0)
+				break;
+		if (isnan(last_acc[i]))
+			reported++;
+		last_acc[i] = acc;
+		last_upd[i] = table_double_or(t, r, (size_t)cu, 0);
+		if (reported < nnames)
+			continue;
+		for (i = 0; i < nnames; i++) {
+			sum_a += last_acc[i];
+			sum_u += last_upd[i];
+		}
+		/* rows at the same instant collapse into one point */
+		if (n > 0 && ts[n - 1] == idx[k].t)
+			n--;
+		ts[n] = idx[k].t;
+		us[n] = sum_u / (double)nnames;
+		as[n] = sum_a / (double)nnames;
+		n++;
+	}
+	if (n > 0) {
+		*t_out = ts;
+		*upd_out = us;
+		*acc_out = as;
+		*n_out = n;
+		ts = us = as = NULL;
+	}
+out:
+	free(idx);
+	free(names);
+	free(last_acc);
+	free(last_upd);
+	free(ts);
+	free(us);
+	free(as);
+	table_destroy(&t);
+	return rc;
+}
+
+/* ---- one run ------------------------------------------------------------------------- */
+
+struct dvec {
+	double *v;
+	size_t n, cap;
+};
+
+static int dvec_push(struct dvec *d, double x)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 256;
+		double *nv = realloc(d->v, cap * sizeof *nv);
+
+		if (!nv)
+			return -ENOMEM;
+		d->v = nv;
+		d->cap = cap;
+	}
+	d->v[d->n++] = x;
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of directory entries for which keep() holds; caller frees each and the array. */
+static int list_dir(const char *dir, bool (*keep)(const char *dir, const char *name),
+		    char ***out, size_t *nout)
+{
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d = opendir(dir);
+	int rc = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || !keep(dir, de->d_name))
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof *names);
+			if (!nn) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = nn;
+		}
+		if (!(names[n] = strdup(de->d_name))) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	if (rc < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return rc;
+	}
+	if (n)
+		qsort(names, n, sizeof *names, name_cmp);
+	*out = names;
+	*nout = n;
+	return 0;
+}
+
+static bool is_csv(const char *dir, const char *name)
+{
+	size_t len = strlen(name);
+
+	(void)dir;
+	return len > 4 && strcmp(name + len - 4, ".csv") == 0;
+}
+
+static int summarise_nodes(const char *run_dir, struct summary_row *out, char *err, size_t errlen)
+{
+	struct dvec final = { 0 }, stale = { 0 };
+	char dir[4096], path[8192];
+	char **names = NULL;
+	size_t nnames = 0;
+	double sum_wait = 0, sum_compute = 0;
+	int rc;
+
+	snprintf(dir, sizeof dir, "%s/nodes", run_dir);
+	rc = list_dir(dir, is_csv, &names, &nnames);
+	if (rc == -ENOENT) {
+		rc = 0;
+		goto out;
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	for (size_t i = 0; i < nnames && rc == 0; i++) {
+		bool worker = strncmp(names[i], "server", 6) != 0;
+		struct table *t;
+		int cs, cc, cw, cst, ctx, cb;
+		double max_step = -1;
+
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		t = table_load(path, NULL, err, errlen);
+		if (!t) {
+			rc = -EINVAL;
+			break;
+		}
+		cs = table_col(t, "step");
+		cc = table_col(t, "compute_s");
+		cw = table_col(t, "wait_s");
+		cst = table_col(t, "staleness");
+		ctx = table_col(t, "bytes_tx");
+		cb = table_col(t, "bad_frames");
+		if (cs < 0 || cc < 0 || cw < 0 || cst < 0 || ctx < 0 || cb < 0) {
+			snprintf(err, errlen, "%s: not a node trace (see docs/traces.md)", path);
+			table_destroy(&t);
+			rc = -EINVAL;
+			break;
+		}
+		for (size_t r = 0; r < table_rows(t) && rc == 0; r++) {
+			double st;
+
+			if (worker) {
+				double s = table_double_or(t, r, (size_t)cs, -1);
+
+				if (s > max_step)
+					max_step = s;
+				sum_wait += table_double_or(t, r, (size_t)cw, 0);
+				sum_compute += table_double_or(t, r, (size_t)cc, 0);
+			}
+			if (table_double(t, r, (size_t)cst, &st) == 0)
+				rc = dvec_push(&stale, st);
+			out->bytes_moved += (uint64_t)table_double_or(t, r, (size_t)ctx, 0);
+			out->bad_frames += (uint64_t)table_double_or(t, r, (size_t)cb, 0);
+		}
+		if (rc == 0 && worker && max_step >= 0) {
+			rc = dvec_push(&final, max_step);
+			out->total_steps += (uint64_t)max_step;
+		}
+		table_destroy(&t);
+		if (rc == -ENOMEM)
+			snprintf(err, errlen, "%s: out of memory", path);
+	}
+	if (rc < 0)
+		goto out;
+	out->workers = final.n;
+	if (final.n) {
+		out->steps_median = summary_median(final.v, final.n); /* sorts */
+		out->steps_min = final.v[0];
+		out->steps_max = final.v[final.n - 1];
+	}
+	if (sum_wait + sum_compute > 0)
+		out->wait_fraction = sum_wait / (sum_wait + sum_compute);
+	if (stale.n) {
+		double s = 0;
+
+		for (size_t i = 0; i < stale.n; i++)
+			s += stale.v[i];
+		out->staleness_mean = s / (double)stale.n;
+		out->staleness_p99 = summary_percentile(stale.v, stale.n, 99);
+	}
+out:
+	for (size_t i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	free(final.v);
+	free(stale.v);
+	return rc;
+}
+
+static int summarise_links(const char *run_dir, struct summary_row *out, char *err, size_t errlen)
+{
+	struct table *t = NULL;
+	char path[4096];
+	bool missing = false;
+	const char **keys_node = NULL, **keys_dir = NULL;
+	double *last = NULL;
+	size_t nk = 0;
+	int cn, cd, cdrop, rc = 0;
+
+	snprintf(path, sizeof path, "%s/links.csv", run_dir);
+	t = table_load(path, &missing, err, errlen);
+	if (!t)
+		return missing ? 0 : -EINVAL;
+	out->has_links = true;
+	cn = table_col(t, "node");
+	cd = table_col(t, "direction");
+	cdrop = table_col(t, "dropped");
+	if (cn < 0 || cd < 0 || cdrop < 0) {
+		snprintf(err, errlen, "%s: missing node, direction or dropped column", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	keys_node = calloc(table_rows(t) + 1, sizeof *keys_node);
+	keys_dir = calloc(table_rows(t) + 1, sizeof *keys_dir);
+	last = calloc(table_rows(t) + 1, sizeof *last);
+	if (!keys_node || !keys_dir || !last) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	for (size_t r = 0; r < table_rows(t); r++) {
+		const char *nm = table_get(t, r, (size_t)cn), *dr = table_get(t, r, (size_t)cd);
+		size_t i;
+
+		for (i = 0; i < nk; i++)
+			if (strcmp(keys_node[i], nm) == 0 && strcmp(keys_dir[i], dr) == 0)
+				break;
+		if (i == nk) {
+			keys_node[nk] = nm;
+			keys_dir[nk++] = dr;
+		}
+		/* cumulative counter: the largest value is the last one (and survives a row that
+		 * a reader may see out of order) */
+		double v = table_double_or(t, r, (size_t)cdrop, 0);
+		if (v > last[i])
+			last[i] = v;
+	}
+	for (size_t i = 0; i < nk; i++)
+		out->link_drops += (uint64_t)last[i];
+out:
+	free(keys_node);
+	free(keys_dir);
+	free(last);
+	table_destroy(&t);
+	return rc;
+}
+
+int summary_compute(const char *run_dir, struct summary_row *out, char *err, size_t errlen)
+{
+	double *ts = NULL, *us = NULL, *as = NULL;
+	size_t n = 0;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	out->final_accuracy = out->best_accuracy = out->time_to_target_s = NAN;
+	out->steps_min = out->steps_median = out->steps_max = NAN;
+	out->wait_fraction = out->staleness_mean = out->staleness_p99 = NAN;
+	rc = meta_load_dir(run_dir, &out->meta, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = summary_eval_series(run_dir, &ts, &us, &as, &n, err, errlen);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (isnan(out->best_accuracy) || as[i] > out->best_accuracy)
+			out->best_accuracy = as[i];
+		if (out->meta.has_target && isnan(out->time_to_target_s) &&
+		    as[i] >= out->meta.target)
+			out->time_to_target_s = ts[i];
+	}
+	if (n)
+		out->final_accuracy = as[n - 1];
+	free(ts);
+	free(us);
+	free(as);
+	rc = summarise_nodes(run_dir, out, err, errlen);
+	if (rc < 0)
+		return rc;
+	return summarise_links(run_dir, out, err, errlen);
+}
+
+/* ---- summary.csv --------------------------------------------------------------------- */
+
+/* Format a double with prec decimals (%g when prec < 0), or nothing for NAN. */
+static void fmt_d(char *buf, size_t len, int prec, double v)
+{
+	if (isnan(v))
+		buf[0] = '\0';
+	else if (prec < 0)
+		snprintf(buf, len, "%g", v);
+	else
+		snprintf(buf, len, "%.*f", prec, v);
+}
+
+/* The fixed part of the row (after the sweep key columns). */
+static void format_fixed(const struct summary_row *r, char *buf, size_t len)
+{
+	char fa[32], ba[32], tt[32], smin[32], smed[32], smax[32], wf[32], sm[32], sp[32], ld[32];
+
+	fmt_d(fa, sizeof fa, 4, r->final_accuracy);
+	fmt_d(ba, sizeof ba, 4, r->best_accuracy);
+	fmt_d(tt, sizeof tt, 3, r->time_to_target_s);
+	fmt_d(smin, sizeof smin, 0, r->steps_min);
+	fmt_d(smed, sizeof smed, -1, r->steps_median);
+	fmt_d(smax, sizeof smax, 0, r->steps_max);
+	fmt_d(wf, sizeof wf, 4, r->wait_fraction);
+	fmt_d(sm, sizeof sm, 3, r->staleness_mean);
+	fmt_d(sp, sizeof sp, -1, r->staleness_p99);
+	if (r->has_links)
+		snprintf(ld, sizeof ld, "%llu", (unsigned long long)r->link_drops);
+	else
+		ld[0] = '\0';
+	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%llu,%llu,%s",
+		 r->meta.run_id, r->meta.repeat, (unsigned long long)r->meta.seed, r->meta.backend,
+		 fa, ba, tt, (unsigned long long)r->total_steps, smin, smed, smax, wf, sm, sp,
+		 (unsigned long long)r->bytes_moved, (unsigned long long)r->bad_frames, ld);
+}
+
+struct keyset {
+	char (*k)[META_KEY_LEN];
+	size_t n, cap;
+};
+
+static int keyset_add(struct keyset *ks, const char *key)
+{
+	for (size_t i = 0; i < ks->n; i++)
+		if (strcmp(ks->k[i], key) == 0)
+			return 0;
+	if (ks->n == ks->cap) {
+		size_t cap = ks->cap ? ks->cap * 2 : 8;
+		char (*nk)[META_KEY_LEN] = realloc(ks->k, cap * sizeof *nk);
+
+		if (!nk)
+			return -ENOMEM;
+		ks->k = nk;
+		ks->cap = cap;
+	}
+	snprintf(ks->k[ks->n++], META_KEY_LEN, "%.*s", META_KEY_LEN - 1, key);
+	return 1;
+}
+
+static void append_str(char **buf, size_t *len, size_t *cap, const char *s, int *rc)
+{
+	size_t n = strlen(s);
+
+	if (*rc < 0)
+		return;
+	if (*len + n + 1 > *cap) {
+		size_t nc = (*cap ? *cap : 4096);
+		char *nb;
+
+		while (nc < *len + n + 1)
+			nc *= 2;
+		nb = realloc(*buf, nc);
+		if (!nb) {
+			*rc = -ENOMEM;
+			return;
+		}
+		*buf = nb;
+		*cap = nc;
+	}
+	memcpy(*buf + *len, s, n + 1);
+	*len += n;
+}
+
+static void header_line(const struct keyset *ks, char **buf, size_t *len, size_t *cap, int *rc)
+{
+	for (size_t i = 0; i < ks->n; i++) {
+		append_str(buf, len, cap, ks->k[i], rc);
+		append_str(buf, len, cap, ",", rc);
+	}
+	append_str(buf, len, cap, SUMMARY_FIXED_HEADER "\n", rc);
+}
+
+static void row_line(const struct keyset *ks, const struct summary_row *r, char **buf,
+		     size_t *len, size_t *cap, int *rc)
+{
+	char fixed[1024];
+
+	for (size_t i = 0; i < ks->n; i++) {
+		const char *v = meta_sweep_value(&r->meta, ks->k[i]);
+
+		append_str(buf, len, cap, v ? v : "", rc);
+		append_str(buf, len, cap, ",", rc);
+	}
+	format_fixed(r, fixed, sizeof fixed);
+	append_str(buf, len, cap, fixed, rc);
+	append_str(buf, len, cap, "\n", rc);
+}
+
+static int write_atomic(const char *path, const char *data, size_t len, char *err, size_t errlen)
+{
+	char tmp[4096];
+	FILE *f;
+	int rc = 0;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	f = fopen(tmp, "we");
+	if (!f) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		return rc;
+	}
+	if (fwrite(data, 1, len, f) != len)
+		rc = -EIO;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		snprintf(err, errlen, "write %s: %s", path, strerror(-rc));
+		unlink(tmp);
+	}
+	return rc;
+}
+
+int summary_append(const char *path, const struct summary_row *row, char *err, size_t errlen)
+{
+	struct keyset ks = { 0 };
+	struct table *t = NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0, nold = 0;
+	bool missing = false, grown = false, replace = false;
+	int crun = -1, rc = 0;
+
+	t = table_load(path, &missing, err, errlen);
+	if (!t && !missing)
+		return -EINVAL;
+	if (t) {
+		char hdr[4096];
+		const char *fixed;
+
+		crun = table_col(t, "run_id");
+		table_header(t, hdr, sizeof hdr);
+		fixed = crun >= 0 ? strstr(hdr, "run_id,") : NULL;
+		if (!fixed || strcmp(fixed, SUMMARY_FIXED_HEADER) != 0) {
+			snprintf(err, errlen, "%s: header does not end with the summary columns", path);
+			rc = -EINVAL;
+			goto out;
+		}
+		nold = (size_t)crun;
+		for (size_t c = 0; c < nold && rc >= 0; c++)
+			rc = keyset_add(&ks, table_colname(t, c));
+		for (size_t r = 0; r < table_rows(t); r++)
+			if (strcmp(table_get(t, r, (size_t)crun), row->meta.run_id) == 0)
+				replace = true;
+	}
+	for (size_t i = 0; i < row->meta.nsweep && rc >= 0; i++) {
+		rc = keyset_add(&ks, row->meta.sweep_key[i]);
+		grown |= rc == 1;
+	}
+	if (rc < 0)
+		goto out;
+	rc = 0;
+	if (t && !grown && !replace) {
+		struct csv_writer *w = csv_writer_open(path, NULL);
+
+		row_line(&ks, row, &buf, &len, &cap, &rc);
+		if (rc == 0 && len > 0)
+			buf[len - 1] = '\0'; /* the writer adds the newline */
+		if (!w || rc < 0) {
+			snprintf(err, errlen, "%s: cannot append", path);
+			rc = rc < 0 ? rc : -EIO;
+		} else {
+			rc = csv_writer_row(w, "%s", buf);
+			if (rc < 0)
+				snprintf(err, errlen, "%s: write failed", path);
+		}
+		csv_writer_close(&w);
+		goto out;
+	}
+	/* Rewrite: union header, old rows remapped by column name, then the new row. */
+	header_line(&ks, &buf, &len, &cap, &rc);
+	for (size_t r = 0; t && r < table_rows(t); r++) {
+		if (strcmp(table_get(t, r, (size_t)crun), row->meta.run_id) == 0)
+			continue;
+		for (size_t i = 0; i < ks.n; i++) {
+			int c = table_col(t, ks.k[i]);
+
+			append_str(&buf, &len, &cap, c >= 0 && c < crun ? table_get(t, r, (size_t)c) : "", &rc);
+			append_str(&buf, &len, &cap, ",", &rc);
+		}
+		for (size_t c = (size_t)crun; c < table_cols(t); c++) {
+			append_str(&buf, &len, &cap, table_get(t, r, c), &rc);
+			append_str(&buf, &len, &cap, c + 1 < table_cols(t) ? "," : "\n", &rc);
+		}
+	}
+	row_line(&ks, row, &buf, &len, &cap, &rc);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	rc = write_atomic(path, buf, len, err, errlen);
+out:
+	free(ks.k);
+	free(buf);
+	table_destroy(&t);
+	return rc;
+}
+
+static bool is_run_dir(const char *dir, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
+	return access(path, R_OK) == 0;
+}
+
+int summary_rebuild(const char *sweep_dir, char *err, size_t errlen)
+{
+	struct summary_row *rows = NULL;
+	struct keyset ks = { 0 };
+	char **names = NULL, path[4096];
+	char *buf = NULL;
+	size_t nnames = 0, len = 0, cap = 0;
+	int rc;
+
+	rc = list_dir(sweep_dir, is_run_dir, &names, &nnames);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", sweep_dir, strerror(-rc));
+		return rc;
+	}
+	rows = calloc(nnames + 1, sizeof *rows);
+	if (!rows) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nnames; i++) {
+		snprintf(path, sizeof path, "%s/%s", sweep_dir, names[i]);
+		rc = summary_compute(path, &rows[i], err, errlen);
+		if (rc < 0)
+			goto out;
+		for (size_t k = 0; k < rows[i].meta.nsweep && rc >= 0; k++)
+			rc = keyset_add(&ks, rows[i].meta.sweep_key[k]);
+		if (rc < 0) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+	}
+	rc = 0;
+	header_line(&ks, &buf, &len, &cap, &rc);
+	for (size_t i = 0; i < nnames; i++)
+		row_line(&ks, &rows[i], &buf, &len, &cap, &rc);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/summary.csv", sweep_dir);
+	rc = write_atomic(path, buf, len, err, errlen);
+	if (rc == 0)
+		rc = (int)nnames;
+out:
+	for (size_t i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	free(rows);
+	free(ks.k);
+	free(buf);
+	return rc;
+}
