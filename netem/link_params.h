@@ -9,6 +9,7 @@
 #define STALENET_LINK_PARAMS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define LINK_PPM_MAX 1000000u
@@ -53,5 +54,22 @@ struct link_params {
 	uint64_t rate_bps;              /* bits per second, 0 = unlimited */
 	uint32_t limit_pkts;            /* queue limit in packets, 0 = backend default (1000) */
 };
+
+/* Check the cross-field rules tc enforces (reorder needs delay, gap needs reorder, a correlation
+ * needs its base probability, Gilbert-Elliott needs p) and the ranges (ppm <= 1e6, delay <= 60 s,
+ * jitter <= delay is NOT required). Pure. Returns NULL when valid, else a static message naming the
+ * field (the scenario parser prefixes file:line). */
+const char *link_params_validate(const struct link_params *p);
+
+/* Write p as space-separated key=value tokens (delay_us=20000 loss_ppm=10000 ...), only non-zero
+ * fields, into buf. Returns the length that was needed (as snprintf), or -EINVAL. */
+int link_params_format(const struct link_params *p, char *buf, size_t len);
+
+/* Apply one key=value token (as written by link_params_format) to p. Returns 0, -ENOENT for an
+ * unknown key, -EINVAL for a malformed value. */
+int link_params_parse_token(struct link_params *p, const char *token);
+
+/* Name of a distribution ("none", "uniform", "normal", "pareto", "paretonormal"). */
+const char *link_params_dist_name(enum link_dist dist);
 
 #endif

@@ -1,0 +1,117 @@
+/* netem/link_verdict: expected round-trip statistics and the ok/off verdict (see the header). */
+#include "netem/link_verdict.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "netem/netem_model.h"
+
+static double oneway_loss(const struct link_params *p)
+{
+	if (p->loss_model == LINK_LOSS_GEMODEL)
+		return netem_model_ge_loss_rate(p->ge_p_ppm, p->ge_r_ppm, p->ge_1h_ppm, p->ge_1k_ppm);
+	return p->loss_ppm / 1e6;
+}
+
+static double oneway_var_ms2(const struct link_params *p)
+{
+	double j = p->jitter_us / 1000.0;
+	if (p->dist == LINK_DIST_NONE || p->dist == LINK_DIST_UNIFORM) {
+		/* netem reduces the correlated 32-bit value modulo 2*jitter (ns), which spreads it
+		 * uniformly again: the correlation leaves the spread as it is. */
+		return j * j / 3.0;
+	}
+	double sd = netem_model_dist_sd(p->dist) * j;
+	return sd * sd;
+}
+
+void link_verdict_expect_from(const struct link_params *up, const struct link_params *down,
+			   struct link_verdict_expect *out)
+{
+	const struct link_params *d[2] = { up, down };
+	double keep = 1, var = 0;
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < 2; i++) {
+		if (!d[i])
+			continue;
+		out->rtt_mean_ms += d[i]->delay_us / 1000.0;
+		var += oneway_var_ms2(d[i]);
+		keep *= 1 - oneway_loss(d[i]);
+		if (d[i]->jitter_us / 1000.0 > out->jitter_ms)
+			out->jitter_ms = d[i]->jitter_us / 1000.0;
+	}
+	out->rtt_sd_ms = sqrt(var);
+	out->loss = 1 - keep;
+}
+
+void link_verdict_loss_interval(double p, uint32_t n, double *lo, double *hi)
+{
+	const double tail = 0.0005;
+	if (n == 0) {
+		*lo = 0;
+		*hi = 1;
+		return;
+	}
+	if (p <= 0 || p >= 1) {
+		*lo = *hi = p <= 0 ? 0 : 1;
+		return;
+	}
+	/* Walk the pmf (log space: lgamma) accumulating the CDF. */
+	double cdf = 0, lp = log(p), lq = log1p(-p), lgn = lgamma((double)n + 1);
+	uint32_t klo = 0, khi = n;
+	bool have_lo = false;
+	for (uint32_t k = 0; k <= n; k++) {
+		double pmf = exp(lgn - lgamma((double)k + 1) - lgamma((double)(n - k) + 1) + k * lp +
+				 (double)(n - k) * lq);
+		cdf += pmf;
+		if (!have_lo && cdf > tail) {
+			klo = k;
+			have_lo = true;
+		}
+		if (cdf >= 1 - tail) {
+			khi = k;
+			break;
+		}
+	}
+	*lo = (double)klo / n;
+	*hi = (double)khi / n;
+}
+
+bool link_verdict_verdict(const struct link_verdict_expect *e, uint32_t probes, double rtt_mean_ms,
+		       double rtt_sd_ms, double loss, char *why, size_t whylen)
+{
+	char dummy[8];
+	if (!why) {
+		why = dummy;
+		whylen = sizeof dummy;
+	}
+	why[0] = '\0';
+	double tol = fmax(0.5, 0.02 * e->rtt_mean_ms);
+	if (!(fabs(rtt_mean_ms - e->rtt_mean_ms) <= tol)) {
+		snprintf(why, whylen, "rtt mean %.3f ms, expected %.3f +- %.3f", rtt_mean_ms,
+			 e->rtt_mean_ms, tol);
+		return false;
+	}
+	if (e->jitter_ms >= 2.0 && !(fabs(rtt_sd_ms - e->rtt_sd_ms) <= 0.15 * e->rtt_sd_ms)) {
+		snprintf(why, whylen, "rtt sd %.3f ms, expected %.3f +- 15%%", rtt_sd_ms, e->rtt_sd_ms);
+		return false;
+	}
+	double lo, hi;
+	link_verdict_loss_interval(e->loss, probes, &lo, &hi);
+	if (!(loss >= lo - 1e-12 && loss <= hi + 1e-12)) {
+		snprintf(why, whylen, "loss %.4f outside [%.4f, %.4f]", loss, lo, hi);
+		return false;
+	}
+	return true;
+}
+
+int link_verdict_csv_row(char *buf, size_t len, const char *node, const char *direction,
+		      uint32_t probes, const struct link_params *cfg, const struct link_verdict_expect *e,
+		      double rtt_mean_ms, double rtt_sd_ms, double loss)
+{
+	bool ok = link_verdict_verdict(e, probes, rtt_mean_ms, rtt_sd_ms, loss, NULL, 0);
+	return snprintf(buf, len, "%s,%s,%u,%.3f,%.3f,%.6f,%.3f,%.3f,%.6f,%s", node, direction, probes,
+			cfg->delay_us / 1000.0, cfg->jitter_us / 1000.0, oneway_loss(cfg), rtt_mean_ms,
+			rtt_sd_ms, loss, ok ? "ok" : "off");
+}

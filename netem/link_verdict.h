@@ -1,0 +1,47 @@
+/* netem/link_verdict: is a link doing what it was configured to do? Pure verdict for linkcheck.csv.
+ *
+ * A probe measures round trips (userspace timestamps: the kernel stamps before the NFQUEUE delay)
+ * over one node's link; the expectation combines both directions' parameters. Tolerances:
+ * mean RTT within max(0.5 ms, 2%) of the expected mean; RTT sd within 15% of the expected sd when
+ * the larger jitter is >= 2 ms; loss inside the two-sided 99.9% binomial interval of the expected
+ * rate for that many probes. */
+#ifndef STALENET_LINK_VERDICT_H
+#define STALENET_LINK_VERDICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netem/link_params.h"
+
+#define LINK_VERDICT_CSV_HEADER \
+	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
+
+struct link_verdict_expect {
+	double rtt_mean_ms;   /* sum of both one-way delays */
+	double rtt_sd_ms;     /* sqrt of the sum of both delay variances */
+	double jitter_ms;     /* larger configured jitter: the sd rule applies from 2 ms */
+	double loss;          /* round-trip loss fraction 1 - (1 - l_up)(1 - l_down) */
+};
+
+/* Expected round-trip statistics of a probe crossing `up` then `down` (either may be NULL =
+ * unshaped). Uniform jitter j has sd j/sqrt(3) (shrunk by delay correlation); table jitter sd j;
+ * Gilbert-Elliott loss is its stationary rate. */
+void link_verdict_expect_from(const struct link_params *up, const struct link_params *down,
+			   struct link_verdict_expect *out);
+
+/* Two-sided 99.9% interval [*lo, *hi] (as fractions) of the loss fraction measured over n
+ * probes when the true rate is p (exact binomial quantiles). */
+void link_verdict_loss_interval(double p, uint32_t n, double *lo, double *hi);
+
+/* The verdict: true = "ok". When why is non-NULL it receives the first failed rule (or ""). */
+bool link_verdict_verdict(const struct link_verdict_expect *e, uint32_t probes, double rtt_mean_ms,
+		       double rtt_sd_ms, double loss, char *why, size_t whylen);
+
+/* One linkcheck.csv line (no newline) for a node/direction with configured one-way values.
+ * Returns the snprintf length. */
+int link_verdict_csv_row(char *buf, size_t len, const char *node, const char *direction,
+		      uint32_t probes, const struct link_params *cfg, const struct link_verdict_expect *e,
+		      double rtt_mean_ms, double rtt_sd_ms, double loss);
+
+#endif
