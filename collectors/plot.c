@@ -80,16 +80,20 @@ static void series_free(struct series *s)
 
 /* ---- gnuplot ------------------------------------------------------------------------- */
 
-/* A gnuplot single-quoted string: only '' needs escaping. */
+/* A gnuplot double-quoted string: backslash, quote and newline escaped. */
 static void gp_str(FILE *f, const char *s)
 {
-	fputc('\'', f);
+	fputc('"', f);
 	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', f);
+		if (*s == '\n') {
+			fputs("\\n", f);
+			continue;
+		}
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
 		fputc(*s, f);
 	}
-	fputc('\'', f);
+	fputc('"', f);
 }
 
 static const char *gnuplot_bin(void)
@@ -555,8 +559,8 @@ static int fig_steps_final(struct ctx *c)
 		rc = -EIO;
 		goto out;
 	}
-	fprintf(f, "set title 'Steps completed by each worker at the end of the run");
-	fprintf(f, "\\n(box: quartiles and median over all workers of all repeats; dot: one worker)'\n");
+	fprintf(f, "set title \"Steps completed by each worker at the end of the run");
+	fprintf(f, "\\n(box: quartiles and median over all workers of all repeats; dot: one worker)\"\n");
 	fprintf(f, "set ylabel 'steps completed (count)'\nset xlabel 'sweep point'\n");
 	fprintf(f, "set xrange [-0.6:%zu.6]\nset yrange [0:*]\nset xtics (", c->npoints - 1);
 	for (size_t p = 0; p < c->npoints; p++) {
@@ -1004,7 +1008,7 @@ static int fig_linkcheck(struct ctx *c)
 		gp_str(f, path[k]);
 		fprintf(f, " using 1:4 with points pt 5 ps 0.01 lc rgb 'black' notitle, ");
 		gp_str(f, path[k]);
-		fprintf(f, " using 1:4:(0.13):(0) with vectors nohead lw 3 lc rgb 'black' %s, ",
+		fprintf(f, " using ($1-0.125):4:(0.25):(0) with vectors nohead lw 3 lc rgb 'black' %s, ",
 			k == 0 ? "title 'configured'" : "notitle");
 		gp_str(f, path[k]);
 		fprintf(f, " using 1:($5 > 0 ? $2 : NaN) with points pt 2 ps 2.5 lw 2 lc rgb 'red' %s%s",
