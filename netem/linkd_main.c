@@ -1,15 +1,79 @@
-/* stalenet-linkd: the userspace link emulator (NFQUEUE backend), started by `stalenet run`. */
+/* stalenet-linkd: the userspace link emulator (NFQUEUE backend), started by `stalenet run`.
+ *
+ *   stalenet-linkd RUN_DIR            config RUN_DIR/linkd.conf (may be absent), control socket
+ *                                     RUN_DIR/linkd.sock, counters RUN_DIR/linkd-counters.csv
+ *   stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]
+ *
+ * SIGHUP re-reads the configuration, SIGTERM/SIGINT stop (the kernel drops held packets when the
+ * queues are unbound, so the orchestrator removes the iptables rules first). */
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "lib/log.h"
+#include "netem/linkd.h"
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: stalenet-linkd RUN_DIR\n"
+			"       stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]\n");
+}
 
 int main(int argc, char **argv)
 {
-	(void)argv;
+	char config[4096] = "", ctl[4096] = "", counters[4096] = "";
+	int every_ms = 1000;
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' }, { "ctl", required_argument, NULL, 's' },
+		{ "counters", required_argument, NULL, 'o' }, { "every", required_argument, NULL, 'e' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
 	log_init("linkd", LOG_INFO);
-	if (argc < 2) {
-		fprintf(stderr, "usage: stalenet-linkd RUN_DIR (started by 'stalenet run')\n");
+	int c;
+	while ((c = getopt_long(argc, argv, "c:s:o:e:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': snprintf(config, sizeof config, "%s", optarg); break;
+		case 's': snprintf(ctl, sizeof ctl, "%s", optarg); break;
+		case 'o': snprintf(counters, sizeof counters, "%s", optarg); break;
+		case 'e': every_ms = atoi(optarg); break;
+		default: usage(); return c == 'h' ? 0 : 2;
+		}
+	}
+	if (optind < argc) {
+		const char *run = argv[optind];
+		snprintf(config, sizeof config, "%s/linkd.conf", run);
+		snprintf(ctl, sizeof ctl, "%s/linkd.sock", run);
+		snprintf(counters, sizeof counters, "%s/linkd-counters.csv", run);
+		if (access(config, R_OK) != 0)
+			config[0] = '\0';
+	}
+	if (!config[0] && !ctl[0]) {
+		usage();
 		return 2;
 	}
-	return 2;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct linkd *d = linkd_new(ctl[0] ? ctl : NULL);
+	if (!d)
+		return 1;
+	int rc = linkd_watch_signals(d, config[0] ? config : NULL);
+	if (rc == 0 && config[0])
+		rc = linkd_load_config(d, config);
+	if (rc == 0 && counters[0] && every_ms > 0)
+		rc = linkd_counters_every(d, counters, every_ms);
+	if (rc == 0) {
+		log_info("serving (control %s)", ctl[0] ? ctl : "none");
+		rc = linkd_run(d);
+	}
+	linkd_destroy(&d);
+	return rc < 0 ? 1 : 0;
 }

@@ -17,6 +17,7 @@ struct netem_heap_entry {
 	uint16_t flags;    /* caller-defined */
 	void *data;        /* owned by the caller (e.g. a modified payload), NULL when unused */
 	uint32_t len;
+	uint32_t gen;      /* owner's generation, so entries of a removed queue are ignored */
 };
 
 struct netem_heap {

@@ -1,0 +1,78 @@
+/* netem/linkd: the userspace link emulator behind the nfq backend (the engine of stalenet-linkd).
+ *
+ * One process serves every namespace: for each shaped direction it opens an NFQUEUE netlink
+ * socket inside the receiving namespace (setns in, open, setns back) and binds queue N there; an
+ * iptables rule at that namespace's PREROUTING (added by link_shaper) sends the packets arriving
+ * on the interface to the queue. Each packet gets netem's decisions (netem_model); held packets sit
+ * in one min-heap of release times served by an absolute timerfd; verdicts are written out of
+ * order, batched into one sendto per queue per wake-up. Copy mode META (no payload copy) unless
+ * corrupt or duplicate needs the bytes. Duplicates are re-injected through a raw IPv4 socket in
+ * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
+ *
+ * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply:
+ *   set name=N netns=NS ifname=IF queue=Q [link_params tokens]   add, or change in place
+ *   del name=N                                                   unbind the queue
+ *   stats [name=N]        one line per link: name packets bytes dropped held dup corrupt reordered
+ *   ping
+ * Replies start with "ok" or "err ". The configuration file holds `set` lines (# comments);
+ * SIGHUP re-reads it (links absent from the file are removed). */
+#ifndef STALENET_LINKD_H
+#define STALENET_LINKD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netem/link_params.h"
+
+struct linkd;
+
+struct linkd_counters {
+	uint64_t packets;    /* packets that entered the queue */
+	uint64_t bytes;      /* their bytes (IP length) */
+	uint64_t dropped;    /* lost by the model or over the limit */
+	uint64_t held;       /* held right now */
+	uint64_t dup;        /* extra copies injected */
+	uint64_t corrupt;    /* packets with a flipped bit */
+	uint64_t reordered;  /* packets sent ahead of the delayed ones */
+};
+
+/* A new emulator with its control socket at ctl_path (NULL = none; an existing socket file is
+ * replaced). Returns NULL and logs on failure. */
+struct linkd *linkd_new(const char *ctl_path);
+/* Unbind every queue (held packets are dropped by the kernel), close everything, *self = NULL. */
+void linkd_destroy(struct linkd **self);
+
+/* Add a link or change its parameters in place (same name; netns/ifname/queue must match).
+ * Not thread-safe: call before linkd_run or from the control socket. Returns 0 or -errno. */
+int linkd_set(struct linkd *self, const char *name, const char *netns, const char *ifname,
+	      uint16_t queue, const struct link_params *p);
+int linkd_del(struct linkd *self, const char *name);
+int linkd_counters(const struct linkd *self, const char *name, struct linkd_counters *out);
+
+/* Execute one control request line; the reply (NUL-terminated) goes to reply. Returns 0 when the
+ * request succeeded. */
+int linkd_handle(struct linkd *self, const char *request, char *reply, size_t replylen);
+
+/* Read a configuration file of `set` lines and apply it; links not in it are removed.
+ * Returns 0 or -errno (the first failing line is logged with its number). */
+int linkd_load_config(struct linkd *self, const char *path);
+
+/* Periodic counters: append "t_s,name,packets,bytes,dropped,held,dup,corrupt,reordered" rows
+ * to path every period_ms (t_s from lib/clock's run origin). Returns 0 or -errno. */
+int linkd_counters_every(struct linkd *self, const char *path, int period_ms);
+
+/* Handle SIGHUP (re-read config_path) and SIGTERM/SIGINT (stop) through a signalfd. The caller
+ * must have blocked those signals in every thread. Returns 0 or -errno. */
+int linkd_watch_signals(struct linkd *self, const char *config_path);
+
+/* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
+int linkd_run(struct linkd *self);
+/* Make linkd_run return soon. Safe from another thread or a signal handler. */
+void linkd_stop(struct linkd *self);
+
+/* Client side: send one request to the emulator at ctl_path and wait up to timeout_ms for the
+ * reply. Returns 0 when the reply starts with "ok", -EIO for an "err" reply, -errno otherwise. */
+int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
+		  int timeout_ms);
+
+#endif
