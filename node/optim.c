@@ -41,6 +41,8 @@ int optim_params_from_kv(const struct kv *cfg, struct optim_params *p)
 		log_error("train.lr_schedule: unknown schedule '%s' (constant|step|inverse)", s);
 		return -EINVAL;
 	}
+	if (every == 0)
+		every = 1000; /* 0 = not set in the scenario */
 	if (every < 1) {
 		log_error("train.lr_step_every: %lld must be >= 1", (long long)every);
 		return -EINVAL;

@@ -404,7 +404,7 @@ size_t partition_class_count(const struct partition *self, uint32_t node, unsign
 	return self->counts[(size_t)node * DATA_NCLASSES + cls];
 }
 
-int partition_write_csv(const struct partition *self, const char *path, const char *prefix)
+int partition_write_csv(const struct partition *self, const char *path, const char *const *names)
 {
 	struct csv_writer *w = csv_writer_open(path, "node,class,samples");
 	int rc = 0;
@@ -413,8 +413,10 @@ int partition_write_csv(const struct partition *self, const char *path, const ch
 		return -EIO;
 	for (uint32_t k = 0; k < self->nodes && !rc; k++)
 		for (unsigned c = 0; c < DATA_NCLASSES && !rc; c++)
-			rc = csv_writer_row(w, "%s%u,%u,%zu", prefix ? prefix : "", k, c,
-					    self->counts[(size_t)k * DATA_NCLASSES + c]);
+			rc = names ? csv_writer_row(w, "%s,%u,%zu", names[k], c,
+						    self->counts[(size_t)k * DATA_NCLASSES + c])
+				   : csv_writer_row(w, "%u,%u,%zu", k, c,
+						    self->counts[(size_t)k * DATA_NCLASSES + c]);
 	csv_writer_close(&w);
 	return rc;
 }

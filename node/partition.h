@@ -63,8 +63,8 @@ const uint32_t *partition_indices(const struct partition *self, uint32_t node, s
 size_t partition_class_count(const struct partition *self, uint32_t node, unsigned cls);
 
 /* Write path as CSV "node,class,samples" (one row per node and class, zeros included). The node
- * column is prefix followed by the node index ("worker3"); prefix NULL gives the bare index.
+ * column is names[node] (e.g. the workers.names list); names NULL gives the bare index.
  * Returns 0 or negative errno. */
-int partition_write_csv(const struct partition *self, const char *path, const char *prefix);
+int partition_write_csv(const struct partition *self, const char *path, const char *const *names);
 
 #endif
