@@ -1,0 +1,286 @@
+/* Unit tests for collectors/summary, collectors/schema and collectors/meta: hand-computed
+ * summary values on a tiny run, header union across runs, schema checks on good and bad
+ * traces. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collectors/meta.h"
+#include "collectors/schema.h"
+#include "collectors/summary.h"
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f, "open %s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 1 << 16);
+
+	cr_assert_not_null(f, "open %s", path);
+	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* A run with 3 workers, one server, two evaluating nodes; values chosen to compute by hand. */
+static void make_run(const char *dir, const char *id, const char *barrier, int repeat)
+{
+	char meta[512], sub[512];
+
+	mkdir(dir, 0755);
+	snprintf(sub, sizeof sub, "%s/nodes", dir);
+	mkdir(sub, 0755);
+	snprintf(meta, sizeof meta,
+		 "{\"run_id\": \"%s\", \"seed\": 7, \"backend\": \"nfq\", \"repeat\": %d,\n"
+		 " \"target\": 0.8, \"extra\": [1, {\"a\": null}],\n"
+		 " \"sweep\": {\"consistency.barrier\": \"%s\", \"workers\": 3}}\n",
+		 id, repeat, barrier);
+	put(dir, "meta.json", meta);
+	put(dir, "nodes/worker0.csv", TRACE_HEADER_NODE "\n"
+		"1.0,worker0,1,0.5,0.5,,0,2.0,100,50,0\n"
+		"2.0,worker0,2,0.5,0.5,,1,1.5,100,50,1\n"
+		"3.0,worker0,3,0.5,0.5,,2,1.2,100,50,0\n");
+	put(dir, "nodes/worker1.csv", TRACE_HEADER_NODE "\n"
+		"1.5,worker1,1,1.0,0.0,,0,2.0,200,50,0\n"
+		"3.0,worker1,2,1.0,0.0,,1,1.6,200,50,0\n");
+	put(dir, "nodes/worker2.csv", TRACE_HEADER_NODE "\n"
+		"2.0,worker2,1,2.0,0.0,,0,2.1,300,50,2\n");
+	/* staleness 0..99 once each plus one 500: 101 values; nearest-rank p99 = ceil(99.99) =
+	 * 100th smallest = 99; mean = (4950 + 500) / 101 */
+	{
+		char *big = malloc(1 << 16);
+		size_t used = 0;
+
+		used += (size_t)sprintf(big + used, "%s\n", TRACE_HEADER_NODE);
+		for (int i = 0; i < 100; i++)
+			used += (size_t)sprintf(big + used, "%d.5,server0,%d,0.001,0,%d,%d,,10,0,0\n",
+						i / 10, i + 1, i, i);
+		used += (size_t)sprintf(big + used, "10,server0,101,0.001,0,500,100,,10,0,0\n");
+		put(dir, "nodes/server0.csv", big);
+		free(big);
+	}
+	/* run accuracy = mean of both nodes' latest once both reported:
+	 * t=2: 0.5 (a only) -> not yet; t=3: (0.5+0.7)/2 = 0.6; t=4: (0.9+0.7)/2 = 0.8 -> target;
+	 * t=5: (0.9+0.6)/2 = 0.75 final; best 0.8 */
+	put(dir, "eval.csv", TRACE_HEADER_EVAL "\n"
+		"2,server0,10,0.1,640,0.5,1.0,\n"
+		"3,peer1,12,0.1,640,0.7,1.0,\n"
+		"4,server0,20,0.2,1280,0.9,0.5,0.6\n"
+		"5,peer1,22,0.2,1280,0.6,0.9,\n");
+	put(dir, "links.csv", TRACE_HEADER_LINKS "\n"
+		"1,worker0,up,10,1000,1,0,0\n"
+		"1,worker0,down,10,1000,0,0,0\n"
+		"2,worker0,up,20,2000,4,0,0\n"
+		"2,worker0,down,20,2000,2,0,3\n");
+}
+
+Test(summary, median_and_percentile)
+{
+	double a[] = { 5, 1, 3 }, b[] = { 4, 1, 3, 2 }, c[100];
+
+	cr_assert_float_eq(summary_median(a, 3), 3.0, 1e-12);
+	cr_assert_float_eq(summary_median(b, 4), 2.5, 1e-12);
+	cr_assert(isnan(summary_median(a, 0)));
+	for (int i = 0; i < 100; i++)
+		c[i] = 100 - i; /* 1..100 */
+	cr_assert_float_eq(summary_percentile(c, 100, 99), 99.0, 1e-12);
+	cr_assert_float_eq(summary_percentile(c, 100, 100), 100.0, 1e-12);
+	cr_assert_float_eq(summary_percentile(c, 100, 50), 50.0, 1e-12);
+	cr_assert_float_eq(summary_percentile(c, 1, 99), c[0], 1e-12);
+}
+
+Test(summary, hand_computed_run)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], err[512];
+	struct summary_row row;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(run, sizeof run, "%s/r0", dir);
+	make_run(run, "bsp-r0", "bsp", 0);
+	cr_assert_eq(trace_schema_check_dir(run, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(summary_compute(run, &row, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(row.meta.run_id, "bsp-r0");
+	cr_assert_eq(row.meta.nsweep, 2);
+	cr_assert_float_eq(row.final_accuracy, 0.75, 1e-12);
+	cr_assert_float_eq(row.best_accuracy, 0.8, 1e-12);
+	cr_assert_float_eq(row.time_to_target_s, 4.0, 1e-12);
+	cr_assert_eq(row.workers, 3);
+	cr_assert_eq(row.total_steps, 6);
+	cr_assert_float_eq(row.steps_min, 1, 1e-12);
+	cr_assert_float_eq(row.steps_median, 2, 1e-12);
+	cr_assert_float_eq(row.steps_max, 3, 1e-12);
+	/* wait 1.5, compute 1.5 + 2.0 + 2.0 = 5.5 -> 1.5 / 7 */
+	cr_assert_float_eq(row.wait_fraction, 1.5 / 7.0, 1e-12);
+	cr_assert_float_eq(row.staleness_mean, (4950.0 + 500.0) / 101.0, 1e-9);
+	cr_assert_float_eq(row.staleness_p99, 99, 1e-12);
+	/* bytes_tx: 300 + 400 + 300 + 101 * 10 */
+	cr_assert_eq(row.bytes_moved, 2010);
+	cr_assert_eq(row.bad_frames, 3);
+	cr_assert(row.has_links);
+	cr_assert_eq(row.link_drops, 6);
+	rm_rf(dir);
+}
+
+Test(summary, append_union_header_and_rebuild)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], path[600], err[512];
+	struct summary_row a, b;
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(run, sizeof run, "%s/bsp-r0", dir);
+	make_run(run, "bsp-r0", "bsp", 0);
+	cr_assert_eq(summary_compute(run, &a, err, sizeof err), 0, "%s", err);
+	snprintf(run, sizeof run, "%s/asp-r1", dir);
+	make_run(run, "asp-r1", "asp", 1);
+	/* this run adds a sweep key the first lacks */
+	put(run, "meta.json", "{\"run_id\":\"asp-r1\",\"seed\":8,\"backend\":\"kernel\",\"repeat\":1,"
+			      "\"sweep\":{\"consistency.barrier\":\"asp\",\"train.lr\":0.05}}");
+	put(run, "scenario.yaml", "name: x\ntarget: 0.7\n");
+	cr_assert_eq(summary_compute(run, &b, err, sizeof err), 0, "%s", err);
+	cr_assert(b.meta.has_target);
+	cr_assert_float_eq(b.time_to_target_s, 4.0, 1e-12); /* 0.8 >= 0.7 first at t=4 */
+	snprintf(path, sizeof path, "%s/summary.csv", dir);
+	cr_assert_eq(summary_append(path, &a, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(summary_append(path, &b, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(summary_append(path, &b, err, sizeof err), 0, "%s", err); /* replaces */
+	text = slurp(path);
+	cr_assert_str_eq(text,
+		"consistency.barrier,workers,train.lr," SUMMARY_FIXED_HEADER "\n"
+		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n"
+		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n");
+	free(text);
+	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 2, "%s", err);
+	text = slurp(path);
+	/* name order: asp-r1 first; keys in order of first appearance */
+	cr_assert_str_eq(text,
+		"consistency.barrier,train.lr,workers," SUMMARY_FIXED_HEADER "\n"
+		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n"
+		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n");
+	free(text);
+	rm_rf(dir);
+}
+
+Test(summary, empty_run_leaves_fields_empty)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", err[512], path[600];
+	struct summary_row row;
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	put(dir, "meta.json", "{\"run_id\":\"x\"}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+	cr_assert(isnan(row.final_accuracy));
+	cr_assert_eq(row.workers, 0);
+	snprintf(path, sizeof path, "%s/s.csv", dir);
+	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+	text = slurp(path);
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,\n");
+	free(text);
+	rm_rf(dir);
+}
+
+Test(meta, parse_and_reject)
+{
+	struct run_meta m;
+	char err[256];
+	const char *ok = "{\"run_id\":\"a\\\"b\",\"seed\":123456789012,\"repeat\":2,"
+			 "\"sweep\":{\"k.x\":true,\"k.y\":-1.5e3}}";
+
+	cr_assert_eq(meta_parse(ok, strlen(ok), &m, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(m.run_id, "a\"b");
+	cr_assert_eq(m.seed, 123456789012ULL);
+	cr_assert_eq(m.repeat, 2);
+	cr_assert_str_eq(meta_sweep_value(&m, "k.x"), "true");
+	cr_assert_str_eq(meta_sweep_value(&m, "k.y"), "-1.5e3");
+	cr_assert_null(meta_sweep_value(&m, "k.z"));
+	const char *bad[] = { "", "{", "{\"run_id\":\"a\"", "{\"run_id\":\"a\"} x",
+			      "{\"seed\":1}", "{\"run_id\":\"a\",}", "{\"run_id\":tru}" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_assert_eq(meta_parse(bad[i], strlen(bad[i]), &m, err, sizeof err), -EINVAL,
+			     "accepted %s", bad[i]);
+}
+
+/* Each bad trace must be rejected with an error naming the file and line. */
+Test(schema, bad_traces)
+{
+	static const struct {
+		const char *file, *text, *expect;
+	} cases[] = {
+		{ "eval.csv", "t_s,node,updates,epoch,samples,test_accuracy,test_loss\n", ":1: header" },
+		{ "eval.csv", TRACE_HEADER_EVAL "\n1,s,1,0.1,10,1.5,0.3,\n", ":2: column test_accuracy" },
+		{ "eval.csv", TRACE_HEADER_EVAL "\n2,s,1,0.1,10,0.5,0.3,\n1,s,2,0.1,10,0.5,0.3,\n",
+		  ":3: column t_s" },
+		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,-3\n", ":2: column max_step" },
+		{ "links.csv", TRACE_HEADER_LINKS "\n1,w0,sideways,1,1,0,0,0\n", ":2: column direction" },
+		{ "linkcheck.csv", TRACE_HEADER_LINKCHECK "\nw0,up,10,20,5,0.01,20,5,0,maybe\n",
+		  ":2: column verdict" },
+		{ "events.csv", TRACE_HEADER_EVENTS "\nnan,start,,\n", ":2: column t_s" },
+		{ "partition.csv", TRACE_HEADER_PARTITION "\nw0,1\n", ":2: 2 fields" },
+		{ "nodes/worker0.csv", TRACE_HEADER_NODE "\n1,worker1,1,0.1,0,,0,1,0,0,0\n",
+		  ":2: column node" },
+		{ "nodes/worker0.csv", TRACE_HEADER_NODE "\n1,worker0,1.5,0.1,0,,0,1,0,0,0\n",
+		  ":2: column step" },
+	};
+	char err[512];
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char dir[] = "/tmp/stalenet-schema-XXXXXX", sub[600];
+
+		cr_assert_not_null(mkdtemp(dir));
+		snprintf(sub, sizeof sub, "%s/nodes", dir);
+		mkdir(sub, 0755);
+		put(dir, cases[i].file, cases[i].text);
+		err[0] = '\0';
+		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), -EINVAL, "case %zu passed", i);
+		cr_assert(strstr(err, cases[i].file) && strstr(err, cases[i].expect),
+			  "case %zu: error \"%s\" lacks \"%s\"", i, err, cases[i].expect);
+		rm_rf(dir);
+	}
+}
+
+Test(schema, per_node_monotone_and_empty_dir)
+{
+	char dir[] = "/tmp/stalenet-schema-XXXXXX", err[512];
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), -ENOENT);
+	/* interleaved nodes: each node's own t_s is monotone, the file's is not */
+	put(dir, "eval.csv", TRACE_HEADER_EVAL "\n2,a,1,0,1,0.5,1,\n1,b,1,0,1,0.5,1,\n3,a,2,0,1,0.6,1,\n");
+	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	rm_rf(dir);
+}
+
+Test(schema, recorded_fixture_is_valid)
+{
+	const char *runs[] = { "bsp-r0", "bsp-r1", "asp-r0", "asp-r1" };
+	char path[512], err[512];
+
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "tests/data/sweep_small/%s", runs[i]);
+		cr_assert_eq(trace_schema_check_dir(path, err, sizeof err), 0, "%s", err);
+	}
+}
