@@ -120,10 +120,16 @@ static int client_drain(struct ctl_client *self, int timeout_ms)
 		if (n < 0)
 			break;
 		buf[n < (int)sizeof buf - 1 ? n : (int)sizeof buf - 1] = '\0';
-		if (!strcmp(buf, "stop"))
+		if (!strcmp(buf, "stop")) {
 			self->stop = true;
-		else if (!strcmp(buf, "start"))
+		} else if (!strncmp(buf, "start", 5) && (buf[5] == '\0' || buf[5] == ' ')) {
+			long long origin = buf[5] ? strtoll(buf + 6, NULL, 10) : 0;
+
+			/* The run's clock starts when training starts, the same instant for all. */
+			if (origin > 0)
+				clock_set_origin_ns(origin);
 			started = 1;
+		}
 		if (started || self->stop)
 			timeout_ms = 0;
 	}

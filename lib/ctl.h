@@ -7,7 +7,8 @@
  *   node -> orch   "ready"                      once, when the node can start
  *   node -> orch   "status STEP STATE WAITING"  STATE in {init,run,wait,done}; WAITING 0|1
  *   node -> orch   "done"                       the node finished its work and is exiting 0
- *   orch -> node   "start"                      all nodes are ready: begin (t_s keeps counting)
+ *   orch -> node   "start ORIGIN_NS"            all nodes are ready: begin; ORIGIN_NS becomes the
+ *                                               run's t_s origin (lib/clock) in every process
  *   orch -> node   "stop"                       stop as soon as possible, flush traces, exit 0
  */
 #ifndef STALENET_CTL_H
