@@ -80,6 +80,7 @@ int engine_conf_read(const struct kv *cfg, struct engine_conf *c)
 	rc = rc ? rc : kv_get_double(cfg, "eval.every", 5.0, &c->eval_every_s);
 	rc = rc ? rc : kv_get_i64(cfg, "data.train_limit", 0, &c->train_limit);
 	rc = rc ? rc : kv_get_i64(cfg, "data.test_limit", 0, &c->test_limit);
+	rc = rc ? rc : kv_get_bool(cfg, "train.save_model", false, &c->save_model);
 	if (rc)
 		return rc;
 	if (n < 1 || n > ENGINE_MAX_NODES || idx < 0 || idx >= n) {
@@ -453,6 +454,32 @@ int engine_eval_row(struct csv_writer *w, const struct engine_conf *c, const str
 	return csv_writer_row(w, "%.6f,%s,%llu,%.4f,%llu,%.6f,%.6f,%.6f", t < 0 ? 0 : t, c->name,
 			      (unsigned long long)updates, (double)samples / wk->train->n,
 			      (unsigned long long)samples, test->accuracy, test->loss, train->loss);
+}
+
+int engine_save_params(const struct engine_conf *c, const float *params, size_t n)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int rc = 0;
+
+	if (!c->save_model)
+		return 0;
+	if (snprintf(path, sizeof path, "%s/nodes/%s.params", c->run_dir, c->name) >= (int)sizeof path)
+		return -ENAMETOOLONG;
+	f = fopen(path, "wbe");
+	if (!f) {
+		rc = -errno;
+		log_error("engine: open %s: %s", path, strerror(errno));
+		return rc;
+	}
+	/* x86-64 and arm64 are little-endian: the bytes in memory are the file format. */
+	if (fwrite(params, sizeof *params, n, f) != n)
+		rc = -EIO;
+	if (fclose(f) != 0 && !rc)
+		rc = -EIO;
+	if (rc)
+		log_error("engine: write %s: %s", path, strerror(-rc));
+	return rc;
 }
 
 int engine_ctl_start(const struct kv *cfg, const struct engine_conf *c, struct ctl_client **out)

@@ -51,6 +51,7 @@ struct engine_conf {
 	double stop_accuracy;       /* 0 = not set */
 	double eval_every_s;        /* eval.every (default 5) */
 	int64_t train_limit, test_limit; /* 0 = all */
+	bool save_model;            /* train.save_model: write the final parameters */
 };
 
 /* Read the keys above from cfg (docs/node-config.md). Returns 0 or -EINVAL (logged). */
@@ -117,6 +118,10 @@ int engine_trace_row(struct csv_writer *w, const struct engine_conf *c, int64_t 
 int engine_eval_row(struct csv_writer *w, const struct engine_conf *c, const struct engine_work *wk,
 		    uint64_t updates, uint64_t samples, const struct eval_result *test,
 		    const struct eval_result *train);
+
+/* When train.save_model is set, write params (n floats, little-endian float32, no header) to
+ * RUN_DIR/nodes/<node>.params; otherwise do nothing. Returns 0 or negative errno. */
+int engine_save_params(const struct engine_conf *c, const float *params, size_t n);
 
 /* Open the control plane when ctl.endpoint is set (else *out = NULL), tell it this node is
  * ready and wait for start. Returns 0, -ECANCELED (stopped before start) or negative errno. */
