@@ -40,6 +40,18 @@ static void idx_close(struct idx *f)
 	f->gz = NULL;
 }
 
+/* gzerror() text without the "path: " prefix zlib puts in front. */
+static const char *zmsg(struct idx *f)
+{
+	int zerr;
+	const char *msg = gzerror(f->gz, &zerr);
+	size_t pl = strlen(f->path);
+
+	if (strncmp(msg, f->path, pl) == 0 && msg[pl] == ':' && msg[pl + 1] == ' ')
+		msg += pl + 2;
+	return msg;
+}
+
 /* Read exactly len bytes or fail naming the offset where data ran out or was corrupt. */
 static int idx_read(struct idx *f, void *buf, size_t len, const char *what)
 {
@@ -51,20 +63,17 @@ static int idx_read(struct idx *f, void *buf, size_t len, const char *what)
 		int r = gzread(f->gz, p + got, (unsigned)chunk);
 
 		if (r < 0) {
-			int zerr;
-			const char *msg = gzerror(f->gz, &zerr);
-
 			log_error("%s: corrupt data at byte offset %llu while reading %s: %s", f->path,
-				  (unsigned long long)(f->off + got), what, msg);
+				  (unsigned long long)(f->off + got), what, zmsg(f));
 			return -EINVAL;
 		}
 		if (r == 0) {
 			int zerr;
-			const char *msg = gzerror(f->gz, &zerr);
 
+			(void)gzerror(f->gz, &zerr);
 			if (zerr != Z_OK && zerr != Z_BUF_ERROR)
 				log_error("%s: corrupt data at byte offset %llu while reading %s: %s",
-					  f->path, (unsigned long long)(f->off + got), what, msg);
+					  f->path, (unsigned long long)(f->off + got), what, zmsg(f));
 			else
 				log_error("%s: truncated at byte offset %llu while reading %s "
 					  "(needed %zu more bytes)", f->path,
