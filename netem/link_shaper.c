@@ -1,0 +1,400 @@
+/* netem/link_shaper: one interface, two backends (see the header).
+ *
+ * Which side does what, per direction:
+ *                 sender (egress)              receiver (ingress)
+ *   up            node_ifname in node_netns    switch_ifname in switch_netns
+ *   down          switch_ifname in switch_ns   node_ifname in node_netns
+ * kernel: netem (+TBF child) at the sender's root. nfq: TBF (rate only) at the sender's root,
+ * linkd queue + iptables rule at the receiver: holding packets at the sender would count them
+ * against the sending socket's buffer and TCP small queues, which collapses TCP throughput. */
+#include "netem/link_shaper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libmnl/libmnl.h>
+#include <linux/netfilter/nfnetlink_queue.h>
+#include <libnetfilter_queue/libnetfilter_queue.h>
+#include <linux/pkt_sched.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "netem/link_kernel.h"
+#include "netem/linkd.h"
+
+#define SHAPER_MAX_LINKS 4096
+
+struct shaped {
+	char name[128];          /* receiver netns/ifname: the linkd link name */
+	uint16_t qnum;
+	bool tbf;                /* nfq: TBF at the sender's root */
+	bool rule;               /* nfq: iptables rule added */
+};
+
+struct link_shaper {
+	enum link_backend backend;
+	char linkd_ctl[108];
+	uint16_t next_queue;
+	link_record_fn record;
+	void *record_ctx;
+	struct shaped links[SHAPER_MAX_LINKS];
+	size_t nlinks;
+};
+
+struct sides {
+	const char *snd_ns, *snd_if, *rcv_ns, *rcv_if;
+};
+
+static void sides_of(const struct link_endpoint *ep, enum link_dir dir, struct sides *s)
+{
+	const char *nns = ep->node_netns ? ep->node_netns : "";
+	const char *sns = ep->switch_netns ? ep->switch_netns : "";
+	if (dir == LINK_DIR_UP)
+		*s = (struct sides){ nns, ep->node_ifname, sns, ep->switch_ifname };
+	else
+		*s = (struct sides){ sns, ep->switch_ifname, nns, ep->node_ifname };
+}
+
+static int probe_cached = 2; /* 2 = not probed */
+
+int link_shaper_probe_kernel(void)
+{
+	if (probe_cached == 2)
+		probe_cached = link_kernel_probe();
+	return probe_cached;
+}
+
+struct link_shaper *link_shaper_new(const struct link_shaper_opts *opts)
+{
+	enum link_backend b = opts->backend;
+	if (b == LINK_BACKEND_AUTO)
+		b = link_shaper_probe_kernel() == 1 ? LINK_BACKEND_KERNEL : LINK_BACKEND_NFQ;
+	else if (b == LINK_BACKEND_KERNEL && link_shaper_probe_kernel() != 1) {
+		log_error("%s", LINK_SHAPER_NO_NETEM_MSG);
+		return NULL;
+	}
+	if (b == LINK_BACKEND_NFQ && (!opts->linkd_ctl || !opts->linkd_ctl[0])) {
+		log_error("link_shaper: the nfq backend needs the control socket of stalenet-linkd");
+		return NULL;
+	}
+	struct link_shaper *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->backend = b;
+	if (opts->linkd_ctl)
+		snprintf(s->linkd_ctl, sizeof s->linkd_ctl, "%s", opts->linkd_ctl);
+	s->next_queue = opts->queue_base ? opts->queue_base : 100;
+	s->record = opts->record;
+	s->record_ctx = opts->record_ctx;
+	return s;
+}
+
+void link_shaper_destroy(struct link_shaper **self)
+{
+	if (!self || !*self)
+		return;
+	free(*self);
+	*self = NULL;
+}
+
+enum link_backend link_shaper_backend(const struct link_shaper *self)
+{
+	return self->backend;
+}
+
+static int record(struct link_shaper *s, const char *kind, const char *netns, const char *const *argv)
+{
+	return s->record ? s->record(s->record_ctx, kind, netns, argv) : 0;
+}
+
+/* fork, enter netns, exec argv; stdout/stderr of the tool go to /dev/null unless debugging. */
+static int run_in_ns(const char *netns, const char *const *argv)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (netns && netns[0]) {
+			char path[256];
+			snprintf(path, sizeof path, "/run/netns/%s", netns);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+				_exit(126);
+		}
+		if (log_get_level() < LOG_DEBUG) {
+			int null = open("/dev/null", O_WRONLY);
+			if (null >= 0) {
+				dup2(null, 1);
+				dup2(null, 2);
+			}
+		}
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -EIO;
+	return 0;
+}
+
+static struct shaped *lookup(struct link_shaper *s, const char *name, bool create)
+{
+	for (size_t i = 0; i < s->nlinks; i++)
+		if (strcmp(s->links[i].name, name) == 0)
+			return &s->links[i];
+	if (!create || s->nlinks == SHAPER_MAX_LINKS)
+		return NULL;
+	struct shaped *l = &s->links[s->nlinks++];
+	memset(l, 0, sizeof *l);
+	snprintf(l->name, sizeof l->name, "%s", name);
+	l->qnum = s->next_queue++;
+	return l;
+}
+
+static void link_name(const struct sides *sd, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", sd->rcv_ns[0] ? sd->rcv_ns : "-", sd->rcv_if);
+}
+
+static int linkd_set_params(struct link_shaper *s, const struct sides *sd, const struct shaped *l,
+			    const struct link_params *p)
+{
+	char req[2048], params[1024], reply[256];
+	struct link_params q = *p;
+	q.rate_bps = 0; /* the rate is TBF's job */
+	if (link_params_format(&q, params, sizeof params) < 0)
+		return -EINVAL;
+	snprintf(req, sizeof req, "set name=%s netns=%s ifname=%s queue=%u %s", l->name, sd->rcv_ns,
+		 sd->rcv_if, l->qnum, params);
+	int rc = linkd_request(s->linkd_ctl, req, reply, sizeof reply, 5000);
+	if (rc < 0)
+		log_error("link_shaper: linkd %s: %s", l->name, rc == -EIO ? reply : strerror(-rc));
+	return rc;
+}
+
+static int nfq_rate(struct link_shaper *s, const struct sides *sd, struct shaped *l, uint64_t rate_bps)
+{
+	int rc = 0;
+	if (rate_bps && !l->tbf) {
+		const char *undo[] = { "tc", "qdisc", "del", "dev", sd->snd_if, "root", NULL };
+		if ((rc = record(s, "qdisc", sd->snd_ns, undo)) < 0)
+			return rc;
+		rc = link_kernel_tbf(sd->snd_ns, sd->snd_if, TC_H_ROOT, LINK_KERNEL_TBF_HANDLE, rate_bps, false);
+		l->tbf = rc == 0;
+	} else if (rate_bps && l->tbf) {
+		rc = link_kernel_tbf(sd->snd_ns, sd->snd_if, TC_H_ROOT, LINK_KERNEL_TBF_HANDLE, rate_bps, true);
+	} else if (!rate_bps && l->tbf) {
+		rc = link_kernel_del(sd->snd_ns, sd->snd_if, TC_H_ROOT, LINK_KERNEL_TBF_HANDLE);
+		l->tbf = false;
+	}
+	return rc;
+}
+
+static void rule_argv(const char **argv, const char *op, const char *ifname, char *qbuf, size_t qlen, uint16_t q)
+{
+	snprintf(qbuf, qlen, "%u", q);
+	const char *v[] = { "iptables", "-w", "-t", "mangle", op, "PREROUTING", "-i", ifname,
+			    "-j", "NFQUEUE", "--queue-num", qbuf, NULL };
+	memcpy(argv, v, sizeof v);
+}
+
+int link_shaper_apply(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
+		      const struct link_params *p)
+{
+	struct sides sd;
+	const char *why = link_params_validate(p);
+	if (why) {
+		log_error("link_shaper: %s", why);
+		return -EINVAL;
+	}
+	sides_of(ep, dir, &sd);
+	if (s->backend == LINK_BACKEND_KERNEL) {
+		const char *undo[] = { "tc", "qdisc", "del", "dev", sd.snd_if, "root", NULL };
+		int rc = record(s, "qdisc", sd.snd_ns, undo);
+		return rc < 0 ? rc : link_kernel_netem(sd.snd_ns, sd.snd_if, p, false);
+	}
+	char name[128];
+	link_name(&sd, name, sizeof name);
+	struct shaped *l = lookup(s, name, true);
+	if (!l)
+		return -ENOSPC;
+	/* Bind the queue before the rule exists: a rule without a reader drops everything. */
+	int rc = linkd_set_params(s, &sd, l, p);
+	if (rc < 0)
+		return rc;
+	if (!l->rule) {
+		const char *add[13], *del[13];
+		char qb[16];
+		rule_argv(add, "-A", sd.rcv_if, qb, sizeof qb, l->qnum);
+		rule_argv(del, "-D", sd.rcv_if, qb, sizeof qb, l->qnum);
+		if ((rc = record(s, "iptables", sd.rcv_ns, del)) < 0)
+			return rc;
+		rc = run_in_ns(sd.rcv_ns, add);
+		if (rc < 0) {
+			log_error("link_shaper: iptables NFQUEUE rule in %s on %s failed", sd.rcv_ns, sd.rcv_if);
+			return rc;
+		}
+		l->rule = true;
+	}
+	return nfq_rate(s, &sd, l, p->rate_bps);
+}
+
+int link_shaper_change(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
+		       const struct link_params *p)
+{
+	struct sides sd;
+	const char *why = link_params_validate(p);
+	if (why) {
+		log_error("link_shaper: %s", why);
+		return -EINVAL;
+	}
+	sides_of(ep, dir, &sd);
+	if (s->backend == LINK_BACKEND_KERNEL)
+		return link_kernel_netem(sd.snd_ns, sd.snd_if, p, true);
+	char name[128];
+	link_name(&sd, name, sizeof name);
+	struct shaped *l = lookup(s, name, false);
+	if (!l)
+		return -ENOENT;
+	int rc = linkd_set_params(s, &sd, l, p);
+	return rc < 0 ? rc : nfq_rate(s, &sd, l, p->rate_bps);
+}
+
+int link_shaper_counters(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
+			 struct link_counters *out)
+{
+	struct sides sd;
+	struct link_kernel_stats ks;
+	memset(out, 0, sizeof *out);
+	sides_of(ep, dir, &sd);
+	if (s->backend == LINK_BACKEND_KERNEL) {
+		int rc = link_kernel_stats(sd.snd_ns, sd.snd_if, LINK_KERNEL_NETEM_HANDLE, &ks);
+		if (rc < 0)
+			return rc;
+		*out = (struct link_counters){ ks.packets, ks.bytes, ks.drops, ks.overlimits, ks.qlen };
+		if (link_kernel_stats(sd.snd_ns, sd.snd_if, LINK_KERNEL_TBF_HANDLE, &ks) == 0) {
+			out->dropped += ks.drops;
+			out->overlimits += ks.overlimits;
+		}
+		return 0;
+	}
+	char name[128], req[200], reply[512];
+	link_name(&sd, name, sizeof name);
+	struct shaped *l = lookup(s, name, false);
+	if (!l)
+		return -ENOENT;
+	snprintf(req, sizeof req, "stats name=%s", name);
+	int rc = linkd_request(s->linkd_ctl, req, reply, sizeof reply, 2000);
+	if (rc < 0)
+		return rc;
+	char nm[128];
+	uint64_t held;
+	const char *line = strchr(reply, '\n');
+	if (!line || sscanf(line + 1, "%127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, nm, &out->packets,
+			    &out->bytes, &out->dropped, &held) != 5)
+		return -EIO;
+	out->backlog_pkts = held;
+	if (l->tbf && link_kernel_stats(sd.snd_ns, sd.snd_if, LINK_KERNEL_TBF_HANDLE, &ks) == 0) {
+		out->dropped += ks.drops;
+		out->overlimits = ks.overlimits;
+		out->bytes = ks.bytes; /* linkd copies no payload: the sender's TBF knows the bytes */
+	}
+	return 0;
+}
+
+int link_shaper_remove(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir)
+{
+	struct sides sd;
+	sides_of(ep, dir, &sd);
+	if (s->backend == LINK_BACKEND_KERNEL)
+		return link_kernel_del(sd.snd_ns, sd.snd_if, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE);
+	char name[128], req[200], reply[256];
+	link_name(&sd, name, sizeof name);
+	struct shaped *l = lookup(s, name, false);
+	if (!l)
+		return 0;
+	if (l->rule) {
+		const char *del[13];
+		char qb[16];
+		rule_argv(del, "-D", sd.rcv_if, qb, sizeof qb, l->qnum);
+		run_in_ns(sd.rcv_ns, del);
+		l->rule = false;
+	}
+	snprintf(req, sizeof req, "del name=%s", name);
+	linkd_request(s->linkd_ctl, req, reply, sizeof reply, 2000);
+	if (l->tbf)
+		link_kernel_del(sd.snd_ns, sd.snd_if, TC_H_ROOT, LINK_KERNEL_TBF_HANDLE);
+	*l = s->links[--s->nlinks];
+	return 0;
+}
+
+/* Can this host bind an NFQUEUE and add the iptables target? Tried in a scratch namespace. */
+static int probe_nfq(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNET) < 0)
+			_exit(2);
+		struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
+		if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0)
+			_exit(3);
+		char buf[MNL_SOCKET_BUFFER_SIZE];
+		struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, 1);
+		nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_BIND);
+		nlh->nlmsg_flags |= NLM_F_ACK;
+		if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+			_exit(3);
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof buf);
+		if (n <= 0 || mnl_cb_run(buf, (size_t)n, 0, 0, NULL, NULL) < 0)
+			_exit(3);
+		const char *argv[] = { "iptables", "-w", "-t", "mangle", "-A", "PREROUTING", "-i", "lo",
+				       "-j", "NFQUEUE", "--queue-num", "1", NULL };
+		_exit(run_in_ns(NULL, argv) == 0 ? 0 : 4);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 5;
+}
+
+int link_shaper_doctor(char *buf, size_t len)
+{
+	int avail = 0, k = link_shaper_probe_kernel();
+	size_t off = 0;
+	if (k == 1) {
+		avail++;
+		off += (size_t)snprintf(buf + off, len - off, "netem kernel backend: available (sch_netem, libnl-route)\n");
+	} else if (k == 0) {
+		off += (size_t)snprintf(buf + off, len - off, "netem kernel backend: unavailable: %s\n",
+					LINK_SHAPER_NO_NETEM_MSG);
+	} else {
+		off += (size_t)snprintf(buf + off, len - off, "netem kernel backend: probe failed: %s\n",
+					strerror(-k));
+	}
+	if (off >= len)
+		return avail;
+	int q = probe_nfq();
+	static const char *const why[] = { "", "", "cannot create a network namespace (root?)",
+					   "nfnetlink_queue bind failed (CONFIG_NETFILTER_NETLINK_QUEUE?)",
+					   "iptables NFQUEUE target missing", "probe crashed" };
+	if (q == 0) {
+		avail++;
+		snprintf(buf + off, len - off, "netem nfq backend: available (iptables NFQUEUE + stalenet-linkd)\n");
+	} else {
+		snprintf(buf + off, len - off, "netem nfq backend: unavailable: %s\n",
+			 q > 0 && q < 6 ? why[q] : strerror(-q));
+	}
+	return avail;
+}
