@@ -47,6 +47,9 @@ int eval_model(struct model *m, const struct data_set *ds, const uint32_t *idx, 
 
 	if (dim != model_input_dim(m))
 		return -EINVAL;
+	for (size_t i = 0; idx && i < n; i++)
+		if (idx[i] >= ds->n)
+			return -EINVAL;
 	x = malloc(EVAL_CHUNK * dim * sizeof *x);
 	probs = malloc(EVAL_CHUNK * (size_t)nc * sizeof *probs);
 	y = malloc(EVAL_CHUNK);

@@ -21,7 +21,7 @@ struct eval_result {
 };
 
 /* Evaluate m on samples idx[0..n) of ds (positions within ds); idx == NULL means all of ds
- * (n ignored). Returns 0 or negative errno. */
+ * (n ignored). Returns 0, -EINVAL (a position >= ds->n, input size mismatch) or -ENOMEM. */
 int eval_model(struct model *m, const struct data_set *ds, const uint32_t *idx, size_t n,
 	       struct eval_result *out);
 
