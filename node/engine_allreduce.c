@@ -265,6 +265,7 @@ int engine_allreduce_run(const struct kv *cfg)
 		rc = engine_work_gradient(wk, &loss, &nb);
 		if (rc)
 			goto out;
+		engine_work_straggle(wk, &c, step, (double)(clock_now_ns() - t0) / 1e9);
 		t1 = clock_now_ns();
 		rc = allreduce_ring_mean(ring, wk->grad, model_nparams(wk->model), step, &stop,
 					 STEP_TIMEOUT_MS);
@@ -273,7 +274,7 @@ int engine_allreduce_run(const struct kv *cfg)
 		optim_step(wk->optim, model_params(wk->model), wk->grad);
 		t2 = clock_now_ns();
 		step++;
-		rc = engine_trace_row(trace, &c, step, (double)(t1 - t0) / 1e9,
+		rc = engine_trace_row(trace, &c, t2, step, (double)(t1 - t0) / 1e9,
 				      (double)(t2 - t1) / 1e9, 0, step, loss, st->bytes_tx - tx0,
 				      st->bytes_rx - rx0, st->bad_frames - bad0);
 		if (rc)

@@ -22,6 +22,7 @@
 #include "node/model.h"
 #include "node/optim.h"
 #include "node/partition.h"
+#include "node/straggler.h"
 
 #define ENGINE_TRAIN_LOSS_SAMPLE 2000
 #define RNG_STREAM_ORDER 0x6f72646572ull
@@ -205,6 +206,7 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 	struct partition *part = NULL;
 	struct model_spec spec;
 	struct optim_params op;
+	struct straggler_params sp;
 	uint8_t *labels = NULL;
 	uint32_t nlabels = 0;
 	const uint32_t *idx;
@@ -215,6 +217,7 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 	rc = model_spec_from_kv(cfg, &spec);
 	rc = rc ? rc : optim_params_from_kv(cfg, &op);
 	rc = rc ? rc : partition_params_from_kv(cfg, c->n, &pp);
+	rc = rc ? rc : straggler_params_from_kv(cfg, &sp);
 	if (rc)
 		return rc;
 	model_blas_threads(c->blas_threads);
@@ -222,6 +225,11 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 	if (!w)
 		return -ENOMEM;
 	w->batch = c->batch;
+	w->straggler = straggler_new(&sp, c->seed ^ (0x9e3779b97f4a7c15ull * (c->index + 1)));
+	if (!w->straggler) {
+		rc = -EINVAL;
+		goto out;
+	}
 	rc = data_paths(c->data_dir, DATA_TRAIN, img, lbl, sizeof img);
 	rc = rc ? rc : data_read_labels(lbl, &labels, &nlabels);
 	if (rc)
@@ -295,6 +303,7 @@ void engine_work_destroy(struct engine_work **self)
 		return;
 	w = *self;
 	*self = NULL;
+	straggler_destroy(&w->straggler);
 	data_destroy(&w->train);
 	data_destroy(&w->test);
 	model_destroy(&w->model);
@@ -323,6 +332,21 @@ int engine_work_gradient(struct engine_work *self, double *loss, size_t *n)
 	self->samples += len;
 	*n = len;
 	return model_gradient(self->model, self->x, self->y, len, self->grad, loss);
+}
+
+double engine_work_straggle(struct engine_work *self, const struct engine_conf *c, int64_t step,
+			    double compute_s)
+{
+	double extra, pause;
+
+	if (!self->straggler || !straggler_active(self->straggler))
+		return 0;
+	extra = straggler_step_extra_s(self->straggler, step, compute_s);
+	pause = straggler_pause_left_s(self->straggler,
+				       (double)(clock_now_ns() - c->origin_ns) / 1e9 + extra);
+	if (extra + pause > 0)
+		clock_sleep_ns((int64_t)((extra + pause) * 1e9));
+	return extra + pause;
 }
 
 int engine_work_eval(struct engine_work *self, struct model *m, struct eval_result *test,
@@ -429,12 +453,12 @@ struct csv_writer *engine_eval_open(const struct engine_conf *c)
 	return csv_writer_open(path, TRACE_HEADER_EVAL);
 }
 
-int engine_trace_row(struct csv_writer *w, const struct engine_conf *c, int64_t step,
+int engine_trace_row(struct csv_writer *w, const struct engine_conf *c, int64_t t_ns, int64_t step,
 		     double compute_s, double wait_s, int64_t staleness, int64_t model_version,
 		     double loss, uint64_t bytes_tx, uint64_t bytes_rx, uint64_t bad_frames)
 {
 	char stale[24] = "";
-	double t = (double)(clock_now_ns() - c->origin_ns) / 1e9;
+	double t = (double)(t_ns - c->origin_ns) / 1e9;
 
 	if (staleness >= 0)
 		snprintf(stale, sizeof stale, "%lld", (long long)staleness);

@@ -27,6 +27,7 @@ struct ctl_client;
 struct data_set;
 struct model;
 struct optim;
+struct straggler;
 
 #define ENGINE_MAX_NODES 1024
 #define ENGINE_ADDR_LEN 64
@@ -73,6 +74,7 @@ struct engine_work {
 	struct optim *optim;
 	float *grad;                /* model_nparams floats */
 	uint64_t samples;           /* training samples processed so far */
+	struct straggler *straggler; /* straggler.* model of this node (NULL = none) */
 	/* private: minibatch order and scratch */
 	uint32_t *order, *loss_idx;
 	size_t pos, nloss_idx;
@@ -93,6 +95,11 @@ void engine_work_destroy(struct engine_work **self);
  * self->grad; *loss gets the minibatch loss, *n its size. Returns 0 or negative errno. */
 int engine_work_gradient(struct engine_work *self, double *loss, size_t *n);
 
+/* Emulated slowness after step `step` whose compute took compute_s (node/straggler: slowdown,
+ * delay, trace stretch, periodic pause): sleeps, returns the seconds slept. */
+double engine_work_straggle(struct engine_work *self, const struct engine_conf *c, int64_t step,
+			    double compute_s);
+
 /* Evaluate parameters m (any model of the same spec) on the test set and on a fixed sample of
  * this node's training share. Requires the test set. Returns 0 or negative errno. */
 int engine_work_eval(struct engine_work *self, struct model *m, struct eval_result *test,
@@ -109,8 +116,9 @@ int engine_work_eval_ensemble(struct engine_work *self, struct model *m, const f
 struct csv_writer *engine_trace_open(const struct engine_conf *c);
 struct csv_writer *engine_eval_open(const struct engine_conf *c);
 
-/* One node-trace row. staleness < 0 writes an empty cell (nothing merged this step). */
-int engine_trace_row(struct csv_writer *w, const struct engine_conf *c, int64_t step,
+/* One node-trace row stamped t_ns (CLOCK_MONOTONIC, the step's end). staleness < 0 writes an
+ * empty cell (nothing merged this step). */
+int engine_trace_row(struct csv_writer *w, const struct engine_conf *c, int64_t t_ns, int64_t step,
 		     double compute_s, double wait_s, int64_t staleness, int64_t model_version,
 		     double loss, uint64_t bytes_tx, uint64_t bytes_rx, uint64_t bad_frames);
 
