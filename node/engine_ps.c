@@ -1,0 +1,822 @@
+/* node/engine_ps: see engine_ps.h.
+ *
+ * The server is one thread around one zmq_poll: every decision (apply, close a round, release
+ * a held barrier) happens in the handler of the message that made it true, so held requests
+ * are answered in the same pass that changed a clock, with no polling loop. The current model
+ * is published as a reference-counted snapshot (struct wire_buf) taken at most once per model
+ * version and shared zero-copy by every MODEL reply of that version. */
+#include "node/engine_ps.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectors/csv.h"
+#include "lib/clock.h"
+#include "lib/ctl.h"
+#include "lib/kv.h"
+#include "lib/log.h"
+#include "node/barrier.h"
+#include "node/data.h"
+#include "node/engine_common.h"
+#include "node/model.h"
+#include "node/optim.h"
+#include "node/straggler.h"
+#include "node/wire.h"
+
+#define PS_KEEPALIVE_NS 1000000000ll
+#define PS_RNG_STREAM_BARRIER 0x62617272ull
+
+int engine_ps_weighting_parse(const char *name, enum engine_ps_weighting *out)
+{
+	if (!name || !*name || !strcmp(name, "none"))
+		*out = ENGINE_PS_WEIGHT_NONE;
+	else if (!strcmp(name, "inverse"))
+		*out = ENGINE_PS_WEIGHT_INVERSE;
+	else if (!strcmp(name, "exp"))
+		*out = ENGINE_PS_WEIGHT_EXP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+double engine_ps_weight(enum engine_ps_weighting w, int64_t staleness)
+{
+	double s = staleness > 0 ? (double)staleness : 0;
+
+	switch (w) {
+	case ENGINE_PS_WEIGHT_INVERSE:
+		return 1.0 / (1.0 + s);
+	case ENGINE_PS_WEIGHT_EXP:
+		return exp(-s);
+	case ENGINE_PS_WEIGHT_NONE:
+	default:
+		return 1.0;
+	}
+}
+
+/* --- configuration shared by both roles ---------------------------------------------------- */
+
+struct ps_conf {
+	struct engine_conf ec;
+	struct barrier_params bp;
+	enum engine_ps_weighting weighting;
+	double dead_after_s;
+	char server_ep[128];
+};
+
+static int ps_conf_read(const struct kv *cfg, struct ps_conf *pc)
+{
+	const char *saddrs = kv_get(cfg, "servers.addrs"), *b = kv_get(cfg, "consistency.barrier");
+	int64_t s = 0, sample = 1, backup = 0, port = 7000;
+	char addr[ENGINE_ADDR_LEN];
+	int rc;
+
+	memset(pc, 0, sizeof *pc);
+	rc = engine_conf_read(cfg, &pc->ec);
+	if (rc)
+		return rc;
+	rc = kv_get_i64(cfg, "consistency.staleness", 3, &s);
+	rc = rc ? rc : kv_get_i64(cfg, "consistency.sample", 1, &sample);
+	rc = rc ? rc : kv_get_i64(cfg, "consistency.backup", 0, &backup);
+	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
+	rc = rc ? rc : kv_get_double(cfg, "consistency.dead_after", 0, &pc->dead_after_s);
+	if (rc)
+		goto fail;
+	pc->bp.kind = BARRIER_BSP;
+	if (b && *b && barrier_kind_parse(b, &pc->bp.kind) < 0) {
+		log_error("engine_ps: consistency.barrier: unknown '%s'", b);
+		goto fail;
+	}
+	if (engine_ps_weighting_parse(kv_get(cfg, "consistency.weighting"), &pc->weighting) < 0) {
+		log_error("engine_ps: consistency.weighting must be none|inverse|exp");
+		goto fail;
+	}
+	if (s < 0 || sample < 0 || backup < 0 || backup >= pc->ec.n) {
+		log_error("engine_ps: need staleness >= 0, sample >= 0, 0 <= backup < workers.count");
+		goto fail;
+	}
+	pc->bp.staleness = s;
+	pc->bp.sample = (uint32_t)(sample < ENGINE_MAX_NODES ? sample : ENGINE_MAX_NODES);
+	pc->bp.backup = (uint32_t)backup;
+	/* The server's address: first of servers.addrs, else (on the server) node.addr. */
+	if (saddrs && *saddrs) {
+		size_t len = strcspn(saddrs, ",");
+
+		if (len >= sizeof addr)
+			goto fail;
+		memcpy(addr, saddrs, len);
+		addr[len] = '\0';
+	} else if (kv_get(cfg, "node.addr")) {
+		snprintf(addr, sizeof addr, "%s", kv_get(cfg, "node.addr"));
+	} else {
+		log_error("engine_ps: servers.addrs is not set");
+		goto fail;
+	}
+	snprintf(pc->server_ep, sizeof pc->server_ep, "tcp://%s:%d", addr, (int)port);
+	return 0;
+fail:
+	engine_conf_free(&pc->ec);
+	return -EINVAL;
+}
+
+static double run_s(const struct engine_conf *c)
+{
+	return (double)(clock_now_ns() - c->origin_ns) / 1e9;
+}
+
+/* Total training samples the partition splits (for the epoch column). */
+static uint64_t train_total(const struct engine_conf *c)
+{
+	char img[PATH_MAX], lbl[PATH_MAX];
+	uint8_t *labels = NULL;
+	uint32_t n = 0;
+
+	if (data_paths(c->data_dir, DATA_TRAIN, img, lbl, sizeof img) < 0 ||
+	    data_read_labels(lbl, &labels, &n) < 0)
+		return 0;
+	free(labels);
+	if (c->train_limit > 0 && (uint64_t)c->train_limit < n)
+		n = (uint32_t)c->train_limit;
+	return n;
+}
+
+/* --- server --------------------------------------------------------------------------------- */
+
+struct ps_worker {
+	bool known, live, left;
+	uint8_t id[WIRE_MAX_ID];
+	size_t idlen;
+	int64_t last_seen_ns;
+	bool held;          /* a barrier request is waiting */
+	int64_t held_c;     /* its clock */
+	int64_t held_since_ns;
+	size_t *sample;     /* the crossing's sample (sampled kinds) */
+	size_t nsample;
+	uint64_t rng;       /* this worker's sampling stream */
+};
+
+struct ps_server {
+	struct ps_conf pc;
+	struct engine_work *wk;
+	void *ctx, *sock;
+	struct ctl_client *ctl;
+	struct csv_writer *eval;
+	struct wire_stats st;
+	struct ps_worker *w;
+	int64_t *clocks;
+	bool *alive;
+	size_t nparams;
+	int64_t version;
+	struct barrier_round round;
+	float *agg;         /* BSP: sum of the round's updates */
+	uint64_t agg_samples;
+	float *scaled;      /* async: weighted update */
+	struct wire_buf *snap;
+	int64_t snap_version;
+	uint64_t samples, updates_in, dropped;
+	uint64_t total;
+	int64_t stale_sum, stale_max;
+	uint64_t stale_n;
+	bool stop;
+	double last_acc;
+};
+
+static bool is_sync(const struct ps_server *s)
+{
+	return s->pc.bp.kind == BARRIER_BSP;
+}
+
+static uint32_t live_count(const struct ps_server *s)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < s->pc.ec.n; i++)
+		k += s->alive[i];
+	return k;
+}
+
+static int reply(struct ps_server *s, uint32_t i, const struct wire_header *h, struct wire_buf *buf)
+{
+	struct ps_worker *w = &s->w[i];
+	int rc;
+
+	if (!w->known)
+		return 0;
+	rc = wire_send(s->sock, w->id, w->idlen, h, NULL, buf, false, &s->st);
+	if (rc < 0 && rc != -EHOSTUNREACH)
+		log_warn("engine_ps: send %s to worker %u: %s", wire_type_name(h->type), i, strerror(-rc));
+	return rc;
+}
+
+static void release_ok(struct ps_server *s, uint32_t i)
+{
+	struct wire_header h = { .type = WIRE_BARRIER_OK, .sender = WIRE_SENDER_SERVER,
+				 .step = s->w[i].held_c, .model_version = s->version };
+
+	s->w[i].held = false;
+	reply(s, i, &h, NULL);
+}
+
+/* The barrier decision for worker i at clock c with its stored sample. */
+static bool may_proceed(struct ps_server *s, uint32_t i, int64_t c)
+{
+	struct ps_worker *w = &s->w[i];
+
+	if (is_sync(s)) {
+		/* All c rounds must have closed; without backup workers that is also "every live
+		 * worker has clock >= c" (each round needs every live worker's update). */
+		if (s->version < c)
+			return false;
+		if (s->pc.bp.backup > 0)
+			return true;
+	}
+	return barrier_may_proceed(&s->pc.bp, s->clocks, s->alive, s->pc.ec.n, i, c, w->sample,
+				   w->nsample);
+}
+
+/* Re-evaluate every held request (called after anything the decision depends on changed). */
+static void release_held(struct ps_server *s)
+{
+	for (uint32_t i = 0; i < s->pc.ec.n; i++)
+		if (s->w[i].held && may_proceed(s, i, s->w[i].held_c))
+			release_ok(s, i);
+}
+
+static void apply_update(struct ps_server *s, const float *g, double scale)
+{
+	const float *u = g;
+
+	if (scale != 1.0) {
+		for (size_t k = 0; k < s->nparams; k++)
+			s->scaled[k] = (float)(g[k] * scale);
+		u = s->scaled;
+	}
+	optim_step(s->wk->optim, model_params(s->wk->model), u);
+	s->version++;
+}
+
+static void close_round(struct ps_server *s)
+{
+	float inv = s->round.got ? 1.0f / (float)s->round.got : 0;
+
+	for (size_t k = 0; k < s->nparams; k++)
+		s->agg[k] *= inv;
+	apply_update(s, s->agg, 1.0);
+	s->samples += s->agg_samples;
+	s->agg_samples = 0;
+	memset(s->agg, 0, s->nparams * sizeof *s->agg);
+	barrier_round_advance(&s->round);
+}
+
+static void set_live(struct ps_server *s, uint32_t i, bool live)
+{
+	if (s->alive[i] == live)
+		return;
+	s->alive[i] = live;
+	log_info("engine_ps: worker %u %s (%u live)", i, live ? "joined" : "left", live_count(s));
+	if (is_sync(s) && barrier_round_set_live(&s->round, live_count(s)))
+		close_round(s);
+	release_held(s);
+}
+
+static int snapshot(struct ps_server *s, struct wire_buf **out)
+{
+	if (!s->snap || s->snap_version != s->version) {
+		wire_buf_unref(&s->snap); /* replies in flight keep their own references */
+		s->snap = wire_buf_new(s->nparams);
+		if (!s->snap)
+			return -ENOMEM;
+		memcpy(wire_buf_data(s->snap), model_params(s->wk->model), s->nparams * sizeof(float));
+		s->snap_version = s->version;
+	}
+	*out = s->snap;
+	return 0;
+}
+
+static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
+{
+	struct wire_header ack = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER, .step = m->h.step };
+	int64_t stale = s->version - m->h.model_version;
+
+	s->updates_in++;
+	if (m->n != s->nparams || m->h.model_version > s->version || m->h.model_version < 0) {
+		/* Wrong shape or a version that never existed: a protocol error, not an update. */
+		s->st.bad_frames++;
+		ack.aux = -1;
+		goto out;
+	}
+	if (m->h.step > s->clocks[i])
+		s->clocks[i] = m->h.step;
+	if (is_sync(s)) {
+		enum barrier_offer o = barrier_round_offer(&s->round, m->h.model_version);
+
+		if (o == BARRIER_ACCEPT || o == BARRIER_CLOSE) {
+			for (size_t k = 0; k < s->nparams; k++)
+				s->agg[k] += m->payload[k];
+			s->agg_samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
+			ack.aux = 0;
+			stale = 0;
+			if (o == BARRIER_CLOSE)
+				close_round(s);
+		} else {
+			s->dropped++;
+			ack.aux = -1;
+		}
+	} else {
+		apply_update(s, m->payload, engine_ps_weight(s->pc.weighting, stale));
+		s->samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
+		ack.aux = stale;
+	}
+	if (ack.aux >= 0) {
+		s->stale_sum += stale;
+		s->stale_n++;
+		if (stale > s->stale_max)
+			s->stale_max = stale;
+	}
+out:
+	ack.model_version = s->version;
+	reply(s, i, &ack, NULL);
+	release_held(s);
+}
+
+static void on_barrier(struct ps_server *s, uint32_t i, const struct wire_msg *m)
+{
+	struct ps_worker *w = &s->w[i];
+	int64_t c = m->h.step;
+
+	if (c > s->clocks[i])
+		s->clocks[i] = c;
+	w->held = true;
+	w->held_c = c;
+	w->held_since_ns = clock_now_ns();
+	w->nsample = 0;
+	if (barrier_is_sampled(s->pc.bp.kind))
+		w->nsample = barrier_sample(&w->rng, s->pc.ec.n, i, s->alive, s->pc.bp.sample, w->sample);
+	/* A clock moved: others may be released too. */
+	release_held(s);
+}
+
+static void on_pull(struct ps_server *s, uint32_t i)
+{
+	struct wire_header h = { .type = WIRE_MODEL, .sender = WIRE_SENDER_SERVER,
+				 .model_version = s->version,
+				 .payload_len = (uint32_t)(s->nparams * sizeof(float)) };
+	struct wire_buf *b;
+
+	if (snapshot(s, &b) < 0)
+		return;
+	reply(s, i, &h, b);
+}
+
+static void evaluate(struct ps_server *s)
+{
+	struct eval_result test, train;
+	double epoch = s->total ? (double)s->samples / (double)s->total : 0;
+
+	if (engine_work_eval(s->wk, s->wk->model, &test, &train) < 0)
+		return;
+	s->last_acc = test.accuracy;
+	csv_writer_row(s->eval, "%.6f,%s,%lld,%.4f,%llu,%.6f,%.6f,%.6f", run_s(&s->pc.ec),
+		       s->pc.ec.name, (long long)s->version, epoch, (unsigned long long)s->samples,
+		       test.accuracy, test.loss, train.loss);
+	log_info("engine_ps: t %.1f s version %lld acc %.4f loss %.4f", run_s(&s->pc.ec),
+		 (long long)s->version, test.accuracy, test.loss);
+	if (s->pc.ec.stop_accuracy > 0 && test.accuracy >= s->pc.ec.stop_accuracy) {
+		log_info("engine_ps: reached stop.accuracy %.4f", s->pc.ec.stop_accuracy);
+		s->stop = true;
+	}
+}
+
+static void handle(struct ps_server *s, struct wire_msg *m)
+{
+	uint32_t i = m->h.sender;
+	struct ps_worker *w;
+
+	if (i >= s->pc.ec.n || m->idlen == 0) {
+		s->st.bad_frames++;
+		return;
+	}
+	w = &s->w[i];
+	/* The routing id of the latest message is the way back (a restarted worker has a new
+	 * connection). */
+	memcpy(w->id, m->id, m->idlen);
+	w->idlen = m->idlen;
+	w->known = true;
+	w->last_seen_ns = clock_now_ns();
+	if (m->h.type == WIRE_BYE) {
+		w->left = true;
+		w->held = false;
+		set_live(s, i, false);
+		return;
+	}
+	w->left = false;
+	set_live(s, i, true);
+	switch (m->h.type) {
+	case WIRE_HELLO:
+		break;
+	case WIRE_PULL:
+		on_pull(s, i);
+		break;
+	case WIRE_PUSH:
+		on_push(s, i, m);
+		break;
+	case WIRE_BARRIER:
+		on_barrier(s, i, m);
+		break;
+	default:
+		s->st.bad_frames++;
+		break;
+	}
+}
+
+static bool all_left(const struct ps_server *s)
+{
+	for (uint32_t i = 0; i < s->pc.ec.n; i++)
+		if (!s->w[i].left)
+			return false;
+	return true;
+}
+
+static void server_free(struct ps_server *s)
+{
+	for (uint32_t i = 0; s->w && i < s->pc.ec.n; i++)
+		free(s->w[i].sample);
+	free(s->w);
+	free(s->clocks);
+	free(s->alive);
+	free(s->agg);
+	free(s->scaled);
+	wire_buf_unref(&s->snap);
+	if (s->sock)
+		zmq_close(s->sock);
+	if (s->ctx)
+		zmq_ctx_term(s->ctx);
+	csv_writer_close(&s->eval);
+	ctl_client_close(&s->ctl);
+	engine_work_destroy(&s->wk);
+	engine_conf_free(&s->pc.ec);
+}
+
+int engine_ps_server_run(const struct kv *cfg)
+{
+	struct ps_server s;
+	int64_t next_eval_ns, eval_every_ns;
+	size_t maxp;
+	int rc;
+
+	memset(&s, 0, sizeof s);
+	rc = ps_conf_read(cfg, &s.pc);
+	if (rc)
+		return rc;
+	/* Train-loss sample from the last worker's share: worker 0 writes partition.csv. */
+	if (s.pc.ec.n > 1)
+		s.pc.ec.index = s.pc.ec.n - 1;
+	rc = engine_work_open(cfg, &s.pc.ec, true, &s.wk);
+	if (rc)
+		goto out;
+	s.total = train_total(&s.pc.ec);
+	s.nparams = model_nparams(s.wk->model);
+	s.w = calloc(s.pc.ec.n, sizeof *s.w);
+	s.clocks = calloc(s.pc.ec.n, sizeof *s.clocks);
+	s.alive = calloc(s.pc.ec.n, sizeof *s.alive);
+	s.agg = calloc(s.nparams, sizeof *s.agg);
+	s.scaled = calloc(s.nparams, sizeof *s.scaled);
+	if (!s.w || !s.clocks || !s.alive || !s.agg || !s.scaled) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < s.pc.ec.n; i++) {
+		s.w[i].sample = calloc(s.pc.ec.n, sizeof *s.w[i].sample);
+		if (!s.w[i].sample) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		/* Every worker starts live: a synchronous run waits for all of them to join. */
+		s.alive[i] = true;
+		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+	}
+	barrier_round_init(&s.round, 0, s.pc.ec.n, s.pc.bp.backup);
+	s.eval = engine_eval_open(&s.pc.ec);
+	if (!s.eval) {
+		rc = -EIO;
+		goto out;
+	}
+	maxp = s.nparams * sizeof(float);
+	s.ctx = zmq_ctx_new();
+	s.sock = s.ctx ? zmq_socket(s.ctx, ZMQ_ROUTER) : NULL;
+	if (!s.sock || wire_socket_setup(s.sock, maxp) < 0) {
+		rc = -EIO;
+		goto out;
+	}
+	{
+		int on = 1;
+
+		/* A restarted worker reuses its routing id: let the new connection take it over. */
+		zmq_setsockopt(s.sock, ZMQ_ROUTER_HANDOVER, &on, sizeof on);
+	}
+	if (zmq_bind(s.sock, s.pc.server_ep) < 0) {
+		rc = -zmq_errno();
+		log_error("engine_ps: bind %s: %s", s.pc.server_ep, zmq_strerror(-rc));
+		goto out;
+	}
+	log_info("engine_ps: server on %s, %u workers, %s (s=%lld beta=%u b=%u), %zu params",
+		 s.pc.server_ep, s.pc.ec.n, barrier_kind_name(s.pc.bp.kind),
+		 (long long)s.pc.bp.staleness, s.pc.bp.sample, s.pc.bp.backup, s.nparams);
+	rc = engine_ctl_start(cfg, &s.pc.ec, &s.ctl);
+	if (rc == -ECANCELED) {
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto out;
+	eval_every_ns = (int64_t)(s.pc.ec.eval_every_s * 1e9);
+	next_eval_ns = clock_now_ns() + eval_every_ns;
+	evaluate(&s);
+	while (!s.stop) {
+		struct wire_msg m;
+		int64_t now = clock_now_ns();
+		int timeout = (int)((next_eval_ns - now) / 1000000);
+
+		if (timeout > 100)
+			timeout = 100;
+		if (timeout < 0)
+			timeout = 0;
+		rc = wire_recv(s.sock, true, maxp, timeout, &m, &s.st);
+		if (rc < 0 && rc != -EINTR) {
+			log_error("engine_ps: recv: %s", strerror(-rc));
+			goto out;
+		}
+		if (rc == 1) {
+			handle(&s, &m);
+			wire_msg_close(&m);
+		}
+		now = clock_now_ns();
+		if (s.pc.dead_after_s > 0) {
+			for (uint32_t i = 0; i < s.pc.ec.n; i++)
+				if (s.alive[i] && s.w[i].known &&
+				    now - s.w[i].last_seen_ns > (int64_t)(s.pc.dead_after_s * 1e9) &&
+				    !s.w[i].held)
+					set_live(&s, i, false);
+		}
+		if (now >= next_eval_ns) {
+			evaluate(&s);
+			next_eval_ns = clock_now_ns() + eval_every_ns;
+		}
+		if (s.ctl) {
+			ctl_client_status(s.ctl, s.version, CTL_RUN, false);
+			if (ctl_client_should_stop(s.ctl))
+				s.stop = true;
+		}
+		if (s.pc.ec.stop_time_s > 0 && run_s(&s.pc.ec) >= s.pc.ec.stop_time_s)
+			s.stop = true;
+		if (all_left(&s)) {
+			log_info("engine_ps: every worker has finished");
+			s.stop = true;
+		}
+	}
+	/* Tell everyone it is over (workers that already left ignore it). */
+	for (uint32_t i = 0; i < s.pc.ec.n; i++) {
+		struct wire_header bye = { .type = WIRE_BYE, .sender = WIRE_SENDER_SERVER,
+					   .model_version = s.version };
+
+		if (!s.w[i].left)
+			reply(&s, i, &bye, NULL);
+	}
+	evaluate(&s);
+	log_info("engine_ps: done: version %lld, %llu updates received, %llu dropped, staleness mean "
+		 "%.2f max %lld, %llu bad frames",
+		 (long long)s.version, (unsigned long long)s.updates_in, (unsigned long long)s.dropped,
+		 s.stale_n ? (double)s.stale_sum / (double)s.stale_n : 0.0, (long long)s.stale_max,
+		 (unsigned long long)s.st.bad_frames);
+	if (s.ctl) {
+		ctl_client_status(s.ctl, s.version, CTL_DONE, false);
+		ctl_client_done(s.ctl);
+	}
+	rc = 0;
+out:
+	server_free(&s);
+	return rc;
+}
+
+/* --- worker --------------------------------------------------------------------------------- */
+
+struct ps_client {
+	struct ps_conf pc;
+	void *ctx, *sock;
+	struct ctl_client *ctl;
+	struct wire_stats st;
+	size_t maxp;
+	bool bye;
+	int64_t last_tx_ns;
+};
+
+static int client_send(struct ps_client *c, uint16_t type, int64_t step, int64_t version,
+		       int64_t aux, double value, const float *payload, uint32_t len)
+{
+	struct wire_header h = { .type = type, .sender = c->pc.ec.index, .payload_len = len,
+				 .step = step, .model_version = version, .aux = aux, .value = value };
+	int rc = wire_send(c->sock, NULL, 0, &h, payload, NULL, false, &c->st);
+
+	c->last_tx_ns = clock_now_ns();
+	return rc;
+}
+
+static bool client_should_stop(struct ps_client *c)
+{
+	return c->bye || (c->ctl && ctl_client_should_stop(c->ctl)) ||
+	       (c->pc.ec.stop_time_s > 0 && run_s(&c->pc.ec) >= c->pc.ec.stop_time_s);
+}
+
+/* Wait for a message of type `want` (other types are ignored; BYE ends the run). Returns 1 with
+ * *m filled, 0 when the run is over (BYE, stop), negative errno on failure. Sends a keep-alive
+ * HELLO every second of waiting so the server does not take a held worker for dead. */
+static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, int64_t step)
+{
+	for (;;) {
+		int rc;
+
+		if (client_should_stop(c))
+			return 0;
+		rc = wire_recv(c->sock, false, c->maxp, 100, m, &c->st);
+		if (rc < 0 && rc != -EINTR)
+			return rc;
+		if (rc == 1) {
+			if (m->h.type == WIRE_BYE) {
+				c->bye = true;
+				wire_msg_close(m);
+				return 0;
+			}
+			if (m->h.type == want)
+				return 1;
+			wire_msg_close(m);
+			continue;
+		}
+		if (c->ctl)
+			ctl_client_status(c->ctl, step, CTL_WAIT, true);
+		if (clock_now_ns() - c->last_tx_ns >= PS_KEEPALIVE_NS)
+			client_send(c, WIRE_HELLO, step, 0, 0, 0, NULL, 0);
+	}
+}
+
+/* Sleep ns, in slices, sending keep-alives and watching for stop. */
+static void client_sleep(struct ps_client *c, int64_t ns, int64_t step)
+{
+	int64_t end = clock_now_ns() + ns;
+
+	while (!client_should_stop(c)) {
+		int64_t now = clock_now_ns(), slice = end - now;
+
+		if (slice <= 0)
+			return;
+		if (slice > 200000000)
+			slice = 200000000;
+		clock_sleep_ns(slice);
+		if (clock_now_ns() - c->last_tx_ns >= PS_KEEPALIVE_NS)
+			client_send(c, WIRE_HELLO, step, 0, 0, 0, NULL, 0);
+	}
+}
+
+int engine_ps_worker_run(const struct kv *cfg)
+{
+	struct ps_client c;
+	struct engine_work *wk = NULL;
+	struct straggler *strag;
+	struct csv_writer *trace = NULL;
+	char rid[32];
+	int64_t step = 0;
+	size_t nparams;
+	int rc;
+
+	memset(&c, 0, sizeof c);
+	rc = ps_conf_read(cfg, &c.pc);
+	if (rc)
+		return rc;
+	rc = engine_work_open(cfg, &c.pc.ec, false, &wk);
+	if (rc)
+		goto out;
+	strag = wk->straggler; /* owned by wk; the sleeping is done here, with keep-alives */
+	nparams = model_nparams(wk->model);
+	c.maxp = nparams * sizeof(float);
+	trace = engine_trace_open(&c.pc.ec);
+	if (!trace) {
+		rc = -EIO;
+		goto out;
+	}
+	c.ctx = zmq_ctx_new();
+	c.sock = c.ctx ? zmq_socket(c.ctx, ZMQ_DEALER) : NULL;
+	if (!c.sock || wire_socket_setup(c.sock, c.maxp) < 0) {
+		rc = -EIO;
+		goto out;
+	}
+	snprintf(rid, sizeof rid, "w%u", c.pc.ec.index);
+	zmq_setsockopt(c.sock, ZMQ_ROUTING_ID, rid, strlen(rid));
+	if (zmq_connect(c.sock, c.pc.server_ep) < 0) {
+		rc = -zmq_errno();
+		log_error("engine_ps: connect %s: %s", c.pc.server_ep, zmq_strerror(-rc));
+		goto out;
+	}
+	rc = engine_ctl_start(cfg, &c.pc.ec, &c.ctl);
+	if (rc == -ECANCELED) {
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto out;
+	client_send(&c, WIRE_HELLO, 0, 0, 0, 0, NULL, 0);
+	while (!client_should_stop(&c) &&
+	       !(c.pc.ec.stop_steps > 0 && step >= c.pc.ec.stop_steps)) {
+		struct wire_msg m;
+		int64_t t0, t1, version;
+		double compute_s, wait_s = 0, loss = 0, pause;
+		int64_t stale = -1;
+		size_t nb = 0;
+
+		pause = strag ? straggler_pause_left_s(strag, run_s(&c.pc.ec)) : 0;
+		if (pause > 0) {
+			if (c.ctl)
+				ctl_client_status(c.ctl, step, CTL_WAIT, false);
+			client_sleep(&c, (int64_t)(pause * 1e9), step);
+		}
+		/* Barrier: may I start step + 1? (ASP never asks.) */
+		if (c.pc.bp.kind != BARRIER_ASP) {
+			t0 = clock_now_ns();
+			rc = client_send(&c, WIRE_BARRIER, step, 0, 0, 0, NULL, 0);
+			rc = rc < 0 ? rc : client_await(&c, WIRE_BARRIER_OK, &m, step);
+			if (rc <= 0)
+				break;
+			wire_msg_close(&m);
+			wait_s = (double)(clock_now_ns() - t0) / 1e9;
+		}
+		if (c.ctl)
+			ctl_client_status(c.ctl, step, CTL_RUN, false);
+		/* Pull the current model. */
+		rc = client_send(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
+		rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, &m, step);
+		if (rc <= 0)
+			break;
+		if (m.n != nparams) {
+			log_error("engine_ps: model of %zu floats, expected %zu", m.n, nparams);
+			wire_msg_close(&m);
+			rc = -EPROTO;
+			break;
+		}
+		model_set_params(wk->model, m.payload);
+		version = m.h.model_version;
+		wire_msg_close(&m);
+		/* Compute, then stretch by the straggler model. */
+		t0 = clock_now_ns();
+		rc = engine_work_gradient(wk, &loss, &nb);
+		if (rc < 0)
+			break;
+		t1 = clock_now_ns();
+		compute_s = (double)(t1 - t0) / 1e9;
+		{
+			double extra = strag ? straggler_step_extra_s(strag, step, compute_s) : 0;
+
+			if (extra > 0) {
+				client_sleep(&c, (int64_t)(extra * 1e9), step);
+				compute_s += extra;
+			}
+		}
+		/* Push; the ACK says how stale the update was (or that it was dropped). */
+		rc = client_send(&c, WIRE_PUSH, step + 1, version, (int64_t)nb, loss, wk->grad,
+				 (uint32_t)(nparams * sizeof(float)));
+		rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, &m, step);
+		if (rc <= 0)
+			break;
+		stale = m.h.aux;
+		wire_msg_close(&m);
+		step++;
+		engine_trace_row(trace, &c.pc.ec, clock_now_ns(), step, compute_s, wait_s, stale, version, loss,
+				 c.st.bytes_tx, c.st.bytes_rx, c.st.bad_frames);
+	}
+	if (rc > 0)
+		rc = 0;
+	if (rc == 0 && !c.bye)
+		client_send(&c, WIRE_BYE, step, 0, 0, 0, NULL, 0);
+	log_info("engine_ps: %s finished after %lld steps (%llu bad frames)", c.pc.ec.name,
+		 (long long)step, (unsigned long long)c.st.bad_frames);
+	if (c.ctl && rc == 0) {
+		ctl_client_status(c.ctl, step, CTL_DONE, false);
+		ctl_client_done(c.ctl);
+	}
+out:
+	if (c.sock) {
+		/* Let the BYE leave before the socket goes. */
+		int linger = 1000;
+
+		zmq_setsockopt(c.sock, ZMQ_LINGER, &linger, sizeof linger);
+		zmq_close(c.sock);
+	}
+	if (c.ctx)
+		zmq_ctx_term(c.ctx);
+	csv_writer_close(&trace);
+	ctl_client_close(&c.ctl);
+	engine_work_destroy(&wk);
+	engine_conf_free(&c.pc.ec);
+	return rc;
+}
