@@ -1,0 +1,440 @@
+/* Fidelity of the nfq backend (stalenet-linkd engine + link_shaper) on this host.
+ *
+ * Fixture: two namespaces "node" and "switch" joined by one veth pair (198.18.x.1/.2), linkd in
+ * a thread of this process with its control socket in a temp dir, link_shaper in nfq mode. Probes
+ * are timestamped in userspace (the kernel stamps before the NFQUEUE delay). Assertions use the
+ * project's tolerances through netem/link_verdict. Skips without root; fails instead when
+ * STALENET_TESTS_MUST_RUN=1. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "netem/link_netns.h"
+#include "netem/link_shaper.h"
+#include "netem/link_verdict.h"
+#include "netem/linkd.h"
+
+static char ns_node[64], ns_sw[64], if_node[16], if_sw[16], ctl[128], tmpdir[64];
+static struct linkd *lkd;
+static pthread_t lkd_thread;
+static struct link_shaper *shaper;
+static struct link_endpoint ep;
+static int subnet;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void skip_or_fail(const char *why)
+{
+	const char *must = getenv("STALENET_TESTS_MUST_RUN");
+	if (must && strcmp(must, "1") == 0)
+		cr_assert_fail("cannot run: %s", why);
+	cr_skip_test("%s", why);
+}
+
+static void *linkd_main(void *arg)
+{
+	linkd_run(arg);
+	return NULL;
+}
+
+static void setup(void)
+{
+	log_init("test", LOG_WARN);
+	if (geteuid() != 0) {
+		skip_or_fail("needs root");
+		return;
+	}
+	subnet = (getpid() % 200) + 1;
+	snprintf(ns_node, sizeof ns_node, "snt%d-node", getpid());
+	snprintf(ns_sw, sizeof ns_sw, "snt%d-sw", getpid());
+	snprintf(if_node, sizeof if_node, "sn%dn", getpid() % 100000);
+	snprintf(if_sw, sizeof if_sw, "sn%ds", getpid() % 100000);
+	if (sh("ip netns add %s && ip netns add %s", ns_node, ns_sw) != 0 ||
+	    sh("ip link add %s netns %s type veth peer %s netns %s", if_node, ns_node, if_sw, ns_sw) != 0 ||
+	    sh("ip -n %s addr add 198.18.%d.1/24 dev %s && ip -n %s addr add 198.18.%d.2/24 dev %s",
+	       ns_node, subnet, if_node, ns_sw, subnet, if_sw) != 0 ||
+	    sh("ip -n %s link set %s up && ip -n %s link set %s up && ip -n %s link set lo up && ip -n %s link set lo up",
+	       ns_node, if_node, ns_sw, if_sw, ns_node, ns_sw) != 0) {
+		skip_or_fail("cannot create namespaces / veth");
+		return;
+	}
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/snt-linkd-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+	snprintf(ctl, sizeof ctl, "%s/linkd.sock", tmpdir);
+	lkd = linkd_new(ctl);
+	cr_assert_not_null(lkd);
+	cr_assert_eq(pthread_create(&lkd_thread, NULL, linkd_main, lkd), 0);
+	struct link_shaper_opts o = { .backend = LINK_BACKEND_NFQ, .linkd_ctl = ctl };
+	shaper = link_shaper_new(&o);
+	cr_assert_not_null(shaper);
+	ep = (struct link_endpoint){ ns_node, if_node, ns_sw, if_sw };
+}
+
+static void teardown(void)
+{
+	if (shaper) {
+		link_shaper_remove(shaper, &ep, LINK_DIR_UP);
+		link_shaper_remove(shaper, &ep, LINK_DIR_DOWN);
+		link_shaper_destroy(&shaper);
+	}
+	if (lkd) {
+		linkd_stop(lkd);
+		pthread_join(lkd_thread, NULL);
+		linkd_destroy(&lkd);
+	}
+	if (ns_node[0])
+		sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_node, ns_sw);
+	if (tmpdir[0])
+		sh("rm -rf %s", tmpdir);
+}
+
+/* --- sockets inside the namespaces ------------------------------------------------------- */
+
+struct sockreq {
+	int type, fd;
+	int port;
+	bool bind_any;
+};
+
+static int open_sock(void *arg)
+{
+	struct sockreq *r = arg;
+	r->fd = socket(AF_INET, r->type | SOCK_CLOEXEC, 0);
+	if (r->fd < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(r->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (r->bind_any) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->port) };
+		if (bind(r->fd, (struct sockaddr *)&a, sizeof a) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static int sock_in(const char *ns, int type, int port)
+{
+	struct sockreq r = { .type = type, .fd = -1, .port = port, .bind_any = port > 0 };
+	cr_assert_eq(link_netns_call(ns, open_sock, &r), 0);
+	return r.fd;
+}
+
+static struct sockaddr_in addr_of(int host, int port)
+{
+	char ip[32];
+	snprintf(ip, sizeof ip, "198.18.%d.%d", subnet, host);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+struct echo {
+	int fd;
+	volatile bool stop;
+};
+
+static void *echo_main(void *arg)
+{
+	struct echo *e = arg;
+	char buf[2048];
+	while (!e->stop) {
+		struct pollfd p = { .fd = e->fd, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		struct sockaddr_in from;
+		socklen_t fl = sizeof from;
+		ssize_t n = recvfrom(e->fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+		if (n > 0)
+			sendto(e->fd, buf, (size_t)n, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+/* RTT probes node -> switch -> node, one at a time, timeout 1 s each. */
+static void rtt_probe(int n, double *mean, double *sd, double *loss)
+{
+	struct echo e = { .fd = sock_in(ns_sw, SOCK_DGRAM, 9000) };
+	pthread_t t;
+	pthread_create(&t, NULL, echo_main, &e);
+	int c = sock_in(ns_node, SOCK_DGRAM, 0);
+	struct sockaddr_in to = addr_of(2, 9000);
+	double s = 0, s2 = 0;
+	int got = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t t0 = clock_now_ns();
+		uint32_t seq = (uint32_t)i, back = UINT32_MAX;
+		sendto(c, &seq, sizeof seq, 0, (struct sockaddr *)&to, sizeof to);
+		for (;;) {
+			int64_t left = 1000 - (clock_now_ns() - t0) / 1000000;
+			struct pollfd p = { .fd = c, .events = POLLIN };
+			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+				break;
+			if (recv(c, &back, sizeof back, 0) == (ssize_t)sizeof back && back == seq)
+				break;
+		}
+		if (back == seq) {
+			double ms = (clock_now_ns() - t0) / 1e6;
+			s += ms;
+			s2 += ms * ms;
+			got++;
+		}
+	}
+	e.stop = true;
+	pthread_join(t, NULL);
+	close(e.fd);
+	close(c);
+	*mean = got ? s / got : 0;
+	*sd = got > 1 ? sqrt((s2 - s * s / got) / (got - 1)) : 0;
+	*loss = 1.0 - (double)got / n;
+}
+
+static void check_rtt(struct link_params up, struct link_params down, int n)
+{
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &up), 0);
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_DOWN, &down), 0);
+	double mean, sd, loss;
+	rtt_probe(n, &mean, &sd, &loss);
+	struct link_verdict_expect e;
+	link_verdict_expect_from(&up, &down, &e);
+	char why[256];
+	bool ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why);
+	cr_log_info("rtt: expected %.2f/%.2f ms, measured %.2f/%.2f ms, loss %.4f", e.rtt_mean_ms,
+		    e.rtt_sd_ms, mean, sd, loss);
+	cr_assert(ok, "%s", why);
+}
+
+TestSuite(linkd_fidelity, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(linkd_fidelity, rtt_constant_delay)
+{
+	check_rtt((struct link_params){ .delay_us = 10000 }, (struct link_params){ .delay_us = 10000 }, 200);
+}
+
+Test(linkd_fidelity, rtt_jitter_uniform_and_normal)
+{
+	check_rtt((struct link_params){ .delay_us = 10000, .jitter_us = 5000 },
+		  (struct link_params){ .delay_us = 10000, .jitter_us = 5000 }, 300);
+	check_rtt((struct link_params){ .delay_us = 15000, .jitter_us = 4000, .dist = LINK_DIST_NORMAL },
+		  (struct link_params){ .delay_us = 5000 }, 300);
+}
+
+/* Blast n numbered datagrams node -> switch; count arrivals, duplicates, out-of-order ones. */
+struct blast {
+	uint64_t got, dups, late;
+};
+
+static void blast(int n, struct blast *b)
+{
+	int rx = sock_in(ns_sw, SOCK_DGRAM, 9100), tx = sock_in(ns_node, SOCK_DGRAM, 0);
+	int big = 8 << 20;
+	setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+	struct sockaddr_in to = addr_of(2, 9100);
+	char *seen = calloc((size_t)n, 1);
+	char pkt[200] = { 0 };
+	for (int i = 0; i < n; i++) {
+		memcpy(pkt, &i, sizeof i);
+		sendto(tx, pkt, sizeof pkt, 0, (struct sockaddr *)&to, sizeof to);
+		if (i % 200 == 199)
+			usleep(2000); /* stay under the queue limit */
+	}
+	memset(b, 0, sizeof *b);
+	int maxseen = -1;
+	for (;;) {
+		struct pollfd p = { .fd = rx, .events = POLLIN };
+		if (poll(&p, 1, 500) <= 0)
+			break;
+		int seq;
+		if (recv(rx, pkt, sizeof pkt, 0) < (ssize_t)sizeof seq)
+			continue;
+		memcpy(&seq, pkt, sizeof seq);
+		if (seq < 0 || seq >= n)
+			continue;
+		if (seen[seq]) {
+			b->dups++;
+			continue;
+		}
+		seen[seq] = 1;
+		b->got++;
+		if (seq < maxseen)
+			b->late++;
+		else
+			maxseen = seq;
+	}
+	free(seen);
+	close(rx);
+	close(tx);
+}
+
+Test(linkd_fidelity, loss_random_binomial)
+{
+	const int n = 6000;
+	struct link_params p = { .loss_ppm = 50000 };
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &p), 0);
+	struct blast b;
+	blast(n, &b);
+	double loss = 1 - (double)b.got / n, lo, hi;
+	link_verdict_loss_interval(0.05, n, &lo, &hi);
+	cr_log_info("loss 5%%: measured %.4f, interval [%.4f, %.4f]", loss, lo, hi);
+	cr_assert(loss >= lo && loss <= hi, "loss %.4f not in [%.4f, %.4f]", loss, lo, hi);
+	struct link_counters c;
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &c), 0);
+	cr_assert_geq(c.packets, (uint64_t)n);
+	cr_assert(c.dropped >= (uint64_t)(n - (int)b.got) && c.dropped <= c.packets);
+}
+
+Test(linkd_fidelity, duplicate_reorder_corrupt)
+{
+	const int n = 5000;
+	struct link_params p = { .delay_us = 5000, .dup_ppm = 50000 };
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &p), 0);
+	struct blast b;
+	blast(n, &b);
+	cr_log_info("dup 5%%: %lu copies of %d", (unsigned long)b.dups, n);
+	cr_assert(b.dups > n * 0.035 && b.dups < n * 0.065, "dups %lu", (unsigned long)b.dups);
+	cr_assert_eq(b.got, (uint64_t)n);
+
+	p = (struct link_params){ .delay_us = 5000, .reorder_ppm = 250000 };
+	cr_assert_eq(link_shaper_change(shaper, &ep, LINK_DIR_UP, &p), 0);
+	blast(n, &b);
+	/* a reordered packet overtakes the ~5 ms of packets before it: it is never "late" itself,
+	 * the ones it overtakes are; at least the configured share must arrive out of order */
+	cr_log_info("reorder 25%%: %lu late of %lu", (unsigned long)b.late, (unsigned long)b.got);
+	cr_assert_eq(b.got, (uint64_t)n);
+	cr_assert(b.late > n * 0.15, "late %lu", (unsigned long)b.late);
+
+	p = (struct link_params){ .corrupt_ppm = 50000 };
+	cr_assert_eq(link_shaper_change(shaper, &ep, LINK_DIR_UP, &p), 0);
+	blast(n, &b);
+	double lost = 1 - (double)b.got / n;
+	cr_log_info("corrupt 5%%: %.4f discarded by the receiver's checksum", lost);
+	cr_assert(lost > 0.035 && lost < 0.065, "corrupt discarded %.4f", lost);
+}
+
+struct sink {
+	int fd;
+	uint64_t bytes;
+	int64_t t0, t1;
+};
+
+static void *sink_main(void *arg)
+{
+	struct sink *s = arg;
+	int c = accept(s->fd, NULL, NULL);
+	static char buf[1 << 16];
+	ssize_t n;
+	s->t0 = 0;
+	while ((n = recv(c, buf, sizeof buf, 0)) > 0) {
+		if (!s->t0)
+			s->t0 = clock_now_ns();
+		s->bytes += (uint64_t)n;
+		s->t1 = clock_now_ns();
+	}
+	close(c);
+	return NULL;
+}
+
+Test(linkd_fidelity, tcp_rate_50mbit)
+{
+	struct link_params p = { .rate_bps = 50000000, .delay_us = 2000 };
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &p), 0);
+	struct sink s = { .fd = sock_in(ns_sw, SOCK_STREAM, 9200) };
+	cr_assert_eq(listen(s.fd, 1), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, sink_main, &s);
+	int c = sock_in(ns_node, SOCK_STREAM, 0);
+	setsockopt(c, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5);
+	struct sockaddr_in to = addr_of(2, 9200);
+	cr_assert_eq(connect(c, (struct sockaddr *)&to, sizeof to), 0);
+	static char buf[1 << 16];
+	int64_t end = clock_now_ns() + 4000000000LL;
+	while (clock_now_ns() < end)
+		if (send(c, buf, sizeof buf, 0) < 0)
+			break;
+	close(c);
+	pthread_join(t, NULL);
+	close(s.fd);
+	double mbit = s.bytes * 8.0 / ((s.t1 - s.t0) / 1e9) / 1e6;
+	/* TBF counts whole Ethernet frames: 1448 payload bytes per 1514 on the wire. */
+	double want = 50.0 * 1448.0 / 1514.0;
+	cr_log_info("tcp cubic over tbf 50mbit: %.2f Mbit/s goodput (expected %.2f)", mbit, want);
+	cr_assert(fabs(mbit - want) <= 0.05 * want, "goodput %.2f Mbit/s vs %.2f", mbit, want);
+}
+
+struct stamp_rx {
+	int fd;
+	int64_t change_done_ns;
+	double first_after_ms;  /* one-way delay of the first packet sent after the change */
+	volatile bool stop;
+};
+
+static void *stamp_main(void *arg)
+{
+	struct stamp_rx *r = arg;
+	r->first_after_ms = -1;
+	while (!r->stop) {
+		struct pollfd p = { .fd = r->fd, .events = POLLIN };
+		if (poll(&p, 1, 20) <= 0)
+			continue;
+		int64_t sent;
+		if (recv(r->fd, &sent, sizeof sent, 0) != (ssize_t)sizeof sent)
+			continue;
+		int64_t done = __atomic_load_n(&r->change_done_ns, __ATOMIC_ACQUIRE);
+		if (done && sent >= done && r->first_after_ms < 0)
+			r->first_after_ms = (clock_now_ns() - sent) / 1e6;
+	}
+	return NULL;
+}
+
+Test(linkd_fidelity, change_in_place_within_10ms)
+{
+	struct link_params slow = { .delay_us = 80000 }, fast = { .delay_us = 2000 };
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &slow), 0);
+	struct stamp_rx r = { .fd = sock_in(ns_sw, SOCK_DGRAM, 9300) };
+	pthread_t t;
+	pthread_create(&t, NULL, stamp_main, &r);
+	int c = sock_in(ns_node, SOCK_DGRAM, 0);
+	struct sockaddr_in to = addr_of(2, 9300);
+	int64_t t_change = 0, t_done = 0;
+	for (int i = 0; i < 400; i++) {
+		int64_t now = clock_now_ns();
+		sendto(c, &now, sizeof now, 0, (struct sockaddr *)&to, sizeof to);
+		if (i == 150) {
+			t_change = clock_now_ns();
+			cr_assert_eq(link_shaper_change(shaper, &ep, LINK_DIR_UP, &fast), 0);
+			t_done = clock_now_ns();
+			__atomic_store_n(&r.change_done_ns, t_done, __ATOMIC_RELEASE);
+		}
+		usleep(500);
+	}
+	usleep(200000);
+	r.stop = true;
+	pthread_join(t, NULL);
+	close(c);
+	close(r.fd);
+	double took_ms = (t_done - t_change) / 1e6;
+	cr_log_info("change took %.3f ms; first packet after it: %.3f ms one-way", took_ms, r.first_after_ms);
+	cr_assert(took_ms <= 10.0, "change took %.3f ms", took_ms);
+	cr_assert(r.first_after_ms >= 0 && r.first_after_ms <= 2.0 + 10.0, "first after %.3f ms",
+		  r.first_after_ms);
+}
