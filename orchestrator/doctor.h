@@ -1,0 +1,16 @@
+/* orchestrator/doctor: what this host can do, for `stalenet doctor`.
+ *
+ * Checks (each one line "ok|warn|fail  what: detail"): root, network namespaces, the kernel's
+ * sch_netem and the NFQUEUE path (through netem/link_shaper's probes), the data set, the BLAS
+ * library and its threads, the neighbour-table limits (a 1000-node testbed needs them raised;
+ * `stalenet run` does so and restores them), and the default TCP congestion control. */
+#ifndef STALENET_DOCTOR_H
+#define STALENET_DOCTOR_H
+
+#include <stdio.h>
+
+/* Print the report to out. Returns the number of failed checks (0 = this host runs
+ * scenarios with at least one link backend). */
+int doctor_report(FILE *out, const char *data_dir);
+
+#endif

@@ -1,0 +1,41 @@
+/* orchestrator/rundir: the run directory and its descriptive files.
+ *
+ * RUN_DIR/ holds scenario.yaml (the resolved scenario, after --set and the sweep point),
+ * meta.json (version, commit, kernel, backend, seeds, sweep point, wall-clock start, monotonic
+ * origin), logs/, nodes/, and a `complete` marker written last, so an interrupted sweep can be
+ * resumed by skipping the runs that have one. */
+#ifndef STALENET_RUNDIR_H
+#define STALENET_RUNDIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orchestrator/plan.h"
+
+/* Make path and its parents (mode 0755; the last component 0700 when private). */
+int rundir_mkdirs(const char *path, bool private_last);
+
+/* Default output directory: runs/<name>-<UTC yyyymmddThhmmssZ> into out. */
+void rundir_default(const char *name, char *out, size_t outlen);
+
+/* Create RUN_DIR with logs/ and nodes/, write scenario.yaml. Returns 0 or -errno (logged). */
+int rundir_prepare(const char *dir, const struct plan_run *run);
+
+struct rundir_meta {
+	const char *backend;            /* kernel | nfq */
+	const char *prefix;             /* host object prefix of this run */
+	int64_t origin_ns;              /* CLOCK_MONOTONIC origin of t_s */
+	int64_t wall_start_ns;          /* CLOCK_REALTIME at the origin */
+	double duration_s;              /* < 0 while running */
+	const char *status;             /* running | complete | failed | interrupted */
+};
+
+/* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */
+int rundir_write_meta(const char *dir, const struct plan_run *run, const struct rundir_meta *m);
+
+/* Mark a run complete / ask whether it is. */
+int rundir_mark_complete(const char *dir);
+bool rundir_is_complete(const char *dir);
+
+#endif

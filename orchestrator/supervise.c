@@ -1,0 +1,433 @@
+/* orchestrator/supervise: see supervise.h. */
+#include "orchestrator/supervise.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collectors/csv.h"
+#include "collectors/progress.h"
+#include "collectors/schema.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "orchestrator/launch.h"
+
+#define SUP_STOP_GRACE_NS (15 * 1000000000LL)   /* "stop" -> SIGTERM */
+#define SUP_TERM_GRACE_NS (5 * 1000000000LL)    /* SIGTERM -> SIGKILL */
+#define SUP_PROGRESS_NS (100 * 1000000LL)
+
+enum proc_state { P_PENDING, P_RUNNING, P_EXITED };
+
+struct proc {
+	const struct supervise_node *spec;
+	enum proc_state state;
+	pid_t pid;
+	bool ready, started, done, waiting, planned_kill, restarted, left;
+	int64_t step;
+	int status;
+};
+
+struct sup {
+	const struct supervise_opts *o;
+	struct proc *p;
+	size_t n;
+	bool started, stopping, failed;
+	int64_t origin_ns, stop_sent_ns, term_sent_ns;
+	struct csv_writer *progress;
+};
+
+void supervise_event(const char *run_dir, const char *event, const char *target, const char *detail)
+{
+	char path[4096];
+	struct csv_writer *w;
+
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char clean[2048];
+	size_t i = 0;
+
+	/* Trace files are never quoted (docs/traces.md): free text loses commas and newlines. */
+	for (; detail && detail[i] && i < sizeof clean - 1; i++)
+		clean[i] = detail[i] == ',' ? ';' : (detail[i] == '\n' || detail[i] == '"') ? ' ' : detail[i];
+	clean[i] = '\0';
+	w = csv_writer_open(path, TRACE_HEADER_EVENTS);
+	if (!w)
+		return;
+	csv_writer_row(w, "%.6f,%s,%s,%s", clock_run_s(), event, target ? target : "", clean);
+	csv_writer_close(&w);
+}
+
+static int64_t rel_now(const struct sup *s)
+{
+	return s->started ? clock_now_ns() - s->origin_ns : -1;
+}
+
+static struct proc *by_name(struct sup *s, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->p[i].spec->name, name))
+			return &s->p[i];
+	return NULL;
+}
+
+static int start_proc(struct sup *s, struct proc *p)
+{
+	const char *argv[] = { s->o->node_bin, p->spec->conf_path, NULL };
+	struct launch_spec ls = {
+		.name = p->spec->name, .netns = p->spec->netns, .argv = argv, .log_path = p->spec->log_path,
+		.record = s->o->hooks.record, .record_arg = s->o->hooks.arg,
+	};
+	pid_t pid = launch_spawn(&ls);
+
+	if (pid < 0)
+		return (int)pid;
+	p->pid = pid;
+	p->state = P_RUNNING;
+	p->ready = p->started = p->done = p->waiting = false;
+	p->planned_kill = false;
+	return 0;
+}
+
+static void send_start(struct sup *s, struct proc *p)
+{
+	char msg[64];
+
+	snprintf(msg, sizeof msg, "start %lld", (long long)s->origin_ns);
+	ctl_server_send(s->o->ctl, p->spec->name, msg);
+	p->started = true;
+}
+
+static void stop_all(struct sup *s, const char *why)
+{
+	if (s->stopping)
+		return;
+	s->stopping = true;
+	s->stop_sent_ns = clock_now_ns();
+	log_info("stopping the run: %s", why);
+	supervise_event(s->o->run_dir, "stop", "all", why);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->p[i].state == P_RUNNING)
+			ctl_server_send(s->o->ctl, s->p[i].spec->name, "stop");
+}
+
+static void on_exit_cb(void *arg, pid_t pid, int status)
+{
+	struct sup *s = arg;
+	char detail[1200], tail[1024];
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct proc *p = &s->p[i];
+
+		if (p->state != P_RUNNING || p->pid != pid)
+			continue;
+		p->state = P_EXITED;
+		p->status = status;
+		if (p->planned_kill)
+			return;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			return;
+		/* Nodes asked to stop may be killed by our own escalation: not a failure. */
+		if (s->stopping && WIFSIGNALED(status))
+			return;
+		launch_log_tail(p->spec->log_path, 5, tail, sizeof tail);
+		if (WIFEXITED(status))
+			snprintf(detail, sizeof detail, "exit status %d", WEXITSTATUS(status));
+		else
+			snprintf(detail, sizeof detail, "killed by signal %d (%s)", WTERMSIG(status),
+				 strsignal(WTERMSIG(status)));
+		log_error("node %s died: %s; last lines of %s:\n%s", p->spec->name, detail, p->spec->log_path, tail);
+		for (char *c = tail; *c; c++)
+			if (*c == '\n')
+				*c = '|';
+		{
+			char ev[2400];
+			snprintf(ev, sizeof ev, "%s; log: %s", detail, tail);
+			supervise_event(s->o->run_dir, "node_failed", p->spec->name, ev);
+		}
+		if (!s->o->on_failure_continue) {
+			s->failed = true;
+			stop_all(s, "a node failed");
+		}
+		return;
+	}
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void sample_progress(struct sup *s, int64_t now_rel)
+{
+	int64_t steps[s->n ? s->n : 1];
+	size_t alive = 0, waiting = 0, workers = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct proc *p = &s->p[i];
+
+		if (!p->spec->is_worker)
+			continue;
+		workers++;
+		if (p->state != P_RUNNING)
+			continue;
+		steps[alive++] = p->step;
+		waiting += p->waiting;
+	}
+	qsort(steps, alive, sizeof steps[0], cmp_i64);
+	{
+		double med = alive == 0 ? 0 : (alive % 2 ? (double)steps[alive / 2]
+							 : (steps[alive / 2 - 1] + steps[alive / 2]) / 2.0);
+		long mn = alive ? (long)steps[0] : 0, mx = alive ? (long)steps[alive - 1] : 0;
+
+		if (s->progress)
+			csv_writer_row(s->progress, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9, alive, waiting,
+				       mn, med, mx);
+		if (s->o->view) {
+			struct progress_state st = {
+				.run_id = s->o->run_label, .run_index = s->o->run_index, .run_count = s->o->run_count,
+				.elapsed_s = (double)now_rel / 1e9, .stop = NULL,
+				.stop_fraction = s->o->stop_after_ns > 0 ? (double)now_rel / (double)s->o->stop_after_ns : -1,
+				.min_step = mn, .max_step = mx, .median_step = med, .waiting = (int)waiting,
+				.alive = (int)alive, .workers = (int)workers, .accuracy = -1, .sweep_eta_s = -1,
+			};
+			progress_render(s->o->view, &st, (double)clock_now_ns() / 1e9, false);
+		}
+	}
+}
+
+static void handle_msg(struct sup *s, const char *node, const char *msg)
+{
+	struct proc *p = by_name(s, node);
+	long long step;
+	char state[16];
+	int waiting;
+
+	if (!p) {
+		log_warn("control plane: message from unknown node '%s'", node);
+		return;
+	}
+	if (!strcmp(msg, "ready")) {
+		p->ready = true;
+		if (s->started && !s->stopping)
+			send_start(s, p); /* a late joiner or a restarted node */
+		else if (s->stopping)
+			ctl_server_send(s->o->ctl, node, "stop");
+	} else if (!strcmp(msg, "done")) {
+		p->done = true;
+	} else if (sscanf(msg, "status %lld %15s %d", &step, state, &waiting) == 3) {
+		p->step = step;
+		p->waiting = waiting != 0;
+	}
+}
+
+/* Planned events of stragglers; returns the next planned time (relative ns). */
+static int64_t planned_events(struct sup *s, int64_t now_rel)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct proc *p = &s->p[i];
+		const struct supervise_node *sp = p->spec;
+
+		if (sp->join_at_ns >= 0 && p->state == P_PENDING && !p->restarted) {
+			if (now_rel >= sp->join_at_ns) {
+				p->restarted = true; /* joined once */
+				if (start_proc(s, p) == 0)
+					supervise_event(s->o->run_dir, "join", sp->name, "");
+			} else if (sp->join_at_ns < next) {
+				next = sp->join_at_ns;
+			}
+		}
+		if (sp->crash_at_ns >= 0 && p->state == P_RUNNING && !p->planned_kill && !p->restarted) {
+			if (now_rel >= sp->crash_at_ns) {
+				p->planned_kill = true;
+				kill(p->pid, SIGKILL);
+				supervise_event(s->o->run_dir, "crash", sp->name, "SIGKILL");
+			} else if (sp->crash_at_ns < next) {
+				next = sp->crash_at_ns;
+			}
+		}
+		if (sp->restart_at_ns >= 0 && p->planned_kill && p->state == P_EXITED && !p->restarted) {
+			if (now_rel >= sp->restart_at_ns) {
+				p->restarted = true;
+				if (start_proc(s, p) == 0)
+					supervise_event(s->o->run_dir, "restart", sp->name, "");
+			} else if (sp->restart_at_ns < next) {
+				next = sp->restart_at_ns;
+			}
+		}
+		if (sp->leave_at_ns >= 0 && p->state == P_RUNNING && !p->left) {
+			if (now_rel >= sp->leave_at_ns) {
+				p->left = true;
+				ctl_server_send(s->o->ctl, sp->name, "stop");
+				supervise_event(s->o->run_dir, "leave", sp->name, "");
+			} else if (sp->leave_at_ns < next) {
+				next = sp->leave_at_ns;
+			}
+		}
+	}
+	return next;
+}
+
+/* True when every process has exited. When only services are left, they are told to stop. */
+static bool all_exited(struct sup *s)
+{
+	bool services_left = false;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct proc *p = &s->p[i];
+
+		if (p->state == P_RUNNING && p->spec->service) {
+			services_left = true;
+			continue;
+		}
+		if (p->state == P_RUNNING)
+			return false;
+		/* A planned restart or join still to come keeps the run alive (unless stopping). */
+		if (!s->stopping && !p->restarted &&
+		    ((p->state == P_PENDING && p->spec->join_at_ns >= 0) ||
+		     (p->planned_kill && p->spec->restart_at_ns >= 0)))
+			return false;
+	}
+	if (services_left) {
+		if (s->started)
+			stop_all(s, "work finished");
+		return false;
+	}
+	return true;
+}
+
+enum supervise_result supervise_run(const struct supervise_opts *o, const struct supervise_node *nodes,
+				    size_t n, int64_t *origin_ns)
+{
+	struct sup s = { .o = o, .n = n };
+	int64_t ready_deadline = clock_now_ns() + (int64_t)o->ready_timeout_ms * 1000000LL;
+	int64_t next_progress = 0, hook_next = 0;
+	enum supervise_result res = SUPERVISE_OK;
+	char path[4096];
+
+	s.p = calloc(n ? n : 1, sizeof *s.p);
+	if (!s.p)
+		return SUPERVISE_FAILED;
+	for (size_t i = 0; i < n; i++)
+		s.p[i].spec = &nodes[i];
+	if (o->write_progress) {
+		snprintf(path, sizeof path, "%s/progress.csv", o->run_dir);
+		s.progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (nodes[i].join_at_ns >= 0)
+			continue;
+		if (start_proc(&s, &s.p[i]) < 0) {
+			s.failed = true;
+			stop_all(&s, "a node could not be started");
+			break;
+		}
+	}
+
+	for (;;) {
+		char node[64], msg[256];
+		int64_t now = clock_now_ns(), now_rel, wake = now + 20 * 1000000LL;
+		int timeout_ms, rc;
+
+		if (o->interrupted && *o->interrupted && !s.stopping) {
+			res = SUPERVISE_INTERRUPTED;
+			stop_all(&s, "interrupted");
+		}
+		launch_reap(on_exit_cb, &s);
+
+		/* Start everybody at once when the last initial node is ready. */
+		if (!s.started && !s.stopping) {
+			bool all_ready = true;
+
+			for (size_t i = 0; i < n; i++)
+				if (nodes[i].join_at_ns < 0 && !s.p[i].ready)
+					all_ready = false;
+			if (all_ready) {
+				s.origin_ns = clock_now_ns();
+				clock_set_origin_ns(s.origin_ns);
+				s.started = true;
+				for (size_t i = 0; i < n; i++)
+					if (s.p[i].state == P_RUNNING)
+						send_start(&s, &s.p[i]);
+				supervise_event(o->run_dir, "start", "all", "");
+			} else if (now > ready_deadline) {
+				s.failed = true;
+				for (size_t i = 0; i < n; i++)
+					if (nodes[i].join_at_ns < 0 && !s.p[i].ready)
+						log_error("node %s did not become ready in %d ms (log: %s)", nodes[i].name,
+							  o->ready_timeout_ms, nodes[i].log_path);
+				stop_all(&s, "nodes did not become ready");
+			}
+		}
+		now_rel = rel_now(&s);
+		if (s.started && !s.stopping) {
+			int64_t nx = planned_events(&s, now_rel);
+
+			if (o->stop_after_ns > 0 && now_rel >= o->stop_after_ns)
+				stop_all(&s, "stop.time reached");
+			else if (o->stop_after_ns > 0 && o->stop_after_ns - now_rel < nx)
+				nx = o->stop_after_ns;
+			if (nx != INT64_MAX && s.origin_ns + nx < wake)
+				wake = s.origin_ns + nx;
+		}
+		if (s.started && o->hooks.tick && now_rel >= hook_next) {
+			hook_next = o->hooks.tick(o->hooks.arg, now_rel);
+			if (hook_next < 0) {
+				s.failed = true;
+				stop_all(&s, "link emulation failed");
+				hook_next = INT64_MAX;
+			}
+		}
+		if (s.started && hook_next != INT64_MAX && s.origin_ns + hook_next < wake)
+			wake = s.origin_ns + hook_next;
+		if (s.started && now_rel >= next_progress) {
+			sample_progress(&s, now_rel);
+			next_progress = now_rel + SUP_PROGRESS_NS;
+		}
+		if (s.started && s.origin_ns + next_progress < wake)
+			wake = s.origin_ns + next_progress;
+		if (all_exited(&s))
+			break;
+		if (s.stopping) {
+			if (!s.term_sent_ns && now - s.stop_sent_ns > SUP_STOP_GRACE_NS) {
+				s.term_sent_ns = now;
+				for (size_t i = 0; i < n; i++)
+					if (s.p[i].state == P_RUNNING) {
+						log_warn("node %s ignored stop: SIGTERM", nodes[i].name);
+						kill(s.p[i].pid, SIGTERM);
+					}
+			} else if (s.term_sent_ns && now - s.term_sent_ns > SUP_TERM_GRACE_NS) {
+				for (size_t i = 0; i < n; i++)
+					if (s.p[i].state == P_RUNNING)
+						kill(s.p[i].pid, SIGKILL);
+			}
+		}
+		timeout_ms = (int)((wake - clock_now_ns()) / 1000000LL);
+		if (timeout_ms < 0)
+			timeout_ms = 0;
+		if (timeout_ms > 20)
+			timeout_ms = 20;
+		rc = ctl_server_recv(o->ctl, node, sizeof node, msg, sizeof msg, timeout_ms);
+		while (rc == 1) {
+			handle_msg(&s, node, msg);
+			rc = ctl_server_recv(o->ctl, node, sizeof node, msg, sizeof msg, 0);
+		}
+	}
+	if (s.started) {
+		sample_progress(&s, rel_now(&s));
+		if (o->view)
+			progress_finish(o->view);
+	}
+	csv_writer_close(&s.progress);
+	free(s.p);
+	*origin_ns = s.origin_ns;
+	if (res == SUPERVISE_OK && s.failed)
+		res = SUPERVISE_FAILED;
+	return res;
+}

@@ -1,0 +1,71 @@
+/* orchestrator/supervise: run a set of node processes to completion under the control plane.
+ *
+ * The supervisor starts the nodes (through orchestrator/launch), waits until every one said
+ * "ready", starts the run's clock for all of them at once ("start ORIGIN"), and then loops:
+ * control messages (status, done), child reaping, planned crashes/restarts/joins/leaves of
+ * stragglers, the stop condition (time), progress.csv every 100 ms, the live view, and a
+ * caller hook for timeline events and link counters. A node that dies unplanned is reported with
+ * its name, status and log tail, logged to events.csv, and (policy `stop`) stops the run.
+ * Nothing here touches the network: the caller owns namespaces and links. */
+#ifndef STALENET_SUPERVISE_H
+#define STALENET_SUPERVISE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/ctl.h"
+
+struct csv_writer;
+struct progress_view;
+
+struct supervise_node {
+	const char *name;
+	const char *netns;
+	const char *conf_path;
+	const char *log_path;
+	bool is_worker;              /* counted in progress (workers and peers) */
+	bool service;                /* serves others (reflector): stopped once the rest exited */
+	int64_t join_at_ns;          /* start late, relative to the origin; -1 = at start */
+	int64_t crash_at_ns;         /* SIGKILL at this time; -1 = never */
+	int64_t restart_at_ns;       /* start again at this time; -1 = never */
+	int64_t leave_at_ns;         /* send "stop" at this time; -1 = never */
+};
+
+struct supervise_hooks {
+	/* Called every loop iteration with the run's now (ns since origin; < 0 before the start).
+	 * Returns the next time (ns since origin) it wants to be called, or INT64_MAX. A negative
+	 * return stops the run as failed. */
+	int64_t (*tick)(void *arg, int64_t now_rel_ns);
+	/* Record a process before it may exec (teardown journal). */
+	int (*record)(void *arg, pid_t pid, uint64_t start_time, const char *name);
+	void *arg;
+};
+
+struct supervise_opts {
+	const char *node_bin;                /* stalenet-node */
+	struct ctl_server *ctl;
+	const char *run_dir;                 /* events.csv, progress.csv go here */
+	int64_t stop_after_ns;               /* stop.time; 0 = none */
+	bool write_progress;                 /* progress.csv */
+	bool on_failure_continue;            /* scenario on_node_failure: continue */
+	int ready_timeout_ms;
+	struct progress_view *view;          /* NULL = no live view */
+	const char *run_label;               /* for the live view */
+	int run_index, run_count;
+	volatile sig_atomic_t *interrupted;  /* set by the caller's signal handler */
+	struct supervise_hooks hooks;
+};
+
+enum supervise_result { SUPERVISE_OK = 0, SUPERVISE_FAILED = 1, SUPERVISE_INTERRUPTED = 2 };
+
+/* Run the nodes until all have exited. *origin_ns receives the run's clock origin (set when
+ * the start is sent). Returns a supervise_result. */
+enum supervise_result supervise_run(const struct supervise_opts *o, const struct supervise_node *nodes,
+				    size_t n, int64_t *origin_ns);
+
+/* Append one events.csv row (t_s,event,target,detail) under run_dir; t_s from lib/clock. */
+void supervise_event(const char *run_dir, const char *event, const char *target, const char *detail);
+
+#endif
