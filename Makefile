@@ -124,6 +124,8 @@ check-e2e: all $(E2E_TESTS)
 # Kernel-backend tests: directly when this kernel has sch_netem, else inside the netem VM.
 check-kernel: all
 	@bash vagrant/check-kernel.sh $(BUILD)
+KERNEL_TESTS := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(wildcard tests/kernel/test_*.c))
+check-kernel: $(KERNEL_TESTS)
 
 # A short fuzz run of every target (libFuzzer through clang).
 check-fuzz:
