@@ -8,16 +8,34 @@
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "node/engine_allreduce.h"
+#include "node/engine_p2p.h"
+#include "node/engine_ps.h"
 #include "node/probe.h"
+#include "node/trainer.h"
 
 struct node_role {
 	const char *name;
 	int (*run)(const struct kv *cfg);
 };
 
+/* A peer runs the decentralized engine its topology names. */
+static int peer_run(const struct kv *cfg)
+{
+	const char *topo = kv_get(cfg, "topology.kind");
+
+	if (topo && !strcmp(topo, "allreduce"))
+		return engine_allreduce_run(cfg);
+	return engine_p2p_run(cfg);
+}
+
 static const struct node_role roles[] = {
 	{ "probe", probe_run },
 	{ "reflector", probe_reflector_run },
+	{ "central", trainer_run },
+	{ "server", engine_ps_server_run },
+	{ "worker", engine_ps_worker_run },
+	{ "peer", peer_run },
 };
 
 int main(int argc, char **argv)
@@ -50,7 +68,10 @@ int main(int argc, char **argv)
 		clock_set_origin_ns(origin);
 	for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
 		if (role && !strcmp(role, roles[i].name)) {
-			rc = roles[i].run(cfg);
+			int r = roles[i].run(cfg);
+
+			/* Roles return 0, a small exit status, or a negative errno. */
+			rc = r < 0 ? 1 : r;
 			goto out;
 		}
 	}
