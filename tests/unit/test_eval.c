@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/kv.h"
 #include "node/data.h"
 #include "node/eval.h"
 #include "node/model.h"
 #include "node/optim.h"
 #include "node/partition.h"
+#include "node/trainer.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 
@@ -131,4 +133,58 @@ Test(eval, model_matches_naive_and_short_training_learns)
 	model_destroy(&m);
 	data_destroy(&train);
 	data_destroy(&test);
+}
+
+Test(eval, trainer_writes_eval_and_partition)
+{
+	char dir[] = "/tmp/stalenet-trainer-XXXXXX", path[300], line[256];
+	struct kv *cfg = kv_new();
+	FILE *f;
+	int rows = 0;
+	double t, ep, acc, tl, trl;
+	unsigned long long upd, smp;
+	char node[64];
+
+	if (!have_data())
+		cr_skip_test("Fashion-MNIST not installed at " FMNIST);
+	cr_assert_not_null(mkdtemp(dir));
+	kv_set(cfg, "run.dir", dir);
+	kv_set(cfg, "node.name", "trainer");
+	kv_set(cfg, "model.kind", "softmax");
+	kv_set(cfg, "model.hidden", "");
+	kv_set(cfg, "train.epochs", "0");
+	kv_set(cfg, "stop.steps", "300");
+	kv_set(cfg, "eval.every", "0");
+	cr_assert_eq(trainer_run(cfg), 0);
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	cr_assert_str_eq(line, "t_s,node,updates,epoch,samples,test_accuracy,test_loss,train_loss\n");
+	while (fgets(line, sizeof line, f)) {
+		cr_assert_eq(sscanf(line, "%lf,%63[^,],%llu,%lf,%llu,%lf,%lf,%lf", &t, node, &upd, &ep,
+				    &smp, &acc, &tl, &trl), 8);
+		rows++;
+	}
+	fclose(f);
+	cr_assert_eq(rows, 1);
+	cr_assert_str_eq(node, "trainer");
+	cr_assert_eq(upd, 300);
+	cr_assert_eq(smp, 300 * 64);
+	cr_assert_float_eq(ep, 300 * 64 / 60000.0, 1e-4);
+	cr_assert_gt(acc, 0.6);
+	snprintf(path, sizeof path, "%s/partition.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	rows = 0;
+	while (fgets(line, sizeof line, f))
+		rows++;
+	fclose(f);
+	cr_assert_eq(rows, 11);
+	/* no stop condition at all is refused */
+	kv_set(cfg, "stop.steps", "0");
+	cr_assert_eq(trainer_run(cfg), -EINVAL);
+	snprintf(path, sizeof path, "rm -rf %s", dir);
+	cr_assert_eq(system(path), 0);
+	kv_destroy(&cfg);
 }
