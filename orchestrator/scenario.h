@@ -26,6 +26,8 @@
 #define SCENARIO_NODE_NAME_MAX  32              /* including the NUL */
 #define SCENARIO_MAX_HIDDEN     8               /* model.hidden layers */
 #define SCENARIO_ERR_MAX        512             /* a comfortable err buffer size */
+#define SCENARIO_MAX_RUNS       10000           /* runs one sweep may expand to (with repeat) */
+#define SCENARIO_MAX_DELAY_US   60000000u       /* link delay and jitter: 60 s */
 
 enum scenario_data_set { SCENARIO_DATA_FASHION_MNIST = 0, SCENARIO_DATA_MNIST };
 enum scenario_partition { SCENARIO_PART_IID = 0, SCENARIO_PART_CLASSES, SCENARIO_PART_DIRICHLET,
@@ -220,6 +222,12 @@ struct scenario *scenario_load_with(const char *path, const char *const *sets, s
  * Returns 0, -EINVAL (invalid) or -ENOMEM. */
 int scenario_set(struct scenario *self, const char *assignment, char *err, size_t errlen);
 
+/* One run of a sweep (for orchestrator/plan): a copy of self without the sweep, with value
+ * value_idx[a] of each sweep axis a applied as --set would, and seed replaced by seed; validated
+ * again. Returns NULL with the error (at the sweep value's position) in err. */
+struct scenario *scenario_sweep_run(const struct scenario *self, const size_t *value_idx, uint64_t seed,
+				    char *err, size_t errlen);
+
 /* A deep copy (including the private document). NULL on -ENOMEM. */
 struct scenario *scenario_clone(const struct scenario *self);
 
@@ -229,6 +237,20 @@ int scenario_write_yaml(const struct scenario *self, FILE *out);
 
 /* Free the scenario and set *self to NULL; accepts NULL and *self == NULL. */
 void scenario_destroy(struct scenario **self);
+
+/* The scenario's node list: the explicit `nodes`, or derived from the topology and counts
+ * (server0.., worker0..; peer0.. for p2p and allreduce; trainer for centralized; probe0.. for
+ * the linkcheck workload). *out is malloc'd, the caller frees it. Returns 0 or -ENOMEM. */
+int scenario_node_list(const struct scenario *self, struct scenario_node **out, size_t *n);
+
+/* Copy the fields src gave explicitly (src->set) onto dst, as a per-node override layers onto
+ * the default. */
+void scenario_link_merge(struct link_params *dst, const struct link_params *src);
+
+/* tc-netem's cross-field rules (jitter needs delay, reorder needs delay, gap needs reorder, a
+ * correlation needs its base, gemodel needs p) on effective parameters. NULL when they hold,
+ * else a static message. */
+const char *scenario_link_rule(const struct link_params *p);
 
 /* Names of enum values as written in the file ("parameter-server", "pssp", ...). */
 const char *scenario_role_name(enum scenario_role role);

@@ -51,8 +51,8 @@ static u128 pow10_u128(unsigned n)
 int units_parse_decimal(const char *s, uint64_t *mant, unsigned *scale)
 {
 	const char *p = s;
-	uint64_t m = 0;
-	unsigned sc = 0, digits = 0, int_digits = 0, frac_digits = 0;
+	u128 m = 0;
+	unsigned sc = 0, int_digits = 0, frac_digits = 0;
 	int seen_dot = 0;
 
 	for (;; p++) {
@@ -66,19 +66,16 @@ int units_parse_decimal(const char *s, uint64_t *mant, unsigned *scale)
 			frac_digits++;
 		else
 			int_digits++;
-		/* leading zeros do not count against the 19-digit budget of the mantissa */
-		if (m != 0 || *p != '0') {
-			if (++digits > 19)
-				return -ERANGE;
-		}
-		m = m * 10 + (uint64_t)(*p - '0');
+		m = m * 10 + (unsigned)(*p - '0');
+		if (m > UINT64_MAX)
+			return -ERANGE; /* the mantissa must fit 64 bits */
 		if (seen_dot && ++sc > 30)
 			return -ERANGE;
 	}
 	/* digits on both sides of a dot: "1." and ".5" are not numbers here */
 	if (!int_digits || (seen_dot && !frac_digits))
 		return -EINVAL;
-	*mant = m;
+	*mant = (uint64_t)m;
 	*scale = sc;
 	return (int)(p - s);
 }
@@ -231,8 +228,6 @@ int units_format_time(uint64_t us, char *buf, size_t len)
 {
 	if (us == 0)
 		return snprintf(buf, len, "0");
-	if (us % 60000000 == 0)
-		return snprintf(buf, len, "%llum", (unsigned long long)(us / 60000000));
 	if (us % 1000000 == 0)
 		return snprintf(buf, len, "%llus", (unsigned long long)(us / 1000000));
 	if (us % 1000 == 0)

@@ -1,0 +1,511 @@
+/* orchestrator/plan: sweeps x repeats -> runs; per run the nodes, their links and the timeline.
+ *
+ * Run order: the repetition is the outermost loop (every configuration once, then again), so a
+ * slow drift of the host during a long sweep spreads over all configurations instead of biasing
+ * the last ones. Within one repetition the first sweep axis varies slowest, as nested loops
+ * written in file order would; a zip group counts as one axis.
+ *
+ * Every run's scenario is rebuilt from the document with the run's values applied (like --set),
+ * so a combination that is invalid only together (sample >= workers) is reported at plan time. */
+#include "orchestrator/plan.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/selector.h"
+#include "orchestrator/units.h"
+
+struct plan {
+	struct plan_run *runs;
+	size_t n_runs;
+};
+
+uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx)
+{
+	/* splitmix64 of the base, mixed with the index and finalised again */
+	uint64_t z = base_seed + 0x9e3779b97f4a7c15ull * (idx + 1);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return z ? z : 0x9e3779b97f4a7c15ull;
+}
+
+static void free_run(struct plan_run *r)
+{
+	struct scenario *sc = (struct scenario *)r->scenario;
+	scenario_destroy(&sc);
+	free(r->nodes);
+	free(r->events);
+}
+
+void plan_destroy(struct plan **self)
+{
+	if (!self || !*self)
+		return;
+	for (size_t i = 0; i < (*self)->n_runs; i++)
+		free_run(&(*self)->runs[i]);
+	free((*self)->runs);
+	free(*self);
+	*self = NULL;
+}
+
+size_t plan_n_runs(const struct plan *self)
+{
+	return self->n_runs;
+}
+
+const struct plan_run *plan_run(const struct plan *self, size_t i)
+{
+	return i < self->n_runs ? &self->runs[i] : NULL;
+}
+
+int plan_run_find_node(const struct plan_run *run, const char *name)
+{
+	for (size_t i = 0; i < run->n_nodes; i++)
+		if (!strcmp(run->nodes[i].name, name))
+			return (int)i;
+	return -ENOENT;
+}
+
+static void straggler_merge(struct scenario_straggler *dst, const struct scenario_straggler *src)
+{
+	uint32_t s = src->set;
+	if (s & SCENARIO_STRAG_SLOWDOWN) dst->slowdown = src->slowdown;
+	if (s & SCENARIO_STRAG_DELAY) {
+		dst->delay_dist = src->delay_dist;
+		dst->delay_a = src->delay_a;
+		dst->delay_b = src->delay_b;
+	}
+	if (s & SCENARIO_STRAG_TRACE) dst->trace = src->trace;
+	if (s & SCENARIO_STRAG_PAUSE) {
+		dst->pause_every_us = src->pause_every_us;
+		dst->pause_for_us = src->pause_for_us;
+	}
+	if (s & SCENARIO_STRAG_CRASH) dst->crash_at_us = src->crash_at_us;
+	if (s & SCENARIO_STRAG_RESTART) dst->restart_at_us = src->restart_at_us;
+	if (s & SCENARIO_STRAG_JOIN) dst->join_at_us = src->join_at_us;
+	if (s & SCENARIO_STRAG_LEAVE) dst->leave_at_us = src->leave_at_us;
+	dst->set |= s;
+	dst->nodes = src->nodes;
+	dst->pos = src->pos;
+}
+
+struct ev_order {
+	uint64_t at_us;
+	size_t idx;
+};
+
+static int cmp_ev(const void *a, const void *b)
+{
+	const struct ev_order *x = a, *y = b;
+	if (x->at_us != y->at_us)
+		return x->at_us < y->at_us ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int link_error(const struct scenario *sc, struct scenario_pos pos, const char *node, const char *dir,
+		      const char *rule, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s:%u:%u: error: node %s, %s: %s", sc->file, pos.line ? pos.line : 1,
+		 pos.col ? pos.col : 1, node, dir, rule);
+	return -EINVAL;
+}
+
+/* Nodes, links, stragglers and the timeline of one run. */
+static int resolve(struct plan_run *r, char *err, size_t errlen)
+{
+	const struct scenario *sc = r->scenario;
+	struct scenario_node *sn = NULL;
+	const char **names = NULL;
+	enum scenario_role *roles = NULL;
+	uint8_t *match = NULL;
+	struct link_params *cur_up = NULL, *cur_down = NULL;
+	struct ev_order *order = NULL;
+	size_t n = 0;
+	uint32_t per_role[5] = { 0 };
+	int rc = -ENOMEM;
+	char why[256];
+	const char *rule;
+
+	if (scenario_node_list(sc, &sn, &n))
+		goto oom;
+	r->nodes = calloc(n + 1, sizeof *r->nodes);
+	names = calloc(n + 1, sizeof *names);
+	roles = calloc(n + 1, sizeof *roles);
+	match = calloc(n + 1, 1);
+	cur_up = calloc(n + 1, sizeof *cur_up);
+	cur_down = calloc(n + 1, sizeof *cur_down);
+	if (!r->nodes || !names || !roles || !match || !cur_up || !cur_down)
+		goto oom;
+	r->n_nodes = n;
+	for (size_t i = 0; i < n; i++) {
+		struct plan_node *pn = &r->nodes[i];
+		memcpy(pn->name, sn[i].name, sizeof pn->name);
+		pn->role = sn[i].role;
+		pn->index = per_role[sn[i].role]++;
+		pn->up = sc->network.up;
+		pn->down = sc->network.down;
+		pn->straggler.slowdown = 1;
+		names[i] = pn->name;
+		roles[i] = pn->role;
+	}
+	/* network.links in file order: later entries win per field */
+	for (size_t l = 0; l < sc->network.n_links; l++) {
+		const struct scenario_link *lk = &sc->network.links[l];
+		memset(match, 0, n);
+		if ((rc = selector_match(lk->nodes, names, roles, n, match, why, sizeof why)) < 0) {
+			snprintf(err, errlen, "%s:%u:%u: error: nodes '%s': %s", sc->file, lk->pos.line, lk->pos.col,
+				 lk->nodes, why);
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (match[i]) {
+				scenario_link_merge(&r->nodes[i].up, &lk->up);
+				scenario_link_merge(&r->nodes[i].down, &lk->down);
+			}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if ((rule = scenario_link_rule(&r->nodes[i].up))) {
+			rc = link_error(sc, sc->network.n_links ? sc->network.links[sc->network.n_links - 1].pos :
+					(struct scenario_pos){ 1, 1 }, r->nodes[i].name, "up", rule, err, errlen);
+			goto out;
+		}
+		if ((rule = scenario_link_rule(&r->nodes[i].down))) {
+			rc = link_error(sc, sc->network.n_links ? sc->network.links[sc->network.n_links - 1].pos :
+					(struct scenario_pos){ 1, 1 }, r->nodes[i].name, "down", rule, err, errlen);
+			goto out;
+		}
+		cur_up[i] = r->nodes[i].up;
+		cur_down[i] = r->nodes[i].down;
+	}
+	for (size_t s = 0; s < sc->n_stragglers; s++) {
+		const struct scenario_straggler *st = &sc->stragglers[s];
+		memset(match, 0, n);
+		if ((rc = selector_match(st->nodes, names, roles, n, match, why, sizeof why)) < 0) {
+			snprintf(err, errlen, "%s:%u:%u: error: nodes '%s': %s", sc->file, st->pos.line, st->pos.col,
+				 st->nodes, why);
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (match[i])
+				straggler_merge(&r->nodes[i].straggler, st);
+	}
+	/* the timeline, sorted by time (stable), each event resolved to full parameters per node */
+	size_t ne = sc->network.n_timeline, total = 0, cap = 0;
+	if (ne) {
+		if (!(order = calloc(ne, sizeof *order)))
+			goto oom;
+		for (size_t e = 0; e < ne; e++)
+			order[e] = (struct ev_order){ sc->network.timeline[e].at_us, e };
+		qsort(order, ne, sizeof *order, cmp_ev);
+	}
+	for (size_t k = 0; k < ne; k++) {
+		const struct scenario_event *ev = &sc->network.timeline[order[k].idx];
+		memset(match, 0, n);
+		if ((rc = selector_match(ev->nodes, names, roles, n, match, why, sizeof why)) < 0) {
+			snprintf(err, errlen, "%s:%u:%u: error: nodes '%s': %s", sc->file, ev->pos.line, ev->pos.col,
+				 ev->nodes, why);
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (!match[i])
+				continue;
+			scenario_link_merge(&cur_up[i], &ev->up);
+			scenario_link_merge(&cur_down[i], &ev->down);
+			if ((rule = scenario_link_rule(&cur_up[i])) || (rule = scenario_link_rule(&cur_down[i]))) {
+				rc = link_error(sc, ev->pos, names[i], scenario_link_rule(&cur_up[i]) ? "up" : "down",
+						rule, err, errlen);
+				goto out;
+			}
+			if (total == cap) {
+				size_t nc = cap ? cap * 2 : 16;
+				if (nc > 4000000) {
+					snprintf(err, errlen, "%s:%u:%u: error: the timeline expands to more than 4000000 "
+						 "node events", sc->file, ev->pos.line, ev->pos.col);
+					rc = -EINVAL;
+					goto out;
+				}
+				struct plan_event *ne2 = realloc(r->events, nc * sizeof *ne2);
+				if (!ne2)
+					goto oom;
+				r->events = ne2;
+				cap = nc;
+			}
+			r->events[total++] = (struct plan_event){ ev->at_us, (uint32_t)i, cur_up[i], cur_down[i] };
+			r->n_events = total;
+		}
+	}
+	rc = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "%s:1:1: error: out of memory", sc->file);
+	rc = -ENOMEM;
+out:
+	free(sn);
+	free(names);
+	free(roles);
+	free(match);
+	free(cur_up);
+	free(cur_down);
+	free(order);
+	return rc;
+}
+
+/* Keep [A-Za-z0-9._,=+-]; anything else becomes '_'. */
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      strchr("._,=+-", *s)))
+			*s = '_';
+}
+
+struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
+{
+	struct plan *p = calloc(1, sizeof *p);
+	size_t n_axes = sc->sweep.n_axes;
+	size_t *dim_len = calloc(n_axes + 1, sizeof *dim_len);     /* per dimension */
+	int *axis_dim = calloc(n_axes + 1, sizeof *axis_dim);      /* axis -> dimension */
+	size_t *digit = calloc(n_axes + 1, sizeof *digit);
+	size_t *value_idx = calloc(n_axes + 1, sizeof *value_idx);
+	size_t n_dims = 0, combos = 1;
+
+	if (!p || !dim_len || !axis_dim || !digit || !value_idx)
+		goto oom;
+	/* dimensions: each free axis, and each zip group once (at its first axis) */
+	for (size_t a = 0; a < n_axes; a++) {
+		const struct scenario_sweep_axis *ax = &sc->sweep.axes[a];
+		int dim = -1;
+		if (ax->zip_group >= 0)
+			for (size_t b = 0; b < a; b++)
+				if (sc->sweep.axes[b].zip_group == ax->zip_group)
+					dim = axis_dim[b];
+		if (dim < 0) {
+			dim = (int)n_dims++;
+			dim_len[dim] = ax->n_values;
+			combos *= ax->n_values;
+		}
+		axis_dim[a] = dim;
+		if (combos * sc->sweep.repeat > SCENARIO_MAX_RUNS) {
+			snprintf(err, errlen, "%s:%u:%u: error: sweep expands to more than %d runs (limit "
+				 "SCENARIO_MAX_RUNS)", sc->file, ax->pos.line, ax->pos.col, SCENARIO_MAX_RUNS);
+			goto fail;
+		}
+	}
+	size_t total = combos * sc->sweep.repeat;
+	if (!(p->runs = calloc(total, sizeof *p->runs)))
+		goto oom;
+	for (uint32_t rep = 1; rep <= sc->sweep.repeat; rep++) {
+		memset(digit, 0, (n_axes + 1) * sizeof *digit);
+		for (size_t c = 0; c < combos; c++) {
+			struct plan_run *r = &p->runs[p->n_runs];
+			size_t pos = 0;
+			r->index = (uint32_t)p->n_runs;
+			r->rep = rep;
+			r->seed = plan_derive_seed(sc->seed, r->index);
+			for (size_t a = 0; a < n_axes; a++) {
+				const struct scenario_sweep_axis *ax = &sc->sweep.axes[a];
+				value_idx[a] = digit[axis_dim[a]];
+				int w = snprintf(r->id + pos, sizeof r->id - pos, "%s=%s,", ax->key, ax->values[value_idx[a]]);
+				pos = w < 0 ? pos : pos + (size_t)w >= sizeof r->id ? sizeof r->id - 1 : pos + (size_t)w;
+			}
+			if (pos < sizeof r->id)
+				snprintf(r->id + pos, sizeof r->id - pos, "rep=%u", rep);
+			if (strlen(r->id) >= sizeof r->id - 1) {
+				/* too long for a file name: keep a prefix and make it unique by index */
+				snprintf(r->id + sizeof r->id - 24, 24, "...run=%u,rep=%u", r->index, rep);
+			}
+			sanitize(r->id);
+			r->scenario = scenario_sweep_run(sc, value_idx, r->seed, err, errlen);
+			if (!r->scenario)
+				goto fail;
+			p->n_runs++;
+			if (resolve(r, err, errlen))
+				goto fail;
+			/* next combination: the last dimension varies fastest */
+			for (size_t d = n_dims; d-- > 0;) {
+				if (++digit[d] < dim_len[d])
+					break;
+				digit[d] = 0;
+			}
+		}
+	}
+	free(dim_len);
+	free(axis_dim);
+	free(digit);
+	free(value_idx);
+	return p;
+oom:
+	snprintf(err, errlen, "%s:1:1: error: out of memory", sc->file);
+fail:
+	free(dim_len);
+	free(axis_dim);
+	free(digit);
+	free(value_idx);
+	plan_destroy(&p);
+	return NULL;
+}
+
+static const char *dist_name(enum link_dist d)
+{
+	static const char *const names[] = { "none", "uniform", "normal", "pareto", "paretonormal" };
+	return (size_t)d < sizeof names / sizeof *names ? names[d] : "?";
+}
+
+static void fmt_link(const struct link_params *l, char *buf, size_t len)
+{
+	size_t pos = 0;
+	char v[48];
+#define ADD(...) do { int w_ = snprintf(buf + pos, len - pos, __VA_ARGS__); \
+	if (w_ > 0) pos = pos + (size_t)w_ < len ? pos + (size_t)w_ : len - 1; } while (0)
+	buf[0] = 0;
+	if (l->delay_us) { units_format_time(l->delay_us, v, sizeof v); ADD(" delay %s", v); }
+	if (l->jitter_us) { units_format_time(l->jitter_us, v, sizeof v); ADD(" jitter %s", v); }
+	if (l->dist != LINK_DIST_NONE) ADD(" distribution %s", dist_name(l->dist));
+	if (l->delay_corr_ppm) { units_format_prob(l->delay_corr_ppm, v, sizeof v); ADD(" delay_corr %s", v); }
+	if (l->loss_model == LINK_LOSS_GEMODEL) {
+		char a[16], b[16], c[16], d[16];
+		units_format_prob(l->ge_p_ppm, a, sizeof a);
+		units_format_prob(l->ge_r_ppm, b, sizeof b);
+		units_format_prob(l->ge_1h_ppm, c, sizeof c);
+		units_format_prob(l->ge_1k_ppm, d, sizeof d);
+		ADD(" gemodel p %s r %s 1-h %s 1-k %s", a, b, c, d);
+	} else if (l->loss_ppm) {
+		units_format_prob(l->loss_ppm, v, sizeof v);
+		ADD(" loss %s", v);
+	}
+	if (l->loss_corr_ppm) { units_format_prob(l->loss_corr_ppm, v, sizeof v); ADD(" loss_corr %s", v); }
+	if (l->dup_ppm) { units_format_prob(l->dup_ppm, v, sizeof v); ADD(" duplicate %s", v); }
+	if (l->reorder_ppm) { units_format_prob(l->reorder_ppm, v, sizeof v); ADD(" reorder %s", v); }
+	if (l->gap) ADD(" gap %u", l->gap);
+	if (l->corrupt_ppm) { units_format_prob(l->corrupt_ppm, v, sizeof v); ADD(" corrupt %s", v); }
+	if (l->rate_bps) { units_format_rate(l->rate_bps, v, sizeof v); ADD(" rate %s", v); }
+	if (l->limit_pkts) ADD(" limit %u", l->limit_pkts);
+	if (!pos)
+		ADD(" (unshaped)");
+#undef ADD
+}
+
+static bool same_link(const struct link_params *a, const struct link_params *b)
+{
+	struct link_params x = *a, y = *b;
+	x.set = y.set = 0;
+	return !memcmp(&x, &y, sizeof x);
+}
+
+static void fmt_links(const struct link_params *up, const struct link_params *down, char *buf, size_t len)
+{
+	char u[512], d[512];
+	fmt_link(up, u, sizeof u);
+	if (same_link(up, down)) {
+		snprintf(buf, len, "both:%s", u);
+		return;
+	}
+	fmt_link(down, d, sizeof d);
+	snprintf(buf, len, "up:%s | down:%s", u, d);
+}
+
+static void fmt_straggler(const struct scenario_straggler *s, char *buf, size_t len)
+{
+	size_t pos = 0;
+	char a[32], b[32];
+#define ADD(...) do { int w_ = snprintf(buf + pos, len - pos, __VA_ARGS__); \
+	if (w_ > 0) pos = pos + (size_t)w_ < len ? pos + (size_t)w_ : len - 1; } while (0)
+	buf[0] = 0;
+	if (s->set & SCENARIO_STRAG_SLOWDOWN) ADD(" slowdown x%g", s->slowdown);
+	if (s->set & SCENARIO_STRAG_DELAY) ADD(" delay %s(%g, %g)", scenario_dist_name(s->delay_dist), s->delay_a, s->delay_b);
+	if (s->set & SCENARIO_STRAG_TRACE) ADD(" trace %s", s->trace);
+	if (s->set & SCENARIO_STRAG_PAUSE) {
+		units_format_time(s->pause_every_us, a, sizeof a);
+		units_format_time(s->pause_for_us, b, sizeof b);
+		ADD(" pause %s every %s", b, a);
+	}
+	if (s->set & SCENARIO_STRAG_CRASH) {
+		units_format_time(s->crash_at_us, a, sizeof a);
+		ADD(" crash at %s", a);
+		if (s->set & SCENARIO_STRAG_RESTART) {
+			units_format_time(s->restart_at_us, b, sizeof b);
+			ADD(", restart at %s", b);
+		}
+	}
+	if (s->set & SCENARIO_STRAG_JOIN) { units_format_time(s->join_at_us, a, sizeof a); ADD(" join at %s", a); }
+	if (s->set & SCENARIO_STRAG_LEAVE) { units_format_time(s->leave_at_us, a, sizeof a); ADD(" leave at %s", a); }
+#undef ADD
+}
+
+int plan_print(FILE *out, const struct plan *self)
+{
+	char buf[1200], t[32];
+	if (!self->n_runs)
+		return fprintf(out, "no runs\n") < 0 ? -EIO : 0;
+	const struct scenario *first = self->runs[0].scenario;
+	fprintf(out, "scenario %s (%s): %zu run%s\n", first->name, first->file, self->n_runs,
+		self->n_runs == 1 ? "" : "s");
+	for (size_t i = 0; i < self->n_runs; i++) {
+		const struct plan_run *r = &self->runs[i];
+		const struct scenario *sc = r->scenario;
+		fprintf(out, "\nrun %zu/%zu  %s  seed %llu\n", i + 1, self->n_runs, r->id, (unsigned long long)r->seed);
+		fprintf(out, "  workload  %s", sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "linkcheck" : "train");
+		if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {
+			fprintf(out, ", stop:");
+			if (sc->stop_time_us) {
+				units_format_time(sc->stop_time_us, t, sizeof t);
+				fprintf(out, " time %s", t);
+			}
+			if (sc->stop_accuracy > 0)
+				fprintf(out, " accuracy %g", sc->stop_accuracy);
+			if (sc->stop_steps)
+				fprintf(out, " steps %llu", (unsigned long long)sc->stop_steps);
+			if (sc->train.epochs)
+				fprintf(out, " epochs %u", sc->train.epochs);
+			if (sc->target > 0)
+				fprintf(out, ", target %g", sc->target);
+		}
+		fprintf(out, ", linkcheck %s", sc->linkcheck ? "on" : "off");
+		if (sc->linkcheck)
+			fprintf(out, " (%u probes)", sc->linkcheck_probes);
+		fprintf(out, "\n  training  %s, barrier %s", scenario_topology_name(sc->topology.kind),
+			scenario_barrier_name(sc->consistency.barrier));
+		if (sc->consistency.barrier == SCENARIO_BARRIER_SSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
+			fprintf(out, " staleness %u", sc->consistency.staleness);
+		if (sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
+			fprintf(out, " sample %u", sc->consistency.sample);
+		if (sc->consistency.backup)
+			fprintf(out, " backup %u", sc->consistency.backup);
+		fprintf(out, ", model %s", scenario_model_name(sc->model.kind));
+		for (size_t h = 0; h < sc->model.n_hidden; h++)
+			fprintf(out, "%s%u%s", h ? "," : " [", sc->model.hidden[h], h + 1 == sc->model.n_hidden ? "]" : "");
+		fprintf(out, ", data %s %s, batch %u, lr %g\n", scenario_data_set_name(sc->data.set),
+			scenario_partition_name(sc->data.scheme), sc->train.batch, sc->train.lr);
+		struct in_addr_str { char s[20]; } sub;
+		snprintf(sub.s, sizeof sub.s, "%u.%u.%u.%u", sc->network.subnet >> 24, (sc->network.subnet >> 16) & 255,
+			 (sc->network.subnet >> 8) & 255, sc->network.subnet & 255);
+		fprintf(out, "  network   %s/%u, cc %s", sub.s, sc->network.prefix_len, sc->network.cc);
+		if (sc->network.mtu)
+			fprintf(out, ", mtu %u", sc->network.mtu);
+		if (sc->network.trace)
+			fprintf(out, ", trace %s", sc->network.trace);
+		fprintf(out, "\n  nodes (%zu):\n", r->n_nodes);
+		for (size_t k = 0; k < r->n_nodes; k++) {
+			const struct plan_node *n = &r->nodes[k];
+			fmt_links(&n->up, &n->down, buf, sizeof buf);
+			fprintf(out, "    %-12s %-7s %s\n", n->name, scenario_role_name(n->role), buf);
+			if (n->straggler.set) {
+				fmt_straggler(&n->straggler, buf, sizeof buf);
+				fprintf(out, "    %-12s %-7s straggler:%s\n", "", "", buf);
+			}
+		}
+		if (r->n_events) {
+			fprintf(out, "  timeline (%zu):\n", r->n_events);
+			for (size_t e = 0; e < r->n_events; e++) {
+				const struct plan_event *ev = &r->events[e];
+				units_format_time(ev->at_us, t, sizeof t);
+				fmt_links(&ev->up, &ev->down, buf, sizeof buf);
+				fprintf(out, "    at %-8s %-12s %s\n", t, r->nodes[ev->node].name, buf);
+			}
+		}
+	}
+	return ferror(out) ? -EIO : 0;
+}

@@ -1,0 +1,2081 @@
+/* orchestrator/scenario: the scenario language, from the YAML tree to a validated struct scenario.
+ *
+ * Design:
+ * - The tree (orchestrator/yamltree) is the source of truth; the struct is derived from it by
+ *   convert(). --set edits the tree and converts again, so an override is validated exactly like
+ *   the file, and scenario_write_yaml re-emits the tree with overrides applied.
+ * - Conversion stops at the first error and reports it at the position of the value (or key)
+ *   at fault. Values that came from --set carry an origin string instead of a position.
+ * - Each mapping is checked against the keys it accepts; an unknown key is an error with the
+ *   closest known key suggested (Levenshtein distance), because a silently ignored typo in an
+ *   experiment description is a wrong experiment.
+ * - Link keys follow tc-netem's meaning and its cross-field rules (reorder needs delay, gap needs
+ *   reorder, a correlation needs its base); a per-node override is checked merged onto the
+ *   default, since that is what the node will get. */
+#include "orchestrator/scenario.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/selector.h"
+#include "orchestrator/units.h"
+#include "orchestrator/yamltree.h"
+
+#define N_LINK_FIELDS 16
+
+struct scenario_doc {
+	struct yamltree_node *root;
+	char *basedir;          /* directory of the scenario file, for relative paths; NULL = cwd */
+};
+
+/* Where each link field was written (NULL = not in this layer). */
+struct link_pos {
+	const struct yamltree_node *f[N_LINK_FIELDS];
+};
+
+struct cv {
+	const char *file;
+	char *err;
+	size_t errlen;
+	struct scenario *sc;
+	const char *basedir;
+	bool check_sweep;               /* expand-check the sweep (off for a run's own document) */
+	struct link_pos def_up, def_down;
+	const struct yamltree_node *workers_node, *nodes_node, *subnet_node, *sizes_node;
+	const struct yamltree_node *sample_node, *backup_node;
+};
+
+/* --- errors ------------------------------------------------------------------------------ */
+
+static void vreport(struct cv *cv, const char *origin, uint32_t line, uint32_t col, const char *fmt, va_list ap)
+{
+	if (!cv->err || !cv->errlen)
+		return;
+	int n = origin ? snprintf(cv->err, cv->errlen, "%s: error: ", origin) :
+		snprintf(cv->err, cv->errlen, "%s:%u:%u: error: ", cv->file, line ? line : 1, col ? col : 1);
+	if (n < 0 || (size_t)n >= cv->errlen)
+		return;
+	vsnprintf(cv->err + n, cv->errlen - (size_t)n, fmt, ap);
+}
+
+static int fail(struct cv *cv, const struct yamltree_node *at, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct cv *cv, const struct yamltree_node *at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vreport(cv, at ? at->origin : NULL, at ? at->line : 1, at ? at->col : 1, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int fail_key(struct cv *cv, const struct yamltree_entry *e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail_key(struct cv *cv, const struct yamltree_entry *e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vreport(cv, e->value->origin, e->line, e->col, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 64 || lb > 64)
+		return 1000;
+	size_t row[65];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* allowed is NULL-terminated. where names the mapping ("network.default") for the message. */
+static int check_keys(struct cv *cv, const struct yamltree_node *map, const char *const *allowed,
+		      const char *where)
+{
+	for (size_t i = 0; i < map->n; i++) {
+		const struct yamltree_entry *e = &map->items[i];
+		const char *best = NULL;
+		size_t bestd = (size_t)-1;
+		bool ok = false;
+		for (const char *const *k = allowed; *k; k++) {
+			if (!strcmp(*k, e->key)) {
+				ok = true;
+				break;
+			}
+			size_t d = edit_distance(*k, e->key);
+			if (d < bestd) {
+				bestd = d;
+				best = *k;
+			}
+		}
+		if (ok)
+			continue;
+		size_t len = strlen(e->key);
+		if (best && bestd <= (len > 6 ? len / 3 : 2))
+			return fail_key(cv, e, "unknown key '%s' in %s (did you mean '%s'?)", e->key, where, best);
+		char list[512];
+		size_t pos = 0;
+		list[0] = 0;
+		for (const char *const *k = allowed; *k && pos < sizeof list; k++)
+			pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", k == allowed ? "" : ", ", *k);
+		return fail_key(cv, e, "unknown key '%s' in %s (expected one of: %s)", e->key, where, list);
+	}
+	return 0;
+}
+
+/* --- scalar readers ---------------------------------------------------------------------- */
+
+static int want_kind(struct cv *cv, const struct yamltree_node *n, enum yamltree_kind kind, const char *what)
+{
+	if (n->kind != kind)
+		return fail(cv, n, "%s is %s (expected %s)", what, yamltree_kind_name(n->kind),
+			    yamltree_kind_name(kind));
+	return 0;
+}
+
+static const char *scalar(struct cv *cv, const struct yamltree_node *n, const char *what)
+{
+	if (n->kind != YAMLTREE_SCALAR) {
+		fail(cv, n, "%s is %s (expected a single value)", what, yamltree_kind_name(n->kind));
+		return NULL;
+	}
+	if (yamltree_is_null(n)) {
+		fail(cv, n, "%s is empty (expected a value)", what);
+		return NULL;
+	}
+	return n->scalar;
+}
+
+static int get_count(struct cv *cv, const struct yamltree_node *n, uint64_t min, uint64_t max,
+		     const char *what, uint64_t *out)
+{
+	const char *s = scalar(cv, n, what), *why = NULL;
+	uint64_t v;
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '-')
+		return fail(cv, n, "%s '%s' is negative (expected a whole number >= %llu)", what, s,
+			    (unsigned long long)min);
+	if (units_parse_count(s, &v, &why))
+		return fail(cv, n, "%s '%s': %s (expected a whole number, optionally with k, m or g)",
+			    what, s, why);
+	if (v < min || v > max)
+		return fail(cv, n, "%s %llu out of range (limit: %llu..%llu)", what, (unsigned long long)v,
+			    (unsigned long long)min, (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
+static int get_u32(struct cv *cv, const struct yamltree_node *n, uint32_t min, uint32_t max,
+		   const char *what, uint32_t *out)
+{
+	uint64_t v;
+	int rc = get_count(cv, n, min, max, what, &v);
+	if (!rc)
+		*out = (uint32_t)v;
+	return rc;
+}
+
+/* A real number; min/max inclusive unless the *_open flag says otherwise. */
+static int get_real(struct cv *cv, const struct yamltree_node *n, double min, bool min_open, double max,
+		    bool max_open, const char *what, double *out)
+{
+	const char *s = scalar(cv, n, what);
+	if (!s)
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || strchr(s, 'x') || strchr(s, 'X') ||
+	    strchr(s, 'n') || strchr(s, 'N') || strchr(s, 'i') || strchr(s, 'I'))
+		return fail(cv, n, "%s '%s' is not a number (expected e.g. 0.05)", what, s);
+	if ((min_open ? v <= min : v < min) || (max_open ? v >= max : v > max))
+		return fail(cv, n, "%s %s out of range (limit: %s%g..%g%s)", what, s, min_open ? "(" : "",
+			    min, max, max_open ? ")" : "");
+	*out = v;
+	return 0;
+}
+
+/* A fraction in [0, 1], written as 0.85 or 85%. */
+static int get_fraction(struct cv *cv, const struct yamltree_node *n, const char *what, double *out)
+{
+	const char *s = scalar(cv, n, what), *why = NULL;
+	uint32_t ppm;
+	if (!s)
+		return -EINVAL;
+	if (units_parse_prob_ppm(s, &ppm, &why))
+		return fail(cv, n, "%s '%s': %s (expected a fraction 0..1 or a percentage)", what, s, why);
+	*out = ppm / 1e6;
+	return 0;
+}
+
+static int get_prob(struct cv *cv, const struct yamltree_node *n, const char *what, uint32_t *ppm)
+{
+	const char *s = scalar(cv, n, what), *why = NULL;
+	if (!s)
+		return -EINVAL;
+	if (units_parse_prob_ppm(s, ppm, &why))
+		return fail(cv, n, "%s '%s': %s (expected a probability 0..1 or 0%%..100%%)", what, s, why);
+	return 0;
+}
+
+static int get_time(struct cv *cv, const struct yamltree_node *n, uint64_t max_us, const char *what,
+		    uint64_t *us)
+{
+	const char *s = scalar(cv, n, what), *why = NULL;
+	char lim[32];
+	if (!s)
+		return -EINVAL;
+	if (units_parse_time_us(s, us, &why))
+		return fail(cv, n, "%s '%s': %s (expected a time like 20ms, 1.5s, 2m; units us ms s m)",
+			    what, s, why);
+	if (*us > max_us) {
+		units_format_time(max_us, lim, sizeof lim);
+		return fail(cv, n, "%s %s exceeds the limit of %s", what, s, lim);
+	}
+	return 0;
+}
+
+static int get_rate(struct cv *cv, const struct yamltree_node *n, const char *what, uint64_t *bps)
+{
+	const char *s = scalar(cv, n, what), *why = NULL;
+	if (!s)
+		return -EINVAL;
+	if (units_parse_rate_bps(s, bps, &why))
+		return fail(cv, n, "%s '%s': %s (expected a rate like 100mbit, 10kbit, 1gbit; or "
+			    "kbps/mbps in bytes per second)", what, s, why);
+	if (*bps > 100000000000ull)
+		return fail(cv, n, "%s %s exceeds the limit of 100gbit", what, s);
+	return 0;
+}
+
+static int get_enum(struct cv *cv, const struct yamltree_node *n, const char *const *names, const char *what,
+		    int *out)
+{
+	const char *s = scalar(cv, n, what);
+	if (!s)
+		return -EINVAL;
+	char list[256];
+	size_t pos = 0;
+	for (int i = 0; names[i]; i++) {
+		if (!strcmp(names[i], s)) {
+			*out = i;
+			return 0;
+		}
+		pos += (size_t)snprintf(list + pos, pos < sizeof list ? sizeof list - pos : 0, "%s%s",
+					i ? "|" : "", names[i]);
+		if (pos >= sizeof list)
+			pos = sizeof list - 1;
+	}
+	return fail(cv, n, "%s '%s' is not one of the choices (expected %s)", what, s, list);
+}
+
+static int get_bool(struct cv *cv, const struct yamltree_node *n, const char *what, bool *out)
+{
+	static const char *const t[] = { "true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON", NULL };
+	static const char *const f[] = { "false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF", NULL };
+	const char *s = scalar(cv, n, what);
+	if (!s)
+		return -EINVAL;
+	for (int i = 0; t[i]; i++)
+		if (!strcmp(s, t[i]) || !strcmp(s, f[i])) {
+			*out = !strcmp(s, t[i]);
+			return 0;
+		}
+	return fail(cv, n, "%s '%s' is not a boolean (expected true or false)", what, s);
+}
+
+static int get_string(struct cv *cv, const struct yamltree_node *n, const char *what, char **out)
+{
+	const char *s = scalar(cv, n, what);
+	if (!s)
+		return -EINVAL;
+	if (strlen(s) > 4096)
+		return fail(cv, n, "%s is longer than 4096 characters", what);
+	char *d = strdup(s);
+	if (!d)
+		return fail(cv, n, "out of memory");
+	free(*out);
+	*out = d;
+	return 0;
+}
+
+static int get_path(struct cv *cv, const struct yamltree_node *n, const char *what, char **out)
+{
+	int rc = get_string(cv, n, what, out);
+	if (rc || (*out)[0] == '/' || !cv->basedir)
+		return rc;
+	char *full;
+	if (asprintf(&full, "%s/%s", cv->basedir, *out) < 0)
+		return fail(cv, n, "out of memory");
+	free(*out);
+	*out = full;
+	return 0;
+}
+
+/* --- enum names ---------------------------------------------------------------------------- */
+
+static const char *const set_names[] = { "fashion-mnist", "mnist", NULL };
+static const char *const scheme_names[] = { "iid", "classes", "dirichlet", "sizes", NULL };
+static const char *const model_names[] = { "softmax", "mlp", "cnn", NULL };
+static const char *const lr_names[] = { "constant", "step", "inverse", NULL };
+static const char *const topo_names[] = { "parameter-server", "p2p", "allreduce", "centralized", NULL };
+static const char *const barrier_names[] = { "bsp", "ssp", "asp", "pbsp", "pssp", NULL };
+static const char *const weighting_names[] = { "none", "inverse", "exp", NULL };
+static const char *const combine_names[] = { "none", "average", "ensemble", NULL };
+static const char *const workload_names[] = { "train", "linkcheck", NULL };
+static const char *const failure_names[] = { "stop", "continue", NULL };
+static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", NULL };
+static const char *const dist_names[] = { "none", "constant", "uniform", "exponential", "gamma", "normal",
+					  "pareto", NULL };
+/* netem's delay tables; index = enum link_dist */
+static const char *const link_dist_names[] = { "none", "uniform", "normal", "pareto", "paretonormal", NULL };
+
+#define NAME_OF(tab, v) ((size_t)(v) < sizeof tab / sizeof *tab - 1 ? tab[v] : "?")
+const char *scenario_role_name(enum scenario_role r) { return NAME_OF(role_names, r); }
+const char *scenario_barrier_name(enum scenario_barrier b) { return NAME_OF(barrier_names, b); }
+const char *scenario_topology_name(enum scenario_topology k) { return NAME_OF(topo_names, k); }
+const char *scenario_model_name(enum scenario_model k) { return NAME_OF(model_names, k); }
+const char *scenario_partition_name(enum scenario_partition s) { return NAME_OF(scheme_names, s); }
+const char *scenario_data_set_name(enum scenario_data_set s) { return NAME_OF(set_names, s); }
+const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return NAME_OF(lr_names, s); }
+const char *scenario_weighting_name(enum scenario_weighting w) { return NAME_OF(weighting_names, w); }
+const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(combine_names, c); }
+const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
+
+/* --- link parameters --------------------------------------------------------------------- */
+
+#define LINK_KEYS "delay", "jitter", "delay_distribution", "delay_correlation", "loss", "loss_correlation", \
+	"loss_model", "gemodel", "duplicate", "duplicate_correlation", "reorder", "gap", \
+	"reorder_correlation", "corrupt", "corrupt_correlation", "rate", "queue_limit"
+
+static int bit_index(uint32_t bit)
+{
+	int i = 0;
+	while (bit > 1) {
+		bit >>= 1;
+		i++;
+	}
+	return i;
+}
+
+/* Copy the fields src gave explicitly onto dst (and their positions). */
+static void link_merge(struct link_params *dst, const struct link_params *src, struct link_pos *dpos,
+		       const struct link_pos *spos)
+{
+	uint32_t s = src->set;
+	if (s & LINK_F_DELAY) dst->delay_us = src->delay_us;
+	if (s & LINK_F_JITTER) dst->jitter_us = src->jitter_us;
+	if (s & LINK_F_DIST) dst->dist = src->dist;
+	if (s & LINK_F_DELAY_CORR) dst->delay_corr_ppm = src->delay_corr_ppm;
+	if (s & LINK_F_LOSS) dst->loss_ppm = src->loss_ppm;
+	if (s & LINK_F_LOSS_CORR) dst->loss_corr_ppm = src->loss_corr_ppm;
+	if (s & LINK_F_LOSS_MODEL) {
+		dst->loss_model = src->loss_model;
+		dst->ge_p_ppm = src->ge_p_ppm;
+		dst->ge_r_ppm = src->ge_r_ppm;
+		dst->ge_1h_ppm = src->ge_1h_ppm;
+		dst->ge_1k_ppm = src->ge_1k_ppm;
+	}
+	if (s & LINK_F_DUP) dst->dup_ppm = src->dup_ppm;
+	if (s & LINK_F_DUP_CORR) dst->dup_corr_ppm = src->dup_corr_ppm;
+	if (s & LINK_F_REORDER) dst->reorder_ppm = src->reorder_ppm;
+	if (s & LINK_F_REORDER_CORR) dst->reorder_corr_ppm = src->reorder_corr_ppm;
+	if (s & LINK_F_GAP) dst->gap = src->gap;
+	if (s & LINK_F_CORRUPT) dst->corrupt_ppm = src->corrupt_ppm;
+	if (s & LINK_F_CORRUPT_CORR) dst->corrupt_corr_ppm = src->corrupt_corr_ppm;
+	if (s & LINK_F_RATE) dst->rate_bps = src->rate_bps;
+	if (s & LINK_F_LIMIT) dst->limit_pkts = src->limit_pkts;
+	dst->set |= s;
+	if (dpos && spos)
+		for (int i = 0; i < N_LINK_FIELDS; i++)
+			if (s & (1u << i))
+				dpos->f[i] = spos->f[i];
+}
+
+void scenario_link_merge(struct link_params *dst, const struct link_params *src)
+{
+	link_merge(dst, src, NULL, NULL);
+}
+
+static const struct {
+	uint32_t field, needs;
+	const char *msg;
+} link_rules[] = {
+	{ LINK_F_JITTER, LINK_F_DELAY, "jitter needs delay (netem varies the delay by the jitter)" },
+	{ LINK_F_DIST, LINK_F_JITTER, "delay_distribution needs jitter (the table shapes the jitter)" },
+	{ LINK_F_DELAY_CORR, LINK_F_JITTER, "delay_correlation needs jitter" },
+	{ LINK_F_LOSS_CORR, LINK_F_LOSS, "loss_correlation needs loss" },
+	{ LINK_F_REORDER, LINK_F_DELAY, "reorder needs delay (netem reorders by sending some packets without the delay)" },
+	{ LINK_F_GAP, LINK_F_REORDER, "gap needs reorder" },
+	{ LINK_F_REORDER_CORR, LINK_F_REORDER, "reorder_correlation needs reorder" },
+	{ LINK_F_DUP_CORR, LINK_F_DUP, "duplicate_correlation needs duplicate" },
+	{ LINK_F_CORRUPT_CORR, LINK_F_CORRUPT, "corrupt_correlation needs corrupt" },
+};
+#define GEMODEL_RULE "gemodel needs p > 0 (the good-to-bad transition probability)"
+
+/* Which fields are in effect (non-zero), as LINK_F_* bits. */
+static uint32_t link_nonzero(const struct link_params *p)
+{
+	uint32_t nz = 0;
+	if (p->delay_us) nz |= LINK_F_DELAY;
+	if (p->jitter_us) nz |= LINK_F_JITTER;
+	if (p->dist != LINK_DIST_NONE) nz |= LINK_F_DIST;
+	if (p->delay_corr_ppm) nz |= LINK_F_DELAY_CORR;
+	if (p->loss_ppm && p->loss_model == LINK_LOSS_RANDOM) nz |= LINK_F_LOSS;
+	if (p->loss_corr_ppm) nz |= LINK_F_LOSS_CORR;
+	if (p->reorder_ppm) nz |= LINK_F_REORDER;
+	if (p->gap) nz |= LINK_F_GAP;
+	if (p->reorder_corr_ppm) nz |= LINK_F_REORDER_CORR;
+	if (p->dup_ppm) nz |= LINK_F_DUP;
+	if (p->dup_corr_ppm) nz |= LINK_F_DUP_CORR;
+	if (p->corrupt_ppm) nz |= LINK_F_CORRUPT;
+	if (p->corrupt_corr_ppm) nz |= LINK_F_CORRUPT_CORR;
+	return nz;
+}
+
+/* Index of the first broken rule (-1 = none, N = the gemodel rule). */
+static int link_broken_rule(const struct link_params *p)
+{
+	uint32_t nz = link_nonzero(p);
+	for (size_t i = 0; i < sizeof link_rules / sizeof *link_rules; i++)
+		if ((nz & link_rules[i].field) && !(nz & link_rules[i].needs))
+			return (int)i;
+	if (p->loss_model == LINK_LOSS_GEMODEL && !p->ge_p_ppm)
+		return (int)(sizeof link_rules / sizeof *link_rules);
+	return -1;
+}
+
+const char *scenario_link_rule(const struct link_params *p)
+{
+	int r = link_broken_rule(p);
+	if (r < 0)
+		return NULL;
+	return (size_t)r < sizeof link_rules / sizeof *link_rules ? link_rules[r].msg : GEMODEL_RULE;
+}
+
+/* The rules on effective parameters p, reported where the field at fault was written (pos), or
+ * at fallback when no layer we know wrote it. */
+static int link_check(struct cv *cv, const struct link_params *p, const struct link_pos *pos,
+		      const struct yamltree_node *fallback, const char *dir)
+{
+	int r = link_broken_rule(p);
+	if (r < 0)
+		return 0;
+	bool ge = (size_t)r == sizeof link_rules / sizeof *link_rules;
+	uint32_t field = ge ? LINK_F_LOSS_MODEL : link_rules[r].field;
+	const struct yamltree_node *at = pos ? pos->f[bit_index(field)] : NULL;
+	return fail(cv, at ? at : fallback, "%s%s%s", dir ? dir : "", dir ? ": " : "",
+		    ge ? GEMODEL_RULE : link_rules[r].msg);
+}
+
+/* One link key into p (and pos). */
+static int link_key(struct cv *cv, const struct yamltree_entry *e, struct link_params *p, struct link_pos *pos)
+{
+	const struct yamltree_node *v = e->value;
+	const char *k = e->key;
+	uint64_t u64;
+	uint32_t bit = 0;
+	int rc = 0, idx;
+
+	if (!strcmp(k, "delay") || !strcmp(k, "jitter")) {
+		rc = get_time(cv, v, SCENARIO_MAX_DELAY_US, k, &u64);
+		if (k[0] == 'd') {
+			p->delay_us = (uint32_t)u64;
+			bit = LINK_F_DELAY;
+		} else {
+			p->jitter_us = (uint32_t)u64;
+			bit = LINK_F_JITTER;
+		}
+	} else if (!strcmp(k, "delay_distribution")) {
+		rc = get_enum(cv, v, link_dist_names, k, &idx);
+		if (!rc && idx == LINK_DIST_NONE)
+			rc = fail(cv, v, "delay_distribution 'none' (expected uniform|normal|pareto|paretonormal; "
+				  "leave the key out for netem's default)");
+		p->dist = (enum link_dist)idx;
+		bit = LINK_F_DIST;
+	} else if (!strcmp(k, "delay_correlation")) {
+		rc = get_prob(cv, v, k, &p->delay_corr_ppm);
+		bit = LINK_F_DELAY_CORR;
+	} else if (!strcmp(k, "loss")) {
+		rc = get_prob(cv, v, k, &p->loss_ppm);
+		if (p->set & LINK_F_LOSS_MODEL && p->loss_model == LINK_LOSS_GEMODEL)
+			return fail_key(cv, e, "loss and gemodel exclude each other (gemodel sets the loss pattern)");
+		p->loss_model = LINK_LOSS_RANDOM;
+		p->ge_p_ppm = p->ge_r_ppm = p->ge_1h_ppm = p->ge_1k_ppm = 0;
+		bit = LINK_F_LOSS | LINK_F_LOSS_MODEL;
+		if (!rc && pos)
+			pos->f[bit_index(LINK_F_LOSS_MODEL)] = v;
+	} else if (!strcmp(k, "loss_correlation")) {
+		rc = get_prob(cv, v, k, &p->loss_corr_ppm);
+		bit = LINK_F_LOSS_CORR;
+	} else if (!strcmp(k, "loss_model")) {
+		static const char *const lm[] = { "random", "gemodel", NULL };
+		rc = get_enum(cv, v, lm, k, &idx);
+		if (rc)
+			return rc;
+		/* gemodel's parameters come from the gemodel key, read after this one */
+		if (idx == LINK_LOSS_RANDOM && (p->set & LINK_F_LOSS_MODEL) && p->loss_model == LINK_LOSS_GEMODEL)
+			return fail(cv, v, "loss_model random contradicts the gemodel key");
+		if (idx == LINK_LOSS_GEMODEL && !(p->set & LINK_F_LOSS_MODEL && p->loss_model == LINK_LOSS_GEMODEL))
+			return fail(cv, v, "loss_model gemodel needs its parameters "
+				    "(expected gemodel: {p: 1%%, r: 10%%, 1-h: 100%%, 1-k: 0%%})");
+		p->loss_model = (enum link_loss_model)idx;
+		bit = LINK_F_LOSS_MODEL;
+	} else if (!strcmp(k, "gemodel")) {
+		static const char *const gk[] = { "p", "r", "1-h", "1-k", NULL };
+		if ((rc = want_kind(cv, v, YAMLTREE_MAP, "gemodel")) || (rc = check_keys(cv, v, gk, "gemodel")))
+			return rc;
+		if (p->set & LINK_F_LOSS)
+			return fail_key(cv, e, "loss and gemodel exclude each other (gemodel sets the loss pattern)");
+		const struct yamltree_node *gp = yamltree_get(v, "p"), *gr = yamltree_get(v, "r"),
+					   *gh = yamltree_get(v, "1-h"), *gk1 = yamltree_get(v, "1-k");
+		if (!gp)
+			return fail(cv, v, "gemodel without p (expected gemodel: {p: 1%%, ...})");
+		/* tc's defaults: r = 1 - p, 1-h = 100% (all lost in the bad state), 1-k = 0 */
+		if ((rc = get_prob(cv, gp, "gemodel.p", &p->ge_p_ppm)))
+			return rc;
+		p->ge_r_ppm = LINK_PPM_MAX - p->ge_p_ppm;
+		p->ge_1h_ppm = LINK_PPM_MAX;
+		p->ge_1k_ppm = 0;
+		if ((gr && (rc = get_prob(cv, gr, "gemodel.r", &p->ge_r_ppm))) ||
+		    (gh && (rc = get_prob(cv, gh, "gemodel.1-h", &p->ge_1h_ppm))) ||
+		    (gk1 && (rc = get_prob(cv, gk1, "gemodel.1-k", &p->ge_1k_ppm))))
+			return rc;
+		p->loss_model = LINK_LOSS_GEMODEL;
+		p->loss_ppm = 0;
+		bit = LINK_F_LOSS_MODEL;
+	} else if (!strcmp(k, "duplicate")) {
+		rc = get_prob(cv, v, k, &p->dup_ppm);
+		bit = LINK_F_DUP;
+	} else if (!strcmp(k, "duplicate_correlation")) {
+		rc = get_prob(cv, v, k, &p->dup_corr_ppm);
+		bit = LINK_F_DUP_CORR;
+	} else if (!strcmp(k, "reorder")) {
+		rc = get_prob(cv, v, k, &p->reorder_ppm);
+		bit = LINK_F_REORDER;
+	} else if (!strcmp(k, "gap")) {
+		rc = get_u32(cv, v, 1, 1000000, k, &p->gap);
+		bit = LINK_F_GAP;
+	} else if (!strcmp(k, "reorder_correlation")) {
+		rc = get_prob(cv, v, k, &p->reorder_corr_ppm);
+		bit = LINK_F_REORDER_CORR;
+	} else if (!strcmp(k, "corrupt")) {
+		rc = get_prob(cv, v, k, &p->corrupt_ppm);
+		bit = LINK_F_CORRUPT;
+	} else if (!strcmp(k, "corrupt_correlation")) {
+		rc = get_prob(cv, v, k, &p->corrupt_corr_ppm);
+		bit = LINK_F_CORRUPT_CORR;
+	} else if (!strcmp(k, "rate")) {
+		rc = get_rate(cv, v, k, &p->rate_bps);
+		bit = LINK_F_RATE;
+	} else if (!strcmp(k, "queue_limit")) {
+		rc = get_u32(cv, v, 1, 1000000, k, &p->limit_pkts);
+		bit = LINK_F_LIMIT;
+	} else {
+		return fail_key(cv, e, "unknown link key '%s'", k); /* filtered by check_keys before */
+	}
+	if (rc)
+		return rc;
+	p->set |= bit;
+	if (pos)
+		for (int i = 0; i < N_LINK_FIELDS; i++)
+			if (bit & (1u << i))
+				pos->f[i] = v;
+	return 0;
+}
+
+/* Read a link mapping: bare keys apply to both directions, `up:`/`down:` to one. Other keys
+ * (nodes, at) are the caller's and skipped here. The gemodel/loss_model pair is order-free:
+ * gemodel is read before loss_model. */
+static int link_layer(struct cv *cv, const struct yamltree_node *map, const char *const *allowed,
+		      const char *where, struct link_params *up, struct link_params *down,
+		      struct link_pos *upos, struct link_pos *dpos)
+{
+	static const char *const dir_keys[] = { LINK_KEYS, NULL };
+	int rc;
+	struct link_params both = { 0 };
+	struct link_pos bpos = { 0 };
+
+	if ((rc = want_kind(cv, map, YAMLTREE_MAP, where)) || (rc = check_keys(cv, map, allowed, where)))
+		return rc;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < map->n; i++) {
+			const struct yamltree_entry *e = &map->items[i];
+			if (!strcmp(e->key, "up") || !strcmp(e->key, "down") || !strcmp(e->key, "nodes") ||
+			    !strcmp(e->key, "at"))
+				continue;
+			if ((pass == 0) != (!strcmp(e->key, "gemodel")))
+				continue;
+			if ((rc = link_key(cv, e, &both, &bpos)))
+				return rc;
+		}
+	*up = (struct link_params){ 0 };
+	*down = (struct link_params){ 0 };
+	link_merge(up, &both, upos, &bpos);
+	link_merge(down, &both, dpos, &bpos);
+	for (int d = 0; d < 2; d++) {
+		const char *dk = d ? "down" : "up";
+		const struct yamltree_node *dm = yamltree_get(map, dk);
+		if (!dm)
+			continue;
+		char w[96];
+		snprintf(w, sizeof w, "%s.%s", where, dk);
+		if ((rc = want_kind(cv, dm, YAMLTREE_MAP, w)) || (rc = check_keys(cv, dm, dir_keys, w)))
+			return rc;
+		struct link_params one = { 0 };
+		struct link_pos opos = { 0 };
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t i = 0; i < dm->n; i++) {
+				if ((pass == 0) != (!strcmp(dm->items[i].key, "gemodel")))
+					continue;
+				if ((rc = link_key(cv, &dm->items[i], &one, &opos)))
+					return rc;
+			}
+		link_merge(d ? down : up, &one, d ? dpos : upos, &opos);
+	}
+	return 0;
+}
+
+/* An override merged on the default must still make sense to netem. */
+static int link_check_over_default(struct cv *cv, const struct link_params *up, const struct link_params *down,
+				   const struct link_pos *upos, const struct link_pos *dpos,
+				   const struct yamltree_node *fallback)
+{
+	struct link_params m;
+	struct link_pos mp;
+	int rc;
+	m = cv->sc->network.up;
+	mp = cv->def_up;
+	link_merge(&m, up, &mp, upos);
+	if ((rc = link_check(cv, &m, &mp, fallback, "up")))
+		return rc;
+	m = cv->sc->network.down;
+	mp = cv->def_down;
+	link_merge(&m, down, &mp, dpos);
+	return link_check(cv, &m, &mp, fallback, "down");
+}
+
+/* --- sections ------------------------------------------------------------------------------ */
+
+#define KEYS(...) (const char *const[]){ __VA_ARGS__, NULL }
+#define GET(map, key) yamltree_get(map, key)
+
+static int sec_stop(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "stop")) ||
+	    (rc = check_keys(cv, m, KEYS("time", "accuracy", "steps"), "stop")))
+		return rc;
+	if ((v = GET(m, "time")) && (rc = get_time(cv, v, 30ull * 86400 * 1000000, "stop.time", &sc->stop_time_us)))
+		return rc;
+	if ((v = GET(m, "accuracy")) && (rc = get_fraction(cv, v, "stop.accuracy", &sc->stop_accuracy)))
+		return rc;
+	if ((v = GET(m, "steps")) && (rc = get_count(cv, v, 1, 1000000000000ull, "stop.steps", &sc->stop_steps)))
+		return rc;
+	if (v == NULL && !sc->stop_time_us && sc->stop_accuracy == 0 && !sc->stop_steps)
+		return fail(cv, m, "stop has no condition (expected time, accuracy or steps)");
+	return 0;
+}
+
+static int sec_data(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v, *p;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "data")) ||
+	    (rc = check_keys(cv, m, KEYS("set", "path", "partition"), "data")))
+		return rc;
+	if ((v = GET(m, "set"))) {
+		if ((rc = get_enum(cv, v, set_names, "data.set", &idx)))
+			return rc;
+		sc->data.set = (enum scenario_data_set)idx;
+	}
+	if ((v = GET(m, "path")) && (rc = get_path(cv, v, "data.path", &sc->data.path)))
+		return rc;
+	if (!(p = GET(m, "partition")))
+		return 0;
+	if ((rc = want_kind(cv, p, YAMLTREE_MAP, "data.partition")) ||
+	    (rc = check_keys(cv, p, KEYS("scheme", "per_node", "alpha", "zipf", "sizes"), "data.partition")))
+		return rc;
+	if ((v = GET(p, "scheme"))) {
+		if ((rc = get_enum(cv, v, scheme_names, "data.partition.scheme", &idx)))
+			return rc;
+		sc->data.scheme = (enum scenario_partition)idx;
+	}
+	enum scenario_partition s = sc->data.scheme;
+	if ((v = GET(p, "per_node"))) {
+		if (s != SCENARIO_PART_CLASSES)
+			return fail(cv, v, "per_node applies to scheme classes (this partition is %s)", scheme_names[s]);
+		if ((rc = get_u32(cv, v, 1, 10, "data.partition.per_node", &sc->data.per_node)))
+			return rc;
+	}
+	if ((v = GET(p, "alpha"))) {
+		if (s != SCENARIO_PART_DIRICHLET)
+			return fail(cv, v, "alpha applies to scheme dirichlet (this partition is %s)", scheme_names[s]);
+		if ((rc = get_real(cv, v, 0, true, 1e6, false, "data.partition.alpha", &sc->data.alpha)))
+			return rc;
+	}
+	if ((v = GET(p, "zipf"))) {
+		if (s == SCENARIO_PART_SIZES)
+			return fail(cv, v, "zipf does not combine with scheme sizes (sizes are explicit)");
+		if ((rc = get_real(cv, v, 0, false, 10, false, "data.partition.zipf", &sc->data.zipf)))
+			return rc;
+	}
+	if ((v = GET(p, "sizes"))) {
+		if (s != SCENARIO_PART_SIZES)
+			return fail(cv, v, "sizes applies to scheme sizes (this partition is %s)", scheme_names[s]);
+		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "data.partition.sizes")))
+			return rc;
+		if (v->n == 0 || v->n > SCENARIO_MAX_NODES)
+			return fail(cv, v, "data.partition.sizes has %zu entries (limit: 1..%d)", v->n, SCENARIO_MAX_NODES);
+		if (!(sc->data.sizes = calloc(v->n, sizeof *sc->data.sizes)))
+			return fail(cv, v, "out of memory");
+		sc->data.n_sizes = v->n;
+		double sum = 0;
+		for (size_t i = 0; i < v->n; i++) {
+			if ((rc = get_real(cv, v->items[i].value, 0, true, 1, false, "a size", &sc->data.sizes[i])))
+				return rc;
+			sum += sc->data.sizes[i];
+		}
+		if (fabs(sum - 1) > 1e-6)
+			return fail(cv, v, "data.partition.sizes sum to %g (expected fractions summing to 1)", sum);
+		cv->sizes_node = v;
+	} else if (s == SCENARIO_PART_SIZES) {
+		return fail(cv, p, "scheme sizes needs sizes (expected sizes: [0.5, 0.25, 0.25])");
+	}
+	return 0;
+}
+
+static int sec_model(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "model")) ||
+	    (rc = check_keys(cv, m, KEYS("kind", "hidden"), "model")))
+		return rc;
+	if ((v = GET(m, "kind"))) {
+		if ((rc = get_enum(cv, v, model_names, "model.kind", &idx)))
+			return rc;
+		sc->model.kind = (enum scenario_model)idx;
+	}
+	if ((v = GET(m, "hidden"))) {
+		if (sc->model.kind == SCENARIO_MODEL_SOFTMAX)
+			return fail(cv, v, "hidden applies to kind mlp and cnn (softmax has no hidden layer)");
+		if (v->kind == YAMLTREE_SCALAR) {
+			sc->model.n_hidden = 1;
+			return get_u32(cv, v, 1, 65536, "model.hidden", &sc->model.hidden[0]);
+		}
+		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "model.hidden")))
+			return rc;
+		if (v->n == 0 || v->n > SCENARIO_MAX_HIDDEN)
+			return fail(cv, v, "model.hidden has %zu layers (limit: 1..%d)", v->n, SCENARIO_MAX_HIDDEN);
+		sc->model.n_hidden = v->n;
+		for (size_t i = 0; i < v->n; i++)
+			if ((rc = get_u32(cv, v->items[i].value, 1, 65536, "a hidden layer size", &sc->model.hidden[i])))
+				return rc;
+	}
+	return 0;
+}
+
+static int sec_train(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "train")) ||
+	    (rc = check_keys(cv, m, KEYS("batch", "lr", "momentum", "weight_decay", "lr_schedule", "lr_step_every",
+				       "lr_step_gamma", "lr_decay", "epochs", "blas_threads"), "train")))
+		return rc;
+	if ((v = GET(m, "batch")) && (rc = get_u32(cv, v, 1, 65536, "train.batch", &sc->train.batch)))
+		return rc;
+	if ((v = GET(m, "lr")) && (rc = get_real(cv, v, 0, true, 100, false, "train.lr", &sc->train.lr)))
+		return rc;
+	if ((v = GET(m, "momentum")) &&
+	    (rc = get_real(cv, v, 0, false, 1, true, "train.momentum", &sc->train.momentum)))
+		return rc;
+	if ((v = GET(m, "weight_decay")) &&
+	    (rc = get_real(cv, v, 0, false, 1, false, "train.weight_decay", &sc->train.weight_decay)))
+		return rc;
+	if ((v = GET(m, "lr_schedule"))) {
+		if ((rc = get_enum(cv, v, lr_names, "train.lr_schedule", &idx)))
+			return rc;
+		sc->train.lr_schedule = (enum scenario_lr_schedule)idx;
+	}
+	enum scenario_lr_schedule ls = sc->train.lr_schedule;
+	if ((v = GET(m, "lr_step_every"))) {
+		if (ls != SCENARIO_LR_STEP)
+			return fail(cv, v, "lr_step_every applies to lr_schedule step");
+		if ((rc = get_count(cv, v, 1, 1000000000, "train.lr_step_every", &sc->train.lr_step_every)))
+			return rc;
+	}
+	if ((v = GET(m, "lr_step_gamma"))) {
+		if (ls != SCENARIO_LR_STEP)
+			return fail(cv, v, "lr_step_gamma applies to lr_schedule step");
+		if ((rc = get_real(cv, v, 0, true, 1, false, "train.lr_step_gamma", &sc->train.lr_step_gamma)))
+			return rc;
+	}
+	if ((v = GET(m, "lr_decay"))) {
+		if (ls != SCENARIO_LR_INVERSE)
+			return fail(cv, v, "lr_decay applies to lr_schedule inverse");
+		if ((rc = get_real(cv, v, 0, false, 1e6, false, "train.lr_decay", &sc->train.lr_decay)))
+			return rc;
+	}
+	if ((v = GET(m, "epochs")) && (rc = get_u32(cv, v, 0, 1000000, "train.epochs", &sc->train.epochs)))
+		return rc;
+	if ((v = GET(m, "blas_threads")) &&
+	    (rc = get_u32(cv, v, 1, 256, "train.blas_threads", &sc->train.blas_threads)))
+		return rc;
+	return 0;
+}
+
+static int sec_topology(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "topology")) ||
+	    (rc = check_keys(cv, m, KEYS("kind", "servers"), "topology")))
+		return rc;
+	if ((v = GET(m, "kind"))) {
+		if ((rc = get_enum(cv, v, topo_names, "topology.kind", &idx)))
+			return rc;
+		sc->topology.kind = (enum scenario_topology)idx;
+	}
+	if ((v = GET(m, "servers"))) {
+		if (sc->topology.kind != SCENARIO_TOPO_PS)
+			return fail(cv, v, "servers applies to kind parameter-server");
+		if ((rc = get_u32(cv, v, 1, 256, "topology.servers", &sc->topology.servers)))
+			return rc;
+	}
+	return 0;
+}
+
+static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "consistency")) ||
+	    (rc = check_keys(cv, m, KEYS("barrier", "staleness", "sample", "backup", "weighting", "local_steps",
+				       "fanout", "combine"), "consistency")))
+		return rc;
+	if ((v = GET(m, "barrier"))) {
+		if ((rc = get_enum(cv, v, barrier_names, "consistency.barrier", &idx)))
+			return rc;
+		sc->consistency.barrier = (enum scenario_barrier)idx;
+	}
+	enum scenario_barrier b = sc->consistency.barrier;
+	if ((v = GET(m, "staleness"))) {
+		if (b != SCENARIO_BARRIER_SSP && b != SCENARIO_BARRIER_PSSP)
+			return fail(cv, v, "staleness applies to barrier ssp and pssp (this barrier is %s)",
+				    barrier_names[b]);
+		if ((rc = get_u32(cv, v, 0, 1000000, "consistency.staleness", &sc->consistency.staleness)))
+			return rc;
+	}
+	if ((v = GET(m, "sample"))) {
+		if (b != SCENARIO_BARRIER_PBSP && b != SCENARIO_BARRIER_PSSP)
+			return fail(cv, v, "sample applies to barrier pbsp and pssp (this barrier is %s)",
+				    barrier_names[b]);
+		if ((rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "consistency.sample", &sc->consistency.sample)))
+			return rc;
+		cv->sample_node = v;
+	}
+	if ((v = GET(m, "backup"))) {
+		if ((rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "consistency.backup", &sc->consistency.backup)))
+			return rc;
+		cv->backup_node = v;
+	}
+	if ((v = GET(m, "weighting"))) {
+		if ((rc = get_enum(cv, v, weighting_names, "consistency.weighting", &idx)))
+			return rc;
+		sc->consistency.weighting = (enum scenario_weighting)idx;
+	}
+	if ((v = GET(m, "local_steps")) &&
+	    (rc = get_u32(cv, v, 1, 1000000, "consistency.local_steps", &sc->consistency.local_steps)))
+		return rc;
+	if ((v = GET(m, "fanout")) &&
+	    (rc = get_u32(cv, v, 1, SCENARIO_MAX_NODES, "consistency.fanout", &sc->consistency.fanout)))
+		return rc;
+	if ((v = GET(m, "combine"))) {
+		if ((rc = get_enum(cv, v, combine_names, "consistency.combine", &idx)))
+			return rc;
+		sc->consistency.combine = (enum scenario_combine)idx;
+	}
+	return 0;
+}
+
+static bool valid_node_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= SCENARIO_NODE_NAME_MAX || !(s[0] >= 'a' && s[0] <= 'z'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
+static int sec_nodes(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_SEQ, "nodes")))
+		return rc;
+	if (m->n == 0 || m->n > SCENARIO_MAX_NODES)
+		return fail(cv, m, "nodes has %zu entries (limit: 1..%d, SCENARIO_MAX_NODES)", m->n,
+			    SCENARIO_MAX_NODES);
+	if (!(sc->nodes = calloc(m->n, sizeof *sc->nodes)))
+		return fail(cv, m, "out of memory");
+	sc->n_nodes = m->n;
+	for (size_t i = 0; i < m->n; i++) {
+		const struct yamltree_node *e = m->items[i].value, *nm, *rl;
+		struct scenario_node *n = &sc->nodes[i];
+		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a nodes entry")) ||
+		    (rc = check_keys(cv, e, KEYS("name", "role"), "a nodes entry")))
+			return rc;
+		if (!(nm = GET(e, "name")))
+			return fail(cv, e, "nodes entry without name (expected {name: worker0, role: worker})");
+		if (!(rl = GET(e, "role")))
+			return fail(cv, e, "nodes entry without role (expected server|worker|peer|central|probe)");
+		const char *s = scalar(cv, nm, "node name");
+		if (!s)
+			return -EINVAL;
+		if (!valid_node_name(s) || !strcmp(s, "all") || !strcmp(s, "servers") || !strcmp(s, "workers"))
+			return fail(cv, nm, "node name '%s' is not valid (expected [a-z][a-z0-9_-]*, at most %d "
+				    "characters, not all/servers/workers)", s, SCENARIO_NODE_NAME_MAX - 1);
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(sc->nodes[j].name, s))
+				return fail(cv, nm, "duplicate node name '%s' (first at line %u)", s, sc->nodes[j].pos.line);
+		snprintf(n->name, sizeof n->name, "%s", s);
+		n->pos = (struct scenario_pos){ nm->line, nm->col };
+		if ((rc = get_enum(cv, rl, role_names, "role", &idx)))
+			return rc;
+		n->role = (enum scenario_role)idx;
+	}
+	return 0;
+}
+
+static int sec_linkcheck(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	int rc;
+	if (m->kind == YAMLTREE_SCALAR)
+		return get_bool(cv, m, "linkcheck", &sc->linkcheck);
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "linkcheck")) ||
+	    (rc = check_keys(cv, m, KEYS("probes"), "linkcheck")))
+		return rc;
+	const struct yamltree_node *v = GET(m, "probes");
+	sc->linkcheck = true;
+	return v ? get_u32(cv, v, 1, 1000000, "linkcheck.probes", &sc->linkcheck_probes) : 0;
+}
+
+static int sec_eval(struct cv *cv, const struct yamltree_node *m)
+{
+	int rc;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "eval")) || (rc = check_keys(cv, m, KEYS("every"), "eval")))
+		return rc;
+	const struct yamltree_node *v = GET(m, "every");
+	if (!v)
+		return 0;
+	if ((rc = get_time(cv, v, 86400ull * 1000000, "eval.every", &cv->sc->eval_every_us)))
+		return rc;
+	if (!cv->sc->eval_every_us)
+		return fail(cv, v, "eval.every is 0 (expected a period > 0, e.g. 2s)");
+	return 0;
+}
+
+static int parse_subnet(struct cv *cv, const struct yamltree_node *v)
+{
+	const char *s = scalar(cv, v, "network.subnet");
+	char addr[64];
+	struct in_addr in;
+	if (!s)
+		return -EINVAL;
+	const char *slash = strchr(s, '/');
+	char *end;
+	if (!slash || (size_t)(slash - s) >= sizeof addr)
+		return fail(cv, v, "network.subnet '%s' is not a CIDR prefix (expected e.g. 198.18.0.0/15)", s);
+	memcpy(addr, s, (size_t)(slash - s));
+	addr[slash - s] = 0;
+	long len = strtol(slash + 1, &end, 10);
+	if (inet_pton(AF_INET, addr, &in) != 1 || *end || end == slash + 1)
+		return fail(cv, v, "network.subnet '%s' is not a CIDR prefix (expected e.g. 198.18.0.0/15)", s);
+	if (len < 8 || len > 30)
+		return fail(cv, v, "network.subnet prefix length /%ld out of range (limit: /8../30)", len);
+	uint32_t a = ntohl(in.s_addr), mask = len ? ~0u << (32 - len) : 0;
+	if (a & ~mask)
+		return fail(cv, v, "network.subnet '%s' has host bits set (expected the network address)", s);
+	cv->sc->network.subnet = a;
+	cv->sc->network.prefix_len = (uint8_t)len;
+	cv->subnet_node = v;
+	return 0;
+}
+
+static int sec_network(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc;
+	static const char *const def_keys[] = { LINK_KEYS, "up", "down", NULL };
+	static const char *const link_keys[] = { LINK_KEYS, "up", "down", "nodes", NULL };
+	static const char *const ev_keys[] = { LINK_KEYS, "up", "down", "nodes", "at", NULL };
+
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "network")) ||
+	    (rc = check_keys(cv, m, KEYS("default", "links", "timeline", "trace", "cc", "subnet", "mtu"), "network")))
+		return rc;
+	if ((v = GET(m, "default"))) {
+		if ((rc = link_layer(cv, v, def_keys, "network.default", &sc->network.up, &sc->network.down,
+				     &cv->def_up, &cv->def_down)) ||
+		    (rc = link_check(cv, &sc->network.up, &cv->def_up, v, "up")) ||
+		    (rc = link_check(cv, &sc->network.down, &cv->def_down, v, "down")))
+			return rc;
+	}
+	if ((v = GET(m, "links"))) {
+		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "network.links")))
+			return rc;
+		if (v->n > 65536)
+			return fail(cv, v, "network.links has %zu entries (limit 65536)", v->n);
+		if (v->n && !(sc->network.links = calloc(v->n, sizeof *sc->network.links)))
+			return fail(cv, v, "out of memory");
+		for (size_t i = 0; i < v->n; i++) {
+			const struct yamltree_node *e = v->items[i].value, *nodes;
+			struct scenario_link *l = &sc->network.links[i];
+			struct link_pos up = { 0 }, dn = { 0 };
+			sc->network.n_links = i + 1;
+			if ((rc = link_layer(cv, e, link_keys, "a network.links entry", &l->up, &l->down, &up, &dn)))
+				return rc;
+			if (!(nodes = GET(e, "nodes")))
+				return fail(cv, e, "network.links entry without nodes (expected nodes: \"worker[0-3]\")");
+			if ((rc = get_string(cv, nodes, "nodes", &l->nodes)))
+				return rc;
+			l->pos = (struct scenario_pos){ nodes->line, nodes->col };
+			if ((rc = link_check_over_default(cv, &l->up, &l->down, &up, &dn, e)))
+				return rc;
+		}
+	}
+	if ((v = GET(m, "timeline"))) {
+		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "network.timeline")))
+			return rc;
+		if (v->n > 65536)
+			return fail(cv, v, "network.timeline has %zu entries (limit 65536)", v->n);
+		if (v->n && !(sc->network.timeline = calloc(v->n, sizeof *sc->network.timeline)))
+			return fail(cv, v, "out of memory");
+		for (size_t i = 0; i < v->n; i++) {
+			const struct yamltree_node *e = v->items[i].value, *nodes, *at;
+			struct scenario_event *t = &sc->network.timeline[i];
+			struct link_pos up = { 0 }, dn = { 0 };
+			sc->network.n_timeline = i + 1;
+			if ((rc = link_layer(cv, e, ev_keys, "a network.timeline entry", &t->up, &t->down, &up, &dn)))
+				return rc;
+			if (!(at = GET(e, "at")))
+				return fail(cv, e, "network.timeline entry without at (expected at: 60s)");
+			if ((rc = get_time(cv, at, 30ull * 86400 * 1000000, "at", &t->at_us)))
+				return rc;
+			if ((nodes = GET(e, "nodes"))) {
+				if ((rc = get_string(cv, nodes, "nodes", &t->nodes)))
+					return rc;
+				t->pos = (struct scenario_pos){ nodes->line, nodes->col };
+			} else if (!(t->nodes = strdup("all"))) {
+				return fail(cv, e, "out of memory");
+			} else {
+				t->pos = (struct scenario_pos){ e->line, e->col };
+			}
+			if (!t->up.set && !t->down.set)
+				return fail(cv, e, "network.timeline entry changes nothing (expected link keys "
+					    "such as loss: 30%%)");
+			if ((rc = link_check_over_default(cv, &t->up, &t->down, &up, &dn, e)))
+				return rc;
+		}
+	}
+	if ((v = GET(m, "trace")) && (rc = get_path(cv, v, "network.trace", &sc->network.trace)))
+		return rc;
+	if ((v = GET(m, "cc"))) {
+		if ((rc = get_string(cv, v, "network.cc", &sc->network.cc)))
+			return rc;
+		const char *s = sc->network.cc;
+		bool ok = strlen(s) <= 15;
+		for (; *s && ok; s++)
+			ok = (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_';
+		if (!ok)
+			return fail(cv, v, "network.cc '%s' is not a congestion control name (expected e.g. cubic, reno)",
+				    sc->network.cc);
+	}
+	if ((v = GET(m, "subnet")) && (rc = parse_subnet(cv, v)))
+		return rc;
+	if ((v = GET(m, "mtu")) && (rc = get_u32(cv, v, 68, 65535, "network.mtu", &sc->network.mtu)))
+		return rc;
+	return 0;
+}
+
+/* Delay parameter keys per distribution; index = enum scenario_dist. "*" marks a time. */
+static const char *const dist_keys[][3] = {
+	[SCENARIO_DIST_NONE] = { NULL, NULL, NULL },
+	[SCENARIO_DIST_CONSTANT] = { "*value", NULL, NULL },
+	[SCENARIO_DIST_UNIFORM] = { "*min", "*max", NULL },
+	[SCENARIO_DIST_EXPONENTIAL] = { "*mean", NULL, NULL },
+	[SCENARIO_DIST_GAMMA] = { "shape", "*scale", NULL },
+	[SCENARIO_DIST_NORMAL] = { "*mean", "*sd", NULL },
+	[SCENARIO_DIST_PARETO] = { "*scale", "shape", NULL },
+};
+
+static int straggler_delay(struct cv *cv, const struct yamltree_node *m, struct scenario_straggler *st)
+{
+	int rc, idx;
+	const struct yamltree_node *v;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "compute.delay")))
+		return rc;
+	if (!(v = GET(m, "dist")))
+		return fail(cv, m, "compute.delay without dist (expected constant|uniform|exponential|gamma|normal|pareto)");
+	if ((rc = get_enum(cv, v, dist_names, "compute.delay.dist", &idx)))
+		return rc;
+	if (idx == SCENARIO_DIST_NONE)
+		return fail(cv, v, "compute.delay.dist none (leave compute.delay out instead)");
+	st->delay_dist = (enum scenario_dist)idx;
+	const char *allowed[4] = { "dist", NULL, NULL, NULL };
+	for (int i = 0; i < 2 && dist_keys[idx][i]; i++)
+		allowed[i + 1] = dist_keys[idx][i] + (dist_keys[idx][i][0] == '*');
+	char where[64];
+	snprintf(where, sizeof where, "compute.delay (dist %s)", dist_names[idx]);
+	if ((rc = check_keys(cv, m, allowed, where)))
+		return rc;
+	for (int i = 0; i < 2 && dist_keys[idx][i]; i++) {
+		const char *key = dist_keys[idx][i];
+		bool is_time = key[0] == '*';
+		key += is_time;
+		double *out = i ? &st->delay_b : &st->delay_a;
+		if (!(v = GET(m, key)))
+			return fail(cv, m, "compute.delay (dist %s) without %s", dist_names[idx], key);
+		if (is_time) {
+			uint64_t us;
+			if ((rc = get_time(cv, v, 3600ull * 1000000, key, &us)))
+				return rc;
+			*out = us / 1e6;
+		} else if ((rc = get_real(cv, v, 0, true, 1e6, false, key, out))) {
+			return rc;
+		}
+	}
+	if (idx == SCENARIO_DIST_UNIFORM && st->delay_a > st->delay_b)
+		return fail(cv, GET(m, "min"), "compute.delay min is above max");
+	if ((idx == SCENARIO_DIST_EXPONENTIAL || idx == SCENARIO_DIST_GAMMA || idx == SCENARIO_DIST_PARETO) &&
+	    (st->delay_a <= 0 || st->delay_b < 0))
+		return fail(cv, m, "compute.delay (dist %s) parameters must be > 0", dist_names[idx]);
+	st->set |= SCENARIO_STRAG_DELAY;
+	return 0;
+}
+
+static int sec_stragglers(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	int rc;
+	const uint64_t tmax = 30ull * 86400 * 1000000;
+	if ((rc = want_kind(cv, m, YAMLTREE_SEQ, "stragglers")))
+		return rc;
+	if (m->n > 65536)
+		return fail(cv, m, "stragglers has %zu entries (limit 65536)", m->n);
+	if (m->n && !(sc->stragglers = calloc(m->n, sizeof *sc->stragglers)))
+		return fail(cv, m, "out of memory");
+	for (size_t i = 0; i < m->n; i++) {
+		const struct yamltree_node *e = m->items[i].value, *v, *w;
+		struct scenario_straggler *st = &sc->stragglers[i];
+		sc->n_stragglers = i + 1;
+		st->slowdown = 1;
+		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a stragglers entry")) ||
+		    (rc = check_keys(cv, e, KEYS("nodes", "compute", "pause", "crash", "join", "leave"),
+				     "a stragglers entry")))
+			return rc;
+		if (!(v = GET(e, "nodes")))
+			return fail(cv, e, "stragglers entry without nodes (expected nodes: worker9)");
+		if ((rc = get_string(cv, v, "nodes", &st->nodes)))
+			return rc;
+		st->pos = (struct scenario_pos){ v->line, v->col };
+		if ((v = GET(e, "compute"))) {
+			if ((rc = want_kind(cv, v, YAMLTREE_MAP, "compute")) ||
+			    (rc = check_keys(cv, v, KEYS("slowdown", "delay", "trace"), "compute")))
+				return rc;
+			if ((w = GET(v, "slowdown"))) {
+				if ((rc = get_real(cv, w, 1, false, 1000, false, "compute.slowdown", &st->slowdown)))
+					return rc;
+				st->set |= SCENARIO_STRAG_SLOWDOWN;
+			}
+			if ((w = GET(v, "delay")) && (rc = straggler_delay(cv, w, st)))
+				return rc;
+			if ((w = GET(v, "trace"))) {
+				if ((rc = get_path(cv, w, "compute.trace", &st->trace)))
+					return rc;
+				st->set |= SCENARIO_STRAG_TRACE;
+			}
+		}
+		if ((v = GET(e, "pause"))) {
+			const struct yamltree_node *ev, *fo;
+			if ((rc = want_kind(cv, v, YAMLTREE_MAP, "pause")) ||
+			    (rc = check_keys(cv, v, KEYS("every", "for"), "pause")))
+				return rc;
+			if (!(ev = GET(v, "every")) || !(fo = GET(v, "for")))
+				return fail(cv, v, "pause needs every and for (expected pause: {every: 30s, for: 5s})");
+			if ((rc = get_time(cv, ev, tmax, "pause.every", &st->pause_every_us)) ||
+			    (rc = get_time(cv, fo, tmax, "pause.for", &st->pause_for_us)))
+				return rc;
+			if (!st->pause_for_us || st->pause_for_us >= st->pause_every_us)
+				return fail(cv, fo, "pause.for must be > 0 and shorter than pause.every");
+			st->set |= SCENARIO_STRAG_PAUSE;
+		}
+		if ((v = GET(e, "crash"))) {
+			if ((rc = want_kind(cv, v, YAMLTREE_MAP, "crash")) ||
+			    (rc = check_keys(cv, v, KEYS("at", "restart"), "crash")))
+				return rc;
+			if (!(w = GET(v, "at")))
+				return fail(cv, v, "crash without at (expected crash: {at: 30s})");
+			if ((rc = get_time(cv, w, tmax, "crash.at", &st->crash_at_us)))
+				return rc;
+			st->set |= SCENARIO_STRAG_CRASH;
+			if ((w = GET(v, "restart"))) {
+				if ((rc = get_time(cv, w, tmax, "crash.restart", &st->restart_at_us)))
+					return rc;
+				if (st->restart_at_us <= st->crash_at_us)
+					return fail(cv, w, "crash.restart must be later than crash.at (it is the time "
+						    "of the restart, not a duration)");
+				st->set |= SCENARIO_STRAG_RESTART;
+			}
+		}
+		for (int k = 0; k < 2; k++) {
+			const char *key = k ? "leave" : "join";
+			if (!(v = GET(e, key)))
+				continue;
+			if ((rc = want_kind(cv, v, YAMLTREE_MAP, key)) || (rc = check_keys(cv, v, KEYS("at"), key)))
+				return rc;
+			if (!(w = GET(v, "at")))
+				return fail(cv, v, "%s without at (expected %s: {at: 30s})", key, key);
+			if ((rc = get_time(cv, w, tmax, k ? "leave.at" : "join.at", k ? &st->leave_at_us : &st->join_at_us)))
+				return rc;
+			st->set |= k ? SCENARIO_STRAG_LEAVE : SCENARIO_STRAG_JOIN;
+		}
+		if ((st->set & SCENARIO_STRAG_JOIN) && (st->set & SCENARIO_STRAG_LEAVE) && st->leave_at_us <= st->join_at_us)
+			return fail(cv, GET(e, "leave"), "leave.at must be later than join.at");
+		if (!st->set)
+			return fail(cv, e, "stragglers entry does nothing (expected compute, pause, crash, join or leave)");
+	}
+	return 0;
+}
+
+static int sec_sweep(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	int rc;
+	const struct yamltree_node *zip = NULL;
+	static const char *const top[] = { "name", "seed", "stop", "target", "data", "model", "train", "topology",
+					   "consistency", "workers", "nodes", "workload", "linkcheck", "eval",
+					   "network", "stragglers", "on_node_failure", "description", NULL };
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "sweep")))
+		return rc;
+	size_t n_axes = 0;
+	for (size_t i = 0; i < m->n; i++)
+		n_axes += strcmp(m->items[i].key, "repeat") && strcmp(m->items[i].key, "zip");
+	if (n_axes > 64)
+		return fail(cv, m, "sweep has %zu keys (limit 64)", n_axes);
+	if (n_axes && !(sc->sweep.axes = calloc(n_axes, sizeof *sc->sweep.axes)))
+		return fail(cv, m, "out of memory");
+	for (size_t i = 0; i < m->n; i++) {
+		const struct yamltree_entry *e = &m->items[i];
+		if (!strcmp(e->key, "repeat")) {
+			if ((rc = get_u32(cv, e->value, 1, SCENARIO_MAX_RUNS, "sweep.repeat", &sc->sweep.repeat)))
+				return rc;
+			continue;
+		}
+		if (!strcmp(e->key, "zip")) {
+			zip = e->value;
+			continue;
+		}
+		/* the first segment must be a scenario key (the rest is checked when the value is applied) */
+		char first[64];
+		size_t fl = strcspn(e->key, ".");
+		snprintf(first, sizeof first, "%.*s", (int)(fl < 63 ? fl : 63), e->key);
+		struct yamltree_node tmp = { .kind = YAMLTREE_MAP, .n = 1,
+					     .items = &(struct yamltree_entry){ first, e->line, e->col, e->value } };
+		if ((rc = check_keys(cv, &tmp, top, "sweep (a key path of the scenario)")))
+			return rc;
+		if (e->value->kind != YAMLTREE_SEQ || e->value->n == 0)
+			return fail(cv, e->value, "sweep '%s' is %s (expected a non-empty list of values)", e->key,
+				    e->value->kind == YAMLTREE_SEQ ? "an empty list" : yamltree_kind_name(e->value->kind));
+		if (e->value->n > 1000)
+			return fail(cv, e->value, "sweep '%s' has %zu values (limit 1000)", e->key, e->value->n);
+		struct scenario_sweep_axis *ax = &sc->sweep.axes[sc->sweep.n_axes++];
+		ax->zip_group = -1;
+		ax->pos = (struct scenario_pos){ e->line, e->col };
+		if (!(ax->key = strdup(e->key)) || !(ax->values = calloc(e->value->n, sizeof *ax->values)) ||
+		    !(ax->value_pos = calloc(e->value->n, sizeof *ax->value_pos)))
+			return fail(cv, m, "out of memory");
+		ax->n_values = e->value->n;
+		for (size_t k = 0; k < e->value->n; k++) {
+			const struct yamltree_node *val = e->value->items[k].value;
+			int need = yamltree_flow(val, NULL, 0);
+			if (need < 0 || !(ax->values[k] = malloc((size_t)need + 1)))
+				return fail(cv, val, "out of memory");
+			yamltree_flow(val, ax->values[k], (size_t)need + 1);
+			ax->value_pos[k] = (struct scenario_pos){ val->line, val->col };
+		}
+	}
+	if (zip) {
+		/* zip: [a, b] is one group; zip: [[a, b], [c, d]] several */
+		if ((rc = want_kind(cv, zip, YAMLTREE_SEQ, "sweep.zip")))
+			return rc;
+		bool nested = zip->n && zip->items[0].value->kind == YAMLTREE_SEQ;
+		size_t groups = nested ? zip->n : 1;
+		for (size_t g = 0; g < groups; g++) {
+			const struct yamltree_node *grp = nested ? zip->items[g].value : zip;
+			if ((rc = want_kind(cv, grp, YAMLTREE_SEQ, "a sweep.zip group")))
+				return rc;
+			if (grp->n < 2)
+				return fail(cv, grp, "a sweep.zip group needs at least two keys");
+			size_t len = 0;
+			for (size_t k = 0; k < grp->n; k++) {
+				const struct yamltree_node *kn = grp->items[k].value;
+				const char *key = scalar(cv, kn, "a sweep.zip key");
+				if (!key)
+					return -EINVAL;
+				struct scenario_sweep_axis *ax = NULL;
+				for (size_t a = 0; a < sc->sweep.n_axes; a++)
+					if (!strcmp(sc->sweep.axes[a].key, key))
+						ax = &sc->sweep.axes[a];
+				if (!ax)
+					return fail(cv, kn, "sweep.zip names '%s', which is not a sweep key", key);
+				if (ax->zip_group >= 0)
+					return fail(cv, kn, "sweep.zip names '%s' twice", key);
+				if (k && ax->n_values != len)
+					return fail(cv, kn, "sweep.zip pairs lists of different lengths ('%s' has %zu "
+						    "values, expected %zu)", key, ax->n_values, len);
+				len = ax->n_values;
+				ax->zip_group = (int)g;
+			}
+		}
+	}
+	/* the number of runs, bounded before anybody expands it */
+	double runs = sc->sweep.repeat;
+	for (size_t a = 0; a < sc->sweep.n_axes; a++) {
+		const struct scenario_sweep_axis *ax = &sc->sweep.axes[a];
+		bool first_of_group = ax->zip_group < 0;
+		for (size_t b = 0; b < a && !first_of_group; b++)
+			if (sc->sweep.axes[b].zip_group == ax->zip_group)
+				break;
+			else if (b == a - 1)
+				first_of_group = true;
+		if (a == 0 && ax->zip_group >= 0)
+			first_of_group = true;
+		if (first_of_group)
+			runs *= (double)ax->n_values;
+	}
+	if (runs > SCENARIO_MAX_RUNS)
+		return fail(cv, m, "sweep expands to %.0f runs (limit SCENARIO_MAX_RUNS is %d)", runs, SCENARIO_MAX_RUNS);
+	return 0;
+}
+
+/* --- nodes and cross-section checks -------------------------------------------------------- */
+
+int scenario_node_list(const struct scenario *sc, struct scenario_node **out, size_t *n)
+{
+	size_t count;
+	struct scenario_node *nodes;
+	*out = NULL;
+	*n = 0;
+	if (sc->nodes) {
+		if (!(nodes = calloc(sc->n_nodes, sizeof *nodes)))
+			return -ENOMEM;
+		memcpy(nodes, sc->nodes, sc->n_nodes * sizeof *nodes);
+		*out = nodes;
+		*n = sc->n_nodes;
+		return 0;
+	}
+	size_t servers = 0;
+	const char *prefix;
+	enum scenario_role role;
+	if (sc->workload == SCENARIO_WORKLOAD_LINKCHECK) {
+		prefix = "probe";
+		role = SCENARIO_ROLE_PROBE;
+		count = sc->workers;
+	} else if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED) {
+		prefix = NULL;
+		role = SCENARIO_ROLE_CENTRAL;
+		count = 1;
+	} else if (sc->topology.kind == SCENARIO_TOPO_PS) {
+		prefix = "worker";
+		role = SCENARIO_ROLE_WORKER;
+		servers = sc->topology.servers;
+		count = sc->workers;
+	} else {
+		prefix = "peer";
+		role = SCENARIO_ROLE_PEER;
+		count = sc->workers;
+	}
+	if (!(nodes = calloc(servers + count + 1, sizeof *nodes)))
+		return -ENOMEM;
+	for (size_t i = 0; i < servers; i++) {
+		snprintf(nodes[i].name, sizeof nodes[i].name, "server%zu", i);
+		nodes[i].role = SCENARIO_ROLE_SERVER;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct scenario_node *nd = &nodes[servers + i];
+		if (prefix)
+			snprintf(nd->name, sizeof nd->name, "%s%zu", prefix, i);
+		else
+			snprintf(nd->name, sizeof nd->name, "trainer");
+		nd->role = role;
+	}
+	*out = nodes;
+	*n = servers + count;
+	return 0;
+}
+
+static int check_selector(struct cv *cv, const char *sel, struct scenario_pos pos, const char *origin,
+			  const char *const *names, const enum scenario_role *roles, size_t n, uint8_t *scratch)
+{
+	char why[256];
+	memset(scratch, 0, n);
+	int rc = selector_match(sel, names, roles, n, scratch, why, sizeof why);
+	if (rc == -ENOMEM) {
+		struct yamltree_node at = { .line = pos.line, .col = pos.col };
+		return fail(cv, &at, "out of memory");
+	}
+	if (rc < 0) {
+		struct yamltree_node at = { .line = pos.line, .col = pos.col, .origin = (char *)origin };
+		return fail(cv, &at, "nodes '%s': %s", sel, why);
+	}
+	return 0;
+}
+
+/* Origin of a selector value given by --set (so the message names it), else NULL. */
+static const char *sel_origin(const struct yamltree_node *root, const char *section, size_t i, bool in_list)
+{
+	const struct yamltree_node *n = root;
+	if (!strcmp(section, "stragglers"))
+		n = yamltree_get(n, "stragglers");
+	else
+		n = yamltree_get(yamltree_get(n, "network"), section);
+	if (!n || !in_list || n->kind != YAMLTREE_SEQ || i >= n->n)
+		return NULL;
+	n = yamltree_get(n->items[i].value, "nodes");
+	return n ? n->origin : NULL;
+}
+
+static int check_nodes(struct cv *cv, const struct yamltree_node *root)
+{
+	struct scenario *sc = cv->sc;
+	struct scenario_node *nodes = NULL;
+	const char **names = NULL;
+	enum scenario_role *roles = NULL;
+	uint8_t *scratch = NULL;
+	size_t n = 0, data_nodes = 0, servers = 0;
+	int rc = 0;
+
+	if (sc->nodes) {
+		/* roles must fit the topology and workload */
+		for (size_t i = 0; i < sc->n_nodes; i++) {
+			enum scenario_role r = sc->nodes[i].role;
+			bool ok;
+			if (sc->workload == SCENARIO_WORKLOAD_LINKCHECK)
+				ok = r == SCENARIO_ROLE_PROBE;
+			else if (sc->topology.kind == SCENARIO_TOPO_PS)
+				ok = r == SCENARIO_ROLE_SERVER || r == SCENARIO_ROLE_WORKER;
+			else if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED)
+				ok = r == SCENARIO_ROLE_CENTRAL;
+			else
+				ok = r == SCENARIO_ROLE_PEER;
+			if (!ok) {
+				struct yamltree_node at = { .line = sc->nodes[i].pos.line, .col = sc->nodes[i].pos.col };
+				return fail(cv, &at, "node '%s' has role %s, which %s does not use", sc->nodes[i].name,
+					    role_names[r], sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
+					    : topo_names[sc->topology.kind]);
+			}
+			servers += r == SCENARIO_ROLE_SERVER;
+		}
+		if (sc->topology.kind == SCENARIO_TOPO_PS && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
+		    (servers == 0 || servers == sc->n_nodes))
+			return fail(cv, cv->nodes_node, "parameter-server needs at least one server and one worker "
+				    "in nodes");
+		if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->n_nodes != 1)
+			return fail(cv, cv->nodes_node, "centralized has exactly one node (role central)");
+		sc->workers = (uint32_t)(sc->n_nodes - servers);
+		sc->topology.servers = (uint32_t)servers;
+	} else if (sc->workers + (sc->topology.kind == SCENARIO_TOPO_PS ? sc->topology.servers : 0) >
+		   SCENARIO_MAX_NODES) {
+		return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
+			    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
+	}
+	data_nodes = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? 1 : sc->workers;
+
+	if (sc->consistency.sample && sc->consistency.sample >= data_nodes && data_nodes > 1 &&
+	    sc->topology.kind != SCENARIO_TOPO_CENTRALIZED)
+		return fail(cv, cv->sample_node, "consistency.sample %u must be below the number of workers (%zu): "
+			    "a worker samples the others", sc->consistency.sample, data_nodes);
+	if (sc->consistency.backup && sc->consistency.backup >= data_nodes)
+		return fail(cv, cv->backup_node, "consistency.backup %u must be below the number of workers (%zu)",
+			    sc->consistency.backup, data_nodes);
+	if (sc->data.n_sizes && sc->data.n_sizes != data_nodes && sc->workload == SCENARIO_WORKLOAD_TRAIN)
+		return fail(cv, cv->sizes_node, "data.partition.sizes has %zu entries for %zu workers (expected one "
+			    "per worker)", sc->data.n_sizes, data_nodes);
+
+	if ((rc = scenario_node_list(sc, &nodes, &n)))
+		return fail(cv, NULL, "out of memory");
+	uint64_t hosts = (1ull << (32 - sc->network.prefix_len)) - 2;
+	if (n + 1 > hosts) {
+		rc = fail(cv, cv->subnet_node, "network.subnet /%u has room for %llu addresses, %zu needed",
+			  sc->network.prefix_len, (unsigned long long)hosts, n + 1);
+		goto out;
+	}
+	names = calloc(n + 1, sizeof *names);
+	roles = calloc(n + 1, sizeof *roles);
+	scratch = calloc(n + 1, 1);
+	if (!names || !roles || !scratch) {
+		rc = fail(cv, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		names[i] = nodes[i].name;
+		roles[i] = nodes[i].role;
+	}
+	for (size_t i = 0; i < sc->network.n_links && !rc; i++)
+		rc = check_selector(cv, sc->network.links[i].nodes, sc->network.links[i].pos,
+				    sel_origin(root, "links", i, true), names, roles, n, scratch);
+	for (size_t i = 0; i < sc->network.n_timeline && !rc; i++)
+		rc = check_selector(cv, sc->network.timeline[i].nodes, sc->network.timeline[i].pos,
+				    sel_origin(root, "timeline", i, true), names, roles, n, scratch);
+	for (size_t i = 0; i < sc->n_stragglers && !rc; i++)
+		rc = check_selector(cv, sc->stragglers[i].nodes, sc->stragglers[i].pos,
+				    sel_origin(root, "stragglers", i, true), names, roles, n, scratch);
+out:
+	free(nodes);
+	free(names);
+	free(roles);
+	free(scratch);
+	return rc;
+}
+
+/* --- the whole document --------------------------------------------------------------------- */
+
+static void free_contents(struct scenario *sc)
+{
+	free(sc->file);
+	free(sc->name);
+	free(sc->data.path);
+	free(sc->data.sizes);
+	free(sc->nodes);
+	for (size_t i = 0; i < sc->network.n_links; i++)
+		free(sc->network.links[i].nodes);
+	free(sc->network.links);
+	for (size_t i = 0; i < sc->network.n_timeline; i++)
+		free(sc->network.timeline[i].nodes);
+	free(sc->network.timeline);
+	free(sc->network.trace);
+	free(sc->network.cc);
+	for (size_t i = 0; i < sc->n_stragglers; i++) {
+		free(sc->stragglers[i].nodes);
+		free(sc->stragglers[i].trace);
+	}
+	free(sc->stragglers);
+	for (size_t i = 0; i < sc->sweep.n_axes; i++) {
+		for (size_t k = 0; k < sc->sweep.axes[i].n_values; k++)
+			free(sc->sweep.axes[i].values[k]);
+		free(sc->sweep.axes[i].values);
+		free(sc->sweep.axes[i].value_pos);
+		free(sc->sweep.axes[i].key);
+	}
+	free(sc->sweep.axes);
+	if (sc->doc) {
+		yamltree_free(sc->doc->root);
+		free(sc->doc->basedir);
+		free(sc->doc);
+	}
+	memset(sc, 0, sizeof *sc);
+}
+
+void scenario_destroy(struct scenario **self)
+{
+	if (!self || !*self)
+		return;
+	free_contents(*self);
+	free(*self);
+	*self = NULL;
+}
+
+static char *default_name(const char *file)
+{
+	const char *b = strrchr(file, '/');
+	b = b ? b + 1 : file;
+	size_t len = strcspn(b, ".");
+	char *s = strndup(b, len ? len : strlen(b));
+	if (!s)
+		return NULL;
+	for (char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      *p == '-' || *p == '_'))
+			*p = '_';
+	if (!*s) {
+		free(s);
+		s = strdup("scenario");
+	}
+	return s;
+}
+
+static int convert(struct cv *cv, const struct yamltree_node *root);
+
+/* Validate every value of every sweep axis on its own (bounded), so a bad sweep value is reported
+ * by `check` at its own line rather than when that run comes up. */
+static int check_sweep_values(struct cv *cv, const struct yamltree_node *root)
+{
+	const struct yamltree_node *sw = yamltree_get(root, "sweep");
+	size_t budget = 256;
+	for (size_t i = 0; sw && i < sw->n; i++) {
+		const struct yamltree_entry *e = &sw->items[i];
+		if (!strcmp(e->key, "repeat") || !strcmp(e->key, "zip"))
+			continue;
+		for (size_t k = 0; k < e->value->n && budget; k++, budget--) {
+			struct yamltree_node *doc = yamltree_clone(root), *val = yamltree_clone(e->value->items[k].value);
+			const char *why = NULL;
+			int rc;
+			if (!doc || !val) {
+				yamltree_free(doc);
+				yamltree_free(val);
+				return fail(cv, e->value, "out of memory");
+			}
+			if ((rc = yamltree_set_path(doc, e->key, val, &why))) {
+				yamltree_free(val);
+				rc = fail_key(cv, e, "sweep key '%s': %s", e->key, why);
+			} else {
+				/* drop the sweep from the trial document */
+				for (size_t j = 0; j < doc->n; j++)
+					if (!strcmp(doc->items[j].key, "sweep")) {
+						free(doc->items[j].key);
+						yamltree_free(doc->items[j].value);
+						doc->items[j] = doc->items[--doc->n];
+						break;
+					}
+				struct scenario trial = { 0 };
+				struct cv sub = *cv;
+				sub.sc = &trial;
+				sub.check_sweep = false;
+				memset(&sub.def_up, 0, sizeof sub.def_up);
+				memset(&sub.def_down, 0, sizeof sub.def_down);
+				rc = convert(&sub, doc);
+				free_contents(&trial);
+			}
+			yamltree_free(doc);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int convert(struct cv *cv, const struct yamltree_node *root)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+	static const char *const top[] = { "name", "description", "seed", "stop", "target", "data", "model", "train",
+					   "topology", "consistency", "workers", "nodes", "workload", "linkcheck",
+					   "eval", "network", "stragglers", "on_node_failure", "sweep", NULL };
+
+	/* defaults (docs/scenario.md lists them) */
+	sc->seed = 1;
+	sc->data.set = SCENARIO_DATA_FASHION_MNIST;
+	sc->data.scheme = SCENARIO_PART_IID;
+	sc->data.per_node = 2;
+	sc->data.alpha = 0.5;
+	sc->model.kind = SCENARIO_MODEL_SOFTMAX;
+	sc->train.batch = 64;
+	sc->train.lr = 0.05;
+	sc->train.lr_schedule = SCENARIO_LR_CONSTANT;
+	sc->train.lr_step_every = 1000;
+	sc->train.lr_step_gamma = 0.5;
+	sc->train.lr_decay = 0.001;
+	sc->train.blas_threads = 1;
+	sc->topology.kind = SCENARIO_TOPO_PS;
+	sc->topology.servers = 1;
+	sc->consistency.barrier = SCENARIO_BARRIER_BSP;
+	sc->consistency.staleness = 3;
+	sc->consistency.sample = 2;
+	sc->consistency.local_steps = 1;
+	sc->consistency.fanout = 1;
+	sc->workers = 4;
+	sc->workload = SCENARIO_WORKLOAD_TRAIN;
+	sc->linkcheck = true;
+	sc->linkcheck_probes = 100;
+	sc->eval_every_us = 2000000;
+	sc->network.subnet = (198u << 24) | (18u << 16);
+	sc->network.prefix_len = 15;
+	sc->sweep.repeat = 1;
+
+	if ((rc = check_keys(cv, root, top, "the scenario")))
+		return rc;
+	if (!(sc->file = strdup(cv->file)))
+		return fail(cv, root, "out of memory");
+	if ((v = GET(root, "name"))) {
+		if ((rc = get_string(cv, v, "name", &sc->name)))
+			return rc;
+		for (const char *p = sc->name; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			      *p == '-' || *p == '_' || *p == '.') || strlen(sc->name) > 64)
+				return fail(cv, v, "name '%s' is not valid (expected letters, digits, '-', '_', '.', at "
+					    "most 64 characters: it names the run directory)", sc->name);
+	} else if (!(sc->name = default_name(cv->file))) {
+		return fail(cv, root, "out of memory");
+	}
+	if ((v = GET(root, "description")) && !scalar(cv, v, "description"))
+		return -EINVAL;
+	if ((v = GET(root, "seed")) && (rc = get_count(cv, v, 0, UINT64_MAX, "seed", &sc->seed)))
+		return rc;
+	if ((v = GET(root, "workload"))) {
+		if ((rc = get_enum(cv, v, workload_names, "workload", &idx)))
+			return rc;
+		sc->workload = (enum scenario_workload)idx;
+	}
+	if ((v = GET(root, "stop")) && (rc = sec_stop(cv, v)))
+		return rc;
+	if ((v = GET(root, "target")) && (rc = get_fraction(cv, v, "target", &sc->target)))
+		return rc;
+	if ((v = GET(root, "data")) && (rc = sec_data(cv, v)))
+		return rc;
+	if (!sc->data.path && !(sc->data.path = strdup(sc->data.set == SCENARIO_DATA_MNIST ?
+						       "/usr/share/datasets/mnist" :
+						       "/usr/share/datasets/fashion-mnist")))
+		return fail(cv, root, "out of memory");
+	if ((v = GET(root, "model")) && (rc = sec_model(cv, v)))
+		return rc;
+	if (sc->model.kind != SCENARIO_MODEL_SOFTMAX && !sc->model.n_hidden) {
+		sc->model.n_hidden = 1;
+		sc->model.hidden[0] = 128;
+	}
+	if ((v = GET(root, "train")) && (rc = sec_train(cv, v)))
+		return rc;
+	if ((v = GET(root, "topology")) && (rc = sec_topology(cv, v)))
+		return rc;
+	if ((v = GET(root, "consistency")) && (rc = sec_consistency(cv, v)))
+		return rc;
+	if ((v = GET(root, "workers"))) {
+		if (GET(root, "nodes"))
+			return fail(cv, v, "workers and nodes exclude each other (nodes lists every node)");
+		if ((rc = get_u32(cv, v, 1, SCENARIO_MAX_NODES, "workers", &sc->workers)))
+			return rc;
+		cv->workers_node = v;
+	}
+	if ((v = GET(root, "nodes"))) {
+		cv->nodes_node = v;
+		if ((rc = sec_nodes(cv, v)))
+			return rc;
+	}
+	if ((v = GET(root, "linkcheck")) && (rc = sec_linkcheck(cv, v)))
+		return rc;
+	if ((v = GET(root, "eval")) && (rc = sec_eval(cv, v)))
+		return rc;
+	if ((v = GET(root, "network")) && (rc = sec_network(cv, v)))
+		return rc;
+	if (!sc->network.cc && !(sc->network.cc = strdup("cubic")))
+		return fail(cv, root, "out of memory");
+	if ((v = GET(root, "stragglers")) && (rc = sec_stragglers(cv, v)))
+		return rc;
+	if ((v = GET(root, "on_node_failure"))) {
+		if ((rc = get_enum(cv, v, failure_names, "on_node_failure", &idx)))
+			return rc;
+		sc->on_node_failure = (enum scenario_on_failure)idx;
+	}
+	if ((v = GET(root, "sweep")) && (rc = sec_sweep(cv, v)))
+		return rc;
+
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && !sc->stop_time_us && sc->stop_accuracy == 0 &&
+	    !sc->stop_steps && !(sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->train.epochs))
+		return fail(cv, root, "no stop condition (expected stop: {time: 120s} and/or accuracy, steps)");
+	if ((rc = check_nodes(cv, root)))
+		return rc;
+	if (cv->check_sweep && sc->sweep.n_axes && (rc = check_sweep_values(cv, root)))
+		return rc;
+	return 0;
+}
+
+/* Build a scenario from a tree; takes ownership of root (and basedir) in every case. */
+static struct scenario *build(struct yamltree_node *root, char *basedir, const char *file, bool check_sweep,
+			      char *err, size_t errlen)
+{
+	struct scenario *sc = calloc(1, sizeof *sc);
+	struct scenario_doc *doc = calloc(1, sizeof *doc);
+	if (!sc || !doc) {
+		snprintf(err, errlen, "%s:1:1: error: out of memory", file);
+		free(sc);
+		free(doc);
+		yamltree_free(root);
+		free(basedir);
+		return NULL;
+	}
+	struct cv cv = { .file = file, .err = err, .errlen = errlen, .sc = sc, .basedir = basedir,
+			 .check_sweep = check_sweep };
+	doc->root = root;
+	doc->basedir = basedir;
+	int rc = convert(&cv, root);
+	sc->doc = doc;
+	if (rc) {
+		scenario_destroy(&sc);
+		return NULL;
+	}
+	return sc;
+}
+
+struct scenario *scenario_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	if (!name)
+		name = "<scenario>";
+	struct yamltree_node *root = yamltree_parse(buf, len, name, true, err, errlen);
+	if (!root)
+		return NULL;
+	return build(root, NULL, name, true, err, errlen);
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rbe");
+	char *buf = NULL;
+	if (!f) {
+		snprintf(err, errlen, "%s:1:1: error: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	size_t cap = 65536, n = 0;
+	buf = malloc(cap);
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (n > SCENARIO_MAX_FILE_BYTES) {
+			snprintf(err, errlen, "%s:1:1: error: file is larger than %u bytes (limit "
+				 "SCENARIO_MAX_FILE_BYTES)", path, SCENARIO_MAX_FILE_BYTES);
+			free(buf);
+			buf = NULL;
+			goto out;
+		}
+		if (got == 0)
+			break;
+		if (n == cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (!buf) {
+		snprintf(err, errlen, "%s:1:1: error: out of memory", path);
+		goto out;
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s:1:1: error: read: %s", path, strerror(errno));
+		free(buf);
+		buf = NULL;
+		goto out;
+	}
+	*len = n;
+out:
+	fclose(f);
+	return buf;
+}
+
+static int apply_set(struct yamltree_node *root, const char *assignment, const char *file, char *err,
+		     size_t errlen)
+{
+	const char *eq = strchr(assignment, '=');
+	char origin[512], key[256];
+	const char *why = NULL;
+	snprintf(origin, sizeof origin, "--set %s", assignment);
+	if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof key) {
+		snprintf(err, errlen, "%s: error: expected key.path=value", origin);
+		return -EINVAL;
+	}
+	memcpy(key, assignment, (size_t)(eq - assignment));
+	key[eq - assignment] = 0;
+	const char *val = eq + 1;
+	struct yamltree_node *v = NULL;
+	if (*val) {
+		char verr[256];
+		v = yamltree_parse(val, strlen(val), "value", false, verr, sizeof verr);
+		if (!v) {
+			snprintf(err, errlen, "%s: error: value: %s", origin, verr);
+			return -EINVAL;
+		}
+	} else if ((v = calloc(1, sizeof *v))) {
+		v->kind = YAMLTREE_SCALAR;
+		v->plain = true;
+		if (!(v->scalar = strdup(""))) {
+			yamltree_free(v);
+			v = NULL;
+		}
+	}
+	if (!v || yamltree_set_origin(v, origin)) {
+		yamltree_free(v);
+		snprintf(err, errlen, "%s: error: out of memory", origin);
+		return -ENOMEM;
+	}
+	int rc = yamltree_set_path(root, key, v, &why);
+	if (rc) {
+		yamltree_free(v);
+		snprintf(err, errlen, "%s: error: %s", origin, why);
+	}
+	(void)file;
+	return rc;
+}
+
+struct scenario *scenario_load_with(const char *path, const char *const *sets, size_t n_sets, char *err,
+				    size_t errlen)
+{
+	size_t len = 0;
+	char *buf = read_file(path, &len, err, errlen);
+	if (!buf)
+		return NULL;
+	struct yamltree_node *root = yamltree_parse(buf, len, path, true, err, errlen);
+	free(buf);
+	if (!root)
+		return NULL;
+	for (size_t i = 0; i < n_sets; i++)
+		if (apply_set(root, sets[i], path, err, errlen)) {
+			yamltree_free(root);
+			return NULL;
+		}
+	char *basedir = NULL;
+	const char *slash = strrchr(path, '/');
+	if (slash && !(basedir = strndup(path, (size_t)(slash - path + (slash == path))))) {
+		yamltree_free(root);
+		snprintf(err, errlen, "%s:1:1: error: out of memory", path);
+		return NULL;
+	}
+	return build(root, basedir, path, true, err, errlen);
+}
+
+struct scenario *scenario_load(const char *path, char *err, size_t errlen)
+{
+	return scenario_load_with(path, NULL, 0, err, errlen);
+}
+
+int scenario_set(struct scenario *self, const char *assignment, char *err, size_t errlen)
+{
+	struct yamltree_node *root = yamltree_clone(self->doc->root);
+	char *basedir = self->doc->basedir ? strdup(self->doc->basedir) : NULL;
+	if (!root || (self->doc->basedir && !basedir)) {
+		yamltree_free(root);
+		free(basedir);
+		return -ENOMEM;
+	}
+	int rc = apply_set(root, assignment, self->file, err, errlen);
+	if (rc) {
+		yamltree_free(root);
+		free(basedir);
+		return rc;
+	}
+	struct scenario *fresh = build(root, basedir, self->file, true, err, errlen);
+	if (!fresh)
+		return -EINVAL;
+	free_contents(self);
+	*self = *fresh;         /* the contents move; the shell is freed */
+	free(fresh);
+	return 0;
+}
+
+struct scenario *scenario_clone(const struct scenario *self)
+{
+	char err[SCENARIO_ERR_MAX];
+	struct yamltree_node *root = yamltree_clone(self->doc->root);
+	char *basedir = self->doc->basedir ? strdup(self->doc->basedir) : NULL;
+	if (!root || (self->doc->basedir && !basedir)) {
+		yamltree_free(root);
+		free(basedir);
+		return NULL;
+	}
+	return build(root, basedir, self->file, false, err, sizeof err);
+}
+
+int scenario_write_yaml(const struct scenario *self, FILE *out)
+{
+	return yamltree_emit(self->doc->root, out);
+}
+
+struct scenario *scenario_sweep_run(const struct scenario *self, const size_t *value_idx, uint64_t seed,
+				    char *err, size_t errlen)
+{
+	struct yamltree_node *root = yamltree_clone(self->doc->root), *sv = NULL, *sw = NULL;
+	char *basedir = self->doc->basedir ? strdup(self->doc->basedir) : NULL;
+	const char *why = NULL;
+	char num[32];
+	if (!root || (self->doc->basedir && !basedir))
+		goto oom;
+	for (size_t j = 0; j < root->n; j++)
+		if (!strcmp(root->items[j].key, "sweep")) {
+			/* detach the sweep: its values are applied below */
+			sw = root->items[j].value;
+			free(root->items[j].key);
+			memmove(&root->items[j], &root->items[j + 1], (root->n - j - 1) * sizeof *root->items);
+			root->n--;
+			break;
+		}
+	size_t a = 0;
+	for (size_t i = 0; sw && i < sw->n; i++) {
+		const struct yamltree_entry *e = &sw->items[i];
+		if (!strcmp(e->key, "repeat") || !strcmp(e->key, "zip"))
+			continue;
+		if (a >= self->sweep.n_axes || value_idx[a] >= e->value->n) {
+			snprintf(err, errlen, "%s:%u:%u: error: sweep value index out of range", self->file, e->line, e->col);
+			goto fail;
+		}
+		struct yamltree_node *val = yamltree_clone(e->value->items[value_idx[a]].value);
+		if (!val)
+			goto oom;
+		if (yamltree_set_path(root, e->key, val, &why)) {
+			snprintf(err, errlen, "%s:%u:%u: error: sweep key '%s': %s", self->file, e->line, e->col,
+				 e->key, why);
+			yamltree_free(val);
+			goto fail;
+		}
+		a++;
+	}
+	yamltree_free(sw);
+	sw = NULL;
+	snprintf(num, sizeof num, "%llu", (unsigned long long)seed);
+	if (!(sv = calloc(1, sizeof *sv)) || !(sv->scalar = strdup(num)))
+		goto oom;
+	sv->kind = YAMLTREE_SCALAR;
+	sv->plain = true;
+	const struct yamltree_entry *old = yamltree_entry_of(root, "seed");
+	if (old) {
+		sv->line = old->value->line;
+		sv->col = old->value->col;
+	}
+	if (yamltree_set_path(root, "seed", sv, &why))
+		goto oom;
+	return build(root, basedir, self->file, false, err, errlen);
+oom:
+	snprintf(err, errlen, "%s:1:1: error: out of memory", self->file);
+fail:
+	yamltree_free(sv);
+	yamltree_free(sw);
+	yamltree_free(root);
+	free(basedir);
+	return NULL;
+}
