@@ -1,0 +1,863 @@
+/* node/engine_p2p: see engine_p2p.h.
+ *
+ * Threads. The training loop owns the DEALERs; the service thread owns the ROUTER and the pending
+ * CLOCK_REQs; they share `struct shared` under one mutex and an inproc PAIR pipe on which the
+ * loop says "tick" (my clock advanced: answer what is now satisfied) or "quit". ZeroMQ sockets
+ * never cross threads. The published replica is a reference-counted wire_buf: the service thread
+ * sends it zero-copy while the loop already trains the next step on its own copy.
+ *
+ * Waiting. Replies are awaited by polling the DEALERs in short slices (P2P_SLICE_MS); between
+ * slices the loop re-reads the liveness learned from BYEs and the stop conditions, so a peer
+ * that left never blocks anybody for longer than a slice. */
+#include "node/engine_p2p.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "collectors/csv.h"
+#include "lib/clock.h"
+#include "lib/ctl.h"
+#include "lib/kv.h"
+#include "lib/log.h"
+#include "node/barrier.h"
+#include "node/data.h"
+#include "node/engine_common.h"
+#include "node/model.h"
+#include "node/optim.h"
+#include "node/wire.h"
+
+#define P2P_SLICE_MS 20
+#define P2P_BYE_LINGER_MS 1000
+#define P2P_MAX_PENDING 4096
+
+struct shared {
+	pthread_mutex_t mu;
+	int64_t clock;              /* steps completed (published) */
+	struct wire_buf *published; /* replica after the last completed step */
+	double weight;              /* my training samples */
+	bool *dead;                 /* BYE seen from peer j */
+	bool run_over;              /* a BYE carried the run-over bit */
+	float **final;              /* ensemble, peer 0: last unsolicited replica of each peer */
+	struct wire_stats st;       /* ROUTER traffic (service thread) */
+};
+
+struct pending {
+	uint8_t id[WIRE_MAX_ID];
+	size_t idlen;
+	int64_t threshold, seq;
+};
+
+struct service {
+	void *router, *pipe;
+	uint32_t self, n;
+	size_t nparams, max_bytes;
+	struct shared *sh;
+	struct pending *pend;
+	size_t npend;
+	struct wire_stats st;
+};
+
+int engine_p2p_combine_parse(const char *name, enum p2p_combine *out)
+{
+	if (!name || !*name || !strcmp(name, "gossip"))
+		*out = P2P_GOSSIP;
+	else if (!strcmp(name, "average"))
+		*out = P2P_AVERAGE;
+	else if (!strcmp(name, "ensemble"))
+		*out = P2P_ENSEMBLE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* --- service thread ------------------------------------------------------------------------ */
+
+static void reply_clock(struct service *s, const uint8_t *id, size_t idlen, int64_t clock,
+			int64_t seq)
+{
+	struct wire_header h = { .type = WIRE_CLOCK_REP, .sender = s->self, .step = clock,
+				 .model_version = clock, .aux = seq };
+
+	wire_send(s->router, id, idlen, &h, NULL, NULL, true, &s->st);
+}
+
+static void answer_pending(struct service *s)
+{
+	int64_t clock;
+	size_t k = 0;
+
+	pthread_mutex_lock(&s->sh->mu);
+	clock = s->sh->clock;
+	pthread_mutex_unlock(&s->sh->mu);
+	for (size_t i = 0; i < s->npend; i++) {
+		if (s->pend[i].threshold <= clock)
+			reply_clock(s, s->pend[i].id, s->pend[i].idlen, clock, s->pend[i].seq);
+		else
+			s->pend[k++] = s->pend[i];
+	}
+	s->npend = k;
+}
+
+static void handle_request(struct service *s, struct wire_msg *m)
+{
+	struct shared *sh = s->sh;
+	uint32_t from = m->h.sender;
+
+	if (from >= s->n || from == s->self) {
+		s->st.bad_frames++;
+		return;
+	}
+	switch (m->h.type) {
+	case WIRE_CLOCK_REQ: {
+		int64_t clock;
+
+		pthread_mutex_lock(&sh->mu);
+		clock = sh->clock;
+		pthread_mutex_unlock(&sh->mu);
+		if (clock >= m->h.model_version) {
+			reply_clock(s, m->id, m->idlen, clock, m->h.aux);
+		} else if (s->npend < P2P_MAX_PENDING) {
+			struct pending *p = &s->pend[s->npend++];
+
+			memcpy(p->id, m->id, m->idlen);
+			p->idlen = m->idlen;
+			p->threshold = m->h.model_version;
+			p->seq = m->h.aux;
+		}
+		break;
+	}
+	case WIRE_PULL: {
+		struct wire_header h = { .type = WIRE_MODEL, .sender = s->self, .aux = m->h.aux };
+		struct wire_buf *buf;
+
+		pthread_mutex_lock(&sh->mu);
+		buf = wire_buf_ref(sh->published);
+		h.step = h.model_version = sh->clock;
+		h.value = sh->weight;
+		pthread_mutex_unlock(&sh->mu);
+		h.payload_len = (uint32_t)(s->nparams * sizeof(float));
+		wire_send(s->router, m->id, m->idlen, &h, NULL, buf, true, &s->st);
+		wire_buf_unref(&buf);
+		break;
+	}
+	case WIRE_MODEL:
+		if (m->n != s->nparams || !sh->final) {
+			s->st.bad_frames++;
+			break;
+		}
+		pthread_mutex_lock(&sh->mu);
+		if (!sh->final[from])
+			sh->final[from] = malloc(s->nparams * sizeof(float));
+		if (sh->final[from])
+			memcpy(sh->final[from], m->payload, s->nparams * sizeof(float));
+		pthread_mutex_unlock(&sh->mu);
+		break;
+	case WIRE_BYE:
+		pthread_mutex_lock(&sh->mu);
+		sh->dead[from] = true;
+		if (m->h.aux & 1)
+			sh->run_over = true;
+		pthread_mutex_unlock(&sh->mu);
+		break;
+	default:
+		s->st.bad_frames++;
+		break;
+	}
+}
+
+static void *service_main(void *arg)
+{
+	struct service *s = arg;
+
+	for (;;) {
+		zmq_pollitem_t it[2] = { { .socket = s->pipe, .events = ZMQ_POLLIN },
+					 { .socket = s->router, .events = ZMQ_POLLIN } };
+		struct wire_msg m;
+
+		if (zmq_poll(it, 2, -1) < 0) {
+			if (zmq_errno() == EINTR)
+				continue;
+			log_error("p2p: service poll: %s", zmq_strerror(zmq_errno()));
+			break;
+		}
+		if (it[0].revents & ZMQ_POLLIN) {
+			char cmd = 0;
+
+			if (zmq_recv(s->pipe, &cmd, 1, ZMQ_DONTWAIT) >= 0) {
+				if (cmd == 'q')
+					break;
+				answer_pending(s);
+			}
+		}
+		if (it[1].revents & ZMQ_POLLIN) {
+			while (wire_recv(s->router, true, s->max_bytes, 0, &m, &s->st) == 1) {
+				handle_request(s, &m);
+				wire_msg_close(&m);
+			}
+		}
+		pthread_mutex_lock(&s->sh->mu);
+		s->sh->st = s->st;
+		pthread_mutex_unlock(&s->sh->mu);
+	}
+	return NULL;
+}
+
+/* --- training loop -------------------------------------------------------------------------- */
+
+struct peer {
+	struct engine_conf c;
+	struct engine_work *wk;
+	struct barrier_params bp;
+	enum p2p_combine combine;
+	int64_t local_steps;
+	uint32_t fanout;
+	struct ctl_client *ctl;
+
+	void *zctx, *pipe, **dealer;
+	size_t nparams, max_bytes;
+	struct shared sh;
+	struct service svc;
+	pthread_t thread;
+	bool thread_started, mutex_ready;
+
+	int64_t clock;
+	int64_t *known;             /* last clock heard from each peer */
+	int64_t seq;
+	uint64_t brng, grng;        /* barrier and gossip sampling streams */
+	size_t *scratch;
+	bool *alive;
+	struct wire_stats st;       /* DEALER traffic */
+	bool stop_all;              /* this peer ends the run for everybody (stop.accuracy) */
+	/* replies of one exchange */
+	bool *asked, *got;
+	float **models;
+	double *weights;
+	int64_t *their_clock;
+};
+
+/* Refresh alive[] from the BYEs the service thread has seen. Returns true when the run is over
+ * for this peer (run-over bit, control-plane stop, stop.time). */
+static bool refresh(struct peer *p, bool check_time)
+{
+	bool over;
+
+	pthread_mutex_lock(&p->sh.mu);
+	for (uint32_t j = 0; j < p->c.n; j++)
+		p->alive[j] = j == p->c.index || !p->sh.dead[j];
+	over = p->sh.run_over;
+	pthread_mutex_unlock(&p->sh.mu);
+	if (p->ctl && ctl_client_should_stop(p->ctl))
+		over = true;
+	if (check_time && p->c.stop_time_s > 0 &&
+	    (double)(clock_now_ns() - p->c.origin_ns) / 1e9 >= p->c.stop_time_s)
+		over = true;
+	return over;
+}
+
+/* Send `type` requests to the peers with asked[j] set and wait for every reply (or the peer's
+ * BYE). threshold is the CLOCK_REQ threshold. Fills got[], their_clock[], and for MODEL
+ * replies models[j] and weights[j]. Returns 0, or -ECANCELED when the run ended meanwhile. */
+static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
+{
+	uint32_t n = p->c.n, left = 0;
+	zmq_pollitem_t *items = NULL;
+	uint32_t *which = NULL;
+	int64_t seq = ++p->seq;
+	int rc = 0;
+
+	items = calloc(n, sizeof *items);
+	which = calloc(n, sizeof *which);
+	if (!items || !which) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t j = 0; j < n; j++) {
+		struct wire_header h = { .type = (uint16_t)type, .sender = p->c.index,
+					 .step = p->clock, .model_version = threshold, .aux = seq };
+
+		p->got[j] = false;
+		if (!p->asked[j])
+			continue;
+		rc = wire_send(p->dealer[j], NULL, 0, &h, NULL, NULL, true, &p->st);
+		if (rc < 0 && rc != -EAGAIN) {
+			log_error("p2p: send %s to peer %u: %s", wire_type_name(type), j,
+				  zmq_strerror(-rc));
+			goto out;
+		}
+		/* A full queue towards a peer that is not up yet: retried when it answers nothing. */
+		rc = 0;
+		left++;
+	}
+	while (left > 0) {
+		uint32_t k = 0;
+		int prc;
+
+		if (refresh(p, true)) {
+			rc = -ECANCELED;
+			goto out;
+		}
+		for (uint32_t j = 0; j < n; j++) {
+			if (!p->asked[j] || p->got[j])
+				continue;
+			if (!p->alive[j]) { /* left the run: nothing to wait for */
+				p->asked[j] = false;
+				left--;
+				continue;
+			}
+			items[k] = (zmq_pollitem_t){ .socket = p->dealer[j], .events = ZMQ_POLLIN };
+			which[k++] = j;
+		}
+		if (k == 0)
+			break;
+		prc = zmq_poll(items, (int)k, P2P_SLICE_MS);
+		if (prc < 0 && zmq_errno() != EINTR) {
+			rc = -zmq_errno();
+			goto out;
+		}
+		for (uint32_t i = 0; prc > 0 && i < k; i++) {
+			uint32_t j = which[i];
+			struct wire_msg m;
+
+			if (!(items[i].revents & ZMQ_POLLIN))
+				continue;
+			while (!p->got[j] &&
+			       wire_recv(p->dealer[j], false, p->max_bytes, 0, &m, &p->st) == 1) {
+				bool ok = m.h.sender == j && m.h.aux == seq &&
+					  m.h.type == (type == WIRE_PULL ? WIRE_MODEL : WIRE_CLOCK_REP);
+
+				if (ok && type == WIRE_PULL) {
+					ok = m.n == p->nparams;
+					if (ok) {
+						memcpy(p->models[j], m.payload,
+						       p->nparams * sizeof(float));
+						p->weights[j] = m.h.value;
+					}
+				}
+				if (ok && type == WIRE_CLOCK_REQ && m.h.step < threshold)
+					ok = false;
+				if (ok) {
+					p->got[j] = true;
+					p->their_clock[j] = m.h.step;
+					if (m.h.step > p->known[j])
+						p->known[j] = m.h.step;
+					left--;
+				}
+				wire_msg_close(&m);
+			}
+		}
+	}
+out:
+	free(items);
+	free(which);
+	return rc;
+}
+
+/* The barrier before step clock+1. Returns 0, or -ECANCELED when the run ended meanwhile. */
+static int barrier_wait(struct peer *p)
+{
+	uint32_t n = p->c.n, self = p->c.index;
+	int64_t thr = barrier_threshold(&p->bp, p->clock);
+	size_t ns = 0;
+	bool need = false;
+	int rc;
+
+	if (p->bp.kind == BARRIER_ASP || n < 2)
+		return 0;
+	refresh(p, false);
+	if (barrier_is_sampled(p->bp.kind)) {
+		ns = barrier_sample(&p->brng, n, self, p->alive, p->bp.sample, p->scratch);
+	} else {
+		for (uint32_t j = 0; j < n; j++)
+			if (j != self && p->alive[j])
+				p->scratch[ns++] = j;
+	}
+	memset(p->asked, 0, n * sizeof *p->asked);
+	for (size_t i = 0; i < ns; i++) {
+		uint32_t j = (uint32_t)p->scratch[i];
+
+		if (p->known[j] < thr) {
+			p->asked[j] = true;
+			need = true;
+		}
+	}
+	if (!need)
+		return 0;
+	if (p->ctl)
+		ctl_client_status(p->ctl, p->clock, CTL_WAIT, true);
+	rc = exchange(p, WIRE_CLOCK_REQ, thr);
+	if (rc)
+		return rc;
+	refresh(p, false);
+	/* Every checked peer has now answered with a clock >= thr, or left the run. */
+	if (!barrier_may_proceed(&p->bp, p->known, p->alive, n, self, p->clock, p->scratch, ns)) {
+		log_error("p2p: barrier at clock %lld passed without its condition",
+			  (long long)p->clock);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Pull `fanout` replicas and merge them into mine. *staleness gets the largest lag of a merged
+ * replica behind my clock (-1 when nothing was merged). Returns 0 or negative errno. */
+static int gossip(struct peer *p, int64_t *staleness)
+{
+	uint32_t n = p->c.n, self = p->c.index;
+	float *w = model_params(p->wk->model);
+	double total, mine;
+	size_t k;
+	int rc;
+
+	*staleness = -1;
+	refresh(p, false);
+	k = barrier_sample(&p->grng, n, self, p->alive, p->fanout, p->scratch);
+	if (k == 0)
+		return 0;
+	memset(p->asked, 0, n * sizeof *p->asked);
+	for (size_t i = 0; i < k; i++)
+		p->asked[p->scratch[i]] = true;
+	rc = exchange(p, WIRE_PULL, 0);
+	if (rc)
+		return rc;
+	mine = p->combine == P2P_AVERAGE ? (double)p->wk->train->n : 1.0;
+	total = mine;
+	for (uint32_t j = 0; j < n; j++) {
+		if (!p->got[j])
+			continue;
+		if (p->combine == P2P_GOSSIP || !(p->weights[j] > 0))
+			p->weights[j] = 1.0;
+		total += p->weights[j];
+		if (p->clock - p->their_clock[j] > *staleness)
+			*staleness = p->clock - p->their_clock[j];
+	}
+	if (total == mine)
+		return 0;
+	for (size_t e = 0; e < p->nparams; e++) {
+		double v = mine * w[e];
+
+		for (uint32_t j = 0; j < n; j++)
+			if (p->got[j])
+				v += p->weights[j] * p->models[j][e];
+		w[e] = (float)(v / total);
+	}
+	if (*staleness < 0)
+		*staleness = 0;
+	return 0;
+}
+
+/* Make the current replica and clock visible to the service thread. */
+static int publish(struct peer *p)
+{
+	struct wire_buf *buf = wire_buf_new(p->nparams), *old;
+	char tick = 't';
+
+	if (!buf)
+		return -ENOMEM;
+	memcpy(wire_buf_data(buf), model_params(p->wk->model), p->nparams * sizeof(float));
+	pthread_mutex_lock(&p->sh.mu);
+	old = p->sh.published;
+	p->sh.published = buf;
+	p->sh.clock = p->clock;
+	pthread_mutex_unlock(&p->sh.mu);
+	wire_buf_unref(&old);
+	zmq_send(p->pipe, &tick, 1, ZMQ_DONTWAIT);
+	return 0;
+}
+
+static int evaluate(struct peer *p, struct csv_writer *ev, bool final, double *acc)
+{
+	struct eval_result te, tr;
+	struct model *scratch = NULL;
+	const float **set = NULL;
+	size_t k = 0;
+	int rc;
+
+	if (p->combine != P2P_ENSEMBLE) {
+		rc = engine_work_eval(p->wk, p->wk->model, &te, &tr);
+		goto row;
+	}
+	set = calloc(p->c.n, sizeof *set);
+	scratch = model_new(model_get_spec(p->wk->model), p->c.seed);
+	if (!set || !scratch) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memset(p->asked, 0, p->c.n * sizeof *p->asked);
+	memset(p->got, 0, p->c.n * sizeof *p->got);
+	if (!final) {
+		refresh(p, false);
+		for (uint32_t j = 0; j < p->c.n; j++)
+			p->asked[j] = j != p->c.index && p->alive[j];
+		rc = exchange(p, WIRE_PULL, 0);
+		if (rc == -ECANCELED)
+			rc = 0; /* the run is ending: evaluate what arrived */
+		if (rc)
+			goto out;
+	}
+	set[k++] = model_params(p->wk->model);
+	pthread_mutex_lock(&p->sh.mu);
+	for (uint32_t j = 0; j < p->c.n; j++) {
+		if (p->got[j])
+			set[k++] = p->models[j];
+		else if (p->sh.final[j])
+			set[k++] = p->sh.final[j];
+	}
+	pthread_mutex_unlock(&p->sh.mu);
+	/* final[] is written only by the service thread's MODEL handler, which allocates each slot
+	 * once and then copies in place; at the end every sender has said BYE after its MODEL. */
+	rc = engine_work_eval_ensemble(p->wk, scratch, set, k, &te, &tr);
+	log_info("p2p: ensemble of %zu replicas", k);
+row:
+	if (rc)
+		goto out;
+	*acc = te.accuracy;
+	log_info("p2p: t %.1f s, clock %lld, test accuracy %.4f, loss %.4f",
+		 (double)(clock_now_ns() - p->c.origin_ns) / 1e9, (long long)p->clock, te.accuracy,
+		 te.loss);
+	rc = engine_eval_row(ev, &p->c, p->wk, (uint64_t)p->clock, p->wk->samples, &te, &tr);
+out:
+	model_destroy(&scratch);
+	free(set);
+	return rc;
+}
+
+/* Ensemble, peer 0 at the end: wait until every other peer has said BYE (its final replica
+ * arrived before it), at most P2P_ENSEMBLE_WAIT_S. */
+static void wait_for_finals(struct peer *p)
+{
+	int64_t deadline = clock_now_ns() + (int64_t)P2P_ENSEMBLE_WAIT_S * 1000000000LL;
+
+	while (clock_now_ns() < deadline) {
+		bool all = true;
+
+		pthread_mutex_lock(&p->sh.mu);
+		for (uint32_t j = 0; j < p->c.n; j++)
+			if (j != p->c.index && !p->sh.dead[j])
+				all = false;
+		pthread_mutex_unlock(&p->sh.mu);
+		if (all || (p->ctl && ctl_client_should_stop(p->ctl)))
+			return;
+		clock_sleep_ns(P2P_SLICE_MS * 1000000LL);
+	}
+	log_warn("p2p: ensemble: not every peer sent its final replica within %d s",
+		 P2P_ENSEMBLE_WAIT_S);
+}
+
+/* Leaving: (ensemble) my final replica to peer 0, then BYE to every peer. */
+static void say_bye(struct peer *p)
+{
+	int linger = P2P_BYE_LINGER_MS;
+
+	for (uint32_t j = 0; j < p->c.n; j++) {
+		struct wire_header h = { .type = WIRE_BYE, .sender = p->c.index, .step = p->clock,
+					 .model_version = p->clock, .aux = p->stop_all ? 1 : 0 };
+
+		if (j == p->c.index)
+			continue;
+		if (p->combine == P2P_ENSEMBLE && j == 0) {
+			struct wire_header mh = { .type = WIRE_MODEL, .sender = p->c.index,
+						  .step = p->clock, .model_version = p->clock,
+						  .value = (double)p->wk->train->n,
+						  .payload_len = (uint32_t)(p->nparams * sizeof(float)) };
+
+			wire_send(p->dealer[j], NULL, 0, &mh, model_params(p->wk->model), NULL, true,
+				  &p->st);
+		}
+		wire_send(p->dealer[j], NULL, 0, &h, NULL, NULL, true, &p->st);
+		zmq_setsockopt(p->dealer[j], ZMQ_LINGER, &linger, sizeof linger);
+	}
+}
+
+static int read_params(const struct kv *cfg, struct peer *p)
+{
+	const char *kind = kv_get(cfg, "consistency.barrier");
+	int64_t stale = 0, sample = 0, fanout = 1, h = 1;
+	int rc;
+
+	memset(&p->bp, 0, sizeof p->bp);
+	if (kind && *kind && barrier_kind_parse(kind, &p->bp.kind) < 0) {
+		log_error("p2p: unknown consistency.barrier '%s'", kind);
+		return -EINVAL;
+	}
+	if (!kind || !*kind)
+		p->bp.kind = BARRIER_ASP;
+	if (engine_p2p_combine_parse(kv_get(cfg, "consistency.combine"), &p->combine) < 0) {
+		log_error("p2p: unknown consistency.combine '%s' (gossip|average|ensemble)",
+			  kv_get(cfg, "consistency.combine"));
+		return -EINVAL;
+	}
+	rc = kv_get_i64(cfg, "consistency.staleness", 0, &stale);
+	rc = rc ? rc : kv_get_i64(cfg, "consistency.sample", 0, &sample);
+	rc = rc ? rc : kv_get_i64(cfg, "consistency.fanout", 1, &fanout);
+	rc = rc ? rc : kv_get_i64(cfg, "consistency.local_steps", 1, &h);
+	if (rc)
+		return rc;
+	if (stale < 0 || sample < 0 || sample > ENGINE_MAX_NODES || fanout < 0 ||
+	    fanout > ENGINE_MAX_NODES || h < 1) {
+		log_error("p2p: bad consistency.staleness / sample / fanout / local_steps");
+		return -EINVAL;
+	}
+	p->bp.staleness = stale;
+	p->bp.sample = (uint32_t)sample;
+	p->fanout = (uint32_t)fanout;
+	p->local_steps = h;
+	return 0;
+}
+
+static int peer_setup(struct peer *p)
+{
+	uint32_t n = p->c.n;
+	char ep[160], pipe_ep[64];
+
+	p->nparams = model_nparams(p->wk->model);
+	p->max_bytes = p->nparams * sizeof(float);
+	p->known = calloc(n, sizeof *p->known);
+	p->scratch = calloc(n, sizeof *p->scratch);
+	p->alive = calloc(n, sizeof *p->alive);
+	p->asked = calloc(n, sizeof *p->asked);
+	p->got = calloc(n, sizeof *p->got);
+	p->weights = calloc(n, sizeof *p->weights);
+	p->their_clock = calloc(n, sizeof *p->their_clock);
+	p->models = calloc(n, sizeof *p->models);
+	p->dealer = calloc(n, sizeof *p->dealer);
+	p->sh.dead = calloc(n, sizeof *p->sh.dead);
+	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
+								      : NULL;
+	if (!p->known || !p->scratch || !p->alive || !p->asked || !p->got || !p->weights ||
+	    !p->their_clock || !p->models || !p->dealer || !p->sh.dead ||
+	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
+		return -ENOMEM;
+	for (uint32_t j = 0; j < n; j++) {
+		if (j == p->c.index)
+			continue;
+		p->models[j] = malloc(p->max_bytes);
+		if (!p->models[j])
+			return -ENOMEM;
+	}
+	if (pthread_mutex_init(&p->sh.mu, NULL))
+		return -ENOMEM;
+	p->mutex_ready = true;
+	p->sh.weight = (double)p->wk->train->n;
+	p->zctx = zmq_ctx_new();
+	if (!p->zctx)
+		return -ENOMEM;
+	/* The ROUTER is bound before anybody is told we are ready. */
+	p->svc.router = zmq_socket(p->zctx, ZMQ_ROUTER);
+	if (!p->svc.router || wire_socket_setup(p->svc.router, p->max_bytes) < 0)
+		return -EIO;
+	if (engine_conf_endpoint(&p->c, p->c.index, ep, sizeof ep) < 0)
+		return -EINVAL;
+	if (zmq_bind(p->svc.router, ep) < 0) {
+		log_error("p2p: bind %s: %s", ep, zmq_strerror(zmq_errno()));
+		return -zmq_errno();
+	}
+	for (uint32_t j = 0; j < n; j++) {
+		if (j == p->c.index)
+			continue;
+		p->dealer[j] = zmq_socket(p->zctx, ZMQ_DEALER);
+		if (!p->dealer[j] || wire_socket_setup(p->dealer[j], p->max_bytes) < 0)
+			return -EIO;
+		if (engine_conf_endpoint(&p->c, j, ep, sizeof ep) < 0 ||
+		    zmq_connect(p->dealer[j], ep) < 0) {
+			log_error("p2p: connect %s: %s", ep, zmq_strerror(zmq_errno()));
+			return -EIO;
+		}
+	}
+	snprintf(pipe_ep, sizeof pipe_ep, "inproc://p2p-service-%u", p->c.index);
+	p->pipe = zmq_socket(p->zctx, ZMQ_PAIR);
+	p->svc.pipe = zmq_socket(p->zctx, ZMQ_PAIR);
+	if (!p->pipe || !p->svc.pipe || zmq_bind(p->pipe, pipe_ep) < 0 ||
+	    zmq_connect(p->svc.pipe, pipe_ep) < 0)
+		return -EIO;
+	p->svc.self = p->c.index;
+	p->svc.n = n;
+	p->svc.nparams = p->nparams;
+	p->svc.max_bytes = p->max_bytes;
+	p->svc.sh = &p->sh;
+	p->svc.pend = calloc(P2P_MAX_PENDING, sizeof *p->svc.pend);
+	if (!p->svc.pend)
+		return -ENOMEM;
+	if (publish(p) < 0)
+		return -ENOMEM;
+	if (pthread_create(&p->thread, NULL, service_main, &p->svc))
+		return -EAGAIN;
+	p->thread_started = true;
+	p->brng = p->c.seed ^ (0xb5ad4eceda1ce2a9ull * (p->c.index + 1));
+	p->grng = p->c.seed ^ (0x2545f4914f6cdd1dull * (p->c.index + 1));
+	return 0;
+}
+
+static void peer_teardown(struct peer *p)
+{
+	if (p->thread_started) {
+		char q = 'q';
+
+		zmq_send(p->pipe, &q, 1, 0);
+		pthread_join(p->thread, NULL);
+	}
+	if (p->svc.router)
+		zmq_close(p->svc.router);
+	if (p->svc.pipe)
+		zmq_close(p->svc.pipe);
+	if (p->pipe)
+		zmq_close(p->pipe);
+	for (uint32_t j = 0; p->dealer && j < p->c.n; j++)
+		if (p->dealer[j])
+			zmq_close(p->dealer[j]);
+	if (p->zctx)
+		zmq_ctx_term(p->zctx);
+	for (uint32_t j = 0; j < p->c.n; j++) {
+		if (p->models)
+			free(p->models[j]);
+		if (p->sh.final)
+			free(p->sh.final[j]);
+	}
+	wire_buf_unref(&p->sh.published);
+	if (p->mutex_ready)
+		pthread_mutex_destroy(&p->sh.mu);
+	free(p->svc.pend);
+	free(p->sh.final);
+	free(p->sh.dead);
+	free(p->models);
+	free(p->dealer);
+	free(p->known);
+	free(p->scratch);
+	free(p->alive);
+	free(p->asked);
+	free(p->got);
+	free(p->weights);
+	free(p->their_clock);
+}
+
+int engine_p2p_run(const struct kv *cfg)
+{
+	struct peer *p = calloc(1, sizeof *p);
+	struct csv_writer *trace = NULL, *ev = NULL;
+	int64_t last_eval_ns;
+	bool over = false;
+	double acc = 0;
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	rc = engine_conf_read(cfg, &p->c);
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	rc = read_params(cfg, p);
+	rc = rc ? rc : engine_work_open(cfg, &p->c, p->c.index == 0, &p->wk);
+	rc = rc ? rc : peer_setup(p);
+	if (rc)
+		goto out;
+	trace = engine_trace_open(&p->c);
+	ev = p->c.index == 0 ? engine_eval_open(&p->c) : NULL;
+	if (!trace || (p->c.index == 0 && !ev)) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = engine_ctl_start(cfg, &p->c, &p->ctl);
+	if (rc == -ECANCELED) {
+		rc = 0;
+		goto bye;
+	}
+	if (rc)
+		goto out;
+	log_info("p2p: %s peer %u of %u, %s barrier, combine %d, fanout %u, H %lld, %u samples",
+		 p->c.name, p->c.index, p->c.n, barrier_kind_name(p->bp.kind), (int)p->combine,
+		 p->fanout, (long long)p->local_steps, p->wk->train->n);
+	last_eval_ns = clock_now_ns();
+	while (!over) {
+		uint64_t tx0, rx0, bad0, tx1, rx1, bad1;
+		int64_t t0, t1, t2, t3, stale = -1;
+		double loss;
+		size_t nb;
+
+		if (engine_conf_stop_reached(&p->c, p->clock) || refresh(p, true))
+			break;
+		pthread_mutex_lock(&p->sh.mu);
+		tx0 = p->st.bytes_tx + p->sh.st.bytes_tx;
+		rx0 = p->st.bytes_rx + p->sh.st.bytes_rx;
+		bad0 = p->st.bad_frames + p->sh.st.bad_frames;
+		pthread_mutex_unlock(&p->sh.mu);
+		t0 = clock_now_ns();
+		rc = barrier_wait(p);
+		if (rc == 0 && p->combine != P2P_ENSEMBLE && p->fanout > 0 && p->clock > 0 &&
+		    p->clock % p->local_steps == 0)
+			rc = gossip(p, &stale);
+		if (rc == -ECANCELED) {
+			rc = 0;
+			break;
+		}
+		if (rc)
+			goto out;
+		if (p->ctl)
+			ctl_client_status(p->ctl, p->clock, CTL_RUN, false);
+		t1 = clock_now_ns();
+		rc = engine_work_gradient(p->wk, &loss, &nb);
+		if (rc)
+			goto out;
+		optim_step(p->wk->optim, model_params(p->wk->model), p->wk->grad);
+		t2 = clock_now_ns();
+		engine_work_straggle(p->wk, &p->c, p->clock, (double)(t2 - t1) / 1e9);
+		t3 = clock_now_ns();
+		p->clock++;
+		pthread_mutex_lock(&p->sh.mu);
+		tx1 = p->st.bytes_tx + p->sh.st.bytes_tx;
+		rx1 = p->st.bytes_rx + p->sh.st.bytes_rx;
+		bad1 = p->st.bad_frames + p->sh.st.bad_frames;
+		pthread_mutex_unlock(&p->sh.mu);
+		/* The row before the publish: a row's t_s never follows the moment others see it. */
+		rc = engine_trace_row(trace, &p->c, t3, p->clock, (double)(t3 - t1) / 1e9,
+				      (double)(t1 - t0) / 1e9, stale, p->clock, loss, tx1 - tx0,
+				      rx1 - rx0, bad1 - bad0);
+		rc = rc ? rc : publish(p);
+		if (rc)
+			goto out;
+		if (ev && p->c.eval_every_s > 0 &&
+		    (double)(clock_now_ns() - last_eval_ns) / 1e9 >= p->c.eval_every_s &&
+		    !engine_conf_stop_reached(&p->c, p->clock)) {
+			rc = evaluate(p, ev, false, &acc);
+			if (rc)
+				goto out;
+			if (p->c.stop_accuracy > 0 && acc >= p->c.stop_accuracy) {
+				log_info("p2p: stop.accuracy %.4f reached", p->c.stop_accuracy);
+				p->stop_all = true;
+				over = true;
+			}
+			last_eval_ns = clock_now_ns();
+		}
+	}
+	if (ev) {
+		if (p->combine == P2P_ENSEMBLE)
+			wait_for_finals(p);
+		rc = evaluate(p, ev, true, &acc);
+		if (rc)
+			goto out;
+	}
+	rc = engine_save_params(&p->c, model_params(p->wk->model), p->nparams);
+	if (rc)
+		goto out;
+	log_info("p2p: %s done after %lld steps", p->c.name, (long long)p->clock);
+	if (p->ctl) {
+		ctl_client_status(p->ctl, p->clock, CTL_DONE, false);
+		ctl_client_done(p->ctl);
+	}
+bye:
+	say_bye(p);
+out:
+	if (rc)
+		log_error("p2p: %s stopped at clock %lld: %s", p->c.name, (long long)p->clock,
+			  strerror(-rc));
+	csv_writer_close(&trace);
+	csv_writer_close(&ev);
+	ctl_client_close(&p->ctl);
+	peer_teardown(p);
+	engine_work_destroy(&p->wk);
+	engine_conf_free(&p->c);
+	free(p);
+	return rc;
+}

@@ -1,0 +1,330 @@
+/* tests/e2e/test_engine_p2p: whole runs of the peer-to-peer engine on loopback, one process per
+ * peer on distinct ports, checked from the traces they write:
+ *   BSP        no peer starts the compute of step c+1 before every peer finished step c, even
+ *              when one peer starts late; accuracy rises well above chance;
+ *   pBSP(0)    never waits: the early peers finish every step before the late one starts;
+ *   average    H local steps then sample-weighted averaging still learns;
+ *   ensemble   peers trained on disjoint class subsets: the averaged probabilities beat what
+ *              any single peer can reach (a peer that saw 4 classes scores at most 0.4). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/kv.h"
+#include "node/engine_p2p.h"
+
+#define DATA_DIR "/usr/share/datasets/fashion-mnist"
+#define MAXN 6
+#define MAXSTEPS 2000
+
+struct opts {
+	int n, steps, sample, fanout, local_steps;
+	const char *barrier, *combine, *partition;
+	double late_s;      /* the last peer starts this much later */
+	double eval_every;
+};
+
+struct row {
+	double t, compute, wait;
+	int step;
+	long stale; /* -1 = empty */
+};
+
+static struct row rows[MAXN][MAXSTEPS + 1];
+static int nrows[MAXN];
+
+static int base_port(void)
+{
+	return 24000 + (int)(getpid() % 4000) * 8;
+}
+
+static void write_conf(const char *dir, const struct opts *o, int i, int64_t origin)
+{
+	struct kv *kv = kv_new();
+	char path[512], name[32], names[256] = "", addrs[512] = "";
+
+	for (int j = 0; j < o->n; j++) {
+		char w[32];
+
+		snprintf(w, sizeof w, "%speer%d", j ? "," : "", j);
+		strcat(names, w);
+		strcat(addrs, j ? ",127.0.0.1" : "127.0.0.1");
+	}
+	snprintf(name, sizeof name, "peer%d", i);
+	kv_set(kv, "run.dir", dir);
+	kv_setf(kv, "run.origin_ns", "%lld", (long long)origin);
+	kv_set(kv, "run.seed", "5");
+	kv_set(kv, "node.name", name);
+	kv_set(kv, "node.role", "peer");
+	kv_setf(kv, "node.index", "%d", i);
+	kv_setf(kv, "workers.count", "%d", o->n);
+	kv_set(kv, "workers.names", names);
+	kv_set(kv, "workers.addrs", addrs);
+	kv_setf(kv, "port.data", "%d", base_port());
+	kv_set(kv, "topology.kind", "p2p");
+	kv_set(kv, "consistency.barrier", o->barrier);
+	kv_set(kv, "consistency.staleness", "2");
+	kv_setf(kv, "consistency.sample", "%d", o->sample);
+	kv_setf(kv, "consistency.fanout", "%d", o->fanout);
+	kv_setf(kv, "consistency.local_steps", "%d", o->local_steps ? o->local_steps : 1);
+	kv_set(kv, "consistency.combine", o->combine ? o->combine : "gossip");
+	kv_set(kv, "data.path", DATA_DIR);
+	kv_set(kv, "data.partition.scheme", o->partition ? o->partition : "iid");
+	kv_set(kv, "data.partition.per_node", "4");
+	kv_set(kv, "data.train_limit", "4000");
+	kv_set(kv, "data.test_limit", "2000");
+	kv_set(kv, "model.kind", "softmax");
+	kv_set(kv, "train.batch", "32");
+	kv_set(kv, "train.lr", "0.05");
+	kv_setf(kv, "stop.steps", "%d", o->steps);
+	kv_set(kv, "stop.time", "60");
+	kv_setf(kv, "eval.every", "%g", o->eval_every > 0 ? o->eval_every : 0.3);
+	snprintf(path, sizeof path, "%s/peer%d.conf", dir, i);
+	cr_assert_eq(kv_save(kv, path), 0);
+	kv_destroy(&kv);
+}
+
+static pid_t spawn(const char *dir, int i)
+{
+	char path[512];
+	pid_t pid;
+
+	snprintf(path, sizeof path, "%s/peer%d.conf", dir, i);
+	pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		char err[256];
+		struct kv *kv = kv_load(path, err, sizeof err);
+
+		_exit(kv && engine_p2p_run(kv) == 0 ? 0 : 1);
+	}
+	return pid;
+}
+
+/* Run the peers (the last one late_s late); returns how many exited 0. */
+static int run_peers(const char *dir, const struct opts *o)
+{
+	pid_t pids[MAXN];
+	int64_t origin = clock_now_ns();
+	int ok = 0, st;
+
+	for (int i = 0; i < o->n; i++)
+		write_conf(dir, o, i, origin);
+	for (int i = 0; i < o->n - 1; i++)
+		pids[i] = spawn(dir, i);
+	usleep((useconds_t)(o->late_s * 1e6));
+	pids[o->n - 1] = spawn(dir, o->n - 1);
+	for (int left = o->n, waited = 0; left > 0;) {
+		pid_t p = waitpid(-1, &st, WNOHANG);
+
+		if (p > 0) {
+			left--;
+			ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+			continue;
+		}
+		if (waited++ > 900) {
+			for (int i = 0; i < o->n; i++)
+				kill(pids[i], SIGKILL);
+			while (waitpid(-1, &st, 0) > 0)
+				;
+			break;
+		}
+		usleep(100000);
+	}
+	return ok;
+}
+
+static void load_traces(const char *dir, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char path[600], line[512];
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/nodes/peer%d.csv", dir, i);
+		f = fopen(path, "r");
+		cr_assert_not_null(f, "no trace %s", path);
+		nrows[i] = 0;
+		while (fgets(line, sizeof line, f)) {
+			struct row *r = &rows[i][nrows[i]];
+			char *f_[11], *cur = line;
+			int nf = 0;
+
+			if (!strncmp(line, "t_s,", 4))
+				continue;
+			cr_assert_lt(nrows[i], MAXSTEPS);
+			while (nf < 11 && cur)
+				f_[nf++] = strsep(&cur, ",");
+			cr_assert_eq(nf, 11, "%s", line);
+			r->t = strtod(f_[0], NULL);
+			r->step = atoi(f_[2]);
+			r->compute = strtod(f_[3], NULL);
+			r->wait = strtod(f_[4], NULL);
+			r->stale = *f_[5] ? strtol(f_[5], NULL, 10) : -1;
+			cr_assert_eq(r->step, nrows[i] + 1, "peer%d: step %d out of order", i,
+				     r->step);
+			nrows[i]++;
+		}
+		fclose(f);
+	}
+}
+
+/* The last test accuracy in eval.csv (-1 when there is none). */
+static double final_accuracy(const char *dir, int *nrows_out)
+{
+	char path[600], line[512];
+	double acc = -1;
+	FILE *f;
+	int k = 0;
+
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "no %s", path);
+	while (fgets(line, sizeof line, f)) {
+		double t, epoch, a;
+		unsigned long long u, s;
+		char node[32];
+
+		if (!strncmp(line, "t_s,", 4))
+			continue;
+		cr_assert_eq(sscanf(line, "%lf,%31[^,],%llu,%lf,%llu,%lf", &t, node, &u, &epoch, &s,
+				    &a), 6, "%s", line);
+		cr_assert(a >= 0 && a <= 1);
+		acc = a;
+		k++;
+	}
+	fclose(f);
+	if (nrows_out)
+		*nrows_out = k;
+	return acc;
+}
+
+static double total_wait(int i)
+{
+	double s = 0;
+
+	for (int k = 0; k < nrows[i]; k++)
+		s += rows[i][k].wait;
+	return s;
+}
+
+Test(engine_p2p, bsp_lockstep_from_traces_and_accuracy_rises, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 4, .steps = 150, .barrier = "bsp", .fanout = 1, .late_s = 0.5 };
+	double acc;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(run_peers(dir, &o), o.n, "every peer must finish cleanly");
+	load_traces(dir, o.n);
+	for (int i = 0; i < o.n; i++)
+		cr_assert_eq(nrows[i], o.steps, "peer%d traced %d steps", i, nrows[i]);
+	/* Step c+1's compute began at t - compute_s; every peer's step c ended at its t. */
+	for (int a = 0; a < o.n; a++)
+		for (int c = 1; c < o.steps; c++) {
+			double start = rows[a][c].t - rows[a][c].compute;
+
+			for (int b = 0; b < o.n; b++)
+				cr_assert_geq(start + 2e-6, rows[b][c - 1].t,
+					      "peer%d started step %d at %.6f before peer%d ended step "
+					      "%d at %.6f", a, c + 1, start, b, c, rows[b][c - 1].t);
+		}
+	/* The early peers waited for the late one (the check above could fail). */
+	cr_assert_gt(total_wait(0), 0.3, "peer0 waited only %.3f s", total_wait(0));
+	/* Gossip merged a replica on every step after the first (on the last one the partner may
+	 * have left already); under BSP a merged replica is never behind. */
+	for (int i = 0; i < o.n; i++)
+		for (int c = 1; c < o.steps - 1; c++)
+			cr_assert(rows[i][c].stale == 0,
+				  "peer%d step %d staleness %ld under BSP", i, c + 1, rows[i][c].stale);
+	acc = final_accuracy(dir, NULL);
+	cr_assert_gt(acc, 0.6, "final accuracy %.3f (chance is 0.1)", acc);
+}
+
+Test(engine_p2p, pbsp_sample_zero_never_waits, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 3, .steps = 100, .barrier = "pbsp", .sample = 0, .fanout = 0,
+			  .late_s = 1.0 };
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(run_peers(dir, &o), o.n);
+	load_traces(dir, o.n);
+	for (int i = 0; i < o.n; i++) {
+		cr_assert_eq(nrows[i], o.steps);
+		cr_assert_lt(total_wait(i), 0.2, "peer%d waited %.3f s", i, total_wait(i));
+	}
+	/* The early peers did all their steps before the late one did its first. */
+	for (int i = 0; i < o.n - 1; i++)
+		cr_assert_lt(rows[i][o.steps - 1].t, rows[o.n - 1][0].t,
+			     "peer%d ended at %.3f, after the late peer began at %.3f", i,
+			     rows[i][o.steps - 1].t, rows[o.n - 1][0].t);
+}
+
+Test(engine_p2p, ssp_bounds_the_lead, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 3, .steps = 80, .barrier = "ssp", .fanout = 1, .late_s = 0.5 };
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(run_peers(dir, &o), o.n);
+	load_traces(dir, o.n);
+	/* SSP(2): step c+1 starts only once everybody ended step c - 2. */
+	for (int a = 0; a < o.n; a++)
+		for (int c = 3; c < o.steps; c++) {
+			double start = rows[a][c].t - rows[a][c].compute;
+
+			for (int b = 0; b < o.n; b++)
+				cr_assert_geq(start + 2e-6, rows[b][c - 3].t, "peer%d step %d vs peer%d",
+					      a, c + 1, b);
+		}
+	cr_assert_gt(total_wait(0), 0.3);
+}
+
+Test(engine_p2p, model_averaging_every_h_steps_learns, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 3, .steps = 160, .barrier = "bsp", .fanout = 2, .local_steps = 4,
+			  .combine = "average", .late_s = 0.0 };
+	double acc;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(run_peers(dir, &o), o.n);
+	load_traces(dir, o.n);
+	for (int i = 0; i < o.n; i++)
+		for (int c = 0; c < o.steps; c++) {
+			/* merges happen at clocks 4, 8, ...: rows 5, 9, ... (index c = 4, 8, ...) */
+			bool merge = c > 0 && c % 4 == 0;
+
+			cr_assert_eq(rows[i][c].stale >= 0, merge, "peer%d step %d stale %ld", i, c + 1,
+				     rows[i][c].stale);
+		}
+	acc = final_accuracy(dir, NULL);
+	cr_assert_gt(acc, 0.6, "final accuracy %.3f", acc);
+}
+
+Test(engine_p2p, ensemble_beats_any_single_peer, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 3, .steps = 200, .barrier = "asp", .fanout = 1,
+			  .combine = "ensemble", .partition = "classes", .late_s = 0.2,
+			  .eval_every = 0.05 };
+	int nev = 0;
+	double acc;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(run_peers(dir, &o), o.n);
+	load_traces(dir, o.n);
+	for (int i = 0; i < o.n; i++)
+		for (int c = 0; c < nrows[i]; c++)
+			cr_assert_eq(rows[i][c].stale, -1, "ensemble peers never merge");
+	acc = final_accuracy(dir, &nev);
+	cr_assert_geq(nev, 1);
+	/* Each peer saw 4 of 10 (balanced) classes, so alone it scores at most ~0.4. */
+	cr_assert_gt(acc, 0.55, "ensemble accuracy %.3f", acc);
+}
