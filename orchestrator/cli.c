@@ -1,0 +1,223 @@
+/* orchestrator/cli: see cli.h. Every command has --help; a command is listed only when it works. */
+#include "orchestrator/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "orchestrator/plan.h"
+#include "orchestrator/run.h"
+#include "orchestrator/scenario.h"
+
+static const char usage_main[] =
+	"usage: stalenet <command> [options]\n"
+	"\n"
+	"Distributed-training testbed: real workers in network namespaces, shaped links,\n"
+	"BSP/SSP/ASP/PSP barriers, convergence traces.\n"
+	"\n"
+	"commands:\n"
+	"  check SCENARIO      validate a scenario and print the expanded plan (touches nothing)\n"
+	"  run SCENARIO        build the testbed, run every planned run, collect traces (root)\n"
+	"  cleanup             remove what crashed runs left behind (root)\n"
+	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
+	"  plot DIR            draw the figures of a run or sweep directory\n"
+	"\n"
+	"Run 'stalenet COMMAND --help' for a command's options.\n"
+	"\n"
+	"exit codes: 0 ok, 1 run failed, 2 invalid input, 3 host cannot do it, 130 interrupted\n";
+
+static const char usage_check[] =
+	"usage: stalenet check SCENARIO [--set key.path=value]...\n"
+	"\n"
+	"Parse and validate SCENARIO, then print the plan: every run of the sweep with its seed, the\n"
+	"nodes and their effective links per direction, stragglers and the link timeline. Touches\n"
+	"nothing on the host. Errors are printed as FILE:LINE:COL: error: ... and exit with 2.\n";
+
+static const char usage_run[] =
+	"usage: stalenet run SCENARIO [options]\n"
+	"\n"
+	"  --out DIR               run (or sweep) directory (default runs/<name>-<UTC time>)\n"
+	"  --set key.path=value    override a scenario value (repeatable), validated as the file\n"
+	"  --backend auto|kernel|nfq  link emulation: kernel netem, or the userspace NFQUEUE\n"
+	"                          emulator for kernels without sch_netem (default auto)\n"
+	"  --strict-links          a link outside the self-check tolerance is fatal\n"
+	"  --plot                  draw the figures at the end\n"
+	"  --quiet                 no live progress\n"
+	"\n"
+	"Needs root. Leaves the host as it found it, also on Ctrl-C or a node crash; after a\n"
+	"kill -9 of stalenet itself, run 'stalenet cleanup'.\n";
+
+static const char usage_cleanup[] =
+	"usage: stalenet cleanup [--dry-run] [RUNS_DIR...]\n"
+	"\n"
+	"Find the teardown journals of runs whose stalenet process is dead (checked by pid and\n"
+	"start time) and undo what they record: processes, iptables rules, namespaces, sysctls.\n"
+	"Never touches anything a journal does not record.\n";
+
+static const char usage_doctor[] =
+	"usage: stalenet doctor\n"
+	"\n"
+	"Report what this host can do: root, network namespaces, the kernel's sch_netem, the\n"
+	"iptables NFQUEUE target, the data set, BLAS threads, neighbour-table limits.\n";
+
+static const char usage_plot[] =
+	"usage: stalenet plot DIR\n"
+	"\n"
+	"Draw the figures of a run or sweep directory into DIR/plots/ (PNG and SVG).\n";
+
+static int want_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return 1;
+	return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	static const struct option opts[] = { { "set", required_argument, NULL, 's' }, { 0 } };
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = NULL;
+	struct plan *plan = NULL;
+	const char **sets = calloc((size_t)argc, sizeof *sets);
+	size_t n_sets = 0;
+	int c, rc = CLI_EXIT_USAGE;
+
+	if (!sets)
+		return CLI_EXIT_FAILED;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 's') {
+			fputs(usage_check, stderr);
+			goto out;
+		}
+		sets[n_sets++] = optarg;
+	}
+	if (optind != argc - 1) {
+		fputs(usage_check, stderr);
+		goto out;
+	}
+	sc = scenario_load_with(argv[optind], sets, n_sets, err, sizeof err);
+	if (!sc) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	plan = plan_new(sc, err, sizeof err);
+	if (!plan) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	rc = plan_print(stdout, plan) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+out:
+	plan_destroy(&plan);
+	scenario_destroy(&sc);
+	free(sets);
+	return rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "set", required_argument, NULL, 's' },      { "out", required_argument, NULL, 'o' },
+		{ "backend", required_argument, NULL, 'b' },  { "strict-links", no_argument, NULL, 'S' },
+		{ "plot", no_argument, NULL, 'p' },           { "quiet", no_argument, NULL, 'q' },
+		{ 0 },
+	};
+	struct run_opts o = { .backend = RUN_BACKEND_AUTO };
+	const char **sets = calloc((size_t)argc, sizeof *sets);
+	int c, rc = CLI_EXIT_USAGE;
+
+	if (!sets)
+		return CLI_EXIT_FAILED;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			sets[o.n_sets++] = optarg;
+			break;
+		case 'o':
+			o.out_dir = optarg;
+			break;
+		case 'b':
+			if (!strcmp(optarg, "auto"))
+				o.backend = RUN_BACKEND_AUTO;
+			else if (!strcmp(optarg, "kernel"))
+				o.backend = RUN_BACKEND_KERNEL;
+			else if (!strcmp(optarg, "nfq"))
+				o.backend = RUN_BACKEND_NFQ;
+			else {
+				fprintf(stderr, "stalenet run: --backend %s: expected auto, kernel or nfq\n", optarg);
+				goto out;
+			}
+			break;
+		case 'S':
+			o.strict_links = true;
+			break;
+		case 'p':
+			o.plot = true;
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		default:
+			fputs(usage_run, stderr);
+			goto out;
+		}
+	}
+	if (optind != argc - 1) {
+		fputs(usage_run, stderr);
+		goto out;
+	}
+	o.scenario_path = argv[optind];
+	o.sets = sets;
+	rc = run_main(&o);
+out:
+	free(sets);
+	return rc;
+}
+
+struct command {
+	const char *name;
+	const char *usage;
+	int (*run)(int argc, char **argv);
+};
+
+static const struct command commands[] = {
+	{ "check", usage_check, cmd_check },
+	{ "run", usage_run, cmd_run },
+	{ "cleanup", usage_cleanup, run_cmd_cleanup },
+	{ "doctor", usage_doctor, run_cmd_doctor },
+	{ "plot", usage_plot, run_cmd_plot },
+};
+
+int cli_main(int argc, char **argv)
+{
+	log_init("stalenet", LOG_INFO);
+	if (argc < 2) {
+		fputs(usage_main, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		fputs(usage_main, stdout);
+		return CLI_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("stalenet %s (%s)\n", STALENET_VERSION, STALENET_COMMIT);
+		return CLI_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+		if (strcmp(argv[1], commands[i].name))
+			continue;
+		if (want_help(argc - 1, argv + 1)) {
+			fputs(commands[i].usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		return commands[i].run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "stalenet: unknown command '%s' (see 'stalenet --help')\n", argv[1]);
+	return CLI_EXIT_USAGE;
+}

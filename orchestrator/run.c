@@ -1,0 +1,806 @@
+/* orchestrator/run: see run.h. The pipeline of one run, the sweep loop around it, and the
+ * host-facing commands (cleanup, doctor, plot). */
+#include "orchestrator/run.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collectors/csv.h"
+#include "collectors/plot.h"
+#include "collectors/progress.h"
+#include "collectors/schema.h"
+#include "collectors/summary.h"
+#include "lib/clock.h"
+#include "lib/ctl.h"
+#include "lib/kv.h"
+#include "lib/log.h"
+#include "netem/link_shaper.h"
+#include "netem/linkd.h"
+#include "orchestrator/cleanup.h"
+#include "orchestrator/cli.h"
+#include "orchestrator/doctor.h"
+#include "orchestrator/journal.h"
+#include "orchestrator/launch.h"
+#include "orchestrator/nodeconf.h"
+#include "orchestrator/plan.h"
+#include "orchestrator/rundir.h"
+#include "orchestrator/scenario.h"
+#include "orchestrator/supervise.h"
+#include "orchestrator/testbed.h"
+
+#define RUN_DIR_MAX 2048 /* leaves room for file names under PATH_MAX */
+#define RUN_PORT_DATA 7000
+#define RUN_DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+#define RUN_PORT_PROBE 7100
+#define RUN_READY_TIMEOUT_MS 120000
+#define RUN_LINKS_PERIOD_NS 1000000000LL
+
+static volatile sig_atomic_t run_interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	run_interrupted = 1;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Programs live beside the running stalenet (build/ or PREFIX/bin). */
+static int sibling_program(const char *name, char *out, size_t outlen)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -errno;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = '\0';
+	if ((size_t)snprintf(out, outlen, "%s/%s", self, name) >= outlen)
+		return -ENAMETOOLONG;
+	if (access(out, X_OK) < 0) {
+		log_error("%s not found beside stalenet (%s)", name, out);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* --- one run ----------------------------------------------------------------------------- */
+
+struct run_ctx {
+	const struct run_opts *opts;
+	const struct plan_run *run;
+	char dir[RUN_DIR_MAX];
+	char prefix[16];
+	char node_bin[PATH_MAX], linkd_bin[PATH_MAX];
+	struct journal *journal;
+	struct testbed *tb;
+	struct link_shaper *shaper;
+	enum link_backend backend;
+	char linkd_ctl[PATH_MAX];
+	pid_t linkd_pid;
+	struct ctl_server *ctl;
+	char ctl_ep[512];
+	char **addrs;                 /* per plan node; index n_nodes = hub */
+	struct link_endpoint *eps;    /* per plan node */
+	size_t next_event;
+	int64_t next_links_ns;
+	struct csv_writer *links;
+	struct progress_view *view;
+	int run_index, run_count;
+};
+
+static int record_proc(void *arg, pid_t pid, uint64_t start_time, const char *name)
+{
+	struct run_ctx *c = arg;
+
+	return journal_proc(c->journal, pid, start_time, name);
+}
+
+/* The shaper reports host changes before making them. iptables rules are journalled as such;
+ * qdiscs live on veths inside the run's namespaces and go with them (the namespaces are
+ * journalled), so they need no record of their own. */
+static int record_shaping(void *arg, const char *kind, const char *netns, const char *const *undo)
+{
+	struct run_ctx *c = arg;
+	const char *table = "filter", *chain = NULL;
+	const char *rule[JOURNAL_MAX_FIELDS];
+	int n = 0;
+
+	if (strcmp(kind, "iptables"))
+		return 0;
+	for (int i = 1; undo[i]; i++) {
+		if (!strcmp(undo[i], "-t") && undo[i + 1])
+			table = undo[++i];
+		else if (!strcmp(undo[i], "-D") && undo[i + 1])
+			chain = undo[++i];
+		else if (!strcmp(undo[i], "-w"))
+			continue;
+		else if (n < JOURNAL_MAX_FIELDS - 8)
+			rule[n++] = undo[i];
+	}
+	if (!chain)
+		return -EINVAL;
+	return journal_iptables(c->journal, netns, table, chain, n, rule);
+}
+
+static const char *backend_name(enum link_backend b)
+{
+	return b == LINK_BACKEND_KERNEL ? "kernel" : "nfq";
+}
+
+static int start_linkd(struct run_ctx *c)
+{
+	char log_path[PATH_MAX + 16];
+	const char *argv[] = { c->linkd_bin, "--ctl", c->linkd_ctl, NULL };
+	struct launch_spec ls = { .name = "linkd", .argv = argv, .log_path = log_path,
+				  .record = record_proc, .record_arg = c };
+	pid_t pid;
+
+	snprintf(log_path, sizeof log_path, "%s/logs/linkd.log", c->dir);
+	mkdir("/run/stalenet", 0700);
+	snprintf(c->linkd_ctl, sizeof c->linkd_ctl, "/run/stalenet/linkd-%s.sock", c->prefix);
+	pid = launch_spawn(&ls);
+	if (pid < 0)
+		return (int)pid;
+	c->linkd_pid = pid;
+	for (int i = 0; i < 500; i++) {
+		char reply[64];
+		int st;
+
+		if (linkd_request(c->linkd_ctl, "ping", reply, sizeof reply, 100) == 0)
+			return 0;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			log_error("stalenet-linkd exited at start (see %s)", log_path);
+			c->linkd_pid = 0;
+			return -EIO;
+		}
+		usleep(10000);
+	}
+	log_error("stalenet-linkd did not answer on %s", c->linkd_ctl);
+	return -ETIMEDOUT;
+}
+
+/* The emulator must outlive the run: if it dies its queues black-hole traffic. */
+static bool linkd_alive(struct run_ctx *c)
+{
+	int st;
+
+	if (c->linkd_pid <= 0)
+		return true;
+	if (waitpid(c->linkd_pid, &st, WNOHANG) == c->linkd_pid) {
+		log_error("stalenet-linkd died (%s %d): the run cannot go on, its links are black holes",
+			  WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		c->linkd_pid = 0;
+		supervise_event(c->dir, "linkd_failed", "linkd", "the userspace link emulator died");
+		return false;
+	}
+	return true;
+}
+
+static void sample_links(struct run_ctx *c, int64_t now_rel)
+{
+	static const char *dirs[] = { "up", "down" };
+
+	for (size_t i = 0; i < c->run->n_nodes; i++) {
+		for (int d = 0; d < 2; d++) {
+			struct link_counters k;
+
+			if (link_shaper_counters(c->shaper, &c->eps[i], (enum link_dir)d, &k) < 0)
+				continue;
+			csv_writer_row(c->links, "%.3f,%s,%s,%llu,%llu,%llu,%llu,%llu", (double)now_rel / 1e9,
+				       c->run->nodes[i].name, dirs[d], (unsigned long long)k.packets,
+				       (unsigned long long)k.bytes, (unsigned long long)k.dropped,
+				       (unsigned long long)k.backlog_pkts,
+				       (unsigned long long)(c->backend == LINK_BACKEND_NFQ ? k.backlog_pkts : 0));
+		}
+	}
+}
+
+/* Supervisor tick during training: timeline changes at their time, counters every second. */
+static int64_t training_tick(void *arg, int64_t now_rel)
+{
+	struct run_ctx *c = arg;
+	const struct plan_run *r = c->run;
+	int64_t next;
+
+	if (!linkd_alive(c))
+		return -1;
+	while (c->next_event < r->n_events && (int64_t)r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 <= now_rel) {
+		const struct plan_event *e = &r->events[c->next_event++];
+		const struct plan_node *nd = &r->nodes[e->node];
+		char detail[256];
+		int rc1 = link_shaper_change(c->shaper, &c->eps[e->node], LINK_DIR_UP, &e->up);
+		int rc2 = link_shaper_change(c->shaper, &c->eps[e->node], LINK_DIR_DOWN, &e->down);
+		double late_ms = (double)(now_rel - (int64_t)e->at_us * 1000) / 1e6;
+
+		snprintf(detail, sizeof detail,
+			 "up delay %.3fms jitter %.3fms loss %.4f rate %llubit; down delay %.3fms loss %.4f; late %.2fms%s",
+			 e->up.delay_us / 1e3, e->up.jitter_us / 1e3, e->up.loss_ppm / 1e6,
+			 (unsigned long long)e->up.rate_bps, e->down.delay_us / 1e3, e->down.loss_ppm / 1e6, late_ms,
+			 rc1 || rc2 ? "; FAILED" : "");
+		supervise_event(c->dir, "link_change", nd->name, detail);
+	}
+	if (now_rel >= c->next_links_ns) {
+		sample_links(c, now_rel);
+		c->next_links_ns = now_rel + RUN_LINKS_PERIOD_NS;
+	}
+	next = c->next_links_ns;
+	if (c->next_event < r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 < next)
+		next = (int64_t)r->events[c->next_event].at_us * 1000;
+	return next;
+}
+
+static int64_t linkcheck_tick(void *arg, int64_t now_rel)
+{
+	(void)now_rel;
+	return linkd_alive(arg) ? INT64_MAX - 1 : -1;
+}
+
+static int write_conf(struct run_ctx *c, size_t i, const struct nodeconf_ctx *nc, const char *role,
+		      char *path, size_t pathlen)
+{
+	struct kv *kv = nodeconf_build(c->run, i, nc, role);
+	int rc;
+
+	if (!kv)
+		return -ENOMEM;
+	snprintf(path, pathlen, "%s/nodes/%s%s.conf", c->dir, c->run->nodes[i].name, role ? "-probe" : "");
+	rc = kv_save(kv, path);
+	kv_destroy(&kv);
+	return rc;
+}
+
+struct phase_nodes {
+	struct supervise_node *nodes;
+	char (*conf)[PATH_MAX];
+	char (*log)[PATH_MAX];
+	size_t n;
+};
+
+static void phase_free(struct phase_nodes *p)
+{
+	free(p->nodes);
+	free(p->conf);
+	free(p->log);
+	memset(p, 0, sizeof *p);
+}
+
+static int phase_alloc(struct phase_nodes *p, size_t n)
+{
+	p->nodes = calloc(n, sizeof *p->nodes);
+	p->conf = calloc(n, sizeof *p->conf);
+	p->log = calloc(n, sizeof *p->log);
+	p->n = n;
+	return p->nodes && p->conf && p->log ? 0 : -ENOMEM;
+}
+
+static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph, bool training)
+{
+	const struct scenario *sc = c->run->scenario;
+	struct supervise_opts so = {
+		.ctl = c->ctl, .run_dir = c->dir, .node_bin = c->node_bin,
+		.stop_after_ns = training ? (int64_t)sc->stop_time_us * 1000 : 0,
+		.write_progress = training,
+		.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+		.ready_timeout_ms = RUN_READY_TIMEOUT_MS,
+		.view = training ? c->view : NULL, .run_label = c->run->id,
+		.run_index = c->run_index, .run_count = c->run_count,
+		.interrupted = &run_interrupted,
+		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc, .arg = c },
+	};
+	int64_t origin;
+
+	return supervise_run(&so, ph->nodes, ph->n, &origin);
+}
+
+static int64_t us_or_none(uint64_t set_bits, uint32_t bit, uint64_t us)
+{
+	return (set_bits & bit) ? (int64_t)us * 1000 : -1;
+}
+
+static enum supervise_result linkcheck_phase(struct run_ctx *c, const struct nodeconf_ctx *nc)
+{
+	const struct plan_run *r = c->run;
+	struct phase_nodes ph;
+	enum supervise_result res;
+	char path[PATH_MAX];
+	struct kv *kv;
+	size_t n = r->n_nodes;
+
+	if (phase_alloc(&ph, n + 1) < 0)
+		return SUPERVISE_FAILED;
+	for (size_t i = 0; i < n; i++) {
+		if (write_conf(c, i, nc, "probe", ph.conf[i], sizeof ph.conf[i]) < 0)
+			goto fail;
+		snprintf(ph.log[i], sizeof ph.log[i], "%s/logs/%s.log", c->dir, r->nodes[i].name);
+		ph.nodes[i] = (struct supervise_node){
+			.name = r->nodes[i].name, .netns = testbed_node_netns(c->tb, (int)i), .conf_path = ph.conf[i],
+			.log_path = ph.log[i], .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+			.leave_at_ns = -1,
+		};
+	}
+	/* The reflector on the unshaped hub. */
+	kv = kv_new();
+	if (!kv)
+		goto fail;
+	kv_set(kv, "node.name", "hub");
+	kv_set(kv, "node.role", "reflector");
+	kv_set(kv, "run.dir", c->dir);
+	kv_set(kv, "ctl.endpoint", c->ctl_ep);
+	kv_setf(kv, "port.probe", "%u", RUN_PORT_PROBE);
+	snprintf(ph.conf[n], sizeof ph.conf[n], "%s/nodes/hub.conf", c->dir);
+	if (kv_save(kv, ph.conf[n]) < 0) {
+		kv_destroy(&kv);
+		goto fail;
+	}
+	kv_destroy(&kv);
+	snprintf(ph.log[n], sizeof ph.log[n], "%s/logs/hub.log", c->dir);
+	ph.nodes[n] = (struct supervise_node){
+		.name = "hub", .netns = testbed_node_netns(c->tb, (int)n), .conf_path = ph.conf[n], .log_path = ph.log[n],
+		.service = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1, .leave_at_ns = -1,
+	};
+	log_info("link self-check: %u probes per node", r->scenario->linkcheck_probes);
+	res = run_phase(c, &ph, false);
+	snprintf(path, sizeof path, "%s/linkcheck.csv", c->dir);
+	phase_free(&ph);
+	return res;
+fail:
+	phase_free(&ph);
+	return SUPERVISE_FAILED;
+}
+
+/* Count off links in linkcheck.csv; print them. */
+static int linkcheck_off(const char *dir)
+{
+	char path[PATH_MAX], line[512];
+	FILE *f;
+	int off = 0;
+
+	snprintf(path, sizeof path, "%s/linkcheck.csv", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f)) {
+		size_t l = strlen(line);
+
+		if (l > 4 && !strcmp(line + l - 5, ",off\n")) {
+			off++;
+			log_warn("link off: %.*s", (int)(l - 1), line);
+		}
+	}
+	fclose(f);
+	return off;
+}
+
+static enum supervise_result training_phase(struct run_ctx *c, const struct nodeconf_ctx *nc)
+{
+	const struct plan_run *r = c->run;
+	struct phase_nodes ph;
+	enum supervise_result res;
+	char path[PATH_MAX];
+
+	if (phase_alloc(&ph, r->n_nodes) < 0)
+		return SUPERVISE_FAILED;
+	for (size_t i = 0; i < r->n_nodes; i++) {
+		const struct scenario_straggler *st = &r->nodes[i].straggler;
+		enum scenario_role role = r->nodes[i].role;
+
+		if (write_conf(c, i, nc, NULL, ph.conf[i], sizeof ph.conf[i]) < 0)
+			goto fail;
+		snprintf(ph.log[i], sizeof ph.log[i], "%s/logs/%s.log", c->dir, r->nodes[i].name);
+		ph.nodes[i] = (struct supervise_node){
+			.name = r->nodes[i].name, .netns = testbed_node_netns(c->tb, (int)i), .conf_path = ph.conf[i],
+			.log_path = ph.log[i],
+			.is_worker = role == SCENARIO_ROLE_WORKER || role == SCENARIO_ROLE_PEER,
+			.join_at_ns = us_or_none(st->set, SCENARIO_STRAG_JOIN, st->join_at_us),
+			.crash_at_ns = us_or_none(st->set, SCENARIO_STRAG_CRASH, st->crash_at_us),
+			.restart_at_ns = us_or_none(st->set, SCENARIO_STRAG_RESTART, st->restart_at_us),
+			.leave_at_ns = us_or_none(st->set, SCENARIO_STRAG_LEAVE, st->leave_at_us),
+		};
+	}
+	snprintf(path, sizeof path, "%s/links.csv", c->dir);
+	c->links = csv_writer_open(path, TRACE_HEADER_LINKS);
+	c->next_event = 0;
+	c->next_links_ns = 0;
+	res = run_phase(c, &ph, true);
+	csv_writer_close(&c->links);
+	phase_free(&ph);
+	return res;
+fail:
+	phase_free(&ph);
+	return SUPERVISE_FAILED;
+}
+
+/* Undo everything the journal records, in reverse (processes, rules, namespaces, sysctls). */
+static int teardown(struct run_ctx *c)
+{
+	int rc;
+
+	link_shaper_destroy(&c->shaper);
+	c->linkd_pid = 0;
+	if (!c->journal) {
+		testbed_destroy(&c->tb);
+		return 0;
+	}
+	/* The journal lists processes last, so they stop before their namespaces go. */
+	rc = cleanup_journal(c->journal);
+	if (rc < 0)
+		log_error("teardown incomplete (%s): run 'stalenet cleanup'", strerror(-rc));
+	testbed_destroy(&c->tb); /* frees; what it would delete is gone already */
+	journal_destroy(&c->journal);
+	return rc;
+}
+
+/* Pick and create the shaper once per invocation (the probe costs a scratch namespace). */
+static struct link_shaper *make_shaper(struct run_ctx *c)
+{
+	struct link_shaper_opts so = { .record = record_shaping, .record_ctx = c };
+
+	switch (c->opts->backend) {
+	case RUN_BACKEND_KERNEL:
+		so.backend = LINK_BACKEND_KERNEL;
+		break;
+	case RUN_BACKEND_NFQ:
+		so.backend = LINK_BACKEND_NFQ;
+		break;
+	default:
+		so.backend = link_shaper_probe_kernel() == 1 ? LINK_BACKEND_KERNEL : LINK_BACKEND_NFQ;
+	}
+	if (so.backend == LINK_BACKEND_KERNEL && link_shaper_probe_kernel() != 1) {
+		log_error("--backend kernel: %s", LINK_SHAPER_NO_NETEM_MSG);
+		return NULL;
+	}
+	c->backend = so.backend;
+	if (so.backend == LINK_BACKEND_NFQ) {
+		if (start_linkd(c) < 0)
+			return NULL;
+		so.linkd_ctl = c->linkd_ctl;
+	}
+	return link_shaper_new(&so);
+}
+
+static bool link_unshaped(const struct link_params *p)
+{
+	return !p->delay_us && !p->jitter_us && !p->loss_ppm && !p->dup_ppm && !p->reorder_ppm && !p->corrupt_ppm &&
+	       !p->rate_bps && p->loss_model == LINK_LOSS_RANDOM;
+}
+
+static int shape_links(struct run_ctx *c)
+{
+	const struct plan_run *r = c->run;
+
+	for (size_t i = 0; i < r->n_nodes; i++) {
+		const struct plan_node *nd = &r->nodes[i];
+		bool timeline = false;
+
+		for (size_t e = 0; e < r->n_events; e++)
+			timeline |= r->events[e].node == i;
+		/* An unshaped link without timeline changes costs nothing: leave it alone. */
+		if (!timeline && link_unshaped(&nd->up) && link_unshaped(&nd->down))
+			continue;
+		if (link_shaper_apply(c->shaper, &c->eps[i], LINK_DIR_UP, &nd->up) < 0 ||
+		    link_shaper_apply(c->shaper, &c->eps[i], LINK_DIR_DOWN, &nd->down) < 0) {
+			log_error("shaping the link of %s failed", nd->name);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static int exit_code_for(enum supervise_result r)
+{
+	return r == SUPERVISE_OK ? CLI_EXIT_OK : r == SUPERVISE_INTERRUPTED ? CLI_EXIT_INTERRUPTED : CLI_EXIT_FAILED;
+}
+
+static int run_one(struct run_ctx *c, const char *sweep_dir)
+{
+	const struct plan_run *r = c->run;
+	const struct scenario *sc = r->scenario;
+	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
+	struct testbed_spec spec = { 0 };
+	const char **names = NULL;
+	struct nodeconf_ctx nc = { 0 };
+	enum supervise_result res = SUPERVISE_FAILED;
+	char err[512], summary_path[PATH_MAX + 32];
+	int rc = CLI_EXIT_FAILED;
+	size_t n = r->n_nodes;
+	int64_t t0 = clock_now_ns();
+
+	if (rundir_prepare(c->dir, r) < 0)
+		return CLI_EXIT_FAILED;
+	if (testbed_random_prefix(c->prefix, sizeof c->prefix) < 0)
+		return CLI_EXIT_FAILED;
+	c->journal = journal_create(c->dir, c->prefix, err, sizeof err);
+	if (!c->journal) {
+		log_error("journal: %s", err);
+		return CLI_EXIT_FAILED;
+	}
+	log_info("run %s: %zu nodes, prefix %s, directory %s", r->id, n, c->prefix, c->dir);
+
+	/* Nodes plus the hub that reflects link probes (unshaped). */
+	names = calloc(n + 1, sizeof *names);
+	c->eps = calloc(n, sizeof *c->eps);
+	c->addrs = calloc(n + 1, sizeof *c->addrs);
+	if (!names || !c->eps || !c->addrs)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		names[i] = r->nodes[i].name;
+	names[n] = "hub";
+	spec = (struct testbed_spec){
+		.prefix = c->prefix, .n_nodes = (int)n + 1, .node_names = names,
+		.subnet_be = htonl(sc->network.subnet), .prefix_len = sc->network.prefix_len,
+		.mtu = (int)sc->network.mtu, .cc = sc->network.cc, .raise_neigh = n + 1 > 500,
+	};
+	c->tb = testbed_create(&spec, c->journal, err, sizeof err);
+	if (!c->tb) {
+		log_error("testbed: %s", err);
+		goto out;
+	}
+	for (size_t i = 0; i <= n; i++)
+		c->addrs[i] = strdup(testbed_node_addr_str(c->tb, (int)i));
+	for (size_t i = 0; i < n; i++)
+		c->eps[i] = (struct link_endpoint){
+			.node_netns = testbed_node_netns(c->tb, (int)i), .node_ifname = testbed_node_ifname(c->tb, (int)i),
+			.switch_netns = testbed_switch_netns(c->tb),
+			.switch_ifname = testbed_node_switch_ifname(c->tb, (int)i),
+		};
+	c->shaper = make_shaper(c);
+	if (!c->shaper)
+		goto out;
+	log_info("link emulation backend: %s", backend_name(c->backend));
+	if (shape_links(c) < 0)
+		goto out;
+	if (ctl_endpoint_for(c->dir, c->prefix, c->ctl_ep, sizeof c->ctl_ep) < 0 ||
+	    !(c->ctl = ctl_server_open(c->ctl_ep)))
+		goto out;
+
+	meta.backend = backend_name(c->backend);
+	meta.prefix = c->prefix;
+	meta.origin_ns = clock_now_ns();
+	meta.wall_start_ns = clock_wall_ns();
+	clock_set_origin_ns(meta.origin_ns);
+	rundir_write_meta(c->dir, r, &meta);
+
+	nc = (struct nodeconf_ctx){
+		.run_dir = c->dir, .ctl_endpoint = c->ctl_ep, .origin_ns = meta.origin_ns,
+		.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR, .addrs = (const char *const *)c->addrs, .hub_addr = c->addrs[n],
+		.port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
+	};
+	if (sc->linkcheck || sc->workload == SCENARIO_WORKLOAD_LINKCHECK) {
+		int off;
+
+		res = linkcheck_phase(c, &nc);
+		if (res != SUPERVISE_OK)
+			goto out;
+		off = linkcheck_off(c->dir);
+		if (off && c->opts->strict_links) {
+			log_error("%d link direction(s) outside tolerance (--strict-links): see linkcheck.csv", off);
+			res = SUPERVISE_FAILED;
+			goto out;
+		}
+		if (off)
+			log_warn("%d link direction(s) outside tolerance: see %s/linkcheck.csv", off, c->dir);
+	}
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {
+		res = training_phase(c, &nc);
+		meta.origin_ns = clock_origin_ns();
+		meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - meta.origin_ns);
+	}
+out:
+	if (c->ctl)
+		ctl_server_close(&c->ctl);
+	if (teardown(c) < 0 && res == SUPERVISE_OK)
+		res = SUPERVISE_FAILED;
+	for (size_t i = 0; c->addrs && i <= n; i++)
+		free(c->addrs[i]);
+	free(c->addrs);
+	c->addrs = NULL;
+	free(c->eps);
+	c->eps = NULL;
+	free(names);
+	rc = exit_code_for(res);
+	meta.duration_s = (double)(clock_now_ns() - t0) / 1e9;
+	meta.status = res == SUPERVISE_OK ? "complete" : res == SUPERVISE_INTERRUPTED ? "interrupted" : "failed";
+	if (!meta.backend)
+		meta.backend = c->shaper || c->backend ? backend_name(c->backend) : "";
+	rundir_write_meta(c->dir, r, &meta);
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {
+		struct summary_row row;
+
+		snprintf(summary_path, sizeof summary_path, "%s/summary.csv", sweep_dir);
+		if (summary_compute(c->dir, &row, err, sizeof err) == 0) {
+			if (summary_append(summary_path, &row, err, sizeof err) < 0)
+				log_warn("summary: %s", err);
+		} else {
+			log_warn("summary of %s: %s", c->dir, err);
+		}
+	}
+	if (res == SUPERVISE_OK)
+		rundir_mark_complete(c->dir);
+	return rc;
+}
+
+int run_main(const struct run_opts *o)
+{
+	char err[SCENARIO_ERR_MAX], out[PATH_MAX], abs_out[PATH_MAX];
+	size_t abs_len;
+	struct scenario *sc = NULL;
+	struct plan *plan = NULL;
+	struct run_ctx c = { .opts = o };
+	int rc = CLI_EXIT_USAGE, failed = 0;
+	size_t nruns, done = 0, skipped = 0;
+
+	sc = scenario_load_with(o->scenario_path, o->sets, o->n_sets, err, sizeof err);
+	if (!sc) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	plan = plan_new(sc, err, sizeof err);
+	if (!plan) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	rc = CLI_EXIT_HOST;
+	if (geteuid() != 0) {
+		fprintf(stderr, "stalenet run: needs root (network namespaces, links, qdiscs); try: sudo %s\n",
+			"stalenet run ...");
+		goto out;
+	}
+	if (sibling_program("stalenet-node", c.node_bin, sizeof c.node_bin) < 0 ||
+	    sibling_program("stalenet-linkd", c.linkd_bin, sizeof c.linkd_bin) < 0)
+		goto out;
+	if (o->out_dir)
+		snprintf(out, sizeof out, "%s", o->out_dir);
+	else
+		rundir_default(sc->name, out, sizeof out);
+	if (rundir_mkdirs(out, false) < 0 || !realpath(out, abs_out)) {
+		fprintf(stderr, "stalenet run: cannot create %s: %s\n", out, strerror(errno));
+		goto out;
+	}
+	abs_len = strlen(abs_out);
+	if (abs_len > RUN_DIR_MAX - PLAN_RUN_ID_MAX - 2) {
+		fprintf(stderr, "stalenet run: output path too long: %s\n", abs_out);
+		goto out;
+	}
+	install_signals();
+	nruns = plan_n_runs(plan);
+	if (!o->quiet)
+		c.view = progress_view_new(2, isatty(2), 100);
+	c.run_count = (int)nruns;
+	rc = CLI_EXIT_OK;
+	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
+		int r;
+
+		c.run = plan_run(plan, i);
+		c.run_index = (int)i + 1;
+		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
+			snprintf(c.dir, sizeof c.dir, "%.*s", (int)abs_len, abs_out);
+		else
+			snprintf(c.dir, sizeof c.dir, "%.*s/%.*s", (int)abs_len, abs_out, PLAN_RUN_ID_MAX, c.run->id);
+		if (rundir_is_complete(c.dir)) {
+			log_info("run %zu/%zu %s: already complete, skipped", i + 1, nruns, c.run->id);
+			skipped++;
+			continue;
+		}
+		if (access(c.dir, F_OK) == 0 && nruns > 1) {
+			/* An interrupted earlier attempt: start it again from scratch. */
+			char old[PATH_MAX + 32];
+			snprintf(old, sizeof old, "%s.incomplete-%ld", c.dir, (long)time(NULL));
+			rename(c.dir, old);
+		}
+		log_info("run %zu/%zu: %s", i + 1, nruns, c.run->id);
+		r = run_one(&c, abs_out);
+		done++;
+		if (r == CLI_EXIT_INTERRUPTED) {
+			rc = r;
+			break;
+		}
+		if (r != CLI_EXIT_OK) {
+			failed++;
+			rc = CLI_EXIT_FAILED;
+		}
+	}
+	if (run_interrupted)
+		rc = CLI_EXIT_INTERRUPTED;
+	if (o->plot && rc != CLI_EXIT_INTERRUPTED) {
+		int figs = plot_dir(abs_out, err, sizeof err);
+		if (figs < 0)
+			log_warn("plot: %s", err);
+		else
+			log_info("%d figures in %s/plots", figs, abs_out);
+	}
+	fprintf(stderr, "%s: %zu run(s) done, %zu skipped, %d failed%s; results in %s\n",
+		rc == CLI_EXIT_OK ? "done" : rc == CLI_EXIT_INTERRUPTED ? "interrupted" : "finished with failures",
+		done, skipped, failed, rc == CLI_EXIT_INTERRUPTED ? " (host cleaned up)" : "", abs_out);
+out:
+	progress_view_destroy(&c.view);
+	plan_destroy(&plan);
+	scenario_destroy(&sc);
+	return rc;
+}
+
+/* --- host commands --------------------------------------------------------------------------- */
+
+int run_cmd_cleanup(int argc, char **argv)
+{
+	struct cleanup_report rep = { 0 };
+	unsigned flags = 0;
+	int rc = 0, npaths = 0;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "stalenet cleanup: needs root\n");
+		return CLI_EXIT_HOST;
+	}
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--dry-run"))
+			flags |= CLEANUP_DRY_RUN;
+		else if (argv[i][0] == '-') {
+			fprintf(stderr, "stalenet cleanup: unknown option '%s'\n", argv[i]);
+			return CLI_EXIT_USAGE;
+		}
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] == '-')
+			continue;
+		/* The registry is scanned once, with the first path. */
+		if (cleanup_run(argv[i], flags | (npaths ? CLEANUP_NO_REGISTRY : 0), &rep) < 0)
+			rc = -1;
+		npaths++;
+	}
+	if (!npaths && cleanup_run(NULL, flags, &rep) < 0)
+		rc = -1;
+	printf("cleanup: %d journal(s) found, %d replayed%s, %d still running, %d already clean, %d failed\n",
+	       rep.journals, rep.replayed, flags & CLEANUP_DRY_RUN ? " (dry run: nothing changed)" : "", rep.live,
+	       rep.ended, rep.failed);
+	return rc < 0 || rep.failed ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+}
+
+int run_cmd_plot(int argc, char **argv)
+{
+	char err[1024];
+	int figs;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: stalenet plot DIR\n");
+		return CLI_EXIT_USAGE;
+	}
+	figs = plot_dir(argv[1], err, sizeof err);
+	if (figs < 0) {
+		fprintf(stderr, "stalenet plot: %s\n", err);
+		return figs == -ENOENT || figs == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+	}
+	printf("%d figures in %s/plots\n", figs, argv[1]);
+	return CLI_EXIT_OK;
+}
+
+int run_cmd_doctor(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1) {
+		fprintf(stderr, "usage: stalenet doctor\n");
+		return CLI_EXIT_USAGE;
+	}
+	return doctor_report(stdout, NULL) ? CLI_EXIT_HOST : CLI_EXIT_OK;
+}

@@ -1,0 +1,37 @@
+/* orchestrator/run: `stalenet run` from scenario to traces, and the host-facing commands.
+ *
+ * One run: run directory -> journal -> testbed (namespaces, veths, bridge) -> link shaping
+ * (kernel netem or the NFQUEUE emulator) -> link self-check -> node processes -> supervision
+ * (control plane, timeline, stragglers' crashes, progress, link counters) -> stop -> teardown
+ * (journal replayed in reverse) -> summary. A sweep does this once per planned run, skipping
+ * runs that already completed in the output directory. SIGINT/SIGTERM/SIGHUP, a node's death and
+ * every error path end in the same teardown. */
+#ifndef STALENET_RUN_H
+#define STALENET_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum run_backend { RUN_BACKEND_AUTO = 0, RUN_BACKEND_KERNEL, RUN_BACKEND_NFQ };
+
+struct run_opts {
+	const char *scenario_path;
+	const char *const *sets;    /* --set key.path=value, n_sets of them */
+	size_t n_sets;
+	const char *out_dir;        /* NULL = runs/<name>-<UTC time> */
+	enum run_backend backend;
+	bool strict_links;
+	bool plot;
+	bool quiet;
+};
+
+/* `stalenet run`. Returns a CLI exit code (orchestrator/cli.h). */
+int run_main(const struct run_opts *opts);
+
+/* `stalenet cleanup`, `stalenet doctor`, `stalenet plot` with their own arguments
+ * (argv[0] is the command name). Return CLI exit codes. */
+int run_cmd_cleanup(int argc, char **argv);
+int run_cmd_doctor(int argc, char **argv);
+int run_cmd_plot(int argc, char **argv);
+
+#endif
