@@ -157,6 +157,8 @@ struct ps_worker {
 	size_t *sample;     /* the crossing's sample (sampled kinds) */
 	size_t nsample;
 	uint64_t rng;       /* this worker's sampling stream */
+	int64_t pushed_on;  /* model version of its latest update (-1 = none yet) */
+	bool leaving;       /* left with an update in the open round: drop it when that closes */
 };
 
 struct ps_server {
@@ -227,9 +229,11 @@ static bool may_proceed(struct ps_server *s, uint32_t i, int64_t c)
 	struct ps_worker *w = &s->w[i];
 
 	if (is_sync(s)) {
-		/* All c rounds must have closed; without backup workers that is also "every live
-		 * worker has clock >= c" (each round needs every live worker's update). */
-		if (s->version < c)
+		/* The round this worker's latest update went into must have closed, so no worker
+		 * ever contributes twice to one round. Without backup workers every live worker's
+		 * update is in each round, and that is "every live worker has clock >= c"; with them,
+		 * the round closing is the whole condition. */
+		if (s->version <= w->pushed_on)
 			return false;
 		if (s->pc.bp.backup > 0)
 			return true;
@@ -259,6 +263,8 @@ static void apply_update(struct ps_server *s, const float *g, double scale)
 	s->version++;
 }
 
+static void set_live(struct ps_server *s, uint32_t i, bool live);
+
 static void close_round(struct ps_server *s)
 {
 	float inv = s->round.got ? 1.0f / (float)s->round.got : 0;
@@ -270,12 +276,24 @@ static void close_round(struct ps_server *s)
 	s->agg_samples = 0;
 	memset(s->agg, 0, s->nparams * sizeof *s->agg);
 	barrier_round_advance(&s->round);
+	for (uint32_t i = 0; i < s->pc.ec.n; i++)
+		if (s->w[i].leaving)
+			set_live(s, i, false);
 }
 
 static void set_live(struct ps_server *s, uint32_t i, bool live)
 {
+	if (live)
+		s->w[i].leaving = false;
 	if (s->alive[i] == live)
 		return;
+	if (!live && is_sync(s) && s->w[i].pushed_on == s->round.version && s->round.got > 0) {
+		/* Its update is in the open round: it still counts there. A departure must not
+		 * shrink the round it contributed to (that would close it on fewer updates). */
+		s->w[i].leaving = true;
+		return;
+	}
+	s->w[i].leaving = false;
 	s->alive[i] = live;
 	log_info("engine_ps: worker %u %s (%u live)", i, live ? "joined" : "left", live_count(s));
 	if (is_sync(s) && barrier_round_set_live(&s->round, live_count(s)))
@@ -311,6 +329,8 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 	}
 	if (m->h.step > s->clocks[i])
 		s->clocks[i] = m->h.step;
+	if (m->h.model_version > s->w[i].pushed_on)
+		s->w[i].pushed_on = m->h.model_version;
 	if (is_sync(s)) {
 		enum barrier_offer o = barrier_round_offer(&s->round, m->h.model_version);
 
@@ -497,6 +517,7 @@ int engine_ps_server_run(const struct kv *cfg)
 		}
 		/* Every worker starts live: a synchronous run waits for all of them to join. */
 		s.alive[i] = true;
+		s.w[i].pushed_on = -1;
 		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
 	barrier_round_init(&s.round, 0, s.pc.ec.n, s.pc.bp.backup);
