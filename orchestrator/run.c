@@ -24,6 +24,7 @@
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "lib/sysctl.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
@@ -454,6 +455,36 @@ static int teardown(struct run_ctx *c)
 	return rc;
 }
 
+/* A namespace may only select a congestion control the host allows
+ * (net.ipv4.tcp_allowed_congestion_control); add the scenario's to the host list for the run,
+ * journalled so the teardown restores the old list. */
+static int allow_cc(struct run_ctx *c, const char *cc)
+{
+	static const char key[] = "net.ipv4.tcp_allowed_congestion_control";
+	char old[512], avail[512], want[600], *tok, *save = NULL, copy[512];
+	int rc;
+
+	if (!cc || sysctl_read(key, old, sizeof old) < 0)
+		return 0;
+	snprintf(copy, sizeof copy, "%s", old);
+	for (tok = strtok_r(copy, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+		if (!strcmp(tok, cc))
+			return 0;
+	if (sysctl_read("net.ipv4.tcp_available_congestion_control", avail, sizeof avail) == 0 &&
+	    !strstr(avail, cc)) {
+		log_error("network.cc %s: this kernel offers only: %s", cc, avail);
+		return -ENOENT;
+	}
+	old[strcspn(old, "\n")] = '\0';
+	snprintf(want, sizeof want, "%s %s", old, cc);
+	rc = journal_sysctl(c->journal, NULL, key, old, want);
+	if (rc == 0)
+		rc = sysctl_write(key, want);
+	if (rc < 0)
+		log_error("%s: cannot allow %s: %s", key, cc, strerror(-rc));
+	return rc;
+}
+
 /* Pick and create the shaper once per invocation (the probe costs a scratch namespace). */
 static struct link_shaper *make_shaper(struct run_ctx *c)
 {
@@ -554,6 +585,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		.subnet_be = htonl(sc->network.subnet), .prefix_len = sc->network.prefix_len,
 		.mtu = (int)sc->network.mtu, .cc = sc->network.cc, .raise_neigh = n + 1 > 500,
 	};
+	if (allow_cc(c, sc->network.cc) < 0)
+		goto out;
 	c->tb = testbed_create(&spec, c->journal, err, sizeof err);
 	if (!c->tb) {
 		log_error("testbed: %s", err);
