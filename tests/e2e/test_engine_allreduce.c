@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectors/schema.h"
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "node/engine_allreduce.h"
@@ -255,6 +256,11 @@ Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
 	}
 	cr_assert_not_null(last, "eval.csv has rows");
 	cr_assert_gt(last_acc, 0.6, "final accuracy %.3f (chance is 0.1)", last_acc);
+	{
+		char err[512] = "";
+
+		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	}
 	free(p0);
 	free(ev);
 }

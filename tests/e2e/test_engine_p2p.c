@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collectors/schema.h"
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "node/engine_p2p.h"
@@ -244,6 +245,11 @@ Test(engine_p2p, bsp_lockstep_from_traces_and_accuracy_rises, .timeout = 120)
 				  "peer%d step %d staleness %ld under BSP", i, c + 1, rows[i][c].stale);
 	acc = final_accuracy(dir, NULL);
 	cr_assert_gt(acc, 0.6, "final accuracy %.3f (chance is 0.1)", acc);
+	{
+		char err[512] = "";
+
+		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	}
 }
 
 Test(engine_p2p, pbsp_sample_zero_never_waits, .timeout = 120)
