@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,7 +63,9 @@ pid_t launch_spawn(const struct launch_spec *spec)
 	ssize_t n;
 	char c = 1;
 
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+	/* go is a socket pair, not a pipe: releasing a child that already failed must not raise
+	 * SIGPIPE in the orchestrator (send with MSG_NOSIGNAL). */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		int e = errno;
 		log_error("launch %s: pipe: %s", spec->name, strerror(e));
 		if (go[0] >= 0) {
@@ -142,8 +145,8 @@ pid_t launch_spawn(const struct launch_spec *spec)
 			return -EIO;
 		}
 	}
-	if (write(go[1], &c, 1) != 1)
-		log_warn("launch %s: could not release the child", spec->name);
+	if (send(go[1], &c, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE)
+		log_warn("launch %s: could not release the child: %s", spec->name, strerror(errno));
 	close(go[1]);
 	/* exec closes errp[1] (CLOEXEC): EOF means success; an int means the errno of a failure. */
 	while ((n = read(errp[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR)

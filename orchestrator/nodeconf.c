@@ -154,6 +154,9 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 	kv_setf(kv, "consistency.local_steps", "%u", sc->consistency.local_steps);
 	kv_setf(kv, "consistency.fanout", "%u", sc->consistency.fanout);
 	kv_set(kv, "consistency.combine", scenario_combine_name(sc->consistency.combine));
+	/* A worker silent this long counts as dead for the barriers (a crashed straggler must not
+	 * stall BSP forever); live workers send keep-alives every second while they wait. */
+	kv_set(kv, "consistency.dead_after", "10");
 	kv_set(kv, "on_node_failure", sc->on_node_failure == SCENARIO_ON_FAILURE_STOP ? "stop" : "continue");
 
 	kv_setf(kv, "linkcheck.probes", "%u", sc->linkcheck_probes);
