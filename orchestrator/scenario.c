@@ -1526,12 +1526,12 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 	}
 	data_nodes = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? 1 : sc->workers;
 
-	if (sc->consistency.sample && sc->consistency.sample >= data_nodes && data_nodes > 1 &&
-	    sc->topology.kind != SCENARIO_TOPO_CENTRALIZED)
-		return fail(cv, cv->sample_node, "consistency.sample %u must be below the number of workers (%zu): "
+	if ((sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP) &&
+	    sc->consistency.sample >= data_nodes && sc->topology.kind != SCENARIO_TOPO_CENTRALIZED)
+		return fail(cv, cv->sample_node ? cv->sample_node : cv->workers_node, "consistency.sample %u must be below the number of workers (%zu): "
 			    "a worker samples the others", sc->consistency.sample, data_nodes);
 	if (sc->consistency.backup && sc->consistency.backup >= data_nodes)
-		return fail(cv, cv->backup_node, "consistency.backup %u must be below the number of workers (%zu)",
+		return fail(cv, cv->backup_node ? cv->backup_node : cv->workers_node, "consistency.backup %u must be below the number of workers (%zu)",
 			    sc->consistency.backup, data_nodes);
 	if (sc->data.n_sizes && sc->data.n_sizes != data_nodes && sc->workload == SCENARIO_WORKLOAD_TRAIN)
 		return fail(cv, cv->sizes_node, "data.partition.sizes has %zu entries for %zu workers (expected one "
@@ -1660,7 +1660,7 @@ static int check_sweep_values(struct cv *cv, const struct yamltree_node *root)
 				yamltree_free(val);
 				return fail(cv, e->value, "out of memory");
 			}
-			if ((rc = yamltree_set_path(doc, e->key, val, &why))) {
+			if ((rc = yamltree_set_path(doc, e->key, val, e->line, e->col, &why))) {
 				yamltree_free(val);
 				rc = fail_key(cv, e, "sweep key '%s': %s", e->key, why);
 			} else {
@@ -1935,7 +1935,7 @@ static int apply_set(struct yamltree_node *root, const char *assignment, const c
 		snprintf(err, errlen, "%s: error: out of memory", origin);
 		return -ENOMEM;
 	}
-	int rc = yamltree_set_path(root, key, v, &why);
+	int rc = yamltree_set_path(root, key, v, 0, 0, &why);
 	if (rc) {
 		yamltree_free(v);
 		snprintf(err, errlen, "%s: error: %s", origin, why);
@@ -2047,7 +2047,7 @@ struct scenario *scenario_sweep_run(const struct scenario *self, const size_t *v
 		struct yamltree_node *val = yamltree_clone(e->value->items[value_idx[a]].value);
 		if (!val)
 			goto oom;
-		if (yamltree_set_path(root, e->key, val, &why)) {
+		if (yamltree_set_path(root, e->key, val, e->line, e->col, &why)) {
 			snprintf(err, errlen, "%s:%u:%u: error: sweep key '%s': %s", self->file, e->line, e->col,
 				 e->key, why);
 			yamltree_free(val);
@@ -2067,7 +2067,7 @@ struct scenario *scenario_sweep_run(const struct scenario *self, const size_t *v
 		sv->line = old->value->line;
 		sv->col = old->value->col;
 	}
-	if (yamltree_set_path(root, "seed", sv, &why))
+	if (yamltree_set_path(root, "seed", sv, 0, 0, &why))
 		goto oom;
 	return build(root, basedir, self->file, false, err, errlen);
 oom:

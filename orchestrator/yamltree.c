@@ -395,7 +395,7 @@ static bool all_digits(const char *s)
 }
 
 int yamltree_set_path(struct yamltree_node *root, const char *path, struct yamltree_node *value,
-		      const char **why)
+		      uint32_t key_line, uint32_t key_col, const char **why)
 {
 	const char *dummy;
 	if (!why)
@@ -441,7 +441,7 @@ int yamltree_set_path(struct yamltree_node *root, const char *path, struct yamlt
 				struct yamltree_node *fresh = dot ? node_new(YAMLTREE_MAP, 0, 0) : NULL;
 				char *k = strdup(seg);
 				if (!k || (dot && !fresh) ||
-				    add_entry(cur, k, value->line, value->col, dot ? fresh : value)) {
+				    add_entry(cur, k, key_line, key_col, dot ? fresh : value)) {
 					free(k);
 					yamltree_free(fresh);
 					*why = "out of memory";
@@ -467,6 +467,10 @@ int yamltree_set_path(struct yamltree_node *root, const char *path, struct yamlt
 		if ((*slot)->kind == YAMLTREE_SCALAR && yamltree_is_null(*slot)) {
 			/* `key:` with nothing: becomes a mapping */
 			struct yamltree_node *m = node_new(YAMLTREE_MAP, (*slot)->line, (*slot)->col);
+			if (m && (*slot)->origin && !(m->origin = strdup((*slot)->origin))) {
+				free(m);
+				m = NULL;
+			}
 			if (!m) {
 				*why = "out of memory";
 				return -ENOMEM;

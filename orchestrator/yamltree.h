@@ -58,11 +58,12 @@ bool yamltree_is_null(const struct yamltree_node *node);
 int yamltree_set_origin(struct yamltree_node *node, const char *origin);
 
 /* Replace (or create) the value at a dotted path under root, e.g. "network.links.0.delay":
- * missing mapping keys are created, sequence elements are addressed by index. On success takes
+ * missing mapping keys are created (written at key_line:key_col, 0 = nowhere in the file), sequence
+ * elements are addressed by index. On success takes
  * ownership of value and returns 0; else returns -EINVAL with a reason in why (static) and the
  * caller keeps value. */
 int yamltree_set_path(struct yamltree_node *root, const char *path, struct yamltree_node *value,
-		      const char **why);
+		      uint32_t key_line, uint32_t key_col, const char **why);
 
 /* Compact one-line rendering ("ssp", "[128,64]", "{a:1}") into buf; returns the length needed. */
 int yamltree_flow(const struct yamltree_node *node, char *buf, size_t len);
