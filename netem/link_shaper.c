@@ -199,12 +199,24 @@ static int nfq_rate(struct link_shaper *s, const struct sides *sd, struct shaped
 	return rc;
 }
 
-static void rule_argv(const char **argv, const char *op, const char *ifname, char *qbuf, size_t qlen, uint16_t q)
+/* The rule that sends a direction's packets to its queue. `down` arrives on the node's own
+ * interface (routed: -i). `up` arrives on a bridge port in the switch namespace: bridged frames
+ * reach iptables only with bridge-nf-call-iptables on in that namespace, and only a physdev
+ * match names the port (-i would say br0). */
+#define RULE_ARGC 15
+static void rule_argv(const char **argv, const char *op, const char *ifname, bool bridged, char *qbuf,
+		      size_t qlen, uint16_t q)
 {
 	snprintf(qbuf, qlen, "%u", q);
-	const char *v[] = { "iptables", "-w", "-t", "mangle", op, "PREROUTING", "-i", ifname,
-			    "-j", "NFQUEUE", "--queue-num", qbuf, NULL };
-	memcpy(argv, v, sizeof v);
+	if (bridged) {
+		const char *v[RULE_ARGC] = { "iptables", "-w", "-t", "mangle", op, "PREROUTING", "-m", "physdev",
+					     "--physdev-in", ifname, "-j", "NFQUEUE", "--queue-num", qbuf, NULL };
+		memcpy(argv, v, sizeof v);
+	} else {
+		const char *v[RULE_ARGC] = { "iptables", "-w", "-t", "mangle", op, "PREROUTING", "-i", ifname,
+					     "-j", "NFQUEUE", "--queue-num", qbuf, NULL };
+		memcpy(argv, v, sizeof v);
+	}
 }
 
 int link_shaper_apply(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
@@ -232,10 +244,20 @@ int link_shaper_apply(struct link_shaper *s, const struct link_endpoint *ep, enu
 	if (rc < 0)
 		return rc;
 	if (!l->rule) {
-		const char *add[13], *del[13];
+		const char *add[RULE_ARGC], *del[RULE_ARGC];
+		bool bridged = dir == LINK_DIR_UP;
 		char qb[16];
-		rule_argv(add, "-A", sd.rcv_if, qb, sizeof qb, l->qnum);
-		rule_argv(del, "-D", sd.rcv_if, qb, sizeof qb, l->qnum);
+
+		if (bridged) {
+			/* A sysctl of our own switch namespace: it goes with the namespace. */
+			const char *on[] = { "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1", NULL };
+			if ((rc = run_in_ns(sd.rcv_ns, on)) < 0) {
+				log_error("link_shaper: cannot enable bridge netfilter in %s", sd.rcv_ns);
+				return rc;
+			}
+		}
+		rule_argv(add, "-A", sd.rcv_if, bridged, qb, sizeof qb, l->qnum);
+		rule_argv(del, "-D", sd.rcv_if, bridged, qb, sizeof qb, l->qnum);
 		if ((rc = record(s, "iptables", sd.rcv_ns, del)) < 0)
 			return rc;
 		rc = run_in_ns(sd.rcv_ns, add);
@@ -323,9 +345,9 @@ int link_shaper_remove(struct link_shaper *s, const struct link_endpoint *ep, en
 	if (!l)
 		return 0;
 	if (l->rule) {
-		const char *del[13];
+		const char *del[RULE_ARGC];
 		char qb[16];
-		rule_argv(del, "-D", sd.rcv_if, qb, sizeof qb, l->qnum);
+		rule_argv(del, "-D", sd.rcv_if, dir == LINK_DIR_UP, qb, sizeof qb, l->qnum);
 		run_in_ns(sd.rcv_ns, del);
 		l->rule = false;
 	}
