@@ -29,12 +29,21 @@ static int peer_run(const struct kv *cfg)
 	return engine_p2p_run(cfg);
 }
 
+static int worker_run(const struct kv *cfg)
+{
+	const char *topo = kv_get(cfg, "topology.kind");
+
+	if (topo && !strcmp(topo, "allreduce"))
+		return engine_allreduce_run(cfg);
+	return engine_ps_worker_run(cfg);
+}
+
 static const struct node_role roles[] = {
 	{ "probe", probe_run },
 	{ "reflector", probe_reflector_run },
 	{ "central", trainer_run },
 	{ "server", engine_ps_server_run },
-	{ "worker", engine_ps_worker_run },
+	{ "worker", worker_run },
 	{ "peer", peer_run },
 };
 

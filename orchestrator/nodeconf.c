@@ -153,7 +153,10 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 	kv_set(kv, "consistency.weighting", scenario_weighting_name(sc->consistency.weighting));
 	kv_setf(kv, "consistency.local_steps", "%u", sc->consistency.local_steps);
 	kv_setf(kv, "consistency.fanout", "%u", sc->consistency.fanout);
-	kv_set(kv, "consistency.combine", scenario_combine_name(sc->consistency.combine));
+	/* Without a combine rule, peers gossip (plain mean of fanout replicas). */
+	kv_set(kv, "consistency.combine",
+	       sc->consistency.combine == SCENARIO_COMBINE_NONE && sc->topology.kind == SCENARIO_TOPO_P2P
+		       ? "gossip" : scenario_combine_name(sc->consistency.combine));
 	/* A worker silent this long counts as dead for the barriers (a crashed straggler must not
 	 * stall BSP forever); live workers send keep-alives every second while they wait. */
 	kv_set(kv, "consistency.dead_after", "10");
