@@ -359,6 +359,142 @@ static int udp_open(void)
 	return fd;
 }
 
+/* Operational state (IF_OPER_*) of the links in a RTM_NEWLINK reply buffer: calls
+ * seen(arg, ifindex, operstate) for each. */
+static void parse_links(const char *buf, ssize_t n, void (*seen)(void *, int, int), void *arg)
+{
+	for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+	     h = NLMSG_NEXT(h, n)) {
+		const struct ifinfomsg *ifi = NLMSG_DATA(h);
+		const struct rtattr *rta;
+		int len, oper = -1;
+
+		if (h->nlmsg_type != RTM_NEWLINK)
+			continue;
+		len = (int)IFLA_PAYLOAD(h);
+		for (rta = IFLA_RTA(ifi); RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
+			if (rta->rta_type == IFLA_OPERSTATE)
+				oper = *(const unsigned char *)RTA_DATA(rta);
+		seen(arg, ifi->ifi_index, oper);
+	}
+}
+
+struct oper_count {
+	int up;
+	int bridge;
+};
+
+static void count_up_ports(void *arg, int ifindex, int oper)
+{
+	struct oper_count *c = arg;
+
+	if (ifindex != c->bridge && ifindex != 1 && oper == IF_OPER_UP)
+		c->up++;
+}
+
+static void note_up(void *arg, int ifindex, int oper)
+{
+	(void)ifindex;
+	*(bool *)arg = oper == IF_OPER_UP;
+}
+
+/* Wait until the kernel's link watcher has processed the carrier of every new pair: the
+ * node ends report IF_OPER_UP and so do all bridge ports. Packets sent before that are
+ * dropped (no qdisc attached yet, bridge port not forwarding), and a lost first ARP request
+ * costs a whole retrans_time (1 s). Returns 0 or -ETIMEDOUT / -errno. */
+static int wait_links_up(int swnl, int bridx, int n_ports, const int *nlfd, const int *idx, int n,
+			 int timeout_ms)
+{
+	int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
+	bool *up = calloc((size_t)n, sizeof *up);
+	char buf[32768] __attribute__((aligned(4)));
+	int rc = 0, missing = n;
+
+	if (!up)
+		return -ENOMEM;
+	for (;;) {
+		struct oper_count c = { .up = 0, .bridge = bridx };
+		struct {
+			struct nlmsghdr h;
+			struct ifinfomsg i;
+		} req;
+		bool done = false;
+
+		/* Node ends: one request per socket, then the replies. */
+		for (int k = 0; k < n; k++) {
+			if (up[k])
+				continue;
+			memset(&req, 0, sizeof req);
+			req.h.nlmsg_len = sizeof req;
+			req.h.nlmsg_type = RTM_GETLINK;
+			req.h.nlmsg_flags = NLM_F_REQUEST;
+			req.h.nlmsg_seq = 7;
+			req.i.ifi_family = AF_UNSPEC;
+			req.i.ifi_index = idx[k];
+			if (send(nlfd[k], &req, sizeof req, 0) < 0) {
+				rc = -errno;
+				goto out;
+			}
+		}
+		for (int k = 0; k < n; k++) {
+			ssize_t r;
+
+			if (up[k])
+				continue;
+			do
+				r = recv(nlfd[k], buf, sizeof buf, 0);
+			while (r < 0 && errno == EINTR);
+			if (r < 0) {
+				rc = -errno;
+				goto out;
+			}
+			parse_links(buf, r, note_up, &up[k]);
+			if (up[k])
+				missing--;
+		}
+		/* Switch ends: one dump. */
+		memset(&req, 0, sizeof req);
+		req.h.nlmsg_len = sizeof req;
+		req.h.nlmsg_type = RTM_GETLINK;
+		req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+		req.h.nlmsg_seq = 8;
+		req.i.ifi_family = AF_UNSPEC;
+		if (send(swnl, &req, sizeof req, 0) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		while (!done) {
+			ssize_t r, left;
+
+			do
+				r = recv(swnl, buf, sizeof buf, 0);
+			while (r < 0 && errno == EINTR);
+			if (r < 0) {
+				rc = -errno;
+				goto out;
+			}
+			left = r;
+			for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+			     NLMSG_OK(h, (size_t)left); h = NLMSG_NEXT(h, left))
+				if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+					done = true;
+			parse_links(buf, r, count_up_ports, &c);
+		}
+		if (missing == 0 && c.up >= n_ports)
+			break;
+		if (clock_now_ns() >= deadline) {
+			log_error("testbed: %d node links not up, %d of %d bridge ports up", missing,
+				  c.up, n_ports);
+			rc = -ETIMEDOUT;
+			break;
+		}
+		clock_sleep_ns(1000000);
+	}
+out:
+	free(up);
+	return rc;
+}
+
 /* Ring ping-pong among nodes [a, b) whose UDP sockets (bound in their namespaces) are fd[]. */
 static int reach_ring(struct testbed *tb, int a, int b, const int *fd, int timeout_ms, char *err,
 		      size_t errlen)
@@ -563,7 +699,7 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 	struct testbed *tb = NULL;
 	struct nlbatch sb = { 0 }, *nb = NULL;
 	int orig = -1, swnl = -1, swudp = -1, bridx, rc = 0, plen, bad;
-	int nsfd[CHUNK], nlfd[CHUNK], udpfd[CHUNK], nchunks, csize;
+	int nsfd[CHUNK], nlfd[CHUNK], udpfd[CHUNK], ifidx[CHUNK], nchunks, csize;
 	uint32_t subnet, base;
 	const char *cc = spec->cc ? spec->cc : TESTBED_DEFAULT_CC;
 	int64_t t0 = clock_now_ns(), t;
@@ -787,6 +923,7 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 			}
 		}
 		for (int i = a; i < b; i++) {
+			ifidx[i - a] = ifindex_of(udpfd[i - a], TESTBED_NODE_IFNAME);
 			nb->count = 3;
 			nb->seq0 = 1;
 			rc = batch_acks(nlfd[i - a], nb, &bad);
@@ -796,6 +933,11 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 					 strerror(-rc));
 				goto fail;
 			}
+		}
+		rc = wait_links_up(swnl, bridx, b, nlfd, ifidx, b - a, 5000);
+		if (rc < 0) {
+			snprintf(err, errlen, "links did not come up: %s", strerror(-rc));
+			goto fail;
 		}
 		tb->timing.addrs_ns += clock_now_ns() - t;
 
