@@ -890,17 +890,14 @@ static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
 		sc->consistency.barrier = (enum scenario_barrier)idx;
 	}
 	enum scenario_barrier b = sc->consistency.barrier;
+	/* staleness and sample are kept whatever the barrier: a sweep over barriers sets them once
+	 * for the schemes that use them (ssp/pssp, pbsp/pssp); the others ignore them. */
+	(void)b;
 	if ((v = GET(m, "staleness"))) {
-		if (b != SCENARIO_BARRIER_SSP && b != SCENARIO_BARRIER_PSSP)
-			return fail(cv, v, "staleness applies to barrier ssp and pssp (this barrier is %s)",
-				    barrier_names[b]);
 		if ((rc = get_u32(cv, v, 0, 1000000, "consistency.staleness", &sc->consistency.staleness)))
 			return rc;
 	}
 	if ((v = GET(m, "sample"))) {
-		if (b != SCENARIO_BARRIER_PBSP && b != SCENARIO_BARRIER_PSSP)
-			return fail(cv, v, "sample applies to barrier pbsp and pssp (this barrier is %s)",
-				    barrier_names[b]);
 		if ((rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "consistency.sample", &sc->consistency.sample)))
 			return rc;
 		cv->sample_node = v;

@@ -93,7 +93,7 @@ static const struct bad cases[] = {
 	{ S "name: a/b\n", 2, 7, "not valid" },
 	/* training sections */
 	{ S "consistency: {barrier: foo}\n", 2, 24, "not one of the choices (expected bsp|ssp|asp|pbsp|pssp)" },
-	{ S "consistency: {barrier: bsp, staleness: 3}\n", 2, 40, "applies to barrier ssp and pssp" },
+	{ S "consistency: {barrier: ssp, staleness: -3}\n", 2, 40, "is negative (expected a whole number >= 0)" },
 	{ S "workers: 4\nconsistency: {barrier: pbsp, sample: 4}\n", 3, 38, "must be below the number of workers" },
 	{ S "model: {kind: softmax, hidden: [10]}\n", 2, 32, "softmax has no hidden layer" },
 	{ S "workers: 2\ndata: {partition: {scheme: sizes, sizes: [0.5, 0.4]}}\n", 3, 42, "sum to 0.9" },
