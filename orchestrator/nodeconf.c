@@ -56,7 +56,8 @@ static double us_to_s(uint64_t us)
 
 static void set_link_check(struct kv *kv, const char *dir, const struct link_params *lp)
 {
-	static const char *dists[] = { "normal", "uniform", "normal", "pareto", "paretonormal" };
+	/* Without a table netem draws the jitter uniformly in [-jitter, +jitter], as linkd does. */
+	static const char *dists[] = { "uniform", "uniform", "normal", "pareto", "paretonormal" };
 	char key[64];
 	double loss = (double)lp->loss_ppm / 1e6;
 
