@@ -1,0 +1,255 @@
+/* Unit tests for orchestrator/journal (no privileges): field escaping against a naive
+ * reference, parsing (header, torn last line, malformed input), the writer's round trip, and
+ * reverse replay against a model world, including idempotent re-runs after a partial one. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "orchestrator/journal.h"
+
+/* Naive reference escaper: every byte <= 0x20, 0x7f or '%' becomes %xx. */
+static void ref_escape(const char *in, char *out)
+{
+	for (; *in; in++) {
+		unsigned char c = (unsigned char)*in;
+
+		if (c <= 0x20 || c == 0x7f || c == '%')
+			out += sprintf(out, "%%%02x", c);
+		else
+			*out++ = (char)c;
+	}
+	*out = '\0';
+}
+
+Test(journal, escape_matches_reference_and_round_trips)
+{
+	char in[64], esc[256], ref[256], back[64];
+
+	srand(7);
+	for (int iter = 0; iter < 5000; iter++) {
+		int n = rand() % 40;
+
+		for (int i = 0; i < n; i++)
+			in[i] = (char)(1 + rand() % 255);
+		in[n] = '\0';
+		cr_assert_geq(journal_escape(in, esc, sizeof esc), 0);
+		ref_escape(in, ref);
+		cr_assert_str_eq(esc, ref);
+		cr_assert_null(strchr(esc, ' '));
+		cr_assert_eq(journal_unescape(esc, strlen(esc), back, sizeof back), n);
+		cr_assert_str_eq(back, in);
+	}
+	cr_assert_eq(journal_escape("abcdef", esc, 4), -ENOSPC);
+	cr_assert_eq(journal_unescape("%2", 2, back, sizeof back), -EINVAL);
+	cr_assert_eq(journal_unescape("%zz", 3, back, sizeof back), -EINVAL);
+	cr_assert_eq(journal_unescape("%00", 3, back, sizeof back), -EINVAL);
+	cr_assert_eq(journal_unescape("a b", 3, back, sizeof back), -EINVAL);
+}
+
+static const char good[] =
+	"stalenet-journal 1 4242 99 /tmp/run%20x sn1a2b-\n"
+	"sysctl - net.ipv4.neigh.default.gc_thresh3 1024 16000\n"
+	"netns sn1a2b-sw\n"
+	"netns sn1a2b-n0\n"
+	"iptables sn1a2b-n0 mangle PREROUTING -i eth0 -j NFQUEUE --queue-num 3 -m comment --comment a%20b\n"
+	"proc 1234 5678 linkd\n"
+	"link - sn1a2b-x\n"
+	"mount /run/x\n";
+
+Test(journal, parses_header_and_records)
+{
+	struct journal_parsed *p = NULL;
+	char err[128];
+
+	cr_assert_eq(journal_parse(good, strlen(good), &p, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(p->pid, 4242);
+	cr_assert_eq(p->start_time, 99);
+	cr_assert_str_eq(p->run_dir, "/tmp/run x");
+	cr_assert_str_eq(p->prefix, "sn1a2b-");
+	cr_assert_not(p->ended);
+	cr_assert_eq(p->n, 7);
+	cr_assert_eq(p->recs[0].kind, JOURNAL_SYSCTL);
+	cr_assert_eq(p->recs[0].nfields, 4);
+	cr_assert_eq(p->recs[3].kind, JOURNAL_IPTABLES);
+	cr_assert_eq(p->recs[3].nfields, 13);
+	cr_assert_str_eq(p->recs[3].fields[12], "a b");
+	cr_assert_eq(p->recs[3].line, 5);
+	cr_assert_eq(p->recs[4].kind, JOURNAL_PROC);
+	cr_assert_eq(p->recs[6].kind, JOURNAL_MOUNT);
+	journal_parsed_free(&p);
+	cr_assert_null(p);
+}
+
+Test(journal, torn_last_line_is_ignored_and_end_marks)
+{
+	struct journal_parsed *p = NULL;
+	char err[128], buf[1024];
+
+	snprintf(buf, sizeof buf, "%snetns sn1a2b-n1", good); /* no newline: torn */
+	cr_assert_eq(journal_parse(buf, strlen(buf), &p, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(p->n, 7);
+	journal_parsed_free(&p);
+	snprintf(buf, sizeof buf, "%send\n", good);
+	cr_assert_eq(journal_parse(buf, strlen(buf), &p, err, sizeof err), 0);
+	cr_assert(p->ended);
+	journal_parsed_free(&p);
+	/* A record after "end" reopens the run. */
+	snprintf(buf, sizeof buf, "%send\nnetns sn1a2b-n9\n", good);
+	cr_assert_eq(journal_parse(buf, strlen(buf), &p, err, sizeof err), 0);
+	cr_assert_not(p->ended);
+	cr_assert_eq(p->n, 8);
+	journal_parsed_free(&p);
+}
+
+Test(journal, rejects_malformed)
+{
+	static const char *const bad[] = {
+		"",
+		"hello 1 2 3 4 5\n",
+		"stalenet-journal 2 1 1 /x p\n",
+		"stalenet-journal 1 0 1 /x p\n",
+		"stalenet-journal 1 1 1 /x p\nnetns\n",
+		"stalenet-journal 1 1 1 /x p\nnetns a b\n",
+		"stalenet-journal 1 1 1 /x p\nbogus a\n",
+		"stalenet-journal 1 1 1 /x p\nproc x 1 n\n",
+		"stalenet-journal 1 1 1 /x p\nnetns  a\n",
+		"stalenet-journal 1 1 1 /x p\nnetns a%zz\n",
+		"stalenet-journal 1 1 1 /x p\nsysctl - k\n",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct journal_parsed *p = NULL;
+		char err[128] = "";
+
+		cr_assert_eq(journal_parse(bad[i], strlen(bad[i]), &p, err, sizeof err), -EINVAL,
+			     "case %zu accepted", i);
+		cr_assert_null(p);
+		cr_assert_not_null(strstr(err, "line"), "case %zu: %s", i, err);
+	}
+}
+
+/* A model world: the set of things that exist, keyed "kind:first-field". */
+struct world {
+	char items[64][96];
+	int n;
+	int undo_calls;
+	int fail_after; /* undo fails (without effect) once this many calls were made; -1 never */
+	char order[64][96];
+	int n_order;
+};
+
+static void key_of(const struct journal_record *r, char *out, size_t len)
+{
+	snprintf(out, len, "%s:%s", journal_kind_name(r->kind),
+		 r->kind == JOURNAL_LINK || r->kind == JOURNAL_SYSCTL ? r->fields[1] : r->fields[0]);
+}
+
+static int world_undo(void *arg, const struct journal_record *r)
+{
+	struct world *w = arg;
+	char k[96];
+
+	if (w->fail_after >= 0 && w->undo_calls >= w->fail_after)
+		return -EIO;
+	w->undo_calls++;
+	key_of(r, k, sizeof k);
+	snprintf(w->order[w->n_order++ % 64], 96, "%s", k);
+	for (int i = 0; i < w->n; i++)
+		if (!strcmp(w->items[i], k)) {
+			memmove(w->items[i], w->items[i + 1], (size_t)(w->n - i - 1) * 96);
+			w->n--;
+			return 0;
+		}
+	return 0; /* already gone: fine */
+}
+
+Test(journal, replay_reverse_order_and_idempotent)
+{
+	struct journal_parsed *p = NULL;
+	struct world w = { .fail_after = -1 };
+	struct journal_ops ops = { .undo = world_undo, .arg = &w };
+	char err[128];
+	int failed;
+
+	cr_assert_eq(journal_parse(good, strlen(good), &p, err, sizeof err), 0);
+	/* Everything recorded exists, except the link (creation never happened). */
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->recs[i].kind == JOURNAL_LINK)
+			continue;
+		key_of(&p->recs[i], w.items[w.n++], 96);
+	}
+	/* A partial teardown: fails after 3 undos. */
+	w.fail_after = 3;
+	cr_assert_eq(journal_replay(p, &ops, &failed), -EIO);
+	cr_assert_eq(failed, 4);
+	cr_assert_eq(w.n, 4);
+	/* The first undone was the last recorded. */
+	cr_assert_str_eq(w.order[0], "mount:/run/x");
+	cr_assert_str_eq(w.order[1], "link:sn1a2b-x");
+	cr_assert_str_eq(w.order[2], "proc:1234");
+	/* Re-run: completes, nothing left, no errors for what is already gone. */
+	w.fail_after = -1;
+	w.n_order = 0;
+	cr_assert_eq(journal_replay(p, &ops, &failed), 0);
+	cr_assert_eq(failed, 0);
+	cr_assert_eq(w.n, 0);
+	cr_assert_str_eq(w.order[6], "sysctl:net.ipv4.neigh.default.gc_thresh3");
+	/* And again: still fine. */
+	cr_assert_eq(journal_replay(p, &ops, &failed), 0);
+	journal_parsed_free(&p);
+}
+
+Test(journal, writer_round_trip_batches_and_registry)
+{
+	char dir[] = "/tmp/stalenet-tj-XXXXXX", reg[256], err[256], target[512];
+	struct journal *j;
+	struct journal_parsed *p = NULL;
+	const char *rule[] = { "-i", "eth0", "-m", "comment", "--comment", "two words", "-j", "ACCEPT" };
+	ssize_t n;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(reg, sizeof reg, "%s/registry", dir);
+	journal_set_registry_dir(reg);
+	j = journal_create(dir, "snt01-", err, sizeof err);
+	cr_assert_not_null(j, "%s", err);
+	/* A second run with the same prefix or in the same dir is refused. */
+	cr_assert_null(journal_create(dir, "snt02-", err, sizeof err));
+	cr_assert_eq(journal_netns(j, "snt01-sw"), 0);
+	cr_assert_eq(journal_batch_begin(j), 0);
+	cr_assert_eq(journal_batch_begin(j), -EBUSY);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(journal_append(j, JOURNAL_NETNS, "snt01-n%d", i), 0);
+	cr_assert_eq(journal_batch_commit(j), 0);
+	cr_assert_eq(journal_append(j, JOURNAL_NETNS, "has space %s", "x"), -EINVAL);
+	cr_assert_eq(journal_append(j, JOURNAL_NETNS, "pct%%"), -EINVAL);
+	cr_assert_eq(journal_iptables(j, "snt01-n0", "filter", "INPUT", 8, rule), 0);
+	cr_assert_eq(journal_proc(j, 77, 1234567, "stalenet node"), 0);
+	cr_assert_eq(journal_sysctl(j, NULL, "net.ipv4.tcp_allowed_congestion_control", "reno bbr", NULL), 0);
+	strcat(reg, "/snt01-");
+	n = readlink(reg, target, sizeof target - 1);
+	cr_assert_gt(n, 0);
+	target[n] = '\0';
+	cr_assert_str_eq(target, journal_path(j));
+	cr_assert_eq(journal_load(journal_path(j), &p, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(p->pid, getpid());
+	cr_assert_gt(p->start_time, 0);
+	cr_assert_eq(p->n, 14);
+	cr_assert_str_eq(p->recs[10].fields[0], "snt01-n9");
+	cr_assert_eq(p->recs[11].nfields, 11);
+	cr_assert_str_eq(p->recs[11].fields[8], "two words");
+	cr_assert_str_eq(p->recs[12].fields[2], "stalenet node");
+	cr_assert_str_eq(p->recs[13].fields[2], "reno bbr");
+	cr_assert_eq(p->recs[13].nfields, 3);
+	journal_parsed_free(&p);
+	cr_assert_eq(journal_mark_ended(j), 0);
+	cr_assert_eq(access(reg, F_OK), -1, "registry entry removed");
+	cr_assert_eq(journal_load(journal_path(j), &p, err, sizeof err), 0);
+	cr_assert(p->ended);
+	journal_parsed_free(&p);
+	journal_destroy(&j);
+	cr_assert_null(j);
+	journal_set_registry_dir(NULL);
+}
