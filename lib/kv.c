@@ -125,6 +125,26 @@ int kv_get_i64(const struct kv *self, const char *key, int64_t def, int64_t *out
 	return 0;
 }
 
+int kv_get_u64(const struct kv *self, const char *key, uint64_t def, uint64_t *out)
+{
+	const char *v = kv_get(self, key);
+	char *end;
+	unsigned long long x;
+
+	if (!v) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-') {
+		log_error("config key %s: '%s' is not an unsigned integer", key, v);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
 int kv_get_double(const struct kv *self, const char *key, double def, double *out)
 {
 	const char *v = kv_get(self, key);

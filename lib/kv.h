@@ -31,6 +31,8 @@ const char *kv_get(const struct kv *self, const char *key);
 /* Typed getters: return def when the key is absent; -EINVAL (and log an error naming the key)
  * when it is present but malformed, 0 otherwise. */
 int kv_get_i64(const struct kv *self, const char *key, int64_t def, int64_t *out);
+/* Unsigned 64-bit (seeds): the full range 0..UINT64_MAX. */
+int kv_get_u64(const struct kv *self, const char *key, uint64_t def, uint64_t *out);
 int kv_get_double(const struct kv *self, const char *key, double def, double *out);
 int kv_get_bool(const struct kv *self, const char *key, bool def, bool *out);
 

@@ -71,7 +71,7 @@ int engine_conf_read(const struct kv *cfg, struct engine_conf *c)
 	rc = kv_get_i64(cfg, "node.index", -1, &idx);
 	rc = rc ? rc : kv_get_i64(cfg, "workers.count", 0, &n);
 	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
-	rc = rc ? rc : kv_get_i64(cfg, "run.seed", 1, &seed);
+	rc = rc ? rc : kv_get_u64(cfg, "run.seed", 1, (uint64_t *)&seed);
 	rc = rc ? rc : kv_get_i64(cfg, "run.origin_ns", clock_origin_ns(), &c->origin_ns);
 	rc = rc ? rc : kv_get_i64(cfg, "train.batch", 64, &batch);
 	rc = rc ? rc : kv_get_i64(cfg, "train.blas_threads", 1, &threads);

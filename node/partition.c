@@ -56,7 +56,7 @@ int partition_params_from_kv(const struct kv *cfg, uint32_t nodes, struct partit
 		log_error("data.partition.scheme: unknown scheme '%s' (iid|classes|dirichlet|sizes)", s);
 		return -EINVAL;
 	}
-	rc = kv_get_i64(cfg, "run.seed", 1, &seed);
+	rc = kv_get_u64(cfg, "run.seed", 1, (uint64_t *)&seed);
 	rc = rc ? rc : kv_get_i64(cfg, "data.partition.per_node", 2, &per_node);
 	rc = rc ? rc : kv_get_double(cfg, "data.partition.alpha", 0.5, &p->alpha);
 	rc = rc ? rc : kv_get_double(cfg, "data.partition.zipf", 1.0, &p->zipf);

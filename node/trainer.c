@@ -52,7 +52,7 @@ static int read_cfg(const struct kv *cfg, struct trainer_cfg *c)
 		log_error("trainer: run.dir is not set");
 		return -EINVAL;
 	}
-	rc = kv_get_i64(cfg, "run.seed", 1, &c->seed);
+	rc = kv_get_u64(cfg, "run.seed", 1, (uint64_t *)&c->seed);
 	rc = rc ? rc : kv_get_i64(cfg, "run.origin_ns", clock_now_ns(), &c->origin_ns);
 	rc = rc ? rc : kv_get_i64(cfg, "train.batch", 64, &c->batch);
 	rc = rc ? rc : kv_get_i64(cfg, "train.epochs", 15, &c->epochs);

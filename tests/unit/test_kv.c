@@ -31,6 +31,16 @@ Test(kv, set_get_override)
 	cr_assert_eq(kv_set(kv, "flag", "yes"), 0);
 	cr_assert_eq(kv_get_bool(kv, "flag", false, &b), 0);
 	cr_assert(b);
+	{
+		uint64_t u;
+
+		cr_assert_eq(kv_set(kv, "run.seed", "13679457532755275413"), 0);
+		cr_assert_eq(kv_get_u64(kv, "run.seed", 0, &u), 0);
+		cr_assert_eq(u, 13679457532755275413ULL);
+		cr_assert_eq(kv_get_i64(kv, "run.seed", 0, &i), -EINVAL); /* beyond int64 */
+		cr_assert_eq(kv_set(kv, "neg", "-1"), 0);
+		cr_assert_eq(kv_get_u64(kv, "neg", 0, &u), -EINVAL);
+	}
 	kv_destroy(&kv);
 	cr_assert_null(kv);
 	kv_destroy(&kv);
