@@ -253,12 +253,12 @@ out:
 	return rc;
 }
 
-/* Keep [A-Za-z0-9._,=+-]; anything else becomes '_'. */
-static void sanitize(char *s)
+/* Keep [A-Za-z0-9._+-] (and ',' '=' between the pieces of an id); anything else becomes '_'. */
+static void sanitize(char *s, bool separators)
 {
 	for (; *s; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-		      strchr("._,=+-", *s)))
+		      strchr("._+-", *s) || (separators && strchr(",=", *s))))
 			*s = '_';
 }
 
@@ -308,7 +308,12 @@ struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
 			for (size_t a = 0; a < n_axes; a++) {
 				const struct scenario_sweep_axis *ax = &sc->sweep.axes[a];
 				value_idx[a] = digit[axis_dim[a]];
-				int w = snprintf(r->id + pos, sizeof r->id - pos, "%s=%s,", ax->key, ax->values[value_idx[a]]);
+				char k[PLAN_RUN_ID_MAX], v[PLAN_RUN_ID_MAX];
+				snprintf(k, sizeof k, "%s", ax->key);
+				snprintf(v, sizeof v, "%s", ax->values[value_idx[a]]);
+				sanitize(k, false);
+				sanitize(v, false);
+				int w = snprintf(r->id + pos, sizeof r->id - pos, "%s=%s,", k, v);
 				pos = w < 0 ? pos : pos + (size_t)w >= sizeof r->id ? sizeof r->id - 1 : pos + (size_t)w;
 			}
 			if (pos < sizeof r->id)
@@ -317,7 +322,7 @@ struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
 				/* too long for a file name: keep a prefix and make it unique by index */
 				snprintf(r->id + sizeof r->id - 24, 24, "...run=%u,rep=%u", r->index, rep);
 			}
-			sanitize(r->id);
+			sanitize(r->id, true);
 			r->scenario = scenario_sweep_run(sc, value_idx, r->seed, err, errlen);
 			if (!r->scenario)
 				goto fail;

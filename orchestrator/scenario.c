@@ -1523,6 +1523,9 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 	}
 	data_nodes = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? 1 : sc->workers;
 
+	/* the default sample adapts to small runs; an explicit one must fit */
+	if (!cv->sample_node && sc->consistency.sample >= data_nodes)
+		sc->consistency.sample = data_nodes ? (uint32_t)data_nodes - 1 : 0;
 	if ((sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP) &&
 	    sc->consistency.sample >= data_nodes && sc->topology.kind != SCENARIO_TOPO_CENTRALIZED)
 		return fail(cv, cv->sample_node ? cv->sample_node : cv->workers_node, "consistency.sample %u must be below the number of workers (%zu): "
