@@ -1,0 +1,405 @@
+/* Namespace tests for orchestrator/testbed + journal + cleanup (root). Each test works under
+ * its own random prefix and a private registry directory, and checks that what it made is
+ * gone afterwards: our /run/netns names, host links, and the host sysctls testbed touches.
+ * Skips cleanly without root or netns support; fails instead under STALENET_TESTS_MUST_RUN=1. */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "lib/netns.h"
+#include "lib/sysctl.h"
+#include "orchestrator/cleanup.h"
+#include "orchestrator/journal.h"
+#include "orchestrator/launch.h"
+#include "orchestrator/testbed.h"
+
+static char tmpdir[64];
+static char registry[128];
+
+static const char *const host_keys[] = {
+	"net.ipv4.tcp_allowed_congestion_control", "net.ipv4.neigh.default.gc_thresh1",
+	"net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3",
+};
+#define N_KEYS (sizeof host_keys / sizeof host_keys[0])
+
+static void skip_or_fail(const char *why)
+{
+	const char *must = getenv("STALENET_TESTS_MUST_RUN");
+
+	if (must && !strcmp(must, "1"))
+		cr_assert_fail("cannot run: %s (STALENET_TESTS_MUST_RUN=1)", why);
+	cr_skip_test("%s", why);
+}
+
+static void setup(void)
+{
+	log_init("test_testbed", LOG_WARN);
+	if (geteuid() != 0) {
+		skip_or_fail("needs root");
+		return;
+	}
+	if (netns_add("sntst-probe") < 0) {
+		skip_or_fail("cannot create a network namespace");
+		return;
+	}
+	netns_delete("sntst-probe");
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/stalenet-ttb-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+	snprintf(registry, sizeof registry, "%s/registry", tmpdir);
+	journal_set_registry_dir(registry);
+}
+
+static void teardown(void)
+{
+	journal_set_registry_dir(NULL);
+}
+
+TestSuite(testbed, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Names in dir starting with prefix, joined by ' ' into out. Returns the count. */
+static int list_prefixed(const char *dir, const char *prefix, char *out, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	out[0] = '\0';
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+			strncat(out, e->d_name, len - strlen(out) - 2);
+			strcat(out, " ");
+			n++;
+		}
+	closedir(d);
+	return n;
+}
+
+struct host_snapshot {
+	char sysctl[N_KEYS][256];
+	int n_links;
+};
+
+static void snapshot(struct host_snapshot *s)
+{
+	char buf[8192];
+
+	for (size_t k = 0; k < N_KEYS; k++)
+		cr_assert_eq(sysctl_read(host_keys[k], s->sysctl[k], sizeof s->sysctl[k]), 0);
+	s->n_links = list_prefixed("/sys/class/net", "", buf, sizeof buf);
+}
+
+static void assert_nothing_left(const char *prefix, const struct host_snapshot *before)
+{
+	struct host_snapshot after;
+	char names[8192];
+
+	cr_assert_eq(list_prefixed(NETNS_RUN_DIR, prefix, names, sizeof names), 0,
+		     "namespaces left: %s", names);
+	cr_assert_eq(list_prefixed("/sys/class/net", prefix, names, sizeof names), 0,
+		     "host links left: %s", names);
+	snapshot(&after);
+	for (size_t k = 0; k < N_KEYS; k++)
+		cr_assert_str_eq(after.sysctl[k], before->sysctl[k], "%s not restored", host_keys[k]);
+}
+
+static struct journal *new_run(const char *prefix, char *rundir, size_t len)
+{
+	char err[256];
+	struct journal *j;
+
+	snprintf(rundir, len, "%s/%s", tmpdir, prefix);
+	cr_assert_eq(mkdir(rundir, 0755), 0);
+	j = journal_create(rundir, prefix, err, sizeof err);
+	cr_assert_not_null(j, "%s", err);
+	return j;
+}
+
+/* Send one UDP datagram from inside node a's namespace to node b's address and receive it
+ * inside b's. */
+static void udp_between(const struct testbed *tb, int a, int b)
+{
+	int saved = -1, rx = -1, tx = -1;
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(47999) };
+	struct sockaddr_in from;
+	socklen_t fl = sizeof from;
+	struct pollfd pfd;
+	char msg[32] = "", got[32] = "";
+
+	cr_assert_eq(netns_enter(testbed_node_netns(tb, b), &saved), 0);
+	rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	to.sin_addr.s_addr = testbed_node_addr(tb, b);
+	cr_assert_eq(bind(rx, (struct sockaddr *)&to, sizeof to), 0, "bind %s: %s",
+		     testbed_node_addr_str(tb, b), strerror(errno));
+	cr_assert_eq(netns_restore(&saved), 0);
+	cr_assert_eq(netns_enter(testbed_node_netns(tb, a), &saved), 0);
+	tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(netns_restore(&saved), 0);
+	snprintf(msg, sizeof msg, "hello %d->%d", a, b);
+	pfd.fd = rx;
+	pfd.events = POLLIN;
+	for (int tries = 0; tries < 30; tries++) {
+		sendto(tx, msg, strlen(msg), 0, (struct sockaddr *)&to, sizeof to);
+		if (poll(&pfd, 1, 100) == 1)
+			break;
+	}
+	cr_assert_gt(recvfrom(rx, got, sizeof got - 1, 0, (struct sockaddr *)&from, &fl), 0,
+		     "no datagram %s -> %s", testbed_node_addr_str(tb, a), testbed_node_addr_str(tb, b));
+	cr_assert_str_eq(got, msg);
+	cr_assert_eq(from.sin_addr.s_addr, testbed_node_addr(tb, a), "source address");
+	close(rx);
+	close(tx);
+}
+
+static void create_and_teardown(int n)
+{
+	struct host_snapshot before;
+	char prefix[16], rundir[256], err[256], cc[32];
+	struct testbed_spec spec = { .n_nodes = n, .cc = "reno" };
+	struct testbed *tb;
+	struct journal *j;
+	int saved = -1;
+
+	snapshot(&before);
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	j = new_run(prefix, rundir, sizeof rundir);
+	spec.prefix = prefix;
+	tb = testbed_create(&spec, j, err, sizeof err);
+	cr_assert_not_null(tb, "%s", err);
+	cr_assert_eq(testbed_n_nodes(tb), n);
+	for (int i = 0; i < n; i++) {
+		uint32_t want = htonl(0xc6120000u + (uint32_t)i + 1);
+
+		cr_assert(netns_exists(testbed_node_netns(tb, i)));
+		cr_assert_eq(testbed_node_addr(tb, i), want);
+		cr_assert_str_eq(testbed_node_ifname(tb, i), "eth0");
+		cr_assert_eq(strncmp(testbed_node_switch_ifname(tb, i), prefix, strlen(prefix)), 0);
+	}
+	/* The congestion control is set inside the nodes, not on the host. */
+	cr_assert_eq(netns_enter(testbed_node_netns(tb, n - 1), &saved), 0);
+	cr_assert_eq(sysctl_read("net.ipv4.tcp_congestion_control", cc, sizeof cc), 0);
+	cr_assert_eq(netns_restore(&saved), 0);
+	cr_assert_str_eq(cc, "reno");
+	cr_assert(netns_exists(testbed_switch_netns(tb)));
+	cr_assert_eq(testbed_check_reach(tb, 3000, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(testbed_destroy(&tb), 0);
+	cr_assert_null(tb);
+	cr_assert_eq(cleanup_journal(j), 0);
+	journal_destroy(&j);
+	assert_nothing_left(prefix, &before);
+}
+
+Test(testbed, create_teardown_3_leaves_nothing)
+{
+	create_and_teardown(3);
+}
+
+Test(testbed, create_teardown_50_leaves_nothing)
+{
+	create_and_teardown(50);
+}
+
+Test(testbed, nodes_reach_each_other_over_udp)
+{
+	char prefix[16], rundir[256], err[256];
+	const char *names[] = { "server", "worker0", "worker1", "worker2" };
+	struct testbed_spec spec = { .n_nodes = 4, .node_names = names, .mtu = 1400,
+				     .skip_reach_check = true };
+	struct host_snapshot before;
+	struct testbed *tb;
+	struct journal *j;
+
+	snapshot(&before);
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	j = new_run(prefix, rundir, sizeof rundir);
+	spec.prefix = prefix;
+	tb = testbed_create(&spec, j, err, sizeof err);
+	cr_assert_not_null(tb, "%s", err);
+	cr_assert_eq(testbed_node_index(tb, "worker1"), 2);
+	cr_assert_eq(testbed_node_index(tb, "nobody"), -ENOENT);
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 4; b++)
+			if (a != b)
+				udp_between(tb, a, b);
+	testbed_destroy(&tb);
+	cr_assert_eq(cleanup_journal(j), 0);
+	journal_destroy(&j);
+	assert_nothing_left(prefix, &before);
+}
+
+Test(testbed, two_testbeds_do_not_disturb_each_other)
+{
+	char pa[16], pb[16], ra[256], rb[256], err[256];
+	struct testbed_spec spec = { .n_nodes = 5 };
+	struct host_snapshot before;
+	struct testbed *a, *b;
+	struct journal *ja, *jb;
+
+	snapshot(&before);
+	cr_assert_eq(testbed_random_prefix(pa, sizeof pa), 0);
+	ja = new_run(pa, ra, sizeof ra);
+	do
+		cr_assert_eq(testbed_random_prefix(pb, sizeof pb), 0);
+	while (!strcmp(pa, pb));
+	jb = new_run(pb, rb, sizeof rb);
+	spec.prefix = pa;
+	a = testbed_create(&spec, ja, err, sizeof err);
+	cr_assert_not_null(a, "%s", err);
+	spec.prefix = pb;
+	b = testbed_create(&spec, jb, err, sizeof err);
+	cr_assert_not_null(b, "%s", err);
+	/* Same addresses, separate networks: both work. */
+	cr_assert_eq(testbed_node_addr(a, 0), testbed_node_addr(b, 0));
+	cr_assert_eq(testbed_check_reach(a, 3000, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(testbed_check_reach(b, 3000, err, sizeof err), 0, "%s", err);
+	/* Tearing a down (through its journal) leaves b working and whole. */
+	cr_assert_eq(cleanup_journal(ja), 0);
+	testbed_destroy(&a);
+	for (int i = 0; i < 5; i++)
+		cr_assert(netns_exists(testbed_node_netns(b, i)));
+	cr_assert_eq(testbed_check_reach(b, 3000, err, sizeof err), 0, "%s", err);
+	udp_between(b, 0, 4);
+	/* A cleanup scan while b's orchestrator (us) lives does not touch b. */
+	{
+		struct cleanup_report rep = { 0 };
+
+		cr_assert_eq(cleanup_run(tmpdir, 0, &rep), 0);
+		cr_assert_eq(rep.live, 1);
+		cr_assert_eq(rep.replayed, 0);
+		cr_assert(netns_exists(testbed_switch_netns(b)));
+	}
+	testbed_destroy(&b);
+	cr_assert_eq(cleanup_journal(jb), 0);
+	journal_destroy(&ja);
+	journal_destroy(&jb);
+	assert_nothing_left(pa, &before);
+	assert_nothing_left(pb, &before);
+}
+
+/* A child builds a testbed (raising host sysctls too) and is SIGKILLed; cleanup finds the
+ * dead run through the registry and removes everything, but not a namespace with the same
+ * prefix that no journal lists. */
+Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
+{
+	char prefix[16], rundir[256], foreign[64];
+	struct { pid_t pid; uint64_t st; } info = { 0 };
+	struct host_snapshot before;
+	struct cleanup_report rep = { 0 };
+	struct journal_parsed *p = NULL;
+	int pipefd[2], status;
+	pid_t pid;
+
+	snapshot(&before);
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	snprintf(rundir, sizeof rundir, "%s/%s", tmpdir, prefix);
+	cr_assert_eq(mkdir(rundir, 0755), 0);
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char err[256];
+		struct testbed_spec spec = { .n_nodes = 6, .prefix = prefix, .raise_neigh = true,
+					     .cc = "cubic" };
+		struct journal *j = journal_create(rundir, prefix, err, sizeof err);
+		struct testbed *tb = j ? testbed_create(&spec, j, err, sizeof err) : NULL;
+
+		if (!tb)
+			_exit(3);
+		/* A process and an iptables rule in a node, recorded the way launch and the
+		 * shaper do: before they exist. */
+		{
+			const char *rule[] = { "-p", "udp", "--dport", "9", "-j", "DROP" };
+			const char *ns = testbed_node_netns(tb, 1);
+			int st, gate[2];
+			pid_t ipt, sl;
+
+			if (pipe2(gate, O_CLOEXEC) < 0)
+				_exit(5);
+			sl = fork();
+			if (sl == 0) {
+				char go;
+
+				close(gate[1]);
+				if (read(gate[0], &go, 1) != 1)
+					_exit(1);
+				execlp("sleep", "sleep", "60", (char *)NULL);
+				_exit(127);
+			}
+			close(gate[0]);
+			for (int i = 0; i < 100 && !(info.st = launch_proc_start_time(sl)); i++)
+				usleep(1000);
+			info.pid = sl;
+			if (journal_proc(j, sl, info.st, "sleep") < 0 || write(gate[1], "g", 1) != 1)
+				_exit(6);
+			if (journal_iptables(j, ns, "filter", "INPUT", 6, rule) < 0)
+				_exit(7);
+			ipt = fork();
+			if (ipt == 0) {
+				int saved;
+
+				if (netns_enter(ns, &saved) < 0)
+					_exit(1);
+				execlp("iptables", "iptables", "-w", "5", "-t", "filter", "-A", "INPUT",
+				       "-p", "udp", "--dport", "9", "-j", "DROP", (char *)NULL);
+				_exit(127);
+			}
+			if (waitpid(ipt, &st, 0) != ipt || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				_exit(8);
+			if (write(pipefd[1], &info, sizeof info) != sizeof info)
+				_exit(4);
+		}
+		pause();
+		_exit(0);
+	}
+	close(pipefd[1]);
+	cr_assert_eq(read(pipefd[0], &info, sizeof info), (ssize_t)sizeof info,
+		     "child failed to build its testbed");
+	cr_assert(cleanup_proc_alive(info.pid, info.st));
+	close(pipefd[0]);
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	snprintf(foreign, sizeof foreign, "%sforeign", prefix);
+	cr_assert_eq(netns_add(foreign), 0);
+	{
+		char sw[64];
+
+		snprintf(sw, sizeof sw, "%ssw", prefix);
+		cr_assert(netns_exists(sw), "the crashed run's switch should still exist");
+	}
+	/* Registry scan only (path "/nonexistent"): finds the run from any --out dir. */
+	cr_assert_eq(cleanup_run("/nonexistent", 0, &rep), 0);
+	cr_assert_eq(rep.replayed, 1);
+	cr_assert_eq(rep.failed, 0);
+	cr_assert_not(cleanup_proc_alive(info.pid, info.st), "the run's process must be gone");
+	cr_assert(netns_exists(foreign), "a namespace no journal lists must stay");
+	cr_assert_eq(netns_delete(foreign), 0);
+	assert_nothing_left(prefix, &before);
+	{
+		char path[512], err[256];
+
+		snprintf(path, sizeof path, "%s/journal", rundir);
+		cr_assert_eq(journal_load(path, &p, err, sizeof err), 0, "%s", err);
+		cr_assert(p->ended);
+		journal_parsed_free(&p);
+	}
+	/* Idempotent: a second scan finds nothing to do. */
+	memset(&rep, 0, sizeof rep);
+	cr_assert_eq(cleanup_run(rundir, 0, &rep), 0);
+	cr_assert_eq(rep.ended, 1);
+	cr_assert_eq(rep.replayed, 0);
+}
