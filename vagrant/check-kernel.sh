@@ -2,6 +2,8 @@
 # Kernel-backend tests (tests/kernel/*): run directly where this kernel has sch_netem, else inside
 # the netem VM (vagrant/netem-vm.sh, cached under BUILD/netem-vm).
 set -euo pipefail
+inside=0
+if [ "${1:-}" = --inside ]; then inside=1; shift; fi
 BUILD=${1:-build}
 shopt -s nullglob
 tests=("$BUILD"/tests/kernel/test_*)
@@ -20,7 +22,7 @@ run_all() {
 	return $fail
 }
 
-if [ "${1:-}" = --inside ]; then shift; BUILD=${1:-build}; tests=("$BUILD"/tests/kernel/test_*); run_all; exit; fi
+if [ $inside = 1 ]; then run_all; exit; fi
 
 if host_has_netem; then
 	echo "check-kernel: this kernel has sch_netem: running on the host"

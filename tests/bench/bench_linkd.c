@@ -1,0 +1,285 @@
+/* bench_linkd: NFQUEUE emulator throughput (packets per second per core of linkd's thread) at
+ * 0 ms and 20 ms delay, and a configured-vs-measured fidelity table for the available backends.
+ *
+ * Two namespaces joined by a veth pair; linkd runs in a thread of this process, its CPU time read
+ * from the thread's CPU clock; a sender thread blasts 64-byte UDP datagrams with sendmmsg. Needs
+ * root; prints a note and exits 0 elsewhere. Nothing is asserted: the numbers are the output. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "netem/link_netns.h"
+#include "netem/link_shaper.h"
+#include "netem/link_verdict.h"
+#include "netem/linkd.h"
+
+static char ns_a[64], ns_b[64], if_a[16], if_b[16], ctl[128], tmpdir[64];
+static struct linkd *lkd;
+static pthread_t lkd_thread;
+static clockid_t lkd_clock;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void *linkd_main(void *arg)
+{
+	linkd_run(arg);
+	return NULL;
+}
+
+struct sockreq {
+	int type, fd, port, rcvbuf;
+};
+
+static int open_sock(void *arg)
+{
+	struct sockreq *r = arg;
+	r->fd = socket(AF_INET, r->type | SOCK_CLOEXEC, 0);
+	if (r->fd < 0)
+		return -errno;
+	if (r->rcvbuf)
+		setsockopt(r->fd, SOL_SOCKET, SO_RCVBUFFORCE, &r->rcvbuf, sizeof r->rcvbuf);
+	if (r->port) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->port) };
+		if (bind(r->fd, (struct sockaddr *)&a, sizeof a) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static int sock_in(const char *ns, int type, int port, int rcvbuf)
+{
+	struct sockreq r = { type, -1, port, rcvbuf };
+	return link_netns_call(ns, open_sock, &r) == 0 ? r.fd : -1;
+}
+
+static struct sockaddr_in addr_b(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "198.18.250.2", &a.sin_addr);
+	return a;
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(lkd_clock, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void pps(struct link_shaper *s, const struct link_endpoint *ep, uint32_t delay_us)
+{
+	struct link_params p = { .delay_us = delay_us, .limit_pkts = 60000 };
+	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0) {
+		printf("apply failed\n");
+		return;
+	}
+	int rx = sock_in(ns_b, SOCK_DGRAM, 9400, 1 << 16); /* never read: drops are cheap */
+	int tx = sock_in(ns_a, SOCK_DGRAM, 0, 0);
+	struct sockaddr_in to = addr_b(9400);
+	enum { BATCH = 64 };
+	char payload[64] = { 0 };
+	struct iovec iov[BATCH];
+	struct mmsghdr m[BATCH];
+	for (int i = 0; i < BATCH; i++) {
+		iov[i] = (struct iovec){ payload, sizeof payload };
+		m[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &to, .msg_namelen = sizeof to,
+						      .msg_iov = &iov[i], .msg_iovlen = 1 } };
+	}
+	struct link_counters c0, c1;
+	link_shaper_counters(s, ep, LINK_DIR_UP, &c0);
+	double cpu0 = thread_cpu_s();
+	int64_t t0 = clock_now_ns(), end = t0 + 3000000000LL;
+	uint64_t sent = 0;
+	while (clock_now_ns() < end) {
+		int n = sendmmsg(tx, m, BATCH, 0);
+		if (n > 0)
+			sent += (uint64_t)n;
+		/* pace just under the emulator's capacity: held packets stay under the limit */
+		struct link_counters now;
+		if ((sent & 0x3fff) < BATCH && link_shaper_counters(s, ep, LINK_DIR_UP, &now) == 0 &&
+		    now.backlog_pkts > 50000)
+			usleep(1000);
+	}
+	usleep((delay_us + 50000) / 1000 * 1000);
+	double cpu1 = thread_cpu_s();
+	int64_t t1 = clock_now_ns();
+	link_shaper_counters(s, ep, LINK_DIR_UP, &c1);
+	uint64_t pk = c1.packets - c0.packets, dr = c1.dropped - c0.dropped;
+	double wall = (t1 - t0) / 1e9, cpu = cpu1 - cpu0;
+	printf("| %5.1f ms | %9lu | %9lu | %6lu | %6.2f | %6.2f | %9.0f | %9.0f |\n", delay_us / 1000.0,
+	       (unsigned long)sent, (unsigned long)pk, (unsigned long)dr, wall, cpu, pk / wall,
+	       cpu > 0 ? pk / cpu : 0);
+	close(rx);
+	close(tx);
+	link_shaper_remove(s, ep, LINK_DIR_UP);
+}
+
+/* RTT statistics over n sequential UDP probes through an echo in ns_b. */
+struct echo {
+	int fd;
+	volatile int stop;
+};
+
+static void *echo_main(void *arg)
+{
+	struct echo *e = arg;
+	char buf[256];
+	while (!e->stop) {
+		struct pollfd p = { .fd = e->fd, .events = POLLIN };
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		struct sockaddr_in from;
+		socklen_t fl = sizeof from;
+		ssize_t n = recvfrom(e->fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+		if (n > 0)
+			sendto(e->fd, buf, (size_t)n, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, struct link_params p, int n)
+{
+	link_shaper_apply(s, ep, LINK_DIR_UP, &p);
+	link_shaper_apply(s, ep, LINK_DIR_DOWN, &p);
+	struct echo e = { .fd = sock_in(ns_b, SOCK_DGRAM, 9500, 0) };
+	pthread_t t;
+	pthread_create(&t, NULL, echo_main, &e);
+	int c = sock_in(ns_a, SOCK_DGRAM, 0, 0);
+	struct sockaddr_in to = addr_b(9500);
+	double sum = 0, sum2 = 0;
+	int got = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t t0 = clock_now_ns();
+		uint32_t seq = (uint32_t)i, back = UINT32_MAX;
+		sendto(c, &seq, sizeof seq, 0, (struct sockaddr *)&to, sizeof to);
+		for (;;) {
+			struct pollfd pf = { .fd = c, .events = POLLIN };
+			int64_t left = 1000 - (clock_now_ns() - t0) / 1000000;
+			if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+				break;
+			if (recv(c, &back, sizeof back, 0) == (ssize_t)sizeof back && back == seq)
+				break;
+		}
+		if (back == seq) {
+			double ms = (clock_now_ns() - t0) / 1e6;
+			sum += ms;
+			sum2 += ms * ms;
+			got++;
+		}
+	}
+	e.stop = 1;
+	pthread_join(t, NULL);
+	close(e.fd);
+	close(c);
+	struct link_verdict_expect ex;
+	link_verdict_expect_from(&p, &p, &ex);
+	double mean = got ? sum / got : 0, sd = got > 1 ? sqrt((sum2 - sum * sum / got) / (got - 1)) : 0;
+	double loss = 1 - (double)got / n;
+	bool ok = link_verdict_verdict(&ex, (uint32_t)n, mean, sd, loss, NULL, 0);
+	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %7.2f | %6.2f | %7.2f | %6.2f | %6.2f%% | %6.2f%% | %s |\n",
+	       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4,
+	       ex.rtt_mean_ms, ex.rtt_sd_ms, mean, sd, ex.loss * 100, loss * 100, ok ? "ok" : "off");
+	link_shaper_remove(s, ep, LINK_DIR_UP);
+	link_shaper_remove(s, ep, LINK_DIR_DOWN);
+}
+
+int main(void)
+{
+	log_init("bench", LOG_WARN);
+	if (geteuid() != 0) {
+		printf("bench_linkd: needs root (namespaces, NFQUEUE): skipped\n");
+		return 0;
+	}
+	snprintf(ns_a, sizeof ns_a, "snb%d-a", getpid());
+	snprintf(ns_b, sizeof ns_b, "snb%d-b", getpid());
+	snprintf(if_a, sizeof if_a, "snb%da", getpid() % 100000);
+	snprintf(if_b, sizeof if_b, "snb%db", getpid() % 100000);
+	int rc = 1;
+	struct link_shaper *s = NULL;
+	if (sh("ip netns add %s && ip netns add %s && ip link add %s netns %s type veth peer %s netns %s",
+	       ns_a, ns_b, if_a, ns_a, if_b, ns_b) != 0 ||
+	    sh("ip -n %s addr add 198.18.250.1/24 dev %s && ip -n %s addr add 198.18.250.2/24 dev %s && "
+	       "ip -n %s link set %s up && ip -n %s link set %s up",
+	       ns_a, if_a, ns_b, if_b, ns_a, if_a, ns_b, if_b) != 0) {
+		fprintf(stderr, "bench_linkd: cannot create namespaces\n");
+		goto out;
+	}
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/snb-linkd-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		goto out;
+	snprintf(ctl, sizeof ctl, "%s/linkd.sock", tmpdir);
+	lkd = linkd_new(ctl);
+	if (!lkd)
+		goto out;
+	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
+	pthread_getcpuclockid(lkd_thread, &lkd_clock);
+	struct link_endpoint ep = { ns_a, if_a, ns_b, if_b };
+	struct link_shaper_opts o = { .backend = LINK_BACKEND_NFQ, .linkd_ctl = ctl };
+	s = link_shaper_new(&o);
+	if (!s)
+		goto out;
+	printf("\nnfq backend throughput (64-byte UDP, 3 s, one linkd thread)\n\n");
+	printf("| delay | sent | verdicted | dropped | wall s | cpu s | pkts/s | pkts/s per core |\n");
+	printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+	pps(s, &ep, 0);
+	pps(s, &ep, 20000);
+
+	struct link_params rows[] = {
+		{ .delay_us = 10000 }, { .delay_us = 10000, .jitter_us = 5000 },
+		{ .delay_us = 50000 }, { .delay_us = 50000, .jitter_us = 5000, .dist = LINK_DIST_NORMAL },
+		{ .delay_us = 20000, .loss_ppm = 10000 }, { .delay_us = 5000, .loss_ppm = 50000 },
+	};
+	int kernel = link_shaper_probe_kernel() == 1;
+	for (int b = 0; b < 1 + kernel; b++) {
+		struct link_shaper *fs = s;
+		if (b == 1) {
+			struct link_shaper_opts ko = { .backend = LINK_BACKEND_KERNEL };
+			fs = link_shaper_new(&ko);
+			if (!fs)
+				break;
+		}
+		printf("\n%s backend fidelity: both directions shaped, RTT over UDP probes (userspace clock)\n\n",
+		       b ? "kernel" : "nfq");
+		printf("| delay ms | jitter ms | dist | loss | exp RTT | exp sd | RTT | sd | exp loss | loss | verdict |\n");
+		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+			fidelity_row(fs, &ep, rows[i], rows[i].loss_ppm ? 2000 : 200);
+		if (b == 1)
+			link_shaper_destroy(&fs);
+	}
+	if (!kernel)
+		printf("\nkernel backend: %s\n", LINK_SHAPER_NO_NETEM_MSG);
+	rc = 0;
+out:
+	link_shaper_destroy(&s);
+	if (lkd) {
+		linkd_stop(lkd);
+		pthread_join(lkd_thread, NULL);
+		linkd_destroy(&lkd);
+	}
+	sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a, ns_b);
+	if (tmpdir[0])
+		sh("rm -rf %s", tmpdir);
+	return rc;
+}
