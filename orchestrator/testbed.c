@@ -983,7 +983,6 @@ out:
 	if (nb)
 		free(nb->buf);
 	free(nb);
-	(void)rc;
 	return tb;
 }
 

@@ -6,11 +6,9 @@
  *
  * Usage: bench_testbed [N ...]   (default: 200 200 200 1000). Needs root; skips otherwise.
  *
- * "Delete" is the time until every namespace name is gone; the kernel frees namespaces
- * asynchronously after that, so the bench also reports how long it took until the host's
- * count of network namespaces (nsfs inodes in /proc/self/mountinfo is not it; we use the
- * netns count in /proc/net/... unavailable) -- instead we time a settle wait: a fresh create
- * right after shows any lingering cost. */
+ * "Delete" is the time until every namespace name is gone and the host sysctls are restored;
+ * the kernel frees the namespaces asynchronously after that, which the next round's create
+ * time would show. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
