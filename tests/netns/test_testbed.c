@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -28,6 +29,7 @@
 #include "orchestrator/testbed.h"
 
 static char tmpdir[64];
+static int lock_fd = -1;
 static char registry[128];
 
 static const char *const host_keys[] = {
@@ -57,6 +59,11 @@ static void setup(void)
 		return;
 	}
 	netns_delete("sntst-probe");
+	/* The host sysctls compared before/after are global: one test at a time touches them
+	 * (Criterion runs tests in parallel workers). */
+	lock_fd = open("/run/stalenet-test-testbed.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(lock_fd, 0);
+	cr_assert_eq(flock(lock_fd, LOCK_EX), 0);
 	snprintf(tmpdir, sizeof tmpdir, "/tmp/stalenet-ttb-XXXXXX");
 	cr_assert_not_null(mkdtemp(tmpdir));
 	snprintf(registry, sizeof registry, "%s/registry", tmpdir);
@@ -66,6 +73,9 @@ static void setup(void)
 static void teardown(void)
 {
 	journal_set_registry_dir(NULL);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
 }
 
 TestSuite(testbed, .init = setup, .fini = teardown, .timeout = 120);
