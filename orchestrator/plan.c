@@ -38,6 +38,12 @@ static void free_run(struct plan_run *r)
 	scenario_destroy(&sc);
 	free(r->nodes);
 	free(r->events);
+	for (size_t a = 0; a < r->n_sweep_values; a++) {
+		free(r->sweep_values ? (char *)r->sweep_values[a] : NULL);
+		free(r->sweep_keys ? (char *)r->sweep_keys[a] : NULL);
+	}
+	free(r->sweep_values);
+	free(r->sweep_keys);
 }
 
 void plan_destroy(struct plan **self)
@@ -313,16 +319,27 @@ struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
 				snprintf(v, sizeof v, "%s", ax->values[value_idx[a]]);
 				sanitize(k, false);
 				sanitize(v, false);
-				int w = snprintf(r->id + pos, sizeof r->id - pos, "%s=%s,", k, v);
+				/* '+' joins assignments: ids are also CSV fields and file names. */
+				int w = snprintf(r->id + pos, sizeof r->id - pos, "%s=%s+", k, v);
 				pos = w < 0 ? pos : pos + (size_t)w >= sizeof r->id ? sizeof r->id - 1 : pos + (size_t)w;
 			}
 			if (pos < sizeof r->id)
 				snprintf(r->id + pos, sizeof r->id - pos, "rep=%u", rep);
 			if (strlen(r->id) >= sizeof r->id - 1) {
 				/* too long for a file name: keep a prefix and make it unique by index */
-				snprintf(r->id + sizeof r->id - 24, 24, "...run=%u,rep=%u", r->index, rep);
+				snprintf(r->id + sizeof r->id - 24, 24, "...run=%u+rep=%u", r->index, rep);
 			}
 			sanitize(r->id, true);
+			if (n_axes) {
+				if (!(r->sweep_values = calloc(n_axes, sizeof *r->sweep_values)) ||
+				    !(r->sweep_keys = calloc(n_axes, sizeof *r->sweep_keys)))
+					goto oom;
+				r->n_sweep_values = n_axes;
+				for (size_t a = 0; a < n_axes; a++)
+					if (!(r->sweep_values[a] = strdup(sc->sweep.axes[a].values[value_idx[a]])) ||
+					    !(r->sweep_keys[a] = strdup(sc->sweep.axes[a].key)))
+						goto oom;
+			}
 			r->scenario = scenario_sweep_run(sc, value_idx, r->seed, err, errlen);
 			if (!r->scenario)
 				goto fail;

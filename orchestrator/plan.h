@@ -6,7 +6,7 @@
  * link parameters per direction (network.default merged with every matching network.links entry,
  * in file order) and the link timeline sorted by time.
  *
- * Run ids are the run's sweep assignments, e.g. `consistency.barrier=ssp,workers=4,rep=1`, made
+ * Run ids are the run's sweep assignments, e.g. `consistency.barrier=ssp+workers=4+rep=1`, made
  * filesystem-safe; a run's seed is a hash of the base seed and the run index, so reruns of the
  * same plan are identical and runs of one plan differ. */
 #ifndef STALENET_PLAN_H
@@ -47,6 +47,12 @@ struct plan_run {
 	size_t n_nodes;
 	struct plan_event *events;          /* sorted by at_us, stable within equal times */
 	size_t n_events;
+	/* The sweep point: sweep_values[a] is the value (as written) of the a-th sweep axis;
+	 * NULL when the scenario has no sweep axes. sweep_keys[a] is that axis' key path.
+	 * Owned by the plan. */
+	const char **sweep_keys;
+	const char **sweep_values;
+	size_t n_sweep_values;
 };
 
 struct plan;

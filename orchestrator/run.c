@@ -24,7 +24,6 @@
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/log.h"
-#include "lib/sysctl.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
@@ -111,6 +110,8 @@ struct run_ctx {
 	struct csv_writer *links;
 	struct progress_view *view;
 	int run_index, run_count;
+	double last_accuracy;         /* latest eval.csv test_accuracy, < 0 none */
+	unsigned long long link_drops;/* sum over links at the last sample */
 };
 
 static int record_proc(void *arg, pid_t pid, uint64_t start_time, const char *name)
@@ -201,9 +202,52 @@ static bool linkd_alive(struct run_ctx *c)
 	return true;
 }
 
+/* The test accuracy of the last complete eval.csv row (for the live view). */
+static void read_last_accuracy(struct run_ctx *c)
+{
+	char path[PATH_MAX], buf[512];
+	ssize_t n;
+	off_t size;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/eval.csv", c->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	n = pread(fd, buf, sizeof buf - 1, size > (off_t)sizeof buf - 1 ? size - (off_t)sizeof buf + 1 : 0);
+	close(fd);
+	if (n <= 1 || buf[n - 1] != '\n')
+		return;
+	buf[n - 1] = '\0';
+	{
+		char *line = strrchr(buf, '\n'), *field;
+		int col = 0;
+
+		line = line ? line + 1 : buf;
+		/* t_s,node,updates,epoch,samples,test_accuracy,... */
+		for (field = line; field && col < 5; col++) {
+			field = strchr(field, ',');
+			if (field)
+				field++;
+		}
+		if (field && *field >= '0' && *field <= '9')
+			c->last_accuracy = strtod(field, NULL);
+	}
+}
+
+static void progress_status(void *arg, double *accuracy, unsigned long long *drops)
+{
+	struct run_ctx *c = arg;
+
+	*accuracy = c->last_accuracy;
+	*drops = c->link_drops;
+}
+
 static void sample_links(struct run_ctx *c, int64_t now_rel)
 {
 	static const char *dirs[] = { "up", "down" };
+	unsigned long long drops = 0;
 
 	for (size_t i = 0; i < c->run->n_nodes; i++) {
 		for (int d = 0; d < 2; d++) {
@@ -216,8 +260,11 @@ static void sample_links(struct run_ctx *c, int64_t now_rel)
 				       (unsigned long long)k.bytes, (unsigned long long)k.dropped,
 				       (unsigned long long)k.backlog_pkts,
 				       (unsigned long long)(c->backend == LINK_BACKEND_NFQ ? k.backlog_pkts : 0));
+			drops += k.dropped;
 		}
 	}
+	c->link_drops = drops;
+	read_last_accuracy(c);
 }
 
 /* Supervisor tick during training: timeline changes at their time, counters every second. */
@@ -310,7 +357,8 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 		.view = training ? c->view : NULL, .run_label = c->run->id,
 		.run_index = c->run_index, .run_count = c->run_count,
 		.interrupted = &run_interrupted,
-		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc, .arg = c },
+		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc,
+			   .status = progress_status, .arg = c },
 	};
 	int64_t origin;
 
@@ -426,6 +474,8 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 	c->links = csv_writer_open(path, TRACE_HEADER_LINKS);
 	c->next_event = 0;
 	c->next_links_ns = 0;
+	c->last_accuracy = -1;
+	c->link_drops = 0;
 	res = run_phase(c, &ph, true);
 	csv_writer_close(&c->links);
 	phase_free(&ph);
@@ -452,36 +502,6 @@ static int teardown(struct run_ctx *c)
 		log_error("teardown incomplete (%s): run 'stalenet cleanup'", strerror(-rc));
 	testbed_destroy(&c->tb); /* frees; what it would delete is gone already */
 	journal_destroy(&c->journal);
-	return rc;
-}
-
-/* A namespace may only select a congestion control the host allows
- * (net.ipv4.tcp_allowed_congestion_control); add the scenario's to the host list for the run,
- * journalled so the teardown restores the old list. */
-static int allow_cc(struct run_ctx *c, const char *cc)
-{
-	static const char key[] = "net.ipv4.tcp_allowed_congestion_control";
-	char old[512], avail[512], want[600], *tok, *save = NULL, copy[512];
-	int rc;
-
-	if (!cc || sysctl_read(key, old, sizeof old) < 0)
-		return 0;
-	snprintf(copy, sizeof copy, "%s", old);
-	for (tok = strtok_r(copy, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
-		if (!strcmp(tok, cc))
-			return 0;
-	if (sysctl_read("net.ipv4.tcp_available_congestion_control", avail, sizeof avail) == 0 &&
-	    !strstr(avail, cc)) {
-		log_error("network.cc %s: this kernel offers only: %s", cc, avail);
-		return -ENOENT;
-	}
-	old[strcspn(old, "\n")] = '\0';
-	snprintf(want, sizeof want, "%s %s", old, cc);
-	rc = journal_sysctl(c->journal, NULL, key, old, want);
-	if (rc == 0)
-		rc = sysctl_write(key, want);
-	if (rc < 0)
-		log_error("%s: cannot allow %s: %s", key, cc, strerror(-rc));
 	return rc;
 }
 
@@ -585,8 +605,6 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		.subnet_be = htonl(sc->network.subnet), .prefix_len = sc->network.prefix_len,
 		.mtu = (int)sc->network.mtu, .cc = sc->network.cc, .raise_neigh = n + 1 > 500,
 	};
-	if (allow_cc(c, sc->network.cc) < 0)
-		goto out;
 	c->tb = testbed_create(&spec, c->journal, err, sizeof err);
 	if (!c->tb) {
 		log_error("testbed: %s", err);

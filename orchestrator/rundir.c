@@ -93,36 +93,17 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* The sweep point of a run: parse "key=value,key=value,rep=N" from its id is lossy (ids are
- * made filesystem-safe), so take the values from the run's scenario by re-reading the axes. */
+/* The sweep point of a run, from the plan: {"key.path": "value", ...}. */
 static void write_sweep(FILE *f, const struct plan_run *run)
 {
-	const struct scenario_sweep *sw = &run->scenario->sweep;
-	const char *id = run->id;
-	bool first = true;
-
 	fputs("  \"sweep\": {", f);
-	/* Each axis key appears in the id as "key=value"; the value runs to the next ','. */
-	for (size_t a = 0; a < sw->n_axes; a++) {
-		const char *k = strstr(id, sw->axes[a].key);
-		char val[128];
-		size_t n = 0;
-
-		if (!k || k[strlen(sw->axes[a].key)] != '=')
-			continue;
-		k += strlen(sw->axes[a].key) + 1;
-		while (k[n] && k[n] != ',' && n < sizeof val - 1) {
-			val[n] = k[n];
-			n++;
-		}
-		val[n] = '\0';
-		fprintf(f, "%s\n    ", first ? "" : ",");
-		json_str(f, sw->axes[a].key);
+	for (size_t a = 0; a < run->n_sweep_values; a++) {
+		fprintf(f, "%s\n    ", a ? "," : "");
+		json_str(f, run->sweep_keys[a]);
 		fputs(": ", f);
-		json_str(f, val);
-		first = false;
+		json_str(f, run->sweep_values[a]);
 	}
-	fputs(first ? "},\n" : "\n  },\n", f);
+	fputs(run->n_sweep_values ? "\n  },\n" : "},\n", f);
 }
 
 int rundir_write_meta(const char *dir, const struct plan_run *run, const struct rundir_meta *m)

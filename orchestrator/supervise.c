@@ -195,6 +195,8 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 				.min_step = mn, .max_step = mx, .median_step = med, .waiting = (int)waiting,
 				.alive = (int)alive, .workers = (int)workers, .accuracy = -1, .sweep_eta_s = -1,
 			};
+			if (s->o->hooks.status)
+				s->o->hooks.status(s->o->hooks.arg, &st.accuracy, &st.link_drops);
 			progress_render(s->o->view, &st, (double)clock_now_ns() / 1e9, false);
 		}
 	}
