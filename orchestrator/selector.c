@@ -111,7 +111,7 @@ static int parse_uint(const char **p, unsigned long *out)
 static int range_term(struct ctx *c, const char *t)
 {
 	const char *lb = strchr(t, '['), *rb = strchr(t, ']');
-	if (!rb || rb < lb || strchr(rb + 1, '[') || strchr(rb + 1, ']') || strchr(lb + 1, '[') != NULL)
+	if (!lb || !rb || rb < lb || strchr(rb + 1, '[') || strchr(rb + 1, ']') || strchr(lb + 1, '[') != NULL)
 		return fail(c, "malformed range in '%s' (expected e.g. worker[0-3,7])", t);
 	for (const char *q = t; q < lb; q++)
 		if (!name_char(*q))

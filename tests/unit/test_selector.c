@@ -77,6 +77,8 @@ Test(selector, errors)
 		{ "worker[0-5000]", "SELECTOR_MAX_RANGE" },
 		{ "worker[a-b]", "malformed range" },
 		{ "worker[1", "malformed range" },
+		{ "]worker1", "malformed range" },
+		{ "worker]1[", "malformed range" },
 		{ "", "empty selector" },
 		{ "worker1,,worker2", "empty selector term" },
 		{ "wor ker", "invalid character" },
