@@ -276,7 +276,7 @@ struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
 	int *axis_dim = calloc(n_axes + 1, sizeof *axis_dim);      /* axis -> dimension */
 	size_t *digit = calloc(n_axes + 1, sizeof *digit);
 	size_t *value_idx = calloc(n_axes + 1, sizeof *value_idx);
-	size_t n_dims = 0, combos = 1;
+	size_t n_dims = 0, combos = 1, total = 0;
 
 	if (!p || !dim_len || !axis_dim || !digit || !value_idx)
 		goto oom;
@@ -300,7 +300,7 @@ struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	size_t total = combos * sc->sweep.repeat;
+	total = combos * sc->sweep.repeat;
 	if (!(p->runs = calloc(total, sizeof *p->runs)))
 		goto oom;
 	for (uint32_t rep = 1; rep <= sc->sweep.repeat; rep++) {
@@ -366,6 +366,8 @@ fail:
 	free(axis_dim);
 	free(digit);
 	free(value_idx);
+	if (p && p->runs && p->n_runs < total)
+		free_run(&p->runs[p->n_runs]); /* the run being built when it failed */
 	plan_destroy(&p);
 	return NULL;
 }

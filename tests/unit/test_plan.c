@@ -59,7 +59,7 @@ Test(plan, cartesian_product_and_repeat)
 			for (int w = 0; w < 2; w++, i++) {
 				const struct plan_run *r = plan_run(p, i);
 				char id[128];
-				snprintf(id, sizeof id, "consistency.barrier=%s,workers=%u,rep=%u", barriers[b], workers[w], rep);
+				snprintf(id, sizeof id, "consistency.barrier=%s+workers=%u+rep=%u", barriers[b], workers[w], rep);
 				cr_expect_str_eq(r->id, id);
 				cr_expect_str_eq(scenario_barrier_name(r->scenario->consistency.barrier), barriers[b]);
 				cr_expect_eq(r->scenario->workers, workers[w]);
@@ -106,8 +106,12 @@ Test(plan, sweep_of_lists_and_unsafe_ids)
 	cr_assert_eq(plan_n_runs(p), 4);
 	const struct plan_run *r = plan_run(p, 2);
 	cr_expect_eq(r->scenario->model.n_hidden, 2);
+	cr_assert_eq(r->n_sweep_values, 2);
+	cr_expect_str_eq(r->sweep_keys[0], "model.hidden");
+	cr_expect_str_eq(r->sweep_values[0], "[128,64]");
+	cr_expect_str_eq(r->sweep_values[1], "5ms");
 	cr_expect_eq(r->scenario->network.up.delay_us, 5000);
-	cr_expect_str_eq(r->id, "model.hidden=_128_64_,network.default.delay=5ms,rep=1");
+	cr_expect_str_eq(r->id, "model.hidden=_128_64_+network.default.delay=5ms+rep=1");
 	for (size_t i = 0; i < plan_n_runs(p); i++)
 		for (const char *c = plan_run(p, i)->id; *c; c++)
 			cr_expect(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._,=+-", *c) != NULL);
@@ -240,7 +244,7 @@ Test(plan, print)
 	cr_assert_eq(plan_print(f, p), 0);
 	fclose(f);
 	cr_expect(strstr(buf, "2 runs") != NULL, "%s", buf);
-	cr_expect(strstr(buf, "consistency.barrier=asp,rep=1") != NULL, "%s", buf);
+	cr_expect(strstr(buf, "consistency.barrier=asp+rep=1") != NULL, "%s", buf);
 	cr_expect(strstr(buf, "worker1") != NULL, "%s", buf);
 	cr_expect(strstr(buf, "delay 20ms rate 10mbit") != NULL, "%s", buf);
 	cr_expect(strstr(buf, "at 5s") != NULL && strstr(buf, "loss 2%") != NULL, "%s", buf);

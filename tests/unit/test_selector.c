@@ -10,7 +10,7 @@
 #define NW 40
 #define NS 3
 
-static char names_buf[NW + NS][16];
+static char names_buf[NW + NS][32];
 static const char *names[NW + NS];
 static enum scenario_role roles[NW + NS];
 
