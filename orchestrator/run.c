@@ -31,6 +31,7 @@
 #include "orchestrator/doctor.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "orchestrator/linktrace.h"
 #include "orchestrator/nodeconf.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/rundir.h"
@@ -110,6 +111,9 @@ struct run_ctx {
 	struct csv_writer *links;
 	struct progress_view *view;
 	int run_index, run_count;
+	struct link_params *cur_up, *cur_down; /* per node, as applied now */
+	struct linktrace *trace;      /* network.trace, NULL = none */
+	size_t next_trace;
 	double last_accuracy;         /* latest eval.csv test_accuracy, < 0 none */
 	unsigned long long link_drops;/* sum over links at the last sample */
 };
@@ -276,13 +280,36 @@ static int64_t training_tick(void *arg, int64_t now_rel)
 
 	if (!linkd_alive(c))
 		return -1;
-	while (c->next_event < r->n_events && (int64_t)r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 <= now_rel) {
+	/* Trace rows reshape every link: delay, loss and rate over the planned values. */
+	while (c->trace && c->next_trace < c->trace->n && (int64_t)c->trace->rows[c->next_trace].at_us * 1000 <= now_rel) {
+		const struct linktrace_row *row = &c->trace->rows[c->next_trace++];
+		char detail[200];
+		int failed = 0;
+
+		for (size_t i = 0; i < r->n_nodes; i++) {
+			linktrace_apply(row, &c->cur_up[i]);
+			linktrace_apply(row, &c->cur_down[i]);
+			failed += link_shaper_change(c->shaper, &c->eps[i], LINK_DIR_UP, &c->cur_up[i]) < 0;
+			failed += link_shaper_change(c->shaper, &c->eps[i], LINK_DIR_DOWN, &c->cur_down[i]) < 0;
+		}
+		snprintf(detail, sizeof detail, "delay %.3fms loss %.4f rate %llubit; late %.2fms%s",
+			 c->cur_up[0].delay_us / 1e3, c->cur_up[0].loss_ppm / 1e6,
+			 (unsigned long long)c->cur_up[0].rate_bps,
+			 (double)(clock_now_ns() - clock_origin_ns() - (int64_t)row->at_us * 1000) / 1e6,
+			 failed ? "; FAILED" : "");
+		supervise_event(c->dir, "trace_step", "all", detail);
+	}
+	while (c->next_event < r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 <= now_rel) {
 		const struct plan_event *e = &r->events[c->next_event++];
 		const struct plan_node *nd = &r->nodes[e->node];
 		char detail[256];
 		int rc1 = link_shaper_change(c->shaper, &c->eps[e->node], LINK_DIR_UP, &e->up);
 		int rc2 = link_shaper_change(c->shaper, &c->eps[e->node], LINK_DIR_DOWN, &e->down);
-		double late_ms = (double)(now_rel - (int64_t)e->at_us * 1000) / 1e6;
+		/* Lateness of the change in force, measured after it was applied. */
+		double late_ms = (double)(clock_now_ns() - clock_origin_ns() - (int64_t)e->at_us * 1000) / 1e6;
+
+		c->cur_up[e->node] = e->up;
+		c->cur_down[e->node] = e->down;
 
 		snprintf(detail, sizeof detail,
 			 "up delay %.3fms jitter %.3fms loss %.4f rate %llubit; down delay %.3fms loss %.4f; late %.2fms%s",
@@ -298,6 +325,8 @@ static int64_t training_tick(void *arg, int64_t now_rel)
 	next = c->next_links_ns;
 	if (c->next_event < r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 < next)
 		next = (int64_t)r->events[c->next_event].at_us * 1000;
+	if (c->trace && c->next_trace < c->trace->n && (int64_t)c->trace->rows[c->next_trace].at_us * 1000 < next)
+		next = (int64_t)c->trace->rows[c->next_trace].at_us * 1000;
 	return next;
 }
 
@@ -473,6 +502,7 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 	snprintf(path, sizeof path, "%s/links.csv", c->dir);
 	c->links = csv_writer_open(path, TRACE_HEADER_LINKS);
 	c->next_event = 0;
+	c->next_trace = 0;
 	c->next_links_ns = 0;
 	c->last_accuracy = -1;
 	c->link_drops = 0;
@@ -496,11 +526,13 @@ static int teardown(struct run_ctx *c)
 		testbed_destroy(&c->tb);
 		return 0;
 	}
-	/* The journal lists processes last, so they stop before their namespaces go. */
+	/* The nodes have exited (supervise waits for them). The testbed removes what it made and
+	 * restores its sysctls; the journal replay then undoes everything else (the emulator
+	 * process, rules) and re-checks what the testbed did, idempotently. */
+	testbed_destroy(&c->tb);
 	rc = cleanup_journal(c->journal);
 	if (rc < 0)
 		log_error("teardown incomplete (%s): run 'stalenet cleanup'", strerror(-rc));
-	testbed_destroy(&c->tb); /* frees; what it would delete is gone already */
 	journal_destroy(&c->journal);
 	return rc;
 }
@@ -547,6 +579,7 @@ static int shape_links(struct run_ctx *c)
 		const struct plan_node *nd = &r->nodes[i];
 		bool timeline = false;
 
+		timeline = c->trace != NULL;
 		for (size_t e = 0; e < r->n_events; e++)
 			timeline |= r->events[e].node == i;
 		/* An unshaped link without timeline changes costs nothing: leave it alone. */
@@ -577,6 +610,7 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	enum supervise_result res = SUPERVISE_FAILED;
 	char err[512], summary_path[PATH_MAX + 32];
 	int rc = CLI_EXIT_FAILED;
+	bool bad_input = false;
 	size_t n = r->n_nodes;
 	int64_t t0 = clock_now_ns();
 
@@ -595,8 +629,23 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	names = calloc(n + 1, sizeof *names);
 	c->eps = calloc(n, sizeof *c->eps);
 	c->addrs = calloc(n + 1, sizeof *c->addrs);
-	if (!names || !c->eps || !c->addrs)
+	c->cur_up = calloc(n, sizeof *c->cur_up);
+	c->cur_down = calloc(n, sizeof *c->cur_down);
+	if (!names || !c->eps || !c->addrs || !c->cur_up || !c->cur_down)
 		goto out;
+	for (size_t i = 0; i < n; i++) {
+		c->cur_up[i] = r->nodes[i].up;
+		c->cur_down[i] = r->nodes[i].down;
+	}
+	if (sc->network.trace) {
+		c->trace = linktrace_load(sc->network.trace, err, sizeof err);
+		if (!c->trace) {
+			fprintf(stderr, "%s\n", err);
+			rc = CLI_EXIT_USAGE;
+			bad_input = true;
+			goto out;
+		}
+	}
 	for (size_t i = 0; i < n; i++)
 		names[i] = r->nodes[i].name;
 	names[n] = "hub";
@@ -671,8 +720,12 @@ out:
 	c->addrs = NULL;
 	free(c->eps);
 	c->eps = NULL;
+	free(c->cur_up);
+	free(c->cur_down);
+	c->cur_up = c->cur_down = NULL;
+	linktrace_destroy(&c->trace);
 	free(names);
-	rc = exit_code_for(res);
+	rc = bad_input ? CLI_EXIT_USAGE : exit_code_for(res);
 	meta.duration_s = (double)(clock_now_ns() - t0) / 1e9;
 	meta.status = res == SUPERVISE_OK ? "complete" : res == SUPERVISE_INTERRUPTED ? "interrupted" : "failed";
 	if (!meta.backend)
