@@ -18,7 +18,8 @@
 #include "lib/clock.h"
 #include "lib/ctl.h"
 #include "lib/log.h"
-#include "node/linkcheck.h"
+#include "netem/link_params.h"
+#include "netem/link_verdict.h"
 
 #define PROBE_PORT_DEFAULT 7100
 #define PROBE_MAX_NODES 8192
@@ -91,26 +92,41 @@ out:
 	return count;
 }
 
-struct dir_cfg {
-	double delay_ms, jitter_ms, loss;
-	const char *dist;
-};
-
-static void read_dir_cfg(const struct kv *cfg, const char *dir, struct dir_cfg *d)
+/* The configured link of one direction: linkcheck.up / linkcheck.down hold the
+ * link_params_format text the orchestrator wrote. */
+static int read_dir_cfg(const struct kv *cfg, const char *dir, struct link_params *p)
 {
-	char key[64];
-	double v;
+	char key[64], *copy, *tok, *save = NULL;
+	const char *text;
+	int rc = 0;
 
-	snprintf(key, sizeof key, "linkcheck.%s.delay", dir);
-	kv_get_double(cfg, key, 0, &v);
-	d->delay_ms = v * 1e3;
-	snprintf(key, sizeof key, "linkcheck.%s.jitter", dir);
-	kv_get_double(cfg, key, 0, &v);
-	d->jitter_ms = v * 1e3;
-	snprintf(key, sizeof key, "linkcheck.%s.loss", dir);
-	kv_get_double(cfg, key, 0, &d->loss);
-	snprintf(key, sizeof key, "linkcheck.%s.distribution", dir);
-	d->dist = kv_get(cfg, key);
+	memset(p, 0, sizeof *p);
+	snprintf(key, sizeof key, "linkcheck.%s", dir);
+	text = kv_get(cfg, key);
+	if (!text || !*text)
+		return 0;
+	copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, " ", &save); tok && rc == 0; tok = strtok_r(NULL, " ", &save))
+		if ((rc = link_params_parse_token(p, tok)) < 0)
+			log_error("probe: %s: bad token '%s'", key, tok);
+	free(copy);
+	return rc;
+}
+
+/* One linkcheck.csv row; warns when the direction is off. Returns the csv result. */
+static int write_row(struct csv_writer *w, const char *node, const char *direction, uint32_t probes,
+		     const struct link_params *cfg, const struct link_verdict_expect *e,
+		     const struct probe_acc *acc, uint64_t received)
+{
+	double loss = probes ? 1.0 - (double)received / (double)probes : 0.0;
+	char line[512], why[160];
+
+	link_verdict_csv_row(line, sizeof line, node, direction, probes, cfg, e, acc->mean, probe_acc_sd(acc), loss);
+	if (!link_verdict_verdict(e, probes, acc->mean, probe_acc_sd(acc), loss, why, sizeof why))
+		log_warn("probe: link %s %s is off: %s", node, direction, why);
+	return csv_writer_row(w, "%s", line);
 }
 
 int probe_run(const struct kv *cfg)
@@ -120,7 +136,8 @@ int probe_run(const struct kv *cfg)
 	const char *run_dir = kv_get(cfg, "run.dir");
 	int64_t nprobes, port, index;
 	double interval_s, drain_s;
-	struct dir_cfg up, down;
+	struct link_params up, down, both;
+	struct link_verdict_expect e_up, e_down, e_rtt;
 	struct probe_acc acc_up = { 0 }, acc_down = { 0 }, acc_rtt = { 0 };
 	struct sockaddr_in hub;
 	struct csv_writer *w = NULL;
@@ -143,8 +160,11 @@ int probe_run(const struct kv *cfg)
 			  (long long)index);
 		return 2;
 	}
-	read_dir_cfg(cfg, "up", &up);
-	read_dir_cfg(cfg, "down", &down);
+	if (read_dir_cfg(cfg, "up", &up) < 0 || read_dir_cfg(cfg, "down", &down) < 0)
+		return 2;
+	link_verdict_expect_from(&up, NULL, &e_up);
+	link_verdict_expect_from(NULL, &down, &e_down);
+	link_verdict_expect_from(&up, &down, &e_rtt);
 	if (sockaddr_for(hub_addr, (int)port, &hub) < 0)
 		return 2;
 	if (kv_get(cfg, "ctl.endpoint")) {
@@ -163,7 +183,7 @@ int probe_run(const struct kv *cfg)
 
 	/* Send on a fixed schedule; read replies in between. Drain long enough for the slowest
 	 * reply: both delays plus a generous jitter tail. */
-	drain_s = 1.0 + 2.0 * (up.delay_ms + down.delay_ms + 6.0 * (up.jitter_ms + down.jitter_ms)) / 1e3;
+	drain_s = 1.0 + 2.0 * (up.delay_us + down.delay_us + 6.0 * (up.jitter_us + down.jitter_us)) / 1e6;
 	{
 		int64_t t_start = clock_now_ns(), interval_ns = (int64_t)(interval_s * 1e9);
 		int64_t next = t_start, end = -1;
@@ -215,34 +235,21 @@ int probe_run(const struct kv *cfg)
 		 (long long)nprobes, hub_count, (unsigned long long)acc_rtt.n, connect_ms);
 
 	snprintf(path, sizeof path, "%s/linkcheck.csv", run_dir);
-	w = csv_writer_open(path, LINKCHECK_CSV_HEADER);
+	w = csv_writer_open(path, LINK_VERDICT_CSV_HEADER);
 	if (!w)
 		goto out;
-	{
-		struct linkcheck_row rows[3] = {
-			{ .direction = "up", .probes = (uint64_t)nprobes, .received = (uint64_t)hub_count,
-			  .cfg_delay_ms = up.delay_ms, .cfg_jitter_ms = up.jitter_ms, .cfg_loss = up.loss,
-			  .cfg_dist = up.dist, .mean_ms = acc_up.mean, .sd_ms = probe_acc_sd(&acc_up) },
-			{ .direction = "down", .probes = (uint64_t)hub_count, .received = acc_down.n,
-			  .cfg_delay_ms = down.delay_ms, .cfg_jitter_ms = down.jitter_ms, .cfg_loss = down.loss,
-			  .cfg_dist = down.dist, .mean_ms = acc_down.mean, .sd_ms = probe_acc_sd(&acc_down) },
-			{ .direction = "rtt", .probes = (uint64_t)nprobes, .received = acc_rtt.n,
-			  .cfg_delay_ms = up.delay_ms + down.delay_ms,
-			  .cfg_jitter_ms = sqrt(up.jitter_ms * up.jitter_ms + down.jitter_ms * down.jitter_ms),
-			  .cfg_loss = 1.0 - (1.0 - up.loss) * (1.0 - down.loss), .cfg_dist = up.dist,
-			  .mean_ms = acc_rtt.mean, .sd_ms = probe_acc_sd(&acc_rtt) },
-		};
-		rc = 0;
-		for (int i = 0; i < 3; i++) {
-			char line[512];
-
-			linkcheck_row_format(&rows[i], name, line, sizeof line);
-			if (csv_writer_row(w, "%s", line) < 0)
-				rc = 1;
-			if (rows[i].verdict_off)
-				log_warn("probe: link %s %s is off: %s", name, rows[i].direction, line);
-		}
-	}
+	/* The round trip's configured columns: both delays, the combined spread and loss. */
+	both = up;
+	both.delay_us = up.delay_us + down.delay_us;
+	both.jitter_us = (uint32_t)(e_rtt.rtt_sd_ms * 1000.0 + 0.5);
+	both.dist = LINK_DIST_NORMAL;
+	both.loss_model = LINK_LOSS_RANDOM;
+	both.loss_ppm = (uint32_t)(e_rtt.loss * 1e6 + 0.5);
+	rc = 0;
+	if (write_row(w, name, "up", (uint32_t)nprobes, &up, &e_up, &acc_up, (uint64_t)hub_count) < 0 ||
+	    write_row(w, name, "down", (uint32_t)hub_count, &down, &e_down, &acc_down, acc_down.n) < 0 ||
+	    write_row(w, name, "rtt", (uint32_t)nprobes, &both, &e_rtt, &acc_rtt, acc_rtt.n) < 0)
+		rc = 1;
 out:
 	if (ctl) {
 		ctl_client_done(ctl);

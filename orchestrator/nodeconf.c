@@ -54,29 +54,15 @@ static double us_to_s(uint64_t us)
 	return (double)us / 1e6;
 }
 
+/* The configured link of one direction, for the probe's verdict (link_params text form). */
 static void set_link_check(struct kv *kv, const char *dir, const struct link_params *lp)
 {
-	/* Without a table netem draws the jitter uniformly in [-jitter, +jitter], as linkd does. */
-	static const char *dists[] = { "uniform", "uniform", "normal", "pareto", "paretonormal" };
-	char key[64];
-	double loss = (double)lp->loss_ppm / 1e6;
+	char key[64], text[1024];
 
-	if (lp->loss_model == LINK_LOSS_GEMODEL) {
-		/* Stationary loss of the Gilbert-Elliott chain: share of time in bad state times
-		 * its loss probability, plus the good state's. */
-		double p = lp->ge_p_ppm / 1e6, r = lp->ge_r_ppm / 1e6;
-		double h1 = lp->ge_1h_ppm / 1e6, k1 = lp->ge_1k_ppm / 1e6;
-		double bad = p + r > 0 ? p / (p + r) : 0;
-		loss = bad * h1 + (1 - bad) * k1;
-	}
-	snprintf(key, sizeof key, "linkcheck.%s.delay", dir);
-	kv_setf(kv, key, "%.6f", lp->delay_us / 1e6);
-	snprintf(key, sizeof key, "linkcheck.%s.jitter", dir);
-	kv_setf(kv, key, "%.6f", lp->jitter_us / 1e6);
-	snprintf(key, sizeof key, "linkcheck.%s.loss", dir);
-	kv_setf(kv, key, "%.6f", loss);
-	snprintf(key, sizeof key, "linkcheck.%s.distribution", dir);
-	kv_set(kv, key, dists[lp->dist]);
+	snprintf(key, sizeof key, "linkcheck.%s", dir);
+	if (link_params_format(lp, text, sizeof text) >= (int)sizeof text)
+		text[0] = '\0';
+	kv_set(kv, key, text);
 }
 
 struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nodeconf_ctx *ctx,

@@ -1,6 +1,7 @@
 /* The probe and reflector roles over loopback: rows written, verdicts ok on an unshaped path,
  * and `off` when the configuration claims a delay the path does not have. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static void run_probe(const char *dir, int port, const char *claimed_delay, cons
 	kv_set(p, "port.probe", portbuf);
 	kv_set(p, "linkcheck.probes", "300");
 	kv_set(p, "linkcheck.interval", "0.001");
-	kv_set(p, "linkcheck.up.delay", claimed_delay);
+	kv_set(p, "linkcheck.up", claimed_delay);
 	cr_assert_eq(probe_run(p), 0);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
@@ -65,7 +66,7 @@ Test(probe, loopback_ok, .timeout = 30)
 	char dir[] = "/tmp/stalenet-probe-XXXXXX";
 
 	cr_assert_not_null(mkdtemp(dir));
-	run_probe(dir, 17100 + getpid() % 1000, "0", "worker0,up,300,0.000,0.000,0.000000,");
+	run_probe(dir, 17100 + getpid() % 1000, "", "worker0,up,300,0.000,0.000,0.000000,");
 	rmdir(dir);
 }
 
@@ -75,6 +76,22 @@ Test(probe, claimed_delay_is_off, .timeout = 30)
 
 	cr_assert_not_null(mkdtemp(dir));
 	/* The config claims 10 ms up but loopback has none: the up row must be judged off. */
-	run_probe(dir, 18100 + getpid() % 1000, "0.010", ",off\n");
+	run_probe(dir, 18100 + getpid() % 1000, "delay_us=10000", ",off\n");
 	rmdir(dir);
+}
+
+Test(probe, welford_matches_two_pass)
+{
+	double xs[] = { 3, 7, 7, 19, 24.5, -3 }, mean = 0, ss = 0;
+	struct probe_acc a = { 0 };
+	int n = sizeof xs / sizeof xs[0];
+
+	for (int i = 0; i < n; i++) {
+		probe_acc_add(&a, xs[i]);
+		mean += xs[i] / n;
+	}
+	for (int i = 0; i < n; i++)
+		ss += (xs[i] - mean) * (xs[i] - mean);
+	cr_assert_float_eq(a.mean, mean, 1e-12);
+	cr_assert_float_eq(probe_acc_sd(&a), sqrt(ss / (n - 1)), 1e-12);
 }
