@@ -93,7 +93,7 @@ int doctor_report(FILE *out, const char *data_dir)
 		long t3 = strtol(buf, NULL, 10);
 
 		fprintf(out, "%-5s neighbour table: gc_thresh3 = %ld%s\n", "ok", t3,
-			t3 < 2048 ? " (runs with more than 500 nodes raise it per namespace and restore it)" : "");
+			t3 < 2048 ? " (runs with more than 500 nodes raise the host thresholds and restore them)" : "");
 	}
 	if (read_first_line("/proc/sys/net/ipv4/tcp_congestion_control", buf, sizeof buf) == 0) {
 		char avail[512] = "";
