@@ -5,6 +5,7 @@
 #include <linux/pkt_sched.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
+#include <netlink/route/link.h>
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/tc.h>
@@ -168,7 +169,13 @@ static int netem_in_ns(void *arg)
 		rc = -ENODEV;
 		goto out;
 	}
-	msg = nlmsg_alloc_simple(RTM_NEWQDISC, op->change ? NLM_F_REPLACE : NLM_F_CREATE | NLM_F_EXCL);
+	/* Room for the 8 KB jitter table: the default message size is one page. */
+	msg = nlmsg_alloc_size(32768);
+	if (msg && !nlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, RTM_NEWQDISC, 0,
+			      NLM_F_REQUEST | (op->change ? NLM_F_REPLACE : NLM_F_CREATE | NLM_F_EXCL))) {
+		nlmsg_free(msg);
+		msg = NULL;
+	}
 	if (!msg) {
 		rc = -ENOMEM;
 		goto out;
@@ -312,6 +319,29 @@ int link_kernel_stats(const char *netns, const char *ifname, uint32_t handle, st
 	struct netem_op op = { .ifname = ifname, .handle = handle, .stats = out };
 	memset(out, 0, sizeof *out);
 	return link_netns_call(netns, stats_in_ns, &op);
+}
+
+static int master_in_ns(void *arg)
+{
+	struct netem_op *op = arg;
+	struct nl_sock *sk = route_sock();
+	struct rtnl_link *link = NULL;
+	int rc;
+	if (!sk)
+		return -ENOMEM;
+	rc = nl2errno(rtnl_link_get_kernel(sk, 0, op->ifname, &link));
+	if (rc == 0) {
+		rc = rtnl_link_get_master(link) > 0 ? 1 : 0;
+		rtnl_link_put(link);
+	}
+	nl_socket_free(sk);
+	return rc;
+}
+
+int link_kernel_is_bridge_port(const char *netns, const char *ifname)
+{
+	struct netem_op op = { .ifname = ifname };
+	return link_netns_call(netns, master_in_ns, &op);
 }
 
 int link_kernel_probe(void)

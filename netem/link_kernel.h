@@ -35,6 +35,9 @@ int link_kernel_del(const char *netns, const char *ifname, uint32_t parent, uint
 /* Counters of the qdisc with handle on ifname. Returns 0 or -ENOENT. */
 int link_kernel_stats(const char *netns, const char *ifname, uint32_t handle, struct link_kernel_stats *out);
 
+/* 1 when ifname (in netns) is enslaved to a master device (a bridge port), 0 when not, -errno. */
+int link_kernel_is_bridge_port(const char *netns, const char *ifname);
+
 /* Does this kernel have sch_netem? Forks a child in a fresh network namespace and tries netem
  * on its lo. 1 yes, 0 no, -errno when the probe could not run. */
 int link_kernel_probe(void);

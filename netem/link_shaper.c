@@ -35,6 +35,7 @@ struct shaped {
 	uint16_t qnum;
 	bool tbf;                /* nfq: TBF at the sender's root */
 	bool rule;               /* nfq: iptables rule added */
+	bool bridged;            /* nfq: the rule matches a bridge port (physdev) */
 };
 
 struct link_shaper {
@@ -245,7 +246,10 @@ int link_shaper_apply(struct link_shaper *s, const struct link_endpoint *ep, enu
 		return rc;
 	if (!l->rule) {
 		const char *add[RULE_ARGC], *del[RULE_ARGC];
-		bool bridged = dir == LINK_DIR_UP;
+		/* Bridged only when the receiving interface really is a bridge port (a point-to-point
+		 * veth, as in the test fixtures, is routed and matched with -i). */
+		bool bridged = dir == LINK_DIR_UP && link_kernel_is_bridge_port(sd.rcv_ns, sd.rcv_if) == 1;
+		l->bridged = bridged;
 		char qb[16];
 
 		if (bridged) {
@@ -347,7 +351,7 @@ int link_shaper_remove(struct link_shaper *s, const struct link_endpoint *ep, en
 	if (l->rule) {
 		const char *del[RULE_ARGC];
 		char qb[16];
-		rule_argv(del, "-D", sd.rcv_if, dir == LINK_DIR_UP, qb, sizeof qb, l->qnum);
+		rule_argv(del, "-D", sd.rcv_if, l->bridged, qb, sizeof qb, l->qnum);
 		run_in_ns(sd.rcv_ns, del);
 		l->rule = false;
 	}
