@@ -709,6 +709,7 @@ int engine_ps_worker_run(const struct kv *cfg)
 	struct csv_writer *trace = NULL;
 	char rid[32];
 	int64_t step = 0;
+	uint64_t row_tx = 0, row_rx = 0, row_bad = 0; /* counters at the previous trace row */
 	size_t nparams;
 	int rc;
 
@@ -812,8 +813,12 @@ int engine_ps_worker_run(const struct kv *cfg)
 		stale = m.h.aux;
 		wire_msg_close(&m);
 		step++;
+		/* Trace rows count bytes and bad frames of this step only (docs/traces.md). */
 		engine_trace_row(trace, &c.pc.ec, clock_now_ns(), step, compute_s, wait_s, stale, version, loss,
-				 c.st.bytes_tx, c.st.bytes_rx, c.st.bad_frames);
+				 c.st.bytes_tx - row_tx, c.st.bytes_rx - row_rx, c.st.bad_frames - row_bad);
+		row_tx = c.st.bytes_tx;
+		row_rx = c.st.bytes_rx;
+		row_bad = c.st.bad_frames;
 	}
 	if (rc > 0)
 		rc = 0;
