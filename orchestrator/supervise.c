@@ -165,7 +165,7 @@ static int cmp_i64(const void *a, const void *b)
 static void sample_progress(struct sup *s, int64_t now_rel)
 {
 	int64_t steps[s->n ? s->n : 1];
-	size_t alive = 0, waiting = 0, workers = 0;
+	size_t alive = 0, waiting = 0, workers = 0, counted = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
 		struct proc *p = &s->p[i];
@@ -173,16 +173,21 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 		if (!p->spec->is_worker)
 			continue;
 		workers++;
+		/* Steps are those of every worker that ran: one that finished keeps its count, so
+		 * the spread does not collapse while the run winds down. */
+		if (p->state == P_PENDING && !p->step)
+			continue;
+		steps[counted++] = p->step;
 		if (p->state != P_RUNNING)
 			continue;
-		steps[alive++] = p->step;
+		alive++;
 		waiting += p->waiting;
 	}
-	qsort(steps, alive, sizeof steps[0], cmp_i64);
+	qsort(steps, counted, sizeof steps[0], cmp_i64);
 	{
-		double med = alive == 0 ? 0 : (alive % 2 ? (double)steps[alive / 2]
-							 : (steps[alive / 2 - 1] + steps[alive / 2]) / 2.0);
-		long mn = alive ? (long)steps[0] : 0, mx = alive ? (long)steps[alive - 1] : 0;
+		double med = counted == 0 ? 0 : (counted % 2 ? (double)steps[counted / 2]
+							     : (steps[counted / 2 - 1] + steps[counted / 2]) / 2.0);
+		long mn = counted ? (long)steps[0] : 0, mx = counted ? (long)steps[counted - 1] : 0;
 
 		if (s->progress)
 			csv_writer_row(s->progress, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9, alive, waiting,
