@@ -538,25 +538,33 @@ static int teardown(struct run_ctx *c)
 }
 
 /* Pick and create the shaper once per invocation (the probe costs a scratch namespace). */
+/* Choose the link emulation backend once per invocation (the kernel probe costs a scratch
+ * namespace). Returns 0, or -ENOTSUP when --backend kernel was asked of a kernel without netem. */
+static int choose_backend(enum run_backend want, enum link_backend *out)
+{
+	int netem = link_shaper_probe_kernel();
+
+	switch (want) {
+	case RUN_BACKEND_KERNEL:
+		if (netem != 1) {
+			fprintf(stderr, "stalenet run: --backend kernel: %s\n", LINK_SHAPER_NO_NETEM_MSG);
+			return -ENOTSUP;
+		}
+		*out = LINK_BACKEND_KERNEL;
+		return 0;
+	case RUN_BACKEND_NFQ:
+		*out = LINK_BACKEND_NFQ;
+		return 0;
+	default:
+		*out = netem == 1 ? LINK_BACKEND_KERNEL : LINK_BACKEND_NFQ;
+		return 0;
+	}
+}
+
 static struct link_shaper *make_shaper(struct run_ctx *c)
 {
-	struct link_shaper_opts so = { .record = record_shaping, .record_ctx = c };
+	struct link_shaper_opts so = { .backend = c->backend, .record = record_shaping, .record_ctx = c };
 
-	switch (c->opts->backend) {
-	case RUN_BACKEND_KERNEL:
-		so.backend = LINK_BACKEND_KERNEL;
-		break;
-	case RUN_BACKEND_NFQ:
-		so.backend = LINK_BACKEND_NFQ;
-		break;
-	default:
-		so.backend = link_shaper_probe_kernel() == 1 ? LINK_BACKEND_KERNEL : LINK_BACKEND_NFQ;
-	}
-	if (so.backend == LINK_BACKEND_KERNEL && link_shaper_probe_kernel() != 1) {
-		log_error("--backend kernel: %s", LINK_SHAPER_NO_NETEM_MSG);
-		return NULL;
-	}
-	c->backend = so.backend;
 	if (so.backend == LINK_BACKEND_NFQ) {
 		if (start_linkd(c) < 0)
 			return NULL;
@@ -670,7 +678,6 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	c->shaper = make_shaper(c);
 	if (!c->shaper)
 		goto out;
-	log_info("link emulation backend: %s", backend_name(c->backend));
 	if (shape_links(c) < 0)
 		goto out;
 	if (ctl_endpoint_for(c->dir, c->prefix, c->ctl_ep, sizeof c->ctl_ep) < 0 ||
@@ -776,6 +783,12 @@ int run_main(const struct run_opts *o)
 	if (sibling_program("stalenet-node", c.node_bin, sizeof c.node_bin) < 0 ||
 	    sibling_program("stalenet-linkd", c.linkd_bin, sizeof c.linkd_bin) < 0)
 		goto out;
+	if (choose_backend(o->backend, &c.backend) < 0)
+		goto out;
+	/* The first line of every run's output names the backend (also in meta.json). */
+	log_info("link emulation backend: %s%s", backend_name(c.backend),
+		 c.backend == LINK_BACKEND_NFQ && o->backend == RUN_BACKEND_AUTO
+			 ? " (this kernel has no sch_netem: userspace emulator on NFQUEUE)" : "");
 	if (o->out_dir)
 		snprintf(out, sizeof out, "%s", o->out_dir);
 	else
