@@ -344,6 +344,13 @@ static int write_conf(struct run_ctx *c, size_t i, const struct nodeconf_ctx *nc
 
 	if (!kv)
 		return -ENOMEM;
+	/* The reflector tells probers apart by node.index, which is unique only within a role
+	 * (server0 and worker0 are both index 0): their datagrams would be counted together and
+	 * both links reported off (loss -1 and 0.5). A prober gets its plan-wide id instead. */
+	if (role && kv_setf(kv, "node.index", "%zu", i) < 0) {
+		kv_destroy(&kv);
+		return -ENOMEM;
+	}
 	snprintf(path, pathlen, "%s/nodes/%s%s.conf", c->dir, c->run->nodes[i].name, role ? "-probe" : "");
 	rc = kv_save(kv, path);
 	kv_destroy(&kv);
