@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +45,11 @@ struct csv_writer *csv_writer_open(const char *path, const char *header)
 		log_error("open %s: %s", path, strerror(errno));
 		goto fail;
 	}
+	/* Several processes may open one file at once (every prober appends to linkcheck.csv,
+	 * every worker to partition.csv): without the lock two of them can both see it empty and
+	 * both write the header. The lock is held only until the header is written. */
+	while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
+		;
 	if (fstat(fd, &st) < 0) {
 		log_error("stat %s: %s", path, strerror(errno));
 		goto fail;
@@ -64,6 +70,7 @@ struct csv_writer *csv_writer_open(const char *path, const char *header)
 			goto fail;
 		}
 	}
+	flock(fd, LOCK_UN);
 	self = calloc(1, sizeof *self);
 	if (!self || !(self->path = strdup(path))) {
 		free(self);
