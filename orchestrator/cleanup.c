@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -475,11 +477,31 @@ static void scan_path(struct paths *ps, const char *path)
 	closedir(d);
 }
 
+/* True when path is a unix socket nobody listens on any more (connect is refused). */
+static bool dead_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if (strlen(path) >= sizeof sa.sun_path)
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	while ((rc = connect(fd, (struct sockaddr *)&sa, sizeof sa)) < 0 && errno == EINTR)
+		;
+	rc = rc < 0 && errno == ECONNREFUSED;
+	close(fd);
+	return rc;
+}
+
 static void scan_registry(struct paths *ps)
 {
 	const char *dir = journal_registry_dir();
 	char link[PATH_MAX];
 	struct dirent *e;
+	struct stat st;
 	DIR *d = opendir(dir);
 
 	if (!d)
@@ -491,6 +513,12 @@ static void scan_registry(struct paths *ps)
 			continue;
 		if (is_file(link)) {
 			paths_add(ps, link);
+		} else if (!lstat(link, &st) && S_ISSOCK(st.st_mode)) {
+			/* The control socket of a run's link emulator (linkd-PREFIX.sock) shares this
+			 * directory. A live run still talks to its emulator through it (timeline
+			 * changes, counters): remove it only once nobody listens, as after a kill -9. */
+			if (dead_socket(link))
+				unlink(link);
 		} else {
 			/* Dangling: the run directory is gone, so is any way to know what it made. */
 			log_warn("cleanup: registry entry %s points nowhere; removed", link);
