@@ -1,0 +1,1105 @@
+/* Whole-program tests of `stalenet run` and `stalenet cleanup` in real namespaces (root).
+ *
+ * Each test writes a small scenario into its own temporary directory, runs build/stalenet
+ * (found beside this test binary: build/tests/netns/test_run -> build/stalenet) through
+ * fork/exec with stdout and stderr captured to files, and checks the run directory, the exit
+ * code, and that the host is exactly as before: the names under /run/netns, the host's links,
+ * `iptables-save` of the host, and the host-wide sysctls the testbed may touch. A run's
+ * processes are checked gone through the `proc` records of its journal (pid + start time)
+ * and by scanning /proc for any command line naming the run directory or the run prefix.
+ *
+ * Host-wide state is compared, so tests take the lock that tests/netns/test_testbed takes:
+ * one test at a time touches the host, whichever suite it belongs to. Namespaces are freed by
+ * the kernel asynchronously, so the comparison polls for a few seconds before it fails.
+ * Skips cleanly without root or netns support; fails instead under STALENET_TESTS_MUST_RUN=1. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "lib/netns.h"
+#include "lib/sysctl.h"
+#include "orchestrator/cleanup.h"
+
+#define HOST_LOCK "/run/stalenet-test-testbed.lock"
+#define SNAP_MAX 65536
+#define SETTLE_MS 10000
+
+static char tmpdir[64];
+static char stalenet_bin[PATH_MAX];
+static int lock_fd = -1;
+
+static const char *const host_keys[] = {
+	"net.ipv4.tcp_allowed_congestion_control", "net.ipv4.neigh.default.gc_thresh1",
+	"net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3",
+};
+#define N_KEYS (sizeof host_keys / sizeof host_keys[0])
+
+/* --- fixture ------------------------------------------------------------------------------ */
+
+static void skip_or_fail(const char *why)
+{
+	const char *must = getenv("STALENET_TESTS_MUST_RUN");
+
+	if (must && !strcmp(must, "1"))
+		cr_assert_fail("cannot run: %s (STALENET_TESTS_MUST_RUN=1)", why);
+	cr_skip_test("%s", why);
+}
+
+static void setup(void)
+{
+	char self[PATH_MAX - 16];
+	ssize_t n;
+
+	log_init("test_run", LOG_WARN);
+	if (geteuid() != 0) {
+		skip_or_fail("needs root");
+		return;
+	}
+	if (netns_add("sntst-runprobe") < 0) {
+		skip_or_fail("cannot create a network namespace");
+		return;
+	}
+	netns_delete("sntst-runprobe");
+	/* build/tests/netns/test_run -> build/stalenet */
+	n = readlink("/proc/self/exe", self, sizeof self - 1);
+	cr_assert_gt(n, 0);
+	self[n] = '\0';
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(self, '/');
+
+		cr_assert_not_null(slash);
+		*slash = '\0';
+	}
+	snprintf(stalenet_bin, sizeof stalenet_bin, "%s/stalenet", self);
+	if (access(stalenet_bin, X_OK) < 0) {
+		skip_or_fail("build/stalenet not built");
+		return;
+	}
+	lock_fd = open(HOST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(lock_fd, 0);
+	cr_assert_eq(flock(lock_fd, LOCK_EX), 0);
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/stalenet-trun-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void fini(void)
+{
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
+}
+
+TestSuite(run, .init = setup, .fini = fini, .timeout = 90);
+
+/* --- small utilities ---------------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Path under the test's temporary directory. */
+static const char *tpath(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static const char *tpath(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(buf, len, "%s/", tmpdir);
+
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+	va_end(ap);
+	return buf;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
+	cr_assert_geq(fputs(text, f), 0);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* Whole file into a malloc'd string ("" when missing). Caller frees. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (!f)
+		return strdup("");
+	do {
+		if (cap - len < 4096) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap);
+			cr_assert_not_null(buf);
+		}
+		n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0);
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+/* Number of data rows (lines after the header) of a CSV file; -1 when missing. */
+static int csv_rows(const char *path)
+{
+	char *s;
+	int lines = 0;
+
+	if (!exists(path))
+		return -1;
+	s = slurp(path);
+	for (char *p = s; *p; p++)
+		lines += *p == '\n';
+	free(s);
+	return lines > 0 ? lines - 1 : 0;
+}
+
+/* --- host snapshot ------------------------------------------------------------------------ */
+
+struct host_snapshot {
+	char netns[SNAP_MAX];     /* sorted names under /run/netns, one per line */
+	char links[SNAP_MAX];     /* sorted names under /sys/class/net of the host */
+	char iptables[SNAP_MAX];  /* iptables-save of the host without comment lines */
+	char sysctl[N_KEYS][256];
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void sorted_dir(const char *dir, char *out, size_t len)
+{
+	char *names[4096];
+	size_t n = 0;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	out[0] = '\0';
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < 4096)
+		if (e->d_name[0] != '.')
+			names[n++] = strdup(e->d_name);
+	closedir(d);
+	qsort(names, n, sizeof names[0], cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		size_t used = strlen(out);
+
+		snprintf(out + used, len - used, "%s\n", names[i]);
+		free(names[i]);
+	}
+}
+
+/* Output of a shell command, lines starting with '#' dropped (iptables-save dates them). */
+static void command_output(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "re");
+	char line[1024];
+	size_t used = 0;
+
+	out[0] = '\0';
+	cr_assert_not_null(p, "popen %s", cmd);
+	while (fgets(line, sizeof line, p))
+		if (line[0] != '#' && used < len - 1)
+			used += (size_t)snprintf(out + used, len - used, "%s", line);
+	pclose(p);
+}
+
+static void snapshot(struct host_snapshot *s)
+{
+	sorted_dir(NETNS_RUN_DIR, s->netns, sizeof s->netns);
+	sorted_dir("/sys/class/net", s->links, sizeof s->links);
+	command_output("iptables-save 2>/dev/null", s->iptables, sizeof s->iptables);
+	for (size_t k = 0; k < N_KEYS; k++)
+		cr_assert_eq(sysctl_read(host_keys[k], s->sysctl[k], sizeof s->sysctl[k]), 0, "%s", host_keys[k]);
+}
+
+/* True when text (lines ending in '\n') has exactly this line. */
+static bool has_line(const char *text, const char *line)
+{
+	size_t l = strlen(line);
+
+	for (const char *p = text; (p = strstr(p, line)); p++)
+		if ((p == text || p[-1] == '\n') && (p[l] == '\n' || p[l] == '\0'))
+			return true;
+	return false;
+}
+
+/* Lines of a that are not in b and start with one of the prefixes (any line when there are
+ * no prefixes), joined into out. Returns how many. */
+static int lines_missing(const char *a, const char *b, const char *const *prefixes, int n_prefixes, char *out,
+			 size_t len)
+{
+	char *copy = strdup(a), *save = NULL;
+	int n = 0;
+
+	cr_assert_not_null(copy);
+	out[0] = '\0';
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		bool ours = n_prefixes == 0;
+
+		for (int i = 0; i < n_prefixes; i++)
+			ours |= !strncmp(line, prefixes[i], strlen(prefixes[i]));
+		if (!ours || has_line(b, line))
+			continue;
+		n++;
+		strncat(out, line, len - strlen(out) - 1);
+		strncat(out, "\n", len - strlen(out) - 1);
+	}
+	free(copy);
+	return n;
+}
+
+/* The host compared with the snapshot. Host-wide settings (sysctls, iptables-save of the
+ * host) must be equal. Names under /run/netns and host links must be equal too when
+ * n_prefixes is 0; otherwise only names carrying one of the run prefixes count, so that
+ * namespaces other users make and remove meanwhile on a shared host do not fail the test
+ * (a name of ours that appeared or vanished still does). */
+static bool host_matches(const struct host_snapshot *before, const struct host_snapshot *after,
+			 const char *const *prefixes, int n_prefixes, char *why, size_t len)
+{
+	char diff[4096];
+
+	for (size_t k = 0; k < N_KEYS; k++)
+		if (strcmp(before->sysctl[k], after->sysctl[k])) {
+			snprintf(why, len, "%s: '%s' before, '%s' after", host_keys[k], before->sysctl[k],
+				 after->sysctl[k]);
+			return false;
+		}
+	if (strcmp(before->iptables, after->iptables)) {
+		snprintf(why, len, "iptables-save of the host:\n--- before:\n%s--- after:\n%s", before->iptables,
+			 after->iptables);
+		return false;
+	}
+	if (lines_missing(after->netns, before->netns, prefixes, n_prefixes, diff, sizeof diff)) {
+		snprintf(why, len, "namespaces left under /run/netns:\n%s", diff);
+		return false;
+	}
+	if (lines_missing(before->netns, after->netns, prefixes, n_prefixes, diff, sizeof diff)) {
+		snprintf(why, len, "namespaces gone from /run/netns:\n%s", diff);
+		return false;
+	}
+	if (lines_missing(after->links, before->links, prefixes, n_prefixes, diff, sizeof diff)) {
+		snprintf(why, len, "host links left:\n%s", diff);
+		return false;
+	}
+	if (lines_missing(before->links, after->links, prefixes, n_prefixes, diff, sizeof diff)) {
+		snprintf(why, len, "host links gone:\n%s", diff);
+		return false;
+	}
+	return true;
+}
+
+/* The host matches the snapshot (see host_matches), allowing SETTLE_MS for the kernel's
+ * asynchronous frees. */
+static void assert_host_as(const struct host_snapshot *before, const char *const *prefixes, int n_prefixes)
+{
+	static struct host_snapshot after; /* large: not on the stack */
+	static char why[3 * SNAP_MAX];
+	int64_t deadline = now_ms() + SETTLE_MS;
+
+	for (;;) {
+		snapshot(&after);
+		if (host_matches(before, &after, prefixes, n_prefixes, why, sizeof why))
+			return;
+		if (now_ms() > deadline)
+			break;
+		sleep_ms(100);
+	}
+	cr_assert_fail("host not as before: %s", why);
+}
+
+/* Processes (not zombies) whose command line contains needle. */
+static int procs_mentioning(const char *needle, pid_t *first)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int count = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d))) {
+		char path[300], buf[4096];
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || atoi(e->d_name) == getpid())
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0) /* zombies and kernel threads have an empty command line */
+			continue;
+		for (ssize_t i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = '\0';
+		if (strstr(buf, needle)) {
+			if (first && !count)
+				*first = atoi(e->d_name);
+			count++;
+		}
+	}
+	closedir(d);
+	return count;
+}
+
+/* --- running stalenet --------------------------------------------------------------------- */
+
+struct proc_run {
+	pid_t pid;
+	char out[PATH_MAX], err[PATH_MAX];
+	int status;
+};
+
+/* Start build/stalenet ARGS... (NULL-terminated) with stdout and stderr into files named
+ * after tag, in the temporary directory (also the working directory). */
+static void start_stalenet(struct proc_run *r, const char *tag, ...)
+{
+	const char *argv[32] = { stalenet_bin };
+	int argc = 1;
+	va_list ap;
+
+	va_start(ap, tag);
+	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
+		argc++;
+	va_end(ap);
+	argv[argc] = NULL;
+	tpath(r->out, sizeof r->out, "%s.stdout", tag);
+	tpath(r->err, sizeof r->err, "%s.stderr", tag);
+	r->status = -1;
+	r->pid = fork();
+	cr_assert_geq(r->pid, 0);
+	if (r->pid == 0) {
+		int o = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		/* A test killed by its timeout takes its stalenet along (which then tears down). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 || chdir(tmpdir) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+}
+
+/* Wait up to timeout_ms; returns the exit code (128 + signal when killed), -1 on timeout. */
+static int wait_stalenet(struct proc_run *r, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+
+	for (;;) {
+		pid_t p = waitpid(r->pid, &r->status, WNOHANG);
+
+		if (p == r->pid)
+			return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
+		cr_assert_geq(p, 0, "waitpid: %s", strerror(errno));
+		if (now_ms() > deadline)
+			return -1;
+		sleep_ms(20);
+	}
+}
+
+/* Run to completion; a run that hangs is killed (SIGINT, then SIGKILL) and fails the test. */
+static int run_stalenet_to_end(struct proc_run *r, int timeout_ms)
+{
+	int rc = wait_stalenet(r, timeout_ms);
+
+	if (rc < 0) {
+		kill(r->pid, SIGINT);
+		if (wait_stalenet(r, 20000) < 0) {
+			kill(r->pid, SIGKILL);
+			wait_stalenet(r, 5000);
+		}
+		cr_assert_fail("stalenet did not finish in %d ms", timeout_ms);
+	}
+	return rc;
+}
+
+/* Wait until path exists and has at least min_rows CSV rows; false on timeout. */
+static bool wait_rows(const char *path, int min_rows, int timeout_ms, struct proc_run *alive)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+
+	while (now_ms() < deadline) {
+		if (csv_rows(path) >= min_rows)
+			return true;
+		if (alive && waitpid(alive->pid, &alive->status, WNOHANG) == alive->pid)
+			cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", alive->status,
+				       slurp(alive->err));
+		sleep_ms(50);
+	}
+	return false;
+}
+
+/* --- run directory checks ----------------------------------------------------------------- */
+
+/* The value of "key" in meta.json as text (quotes stripped) into out; false when absent. */
+static bool meta_value(const char *dir, const char *key, char *out, size_t len)
+{
+	char path[PATH_MAX], pat[80], *s, *p;
+	size_t n = 0;
+
+	snprintf(path, sizeof path, "%s/meta.json", dir);
+	s = slurp(path);
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	p = strstr(s, pat);
+	if (!p) {
+		free(s);
+		return false;
+	}
+	p += strlen(pat);
+	while (*p == ' ' || *p == '"')
+		p++;
+	while (*p && *p != '"' && *p != ',' && *p != '\n' && n < len - 1)
+		out[n++] = *p++;
+	out[n] = '\0';
+	free(s);
+	return true;
+}
+
+/* The last line of the journal (no newline). */
+static void journal_last(const char *dir, char *out, size_t len)
+{
+	char path[PATH_MAX], *s, *end, *start;
+
+	snprintf(path, sizeof path, "%s/journal", dir);
+	s = slurp(path);
+	end = s + strlen(s);
+	while (end > s && end[-1] == '\n')
+		*--end = '\0';
+	start = strrchr(s, '\n');
+	snprintf(out, len, "%s", start ? start + 1 : s);
+	free(s);
+}
+
+/* Every `proc PID STARTTIME NAME` record of the journal names a process that is gone. Returns
+ * how many records there were. */
+static int assert_journal_procs_gone(const char *dir)
+{
+	char path[PATH_MAX], line[1024];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof path, "%s/journal", dir);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s", path);
+	while (fgets(line, sizeof line, f)) {
+		int pid;
+		unsigned long long st;
+		char name[256];
+
+		if (sscanf(line, "proc %d %llu %255s", &pid, &st, name) != 3)
+			continue;
+		n++;
+		cr_assert_not(cleanup_proc_alive(pid, st), "process %s (pid %d) of %s still alive", name, pid, dir);
+	}
+	fclose(f);
+	return n;
+}
+
+/* No live process has the run directory or the run prefix (linkd socket) on its command line. */
+static void assert_no_run_procs(const char *dir, const char *prefix)
+{
+	char needle[PATH_MAX];
+	pid_t pid = 0;
+
+	cr_assert_eq(procs_mentioning(dir, &pid), 0, "a process (pid %d) naming %s is alive", pid, dir);
+	snprintf(needle, sizeof needle, "linkd-%s", prefix);
+	cr_assert_eq(procs_mentioning(needle, &pid), 0, "a process (pid %d) naming %s is alive", pid, needle);
+}
+
+/* The namespaces under /run/netns that start with prefix. */
+static int netns_with_prefix(const char *prefix)
+{
+	DIR *d = opendir(NETNS_RUN_DIR);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += !strncmp(e->d_name, prefix, strlen(prefix));
+	closedir(d);
+	return n;
+}
+
+struct lc_row {
+	char node[64], dir[8], verdict[8];
+	int probes;
+	double cfg_delay_ms, cfg_jitter_ms, cfg_loss, rtt_mean_ms, rtt_sd_ms, loss;
+};
+
+#define LC_HEADER "node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
+
+/* Parse linkcheck.csv; checks the exact header. Returns the number of rows. */
+static int read_linkcheck(const char *dir, struct lc_row *rows, int max)
+{
+	char path[PATH_MAX], line[512];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof path, "%s/linkcheck.csv", dir);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "no %s", path);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	cr_assert_str_eq(line, LC_HEADER "\n");
+	while (n < max && fgets(line, sizeof line, f)) {
+		struct lc_row *r = &rows[n++];
+
+		cr_assert_eq(sscanf(line, "%63[^,],%7[^,],%d,%lf,%lf,%lf,%lf,%lf,%lf,%7[^,\n]", r->node, r->dir,
+				    &r->probes, &r->cfg_delay_ms, &r->cfg_jitter_ms, &r->cfg_loss, &r->rtt_mean_ms,
+				    &r->rtt_sd_ms, &r->loss, r->verdict),
+			     10, "bad linkcheck row: %s", line);
+	}
+	fclose(f);
+	return n;
+}
+
+struct lc_expect {
+	const char *node;
+	double delay_ms; /* one way, both directions */
+};
+
+/* Rows for every node and direction (up, down, rtt) exactly once; each with the configured
+ * delay, all probes counted, no loss on these loss-free links, and a measured delay that is
+ * at least the configured one and not far above it (slack_ms). */
+static void assert_linkcheck(const char *dir, const struct lc_expect *want, int n_nodes, int probes, double slack_ms)
+{
+	static const char *dirs[] = { "up", "down", "rtt" };
+	struct lc_row rows[64];
+	int n = read_linkcheck(dir, rows, 64);
+
+	cr_assert_eq(n, 3 * n_nodes, "%d linkcheck rows for %d nodes", n, n_nodes);
+	for (int i = 0; i < n_nodes; i++)
+		for (int d = 0; d < 3; d++) {
+			double cfg = d == 2 ? 2 * want[i].delay_ms : want[i].delay_ms;
+			int found = 0;
+
+			for (int k = 0; k < n; k++) {
+				const struct lc_row *r = &rows[k];
+
+				if (strcmp(r->node, want[i].node) || strcmp(r->dir, dirs[d]))
+					continue;
+				found++;
+				cr_expect_eq(r->probes, probes, "%s %s: %d probes", r->node, r->dir, r->probes);
+				cr_expect_float_eq(r->cfg_delay_ms, cfg, 1e-3, "%s %s cfg delay %.3f", r->node, r->dir,
+						   r->cfg_delay_ms);
+				cr_expect_float_eq(r->loss, 0.0, 1e-9, "%s %s loss %f", r->node, r->dir, r->loss);
+				cr_expect_geq(r->rtt_mean_ms, cfg - 0.2, "%s %s: %.3f ms below the configured %.3f",
+					      r->node, r->dir, r->rtt_mean_ms, cfg);
+				cr_expect_leq(r->rtt_mean_ms, cfg + slack_ms, "%s %s: %.3f ms, configured %.3f", r->node,
+					      r->dir, r->rtt_mean_ms, cfg);
+			}
+			cr_assert_eq(found, 1, "%s %s: %d rows", want[i].node, dirs[d], found);
+		}
+}
+
+/* The events.csv row of kind event for target (first one) into line; false when none. */
+static bool find_event(const char *dir, const char *event, const char *target, char *line, size_t len)
+{
+	char path[PATH_MAX], pat[128];
+	FILE *f;
+	bool found = false;
+
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	snprintf(pat, sizeof pat, ",%s,%s,", event, target);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, (int)len, f))
+		found = strstr(line, pat) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* --- scenarios ---------------------------------------------------------------------------- */
+
+static const char scenario_linkcheck[] =
+	"name: t-linkcheck\n"
+	"seed: 1\n"
+	"workload: linkcheck\n"
+	"linkcheck: {probes: 100}\n"
+	"stop: {time: 30s}\n"
+	"workers: 4\n"
+	"network:\n"
+	"  default: {delay: 3ms, jitter: 1ms}\n"
+	"  links:\n"
+	"    - {nodes: \"probe[2-3]\", delay: 8ms, jitter: 0ms}\n";
+
+/* A parameter server with two workers; the data path and stop time are filled in. */
+static void write_training(const char *path, const char *extra_data, const char *stop, bool linkcheck,
+			   const char *timeline)
+{
+	char text[2048];
+
+	snprintf(text, sizeof text,
+		 "name: t-train\n"
+		 "seed: 5\n"
+		 "stop: {time: %s}\n"
+		 "%s"
+		 "data: {set: fashion-mnist%s, partition: {scheme: iid}}\n"
+		 "model: {kind: softmax}\n"
+		 "train: {batch: 64, lr: 0.05}\n"
+		 "topology: {kind: parameter-server}\n"
+		 "consistency: {barrier: asp}\n"
+		 "workers: 2\n"
+		 "eval: {every: 500ms}\n"
+		 "network:\n"
+		 "  default: {delay: 2ms}\n"
+		 "%s",
+		 stop, linkcheck ? "linkcheck: {probes: 50}\n" : "linkcheck: false\n", extra_data,
+		 timeline ? timeline : "");
+	write_file(path, text);
+}
+
+/* --- 1. a linkcheck run ------------------------------------------------------------------- */
+
+Test(run, linkcheck_run_writes_its_directory_and_leaves_the_host_as_before)
+{
+	static struct host_snapshot before;
+	static const struct lc_expect want[] = {
+		{ "probe0", 3 }, { "probe1", 3 }, { "probe2", 8 }, { "probe3", 8 },
+	};
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[128], *text;
+
+	tpath(scen, sizeof scen, "linkcheck.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, scenario_linkcheck);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	cr_assert_eq(run_stalenet_to_end(&r, 30000), 0, "exit; stderr:\n%s", slurp(r.err));
+
+	assert_linkcheck(dir, want, 4, 100, 4.0);
+	cr_assert(meta_value(dir, "backend", value, sizeof value), "meta.json: no backend");
+	cr_assert(!strcmp(value, "nfq") || !strcmp(value, "kernel"), "backend '%s'", value);
+	cr_assert(meta_value(dir, "run_id", value, sizeof value) && value[0], "meta.json: no run_id");
+	cr_assert(meta_value(dir, "monotonic_origin_ns", value, sizeof value), "meta.json: no origin");
+	cr_assert_gt(strtoll(value, NULL, 10), 0, "monotonic_origin_ns %s", value);
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "complete");
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix) && prefix[0], "meta.json: no prefix");
+
+	/* The scenario as run, the journal closed, a log per node, the completion mark. */
+	snprintf(path, sizeof path, "%s/scenario.yaml", dir);
+	text = slurp(path);
+	cr_assert(strstr(text, "t-linkcheck"), "scenario.yaml: %s", text);
+	free(text);
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+	for (size_t i = 0; i < 4; i++) {
+		struct stat st;
+
+		snprintf(path, sizeof path, "%s/logs/%s.log", dir, want[i].node);
+		cr_assert_eq(stat(path, &st), 0, "no %s", path);
+		cr_assert_gt(st.st_size, 0, "%s is empty", path);
+	}
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert(exists(path));
+
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	cr_assert_gt(assert_journal_procs_gone(dir), 4, "the journal records the nodes and the hub");
+	assert_no_run_procs(dir, prefix);
+	snprintf(path, sizeof path, "/run/stalenet/%s", prefix);
+	cr_assert_not(exists(path), "registry entry %s left", path);
+}
+
+/* --- 2. SIGINT mid-run -------------------------------------------------------------------- */
+
+Test(run, sigint_mid_training_exits_130_keeps_traces_and_cleans_up)
+{
+	static struct host_snapshot before;
+	static const struct lc_expect want[] = { { "server0", 2 }, { "worker0", 2 }, { "worker1", 2 } };
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64];
+	int64_t t_int;
+	int rc, kept = 0;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, "", "60s", true, NULL);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	/* Training has run for ~3 s once progress.csv (a row per 100 ms) has 30 rows. */
+	cr_assert(wait_rows(path, 30, 40000, &r), "training did not start; stderr:\n%s", slurp(r.err));
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	cr_assert_gt(netns_with_prefix(prefix), 0, "no namespaces of %s while running", prefix);
+
+	t_int = now_ms();
+	kill(r.pid, SIGINT);
+	rc = wait_stalenet(&r, 10000);
+	cr_assert_neq(rc, -1, "no exit 10 s after SIGINT");
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	cr_expect_leq(now_ms() - t_int, 5000, "exit took %lld ms", (long long)(now_ms() - t_int));
+
+	/* The self-check ran before training: a row per node, the roles told apart. */
+	assert_linkcheck(dir, want, 3, 50, 4.0);
+	/* Traces written so far are kept. */
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	kept += csv_rows(path) > 0;
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	kept += csv_rows(path) > 0;
+	cr_assert_gt(kept, 0, "no eval.csv or nodes/*.csv rows kept");
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "interrupted");
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert_not(exists(path), "an interrupted run is not complete");
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_journal_procs_gone(dir);
+	assert_no_run_procs(dir, prefix);
+}
+
+/* --- 3. kill -9, then cleanup ------------------------------------------------------------- */
+
+Test(run, kill9_then_cleanup_restores_the_host)
+{
+	static struct host_snapshot before;
+	struct proc_run r, cl;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *out;
+	int64_t deadline;
+	int rc;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, "", "60s", false, NULL);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	cr_assert(wait_rows(path, 10, 40000, &r), "training did not start; stderr:\n%s", slurp(r.err));
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	kill(r.pid, SIGKILL);
+	cr_assert_eq(wait_stalenet(&r, 5000), 128 + SIGKILL);
+
+	/* Nodes and the emulator die with the orchestrator (PDEATHSIG)... */
+	deadline = now_ms() + 3000;
+	while (procs_mentioning(dir, NULL) && now_ms() < deadline)
+		sleep_ms(50);
+	assert_no_run_procs(dir, prefix);
+	/* ...but its namespaces stay until cleanup. */
+	cr_assert_gt(netns_with_prefix(prefix), 0, "namespaces of %s gone before cleanup", prefix);
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_neq(value, "end");
+
+	start_stalenet(&cl, "cleanup", "cleanup", dir, NULL);
+	rc = run_stalenet_to_end(&cl, 30000);
+	out = slurp(cl.out);
+	cr_assert_eq(rc, 0, "cleanup exit %d; stderr:\n%s", rc, slurp(cl.err));
+	cr_assert(strstr(out, "1 replayed"), "cleanup said: %s", out);
+	free(out);
+
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_journal_procs_gone(dir);
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+	snprintf(path, sizeof path, "/run/stalenet/%s", prefix);
+	cr_assert_not(exists(path), "registry entry %s left", path);
+	snprintf(path, sizeof path, "/run/stalenet/linkd-%s.sock", prefix);
+	cr_assert_not(exists(path), "emulator socket %s left", path);
+
+	/* A second cleanup finds the run already clean. */
+	start_stalenet(&cl, "cleanup2", "cleanup", dir, NULL);
+	cr_assert_eq(run_stalenet_to_end(&cl, 30000), 0);
+	out = slurp(cl.out);
+	cr_assert(strstr(out, "0 replayed"), "second cleanup said: %s", out);
+	free(out);
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+}
+
+/* --- 4. two runs at once ------------------------------------------------------------------ */
+
+Test(run, two_runs_at_once_do_not_disturb_each_other)
+{
+	static struct host_snapshot before;
+	static const struct lc_expect want_a[] = { { "probe0", 3 }, { "probe1", 3 }, { "probe2", 8 }, { "probe3", 8 } };
+	static const struct lc_expect want_b[] = { { "probe0", 15 }, { "probe1", 15 }, { "probe2", 15 } };
+	struct proc_run a, b;
+	char scen_a[PATH_MAX], scen_b[PATH_MAX], dir_a[PATH_MAX], dir_b[PATH_MAX];
+	char prefix_a[32], prefix_b[32], id[64];
+	int rc_a, rc_b;
+
+	tpath(scen_a, sizeof scen_a, "a.yaml");
+	tpath(scen_b, sizeof scen_b, "b.yaml");
+	tpath(dir_a, sizeof dir_a, "out-a");
+	tpath(dir_b, sizeof dir_b, "out-b");
+	write_file(scen_a, scenario_linkcheck);
+	write_file(scen_b, "name: t-linkcheck-b\n"
+			   "seed: 2\n"
+			   "workload: linkcheck\n"
+			   "linkcheck: {probes: 100}\n"
+			   "stop: {time: 30s}\n"
+			   "workers: 3\n"
+			   "network:\n"
+			   "  default: {delay: 15ms}\n");
+	snapshot(&before);
+
+	start_stalenet(&a, "a", "run", scen_a, "--out", dir_a, "--quiet", NULL);
+	start_stalenet(&b, "b", "run", scen_b, "--out", dir_b, "--quiet", NULL);
+	rc_a = run_stalenet_to_end(&a, 40000);
+	rc_b = run_stalenet_to_end(&b, 40000);
+	cr_assert_eq(rc_a, 0, "run a: exit %d; stderr:\n%s", rc_a, slurp(a.err));
+	cr_assert_eq(rc_b, 0, "run b: exit %d; stderr:\n%s", rc_b, slurp(b.err));
+
+	/* Each run measured its own links: same node names, different delays, no cross-talk. */
+	assert_linkcheck(dir_a, want_a, 4, 100, 4.0);
+	assert_linkcheck(dir_b, want_b, 3, 100, 4.0);
+	cr_assert(meta_value(dir_a, "prefix", prefix_a, sizeof prefix_a));
+	cr_assert(meta_value(dir_b, "prefix", prefix_b, sizeof prefix_b));
+	cr_assert_str_neq(prefix_a, prefix_b, "both runs used prefix %s", prefix_a);
+	cr_assert(meta_value(dir_a, "scenario", id, sizeof id));
+	cr_assert_str_eq(id, "t-linkcheck");
+	cr_assert(meta_value(dir_b, "scenario", id, sizeof id));
+	cr_assert_str_eq(id, "t-linkcheck-b");
+
+	assert_host_as(&before, (const char *const[]){ prefix_a, prefix_b }, 2);
+	assert_journal_procs_gone(dir_a);
+	assert_journal_procs_gone(dir_b);
+	assert_no_run_procs(dir_a, prefix_a);
+	assert_no_run_procs(dir_b, prefix_b);
+}
+
+/* --- 5. cleanup and what is not its own --------------------------------------------------- */
+
+Test(run, cleanup_leaves_a_foreign_namespace_alone)
+{
+	static struct host_snapshot before;
+	const char *foreign = "snffff-foreign";
+	struct proc_run cl;
+	char path[PATH_MAX];
+	int rc;
+
+	snapshot(&before);
+	if (netns_exists(foreign))
+		netns_delete(foreign);
+	cr_assert_eq(system("ip netns add snffff-foreign"), 0);
+	cr_assert(netns_exists(foreign));
+
+	start_stalenet(&cl, "cleanup", "cleanup", NULL);
+	rc = run_stalenet_to_end(&cl, 30000);
+	cr_expect_eq(rc, 0, "cleanup exit %d; stderr:\n%s", rc, slurp(cl.err));
+	cr_expect(netns_exists(foreign), "cleanup removed %s, which no journal names", foreign);
+	snprintf(path, sizeof path, "%s/%s", NETNS_RUN_DIR, foreign);
+	cr_expect(exists(path));
+
+	cr_assert_eq(system("ip netns del snffff-foreign"), 0);
+	assert_host_as(&before, (const char *const[]){ "snffff-" }, 1);
+}
+
+/* `stalenet cleanup` while a run is live must leave that run alone: its namespaces, its
+ * emulator and the emulator's control socket (a timeline change after the cleanup goes
+ * through it). */
+Test(run, cleanup_during_a_live_run_leaves_it_alone)
+{
+	static struct host_snapshot before;
+	struct proc_run r, cl;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], line[1024], *out;
+	int n_ns, rc;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, "", "5s", false, "  timeline:\n    - {at: 3s, nodes: worker1, delay: 6ms}\n");
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	cr_assert(wait_rows(path, 5, 40000, &r), "training did not start; stderr:\n%s", slurp(r.err));
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	n_ns = netns_with_prefix(prefix);
+	cr_assert_eq(n_ns, 5, "namespaces of %s: %d", prefix, n_ns); /* server, 2 workers, hub, switch */
+
+	start_stalenet(&cl, "cleanup", "cleanup", dir, NULL);
+	rc = run_stalenet_to_end(&cl, 30000);
+	out = slurp(cl.out);
+	cr_assert_eq(rc, 0, "cleanup exit %d; stderr:\n%s", rc, slurp(cl.err));
+	/* Other runs on this host may be live too: at least ours is. */
+	{
+		int found, replayed, live;
+
+		cr_assert_eq(sscanf(out, "cleanup: %d journal(s) found, %d replayed, %d still running", &found,
+				    &replayed, &live), 3, "cleanup said: %s", out);
+		cr_assert_geq(live, 1, "cleanup said: %s", out);
+	}
+	free(out);
+	cr_assert_eq(netns_with_prefix(prefix), n_ns, "cleanup touched the live run's namespaces");
+
+	rc = run_stalenet_to_end(&r, 30000);
+	cr_assert_eq(rc, 0, "run exit %d; stderr:\n%s", rc, slurp(r.err));
+	cr_assert(find_event(dir, "link_change", "worker1", line, sizeof line), "no link_change row");
+	cr_assert_null(strstr(line, "FAILED"), "the change after the cleanup failed: %s", line);
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_journal_procs_gone(dir);
+	assert_no_run_procs(dir, prefix);
+}
+
+/* --- 6. invalid input --------------------------------------------------------------------- */
+
+Test(run, invalid_scenario_exits_2_with_position_and_creates_nothing)
+{
+	static struct host_snapshot before;
+	static const struct {
+		const char *text;
+		int line, col;
+	} cases[] = {
+		{ "name: bad\nworkers: 2\nstop: {time: 5x}\n", 3, 14 },
+		{ "name: bad\nworkers: 2\nstop: {time: 5s}\nnetwork:\n  default: {delay: 5ms, colour: red}\n", 5, 25 },
+	};
+	char reg_before[SNAP_MAX], reg_after[SNAP_MAX];
+
+	snapshot(&before);
+	sorted_dir("/run/stalenet", reg_before, sizeof reg_before);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct proc_run r;
+		char scen[PATH_MAX], dir[PATH_MAX], want[PATH_MAX + 64], *err;
+		int rc;
+
+		tpath(scen, sizeof scen, "bad%zu.yaml", i);
+		tpath(dir, sizeof dir, "out%zu", i);
+		write_file(scen, cases[i].text);
+		start_stalenet(&r, "bad", "run", scen, "--out", dir, NULL);
+		rc = run_stalenet_to_end(&r, 10000);
+		err = slurp(r.err);
+		cr_assert_eq(rc, 2, "case %zu: exit %d; stderr:\n%s", i, rc, err);
+		snprintf(want, sizeof want, "%s:%d:%d: error:", scen, cases[i].line, cases[i].col);
+		cr_assert(!strncmp(err, want, strlen(want)), "case %zu: want '%s...', stderr:\n%s", i, want, err);
+		cr_assert_not(exists(dir), "case %zu: %s was created", i, dir);
+		free(err);
+	}
+	assert_host_as(&before, NULL, 0);
+	sorted_dir("/run/stalenet", reg_after, sizeof reg_after);
+	cr_assert_str_eq(reg_after, reg_before, "registry changed");
+}
+
+/* --- 7. a node that dies ------------------------------------------------------------------ */
+
+Test(run, a_node_that_dies_stops_the_run_with_its_name_and_log)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], empty[256], data[512], line[4096], path[PATH_MAX + 32];
+	char prefix[32], value[64], *err;
+	const char *nodes[] = { "server0", "worker0", "worker1" }, *dead = NULL;
+	int rc;
+
+	tpath(empty, sizeof empty, "no-data");
+	cr_assert_eq(mkdir(empty, 0755), 0);
+	snprintf(data, sizeof data, ", path: %s", empty);
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, data, "60s", false, NULL);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 40000);
+	err = slurp(r.err);
+	cr_assert_eq(rc, 1, "exit %d; stderr:\n%s", rc, err);
+
+	for (size_t i = 0; i < 3 && !dead; i++)
+		if (find_event(dir, "node_failed", nodes[i], line, sizeof line))
+			dead = nodes[i];
+	cr_assert_not_null(dead, "no node_failed row in events.csv");
+	cr_assert(strstr(line, "exit status"), "node_failed detail: %s", line);
+	cr_assert(strstr(line, empty), "the log tail (naming %s) is not in the detail: %s", empty, line);
+	{
+		char want[128];
+
+		snprintf(want, sizeof want, "node %s died", dead);
+		cr_assert(strstr(err, want), "stderr does not say '%s':\n%s", want, err);
+	}
+	/* The tail of the node's log: the line about the missing data file. */
+	snprintf(data, sizeof data, "%s/train-", empty);
+	cr_assert(strstr(err, data), "stderr lacks the log tail naming %s:\n%s", data, err);
+	free(err);
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "failed");
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert_not(exists(path));
+
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_journal_procs_gone(dir);
+	assert_no_run_procs(dir, prefix);
+}
+
+/* --- 8. a timeline event ------------------------------------------------------------------ */
+
+Test(run, timeline_change_is_logged_on_time)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], line[1024], prefix[32], *late;
+	double t_s, late_ms;
+	int rc;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, "", "4s", false, "  timeline:\n    - {at: 2s, nodes: worker1, delay: 10ms}\n");
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 40000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+
+	cr_assert(find_event(dir, "link_change", "worker1", line, sizeof line), "no link_change row for worker1");
+	cr_assert_eq(sscanf(line, "%lf,", &t_s), 1, "row: %s", line);
+	cr_assert_geq(t_s, 2.0, "change logged at %.6f s, before its time", t_s);
+	cr_assert_leq(t_s, 2.05, "change logged at %.6f s", t_s);
+	cr_assert(strstr(line, "up delay 10.000ms"), "row: %s", line);
+	cr_assert(strstr(line, "down delay 10.000ms"), "row: %s", line);
+	cr_assert_null(strstr(line, "FAILED"), "row: %s", line);
+	late = strstr(line, "late ");
+	cr_assert_not_null(late, "no lateness in: %s", line);
+	cr_assert_eq(sscanf(late, "late %lfms", &late_ms), 1, "row: %s", line);
+	cr_assert_geq(late_ms, 0.0, "row: %s", line);
+	cr_assert_leq(late_ms, 5.0, "lateness %.2f ms", late_ms);
+	/* Only the planned node changed. */
+	cr_assert_not(find_event(dir, "link_change", "worker0", line, sizeof line), "unplanned change: %s", line);
+	cr_assert_not(find_event(dir, "link_change", "server0", line, sizeof line), "unplanned change: %s", line);
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+}
