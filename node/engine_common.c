@@ -506,7 +506,7 @@ int engine_save_params(const struct engine_conf *c, const float *params, size_t 
 	return rc;
 }
 
-int engine_ctl_start(const struct kv *cfg, const struct engine_conf *c, struct ctl_client **out)
+int engine_ctl_start(const struct kv *cfg, struct engine_conf *c, struct ctl_client **out)
 {
 	const char *ep = kv_get(cfg, "ctl.endpoint");
 	int rc;
@@ -521,5 +521,10 @@ int engine_ctl_start(const struct kv *cfg, const struct engine_conf *c, struct c
 	rc = ctl_client_ready_wait(*out, CTL_READY_TIMEOUT_MS);
 	if (rc < 0 && rc != -ECANCELED)
 		log_error("engine: %s: no start from the control plane: %s", c->name, strerror(-rc));
+	/* "start ORIGIN" moved the run's clock to the instant training starts (run.origin_ns was
+	 * handed out before the link self-check and data loading): stop.time and the t columns
+	 * count from it, as the orchestrator's events.csv and progress.csv do. */
+	if (rc == 0)
+		c->origin_ns = clock_origin_ns();
 	return rc;
 }

@@ -132,7 +132,8 @@ int engine_eval_row(struct csv_writer *w, const struct engine_conf *c, const str
 int engine_save_params(const struct engine_conf *c, const float *params, size_t n);
 
 /* Open the control plane when ctl.endpoint is set (else *out = NULL), tell it this node is
- * ready and wait for start. Returns 0, -ECANCELED (stopped before start) or negative errno. */
-int engine_ctl_start(const struct kv *cfg, const struct engine_conf *c, struct ctl_client **out);
+ * ready and wait for start; on start c->origin_ns becomes the origin the start names.
+ * Returns 0, -ECANCELED (stopped before start) or negative errno. */
+int engine_ctl_start(const struct kv *cfg, struct engine_conf *c, struct ctl_client **out);
 
 #endif
