@@ -1066,6 +1066,59 @@ Test(run, a_node_that_dies_stops_the_run_with_its_name_and_log)
 	assert_no_run_procs(dir, prefix);
 }
 
+/* Last value of the first column (t_s) of a CSV file; -1 when it has no rows. */
+static double last_t(const char *path)
+{
+	char *s = slurp(path), *end, *line;
+	double t = -1;
+
+	end = s + strlen(s);
+	while (end > s && end[-1] == '\n')
+		*--end = '\0';
+	line = strrchr(s, '\n');
+	if (line && sscanf(line + 1, "%lf,", &t) != 1)
+		t = -1;
+	free(s);
+	return t;
+}
+
+/* stop.time counts from the start of training on the clock every trace shares, also when a
+ * link self-check and data loading came first: the orchestrator's progress.csv and the
+ * nodes' traces end at about stop.time, not earlier by the time spent before the start. */
+Test(run, training_lasts_stop_time_on_the_shared_clock)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32];
+	double t_progress, t_worker, t_eval;
+	int rc;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, "", "3s", true, NULL);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 40000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	t_progress = last_t(path);
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	t_worker = last_t(path);
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	t_eval = last_t(path);
+	cr_expect_geq(t_progress, 2.8, "progress.csv ends at %.3f s of a 3 s run", t_progress);
+	cr_expect_geq(t_worker, 2.8, "worker0.csv ends at %.3f s of a 3 s run", t_worker);
+	cr_expect_leq(t_worker, t_progress + 0.5, "worker0.csv ends at %.3f s, progress.csv at %.3f s", t_worker,
+		      t_progress);
+	cr_expect_geq(t_eval, 2.8, "eval.csv ends at %.3f s", t_eval);
+	cr_expect_leq(t_eval, t_progress + 0.5, "eval.csv ends at %.3f s, progress.csv at %.3f s", t_eval, t_progress);
+
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+}
+
 /* --- 8. a timeline event ------------------------------------------------------------------ */
 
 Test(run, timeline_change_is_logged_on_time)
