@@ -29,6 +29,8 @@
 
 #define PS_KEEPALIVE_NS 1000000000ll
 #define PS_RNG_STREAM_BARRIER 0x62617272ull
+/* HELLO aux bit: "I am (re)starting, tell me my clock" (keep-alives leave it clear). */
+#define PS_HELLO_JOIN 1
 
 int engine_ps_weighting_parse(const char *name, enum engine_ps_weighting *out)
 {
@@ -65,12 +67,28 @@ struct ps_conf {
 	struct barrier_params bp;
 	enum engine_ps_weighting weighting;
 	double dead_after_s;
+	bool average;        /* model averaging: workers push models every local_steps steps */
+	int64_t local_steps; /* H (1 in gradient mode) */
 	char server_ep[128];
 };
+
+int engine_ps_mode_parse(const char *combine, int64_t local_steps, bool *average)
+{
+	if (local_steps < 1)
+		return -EINVAL;
+	if (!combine || !*combine || !strcmp(combine, "none"))
+		*average = local_steps > 1;
+	else if (!strcmp(combine, "average"))
+		*average = true;
+	else
+		return -EINVAL; /* gossip and ensemble have no meaning with a server */
+	return 0;
+}
 
 static int ps_conf_read(const struct kv *cfg, struct ps_conf *pc)
 {
 	const char *saddrs = kv_get(cfg, "servers.addrs"), *b = kv_get(cfg, "consistency.barrier");
+	const char *combine = kv_get(cfg, "consistency.combine");
 	int64_t s = 0, sample = 1, backup = 0, port = 7000;
 	char addr[ENGINE_ADDR_LEN];
 	int rc;
@@ -84,8 +102,15 @@ static int ps_conf_read(const struct kv *cfg, struct ps_conf *pc)
 	rc = rc ? rc : kv_get_i64(cfg, "consistency.backup", 0, &backup);
 	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
 	rc = rc ? rc : kv_get_double(cfg, "consistency.dead_after", 0, &pc->dead_after_s);
+	rc = rc ? rc : kv_get_i64(cfg, "consistency.local_steps", 1, &pc->local_steps);
 	if (rc)
 		goto fail;
+	if (engine_ps_mode_parse(combine, pc->local_steps, &pc->average) < 0) {
+		log_error("engine_ps: consistency.combine '%s' with local_steps %lld: a parameter server "
+			  "takes none or average, local_steps >= 1", combine ? combine : "",
+			  (long long)pc->local_steps);
+		goto fail;
+	}
 	pc->bp.kind = BARRIER_BSP;
 	if (b && *b && barrier_kind_parse(b, &pc->bp.kind) < 0) {
 		log_error("engine_ps: consistency.barrier: unknown '%s'", b);
@@ -158,6 +183,7 @@ struct ps_worker {
 	size_t nsample;
 	uint64_t rng;       /* this worker's sampling stream */
 	int64_t pushed_on;  /* model version of its latest update (-1 = none yet) */
+	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	bool leaving;       /* left with an update in the open round: drop it when that closes */
 };
 
@@ -174,8 +200,9 @@ struct ps_server {
 	size_t nparams;
 	int64_t version;
 	struct barrier_round round;
-	float *agg;         /* BSP: sum of the round's updates */
+	float *agg;         /* BSP: sum of the round's updates (averaging: weighted by samples) */
 	uint64_t agg_samples;
+	double agg_w;       /* averaging, BSP: sum of the round's weights */
 	float *scaled;      /* async: weighted update */
 	struct wire_buf *snap;
 	int64_t snap_version;
@@ -269,9 +296,23 @@ static void close_round(struct ps_server *s)
 {
 	float inv = s->round.got ? 1.0f / (float)s->round.got : 0;
 
-	for (size_t k = 0; k < s->nparams; k++)
-		s->agg[k] *= inv;
-	apply_update(s, s->agg, 1.0);
+	if (s->pc.average) {
+		/* The round's models, weighted by the samples each was trained on, replace the
+		 * server's model (FedAvg's rule; no server-side optimiser). A round never closes
+		 * empty (need >= 1), so agg_w > 0. */
+		float *p = model_params(s->wk->model);
+
+		inv = s->agg_w > 0 ? (float)(1.0 / s->agg_w) : 0;
+		if (inv > 0)
+			for (size_t k = 0; k < s->nparams; k++)
+				p[k] = s->agg[k] * inv;
+		s->version++;
+	} else {
+		for (size_t k = 0; k < s->nparams; k++)
+			s->agg[k] *= inv;
+		apply_update(s, s->agg, 1.0);
+	}
+	s->agg_w = 0;
 	s->samples += s->agg_samples;
 	s->agg_samples = 0;
 	memset(s->agg, 0, s->nparams * sizeof *s->agg);
@@ -315,6 +356,36 @@ static int snapshot(struct ps_server *s, struct wire_buf **out)
 	return 0;
 }
 
+/* Averaging: the weight of a pushed model, the samples it was trained on this round. */
+static double push_weight(const struct wire_msg *m)
+{
+	return m->h.aux > 0 ? (double)m->h.aux : 1.0;
+}
+
+/* Averaging, asynchronous kinds: fold worker i's model into the server's as a moving average,
+ *   x <- (1 - a) x + a x_i,   a = weight(staleness) * n_i / (n_i + sum of n_j, live j != i)
+ * with n_j the samples behind worker j's latest model (n_i for workers not heard from yet).
+ * With equal workers a = 1/N: when updates are fresh (x_i = x + delta_i) N arrivals add the
+ * mean delta, as one synchronous round would; a stale model pulls x back toward an old state,
+ * which the staleness weight damps further (Xie et al., "Asynchronous Federated
+ * Optimization", 2019, use the same mixing with a staleness function). */
+static void fold_model(struct ps_server *s, uint32_t i, const struct wire_msg *m, double wstale)
+{
+	double ni = push_weight(m), tot = ni, a;
+	float *p = model_params(s->wk->model);
+
+	s->w[i].round_samples = (uint64_t)ni;
+	for (uint32_t j = 0; j < s->pc.ec.n; j++)
+		if (j != i && s->alive[j])
+			tot += s->w[j].round_samples ? (double)s->w[j].round_samples : ni;
+	a = wstale * ni / tot;
+	if (a > 1)
+		a = 1;
+	for (size_t k = 0; k < s->nparams; k++)
+		p[k] = (float)((1.0 - a) * p[k] + a * m->payload[k]);
+	s->version++;
+}
+
 static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 {
 	struct wire_header ack = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER, .step = m->h.step };
@@ -335,8 +406,11 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 		enum barrier_offer o = barrier_round_offer(&s->round, m->h.model_version);
 
 		if (o == BARRIER_ACCEPT || o == BARRIER_CLOSE) {
+			float wt = s->pc.average ? (float)push_weight(m) : 1.0f;
+
 			for (size_t k = 0; k < s->nparams; k++)
-				s->agg[k] += m->payload[k];
+				s->agg[k] += wt * m->payload[k];
+			s->agg_w += wt;
 			s->agg_samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
 			ack.aux = 0;
 			stale = 0;
@@ -346,6 +420,10 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 			s->dropped++;
 			ack.aux = -1;
 		}
+	} else if (s->pc.average) {
+		fold_model(s, i, m, engine_ps_weight(s->pc.weighting, stale));
+		s->samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
+		ack.aux = stale;
 	} else {
 		apply_update(s, m->payload, engine_ps_weight(s->pc.weighting, stale));
 		s->samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
@@ -392,6 +470,32 @@ static void on_pull(struct ps_server *s, uint32_t i)
 	reply(s, i, &h, b);
 }
 
+/* Worker i (re)starts (HELLO with PS_HELLO_JOIN). A request its previous process left held
+ * died with it. A restarted worker (known before) re-pulls the current model, so its old clock
+ * means nothing: it resumes at max(its last clock, the slowest live other's), which never holds
+ * anyone back further than they already are (a BSP round waiting for it closes as soon as it
+ * pushes on the current version). A first join keeps clock 0. The reply (HELLO, step = the
+ * clock to resume at) tells the worker where its step count continues. */
+static void on_join(struct ps_server *s, uint32_t i, bool restart)
+{
+	struct wire_header h = { .type = WIRE_HELLO, .sender = WIRE_SENDER_SERVER };
+	int64_t lo = INT64_MAX;
+
+	s->w[i].held = false;
+	for (uint32_t j = 0; restart && j < s->pc.ec.n; j++)
+		if (j != i && s->alive[j] && !s->w[j].left && s->clocks[j] < lo)
+			lo = s->clocks[j];
+	if (restart && lo != INT64_MAX && lo > s->clocks[i])
+		s->clocks[i] = lo;
+	if (restart)
+		log_info("engine_ps: worker %u restarted, resumes at clock %lld", i,
+			 (long long)s->clocks[i]);
+	h.step = s->clocks[i];
+	h.model_version = s->version;
+	reply(s, i, &h, NULL);
+	release_held(s);
+}
+
 static void evaluate(struct ps_server *s)
 {
 	struct eval_result test, train;
@@ -415,12 +519,14 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 {
 	uint32_t i = m->h.sender;
 	struct ps_worker *w;
+	bool was_known;
 
 	if (i >= s->pc.ec.n || m->idlen == 0) {
 		s->st.bad_frames++;
 		return;
 	}
 	w = &s->w[i];
+	was_known = w->known;
 	/* The routing id of the latest message is the way back (a restarted worker has a new
 	 * connection). */
 	memcpy(w->id, m->id, m->idlen);
@@ -437,6 +543,8 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 	set_live(s, i, true);
 	switch (m->h.type) {
 	case WIRE_HELLO:
+		if (m->h.aux & PS_HELLO_JOIN)
+			on_join(s, i, was_known);
 		break;
 	case WIRE_PULL:
 		on_pull(s, i);
@@ -576,11 +684,13 @@ int engine_ps_server_run(const struct kv *cfg)
 			wire_msg_close(&m);
 		}
 		now = clock_now_ns();
+		/* Held workers send keep-alives too, so silence means a crash or a cut link even
+		 * while a request is held (a crashed held worker must not stall BSP forever). Its
+		 * request stays held: a worker that was only cut off gets its answer when it is back. */
 		if (s.pc.dead_after_s > 0) {
 			for (uint32_t i = 0; i < s.pc.ec.n; i++)
 				if (s.alive[i] && s.w[i].known &&
-				    now - s.w[i].last_seen_ns > (int64_t)(s.pc.dead_after_s * 1e9) &&
-				    !s.w[i].held)
+				    now - s.w[i].last_seen_ns > (int64_t)(s.pc.dead_after_s * 1e9))
 					set_live(&s, i, false);
 		}
 		if (now >= next_eval_ns) {
@@ -608,6 +718,7 @@ int engine_ps_server_run(const struct kv *cfg)
 			reply(&s, i, &bye, NULL);
 	}
 	evaluate(&s);
+	engine_save_params(&s.pc.ec, model_params(s.wk->model), s.nparams);
 	log_info("engine_ps: done: version %lld, %llu updates received, %llu dropped, staleness mean "
 		 "%.2f max %lld, %llu bad frames",
 		 (long long)s.version, (unsigned long long)s.updates_in, (unsigned long long)s.dropped,
@@ -707,16 +818,24 @@ int engine_ps_worker_run(const struct kv *cfg)
 	struct engine_work *wk = NULL;
 	struct straggler *strag;
 	struct csv_writer *trace = NULL;
+	struct wire_msg m;
 	char rid[32];
-	int64_t step = 0;
+	int64_t step = 0, version = 0, h_steps;
 	uint64_t row_tx = 0, row_rx = 0, row_bad = 0; /* counters at the previous trace row */
+	uint64_t round_samples = 0;
 	size_t nparams;
+	bool barrier;
 	int rc;
 
 	memset(&c, 0, sizeof c);
 	rc = ps_conf_read(cfg, &c.pc);
 	if (rc)
 		return rc;
+	/* Averaging: the barrier clock and the server's clocks count rounds of H local steps;
+	 * the trace's step column counts local steps. */
+	h_steps = c.pc.average ? c.pc.local_steps : 1;
+	barrier = c.pc.bp.kind != BARRIER_ASP &&
+		  !(barrier_is_sampled(c.pc.bp.kind) && c.pc.bp.sample == 0);
 	rc = engine_work_open(cfg, &c.pc.ec, false, &wk);
 	if (rc)
 		goto out;
@@ -748,13 +867,22 @@ int engine_ps_worker_run(const struct kv *cfg)
 	}
 	if (rc)
 		goto out;
-	client_send(&c, WIRE_HELLO, 0, 0, 0, 0, NULL, 0);
+	/* Join: the server answers with the clock to continue from (0 on a first start; a
+	 * restarted worker continues where the server last saw it, see on_join). */
+	rc = client_send(&c, WIRE_HELLO, 0, 0, PS_HELLO_JOIN, 0, NULL, 0);
+	rc = rc < 0 ? rc : client_await(&c, WIRE_HELLO, &m, 0);
+	if (rc <= 0)
+		goto done;
+	step = m.h.step > 0 ? m.h.step * h_steps : 0;
+	wire_msg_close(&m);
+	if (step > 0)
+		log_info("engine_ps: %s rejoins at step %lld", c.pc.ec.name, (long long)step);
 	while (!client_should_stop(&c) &&
 	       !(c.pc.ec.stop_steps > 0 && step >= c.pc.ec.stop_steps)) {
-		struct wire_msg m;
-		int64_t t0, t1, version;
+		int64_t t0, t1;
 		double compute_s, wait_s = 0, loss = 0, pause;
 		int64_t stale = -1;
+		bool first = step % h_steps == 0, last;
 		size_t nb = 0;
 
 		pause = strag ? straggler_pause_left_s(strag, run_s(&c.pc.ec)) : 0;
@@ -763,10 +891,11 @@ int engine_ps_worker_run(const struct kv *cfg)
 				ctl_client_status(c.ctl, step, CTL_WAIT, false);
 			client_sleep(&c, (int64_t)(pause * 1e9), step);
 		}
-		/* Barrier: may I start step + 1? (ASP never asks.) */
-		if (c.pc.bp.kind != BARRIER_ASP) {
+		/* A round starts: barrier (may I start round step/H + 1?), then pull. ASP and a
+		 * sampled barrier with an empty sample never wait, so they do not ask. */
+		if (first && barrier) {
 			t0 = clock_now_ns();
-			rc = client_send(&c, WIRE_BARRIER, step, 0, 0, 0, NULL, 0);
+			rc = client_send(&c, WIRE_BARRIER, step / h_steps, 0, 0, 0, NULL, 0);
 			rc = rc < 0 ? rc : client_await(&c, WIRE_BARRIER_OK, &m, step);
 			if (rc <= 0)
 				break;
@@ -775,25 +904,31 @@ int engine_ps_worker_run(const struct kv *cfg)
 		}
 		if (c.ctl)
 			ctl_client_status(c.ctl, step, CTL_RUN, false);
-		/* Pull the current model. */
-		rc = client_send(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
-		rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, &m, step);
-		if (rc <= 0)
-			break;
-		if (m.n != nparams) {
-			log_error("engine_ps: model of %zu floats, expected %zu", m.n, nparams);
+		if (first) {
+			rc = client_send(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
+			rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, &m, step);
+			if (rc <= 0)
+				break;
+			if (m.n != nparams) {
+				log_error("engine_ps: model of %zu floats, expected %zu", m.n, nparams);
+				wire_msg_close(&m);
+				rc = -EPROTO;
+				break;
+			}
+			/* Averaging keeps the local momentum across rounds, as local SGD does. */
+			model_set_params(wk->model, m.payload);
+			version = m.h.model_version;
+			round_samples = 0;
 			wire_msg_close(&m);
-			rc = -EPROTO;
-			break;
 		}
-		model_set_params(wk->model, m.payload);
-		version = m.h.model_version;
-		wire_msg_close(&m);
-		/* Compute, then stretch by the straggler model. */
+		/* Compute (averaging: and take the local step), then stretch by the straggler model. */
 		t0 = clock_now_ns();
 		rc = engine_work_gradient(wk, &loss, &nb);
 		if (rc < 0)
 			break;
+		if (c.pc.average)
+			optim_step(wk->optim, model_params(wk->model), wk->grad);
+		round_samples += nb;
 		t1 = clock_now_ns();
 		compute_s = (double)(t1 - t0) / 1e9;
 		{
@@ -804,14 +939,22 @@ int engine_ps_worker_run(const struct kv *cfg)
 				compute_s += extra;
 			}
 		}
-		/* Push; the ACK says how stale the update was (or that it was dropped). */
-		rc = client_send(&c, WIRE_PUSH, step + 1, version, (int64_t)nb, loss, wk->grad,
-				 (uint32_t)(nparams * sizeof(float)));
-		rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, &m, step);
-		if (rc <= 0)
-			break;
-		stale = m.h.aux;
-		wire_msg_close(&m);
+		/* A round ends after H steps, or early on the last step of stop.steps. Push the
+		 * gradient (H = 1) or the model with the samples behind it; the ACK says how stale
+		 * the update was (or that it was dropped). A round cut by stop.time is not pushed. */
+		last = (step + 1) % h_steps == 0 ||
+		       (c.pc.ec.stop_steps > 0 && step + 1 >= c.pc.ec.stop_steps);
+		if (last) {
+			const float *up = c.pc.average ? model_params(wk->model) : wk->grad;
+
+			rc = client_send(&c, WIRE_PUSH, step / h_steps + 1, version, (int64_t)round_samples,
+					 loss, up, (uint32_t)(nparams * sizeof(float)));
+			rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, &m, step);
+			if (rc <= 0)
+				break;
+			stale = m.h.aux;
+			wire_msg_close(&m);
+		}
 		step++;
 		/* Trace rows count bytes and bad frames of this step only (docs/traces.md). */
 		engine_trace_row(trace, &c.pc.ec, clock_now_ns(), step, compute_s, wait_s, stale, version, loss,
@@ -820,8 +963,11 @@ int engine_ps_worker_run(const struct kv *cfg)
 		row_rx = c.st.bytes_rx;
 		row_bad = c.st.bad_frames;
 	}
+done:
 	if (rc > 0)
 		rc = 0;
+	if (rc == 0)
+		engine_save_params(&c.pc.ec, model_params(wk->model), nparams);
 	if (rc == 0 && !c.bye)
 		client_send(&c, WIRE_BYE, step, 0, 0, 0, NULL, 0);
 	log_info("engine_ps: %s finished after %lld steps (%llu bad frames)", c.pc.ec.name,

@@ -36,6 +36,7 @@
 #ifndef STALENET_ENGINE_PS_H
 #define STALENET_ENGINE_PS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct kv;
@@ -47,6 +48,12 @@ int engine_ps_weighting_parse(const char *name, enum engine_ps_weighting *out);
 
 /* Scale of an update with the given staleness (>= 0): 1, 1/(1+s) or exp(-s). */
 double engine_ps_weight(enum engine_ps_weighting w, int64_t staleness);
+
+/* The update rule from consistency.combine and consistency.local_steps (H >= 1): model
+ * averaging (*average = true) for combine "average", or for no combine ("none", empty, NULL)
+ * with H > 1; gradient pushes for no combine with H = 1. Returns 0, or -EINVAL for H < 1 and
+ * for gossip/ensemble (they have no meaning with a server). */
+int engine_ps_mode_parse(const char *combine, int64_t local_steps, bool *average);
 
 /* Role entry points (node/main.c dispatches by node.role). Return 0 on a clean finish,
  * negative errno on failure (logged). */
