@@ -7,6 +7,9 @@
  *         k-1-s; the fast workers were held (wait_s > 0); staleness > 0 recorded, <= bound
  *   ASP   never waits (wait_s == 0), staleness recorded
  *   backup workers: the slow worker's late updates are dropped (empty staleness)
+ *   pBSP  with beta = N-1 the BSP condition holds step by step; with beta = 0 nobody waits
+ *   pSSP  at least beta others were within s steps at every crossing, yet the full SSP bound
+ *         is exceeded (the slow worker is not always sampled)
  *   all   test accuracy ends well above chance (0.1) */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -301,5 +304,117 @@ Test(engine_ps, bsp_backup_worker_drops_late, .timeout = 120)
 	cr_assert_lt(fast_dropped, traces[0].n / 4);
 	cr_assert_gt(final_accuracy(dir), 0.5);
 	(void)fast_dropped;
+	cleanup(dir);
+}
+
+/* Applied version of worker j's update of step m (1-based): computed on q->version, applied on
+ * top of q->version + q->stale. */
+static long applied_version(int j, long m)
+{
+	const struct row *q = &traces[j].r[m - 1];
+
+	cr_assert_geq(q->stale, 0, "worker %d step %ld was dropped", j, m);
+	return q->version + q->stale + 1;
+}
+
+static void slow_worker3_all_sampled(struct kv *k, int i)
+{
+	kv_setf(k, "consistency.sample", "%d", NW - 1);
+	slow_worker3(k, i);
+}
+
+Test(engine_ps, pbsp_full_sample_is_bsp, .timeout = 120)
+{
+	char *dir = mkrun();
+	double waited = 0;
+
+	run(dir, "pbsp", slow_worker3_all_sampled);
+	load_traces(dir);
+	for (int i = 0; i < NW; i++) {
+		cr_assert_eq(traces[i].n, 60);
+		for (int k = 0; k < traces[i].n; k++) {
+			const struct row *r = &traces[i].r[k];
+
+			/* beta = N-1 samples everybody: worker i started step k only after every
+			 * worker's step k-1 had been applied (BSP's condition on clocks; the updates
+			 * themselves are applied on arrival, so staleness may be > 0). */
+			for (int j = 0; j < NW && r->step >= 2; j++)
+				cr_assert_geq(r->version, applied_version(j, r->step - 1),
+					      "worker %d step %ld ran before worker %d's step %ld was applied",
+					      i, r->step, j, r->step - 1);
+			if (i != 3)
+				waited += r->wait;
+		}
+	}
+	cr_assert_gt(waited, 0.05, "fast workers must have been held by the slow one");
+	cr_assert_gt(final_accuracy(dir), 0.5);
+	cleanup(dir);
+}
+
+static void slow_worker3_no_sample(struct kv *k, int i)
+{
+	kv_set(k, "consistency.sample", "0");
+	slow_worker3(k, i);
+}
+
+Test(engine_ps, pbsp_zero_sample_never_waits, .timeout = 120)
+{
+	char *dir = mkrun();
+
+	run(dir, "pbsp", slow_worker3_no_sample);
+	load_traces(dir);
+	for (int i = 0; i < NW; i++) {
+		cr_assert_eq(traces[i].n, 60);
+		for (int k = 0; k < traces[i].n; k++)
+			cr_assert_eq(traces[i].r[k].wait, 0.0, "worker %d step %d waited", i, k + 1);
+	}
+	/* Nobody is held for the slow worker: the fast ones finish first. */
+	for (int i = 0; i < 3; i++)
+		cr_assert_lt(traces[i].r[59].t, traces[3].r[59].t);
+	cr_assert_gt(final_accuracy(dir), 0.5);
+	cleanup(dir);
+}
+
+static void pssp_one_sample(struct kv *k, int i)
+{
+	kv_set(k, "consistency.sample", "1");
+	slow_worker3(k, i); /* staleness 2, worker 3 slow */
+}
+
+Test(engine_ps, pssp_bound_on_the_sample, .timeout = 120)
+{
+	char *dir = mkrun();
+	const long s = 2, beta = 1;
+	long beyond_ssp = 0;
+	double waited = 0;
+
+	run(dir, "pssp", pssp_one_sample);
+	load_traces(dir);
+	for (int i = 0; i < NW; i++) {
+		cr_assert_eq(traces[i].n, 60);
+		for (int k = 0; k < traces[i].n; k++) {
+			const struct row *r = &traces[i].r[k];
+			long m = r->step - 1 - s, ok = 0;
+
+			if (m < 1)
+				continue;
+			/* pSSP(beta, s): the beta sampled others had finished step k-1-s when worker
+			 * i was released, so at least beta others' step k-1-s was in the model it
+			 * pulled. Full SSP would need all of them. */
+			for (int j = 0; j < NW; j++)
+				if (j != i && r->version >= applied_version(j, m))
+					ok++;
+			cr_assert_geq(ok, beta, "worker %d step %ld: only %ld others within %ld steps", i,
+				      r->step, ok, s);
+			beyond_ssp += ok < NW - 1;
+			if (i != 3)
+				waited += r->wait;
+		}
+	}
+	/* One sampled peer of three: the fast workers usually do not check the slow one and
+	 * run past the SSP bound, but are held whenever they draw it. */
+	cr_assert_gt(beyond_ssp, 0, "pSSP(1) behaved exactly like SSP");
+	cr_assert_gt(waited, 0.02, "fast workers were never held");
+	cr_assert_gt(final_accuracy(dir), 0.5);
 	cleanup(dir);
 }
