@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -96,8 +97,21 @@ static void setup(void)
 	cr_assert_not_null(mkdtemp(tmpdir));
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The temporary directory goes, unless STALENET_TESTS_KEEP=1 (to look at a failed run). */
 static void fini(void)
 {
+	const char *keep = getenv("STALENET_TESTS_KEEP");
+
+	if (tmpdir[0] && !(keep && !strcmp(keep, "1")))
+		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir[0] = '\0';
 	if (lock_fd >= 0)
 		close(lock_fd);
 	lock_fd = -1;
