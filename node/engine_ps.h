@@ -3,7 +3,8 @@
  *
  * The server binds a ZeroMQ ROUTER at tcp://SERVER_ADDR:port.data (SERVER_ADDR = the first of
  * servers.addrs, else node.addr) and holds the model, the optimiser and the workers' clock
- * vector. Each worker connects a DEALER (routing id "w<index>") and loops:
+ * vector. Each worker connects a DEALER (routing id "w<index>"), joins (HELLO with the join bit;
+ * the server answers HELLO, step = the clock to continue from) and loops:
  *   barrier   BARRIER(step = my clock c) -> the server HOLDS the request until the condition
  *             of node/barrier holds (re-evaluated on every clock/version/liveness change, never
  *             polled), then BARRIER_OK. ASP sends no barrier request at all.
@@ -18,11 +19,29 @@
  * (consistency.weighting: none 1, inverse 1/(1+s), exp e^-s) with s = server version at apply
  * minus the version it was computed on. For pBSP/pSSP the server evaluates a held request
  * against the sample drawn for that crossing from the requesting worker's own RNG stream.
+ * A sampled barrier with consistency.sample = 0 is ASP: the worker does not ask at all.
+ *
+ * Model averaging (local SGD) when consistency.combine = average, or when no combine is given
+ * (none) and consistency.local_steps = H > 1 (engine_ps_mode_parse). A round is H local SGD steps
+ * on the worker's replica (the worker's own optimiser, momentum kept across rounds); the round
+ * begins with barrier + pull and ends with PUSH(model, step = rounds done, aux = samples trained
+ * on in the round). Barrier clocks and consistency.staleness count rounds, not steps. The server
+ * keeps no optimiser: BSP closes the round of version v on N_live - backup models computed from v
+ * and replaces its model by their sample-weighted mean (FedAvg). SSP/ASP/pBSP/pSSP fold each
+ * model in on arrival as a moving average x <- (1 - a) x + a x_i, a = weight(staleness) * n_i /
+ * (sum of n_j over live workers), so N fresh models of equal weight move x by their mean change.
+ * Every accepted model makes one model version. Traces as in gradient mode, one row per local
+ * step: model_version = the version pulled at the round's start, staleness only on the round's
+ * last step (empty on the others); stop.steps ends with a shorter last round, stop.time drops an
+ * unfinished one.
  *
  * Liveness: a worker is live from its HELLO (or first message) until its BYE, or until it is
  * silent for consistency.dead_after seconds (0 = never; workers send a HELLO keep-alive every
- * second while they pause or sleep). A dead worker is left out of every barrier; it rejoins
- * with its next message.
+ * second while they pause, sleep or are held). A dead worker is left out of every barrier; it
+ * rejoins with its next message. A restarted worker (same routing id; ZMQ_ROUTER_HANDOVER gives
+ * the new connection the id) joins again: its held request is forgotten, it resumes at clock
+ * max(its last clock, the slowest live other's) and re-pulls, so BSP neither stalls on it while
+ * it is dead nor waits for it to replay the steps it missed. Its trace file continues.
  *
  * Stop: a worker stops after stop.steps steps of its own, at stop.time, on the control
  * plane's stop, or on the server's BYE, and then says BYE. The server stops at stop.time,
@@ -32,7 +51,8 @@
  * Traces: the server writes RUN_DIR/eval.csv every eval.every seconds and at the end
  * (updates = model version, samples = samples in applied updates, epoch = samples over the
  * training set); each worker writes RUN_DIR/nodes/<node>.csv, one row per completed step
- * (wait_s = time held at the barrier; staleness empty when the update was dropped). */
+ * (wait_s = time held at the barrier; staleness empty when the update was dropped). With
+ * train.save_model every node writes its final parameters (server: the global model). */
 #ifndef STALENET_ENGINE_PS_H
 #define STALENET_ENGINE_PS_H
 
