@@ -15,9 +15,10 @@
  * Update rules. BSP: synchronous rounds (node/barrier's struct barrier_round): the round of
  * version v collects updates computed on v, closes on N_live - consistency.backup of them,
  * applies their mean in one optimiser step; later updates for v are dropped and counted.
- * SSP/ASP/pBSP/pSSP: every update is applied on arrival, scaled by the staleness weight
- * (consistency.weighting: none 1, inverse 1/(1+s), exp e^-s) with s = server version at apply
- * minus the version it was computed on. For pBSP/pSSP the server evaluates a held request
+ * SSP/ASP/pBSP/pSSP: every update is applied on arrival, scaled by 1/N_live (so N fresh updates
+ * make one BSP round's mean step; at full size asynchrony adds implicit momentum and 8 workers
+ * diverged) and by the staleness weight (consistency.weighting: none 1, inverse 1/(1+s), exp
+ * e^-s) with s = server version at apply minus the version it was computed on. For pBSP/pSSP the server evaluates a held request
  * against the sample drawn for that crossing from the requesting worker's own RNG stream.
  * A sampled barrier with consistency.sample = 0 is ASP: the worker does not ask at all.
  *
