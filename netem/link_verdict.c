@@ -87,14 +87,18 @@ bool link_verdict_verdict(const struct link_verdict_expect *e, uint32_t probes, 
 		whylen = sizeof dummy;
 	}
 	why[0] = '\0';
-	double tol = fmax(0.5, 0.02 * e->rtt_mean_ms);
+	/* 3.29 standard errors: the two-sided 99.9% band of a mean of `probes` samples */
+	double n = probes > 1 ? (double)probes : 2.0;
+	double tol = fmax(fmax(0.5, 0.02 * e->rtt_mean_ms), 3.29 * e->rtt_sd_ms / sqrt(n));
+	double sd_tol = fmax(0.15, 3.29 / sqrt(2.0 * (n - 1)));
 	if (!(fabs(rtt_mean_ms - e->rtt_mean_ms) <= tol)) {
 		snprintf(why, whylen, "rtt mean %.3f ms, expected %.3f +- %.3f", rtt_mean_ms,
 			 e->rtt_mean_ms, tol);
 		return false;
 	}
-	if (e->jitter_ms >= 2.0 && !(fabs(rtt_sd_ms - e->rtt_sd_ms) <= 0.15 * e->rtt_sd_ms)) {
-		snprintf(why, whylen, "rtt sd %.3f ms, expected %.3f +- 15%%", rtt_sd_ms, e->rtt_sd_ms);
+	if (e->jitter_ms >= 2.0 && !(fabs(rtt_sd_ms - e->rtt_sd_ms) <= sd_tol * e->rtt_sd_ms)) {
+		snprintf(why, whylen, "rtt sd %.3f ms, expected %.3f +- %.0f%%", rtt_sd_ms, e->rtt_sd_ms,
+			 100 * sd_tol);
 		return false;
 	}
 	double lo, hi;

@@ -2,9 +2,10 @@
  *
  * A probe measures round trips (userspace timestamps: the kernel stamps before the NFQUEUE delay)
  * over one node's link; the expectation combines both directions' parameters. Tolerances:
- * mean RTT within max(0.5 ms, 2%) of the expected mean; RTT sd within 15% of the expected sd when
- * the larger jitter is >= 2 ms; loss inside the two-sided 99.9% binomial interval of the expected
- * rate for that many probes. */
+ * mean RTT within max(0.5 ms, 2%, 3.29 standard errors of the mean) of the expected mean; RTT sd
+ * within max(15%, 3.29 / sqrt(2 (n - 1))) of the expected sd when the larger jitter is >= 2 ms;
+ * loss inside the two-sided 99.9% binomial interval of the expected rate for that many probes. The
+ * sampling terms keep a correct link from failing by chance when few probes meet much jitter. */
 #ifndef STALENET_LINK_VERDICT_H
 #define STALENET_LINK_VERDICT_H
 

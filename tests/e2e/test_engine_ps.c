@@ -294,16 +294,16 @@ Test(engine_ps, bsp_backup_worker_drops_late, .timeout = 120)
 					fast_dropped++;
 			}
 		}
-	/* Rounds close on the 3 fast workers: the straggler's updates always arrive after their
-	 * round closed (a 30 ms step against sub-millisecond rounds), and the fast workers, never
-	 * held for it, run many more steps. */
+	/* Rounds close on the 3 fast workers: the straggler's updates nearly always arrive after
+	 * their round closed (a 30 ms step against sub-millisecond rounds; on a loaded 2-core host a
+	 * round now and then outlasts 30 ms and takes the straggler's update), and the fast workers,
+	 * never held for it, run many more steps. */
 	cr_assert_gt(traces[3].n, 10);
-	cr_assert_geq(dropped, traces[3].n - 2, "%ld of %d straggler updates dropped", dropped,
+	cr_assert_geq(dropped * 10, traces[3].n * 8L, "%ld of %d straggler updates dropped", dropped,
 		      traces[3].n);
 	cr_assert_gt(traces[0].n, 5 * traces[3].n);
 	cr_assert_lt(fast_dropped, traces[0].n / 4);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	(void)fast_dropped;
 	cleanup(dir);
 }
 

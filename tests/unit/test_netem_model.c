@@ -333,6 +333,14 @@ Test(link_verdict, tolerances)
 	link_verdict_expect_from(&big, &big, &e);
 	cr_assert(link_verdict_verdict(&e, 200, 203.9, 0, 0, NULL, 0));
 	cr_assert_not(link_verdict_verdict(&e, 200, 204.1, 0, 0, NULL, 0));
+	/* few probes against much jitter: the band widens to 3.29 standard errors of the mean
+	 * (sd 4.08 ms over 300 probes: 0.775 ms) and of the sd (50 probes: 33%) */
+	link_verdict_expect_from(&up, &down, &e);
+	double se = 3.29 * e.rtt_sd_ms / sqrt(300.0);
+	cr_assert(link_verdict_verdict(&e, 300, 20 + se - 0.01, e.rtt_sd_ms, l, NULL, 0));
+	cr_assert_not(link_verdict_verdict(&e, 300, 20 + se + 0.01, e.rtt_sd_ms, l, NULL, 0));
+	cr_assert(link_verdict_verdict(&e, 50, 20, e.rtt_sd_ms * 1.30, 0.02, NULL, 0));
+	cr_assert_not(link_verdict_verdict(&e, 50, 20, e.rtt_sd_ms * 1.36, 0.02, NULL, 0));
 	/* sd is ignored below 2 ms jitter */
 	struct link_params small = { .delay_us = 1000, .jitter_us = 1000 };
 	link_verdict_expect_from(&small, NULL, &e);
