@@ -21,6 +21,8 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -91,6 +93,7 @@ struct linkd {
 	uint64_t seq;
 	int64_t armed_ns;
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
+	int rt_prio;            /* SCHED_FIFO priority of the serving thread, 0 = normal */
 	struct mmsghdr rx_msgs[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
 	char *rx_area;          /* RX_BATCH buffers of RX_PKT_BUF */
@@ -118,6 +121,7 @@ struct linkd *linkd_new(const char *ctl_path)
 		return NULL;
 	d->epfd = d->timerfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = -1;
 	d->armed_ns = -1;
+	d->rt_prio = 10;
 	d->seed = (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	netem_heap_init(&d->heap);
 	d->rx_area = malloc((size_t)RX_BATCH * RX_PKT_BUF);
@@ -830,11 +834,22 @@ static void track_lateness(struct linkd *d, int64_t late_ns)
 		d->early_ns = 300000;
 }
 
+void linkd_set_rt_priority(struct linkd *d, int prio)
+{
+	d->rt_prio = prio < 0 ? 0 : prio > 99 ? 99 : prio;
+}
+
 int linkd_run(struct linkd *d)
 {
 	struct epoll_event evs[64];
 	/* Timers of this thread fire at their time, not up to 50 us later (default slack). */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	if (d->rt_prio > 0) {
+		struct sched_param sp = { .sched_priority = d->rt_prio };
+		int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+		if (rc != 0)
+			log_info("linkd: running without real-time priority: %s", strerror(rc));
+	}
 	while (!d->stop) {
 		int n = epoll_wait(d->epfd, evs, 64, -1);
 		if (n < 0) {

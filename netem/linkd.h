@@ -65,6 +65,12 @@ int linkd_counters_every(struct linkd *self, const char *path, int period_ms);
  * must have blocked those signals in every thread. Returns 0 or -errno. */
 int linkd_watch_signals(struct linkd *self, const char *config_path);
 
+/* Scheduling of the thread that calls linkd_run: SCHED_FIFO at this priority (1-99), or the
+ * normal scheduler with 0. The default, 10, keeps held packets leaving on time while the nodes
+ * being shaped load every core (the kernel's real-time throttling still leaves them 5%); where
+ * the caller may not raise its priority linkd_run logs it once and runs normally. */
+void linkd_set_rt_priority(struct linkd *self, int prio);
+
 /* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
 int linkd_run(struct linkd *self);
 /* Make linkd_run return soon. Safe from another thread or a signal handler. */

@@ -2,8 +2,9 @@
  *
  *   stalenet-linkd RUN_DIR            config RUN_DIR/linkd.conf (may be absent), control socket
  *                                     RUN_DIR/linkd.sock, counters RUN_DIR/linkd-counters.csv
- *   stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]
+ *   stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS] [--rt-prio N]
  *
+ * --rt-prio N: SCHED_FIFO priority of the emulator (default 10; 0 = the normal scheduler).
  * SIGHUP re-reads the configuration, SIGTERM/SIGINT stop (the kernel drops held packets when the
  * queues are unbound, so the orchestrator removes the iptables rules first). */
 #include <getopt.h>
@@ -19,26 +20,29 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: stalenet-linkd RUN_DIR\n"
-			"       stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]\n");
+			"       stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]\n"
+			"                      [--rt-prio N]\n");
 }
 
 int main(int argc, char **argv)
 {
 	char config[4096] = "", ctl[4096] = "", counters[4096] = "";
-	int every_ms = 1000;
+	int every_ms = 1000, rt_prio = 10;
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' }, { "ctl", required_argument, NULL, 's' },
 		{ "counters", required_argument, NULL, 'o' }, { "every", required_argument, NULL, 'e' },
+		{ "rt-prio", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	log_init("linkd", LOG_INFO);
 	int c;
-	while ((c = getopt_long(argc, argv, "c:s:o:e:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:o:e:p:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': snprintf(config, sizeof config, "%s", optarg); break;
 		case 's': snprintf(ctl, sizeof ctl, "%s", optarg); break;
 		case 'o': snprintf(counters, sizeof counters, "%s", optarg); break;
 		case 'e': every_ms = atoi(optarg); break;
+		case 'p': rt_prio = atoi(optarg); break;
 		default: usage(); return c == 'h' ? 0 : 2;
 		}
 	}
@@ -65,6 +69,7 @@ int main(int argc, char **argv)
 	struct linkd *d = linkd_new(ctl[0] ? ctl : NULL);
 	if (!d)
 		return 1;
+	linkd_set_rt_priority(d, rt_prio);
 	int rc = linkd_watch_signals(d, config[0] ? config : NULL);
 	if (rc == 0 && config[0])
 		rc = linkd_load_config(d, config);
