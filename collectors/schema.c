@@ -48,6 +48,10 @@ static const struct filespec SPECS[] = {
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "step", T_U }, { "compute_s", T_FPOS },
 	    { "wait_s", T_FPOS }, { "staleness", T_U_E }, { "model_version", T_U_E },
 	    { "loss", T_FPOS_E }, { "bytes_tx", T_U }, { "bytes_rx", T_U }, { "bad_frames", T_U } } },
+	{ "server", NULL, TRACE_HEADER_SERVER, true, "node",
+	  { { "t_s", T_FPOS }, { "node", T_S }, { "worker", T_S }, { "worker_step", T_U },
+	    { "staleness", T_U_E }, { "model_version", T_U }, { "updates", T_U }, { "dropped", T_U },
+	    { "live", T_U }, { "waiting", T_U } } },
 	{ "eval", "eval.csv", TRACE_HEADER_EVAL, true, "node",
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "updates", T_U }, { "epoch", T_FPOS },
 	    { "samples", T_U }, { "test_accuracy", T_FRAC }, { "test_loss", T_FPOS },
@@ -236,6 +240,22 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A parameter server's nodes/NAME.csv has the server header; every other one the node header. */
+static const struct filespec *node_spec(const char *path)
+{
+	static const char hdr[] = TRACE_HEADER_SERVER;
+	char line[sizeof hdr + 2] = "";
+	FILE *f = fopen(path, "re");
+
+	if (f) {
+		if (!fgets(line, sizeof line, f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	line[strcspn(line, "\r\n")] = '\0';
+	return strcmp(line, hdr) == 0 ? find_spec("server") : &SPECS[0];
+}
+
 /* nodes/ *.csv in name order (so the first error reported is stable). */
 static int check_nodes(const char *run_dir, size_t *found, char *err, size_t errlen)
 {
@@ -281,7 +301,7 @@ static int check_nodes(const char *run_dir, size_t *found, char *err, size_t err
 
 		snprintf(node, sizeof node, "%.*s", (int)(len < 255 ? len : 255), names[i]);
 		snprintf(path, sizeof path, "%s/nodes/%s", run_dir, names[i]);
-		rc = check_table(path, &SPECS[0], node, err, errlen);
+		rc = check_table(path, node_spec(path), node, err, errlen);
 		(*found)++;
 	}
 out:
@@ -304,6 +324,8 @@ int trace_schema_check_dir(const char *run_dir, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	for (size_t i = 1; i < NSPECS; i++) {
+		if (!SPECS[i].file)
+			continue;
 		snprintf(path, sizeof path, "%s/%s", run_dir, SPECS[i].file);
 		rc = check_table(path, &SPECS[i], NULL, err, errlen);
 		if (rc == -ENOENT)

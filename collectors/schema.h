@@ -10,6 +10,8 @@
 
 #define TRACE_HEADER_NODE \
 	"t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames"
+#define TRACE_HEADER_SERVER \
+	"t_s,node,worker,worker_step,staleness,model_version,updates,dropped,live,waiting"
 #define TRACE_HEADER_EVAL "t_s,node,updates,epoch,samples,test_accuracy,test_loss,train_loss"
 #define TRACE_HEADER_PROGRESS "t_s,alive,waiting,min_step,median_step,max_step"
 #define TRACE_HEADER_LINKS "t_s,node,direction,packets,bytes,dropped,backlog_pkts,held_pkts"
@@ -19,14 +21,15 @@
 #define TRACE_HEADER_PARTITION "node,class,samples"
 
 /* Check every known trace file of run_dir (nodes/NAME.csv, eval.csv, progress.csv, links.csv,
- * linkcheck.csv, events.csv, partition.csv): exact header, type and range of every field,
+ * linkcheck.csv, events.csv, partition.csv; a nodes/NAME.csv whose header is
+ * TRACE_HEADER_SERVER is a parameter server's trace): exact header, type and range of every field,
  * t_s non-decreasing per node (per file where there is no node column), and the node column
  * of nodes/<name>.csv equal to <name>. Absent files are fine, but a run dir with none of them
  * is not. Returns 0; -EINVAL with the first problem ("path:line: column c: what") in err; or
  * -errno when a file cannot be read. */
 int trace_schema_check_dir(const char *run_dir, char *err, size_t errlen);
 
-/* Check one file against the schema of the named kind ("node", "eval", "progress", "links",
+/* Check one file against the schema of the named kind ("node", "server", "eval", "progress", "links",
  * "linkcheck", "events", "partition"). Same returns as trace_schema_check_dir; -ENOENT when the
  * file does not exist, -EINVAL for an unknown kind. */
 int trace_schema_check_file(const char *path, const char *kind, char *err, size_t errlen);

@@ -281,6 +281,12 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 			rc = -EINVAL;
 			break;
 		}
+		if (!worker && table_col(t, "worker") >= 0) {
+			/* A parameter server's update trace (TRACE_HEADER_SERVER): the workers' own
+			 * rows already carry every staleness and byte. */
+			table_destroy(&t);
+			continue;
+		}
 		cs = table_col(t, "step");
 		cc = table_col(t, "compute_s");
 		cw = table_col(t, "wait_s");

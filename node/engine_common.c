@@ -430,7 +430,7 @@ int engine_work_eval_ensemble(struct engine_work *self, struct model *m, const f
 				train);
 }
 
-struct csv_writer *engine_trace_open(const struct engine_conf *c)
+static struct csv_writer *trace_open(const struct engine_conf *c, const char *header)
 {
 	char path[PATH_MAX];
 
@@ -441,7 +441,17 @@ struct csv_writer *engine_trace_open(const struct engine_conf *c)
 	}
 	if (snprintf(path, sizeof path, "%s/nodes/%s.csv", c->run_dir, c->name) >= (int)sizeof path)
 		return NULL;
-	return csv_writer_open(path, TRACE_HEADER_NODE);
+	return csv_writer_open(path, header);
+}
+
+struct csv_writer *engine_trace_open(const struct engine_conf *c)
+{
+	return trace_open(c, TRACE_HEADER_NODE);
+}
+
+struct csv_writer *engine_server_trace_open(const struct engine_conf *c)
+{
+	return trace_open(c, TRACE_HEADER_SERVER);
 }
 
 struct csv_writer *engine_eval_open(const struct engine_conf *c)

@@ -116,6 +116,10 @@ int engine_work_eval_ensemble(struct engine_work *self, struct model *m, const f
 struct csv_writer *engine_trace_open(const struct engine_conf *c);
 struct csv_writer *engine_eval_open(const struct engine_conf *c);
 
+/* Open RUN_DIR/nodes/<node>.csv with the parameter-server trace header (TRACE_HEADER_SERVER,
+ * docs/traces.md) instead of the node trace header. NULL (logged) on failure. */
+struct csv_writer *engine_server_trace_open(const struct engine_conf *c);
+
 /* One node-trace row stamped t_ns (CLOCK_MONOTONIC, the step's end). staleness < 0 writes an
  * empty cell (nothing merged this step). */
 int engine_trace_row(struct csv_writer *w, const struct engine_conf *c, int64_t t_ns, int64_t step,

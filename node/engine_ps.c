@@ -185,6 +185,9 @@ struct ps_worker {
 	int64_t pushed_on;  /* model version of its latest update (-1 = none yet) */
 	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	bool leaving;       /* left with an update in the open round: drop it when that closes */
+	bool departed;      /* its connection closed (process gone) or it fell silent: it counts
+			     * as finished until it sends again */
+	int fd;             /* connection its latest update came on (ZMQ_SRCFD); -1 unknown */
 };
 
 struct ps_server {
@@ -193,6 +196,8 @@ struct ps_server {
 	void *ctx, *sock;
 	struct ctl_client *ctl;
 	struct csv_writer *eval;
+	struct csv_writer *trace; /* nodes/<server>.csv: one row per update received */
+	void *mon;                /* PAIR on the ROUTER's monitor: connection closures */
 	struct wire_stats st;
 	struct ps_worker *w;
 	int64_t *clocks;
@@ -206,7 +211,7 @@ struct ps_server {
 	float *scaled;      /* async: weighted update */
 	struct wire_buf *snap;
 	int64_t snap_version;
-	uint64_t samples, updates_in, dropped;
+	uint64_t samples, updates_in, dropped, accepted;
 	uint64_t total;
 	int64_t stale_sum, stale_max;
 	uint64_t stale_n;
@@ -226,6 +231,37 @@ static uint32_t live_count(const struct ps_server *s)
 	for (uint32_t i = 0; i < s->pc.ec.n; i++)
 		k += s->alive[i];
 	return k;
+}
+
+static uint32_t held_count(const struct ps_server *s)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < s->pc.ec.n; i++)
+		k += s->w[i].held;
+	return k;
+}
+
+/* One server-trace row for worker i's update of worker step `step`: stale < 0 = dropped;
+ * waiting = barrier requests held when the update arrived (the ones it may have released).
+ * Written after the update was handled: version and counters include it (docs/traces.md). */
+static void trace_update(struct ps_server *s, uint32_t i, int64_t step, int64_t stale,
+			 uint32_t waiting)
+{
+	char name[ENGINE_ADDR_LEN + 8], st[24] = "";
+
+	if (!s->trace)
+		return;
+	if (s->pc.ec.names)
+		snprintf(name, sizeof name, "%s", s->pc.ec.names[i]);
+	else
+		snprintf(name, sizeof name, "worker%u", i);
+	if (stale >= 0)
+		snprintf(st, sizeof st, "%lld", (long long)stale);
+	csv_writer_row(s->trace, "%.6f,%s,%s,%lld,%s,%lld,%llu,%llu,%u,%u", run_s(&s->pc.ec),
+		       s->pc.ec.name, name, (long long)step, st, (long long)s->version,
+		       (unsigned long long)s->accepted, (unsigned long long)s->dropped, live_count(s),
+		       waiting);
 }
 
 static int reply(struct ps_server *s, uint32_t i, const struct wire_header *h, struct wire_buf *buf)
@@ -390,6 +426,7 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 {
 	struct wire_header ack = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER, .step = m->h.step };
 	int64_t stale = s->version - m->h.model_version;
+	uint32_t waiting = held_count(s);
 
 	s->updates_in++;
 	if (m->n != s->nparams || m->h.model_version > s->version || m->h.model_version < 0) {
@@ -437,6 +474,7 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 		ack.aux = stale;
 	}
 	if (ack.aux >= 0) {
+		s->accepted++;
 		s->stale_sum += stale;
 		s->stale_n++;
 		if (stale > s->stale_max)
@@ -446,6 +484,7 @@ out:
 	ack.model_version = s->version;
 	reply(s, i, &ack, NULL);
 	release_held(s);
+	trace_update(s, i, m->h.step, ack.aux >= 0 ? stale : -1, waiting);
 }
 
 static void on_barrier(struct ps_server *s, uint32_t i, const struct wire_msg *m)
@@ -540,6 +579,16 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 	w->idlen = m->idlen;
 	w->known = true;
 	w->last_seen_ns = clock_now_ns();
+	if (w->departed && m->h.type != WIRE_BYE)
+		log_info("engine_ps: worker %u is back", i);
+	w->departed = false;
+	if (m->h.type == WIRE_PUSH && m->has_frame) {
+		/* Updates carry a payload frame, which knows the connection it came on: the one
+		 * whose closure means this worker's process is gone (drain_monitor). */
+		w->fd = zmq_msg_get(&m->frame, ZMQ_SRCFD);
+	} else if (m->h.type == WIRE_HELLO && (m->h.aux & PS_HELLO_JOIN)) {
+		w->fd = -1; /* a (re)start: the old connection's closure is no news */
+	}
 	if (m->h.type == WIRE_BYE) {
 		w->left = true;
 		w->held = false;
@@ -568,10 +617,67 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 	}
 }
 
+/* Worker i is gone without a BYE (its connection closed, or silent for dead_after): out of
+ * every barrier and round from now on, and finished as far as stopping goes, so a killed worker
+ * that never comes back neither stalls BSP nor keeps the server up until stop.time. Its next
+ * message makes it live again (handle). */
+static void depart(struct ps_server *s, uint32_t i, const char *why)
+{
+	struct ps_worker *w = &s->w[i];
+
+	if (w->departed || w->left)
+		return;
+	w->departed = true;
+	w->held = false;
+	w->fd = -1;
+	set_live(s, i, false);
+	log_info("engine_ps: worker %u departed (%s): rounds and barriers go on with %u live workers",
+		 i, why, live_count(s));
+}
+
+/* Connection closures reported by the ROUTER's monitor (ZMQ_EVENT_DISCONNECTED, value = the
+ * fd). A worker is departed when the closed connection is the one its latest update came on:
+ * a SIGKILLed process's socket is closed by the kernel, so this is immediate, while a restart
+ * (new connection, ZMQ_ROUTER_HANDOVER) or a cut link (no FIN) are left to the other rules. */
+static void drain_monitor(struct ps_server *s)
+{
+	for (;;) {
+		zmq_msg_t ev;
+		uint16_t event;
+		uint32_t value;
+		int more;
+		size_t ml = sizeof more;
+
+		zmq_msg_init(&ev);
+		if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&ev);
+			return;
+		}
+		if (zmq_msg_size(&ev) >= 6) {
+			memcpy(&event, zmq_msg_data(&ev), 2);
+			memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+		} else {
+			event = 0, value = 0;
+		}
+		zmq_msg_close(&ev);
+		/* Second frame: the endpoint; not needed. */
+		while (zmq_getsockopt(s->mon, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
+			zmq_msg_init(&ev);
+			zmq_msg_recv(&ev, s->mon, 0);
+			zmq_msg_close(&ev);
+		}
+		if (event != ZMQ_EVENT_DISCONNECTED)
+			continue;
+		for (uint32_t i = 0; i < s->pc.ec.n; i++)
+			if (s->w[i].known && s->w[i].fd >= 0 && (uint32_t)s->w[i].fd == value)
+				depart(s, i, "connection closed");
+	}
+}
+
 static bool all_left(const struct ps_server *s)
 {
 	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		if (!s->w[i].left)
+		if (!s->w[i].left && !s->w[i].departed)
 			return false;
 	return true;
 }
@@ -586,11 +692,14 @@ static void server_free(struct ps_server *s)
 	free(s->agg);
 	free(s->scaled);
 	wire_buf_unref(&s->snap);
+	if (s->mon)
+		zmq_close(s->mon);
 	if (s->sock)
 		zmq_close(s->sock);
 	if (s->ctx)
 		zmq_ctx_term(s->ctx);
 	csv_writer_close(&s->eval);
+	csv_writer_close(&s->trace);
 	ctl_client_close(&s->ctl);
 	engine_work_destroy(&s->wk);
 	engine_conf_free(&s->pc.ec);
@@ -633,11 +742,13 @@ int engine_ps_server_run(const struct kv *cfg)
 		/* Every worker starts live: a synchronous run waits for all of them to join. */
 		s.alive[i] = true;
 		s.w[i].pushed_on = -1;
+		s.w[i].fd = -1;
 		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
 	barrier_round_init(&s.round, 0, s.pc.ec.n, s.pc.bp.backup);
 	s.eval = engine_eval_open(&s.pc.ec);
-	if (!s.eval) {
+	s.trace = engine_server_trace_open(&s.pc.ec);
+	if (!s.eval || !s.trace) {
 		rc = -EIO;
 		goto out;
 	}
@@ -653,6 +764,18 @@ int engine_ps_server_run(const struct kv *cfg)
 
 		/* A restarted worker reuses its routing id: let the new connection take it over. */
 		zmq_setsockopt(s.sock, ZMQ_ROUTER_HANDOVER, &on, sizeof on);
+	}
+	{
+		char mon_ep[64];
+
+		/* inproc names are per context, and every server has its own context. */
+		snprintf(mon_ep, sizeof mon_ep, "inproc://ps-monitor");
+		if (zmq_socket_monitor(s.sock, mon_ep, ZMQ_EVENT_DISCONNECTED) < 0 ||
+		    !(s.mon = zmq_socket(s.ctx, ZMQ_PAIR)) || zmq_connect(s.mon, mon_ep) < 0) {
+			rc = -zmq_errno();
+			log_error("engine_ps: socket monitor: %s", zmq_strerror(-rc));
+			goto out;
+		}
 	}
 	if (zmq_bind(s.sock, s.pc.server_ep) < 0) {
 		rc = -zmq_errno();
@@ -696,10 +819,11 @@ int engine_ps_server_run(const struct kv *cfg)
 		 * request stays held: a worker that was only cut off gets its answer when it is back. */
 		if (s.pc.dead_after_s > 0) {
 			for (uint32_t i = 0; i < s.pc.ec.n; i++)
-				if (s.alive[i] && s.w[i].known &&
+				if (s.alive[i] && s.w[i].known && !s.w[i].left &&
 				    now - s.w[i].last_seen_ns > (int64_t)(s.pc.dead_after_s * 1e9))
-					set_live(&s, i, false);
+					depart(&s, i, "silent");
 		}
+		drain_monitor(&s);
 		if (now >= next_eval_ns) {
 			evaluate(&s);
 			next_eval_ns = clock_now_ns() + eval_every_ns;
@@ -794,8 +918,11 @@ static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, 
 			wire_msg_close(m);
 			continue;
 		}
+		/* Only a held barrier request is "waiting" (progress.csv, the barrier part of the
+		 * step that wait_s measures); a pull or push in flight is data-plane transfer. */
 		if (c->ctl)
-			ctl_client_status(c->ctl, step, CTL_WAIT, true);
+			ctl_client_status(c->ctl, step, want == WIRE_BARRIER_OK ? CTL_WAIT : CTL_RUN,
+					  want == WIRE_BARRIER_OK);
 		if (clock_now_ns() - c->last_tx_ns >= PS_KEEPALIVE_NS)
 			client_send(c, WIRE_HELLO, step, 0, 0, 0, NULL, 0);
 	}
@@ -901,6 +1028,11 @@ int engine_ps_worker_run(const struct kv *cfg)
 		/* A round starts: barrier (may I start round step/H + 1?), then pull. ASP and a
 		 * sampled barrier with an empty sample never wait, so they do not ask. */
 		if (first && barrier) {
+			/* wait_s: from asking to proceed until allowed (docs/traces.md). The control
+			 * plane hears "waiting" for exactly this interval, so progress.csv's count and
+			 * the traces' wait_s describe the same thing. */
+			if (c.ctl)
+				ctl_client_status(c.ctl, step, CTL_WAIT, true);
 			t0 = clock_now_ns();
 			rc = client_send(&c, WIRE_BARRIER, step / h_steps, 0, 0, 0, NULL, 0);
 			rc = rc < 0 ? rc : client_await(&c, WIRE_BARRIER_OK, &m, step);
