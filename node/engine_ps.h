@@ -36,10 +36,12 @@
  * last step (empty on the others); stop.steps ends with a shorter last round, stop.time drops an
  * unfinished one.
  *
- * Liveness: a worker is live from its HELLO (or first message) until its BYE, or until it is
- * silent for consistency.dead_after seconds (0 = never; workers send a HELLO keep-alive every
- * second while they pause, sleep or are held). A dead worker is left out of every barrier; it
- * rejoins with its next message. A restarted worker (same routing id; ZMQ_ROUTER_HANDOVER gives
+ * Liveness: a worker is live from its HELLO (or first message) until its BYE, until the
+ * connection its updates came on closes (a killed process: the ROUTER's socket monitor reports
+ * it at once), or until it is silent for consistency.dead_after seconds (0 = never; workers send
+ * a HELLO keep-alive every second while they pause, sleep or are held). A departed worker is
+ * left out of every barrier and BSP round (rounds close on the remaining workers, logged) and
+ * counts as finished for the server's stop; it rejoins with its next message. A restarted worker (same routing id; ZMQ_ROUTER_HANDOVER gives
  * the new connection the id) joins again: its held request is forgotten, it resumes at clock
  * max(its last clock, the slowest live other's) and re-pulls, so BSP neither stalls on it while
  * it is dead nor waits for it to replay the steps it missed. Its trace file continues.
@@ -47,12 +49,16 @@
  * Stop: a worker stops after stop.steps steps of its own, at stop.time, on the control
  * plane's stop, or on the server's BYE, and then says BYE. The server stops at stop.time,
  * stop.accuracy (checked at each evaluation), on the control plane's stop, or when every
- * worker has said BYE; it then sends BYE to every worker and calls ctl_client_done.
+ * worker has said BYE or departed; it then sends BYE to every worker and calls
+ * ctl_client_done. (A worker restarted after all others finished finds no server.)
  *
  * Traces: the server writes RUN_DIR/eval.csv every eval.every seconds and at the end
  * (updates = model version, samples = samples in applied updates, epoch = samples over the
- * training set); each worker writes RUN_DIR/nodes/<node>.csv, one row per completed step
- * (wait_s = time held at the barrier; staleness empty when the update was dropped). With
+ * training set) and RUN_DIR/nodes/<server>.csv, one row per update received (worker, its step,
+ * staleness, version, counters, held requests: docs/traces.md); each worker writes
+ * RUN_DIR/nodes/<node>.csv, one row per completed step (wait_s = barrier request to reply,
+ * pull and push excluded; staleness empty when the update was dropped), and tells the control
+ * plane "waiting" exactly while its barrier request is out. With
  * train.save_model every node writes its final parameters (server: the global model). */
 #ifndef STALENET_ENGINE_PS_H
 #define STALENET_ENGINE_PS_H
