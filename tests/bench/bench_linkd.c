@@ -232,6 +232,8 @@ int main(void)
 	lkd = linkd_new(ctl);
 	if (!lkd)
 		goto out;
+	if (getenv("STALENET_LINKD_RT_PRIO")) /* compare with the normal scheduler: =0 */
+		linkd_set_rt_priority(lkd, atoi(getenv("STALENET_LINKD_RT_PRIO")));
 	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
 	pthread_getcpuclockid(lkd_thread, &lkd_clock);
 	struct link_endpoint ep = { ns_a, if_a, ns_b, if_b };

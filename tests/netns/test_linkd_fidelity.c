@@ -372,6 +372,9 @@ Test(linkd_fidelity, loss_random_binomial)
 	/* nfq counts every packet that entered; the netem qdisc counts what it sent */
 	cr_assert_geq(c.packets + (SHAPER_TEST_BACKEND == LINK_BACKEND_KERNEL ? c.dropped : 0), (uint64_t)n);
 	cr_assert(c.dropped >= (uint64_t)(n - (int)b.got) && c.dropped <= c.packets);
+	/* 200-byte datagrams: 228 bytes of IPv4 (nfq), 242 with the Ethernet header (qdisc) */
+	double per = c.packets ? (double)c.bytes / c.packets : 0;
+	cr_assert(per >= 228 && per <= 242, "%.1f bytes per packet", per);
 }
 
 Test(linkd_fidelity, duplicate_reorder_corrupt)
