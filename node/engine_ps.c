@@ -179,6 +179,7 @@ struct ps_worker {
 	bool held;          /* a barrier request is waiting */
 	int64_t held_c;     /* its clock */
 	int64_t held_since_ns;
+	uint16_t held_reply; /* WIRE_MODEL (a push's or join's request) or WIRE_BARRIER_OK */
 	size_t *sample;     /* the crossing's sample (sampled kinds) */
 	size_t nsample;
 	uint64_t rng;       /* this worker's sampling stream */
@@ -237,8 +238,9 @@ static uint32_t held_count(const struct ps_server *s)
 {
 	uint32_t k = 0;
 
+	/* A departed worker's request stays held for its return, but it holds nobody up. */
 	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		k += s->w[i].held;
+		k += s->w[i].held && s->alive[i];
 	return k;
 }
 
@@ -277,13 +279,29 @@ static int reply(struct ps_server *s, uint32_t i, const struct wire_header *h, s
 	return rc;
 }
 
+static int snapshot(struct ps_server *s, struct wire_buf **out);
+
+/* Answer worker i's held request: BARRIER_OK, or (a request that came with a push or a join)
+ * MODEL, the current model. value = seconds the request was held (the barrier wait). */
 static void release_ok(struct ps_server *s, uint32_t i)
 {
-	struct wire_header h = { .type = WIRE_BARRIER_OK, .sender = WIRE_SENDER_SERVER,
-				 .step = s->w[i].held_c, .model_version = s->version };
+	struct ps_worker *w = &s->w[i];
+	struct wire_header h = { .type = w->held_reply, .sender = WIRE_SENDER_SERVER,
+				 .step = w->held_c, .model_version = s->version,
+				 .value = (double)(clock_now_ns() - w->held_since_ns) / 1e9 };
+	struct wire_buf *b = NULL;
 
-	s->w[i].held = false;
-	reply(s, i, &h, NULL);
+	w->held = false;
+	if (h.type == WIRE_MODEL) {
+		if (snapshot(s, &b) < 0) {
+			log_error("engine_ps: no memory for a model snapshot; worker %u not answered", i);
+			return;
+		}
+		h.payload_len = (uint32_t)(s->nparams * sizeof(float));
+	}
+	if (h.value < 0)
+		h.value = 0;
+	reply(s, i, &h, b);
 }
 
 /* The barrier decision for worker i at clock c with its stored sample. */
@@ -422,17 +440,21 @@ static void fold_model(struct ps_server *s, uint32_t i, const struct wire_msg *m
 	s->version++;
 }
 
+static void hold_request(struct ps_server *s, uint32_t i, int64_t c, uint16_t reply_type);
+
 static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 {
 	struct wire_header ack = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER, .step = m->h.step };
 	int64_t stale = s->version - m->h.model_version;
 	uint32_t waiting = held_count(s);
+	bool bad = false;
 
 	s->updates_in++;
 	if (m->n != s->nparams || m->h.model_version > s->version || m->h.model_version < 0) {
 		/* Wrong shape or a version that never existed: a protocol error, not an update. */
 		s->st.bad_frames++;
 		ack.aux = -1;
+		bad = true;
 		goto out;
 	}
 	if (m->h.step > s->clocks[i])
@@ -483,25 +505,36 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 out:
 	ack.model_version = s->version;
 	reply(s, i, &ack, NULL);
-	release_held(s);
+	/* The push is also the request for the next round: held until its barrier holds (at once
+	 * for ASP), then answered with the model. A malformed push does not move the clock. */
+	hold_request(s, i, bad ? s->clocks[i] : m->h.step,
+		     WIRE_MODEL);
 	trace_update(s, i, m->h.step, ack.aux >= 0 ? stale : -1, waiting);
 }
 
-static void on_barrier(struct ps_server *s, uint32_t i, const struct wire_msg *m)
+/* Worker i asks to start the step after clock c (a barrier crossing): held until the barrier
+ * condition holds, then answered with `reply_type` (release_ok). A sampled kind draws the
+ * crossing's sample now, from the worker's own stream. */
+static void hold_request(struct ps_server *s, uint32_t i, int64_t c, uint16_t reply_type)
 {
 	struct ps_worker *w = &s->w[i];
-	int64_t c = m->h.step;
 
 	if (c > s->clocks[i])
 		s->clocks[i] = c;
 	w->held = true;
 	w->held_c = c;
+	w->held_reply = reply_type;
 	w->held_since_ns = clock_now_ns();
 	w->nsample = 0;
 	if (barrier_is_sampled(s->pc.bp.kind))
 		w->nsample = barrier_sample(&w->rng, s->pc.ec.n, i, s->alive, s->pc.bp.sample, w->sample);
 	/* A clock moved: others may be released too. */
 	release_held(s);
+}
+
+static void on_barrier(struct ps_server *s, uint32_t i, const struct wire_msg *m)
+{
+	hold_request(s, i, m->h.step, WIRE_BARRIER_OK);
 }
 
 static void on_pull(struct ps_server *s, uint32_t i)
@@ -539,7 +572,8 @@ static void on_join(struct ps_server *s, uint32_t i, bool restart)
 	h.step = s->clocks[i];
 	h.model_version = s->version;
 	reply(s, i, &h, NULL);
-	release_held(s);
+	/* The join is also the request for the first round (barrier, then the model). */
+	hold_request(s, i, s->clocks[i], WIRE_MODEL);
 }
 
 static void evaluate(struct ps_server *s)
@@ -628,8 +662,7 @@ static void depart(struct ps_server *s, uint32_t i, const char *why)
 	if (w->departed || w->left)
 		return;
 	w->departed = true;
-	w->held = false;
-	w->fd = -1;
+	w->fd = -1; /* a held request stays: a worker that was only cut off gets its answer */
 	set_live(s, i, false);
 	log_info("engine_ps: worker %u departed (%s): rounds and barriers go on with %u live workers",
 		 i, why, live_count(s));
@@ -896,8 +929,10 @@ static bool client_should_stop(struct ps_client *c)
 
 /* Wait for a message of type `want` (other types are ignored; BYE ends the run). Returns 1 with
  * *m filled, 0 when the run is over (BYE, stop), negative errno on failure. Sends a keep-alive
- * HELLO every second of waiting so the server does not take a held worker for dead. */
-static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, int64_t step)
+ * HELLO every second of waiting so the server does not take a held worker for dead. `barrier`:
+ * the awaited reply answers a barrier request (the control plane hears "waiting"). */
+static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, int64_t step,
+			bool barrier)
 {
 	for (;;) {
 		int rc;
@@ -921,11 +956,26 @@ static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, 
 		/* Only a held barrier request is "waiting" (progress.csv, the barrier part of the
 		 * step that wait_s measures); a pull or push in flight is data-plane transfer. */
 		if (c->ctl)
-			ctl_client_status(c->ctl, step, want == WIRE_BARRIER_OK ? CTL_WAIT : CTL_RUN,
-					  want == WIRE_BARRIER_OK);
+			ctl_client_status(c->ctl, step, barrier ? CTL_WAIT : CTL_RUN, barrier);
 		if (clock_now_ns() - c->last_tx_ns >= PS_KEEPALIVE_NS)
 			client_send(c, WIRE_HELLO, step, 0, 0, 0, NULL, 0);
 	}
+}
+
+/* Install the model carried by m (closing m) as the worker's parameters; its version goes to
+ * *version. Averaging keeps the local momentum across rounds, as local SGD does. Returns 1, or
+ * -EPROTO for a model of the wrong size. */
+static int take_model(struct engine_work *wk, struct wire_msg *m, size_t nparams, int64_t *version)
+{
+	if (m->n != nparams) {
+		log_error("engine_ps: model of %zu floats, expected %zu", m->n, nparams);
+		wire_msg_close(m);
+		return -EPROTO;
+	}
+	model_set_params(wk->model, m->payload);
+	*version = m->h.model_version;
+	wire_msg_close(m);
+	return 1;
 }
 
 /* Sleep ns, in slices, sending keep-alives and watching for stop. */
@@ -954,7 +1004,7 @@ int engine_ps_worker_run(const struct kv *cfg)
 	struct csv_writer *trace = NULL;
 	struct wire_msg m;
 	char rid[32];
-	int64_t step = 0, version = 0, h_steps;
+	int64_t step = 0, version = 0, h_steps, t_asked = 0;
 	uint64_t row_tx = 0, row_rx = 0, row_bad = 0; /* counters at the previous trace row */
 	uint64_t round_samples = 0;
 	size_t nparams;
@@ -1002,11 +1052,13 @@ int engine_ps_worker_run(const struct kv *cfg)
 	if (rc)
 		goto out;
 	/* Join: the server answers with the clock to continue from (0 on a first start; a
-	 * restarted worker continues where the server last saw it, see on_join). */
+	 * restarted worker continues where the server last saw it, see on_join) and takes the
+	 * join as the first round's request: the model follows once the barrier holds. */
 	rc = client_send(&c, WIRE_HELLO, 0, 0, PS_HELLO_JOIN, 0, NULL, 0);
-	rc = rc < 0 ? rc : client_await(&c, WIRE_HELLO, &m, 0);
+	rc = rc < 0 ? rc : client_await(&c, WIRE_HELLO, &m, 0, false);
 	if (rc <= 0)
 		goto done;
+	t_asked = clock_now_ns();
 	step = m.h.step > 0 ? m.h.step * h_steps : 0;
 	wire_msg_close(&m);
 	if (step > 0)
@@ -1019,46 +1071,48 @@ int engine_ps_worker_run(const struct kv *cfg)
 		bool first = step % h_steps == 0, last;
 		size_t nb = 0;
 
+		/* A round starts with the reply to the request that went out with the previous
+		 * push (or the join): MODEL, sent by the server once the barrier of node/barrier
+		 * lets this worker start round step/H + 1 (at once for ASP and an empty sample).
+		 * wait_s is the time the server held the request (docs/traces.md), bounded by the
+		 * time this worker actually spent waiting for the reply. The control plane hears
+		 * "waiting" for this interval, so progress.csv's count and wait_s agree. */
+		if (first) {
+			if (c.ctl && barrier)
+				ctl_client_status(c.ctl, step, CTL_WAIT, true);
+			rc = client_await(&c, WIRE_MODEL, &m, step, barrier);
+			if (rc > 0 && barrier) {
+				double local_s = (double)(clock_now_ns() - t_asked) / 1e9;
+
+				wait_s = isfinite(m.h.value) && m.h.value > 0 ? m.h.value : 0;
+				if (wait_s > local_s)
+					wait_s = local_s;
+			}
+			if (rc > 0)
+				rc = take_model(wk, &m, nparams, &version);
+			if (rc <= 0)
+				break;
+			round_samples = 0;
+		}
+		if (c.ctl)
+			ctl_client_status(c.ctl, step, CTL_RUN, false);
 		pause = strag ? straggler_pause_left_s(strag, run_s(&c.pc.ec)) : 0;
 		if (pause > 0) {
 			if (c.ctl)
 				ctl_client_status(c.ctl, step, CTL_WAIT, false);
 			client_sleep(&c, (int64_t)(pause * 1e9), step);
-		}
-		/* A round starts: barrier (may I start round step/H + 1?), then pull. ASP and a
-		 * sampled barrier with an empty sample never wait, so they do not ask. */
-		if (first && barrier) {
-			/* wait_s: from asking to proceed until allowed (docs/traces.md). The control
-			 * plane hears "waiting" for exactly this interval, so progress.csv's count and
-			 * the traces' wait_s describe the same thing. */
 			if (c.ctl)
-				ctl_client_status(c.ctl, step, CTL_WAIT, true);
-			t0 = clock_now_ns();
-			rc = client_send(&c, WIRE_BARRIER, step / h_steps, 0, 0, 0, NULL, 0);
-			rc = rc < 0 ? rc : client_await(&c, WIRE_BARRIER_OK, &m, step);
-			if (rc <= 0)
-				break;
-			wire_msg_close(&m);
-			wait_s = (double)(clock_now_ns() - t0) / 1e9;
-		}
-		if (c.ctl)
-			ctl_client_status(c.ctl, step, CTL_RUN, false);
-		if (first) {
-			rc = client_send(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
-			rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, &m, step);
-			if (rc <= 0)
-				break;
-			if (m.n != nparams) {
-				log_error("engine_ps: model of %zu floats, expected %zu", m.n, nparams);
-				wire_msg_close(&m);
-				rc = -EPROTO;
-				break;
+				ctl_client_status(c.ctl, step, CTL_RUN, false);
+			/* The model taken before the pause is old by now: a round starts from a
+			 * fresh one (the barrier already let us through; clocks only grow). */
+			if (first && !client_should_stop(&c)) {
+				rc = client_send(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
+				rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, &m, step, false);
+				if (rc > 0)
+					rc = take_model(wk, &m, nparams, &version);
+				if (rc <= 0)
+					break;
 			}
-			/* Averaging keeps the local momentum across rounds, as local SGD does. */
-			model_set_params(wk->model, m.payload);
-			version = m.h.model_version;
-			round_samples = 0;
-			wire_msg_close(&m);
 		}
 		/* Compute (averaging: and take the local step), then stretch by the straggler model. */
 		t0 = clock_now_ns();
@@ -1088,9 +1142,10 @@ int engine_ps_worker_run(const struct kv *cfg)
 
 			rc = client_send(&c, WIRE_PUSH, step / h_steps + 1, version, (int64_t)round_samples,
 					 loss, up, (uint32_t)(nparams * sizeof(float)));
-			rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, &m, step);
+			rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, &m, step, false);
 			if (rc <= 0)
 				break;
+			t_asked = clock_now_ns();
 			stale = m.h.aux;
 			wire_msg_close(&m);
 		}

@@ -3,15 +3,21 @@
  *
  * The server binds a ZeroMQ ROUTER at tcp://SERVER_ADDR:port.data (SERVER_ADDR = the first of
  * servers.addrs, else node.addr) and holds the model, the optimiser and the workers' clock
- * vector. Each worker connects a DEALER (routing id "w<index>"), joins (HELLO with the join bit;
- * the server answers HELLO, step = the clock to continue from) and loops:
- *   barrier   BARRIER(step = my clock c) -> the server HOLDS the request until the condition
- *             of node/barrier holds (re-evaluated on every clock/version/liveness change, never
- *             polled), then BARRIER_OK. ASP sends no barrier request at all.
- *   pull      PULL -> MODEL(params, model_version)
- *   compute   gradient of the next minibatch of its shard; straggler model applied
+ * vector. Each worker connects a DEALER (routing id "w<index>") and joins (HELLO with the join
+ * bit; the server answers HELLO, step = the clock to continue from). A steady-state step is one
+ * request/reply:
  *   push      PUSH(grad, step = c+1, model_version computed on, aux = samples, value = loss)
- *             -> ACK(aux = staleness, or -1 when the update was dropped)
+ *             -> ACK(aux = staleness, or -1 when the update was dropped), sent at once
+ *   barrier   the push is also the request to start step c+2 (the join the one for the first
+ *   + pull    step): the server HOLDS it until the condition of node/barrier holds
+ *             (re-evaluated on every clock/version/liveness change, never polled; at once for
+ *             ASP), then answers MODEL(params, model_version, step = the clock, value = seconds
+ *             held = the barrier wait)
+ *   compute   gradient of the next minibatch of the model received; straggler model applied
+ * So a step costs one round trip instead of three (barrier, pull, push) or two (ASP). After a
+ * straggler pause the worker re-pulls (PULL -> MODEL) so it never computes on a model that aged
+ * during the pause. The standalone BARRIER -> BARRIER_OK and PULL -> MODEL requests are still
+ * served.
  * Update rules. BSP: synchronous rounds (node/barrier's struct barrier_round): the round of
  * version v collects updates computed on v, closes on N_live - consistency.backup of them,
  * applies their mean in one optimiser step; later updates for v are dropped and counted.
@@ -25,8 +31,9 @@
  * Model averaging (local SGD) when consistency.combine = average, or when no combine is given
  * (none) and consistency.local_steps = H > 1 (engine_ps_mode_parse). A round is H local SGD steps
  * on the worker's replica (the worker's own optimiser, momentum kept across rounds); the round
- * begins with barrier + pull and ends with PUSH(model, step = rounds done, aux = samples trained
- * on in the round). Barrier clocks and consistency.staleness count rounds, not steps. The server
+ * begins with the MODEL reply (barrier + pull) and ends with PUSH(model, step = rounds done,
+ * aux = samples trained on in the round), which requests the next round. Barrier clocks and
+ * consistency.staleness count rounds, not steps. The server
  * keeps no optimiser: BSP closes the round of version v on N_live - backup models computed from v
  * and replaces its model by their sample-weighted mean (FedAvg). SSP/ASP/pBSP/pSSP fold each
  * model in on arrival as a moving average x <- (1 - a) x + a x_i, a = weight(staleness) * n_i /
@@ -44,7 +51,9 @@
  * counts as finished for the server's stop; it rejoins with its next message. A restarted worker (same routing id; ZMQ_ROUTER_HANDOVER gives
  * the new connection the id) joins again: its held request is forgotten, it resumes at clock
  * max(its last clock, the slowest live other's) and re-pulls, so BSP neither stalls on it while
- * it is dead nor waits for it to replay the steps it missed. Its trace file continues.
+ * it is dead nor waits for it to replay the steps it missed. Its trace file continues. A
+ * departed worker's held request stays held (not counted as waiting): a worker that was only
+ * cut off gets its model when it is back.
  *
  * Stop: a worker stops after stop.steps steps of its own, at stop.time, on the control
  * plane's stop, or on the server's BYE, and then says BYE. The server stops at stop.time,
@@ -56,9 +65,9 @@
  * (updates = model version, samples = samples in applied updates, epoch = samples over the
  * training set) and RUN_DIR/nodes/<server>.csv, one row per update received (worker, its step,
  * staleness, version, counters, held requests: docs/traces.md); each worker writes
- * RUN_DIR/nodes/<node>.csv, one row per completed step (wait_s = barrier request to reply,
- * pull and push excluded; staleness empty when the update was dropped), and tells the control
- * plane "waiting" exactly while its barrier request is out. With
+ * RUN_DIR/nodes/<node>.csv, one row per completed step (wait_s = the time the server held its
+ * request, transfers excluded; staleness empty when the update was dropped), and tells the control
+ * plane "waiting" from its push's ACK until the MODEL that lets it proceed. With
  * train.save_model every node writes its final parameters (server: the global model). */
 #ifndef STALENET_ENGINE_PS_H
 #define STALENET_ENGINE_PS_H
