@@ -97,6 +97,9 @@ int netns_add(const char *name)
 {
 	int saved = -1, rc;
 
+	rc = netns_prepare_dir();
+	if (rc < 0)
+		return rc;
 	do
 		saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	while (saved < 0 && errno == EINTR);

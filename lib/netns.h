@@ -30,8 +30,9 @@ int netns_prepare_dir(void);
  * -EEXIST when the name is taken; on any failure nothing is left behind. Returns 0 or -errno. */
 int netns_name_current(const char *name);
 
-/* Create a new namespace called NAME (unshare in this thread, name it, switch back). The
- * calling thread ends in the namespace it started in. Returns 0 or -errno. */
+/* Create a new namespace called NAME (prepare /run/netns, unshare in this thread, name it,
+ * switch back), as `ip netns add` does on a host that never had a named namespace. The calling
+ * thread ends in the namespace it started in. Returns 0 or -errno. */
 int netns_add(const char *name);
 
 /* Remove the name NAME (lazy unmount + unlink). The kernel frees the namespace when its last

@@ -66,7 +66,7 @@ PY
 	# initramfs: busybox + the modules for 9p, virtio, veth, ifb and every qdisc, with their own
 	# modules.dep so the kernel's request_module() loads qdiscs on demand.
 	local ir="$vm/initramfs" km="$vm/kpkg/root/lib/modules/$kver"
-	rm -rf "$ir" && mkdir -p "$ir"/{bin,sbin,dev,proc,sys,host} "$ir/lib/modules/$kver"
+	rm -rf "$ir" && mkdir -p "$ir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,host} "$ir/lib/modules/$kver"
 	(cd "$km" && find kernel/drivers/virtio kernel/fs/9p kernel/fs/netfs kernel/fs/fscache kernel/net/9p \
 		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko -name '*.ko*' 2>/dev/null \
 		| grep -v -E '9pnet_(rdma|xen)|virtio_(mem|balloon|input|vdpa|mmio|dma_buf)' \

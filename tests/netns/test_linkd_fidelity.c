@@ -282,7 +282,8 @@ static void check_rtt(struct link_params up, struct link_params down, int n)
 		double lo = e.rtt_mean_ms - 0.5 * scale - se, hi = e.rtt_mean_ms + 2.0 * scale + se;
 		ok = mean >= lo && mean <= hi && loss == 0 &&
 		     (e.jitter_ms < 2.0 || fabs(sd - e.rtt_sd_ms) <= 0.5 * e.rtt_sd_ms);
-		cr_log_warn("time scale %.1f: mean in [%.2f, %.2f] ms and sd within 50%%: %s", scale, lo,
+		/* info, not warn: Criterion 2.4 exits non-zero after any warning */
+		cr_log_info("VM time scale %.1f: mean in [%.2f, %.2f] ms and sd within 50%%: %s", scale, lo,
 			    hi, ok ? "yes" : "no");
 	}
 	cr_assert(ok, "%s", why);
