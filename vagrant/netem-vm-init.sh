@@ -12,10 +12,22 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host || {
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mkdir -p /host/dev/pts /host/dev/shm; mount -t devpts devpts /host/dev/pts; mount -t tmpfs shm /host/dev/shm
 mount -t tmpfs tmp /host/tmp; mount -t tmpfs run /host/run
-[ -n "$WORK" ] && { mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 work /host$WORK || echo "work mount failed"; }
+# The work tree may lie below a tmpfs just mounted (a clone in /tmp): its mount point is made
+# there; on the read-only host root it already exists.
+rc=0
+if [ -n "$WORK" ]; then
+	mkdir -p /host$WORK 2>/dev/null
+	mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 work /host$WORK || { echo "netem-vm: cannot mount the work tree at $WORK"; rc=126; }
+fi
 ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TERM=dumb"
-if [ -f /host$WORK/.vm-cmd.sh ]; then
-	chroot /host /usr/bin/env -i $ENV STALENET_TESTS_MUST_RUN=${MUST:-1} /bin/sh -c "cd $WORK && exec /bin/bash $WORK/.vm-cmd.sh"; rc=$?
+if [ $rc != 0 ]; then
+	:
+elif [ "$(arg mode)" = run ]; then
+	if [ ! -f /host$WORK/.vm-cmd.sh ]; then
+		echo "netem-vm: no command file $WORK/.vm-cmd.sh"; rc=126
+	else
+		chroot /host /usr/bin/env -i $ENV STALENET_TESTS_MUST_RUN=${MUST:-1} /bin/sh -c "cd $WORK && exec /bin/bash $WORK/.vm-cmd.sh" </dev/null; rc=$?
+	fi
 else
 	setsid cttyhack chroot /host /usr/bin/env -i $ENV TERM=vt100 /bin/bash -l; rc=$?
 fi

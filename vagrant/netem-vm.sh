@@ -91,15 +91,22 @@ run() {
 	local kernel="$vm/vmlinux"; [ -f "$kernel" ] || kernel="$vm/vmlinuz"
 	rm -f "$work/.vm-cmd.sh" "$work/.guest-exitcode"
 	if [ $# -gt 0 ]; then printf '%q ' "$@" > "$work/.vm-cmd.sh"; fi
-	local q=0
-	qemu-system-x86_64 -accel "${ACCEL:-tcg}" -cpu max -smp "${SMP:-2}" -m "${MEM:-1024}" -nographic -no-reboot \
+	local q=0 mode=shell limit=() input=/dev/stdin
+	# A command runs with no terminal and a time limit (VM_TIMEOUT seconds, default 1800), so
+	# nothing in the guest can wait for input or hang CI; a shell gets the console.
+	if [ $# -gt 0 ]; then mode=run input=/dev/null limit=(timeout --kill-after=10 "${VM_TIMEOUT:-1800}"); fi
+	"${limit[@]}" qemu-system-x86_64 -accel "${ACCEL:-tcg}" -cpu max -smp "${SMP:-2}" -m "${MEM:-1024}" -nographic -no-reboot \
 		-kernel "$kernel" -initrd "$vm/initramfs.cpio.gz" \
-		-append "console=ttyS0 quiet panic=-1 workdir=$work" \
+		-append "console=ttyS0 quiet panic=-1 workdir=$work mode=$mode" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$work,mount_tag=work,security_model=none,multidevs=remap" \
-		-device isa-debug-exit,iobase=0xf4,iosize=0x04 -nic none || q=$?
+		-device isa-debug-exit,iobase=0xf4,iosize=0x04 -nic none < "$input" || q=$?
 	rm -f "$work/.vm-cmd.sh"
 	# isa-debug-exit: qemu exits with (code << 1) | 1
+	if [ $q = 124 ] || [ $q = 137 ]; then
+		echo "netem-vm: the VM ran past VM_TIMEOUT=${VM_TIMEOUT:-1800} s and was stopped" >&2
+		exit 200
+	fi
 	if [ $((q & 1)) -eq 1 ]; then exit $((q >> 1)); fi
 	echo "netem-vm: the VM exited without reporting (qemu status $q)" >&2
 	exit 200
