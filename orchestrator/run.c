@@ -102,6 +102,7 @@ struct run_ctx {
 	enum link_backend backend;
 	char linkd_ctl[PATH_MAX];
 	pid_t linkd_pid;
+	bool linkd_dead;              /* it died during the run: every later check fails */
 	struct ctl_server *ctl;
 	char ctl_ep[512];
 	char **addrs;                 /* per plan node; index n_nodes = hub */
@@ -189,21 +190,46 @@ static int start_linkd(struct run_ctx *c)
 	return -ETIMEDOUT;
 }
 
+/* The emulator died with status ST: say so once, in the log and in events.csv. */
+static void linkd_died(struct run_ctx *c, int st)
+{
+	char detail[128];
+
+	snprintf(detail, sizeof detail, "the userspace link emulator died (%s %d)",
+		 WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	log_error("stalenet-linkd died (%s %d): the run cannot go on, its links are black holes",
+		  WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	c->linkd_pid = 0;
+	c->linkd_dead = true;
+	supervise_event(c->dir, "linkd_failed", "linkd", detail);
+}
+
 /* The emulator must outlive the run: if it dies its queues black-hole traffic. */
 static bool linkd_alive(struct run_ctx *c)
 {
 	int st;
 
+	if (c->linkd_dead)
+		return false;
 	if (c->linkd_pid <= 0)
 		return true;
 	if (waitpid(c->linkd_pid, &st, WNOHANG) == c->linkd_pid) {
-		log_error("stalenet-linkd died (%s %d): the run cannot go on, its links are black holes",
-			  WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-		c->linkd_pid = 0;
-		supervise_event(c->dir, "linkd_failed", "linkd", "the userspace link emulator died");
+		linkd_died(c, st);
 		return false;
 	}
 	return true;
+}
+
+/* Supervisor hook: the supervisor's reaping loop collected a child that is not a node. */
+static int helper_reaped(void *arg, pid_t pid, int status)
+{
+	struct run_ctx *c = arg;
+
+	if (c->linkd_pid > 0 && pid == c->linkd_pid) {
+		linkd_died(c, status);
+		return -1;
+	}
+	return 0;
 }
 
 /* The test accuracy of the last complete eval.csv row (for the live view). */
@@ -394,7 +420,7 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 		.run_index = c->run_index, .run_count = c->run_count,
 		.interrupted = &run_interrupted,
 		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc,
-			   .status = progress_status, .arg = c },
+			   .reaped = helper_reaped, .status = progress_status, .arg = c },
 	};
 	int64_t origin;
 

@@ -153,6 +153,10 @@ static void on_exit_cb(void *arg, pid_t pid, int status)
 		}
 		return;
 	}
+	if (s->o->hooks.reaped && s->o->hooks.reaped(s->o->hooks.arg, pid, status) < 0) {
+		s->failed = true;
+		stop_all(s, "a helper process of the run died");
+	}
 }
 
 static int cmp_i64(const void *a, const void *b)

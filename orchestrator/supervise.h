@@ -40,6 +40,10 @@ struct supervise_hooks {
 	int64_t (*tick)(void *arg, int64_t now_rel_ns);
 	/* Record a process before it may exec (teardown journal). */
 	int (*record)(void *arg, pid_t pid, uint64_t start_time, const char *name);
+	/* A child that is none of the nodes exited (the caller's own helper, such as the link
+	 * emulator, reaped by the supervisor's waitpid loop). Return < 0 to stop the run as
+	 * failed. NULL: such exits are ignored. */
+	int (*reaped)(void *arg, pid_t pid, int status);
 	/* Latest test accuracy (< 0: none yet) and link drops so far, for the live view. */
 	void (*status)(void *arg, double *accuracy, unsigned long long *link_drops);
 	void *arg;

@@ -272,6 +272,14 @@ static void check_rtt(struct link_params up, struct link_params down, int n)
 	bool ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why);
 	cr_log_info("rtt: expected %.2f/%.2f ms, measured %.2f/%.2f ms, loss %.4f", e.rtt_mean_ms,
 		    e.rtt_sd_ms, mean, sd, loss);
+	if (!ok) {
+		/* One more independent sample: a burst of host load can delay the probing process
+		 * itself for a while; an emulator that is really off fails both. */
+		cr_log_info("off (%s): measuring again", why);
+		rtt_probe(n, &mean, &sd, &loss);
+		ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why);
+		cr_log_info("rtt again: measured %.2f/%.2f ms, loss %.4f", mean, sd, loss);
+	}
 	double scale = time_scale();
 	if (!ok && scale > 1.0) {
 		/* Emulated CPU (qemu TCG): the guest's timers fire late by a varying millisecond or

@@ -1080,6 +1080,53 @@ Test(run, a_node_that_dies_stops_the_run_with_its_name_and_log)
 	assert_no_run_procs(dir, prefix);
 }
 
+/* --- the link emulator dies ---------------------------------------------------------------- */
+
+Test(run, a_dead_link_emulator_stops_the_run)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], needle[64];
+	char line[512], *err;
+	pid_t linkd = 0;
+	int64_t t_kill;
+	int rc;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_training(scen, "", "60s", false, NULL);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", "--backend", "nfq", NULL);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	cr_assert(wait_rows(path, 20, 40000, &r), "training did not start; stderr:\n%s", slurp(r.err));
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	/* Its control socket is named after the run's prefix. */
+	snprintf(needle, sizeof needle, "linkd-%s.sock", prefix);
+	cr_assert_eq(procs_mentioning(needle, &linkd), 1, "no stalenet-linkd of %s", prefix);
+	t_kill = now_ms();
+	cr_assert_eq(kill(linkd, SIGKILL), 0);
+	rc = wait_stalenet(&r, 20000);
+	cr_assert_neq(rc, -1, "stalenet still runs 20 s after its link emulator died");
+	err = slurp(r.err);
+	cr_assert_eq(rc, 1, "exit %d; stderr:\n%s", rc, err);
+	cr_assert(strstr(err, "stalenet-linkd died"), "stderr does not say so:\n%s", err);
+	free(err);
+	cr_expect_leq(now_ms() - t_kill, 10000, "the run took %lld ms to stop",
+		      (long long)(now_ms() - t_kill));
+	cr_assert(find_event(dir, "linkd_failed", "linkd", line, sizeof line),
+		  "no linkd_failed row in events.csv");
+	cr_assert(strstr(line, "signal 9"), "linkd_failed detail: %s", line);
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "failed");
+	/* What was collected before is kept. */
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	cr_assert_gt(csv_rows(path), 0, "the traces written before the failure are gone");
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_journal_procs_gone(dir);
+	assert_no_run_procs(dir, prefix);
+}
+
 /* Last value of the first column (t_s) of a CSV file; -1 when it has no rows. */
 static double last_t(const char *path)
 {
