@@ -732,6 +732,12 @@ static int fig_staleness(struct ctx *c)
 				snprintf(file, sizeof file, "nodes/%s", de->d_name);
 				if (load_table(c, r, file, &t) < 0 || !t)
 					continue;
+				/* A parameter server's update trace repeats what its workers' rows
+				 * say (one row per update): count each update once. */
+				if (table_col(t, "worker_step") >= 0) {
+					table_destroy(&t);
+					continue;
+				}
 				cs = table_col(t, "staleness");
 				for (size_t row = 0; cs >= 0 && row < table_rows(t); row++) {
 					double v;

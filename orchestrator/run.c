@@ -413,7 +413,7 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 	struct supervise_opts so = {
 		.ctl = c->ctl, .run_dir = c->dir, .node_bin = c->node_bin,
 		.stop_after_ns = training ? (int64_t)sc->stop_time_us * 1000 : 0,
-		.write_progress = training,
+		.write_progress = training, .failures_only = !training,
 		.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
 		.ready_timeout_ms = RUN_READY_TIMEOUT_MS,
 		.view = training ? c->view : NULL, .run_label = c->run->id,

@@ -107,7 +107,8 @@ static void stop_all(struct sup *s, const char *why)
 	s->stopping = true;
 	s->stop_sent_ns = clock_now_ns();
 	log_info("stopping the run: %s", why);
-	supervise_event(s->o->run_dir, "stop", "all", why);
+	if (!s->o->failures_only || s->failed)
+		supervise_event(s->o->run_dir, "stop", "all", why);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->p[i].state == P_RUNNING)
 			ctl_server_send(s->o->ctl, s->p[i].spec->name, "stop");
@@ -366,7 +367,8 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 				for (size_t i = 0; i < n; i++)
 					if (s.p[i].state == P_RUNNING)
 						send_start(&s, &s.p[i]);
-				supervise_event(o->run_dir, "start", "all", "");
+				if (!o->failures_only)
+					supervise_event(o->run_dir, "start", "all", "");
 			} else if (now > ready_deadline) {
 				s.failed = true;
 				for (size_t i = 0; i < n; i++)

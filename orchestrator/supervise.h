@@ -55,6 +55,9 @@ struct supervise_opts {
 	const char *run_dir;                 /* events.csv, progress.csv go here */
 	int64_t stop_after_ns;               /* stop.time; 0 = none */
 	bool write_progress;                 /* progress.csv */
+	bool failures_only;                  /* events.csv: no routine start/stop rows (a phase
+						before the run's clock origin, whose times would
+						not line up with the rows after it) */
 	bool on_failure_continue;            /* scenario on_node_failure: continue */
 	int ready_timeout_ms;
 	struct progress_view *view;          /* NULL = no live view */

@@ -33,6 +33,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/sysctl.h"
+#include "collectors/schema.h"
 #include "orchestrator/cleanup.h"
 
 #define HOST_LOCK "/run/stalenet-test-testbed.lock"
@@ -1175,6 +1176,22 @@ Test(run, training_lasts_stop_time_on_the_shared_clock)
 		      t_progress);
 	cr_expect_geq(t_eval, 2.8, "eval.csv ends at %.3f s", t_eval);
 	cr_expect_leq(t_eval, t_progress + 0.5, "eval.csv ends at %.3f s, progress.csv at %.3f s", t_eval, t_progress);
+
+	/* Every trace of a real run is there and follows docs/traces.md (headers, types, time
+	 * order per node, events included: the self-check before the origin adds no rows). */
+	{
+		static const char *const files[] = { "nodes/worker0.csv", "nodes/worker1.csv",
+						     "nodes/server0.csv", "eval.csv", "progress.csv",
+						     "links.csv", "linkcheck.csv", "events.csv",
+						     "partition.csv", "summary.csv", "meta.json" };
+		char err[512];
+
+		for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+			snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+			cr_assert(exists(path), "no %s in the run directory", files[i]);
+		}
+		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	}
 
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);

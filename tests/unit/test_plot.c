@@ -1,8 +1,10 @@
-/* Unit tests for collectors/plot: render every figure of the recorded sweep fixture (and of a
- * single run of it) and check each file is a real PNG / SVG with non-trivial content. Needs
+/* Unit tests for collectors/plot: render every figure of the recorded sweep fixture
+ * (tests/data/sweep_small, recorded with `stalenet run tests/data/sweep_small.yaml`) and of a
+ * single run of it, and check each file is a real PNG / SVG with non-trivial content. Needs
  * the gnuplot binary (gnuplot-nox), which is a build dependency. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +87,35 @@ static void rm_rf(const char *dir)
 	cr_assert_eq(system(cmd), 0);
 }
 
+/* Updates with a staleness in the workers' own traces of the runs under sweep_dir whose
+ * directory matches pattern (the naive reference for the staleness histogram's counts). */
+static size_t worker_updates(const char *sweep_dir, const char *pattern)
+{
+	char pat[900], line[512];
+	size_t n = 0;
+	glob_t g;
+
+	snprintf(pat, sizeof pat, "%s/%s/nodes/worker*.csv", sweep_dir, pattern);
+	cr_assert_eq(glob(pat, 0, NULL, &g), 0, "no traces match %s", pat);
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		FILE *f = fopen(g.gl_pathv[i], "r");
+
+		cr_assert_not_null(f);
+		cr_assert_not_null(fgets(line, sizeof line, f)); /* header */
+		while (fgets(line, sizeof line, f)) {
+			char *p = line;
+
+			/* t_s,node,step,compute_s,wait_s,staleness,... */
+			for (int c = 0; c < 5 && p; c++)
+				p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+			n += p && *p != ',';
+		}
+		fclose(f);
+	}
+	globfree(&g);
+	return n;
+}
+
 Test(plot, sweep_fixture_all_figures, .timeout = 120)
 {
 	char dir[] = "/tmp/stalenet-plot-XXXXXX", sweep[600], path[700], err[1024];
@@ -101,6 +132,25 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 		snprintf(path, sizeof path, "%s/plots/%s.svg", sweep, PLOT_FIGURES[i]);
 		check_svg(path, 12);
 	}
+	/* the staleness histogram counts each update once (a parameter server's own trace
+	 * repeats its workers' updates) */
+	{
+		size_t len;
+		char *svg, want[64];
+
+		snprintf(path, sizeof path, "%s/plots/staleness_hist.svg", sweep);
+		svg = (char *)slurp(path, &len);
+		svg[len < (8u << 20) ? len : len - 1] = '\0';
+		for (int b = 0; b < 2; b++) {
+			const char *name = b ? "bsp" : "asp";
+			char pat[64];
+
+			snprintf(pat, sizeof pat, "consistency.barrier=%s+*", name);
+			snprintf(want, sizeof want, "%s (%zu updates)", name, worker_updates(sweep, pat));
+			cr_assert_not_null(strstr(svg, want), "staleness_hist.svg lacks '%s'", want);
+		}
+		free(svg);
+	}
 	/* temporary data is cleaned up: only the 14 figures remain */
 	snprintf(path, sizeof path, "ls -A '%s/plots' | wc -l | grep -qx 14", sweep);
 	cr_assert_eq(system(path), 0, "plots/ holds more than the figures");
@@ -114,7 +164,7 @@ Test(plot, single_run, .timeout = 120)
 
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/run", dir);
-	copy_tree("tests/data/sweep_small/bsp-r0", run);
+	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", run);
 	n = plot_dir(run, err, sizeof err);
 	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
 	snprintf(path, sizeof path, "%s/plots/accuracy_time.png", run);

@@ -276,7 +276,8 @@ Test(schema, per_node_monotone_and_empty_dir)
 
 Test(schema, recorded_fixture_is_valid)
 {
-	const char *runs[] = { "bsp-r0", "bsp-r1", "asp-r0", "asp-r1" };
+	const char *runs[] = { "consistency.barrier=bsp+rep=1", "consistency.barrier=bsp+rep=2",
+			       "consistency.barrier=asp+rep=1", "consistency.barrier=asp+rep=2" };
 	char path[512], err[512];
 
 	for (size_t i = 0; i < 4; i++) {
