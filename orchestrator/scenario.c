@@ -47,6 +47,7 @@ struct cv {
 	struct link_pos def_up, def_down;
 	const struct yamltree_node *workers_node, *nodes_node, *subnet_node, *sizes_node;
 	const struct yamltree_node *sample_node, *backup_node;
+	const struct yamltree_node *barrier_node, *combine_node, *zipf_node;
 };
 
 /* --- errors ------------------------------------------------------------------------------ */
@@ -740,14 +741,18 @@ static int sec_data(struct cv *cv, const struct yamltree_node *m)
 			return rc;
 	}
 	if ((v = GET(p, "zipf"))) {
-		if (s == SCENARIO_PART_SIZES)
-			return fail(cv, v, "zipf does not combine with scheme sizes (sizes are explicit)");
+		if (s != SCENARIO_PART_SIZES)
+			return fail(cv, v, "zipf applies to scheme sizes (this partition is %s)", scheme_names[s]);
 		if ((rc = get_real(cv, v, 0, false, 10, false, "data.partition.zipf", &sc->data.zipf)))
 			return rc;
+		cv->zipf_node = v;
 	}
 	if ((v = GET(p, "sizes"))) {
 		if (s != SCENARIO_PART_SIZES)
 			return fail(cv, v, "sizes applies to scheme sizes (this partition is %s)", scheme_names[s]);
+		if (cv->zipf_node)
+			return fail(cv, v, "sizes and zipf exclude each other (explicit fractions, or shard "
+				    "sizes proportional to 1/(i+1)^zipf)");
 		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "data.partition.sizes")))
 			return rc;
 		if (v->n == 0 || v->n > SCENARIO_MAX_NODES)
@@ -764,8 +769,9 @@ static int sec_data(struct cv *cv, const struct yamltree_node *m)
 		if (fabs(sum - 1) > 1e-6)
 			return fail(cv, v, "data.partition.sizes sum to %g (expected fractions summing to 1)", sum);
 		cv->sizes_node = v;
-	} else if (s == SCENARIO_PART_SIZES) {
-		return fail(cv, p, "scheme sizes needs sizes (expected sizes: [0.5, 0.25, 0.25])");
+	} else if (s == SCENARIO_PART_SIZES && !cv->zipf_node) {
+		return fail(cv, p, "scheme sizes needs sizes or zipf (expected sizes: [0.5, 0.25, 0.25] "
+			    "or zipf: 1.0)");
 	}
 	return 0;
 }
@@ -871,6 +877,10 @@ static int sec_topology(struct cv *cv, const struct yamltree_node *m)
 			return fail(cv, v, "servers applies to kind parameter-server");
 		if ((rc = get_u32(cv, v, 1, 256, "topology.servers", &sc->topology.servers)))
 			return rc;
+		if (sc->topology.servers != 1)
+			return fail(cv, v, "topology.servers %u: the parameter server is one node (key-range "
+				    "sharding over several servers is not implemented; expected 1)",
+				    sc->topology.servers);
 	}
 	return 0;
 }
@@ -888,6 +898,7 @@ static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
 		if ((rc = get_enum(cv, v, barrier_names, "consistency.barrier", &idx)))
 			return rc;
 		sc->consistency.barrier = (enum scenario_barrier)idx;
+		cv->barrier_node = v;
 	}
 	enum scenario_barrier b = sc->consistency.barrier;
 	/* staleness and sample are kept whatever the barrier: a sweep over barriers sets them once
@@ -922,6 +933,7 @@ static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
 		if ((rc = get_enum(cv, v, combine_names, "consistency.combine", &idx)))
 			return rc;
 		sc->consistency.combine = (enum scenario_combine)idx;
+		cv->combine_node = v;
 	}
 	return 0;
 }
@@ -1124,7 +1136,7 @@ static int sec_network(struct cv *cv, const struct yamltree_node *m)
 	}
 	if ((v = GET(m, "subnet")) && (rc = parse_subnet(cv, v)))
 		return rc;
-	if ((v = GET(m, "mtu")) && (rc = get_u32(cv, v, 68, 65535, "network.mtu", &sc->network.mtu)))
+	if ((v = GET(m, "mtu")) && (rc = get_u32(cv, v, 576, 65535, "network.mtu", &sc->network.mtu)))
 		return rc;
 	return 0;
 }
@@ -1512,6 +1524,9 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 		    (servers == 0 || servers == sc->n_nodes))
 			return fail(cv, cv->nodes_node, "parameter-server needs at least one server and one worker "
 				    "in nodes");
+		if (sc->topology.kind == SCENARIO_TOPO_PS && servers > 1)
+			return fail(cv, cv->nodes_node, "nodes name %zu servers: the parameter server is one node "
+				    "(sharding over several is not implemented; expected one role server)", servers);
 		if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->n_nodes != 1)
 			return fail(cv, cv->nodes_node, "centralized has exactly one node (role central)");
 		sc->workers = (uint32_t)(sc->n_nodes - servers);
@@ -1522,6 +1537,14 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 			    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
 	}
 	data_nodes = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? 1 : sc->workers;
+
+	/* What an engine would refuse at run time is refused here, at its line. */
+	if (sc->topology.kind == SCENARIO_TOPO_PS && sc->consistency.combine == SCENARIO_COMBINE_ENSEMBLE)
+		return fail(cv, cv->combine_node, "combine ensemble applies to topology p2p (a parameter "
+			    "server holds one model; expected none or average)");
+	if (sc->topology.kind == SCENARIO_TOPO_ALLREDUCE && sc->consistency.barrier != SCENARIO_BARRIER_BSP)
+		return fail(cv, cv->barrier_node, "barrier %s with topology allreduce: a ring all-reduce is "
+			    "synchronous (expected bsp)", barrier_names[sc->consistency.barrier]);
 
 	/* the default sample adapts to small runs; an explicit one must fit */
 	if (!cv->sample_node && sc->consistency.sample >= data_nodes)
