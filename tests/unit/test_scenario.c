@@ -18,7 +18,7 @@ static const char *full =
 	"model: {kind: mlp, hidden: [256, 128]}\n"
 	"train: {batch: 32, lr: 0.1, momentum: 0.9, weight_decay: 0.0001, lr_schedule: step,\n"
 	"        lr_step_every: 500, lr_step_gamma: 0.5, blas_threads: 2}\n"
-	"topology: {kind: parameter-server, servers: 2}\n"
+	"topology: {kind: parameter-server, servers: 1}\n"
 	"consistency: {barrier: pssp, staleness: 4, sample: 3, backup: 1, weighting: inverse}\n"
 	"workers: 8\n"
 	"linkcheck: {probes: 50}\n"
@@ -70,7 +70,7 @@ Test(scenario, full_document)
 	cr_expect_eq(sc->train.lr_schedule, SCENARIO_LR_STEP);
 	cr_expect_eq(sc->train.lr_step_every, 500);
 	cr_expect_eq(sc->train.blas_threads, 2);
-	cr_expect_eq(sc->topology.servers, 2);
+	cr_expect_eq(sc->topology.servers, 1);
 	cr_expect_eq(sc->consistency.barrier, SCENARIO_BARRIER_PSSP);
 	cr_expect_eq(sc->consistency.staleness, 4);
 	cr_expect_eq(sc->consistency.sample, 3);
