@@ -162,7 +162,9 @@ bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@for s in $(wildcard tests/bench/*.sh); do echo "== $$s"; bash $$s $(BUILD) || exit 1; done
 
-demo: all
+# Not `demo: all`: the script re-runs itself under sudo first, and builds (and installs the
+# packages) as root, so a fresh machine needs nothing typed before `make demo`.
+demo:
 	@bash scripts/demo.sh $(BUILD)
 
 install: all

@@ -217,3 +217,20 @@ int progress_finish(struct progress_view *self)
 	self->drawn_lines = 0;
 	return 0;
 }
+
+double progress_sweep_eta_s(double run_elapsed_s, double run_expected_s, int runs_left, double done_s,
+			    int n_done)
+{
+	double per_run, this_left;
+
+	if (runs_left < 0)
+		runs_left = 0;
+	if (run_expected_s < 0 && n_done <= 0)
+		return -1;
+	per_run = n_done > 0 ? done_s / n_done : run_expected_s;
+	/* No better guess for this run than the others' length; it is never less than now. */
+	if (run_expected_s < 0)
+		run_expected_s = per_run;
+	this_left = run_expected_s - run_elapsed_s;
+	return (this_left > 0 ? this_left : 0) + runs_left * per_run;
+}

@@ -29,6 +29,14 @@ struct progress_state {
 
 struct progress_view;
 
+/* Estimated seconds to the end of a sweep. The current run has been going for run_elapsed_s
+ * (wall, setup included) and is expected to take run_expected_s in all (< 0 unknown); runs_left
+ * runs follow it. Each of those is expected to last as long as the runs finished so far in this
+ * invocation (done_s over n_done of them), or, before any finished, as long as this one.
+ * Returns < 0 when nothing can be said yet. */
+double progress_sweep_eta_s(double run_elapsed_s, double run_expected_s, int runs_left, double done_s,
+			    int n_done);
+
 /* New view writing to fd (the caller keeps the fd). tty selects the redrawn view; pass
  * isatty(fd) normally. width is the line width for the TTY view (clamped to 40..200). */
 struct progress_view *progress_view_new(int fd, bool tty, int width);

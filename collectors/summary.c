@@ -257,6 +257,8 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 	char **names = NULL;
 	size_t nnames = 0;
 	double sum_wait = 0, sum_compute = 0;
+	uint64_t worker_rx = 0;
+	bool ps_server = false;
 	int rc;
 
 	snprintf(dir, sizeof dir, "%s/nodes", run_dir);
@@ -272,7 +274,7 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 	for (size_t i = 0; i < nnames && rc == 0; i++) {
 		bool worker = strncmp(names[i], "server", 6) != 0;
 		struct table *t;
-		int cs, cc, cw, cst, ctx, cb;
+		int cs, cc, cw, cst, ctx, crx, cb;
 		double max_step = -1;
 
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -283,7 +285,9 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 		}
 		if (!worker && table_col(t, "worker") >= 0) {
 			/* A parameter server's update trace (TRACE_HEADER_SERVER): the workers' own
-			 * rows already carry every staleness and byte. */
+			 * rows already carry every staleness; the server's sends (models) are what
+			 * its workers received, added below. */
+			ps_server = true;
 			table_destroy(&t);
 			continue;
 		}
@@ -292,8 +296,9 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 		cw = table_col(t, "wait_s");
 		cst = table_col(t, "staleness");
 		ctx = table_col(t, "bytes_tx");
+		crx = table_col(t, "bytes_rx");
 		cb = table_col(t, "bad_frames");
-		if (cs < 0 || cc < 0 || cw < 0 || cst < 0 || ctx < 0 || cb < 0) {
+		if (cs < 0 || cc < 0 || cw < 0 || cst < 0 || ctx < 0 || crx < 0 || cb < 0) {
 			snprintf(err, errlen, "%s: not a node trace (see docs/traces.md)", path);
 			table_destroy(&t);
 			rc = -EINVAL;
@@ -309,6 +314,7 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 					max_step = s;
 				sum_wait += table_double_or(t, r, (size_t)cw, 0);
 				sum_compute += table_double_or(t, r, (size_t)cc, 0);
+				worker_rx += (uint64_t)table_double_or(t, r, (size_t)crx, 0);
 			}
 			if (table_double(t, r, (size_t)cst, &st) == 0)
 				rc = dvec_push(&stale, st);
@@ -325,6 +331,10 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 	}
 	if (rc < 0)
 		goto out;
+	/* A parameter server writes no byte counts of its own; all its workers receive is
+	 * from it. (Peers count what they send; a byte received is another peer's sent byte.) */
+	if (ps_server)
+		out->bytes_moved += worker_rx;
 	out->workers = final.n;
 	if (final.n) {
 		out->steps_median = summary_median(final.v, final.n); /* sorts */

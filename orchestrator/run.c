@@ -117,6 +117,11 @@ struct run_ctx {
 	size_t next_trace;
 	double last_accuracy;         /* latest eval.csv test_accuracy, < 0 none */
 	unsigned long long link_drops;/* sum over links at the last sample */
+	char stop_label[96];          /* the run's stop condition, for the live view */
+	int64_t run_t0_ns;            /* this run began (setup included) */
+	int runs_left;                /* runs still to execute after this one */
+	double done_s;                /* wall seconds of the runs executed so far */
+	int n_done;
 };
 
 static int record_proc(void *arg, pid_t pid, uint64_t start_time, const char *name)
@@ -266,12 +271,46 @@ static void read_last_accuracy(struct run_ctx *c)
 	}
 }
 
-static void progress_status(void *arg, double *accuracy, unsigned long long *drops)
+/* "time 60 s | accuracy 0.85 | steps 2000": whichever comes first stops the run. */
+static void stop_label(const struct scenario *sc, char *buf, size_t len)
+{
+	int n = 0;
+
+	buf[0] = '\0';
+	if (sc->stop_time_us)
+		n += snprintf(buf + n, len - (size_t)n, "time %g s", (double)sc->stop_time_us / 1e6);
+	if (sc->stop_accuracy > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, "%saccuracy %g", n ? " | " : "", sc->stop_accuracy);
+	if (sc->stop_steps && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "%ssteps %llu", n ? " | " : "",
+			 (unsigned long long)sc->stop_steps);
+}
+
+static void progress_status(void *arg, struct progress_state *st)
 {
 	struct run_ctx *c = arg;
+	const struct scenario *sc = c->run->scenario;
+	double wall = (double)(clock_now_ns() - c->run_t0_ns) / 1e9, expected = -1;
 
-	*accuracy = c->last_accuracy;
-	*drops = c->link_drops;
+	st->accuracy = c->last_accuracy;
+	st->link_drops = c->link_drops;
+	st->stop = c->stop_label;
+	/* Whichever stop condition is nearest to its end shows the run's progress. */
+	if (sc->stop_steps) {
+		double f = st->median_step / (double)sc->stop_steps;
+		if (f > st->stop_fraction)
+			st->stop_fraction = f;
+	}
+	if (sc->stop_accuracy > 0 && st->accuracy > 0) {
+		double f = st->accuracy / sc->stop_accuracy;
+		if (f > st->stop_fraction)
+			st->stop_fraction = f;
+	}
+	/* What the run is expected to take in all: the setup it had before training plus the
+	 * training time left, judged by the stop condition's progress. */
+	if (st->stop_fraction > 0.02)
+		expected = (wall - st->elapsed_s) + st->elapsed_s / (st->stop_fraction > 1 ? 1 : st->stop_fraction);
+	st->sweep_eta_s = progress_sweep_eta_s(wall, expected, c->runs_left, c->done_s, c->n_done);
 }
 
 static void sample_links(struct run_ctx *c, int64_t now_rel)
@@ -655,6 +694,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	size_t n = r->n_nodes;
 	int64_t t0 = clock_now_ns();
 
+	c->run_t0_ns = t0;
+	stop_label(sc, c->stop_label, sizeof c->stop_label);
 	if (rundir_prepare(c->dir, r) < 0)
 		return CLI_EXIT_FAILED;
 	if (testbed_random_prefix(c->prefix, sizeof c->prefix) < 0)
@@ -855,14 +896,45 @@ int run_main(const struct run_opts *o)
 			skipped++;
 			continue;
 		}
-		if (access(c.dir, F_OK) == 0 && nruns > 1) {
-			/* An interrupted earlier attempt: start it again from scratch. */
-			char old[PATH_MAX + 32];
-			snprintf(old, sizeof old, "%s.incomplete-%ld", c.dir, (long)time(NULL));
-			rename(c.dir, old);
+		if (strcmp(c.dir, abs_out) != 0 && access(c.dir, F_OK) == 0) {
+			/* An interrupted or failed earlier attempt: start it again from scratch, and
+			 * keep the old one under OUT/.incomplete/, out of the summary and the plots
+			 * (traces are appended to, so old and new rows must not share a file). */
+			char old[PATH_MAX + 64];
+
+			snprintf(old, sizeof old, "%.*s/.incomplete", (int)abs_len, abs_out);
+			mkdir(old, 0755);
+			snprintf(old, sizeof old, "%.*s/.incomplete/%.*s-%ld", (int)abs_len, abs_out,
+				 PLAN_RUN_ID_MAX, c.run->id, (long)time(NULL));
+			if (rename(c.dir, old) < 0) {
+				log_error("run %s: cannot move the earlier attempt aside: %s", c.run->id, strerror(errno));
+				rc = CLI_EXIT_FAILED;
+				break;
+			}
+			log_info("run %s: an earlier attempt is incomplete; kept in %s", c.run->id, old);
+		} else if (strcmp(c.dir, abs_out) == 0) {
+			char meta_path[RUN_DIR_MAX + 16];
+
+			snprintf(meta_path, sizeof meta_path, "%s/meta.json", c.dir);
+			if (access(meta_path, F_OK) == 0) {
+				fprintf(stderr, "stalenet run: %s holds an earlier attempt of this run that did not "
+					"complete; remove it or choose another --out\n", abs_out);
+				rc = CLI_EXIT_USAGE;
+				break;
+			}
 		}
 		log_info("run %zu/%zu: %s", i + 1, nruns, c.run->id);
+		c.runs_left = 0;
+		for (size_t j = i + 1; j < nruns; j++) {
+			char later[RUN_DIR_MAX];
+
+			snprintf(later, sizeof later, "%.*s/%.*s", (int)abs_len, abs_out, PLAN_RUN_ID_MAX,
+				 plan_run(plan, j)->id);
+			c.runs_left += !rundir_is_complete(later);
+		}
 		r = run_one(&c, abs_out);
+		c.done_s += (double)(clock_now_ns() - c.run_t0_ns) / 1e9;
+		c.n_done++;
 		done++;
 		if (r == CLI_EXIT_INTERRUPTED) {
 			rc = r;

@@ -206,7 +206,7 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 				.alive = (int)alive, .workers = (int)workers, .accuracy = -1, .sweep_eta_s = -1,
 			};
 			if (s->o->hooks.status)
-				s->o->hooks.status(s->o->hooks.arg, &st.accuracy, &st.link_drops);
+				s->o->hooks.status(s->o->hooks.arg, &st);
 			progress_render(s->o->view, &st, (double)clock_now_ns() / 1e9, false);
 		}
 	}

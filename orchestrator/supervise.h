@@ -18,6 +18,7 @@
 #include "lib/ctl.h"
 
 struct csv_writer;
+struct progress_state;
 struct progress_view;
 
 struct supervise_node {
@@ -44,8 +45,10 @@ struct supervise_hooks {
 	 * emulator, reaped by the supervisor's waitpid loop). Return < 0 to stop the run as
 	 * failed. NULL: such exits are ignored. */
 	int (*reaped)(void *arg, pid_t pid, int status);
-	/* Latest test accuracy (< 0: none yet) and link drops so far, for the live view. */
-	void (*status)(void *arg, double *accuracy, unsigned long long *link_drops);
+	/* Complete the live view's state before it is drawn: the supervisor fills steps, alive,
+	 * waiting, elapsed and (with stop.time) stop_fraction; the caller adds what it knows
+	 * (accuracy, link drops, the stop label, the sweep's ETA). */
+	void (*status)(void *arg, struct progress_state *st);
 	void *arg;
 };
 

@@ -130,3 +130,19 @@ Test(progress, plain_rate_limited)
 	progress_view_destroy(&v);
 	close(fds[0]);
 }
+
+/* The sweep's ETA: this run's remainder plus the runs left at the mean length of those done
+ * (or, before any is done, at this run's expected length). */
+Test(progress, sweep_eta)
+{
+	/* 10 s into a run expected to take 40 s, 3 more runs, none done: 30 + 3 x 40 */
+	cr_assert_float_eq(progress_sweep_eta_s(10, 40, 3, 0, 0), 150, 1e-9);
+	/* two runs done in 90 s: the rest are 45 s each */
+	cr_assert_float_eq(progress_sweep_eta_s(10, 40, 3, 90, 2), 30 + 3 * 45, 1e-9);
+	/* the current run's length unknown: as long as the others */
+	cr_assert_float_eq(progress_sweep_eta_s(10, -1, 1, 90, 2), 35 + 45, 1e-9);
+	/* overdue runs do not count backwards */
+	cr_assert_float_eq(progress_sweep_eta_s(50, 40, 0, 0, 0), 0, 1e-9);
+	/* nothing known yet */
+	cr_assert_lt(progress_sweep_eta_s(3, -1, 4, 0, 0), 0);
+}

@@ -285,3 +285,35 @@ Test(schema, recorded_fixture_is_valid)
 		cr_assert_eq(trace_schema_check_dir(path, err, sizeof err), 0, "%s", err);
 	}
 }
+
+/* A parameter-server run: the server's update trace (TRACE_HEADER_SERVER) repeats the
+ * workers' staleness, which counts once, and it writes no bytes: what it sent is what the
+ * workers received. */
+Test(summary, parameter_server_trace)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", err[512];
+	struct summary_row row;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(err, sizeof err, "%s/nodes", dir);
+	cr_assert_eq(mkdir(err, 0755), 0);
+	put(dir, "meta.json", "{\"run_id\": \"ps\", \"seed\": 1, \"backend\": \"nfq\", \"repeat\": 1}");
+	put(dir, "nodes/worker0.csv", TRACE_HEADER_NODE "\n"
+		"1.0,worker0,1,0.5,0.0,0,0,2.0,100,1000,0\n"
+		"2.0,worker0,2,0.5,0.0,1,1,1.5,100,1000,0\n");
+	put(dir, "nodes/worker1.csv", TRACE_HEADER_NODE "\n"
+		"1.5,worker1,1,0.5,0.0,1,0,2.0,100,1000,0\n");
+	put(dir, "nodes/server0.csv", TRACE_HEADER_SERVER "\n"
+		"1.0,server0,worker0,1,0,1,1,0,2,0\n"
+		"1.5,server0,worker1,1,1,2,2,0,2,0\n"
+		"2.0,server0,worker0,2,1,3,3,0,2,0\n");
+	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(row.workers, 2);
+	cr_assert_eq(row.total_steps, 3);
+	/* staleness 0, 1, 1: once each, not twice */
+	cr_assert_float_eq(row.staleness_mean, 2.0 / 3.0, 1e-12);
+	/* pushes 3 x 100 + models 3 x 1000 */
+	cr_assert_eq(row.bytes_moved, 3300);
+	rm_rf(dir);
+}
