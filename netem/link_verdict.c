@@ -26,6 +26,18 @@ static double oneway_var_ms2(const struct link_params *p)
 	return sd * sd;
 }
 
+/* Fraction of packets netem sends at once instead of delaying them ("reorder"): after each
+ * such packet the next gap - 1 are delayed, then each goes at once with probability r, so one
+ * cycle lasts gap - 1 + 1/r packets on average (tc makes a missing gap 1). */
+double link_verdict_reorder_fraction(const struct link_params *p)
+{
+	double r = p->reorder_ppm / 1e6, gap = p->gap ? p->gap : 1;
+
+	if (r <= 0)
+		return 0;
+	return r / (1 + (gap - 1) * r);
+}
+
 void link_verdict_expect_from(const struct link_params *up, const struct link_params *down,
 			   struct link_verdict_expect *out)
 {
@@ -35,9 +47,14 @@ void link_verdict_expect_from(const struct link_params *up, const struct link_pa
 	for (int i = 0; i < 2; i++) {
 		if (!d[i])
 			continue;
-		out->rtt_mean_ms += d[i]->delay_us / 1000.0;
-		var += oneway_var_ms2(d[i]);
-		keep *= 1 - oneway_loss(d[i]);
+		/* A mixture: fraction f leaves at once (delay 0), the rest sees delay + jitter. */
+		double f = link_verdict_reorder_fraction(d[i]), mu = d[i]->delay_us / 1000.0;
+		double var1 = oneway_var_ms2(d[i]), mean = (1 - f) * mu;
+
+		out->rtt_mean_ms += mean;
+		var += (1 - f) * (var1 + mu * mu) - mean * mean;
+		/* A corrupted probe fails the receiver's checksum: to the probe it is lost. */
+		keep *= (1 - oneway_loss(d[i])) * (1 - d[i]->corrupt_ppm / 1e6);
 		if (d[i]->jitter_us / 1000.0 > out->jitter_ms)
 			out->jitter_ms = d[i]->jitter_us / 1000.0;
 	}

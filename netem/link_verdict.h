@@ -25,9 +25,15 @@ struct link_verdict_expect {
 	double loss;          /* round-trip loss fraction 1 - (1 - l_up)(1 - l_down) */
 };
 
+/* Fraction of a direction's packets that netem's reorder sends at once (undelayed):
+ * r / (1 + (gap - 1) r), 0 without reorder. */
+double link_verdict_reorder_fraction(const struct link_params *p);
+
 /* Expected round-trip statistics of a probe crossing `up` then `down` (either may be NULL =
- * unshaped). Uniform jitter j has sd j/sqrt(3) (shrunk by delay correlation); table jitter sd j;
- * Gilbert-Elliott loss is its stationary rate. */
+ * unshaped). Uniform jitter j has sd j/sqrt(3); table jitter sd j; Gilbert-Elliott loss is its
+ * stationary rate; corrupted packets count as lost (the receiver's checksum drops them);
+ * reordered packets (link_verdict_reorder_fraction) arrive undelayed, so each direction is a
+ * mixture of delay 0 and delay + jitter. */
 void link_verdict_expect_from(const struct link_params *up, const struct link_params *down,
 			   struct link_verdict_expect *out);
 

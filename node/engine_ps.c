@@ -189,6 +189,7 @@ struct ps_worker {
 	bool departed;      /* its connection closed (process gone) or it fell silent: it counts
 			     * as finished until it sends again */
 	int fd;             /* connection its latest update came on (ZMQ_SRCFD); -1 unknown */
+	bool late;          /* joins during the run (join.at): not waited for until it does */
 };
 
 struct ps_server {
@@ -560,6 +561,14 @@ static void on_join(struct ps_server *s, uint32_t i, bool restart)
 	struct wire_header h = { .type = WIRE_HELLO, .sender = WIRE_SENDER_SERVER };
 	int64_t lo = INT64_MAX;
 
+	/* A late joiner continues from the slowest live worker's clock, as a restart does: a
+	 * synchronous run must not wait for it to redo the steps it was not there for. */
+	bool late = s->w[i].late && !restart;
+
+	if (late) {
+		restart = true;
+		s->w[i].late = false;
+	}
 	s->w[i].held = false;
 	for (uint32_t j = 0; restart && j < s->pc.ec.n; j++)
 		if (j != i && s->alive[j] && !s->w[j].left && s->clocks[j] < lo)
@@ -567,7 +576,7 @@ static void on_join(struct ps_server *s, uint32_t i, bool restart)
 	if (restart && lo != INT64_MAX && lo > s->clocks[i])
 		s->clocks[i] = lo;
 	if (restart)
-		log_info("engine_ps: worker %u restarted, resumes at clock %lld", i,
+		log_info("engine_ps: worker %u %s, resumes at clock %lld", i, late ? "joined late" : "restarted",
 			 (long long)s->clocks[i]);
 	h.step = s->clocks[i];
 	h.model_version = s->version;
@@ -772,13 +781,31 @@ int engine_ps_server_run(const struct kv *cfg)
 			rc = -ENOMEM;
 			goto out;
 		}
-		/* Every worker starts live: a synchronous run waits for all of them to join. */
+		/* Every worker starts live, so a synchronous run waits for all of them to join,
+		 * except those planned to join later (workers.late): the others go on without
+		 * them until they do. */
 		s.alive[i] = true;
 		s.w[i].pushed_on = -1;
 		s.w[i].fd = -1;
 		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
-	barrier_round_init(&s.round, 0, s.pc.ec.n, s.pc.bp.backup);
+	{
+		const char *late = kv_get(cfg, "workers.late");
+
+		for (const char *q = late; q && *q;) {
+			char *end;
+			unsigned long i = strtoul(q, &end, 10);
+
+			if (end == q)
+				break;
+			if (i < s.pc.ec.n) {
+				s.w[i].late = true;
+				s.alive[i] = false;
+			}
+			q = *end == ',' ? end + 1 : end;
+		}
+	}
+	barrier_round_init(&s.round, 0, live_count(&s), s.pc.bp.backup);
 	s.eval = engine_eval_open(&s.pc.ec);
 	s.trace = engine_server_trace_open(&s.pc.ec);
 	if (!s.eval || !s.trace) {

@@ -39,6 +39,24 @@ static void set_role_lists(struct kv *kv, const struct plan_run *run, const stru
 		list_add(&addrs, &al, ctx->addrs && ctx->addrs[i] ? ctx->addrs[i] : "");
 		count++;
 	}
+	/* Workers that join late (stragglers' join.at): a server does not wait for them before. */
+	if (want_workers) {
+		char *late = NULL;
+		size_t ll = 0, w = 0;
+
+		for (size_t i = 0; i < run->n_nodes; i++) {
+			enum scenario_role r = run->nodes[i].role;
+			char idx[16];
+
+			if (r != SCENARIO_ROLE_WORKER && r != SCENARIO_ROLE_PEER)
+				continue;
+			snprintf(idx, sizeof idx, "%zu", w++);
+			if (run->nodes[i].straggler.set & SCENARIO_STRAG_JOIN)
+				list_add(&late, &ll, idx);
+		}
+		kv_set(kv, "workers.late", late ? late : "");
+		free(late);
+	}
 	snprintf(key, sizeof key, "%s.count", prefix);
 	kv_setf(kv, key, "%zu", count);
 	snprintf(key, sizeof key, "%s.names", prefix);

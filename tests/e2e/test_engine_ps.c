@@ -90,7 +90,12 @@ static void run(const char *dir, const char *barrier, void (*extra)(struct kv *,
 		pid = fork();
 		cr_assert_geq(pid, 0);
 		if (pid == 0) {
+			int64_t late_ms = 0;
+
 			log_init(i < 0 ? "server0" : "worker", LOG_WARN);
+			/* a late joiner (join.at) is started that much later */
+			if (kv_get_i64(k, "test.start_after_ms", 0, &late_ms) == 0 && late_ms > 0)
+				usleep((useconds_t)(late_ms * 1000));
 			_exit((i < 0 ? engine_ps_server_run(k) : engine_ps_worker_run(k)) == 0 ? 0 : 1);
 		}
 		pids[i + 1] = pid;
@@ -437,6 +442,61 @@ Test(engine_ps, pssp_bound_on_the_sample, .timeout = 120)
 	 * run past the SSP bound, but are held whenever they draw it. */
 	cr_assert_gt(beyond_ssp, 0, "pSSP(1) behaved exactly like SSP");
 	cr_assert_gt(waited, 0.02, "fast workers were never held");
+	cr_assert_gt(final_accuracy(dir), 0.5);
+	cleanup(dir);
+}
+
+/* A worker planned to join late (join.at; the server is told through workers.late): BSP goes on
+ * with the others until it joins, and it then continues from their clock instead of making
+ * them wait while it redoes the steps it missed. */
+static void worker3_joins_late(struct kv *k, int i)
+{
+	kv_set(k, "stop.steps", "0");
+	kv_set(k, "stop.time", "4");
+	kv_set(k, "workers.late", "3");
+	if (i >= 0) {
+		kv_set(k, "straggler.delay.dist", "constant");
+		kv_set(k, "straggler.delay.a", "0.02");
+	}
+	if (i == 3)
+		kv_set(k, "test.start_after_ms", "1500");
+}
+
+/* First row (time, step) and number of rows of worker i's trace. */
+static int trace_head(const char *dir, int i, double *t0, long *step0)
+{
+	char path[512], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/nodes/worker%d.csv", dir, i);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	while (fgets(line, sizeof line, f)) {
+		if (n++ == 0)
+			cr_assert_eq(sscanf(line, "%lf,%*[^,],%ld,", t0, step0), 2, "%s", line);
+	}
+	fclose(f);
+	return n;
+}
+
+Test(engine_ps, bsp_goes_on_without_a_late_joiner, .timeout = 120)
+{
+	char *dir = mkrun();
+	double t_join, t_first;
+	long s_join, s_first;
+	int n0, n3;
+
+	run(dir, "bsp", worker3_joins_late);
+	n3 = trace_head(dir, 3, &t_join, &s_join);
+	n0 = trace_head(dir, 0, &t_first, &s_first);
+	cr_assert_gt(n3, 10, "the late worker ran %d steps", n3);
+	cr_assert_eq(s_first, 1);
+	/* ~20 ms steps: the others were at step ~70 when it joined, 1.5 s in */
+	cr_assert_gt(t_join, 1.4, "worker3's first step at %.3f s", t_join);
+	cr_assert_gt(s_join, 30, "worker3 started at step %ld: the others waited for it", s_join);
+	cr_assert_gt(n0, n3 + 30, "worker0 %d steps, worker3 %d", n0, n3);
 	cr_assert_gt(final_accuracy(dir), 0.5);
 	cleanup(dir);
 }

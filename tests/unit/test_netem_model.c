@@ -347,6 +347,44 @@ Test(link_verdict, tolerances)
 	cr_assert(link_verdict_verdict(&e, 200, 1.0, 5.0, 0, NULL, 0));
 }
 
+/* The self-check's expectation against the emulator's own per-packet decisions: reorder
+ * (with and without gap) sends packets undelayed, corrupt loses them to the checksum. */
+Test(link_verdict, expectation_matches_the_packet_model)
+{
+	static const struct link_params cases[] = {
+		{ .delay_us = 10000, .jitter_us = 2000, .reorder_ppm = 50000 },
+		{ .delay_us = 10000, .jitter_us = 2000, .reorder_ppm = 250000, .gap = 5 },
+		{ .delay_us = 20000, .corrupt_ppm = 20000, .loss_ppm = 10000 },
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		struct netem_model m;
+		struct link_verdict_expect e;
+		const int n = 400000;
+		double s = 0, s2 = 0;
+		int got = 0;
+
+		model(&m, cases[c]);
+		for (int i = 0; i < n; i++) {
+			struct netem_decision d;
+			netem_model_decide(&m, &d);
+			if (d.drop || d.corrupt)
+				continue;
+			double ms = d.reordered ? 0 : d.delay_ns / 1e6;
+			s += ms;
+			s2 += ms * ms;
+			got++;
+		}
+		link_verdict_expect_from(&cases[c], NULL, &e);
+		double mean = s / got, sd = sqrt((s2 - s * s / got) / (got - 1));
+		cr_assert_float_eq(mean, e.rtt_mean_ms, 0.01 * e.rtt_mean_ms + 0.02, "case %zu: mean %.3f, expected %.3f",
+				   c, mean, e.rtt_mean_ms);
+		cr_assert_float_eq(sd, e.rtt_sd_ms, 0.02 * e.rtt_sd_ms + 0.02, "case %zu: sd %.3f, expected %.3f", c,
+				   sd, e.rtt_sd_ms);
+		cr_assert_float_eq(1.0 - (double)got / n, e.loss, 0.002, "case %zu: loss %.4f, expected %.4f", c,
+				   1.0 - (double)got / n, e.loss);
+	}
+}
+
 /* The exact interval against a naive reference: brute-force the binomial CDF in doubles. */
 Test(link_verdict, binomial_interval)
 {
