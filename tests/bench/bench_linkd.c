@@ -169,13 +169,17 @@ static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, 
 	struct sockaddr_in to = addr_b(9500);
 	double sum = 0, sum2 = 0;
 	int got = 0;
+	struct link_verdict_expect ex;
+	link_verdict_expect_from(&p, &p, &ex);
+	/* a probe is lost once it is 4 expected RTTs (+ 50 ms) late */
+	int64_t wait_ms = (int64_t)(4 * (ex.rtt_mean_ms + 3 * ex.rtt_sd_ms)) + 50;
 	for (int i = 0; i < n; i++) {
 		int64_t t0 = clock_now_ns();
 		uint32_t seq = (uint32_t)i, back = UINT32_MAX;
 		sendto(c, &seq, sizeof seq, 0, (struct sockaddr *)&to, sizeof to);
 		for (;;) {
 			struct pollfd pf = { .fd = c, .events = POLLIN };
-			int64_t left = 1000 - (clock_now_ns() - t0) / 1000000;
+			int64_t left = wait_ms - (clock_now_ns() - t0) / 1000000;
 			if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
 				break;
 			if (recv(c, &back, sizeof back, 0) == (ssize_t)sizeof back && back == seq)
@@ -192,8 +196,6 @@ static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, 
 	pthread_join(t, NULL);
 	close(e.fd);
 	close(c);
-	struct link_verdict_expect ex;
-	link_verdict_expect_from(&p, &p, &ex);
 	double mean = got ? sum / got : 0, sd = got > 1 ? sqrt((sum2 - sum * sum / got) / (got - 1)) : 0;
 	double loss = 1 - (double)got / n;
 	bool ok = link_verdict_verdict(&ex, (uint32_t)n, mean, sd, loss, NULL, 0);
