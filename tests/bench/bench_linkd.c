@@ -160,8 +160,11 @@ static void *echo_main(void *arg)
 
 static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, struct link_params p, int n)
 {
-	link_shaper_apply(s, ep, LINK_DIR_UP, &p);
-	link_shaper_apply(s, ep, LINK_DIR_DOWN, &p);
+	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0 || link_shaper_apply(s, ep, LINK_DIR_DOWN, &p) < 0) {
+		printf("| %5.1f | %5.1f | %-6s | %5.2f%% | this backend could not shape the link (see the log) |\n",
+		       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4);
+		return;
+	}
 	struct echo e = { .fd = sock_in(ns_b, SOCK_DGRAM, 9500, 0) };
 	pthread_t t;
 	pthread_create(&t, NULL, echo_main, &e);
