@@ -13,10 +13,13 @@
 #include <string.h>
 
 #include "collectors/csv.h"
+#include "collectors/schema.h"
 #include "lib/clock.h"
+#include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/data.h"
+#include "node/engine_common.h"
 #include "node/eval.h"
 #include "node/model.h"
 #include "node/optim.h"
@@ -102,6 +105,7 @@ int trainer_run(const struct kv *cfg)
 	uint64_t updates = 0, samples = 0;
 	int64_t last_eval_ns;
 	int reached = 0, stop = 0;
+	struct ctl_client *ctl = NULL;
 	struct rng r;
 	int rc;
 
@@ -155,10 +159,24 @@ int trainer_run(const struct kv *cfg)
 	}
 	nsample = eval_sample(train->n, TRAIN_LOSS_SAMPLE, (uint64_t)c.seed, sample);
 	snprintf(path, sizeof path, "%s/eval.csv", c.run_dir);
-	csv = csv_writer_open(path, "t_s,node,updates,epoch,samples,test_accuracy,test_loss,train_loss");
+	csv = csv_writer_open(path, TRACE_HEADER_EVAL);
 	if (!csv) {
 		rc = -EIO;
 		goto out;
+	}
+	/* Loaded: tell the orchestrator, and start when it says so. Its "start ORIGIN" is the
+	 * run's clock origin (t_s 0, stop.time counts from it), as for every other role. */
+	{
+		struct engine_conf ec = { .name = c.node_name, .origin_ns = c.origin_ns };
+
+		rc = engine_ctl_start(cfg, &ec, &ctl);
+		if (rc == -ECANCELED) {
+			rc = 0;
+			goto out;
+		}
+		if (rc)
+			goto out;
+		c.origin_ns = ec.origin_ns;
 	}
 	log_info("trainer: %s model, %zu parameters, %u train / %u test samples, batch %lld, lr %g",
 		 model_kind_name(spec.kind), model_nparams(m), train->n, test->n,
@@ -188,6 +206,11 @@ int trainer_run(const struct kv *cfg)
 				stop = 1;
 			if (c.stop_time_s > 0 && (double)(now - c.origin_ns) / 1e9 >= c.stop_time_s)
 				stop = 1;
+			if (ctl) {
+				ctl_client_status(ctl, (int64_t)updates, CTL_RUN, false);
+				if (ctl_client_should_stop(ctl))
+					stop = 1;
+			}
 			do_eval = c.eval_every_s > 0 && (double)(now - last_eval_ns) / 1e9 >= c.eval_every_s;
 			/* the last step of the run is evaluated after the loop */
 			if (do_eval && !stop) {
@@ -230,8 +253,13 @@ int trainer_run(const struct kv *cfg)
 				    te.accuracy, te.loss, tr.loss);
 		log_info("trainer: done after %llu updates (%.2f epochs): test accuracy %.4f, loss %.4f",
 			 (unsigned long long)updates, (double)samples / train->n, te.accuracy, te.loss);
+		if (ctl && rc == 0) {
+			ctl_client_status(ctl, (int64_t)updates, CTL_DONE, false);
+			ctl_client_done(ctl);
+		}
 	}
 out:
+	ctl_client_close(&ctl);
 	csv_writer_close(&csv);
 	free(labels);
 	free(order);

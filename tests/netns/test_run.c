@@ -1197,6 +1197,45 @@ Test(run, training_lasts_stop_time_on_the_shared_clock)
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);
 }
 
+/* --- the centralized baseline --------------------------------------------------------------- */
+
+/* The trainer takes part in the control plane like every role: it says ready once loaded,
+ * starts on the orchestrator's origin (stop.time counts from it), and reports its steps. */
+Test(run, centralized_trainer_follows_the_control_plane)
+{
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], value[64], *text, *last;
+	double t_eval;
+	long max_step = 0;
+	int rc;
+
+	tpath(scen, sizeof scen, "central.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: t-central\nseed: 3\nstop: {time: 2s}\nlinkcheck: off\n"
+			 "data: {set: fashion-mnist}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05, epochs: 1000}\ntopology: {kind: centralized}\n"
+			 "eval: {every: 500ms}\n");
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 60000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "complete");
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	t_eval = last_t(path);
+	cr_assert(t_eval >= 1.9 && t_eval <= 3.0, "eval.csv ends at %.3f s of a 2 s run", t_eval);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	text = slurp(path);
+	for (char *line = strtok_r(text, "\n", &last); line; line = strtok_r(NULL, "\n", &last)) {
+		long mx;
+
+		/* t_s,alive,waiting,min_step,median_step,max_step */
+		if (sscanf(line, "%*f,%*d,%*d,%*d,%*f,%ld", &mx) == 1 && mx > max_step)
+			max_step = mx;
+	}
+	free(text);
+	cr_assert_gt(max_step, 100, "progress.csv never saw the trainer's steps (max %ld)", max_step);
+}
+
 /* --- 8. a timeline event ------------------------------------------------------------------ */
 
 Test(run, timeline_change_is_logged_on_time)
