@@ -419,7 +419,7 @@ static bool same_link(const struct link_params *a, const struct link_params *b)
 	return !memcmp(&x, &y, sizeof x);
 }
 
-static void fmt_links(const struct link_params *up, const struct link_params *down, char *buf, size_t len)
+void plan_format_links(const struct link_params *up, const struct link_params *down, char *buf, size_t len)
 {
 	char u[512], d[512];
 	fmt_link(up, u, sizeof u);
@@ -514,7 +514,7 @@ int plan_print(FILE *out, const struct plan *self)
 		fprintf(out, "\n  nodes (%zu):\n", r->n_nodes);
 		for (size_t k = 0; k < r->n_nodes; k++) {
 			const struct plan_node *n = &r->nodes[k];
-			fmt_links(&n->up, &n->down, buf, sizeof buf);
+			plan_format_links(&n->up, &n->down, buf, sizeof buf);
 			fprintf(out, "    %-12s %-7s %s\n", n->name, scenario_role_name(n->role), buf);
 			if (n->straggler.set) {
 				fmt_straggler(&n->straggler, buf, sizeof buf);
@@ -526,7 +526,7 @@ int plan_print(FILE *out, const struct plan *self)
 			for (size_t e = 0; e < r->n_events; e++) {
 				const struct plan_event *ev = &r->events[e];
 				units_format_time(ev->at_us, t, sizeof t);
-				fmt_links(&ev->up, &ev->down, buf, sizeof buf);
+				plan_format_links(&ev->up, &ev->down, buf, sizeof buf);
 				fprintf(out, "    at %-8s %-12s %s\n", t, r->nodes[ev->node].name, buf);
 			}
 		}

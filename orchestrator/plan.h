@@ -77,4 +77,8 @@ uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx);
  * `stalenet check`. Returns 0 or -errno. */
 int plan_print(FILE *out, const struct plan *self);
 
+/* One link's two directions in scenario units, as plan_print shows them: "both: delay 10ms
+ * jitter 2ms loss 20%", or "up: ... | down: ..." when they differ (no commas). */
+void plan_format_links(const struct link_params *up, const struct link_params *down, char *buf, size_t len);
+
 #endif

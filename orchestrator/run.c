@@ -367,7 +367,7 @@ static int64_t training_tick(void *arg, int64_t now_rel)
 	while (c->next_event < r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 <= now_rel) {
 		const struct plan_event *e = &r->events[c->next_event++];
 		const struct plan_node *nd = &r->nodes[e->node];
-		char detail[256];
+		char detail[1200], links[1100];
 		int rc1 = link_shaper_change(c->shaper, &c->eps[e->node], LINK_DIR_UP, &e->up);
 		int rc2 = link_shaper_change(c->shaper, &c->eps[e->node], LINK_DIR_DOWN, &e->down);
 		/* Lateness of the change in force, measured after it was applied. */
@@ -376,11 +376,8 @@ static int64_t training_tick(void *arg, int64_t now_rel)
 		c->cur_up[e->node] = e->up;
 		c->cur_down[e->node] = e->down;
 
-		snprintf(detail, sizeof detail,
-			 "up delay %.3fms jitter %.3fms loss %.4f rate %llubit; down delay %.3fms loss %.4f; late %.2fms%s",
-			 e->up.delay_us / 1e3, e->up.jitter_us / 1e3, e->up.loss_ppm / 1e6,
-			 (unsigned long long)e->up.rate_bps, e->down.delay_us / 1e3, e->down.loss_ppm / 1e6, late_ms,
-			 rc1 || rc2 ? "; FAILED" : "");
+		plan_format_links(&e->up, &e->down, links, sizeof links);
+		snprintf(detail, sizeof detail, "%s; late %.2fms%s", links, late_ms, rc1 || rc2 ? "; FAILED" : "");
 		supervise_event(c->dir, "link_change", nd->name, detail);
 	}
 	if (now_rel >= c->next_links_ns) {
