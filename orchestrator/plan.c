@@ -431,7 +431,7 @@ void plan_format_links(const struct link_params *up, const struct link_params *d
 	snprintf(buf, len, "up:%s | down:%s", u, d);
 }
 
-static void fmt_straggler(const struct scenario_straggler *s, char *buf, size_t len)
+void plan_format_straggler(const struct scenario_straggler *s, char *buf, size_t len)
 {
 	size_t pos = 0;
 	char a[32], b[32];
@@ -517,7 +517,7 @@ int plan_print(FILE *out, const struct plan *self)
 			plan_format_links(&n->up, &n->down, buf, sizeof buf);
 			fprintf(out, "    %-12s %-7s %s\n", n->name, scenario_role_name(n->role), buf);
 			if (n->straggler.set) {
-				fmt_straggler(&n->straggler, buf, sizeof buf);
+				plan_format_straggler(&n->straggler, buf, sizeof buf);
 				fprintf(out, "    %-12s %-7s straggler:%s\n", "", "", buf);
 			}
 		}

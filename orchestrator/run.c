@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -423,6 +424,7 @@ struct phase_nodes {
 	struct supervise_node *nodes;
 	char (*conf)[PATH_MAX];
 	char (*log)[PATH_MAX];
+	char (*strag)[512];           /* straggler profiles, for events.csv */
 	size_t n;
 };
 
@@ -431,6 +433,7 @@ static void phase_free(struct phase_nodes *p)
 	free(p->nodes);
 	free(p->conf);
 	free(p->log);
+	free(p->strag);
 	memset(p, 0, sizeof *p);
 }
 
@@ -439,8 +442,9 @@ static int phase_alloc(struct phase_nodes *p, size_t n)
 	p->nodes = calloc(n, sizeof *p->nodes);
 	p->conf = calloc(n, sizeof *p->conf);
 	p->log = calloc(n, sizeof *p->log);
+	p->strag = calloc(n, sizeof *p->strag);
 	p->n = n;
-	return p->nodes && p->conf && p->log ? 0 : -ENOMEM;
+	return p->nodes && p->conf && p->log && p->strag ? 0 : -ENOMEM;
 }
 
 static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph, bool training)
@@ -566,7 +570,11 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 			.crash_at_ns = us_or_none(st->set, SCENARIO_STRAG_CRASH, st->crash_at_us),
 			.restart_at_ns = us_or_none(st->set, SCENARIO_STRAG_RESTART, st->restart_at_us),
 			.leave_at_ns = us_or_none(st->set, SCENARIO_STRAG_LEAVE, st->leave_at_us),
+			.pause_every_ns = (st->set & SCENARIO_STRAG_PAUSE) ? (int64_t)st->pause_every_us * 1000 : 0,
+			.pause_for_ns = (st->set & SCENARIO_STRAG_PAUSE) ? (int64_t)st->pause_for_us * 1000 : 0,
+			.straggler = ph.strag[i],
 		};
+		plan_format_straggler(st, ph.strag[i], sizeof ph.strag[i]);
 	}
 	snprintf(path, sizeof path, "%s/links.csv", c->dir);
 	c->links = csv_writer_open(path, TRACE_HEADER_LINKS);
@@ -875,8 +883,14 @@ int run_main(const struct run_opts *o)
 	}
 	install_signals();
 	nruns = plan_n_runs(plan);
-	if (!o->quiet)
-		c.view = progress_view_new(2, isatty(2), 100);
+	{
+		/* the live view fits the terminal (a wrapped line would break its in-place redraw) */
+		struct winsize ws;
+		int width = ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 100;
+
+		if (!o->quiet)
+			c.view = progress_view_new(2, isatty(2), width);
+	}
 	c.run_count = (int)nruns;
 	rc = CLI_EXIT_OK;
 	for (size_t i = 0; i < nruns && !run_interrupted; i++) {

@@ -28,6 +28,7 @@ struct proc {
 	pid_t pid;
 	bool ready, started, done, waiting, planned_kill, restarted, left;
 	int64_t step;
+	int64_t next_pause;          /* index k of the next planned pause window to log */
 	int status;
 };
 
@@ -273,6 +274,25 @@ static int64_t planned_events(struct sup *s, int64_t now_rel)
 				next = sp->restart_at_ns;
 			}
 		}
+		/* The node pauses on its own clock, in windows [k every, k every + for), k >= 1, at
+		 * its first step boundary inside one: log each window as it opens. */
+		if (sp->pause_every_ns > 0 && sp->pause_for_ns > 0 && p->state == P_RUNNING) {
+			int64_t at;
+
+			if (p->next_pause < 1)
+				p->next_pause = 1;
+			at = p->next_pause * sp->pause_every_ns;
+			if (now_rel >= at) {
+				char d[64];
+
+				snprintf(d, sizeof d, "for %.3f s", (double)sp->pause_for_ns / 1e9);
+				supervise_event(s->o->run_dir, "pause", sp->name, d);
+				p->next_pause = now_rel / sp->pause_every_ns + 1;
+				at = p->next_pause * sp->pause_every_ns;
+			}
+			if (at < next)
+				next = at;
+		}
 		if (sp->leave_at_ns >= 0 && p->state == P_RUNNING && !p->left) {
 			if (now_rel >= sp->leave_at_ns) {
 				p->left = true;
@@ -367,8 +387,13 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 				for (size_t i = 0; i < n; i++)
 					if (s.p[i].state == P_RUNNING)
 						send_start(&s, &s.p[i]);
-				if (!o->failures_only)
+				if (!o->failures_only) {
 					supervise_event(o->run_dir, "start", "all", "");
+					for (size_t i = 0; i < n; i++)
+						if (nodes[i].straggler && nodes[i].straggler[0])
+							supervise_event(o->run_dir, "straggler", nodes[i].name,
+									nodes[i].straggler + (nodes[i].straggler[0] == ' '));
+				}
 			} else if (now > ready_deadline) {
 				s.failed = true;
 				for (size_t i = 0; i < n; i++)

@@ -32,6 +32,8 @@ struct supervise_node {
 	int64_t crash_at_ns;         /* SIGKILL at this time; -1 = never */
 	int64_t restart_at_ns;       /* start again at this time; -1 = never */
 	int64_t leave_at_ns;         /* send "stop" at this time; -1 = never */
+	int64_t pause_every_ns, pause_for_ns; /* planned pauses (the node takes them): logged */
+	const char *straggler;       /* its straggler profile, logged at the start; NULL = none */
 };
 
 struct supervise_hooks {

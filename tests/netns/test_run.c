@@ -1157,12 +1157,25 @@ Test(run, training_lasts_stop_time_on_the_shared_clock)
 
 	tpath(scen, sizeof scen, "train.yaml");
 	tpath(dir, sizeof dir, "out");
-	write_training(scen, "", "3s", true, NULL);
+	/* (appended after network: a top-level key) */
+	write_training(scen, "", "3s", true, "stragglers:\n  - {nodes: worker1, pause: {every: 1s, for: 200ms}}\n");
 	snapshot(&before);
 
 	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
 	rc = run_stalenet_to_end(&r, 40000);
 	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+
+	/* The straggler profile and each planned pause are in events.csv. */
+	{
+		char line[512];
+		double t_pause;
+
+		cr_assert(find_event(dir, "straggler", "worker1", line, sizeof line), "no straggler row");
+		cr_assert(strstr(line, "pause 200ms every 1s"), "row: %s", line);
+		cr_assert(find_event(dir, "pause", "worker1", line, sizeof line), "no pause row");
+		cr_assert_eq(sscanf(line, "%lf,", &t_pause), 1, "row: %s", line);
+		cr_assert(t_pause >= 1.0 && t_pause < 1.05, "first pause logged at %.3f s", t_pause);
+	}
 
 	snprintf(path, sizeof path, "%s/progress.csv", dir);
 	t_progress = last_t(path);
