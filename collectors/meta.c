@@ -284,6 +284,8 @@ int meta_parse(const char *json, size_t len, struct run_meta *out, char *err, si
 					have_id = text[0] != '\0';
 				} else if (strcmp(key, "backend") == 0) {
 					copy(out->backend, sizeof out->backend, text);
+				} else if (strcmp(key, "status") == 0) {
+					copy(out->status, sizeof out->status, text);
 				} else if (strcmp(key, "seed") == 0) {
 					out->seed = strtoull(text, NULL, 10);
 				} else if (strcmp(key, "repeat") == 0) {

@@ -483,10 +483,10 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 		snprintf(ld, sizeof ld, "%llu", (unsigned long long)r->link_drops);
 	else
 		ld[0] = '\0';
-	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%llu,%llu,%s",
+	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%llu,%llu,%s,%s",
 		 r->meta.run_id, r->meta.repeat, (unsigned long long)r->meta.seed, r->meta.backend,
 		 fa, ba, tt, (unsigned long long)r->total_steps, smin, smed, smax, wf, sm, sp,
-		 (unsigned long long)r->bytes_moved, (unsigned long long)r->bad_frames, ld);
+		 (unsigned long long)r->bytes_moved, (unsigned long long)r->bad_frames, ld, r->meta.status);
 }
 
 struct keyset {

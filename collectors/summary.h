@@ -16,7 +16,7 @@
 #define SUMMARY_FIXED_HEADER                                                                     \
 	"run_id,repeat,seed,backend,final_accuracy,best_accuracy,time_to_target_s,total_steps,"   \
 	"steps_min,steps_median,steps_max,wait_fraction,staleness_mean,staleness_p99,bytes_moved," \
-	"bad_frames,link_drops"
+	"bad_frames,link_drops,status"
 
 /* Fields that can be unknown are NAN (doubles) or flagged (counters); they are written empty. */
 struct summary_row {

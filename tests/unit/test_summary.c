@@ -54,7 +54,7 @@ static void make_run(const char *dir, const char *id, const char *barrier, int r
 	snprintf(sub, sizeof sub, "%s/nodes", dir);
 	mkdir(sub, 0755);
 	snprintf(meta, sizeof meta,
-		 "{\"run_id\": \"%s\", \"seed\": 7, \"backend\": \"nfq\", \"repeat\": %d,\n"
+		 "{\"run_id\": \"%s\", \"seed\": 7, \"backend\": \"nfq\", \"repeat\": %d, \"status\": \"complete\",\n"
 		 " \"target\": 0.8, \"extra\": [1, {\"a\": null}],\n"
 		 " \"sweep\": {\"consistency.barrier\": \"%s\", \"workers\": 3}}\n",
 		 id, repeat, barrier);
@@ -157,7 +157,7 @@ Test(summary, append_union_header_and_rebuild)
 	snprintf(run, sizeof run, "%s/asp-r1", dir);
 	make_run(run, "asp-r1", "asp", 1);
 	/* this run adds a sweep key the first lacks */
-	put(run, "meta.json", "{\"run_id\":\"asp-r1\",\"seed\":8,\"backend\":\"kernel\",\"repeat\":1,"
+	put(run, "meta.json", "{\"run_id\":\"asp-r1\",\"seed\":8,\"backend\":\"kernel\",\"repeat\":1,\"status\":\"failed\","
 			      "\"sweep\":{\"consistency.barrier\":\"asp\",\"train.lr\":0.05}}");
 	put(run, "scenario.yaml", "name: x\ntarget: 0.7\n");
 	cr_assert_eq(summary_compute(run, &b, err, sizeof err), 0, "%s", err);
@@ -170,16 +170,16 @@ Test(summary, append_union_header_and_rebuild)
 	text = slurp(path);
 	cr_assert_str_eq(text,
 		"consistency.barrier,workers,train.lr," SUMMARY_FIXED_HEADER "\n"
-		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n"
-		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n");
+		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n"
+		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n");
 	free(text);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 2, "%s", err);
 	text = slurp(path);
 	/* name order: asp-r1 first; keys in order of first appearance */
 	cr_assert_str_eq(text,
 		"consistency.barrier,train.lr,workers," SUMMARY_FIXED_HEADER "\n"
-		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n"
-		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6\n");
+		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n"
+		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n");
 	free(text);
 	rm_rf(dir);
 }
@@ -198,7 +198,7 @@ Test(summary, empty_run_leaves_fields_empty)
 	snprintf(path, sizeof path, "%s/s.csv", dir);
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 	text = slurp(path);
-	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,\n");
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,\n");
 	free(text);
 	rm_rf(dir);
 }
