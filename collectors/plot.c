@@ -561,11 +561,30 @@ static int fig_steps_final(struct ctx *c)
 	}
 	fprintf(f, "set title \"Steps completed by each worker at the end of the run");
 	fprintf(f, "\\n(box: quartiles and median over all workers of all repeats; dot: one worker)\"\n");
-	fprintf(f, "set ylabel 'steps completed (count)'\nset xlabel 'sweep point'\n");
-	fprintf(f, "set xrange [-0.6:%zu.6]\nset yrange [0:*]\nset xtics (", c->npoints - 1);
+	/* One sweep key ("consistency.barrier=bsp", ...): the key names the axis and each tic is
+	 * only a value, so neighbouring labels do not run into each other. */
+	size_t klen = 0;
+	{
+		const char *first = c->points[0].label, *eq = strchr(first, '=');
+
+		klen = eq && !strstr(first, ", ") ? (size_t)(eq - first) + 1 : 0;
+		for (size_t p = 1; p < c->npoints && klen; p++)
+			if (strncmp(c->points[p].label, first, klen) != 0 || strstr(c->points[p].label, ", "))
+				klen = 0;
+	}
+	fprintf(f, "set ylabel 'steps completed (count)'\nset xlabel ");
+	if (klen) {
+		char key[256];
+
+		snprintf(key, sizeof key, "%.*s", (int)(klen - 1), c->points[0].label);
+		gp_str(f, key);
+	} else {
+		gp_str(f, "sweep point");
+	}
+	fprintf(f, "\nset xrange [-0.6:%zu.6]\nset yrange [0:*]\nset xtics (", c->npoints - 1);
 	for (size_t p = 0; p < c->npoints; p++) {
 		fprintf(f, "%s", p ? ", " : "");
-		gp_str(f, c->points[p].label);
+		gp_str(f, c->points[p].label + klen);
 		fprintf(f, " %zu", p);
 	}
 	fprintf(f, ")\nset style boxplot nooutliers\nset boxwidth 0.5\nunset key\n");
