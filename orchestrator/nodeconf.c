@@ -24,8 +24,8 @@ static int list_add(char **list, size_t *len, const char *item)
 static void set_role_lists(struct kv *kv, const struct plan_run *run, const struct nodeconf_ctx *ctx,
 			   const char *prefix, int want_workers)
 {
-	char *names = NULL, *addrs = NULL, key[64];
-	size_t nl = 0, al = 0, count = 0;
+	char *names = NULL, *addrs = NULL, *late = NULL, key[64];
+	size_t nl = 0, al = 0, ll = 0, count = 0;
 
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		enum scenario_role r = run->nodes[i].role;
@@ -37,26 +37,19 @@ static void set_role_lists(struct kv *kv, const struct plan_run *run, const stru
 			continue;
 		list_add(&names, &nl, run->nodes[i].name);
 		list_add(&addrs, &al, ctx->addrs && ctx->addrs[i] ? ctx->addrs[i] : "");
+		/* Workers that join late (stragglers' join.at): a server does not wait for them
+		 * before they do. Listed by index among the workers. */
+		if (want_workers && (run->nodes[i].straggler.set & SCENARIO_STRAG_JOIN)) {
+			char idx[24];
+
+			snprintf(idx, sizeof idx, "%zu", count);
+			list_add(&late, &ll, idx);
+		}
 		count++;
 	}
-	/* Workers that join late (stragglers' join.at): a server does not wait for them before. */
-	if (want_workers) {
-		char *late = NULL;
-		size_t ll = 0, w = 0;
-
-		for (size_t i = 0; i < run->n_nodes; i++) {
-			enum scenario_role r = run->nodes[i].role;
-			char idx[16];
-
-			if (r != SCENARIO_ROLE_WORKER && r != SCENARIO_ROLE_PEER)
-				continue;
-			snprintf(idx, sizeof idx, "%zu", w++);
-			if (run->nodes[i].straggler.set & SCENARIO_STRAG_JOIN)
-				list_add(&late, &ll, idx);
-		}
+	if (want_workers)
 		kv_set(kv, "workers.late", late ? late : "");
-		free(late);
-	}
+	free(late);
 	snprintf(key, sizeof key, "%s.count", prefix);
 	kv_setf(kv, key, "%zu", count);
 	snprintf(key, sizeof key, "%s.names", prefix);

@@ -457,6 +457,8 @@ void plan_format_straggler(const struct scenario_straggler *s, char *buf, size_t
 	if (s->set & SCENARIO_STRAG_JOIN) { units_format_time(s->join_at_us, a, sizeof a); ADD(" join at %s", a); }
 	if (s->set & SCENARIO_STRAG_LEAVE) { units_format_time(s->leave_at_us, a, sizeof a); ADD(" leave at %s", a); }
 #undef ADD
+	if (buf[0] == ' ') /* every piece was added with its separator in front */
+		memmove(buf, buf + 1, strlen(buf));
 }
 
 int plan_print(FILE *out, const struct plan *self)
@@ -518,7 +520,7 @@ int plan_print(FILE *out, const struct plan *self)
 			fprintf(out, "    %-12s %-7s %s\n", n->name, scenario_role_name(n->role), buf);
 			if (n->straggler.set) {
 				plan_format_straggler(&n->straggler, buf, sizeof buf);
-				fprintf(out, "    %-12s %-7s straggler:%s\n", "", "", buf);
+				fprintf(out, "    %-12s %-7s straggler: %s\n", "", "", buf);
 			}
 		}
 		if (r->n_events) {

@@ -81,8 +81,8 @@ int plan_print(FILE *out, const struct plan *self);
  * jitter 2ms loss 20%", or "up: ... | down: ..." when they differ (no commas). */
 void plan_format_links(const struct link_params *up, const struct link_params *down, char *buf, size_t len);
 
-/* A straggler profile as plan_print shows it (" delay constant(0.4, 0) pause 5s every 30s"),
- * with a leading space; "" when the profile sets nothing. */
+/* A straggler profile as plan_print shows it ("delay constant(0.4, 0) pause 5s every 30s");
+ * "" when the profile sets nothing. */
 void plan_format_straggler(const struct scenario_straggler *s, char *buf, size_t len);
 
 #endif

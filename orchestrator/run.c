@@ -199,12 +199,12 @@ static int start_linkd(struct run_ctx *c)
 /* The emulator died with status ST: say so once, in the log and in events.csv. */
 static void linkd_died(struct run_ctx *c, int st)
 {
-	char detail[128];
+	char how[32], detail[128];
 
-	snprintf(detail, sizeof detail, "the userspace link emulator died (%s %d)",
-		 WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-	log_error("stalenet-linkd died (%s %d): the run cannot go on, its links are black holes",
-		  WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	snprintf(how, sizeof how, "%s %d", WIFEXITED(st) ? "exit status" : "signal",
+		 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	snprintf(detail, sizeof detail, "the userspace link emulator died (%s)", how);
+	log_error("stalenet-linkd died (%s): the run cannot go on, its links are black holes", how);
 	c->linkd_pid = 0;
 	c->linkd_dead = true;
 	supervise_event(c->dir, "linkd_failed", "linkd", detail);

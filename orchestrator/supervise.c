@@ -392,7 +392,7 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 					for (size_t i = 0; i < n; i++)
 						if (nodes[i].straggler && nodes[i].straggler[0])
 							supervise_event(o->run_dir, "straggler", nodes[i].name,
-									nodes[i].straggler + (nodes[i].straggler[0] == ' '));
+									nodes[i].straggler);
 				}
 			} else if (now > ready_deadline) {
 				s.failed = true;
