@@ -29,8 +29,21 @@
 
 #define PS_KEEPALIVE_NS 1000000000ll
 #define PS_RNG_STREAM_BARRIER 0x62617272ull
-/* HELLO aux bit: "I am (re)starting, tell me my clock" (keep-alives leave it clear). */
+/* HELLO aux bits: "I am (re)starting, tell me my clock" (keep-alives leave both clear), and
+ * "this join was sent before, over a connection that broke": the same process asks again, so
+ * it is not a restart (see on_join). */
 #define PS_HELLO_JOIN 1
+#define PS_HELLO_AGAIN 2
+/* ZeroMQ heartbeats on the worker's connection: a peer silent this long (a black-holed link,
+ * a host gone) closes the connection and ZeroMQ reconnects; the request in flight is then sent
+ * again (client_await). Long enough that a full model on a slow link (814 KB at 0.2 Mbit/s)
+ * never trips it: a heartbeat reply queues behind the data. */
+#define PS_HEARTBEAT_IVL_MS 5000
+#define PS_HEARTBEAT_TIMEOUT_MS 60000
+/* A departed worker (its connection closed, or silent) may only be cut off and about to
+ * reconnect: barriers go on without it at once, but the server waits this long for its return
+ * before it counts it as finished and ends the run. */
+#define PS_DEPARTED_GRACE_NS 5000000000ll
 
 int engine_ps_weighting_parse(const char *name, enum engine_ps_weighting *out)
 {
@@ -184,10 +197,14 @@ struct ps_worker {
 	size_t nsample;
 	uint64_t rng;       /* this worker's sampling stream */
 	int64_t pushed_on;  /* model version of its latest update (-1 = none yet) */
+	int64_t last_push;  /* step of its latest push (-1 = none yet): a push at or below it is a
+			     * copy sent again after a reconnect */
+	int64_t last_ack;   /* the ACK's aux for that push */
 	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	bool leaving;       /* left with an update in the open round: drop it when that closes */
 	bool departed;      /* its connection closed (process gone) or it fell silent: it counts
-			     * as finished until it sends again */
+			     * as finished (after PS_DEPARTED_GRACE_NS) until it sends again */
+	int64_t departed_ns;
 	int fd;             /* connection its latest update came on (ZMQ_SRCFD); -1 unknown */
 	bool late;          /* joins during the run (join.at): not waited for until it does */
 };
@@ -214,6 +231,7 @@ struct ps_server {
 	struct wire_buf *snap;
 	int64_t snap_version;
 	uint64_t samples, updates_in, dropped, accepted;
+	uint64_t resent_in; /* requests that came again after a reconnect */
 	uint64_t total;
 	int64_t stale_sum, stale_max;
 	uint64_t stale_n;
@@ -450,6 +468,18 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 	uint32_t waiting = held_count(s);
 	bool bad = false;
 
+	if (m->h.step <= s->w[i].last_push) {
+		/* Sent again after a reconnect (client_await): the first copy was handled, or this
+		 * is the one that arrived. Not applied twice; answered again, as the answers to the
+		 * first may be what the broken connection lost. */
+		s->resent_in++;
+		ack.aux = m->h.step == s->w[i].last_push ? s->w[i].last_ack : -1;
+		ack.model_version = s->version;
+		reply(s, i, &ack, NULL);
+		if (!(s->w[i].held && s->w[i].held_c >= m->h.step))
+			hold_request(s, i, m->h.step, WIRE_MODEL);
+		return;
+	}
 	s->updates_in++;
 	if (m->n != s->nparams || m->h.model_version > s->version || m->h.model_version < 0) {
 		/* Wrong shape or a version that never existed: a protocol error, not an update. */
@@ -505,6 +535,8 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 	}
 out:
 	ack.model_version = s->version;
+	s->w[i].last_push = m->h.step;
+	s->w[i].last_ack = ack.aux;
 	reply(s, i, &ack, NULL);
 	/* The push is also the request for the next round: held until its barrier holds (at once
 	 * for ASP), then answered with the model. A malformed push does not move the clock. */
@@ -556,10 +588,33 @@ static void on_pull(struct ps_server *s, uint32_t i)
  * anyone back further than they already are (a BSP round waiting for it closes as soon as it
  * pushes on the current version). A first join keeps clock 0. The reply (HELLO, step = the
  * clock to resume at) tells the worker where its step count continues. */
-static void on_join(struct ps_server *s, uint32_t i, bool restart)
+/* The slowest clock among the other live workers that have not left (INT64_MAX: none). */
+static int64_t slowest_other(const struct ps_server *s, uint32_t i)
+{
+	int64_t lo = INT64_MAX;
+
+	for (uint32_t j = 0; j < s->pc.ec.n; j++)
+		if (j != i && s->alive[j] && !s->w[j].left && s->clocks[j] < lo)
+			lo = s->clocks[j];
+	return lo;
+}
+
+static void on_join(struct ps_server *s, uint32_t i, bool restart, bool again)
 {
 	struct wire_header h = { .type = WIRE_HELLO, .sender = WIRE_SENDER_SERVER };
 	int64_t lo = INT64_MAX;
+
+	if (again && restart) {
+		/* The same process asking again after a reconnect: its clock stands; the answers
+		 * are sent again, the request held again unless it still is. */
+		s->resent_in++;
+		h.step = s->clocks[i];
+		h.model_version = s->version;
+		reply(s, i, &h, NULL);
+		if (!(s->w[i].held && s->w[i].held_c >= s->clocks[i]))
+			hold_request(s, i, s->clocks[i], WIRE_MODEL);
+		return;
+	}
 
 	/* A late joiner continues from the slowest live worker's clock, as a restart does: a
 	 * synchronous run must not wait for it to redo the steps it was not there for. */
@@ -570,9 +625,8 @@ static void on_join(struct ps_server *s, uint32_t i, bool restart)
 		s->w[i].late = false;
 	}
 	s->w[i].held = false;
-	for (uint32_t j = 0; restart && j < s->pc.ec.n; j++)
-		if (j != i && s->alive[j] && !s->w[j].left && s->clocks[j] < lo)
-			lo = s->clocks[j];
+	if (restart)
+		lo = slowest_other(s, i);
 	if (restart && lo != INT64_MAX && lo > s->clocks[i])
 		s->clocks[i] = lo;
 	if (restart)
@@ -622,8 +676,17 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 	w->idlen = m->idlen;
 	w->known = true;
 	w->last_seen_ns = clock_now_ns();
-	if (w->departed && m->h.type != WIRE_BYE)
-		log_info("engine_ps: worker %u is back", i);
+	if (w->departed && m->h.type != WIRE_BYE) {
+		/* Back after a cut (the same process: a restart says so with a join): the rounds
+		 * it missed went on without it, so it goes on from the slowest live other's clock,
+		 * as a restart does; waiting for it to redo them would stall everyone (BSP: its
+		 * barrier needs the round closed, the others' needs its clock). */
+		int64_t lo = slowest_other(s, i);
+
+		if (lo != INT64_MAX && lo > s->clocks[i])
+			s->clocks[i] = lo;
+		log_info("engine_ps: worker %u is back, at clock %lld", i, (long long)s->clocks[i]);
+	}
 	w->departed = false;
 	if (m->h.type == WIRE_PUSH && m->has_frame) {
 		/* Updates carry a payload frame, which knows the connection it came on: the one
@@ -643,7 +706,7 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 	switch (m->h.type) {
 	case WIRE_HELLO:
 		if (m->h.aux & PS_HELLO_JOIN)
-			on_join(s, i, was_known);
+			on_join(s, i, was_known, m->h.aux & PS_HELLO_AGAIN);
 		break;
 	case WIRE_PULL:
 		on_pull(s, i);
@@ -671,6 +734,7 @@ static void depart(struct ps_server *s, uint32_t i, const char *why)
 	if (w->departed || w->left)
 		return;
 	w->departed = true;
+	w->departed_ns = clock_now_ns();
 	w->fd = -1; /* a held request stays: a worker that was only cut off gets its answer */
 	set_live(s, i, false);
 	log_info("engine_ps: worker %u departed (%s): rounds and barriers go on with %u live workers",
@@ -683,31 +747,10 @@ static void depart(struct ps_server *s, uint32_t i, const char *why)
  * (new connection, ZMQ_ROUTER_HANDOVER) or a cut link (no FIN) are left to the other rules. */
 static void drain_monitor(struct ps_server *s)
 {
-	for (;;) {
-		zmq_msg_t ev;
-		uint16_t event;
-		uint32_t value;
-		int more;
-		size_t ml = sizeof more;
+	uint16_t event;
+	uint32_t value;
 
-		zmq_msg_init(&ev);
-		if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&ev);
-			return;
-		}
-		if (zmq_msg_size(&ev) >= 6) {
-			memcpy(&event, zmq_msg_data(&ev), 2);
-			memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
-		} else {
-			event = 0, value = 0;
-		}
-		zmq_msg_close(&ev);
-		/* Second frame: the endpoint; not needed. */
-		while (zmq_getsockopt(s->mon, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
-			zmq_msg_init(&ev);
-			zmq_msg_recv(&ev, s->mon, 0);
-			zmq_msg_close(&ev);
-		}
+	while (wire_monitor_next(s->mon, &event, &value) == 1) {
 		if (event != ZMQ_EVENT_DISCONNECTED)
 			continue;
 		for (uint32_t i = 0; i < s->pc.ec.n; i++)
@@ -716,10 +759,11 @@ static void drain_monitor(struct ps_server *s)
 	}
 }
 
-static bool all_left(const struct ps_server *s)
+static bool all_left(const struct ps_server *s, int64_t now)
 {
 	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		if (!s->w[i].left && !s->w[i].departed)
+		if (!s->w[i].left &&
+		    !(s->w[i].departed && now - s->w[i].departed_ns >= PS_DEPARTED_GRACE_NS))
 			return false;
 	return true;
 }
@@ -786,6 +830,7 @@ int engine_ps_server_run(const struct kv *cfg)
 		 * them until they do. */
 		s.alive[i] = true;
 		s.w[i].pushed_on = -1;
+		s.w[i].last_push = -1;
 		s.w[i].fd = -1;
 		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
@@ -825,17 +870,10 @@ int engine_ps_server_run(const struct kv *cfg)
 		/* A restarted worker reuses its routing id: let the new connection take it over. */
 		zmq_setsockopt(s.sock, ZMQ_ROUTER_HANDOVER, &on, sizeof on);
 	}
-	{
-		char mon_ep[64];
-
-		/* inproc names are per context, and every server has its own context. */
-		snprintf(mon_ep, sizeof mon_ep, "inproc://ps-monitor");
-		if (zmq_socket_monitor(s.sock, mon_ep, ZMQ_EVENT_DISCONNECTED) < 0 ||
-		    !(s.mon = zmq_socket(s.ctx, ZMQ_PAIR)) || zmq_connect(s.mon, mon_ep) < 0) {
-			rc = -zmq_errno();
-			log_error("engine_ps: socket monitor: %s", zmq_strerror(-rc));
-			goto out;
-		}
+	rc = wire_monitor_open(s.ctx, s.sock, ZMQ_EVENT_DISCONNECTED, "ps-server", &s.mon);
+	if (rc < 0) {
+		log_error("engine_ps: socket monitor: %s", zmq_strerror(-rc));
+		goto out;
 	}
 	if (zmq_bind(s.sock, s.pc.server_ep) < 0) {
 		rc = -zmq_errno();
@@ -895,7 +933,7 @@ int engine_ps_server_run(const struct kv *cfg)
 		}
 		if (s.pc.ec.stop_time_s > 0 && run_s(&s.pc.ec) >= s.pc.ec.stop_time_s)
 			s.stop = true;
-		if (all_left(&s)) {
+		if (all_left(&s, now)) {
 			log_info("engine_ps: every worker has finished");
 			s.stop = true;
 		}
@@ -911,10 +949,10 @@ int engine_ps_server_run(const struct kv *cfg)
 	evaluate(&s);
 	engine_save_params(&s.pc.ec, model_params(s.wk->model), s.nparams);
 	log_info("engine_ps: done: version %lld, %llu updates received, %llu dropped, staleness mean "
-		 "%.2f max %lld, %llu bad frames",
+		 "%.2f max %lld, %llu bad frames, %llu requests sent again after reconnects",
 		 (long long)s.version, (unsigned long long)s.updates_in, (unsigned long long)s.dropped,
 		 s.stale_n ? (double)s.stale_sum / (double)s.stale_n : 0.0, (long long)s.stale_max,
-		 (unsigned long long)s.st.bad_frames);
+		 (unsigned long long)s.st.bad_frames, (unsigned long long)s.resent_in);
 	if (s.ctl) {
 		ctl_client_status(s.ctl, s.version, CTL_DONE, false);
 		ctl_client_done(s.ctl);
@@ -927,9 +965,25 @@ out:
 
 /* --- worker --------------------------------------------------------------------------------- */
 
+/* The request whose answers a worker awaits: sent again, as it was, when the connection to
+ * the server was re-established after it went out (what the old connection carried is lost). */
+struct ps_request {
+	bool on;
+	uint16_t type;
+	int64_t step, version, aux;
+	double value;
+	const float *payload; /* valid until the answer came (the gradient, or the model) */
+	uint32_t len;
+	uint64_t conn;        /* handshakes seen when it went out */
+};
+
 struct ps_client {
 	struct ps_conf pc;
 	void *ctx, *sock;
+	void *mon;            /* PAIR on the DEALER's monitor: completed handshakes */
+	uint64_t handshakes;  /* 1 after the first connection, +1 per reconnect */
+	uint64_t resent;
+	struct ps_request req;
 	struct ctl_client *ctl;
 	struct wire_stats st;
 	size_t maxp;
@@ -948,24 +1002,61 @@ static int client_send(struct ps_client *c, uint16_t type, int64_t step, int64_t
 	return rc;
 }
 
+/* Send a request that expects answers, and remember it for client_await. */
+static int client_request(struct ps_client *c, uint16_t type, int64_t step, int64_t version,
+			  int64_t aux, double value, const float *payload, uint32_t len)
+{
+	c->req = (struct ps_request){ .on = true, .type = type, .step = step, .version = version,
+				      .aux = aux, .value = value, .payload = payload, .len = len,
+				      .conn = c->handshakes };
+	return client_send(c, type, step, version, aux, value, payload, len);
+}
+
+/* Count completed handshakes; when the connection came back after the request in flight went
+ * out, send it again (a join says so: PS_HELLO_AGAIN). The server answers a copy of what it
+ * already handled without applying it twice (on_push, on_join). */
+static void client_watch(struct ps_client *c)
+{
+	uint16_t event;
+	uint32_t value;
+	struct ps_request *r = &c->req;
+
+	while (c->mon && wire_monitor_next(c->mon, &event, &value) == 1)
+		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+			c->handshakes++;
+	/* The first handshake delivers what was queued before it: nothing to send again. */
+	if (!r->on || c->handshakes < 2 || c->handshakes <= r->conn)
+		return;
+	if (r->type == WIRE_HELLO)
+		r->aux |= PS_HELLO_AGAIN;
+	r->conn = c->handshakes;
+	c->resent++;
+	log_info("engine_ps: %s reconnected to the server; %s of step %lld sent again", c->pc.ec.name,
+		 wire_type_name(r->type), (long long)r->step);
+	client_send(c, r->type, r->step, r->version, r->aux, r->value, r->payload, r->len);
+}
+
 static bool client_should_stop(struct ps_client *c)
 {
 	return c->bye || (c->ctl && ctl_client_should_stop(c->ctl)) ||
 	       (c->pc.ec.stop_time_s > 0 && run_s(&c->pc.ec) >= c->pc.ec.stop_time_s);
 }
 
-/* Wait for a message of type `want` (other types are ignored; BYE ends the run). Returns 1 with
- * *m filled, 0 when the run is over (BYE, stop), negative errno on failure. Sends a keep-alive
- * HELLO every second of waiting so the server does not take a held worker for dead. `barrier`:
- * the awaited reply answers a barrier request (the control plane hears "waiting"). */
-static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, int64_t step,
-			bool barrier)
+/* Wait for a message of type `want` answering step `want_step` (-1: any step; other messages
+ * are ignored, among them the second answer to a request sent twice; BYE ends the run). Returns
+ * 1 with *m filled, 0 when the run is over (BYE, stop), negative errno on failure. Sends a
+ * keep-alive HELLO every second of waiting so the server does not take a held worker for dead,
+ * and the request in flight again after a reconnect (client_watch). `barrier`: the awaited reply
+ * answers a barrier request (the control plane hears "waiting"). */
+static int client_await(struct ps_client *c, uint16_t want, int64_t want_step, struct wire_msg *m,
+			int64_t step, bool barrier)
 {
 	for (;;) {
 		int rc;
 
 		if (client_should_stop(c))
 			return 0;
+		client_watch(c);
 		rc = wire_recv(c->sock, false, c->maxp, 100, m, &c->st);
 		if (rc < 0 && rc != -EINTR)
 			return rc;
@@ -975,7 +1066,7 @@ static int client_await(struct ps_client *c, uint16_t want, struct wire_msg *m, 
 				wire_msg_close(m);
 				return 0;
 			}
-			if (m->h.type == want)
+			if (m->h.type == want && (want_step < 0 || m->h.step == want_step))
 				return 1;
 			wire_msg_close(m);
 			continue;
@@ -1032,6 +1123,7 @@ int engine_ps_worker_run(const struct kv *cfg)
 	struct wire_msg m;
 	char rid[32];
 	int64_t step = 0, version = 0, h_steps, t_asked = 0;
+	int64_t want_model = 0; /* the step the next round's MODEL answers (the request's clock) */
 	uint64_t row_tx = 0, row_rx = 0, row_bad = 0; /* counters at the previous trace row */
 	uint64_t round_samples = 0;
 	size_t nparams;
@@ -1066,6 +1158,17 @@ int engine_ps_worker_run(const struct kv *cfg)
 	}
 	snprintf(rid, sizeof rid, "w%u", c.pc.ec.index);
 	zmq_setsockopt(c.sock, ZMQ_ROUTING_ID, rid, strlen(rid));
+	{
+		int ivl = PS_HEARTBEAT_IVL_MS, tmo = PS_HEARTBEAT_TIMEOUT_MS;
+
+		zmq_setsockopt(c.sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+		zmq_setsockopt(c.sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof tmo);
+	}
+	rc = wire_monitor_open(c.ctx, c.sock, ZMQ_EVENT_HANDSHAKE_SUCCEEDED, "ps-worker", &c.mon);
+	if (rc < 0) {
+		log_error("engine_ps: socket monitor: %s", zmq_strerror(-rc));
+		goto out;
+	}
 	if (zmq_connect(c.sock, c.pc.server_ep) < 0) {
 		rc = -zmq_errno();
 		log_error("engine_ps: connect %s: %s", c.pc.server_ep, zmq_strerror(-rc));
@@ -1081,12 +1184,13 @@ int engine_ps_worker_run(const struct kv *cfg)
 	/* Join: the server answers with the clock to continue from (0 on a first start; a
 	 * restarted worker continues where the server last saw it, see on_join) and takes the
 	 * join as the first round's request: the model follows once the barrier holds. */
-	rc = client_send(&c, WIRE_HELLO, 0, 0, PS_HELLO_JOIN, 0, NULL, 0);
-	rc = rc < 0 ? rc : client_await(&c, WIRE_HELLO, &m, 0, false);
+	rc = client_request(&c, WIRE_HELLO, 0, 0, PS_HELLO_JOIN, 0, NULL, 0);
+	rc = rc < 0 ? rc : client_await(&c, WIRE_HELLO, -1, &m, 0, false);
 	if (rc <= 0)
 		goto done;
 	t_asked = clock_now_ns();
 	step = m.h.step > 0 ? m.h.step * h_steps : 0;
+	want_model = m.h.step;
 	wire_msg_close(&m);
 	if (step > 0)
 		log_info("engine_ps: %s rejoins at step %lld", c.pc.ec.name, (long long)step);
@@ -1107,7 +1211,7 @@ int engine_ps_worker_run(const struct kv *cfg)
 		if (first) {
 			if (c.ctl && barrier)
 				ctl_client_status(c.ctl, step, CTL_WAIT, true);
-			rc = client_await(&c, WIRE_MODEL, &m, step, barrier);
+			rc = client_await(&c, WIRE_MODEL, want_model, &m, step, barrier);
 			if (rc > 0 && barrier) {
 				double local_s = (double)(clock_now_ns() - t_asked) / 1e9;
 
@@ -1133,8 +1237,8 @@ int engine_ps_worker_run(const struct kv *cfg)
 			/* The model taken before the pause is old by now: a round starts from a
 			 * fresh one (the barrier already let us through; clocks only grow). */
 			if (first && !client_should_stop(&c)) {
-				rc = client_send(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
-				rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, &m, step, false);
+				rc = client_request(&c, WIRE_PULL, step, 0, 0, 0, NULL, 0);
+				rc = rc < 0 ? rc : client_await(&c, WIRE_MODEL, -1, &m, step, false);
 				if (rc > 0)
 					rc = take_model(wk, &m, nparams, &version);
 				if (rc <= 0)
@@ -1167,9 +1271,10 @@ int engine_ps_worker_run(const struct kv *cfg)
 		if (last) {
 			const float *up = c.pc.average ? model_params(wk->model) : wk->grad;
 
-			rc = client_send(&c, WIRE_PUSH, step / h_steps + 1, version, (int64_t)round_samples,
-					 loss, up, (uint32_t)(nparams * sizeof(float)));
-			rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, &m, step, false);
+			want_model = step / h_steps + 1;
+			rc = client_request(&c, WIRE_PUSH, want_model, version, (int64_t)round_samples,
+					    loss, up, (uint32_t)(nparams * sizeof(float)));
+			rc = rc < 0 ? rc : client_await(&c, WIRE_ACK, want_model, &m, step, false);
 			if (rc <= 0)
 				break;
 			t_asked = clock_now_ns();
@@ -1191,13 +1296,16 @@ done:
 		engine_save_params(&c.pc.ec, model_params(wk->model), nparams);
 	if (rc == 0 && !c.bye)
 		client_send(&c, WIRE_BYE, step, 0, 0, 0, NULL, 0);
-	log_info("engine_ps: %s finished after %lld steps (%llu bad frames)", c.pc.ec.name,
-		 (long long)step, (unsigned long long)c.st.bad_frames);
+	log_info("engine_ps: %s finished after %lld steps (%llu bad frames, %llu requests sent again "
+		 "after reconnects)", c.pc.ec.name, (long long)step, (unsigned long long)c.st.bad_frames,
+		 (unsigned long long)c.resent);
 	if (c.ctl && rc == 0) {
 		ctl_client_status(c.ctl, step, CTL_DONE, false);
 		ctl_client_done(c.ctl);
 	}
 out:
+	if (c.mon)
+		zmq_close(c.mon);
 	if (c.sock) {
 		/* Let the BYE leave before the socket goes. */
 		int linger = 1000;

@@ -275,6 +275,55 @@ int wire_socket_setup(void *sock, size_t max_payload)
 	return 0;
 }
 
+int wire_monitor_open(void *ctx, void *sock, int events, const char *name, void **mon)
+{
+	char ep[96];
+	void *pair;
+
+	*mon = NULL;
+	snprintf(ep, sizeof ep, "inproc://wire-monitor-%s", name);
+	if (zmq_socket_monitor(sock, ep, events) < 0)
+		return -zmq_errno();
+	pair = zmq_socket(ctx, ZMQ_PAIR);
+	if (!pair)
+		return -zmq_errno();
+	if (zmq_connect(pair, ep) < 0) {
+		int e = zmq_errno();
+
+		zmq_close(pair);
+		return -e;
+	}
+	*mon = pair;
+	return 0;
+}
+
+int wire_monitor_next(void *mon, uint16_t *event, uint32_t *value)
+{
+	zmq_msg_t ev;
+	int more = 0;
+	size_t ml = sizeof more;
+
+	zmq_msg_init(&ev);
+	if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&ev);
+		return 0;
+	}
+	*event = 0;
+	*value = 0;
+	if (zmq_msg_size(&ev) >= 6) {
+		memcpy(event, zmq_msg_data(&ev), 2);
+		memcpy(value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+	}
+	zmq_msg_close(&ev);
+	/* The second frame names the endpoint; not needed. */
+	while (zmq_getsockopt(mon, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
+		zmq_msg_init(&ev);
+		zmq_msg_recv(&ev, mon, 0);
+		zmq_msg_close(&ev);
+	}
+	return 1;
+}
+
 static int send_frame(void *sock, zmq_msg_t *msg, int flags)
 {
 	for (;;) {

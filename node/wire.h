@@ -112,6 +112,15 @@ void wire_buf_unref(struct wire_buf **self);
  * socket buffers on sock. Returns 0 or -errno. */
 int wire_socket_setup(void *sock, size_t max_payload);
 
+/* Watch sock's connection events (a ZMQ_EVENT_* mask) through a PAIR socket on ctx, returned
+ * in *mon (the caller closes it with zmq_close before sock). name makes the inproc endpoint
+ * unique within ctx. Returns 0 or -errno. */
+int wire_monitor_open(void *ctx, void *sock, int events, const char *name, void **mon);
+
+/* The next event of a monitor without waiting: 1 with *event (ZMQ_EVENT_*) and *value (the
+ * fd for connection events), 0 when there is none. */
+int wire_monitor_next(void *mon, uint16_t *event, uint32_t *value);
+
 /* Send one message. id/idlen: routing id to prepend (ROUTER sockets), or NULL. The payload is
  * either copied from `payload` (h->payload_len bytes) or, when buf is not NULL, sent zero-copy
  * from buf (the first h->payload_len bytes; a reference is taken and released by ZeroMQ).
