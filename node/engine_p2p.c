@@ -218,6 +218,10 @@ struct peer {
 	struct ctl_client *ctl;
 
 	void *zctx, *pipe, **dealer;
+	void **mon;                 /* per dealer: its monitor (completed handshakes) */
+	uint64_t *conns;            /* per dealer: handshakes so far (1 = first connection) */
+	uint64_t *sent_conn;        /* per dealer: handshakes when this exchange's request went */
+	uint64_t resent;            /* requests sent again after a reconnect */
 	size_t nparams, max_bytes;
 	struct shared sh;
 	struct service svc;
@@ -258,6 +262,26 @@ static bool refresh(struct peer *p, bool check_time)
 	return over;
 }
 
+/* Count the completed handshakes of the connection to peer j. */
+static void watch(struct peer *p, uint32_t j)
+{
+	uint16_t event;
+	uint32_t value;
+
+	while (p->mon[j] && wire_monitor_next(p->mon[j], &event, &value) == 1)
+		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+			p->conns[j]++;
+}
+
+static int send_request(struct peer *p, uint32_t j, enum wire_type type, int64_t threshold,
+			int64_t seq)
+{
+	struct wire_header h = { .type = (uint16_t)type, .sender = p->c.index, .step = p->clock,
+				 .model_version = threshold, .aux = seq };
+
+	return wire_send(p->dealer[j], NULL, 0, &h, NULL, NULL, true, &p->st);
+}
+
 /* Send `type` requests to the peers with asked[j] set and wait for every reply (or the peer's
  * BYE). threshold is the CLOCK_REQ threshold. Fills got[], their_clock[], and for MODEL
  * replies models[j] and weights[j]. Returns 0, or -ECANCELED when the run ended meanwhile. */
@@ -276,13 +300,12 @@ static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
 		goto out;
 	}
 	for (uint32_t j = 0; j < n; j++) {
-		struct wire_header h = { .type = (uint16_t)type, .sender = p->c.index,
-					 .step = p->clock, .model_version = threshold, .aux = seq };
-
 		p->got[j] = false;
 		if (!p->asked[j])
 			continue;
-		rc = wire_send(p->dealer[j], NULL, 0, &h, NULL, NULL, true, &p->st);
+		watch(p, j);
+		p->sent_conn[j] = p->conns[j];
+		rc = send_request(p, j, type, threshold, seq);
 		if (rc < 0 && rc != -EAGAIN) {
 			log_error("p2p: send %s to peer %u: %s", wire_type_name(type), j,
 				  zmq_strerror(-rc));
@@ -307,6 +330,18 @@ static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
 				p->asked[j] = false;
 				left--;
 				continue;
+			}
+			/* What a broken connection carried is lost: after ZeroMQ reconnected, the
+			 * request goes again (same seq: a second reply is ignored). */
+			watch(p, j);
+			if (p->conns[j] >= 2 && p->conns[j] > p->sent_conn[j]) {
+				p->sent_conn[j] = p->conns[j];
+				p->resent++;
+				log_info("p2p: reconnected to peer %u; %s sent again", j,
+					 wire_type_name(type));
+				if (send_request(p, j, type, threshold, seq) < 0)
+					log_warn("p2p: could not send %s to peer %u again",
+						 wire_type_name(type), j);
 			}
 			items[k] = (zmq_pollitem_t){ .socket = p->dealer[j], .events = ZMQ_POLLIN };
 			which[k++] = j;
@@ -623,11 +658,15 @@ static int peer_setup(struct peer *p)
 	p->their_clock = calloc(n, sizeof *p->their_clock);
 	p->models = calloc(n, sizeof *p->models);
 	p->dealer = calloc(n, sizeof *p->dealer);
+	p->mon = calloc(n, sizeof *p->mon);
+	p->conns = calloc(n, sizeof *p->conns);
+	p->sent_conn = calloc(n, sizeof *p->sent_conn);
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
 	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
 								      : NULL;
 	if (!p->known || !p->scratch || !p->alive || !p->asked || !p->got || !p->weights ||
-	    !p->their_clock || !p->models || !p->dealer || !p->sh.dead ||
+	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
+	    !p->sh.dead ||
 	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
 		return -ENOMEM;
 	for (uint32_t j = 0; j < n; j++) {
@@ -644,6 +683,8 @@ static int peer_setup(struct peer *p)
 	p->zctx = zmq_ctx_new();
 	if (!p->zctx)
 		return -ENOMEM;
+	/* Per other peer a DEALER, its monitor PAIR and libzmq's monitor socket. */
+	zmq_ctx_set(p->zctx, ZMQ_MAX_SOCKETS, (int)(3 * n + 64));
 	/* The ROUTER is bound before anybody is told we are ready. */
 	p->svc.router = zmq_socket(p->zctx, ZMQ_ROUTER);
 	if (!p->svc.router || wire_socket_setup(p->svc.router, p->max_bytes) < 0)
@@ -657,9 +698,17 @@ static int peer_setup(struct peer *p)
 	for (uint32_t j = 0; j < n; j++) {
 		if (j == p->c.index)
 			continue;
+		char name[32];
+
 		p->dealer[j] = zmq_socket(p->zctx, ZMQ_DEALER);
 		if (!p->dealer[j] || wire_socket_setup(p->dealer[j], p->max_bytes) < 0)
 			return -EIO;
+		snprintf(name, sizeof name, "p2p-%u", j);
+		if (wire_monitor_open(p->zctx, p->dealer[j], ZMQ_EVENT_HANDSHAKE_SUCCEEDED, name,
+				      &p->mon[j]) < 0) {
+			log_error("p2p: socket monitor: %s", zmq_strerror(zmq_errno()));
+			return -EIO;
+		}
 		if (engine_conf_endpoint(&p->c, j, ep, sizeof ep) < 0 ||
 		    zmq_connect(p->dealer[j], ep) < 0) {
 			log_error("p2p: connect %s: %s", ep, zmq_strerror(zmq_errno()));
@@ -704,6 +753,9 @@ static void peer_teardown(struct peer *p)
 		zmq_close(p->svc.pipe);
 	if (p->pipe)
 		zmq_close(p->pipe);
+	for (uint32_t j = 0; p->mon && j < p->c.n; j++)
+		if (p->mon[j])
+			zmq_close(p->mon[j]);
 	for (uint32_t j = 0; p->dealer && j < p->c.n; j++)
 		if (p->dealer[j])
 			zmq_close(p->dealer[j]);
@@ -723,6 +775,9 @@ static void peer_teardown(struct peer *p)
 	free(p->sh.dead);
 	free(p->models);
 	free(p->dealer);
+	free(p->mon);
+	free(p->conns);
+	free(p->sent_conn);
 	free(p->known);
 	free(p->scratch);
 	free(p->alive);
@@ -841,7 +896,8 @@ int engine_p2p_run(const struct kv *cfg)
 	rc = engine_save_params(&p->c, model_params(p->wk->model), p->nparams);
 	if (rc)
 		goto out;
-	log_info("p2p: %s done after %lld steps", p->c.name, (long long)p->clock);
+	log_info("p2p: %s done after %lld steps (%llu requests sent again after reconnects)", p->c.name,
+		 (long long)p->clock, (unsigned long long)p->resent);
 	if (p->ctl) {
 		ctl_client_status(p->ctl, p->clock, CTL_DONE, false);
 		ctl_client_done(p->ctl);
