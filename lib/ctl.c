@@ -21,6 +21,7 @@ struct ctl_client {
 	void *zctx;
 	void *sock;
 	bool stop;
+	bool rejoined;
 	int64_t last_status_ns;
 	int64_t last_step;
 	enum ctl_state last_state;
@@ -123,11 +124,16 @@ static int client_drain(struct ctl_client *self, int timeout_ms)
 		if (!strcmp(buf, "stop")) {
 			self->stop = true;
 		} else if (!strncmp(buf, "start", 5) && (buf[5] == '\0' || buf[5] == ' ')) {
-			long long origin = buf[5] ? strtoll(buf + 6, NULL, 10) : 0;
+			char *end = buf + 5;
+			long long origin = buf[5] ? strtoll(buf + 6, &end, 10) : 0;
 
 			/* The run's clock starts when training starts, the same instant for all. */
 			if (origin > 0)
 				clock_set_origin_ns(origin);
+			/* "start ORIGIN rejoin": the run began without this node (it restarts or
+			 * joins late). */
+			if (!strcmp(end, " rejoin"))
+				self->rejoined = true;
 			started = 1;
 		}
 		if (started || self->stop)
@@ -179,6 +185,11 @@ int ctl_client_status(struct ctl_client *self, int64_t step, enum ctl_state stat
 int ctl_client_done(struct ctl_client *self)
 {
 	return send_text(self->sock, "done", 0);
+}
+
+bool ctl_client_rejoined(const struct ctl_client *self)
+{
+	return self->rejoined;
 }
 
 bool ctl_client_should_stop(struct ctl_client *self)

@@ -40,6 +40,9 @@ int ctl_client_done(struct ctl_client *self);
  * node installed ctl_client_install_signals). */
 bool ctl_client_should_stop(struct ctl_client *self);
 
+/* The start received said the run began without this node: it was restarted or joins late. */
+bool ctl_client_rejoined(const struct ctl_client *self);
+
 /* SIGTERM/SIGINT set the stop flag seen by ctl_client_should_stop instead of killing. */
 void ctl_client_install_signals(void);
 

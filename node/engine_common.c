@@ -534,7 +534,9 @@ int engine_ctl_start(const struct kv *cfg, struct engine_conf *c, struct ctl_cli
 	/* "start ORIGIN" moved the run's clock to the instant training starts (run.origin_ns was
 	 * handed out before the link self-check and data loading): stop.time and the t columns
 	 * count from it, as the orchestrator's events.csv and progress.csv do. */
-	if (rc == 0)
+	if (rc == 0) {
 		c->origin_ns = clock_origin_ns();
+		c->rejoined = ctl_client_rejoined(*out);
+	}
 	return rc;
 }

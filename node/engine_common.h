@@ -45,6 +45,7 @@ struct engine_conf {
 	bool port_stride;           /* true: node i listens on port_base + i */
 	uint64_t seed;              /* run.seed */
 	int64_t origin_ns;          /* run.origin_ns */
+	bool rejoined;              /* started after the run began (a restart or a late join) */
 	uint32_t batch;             /* train.batch */
 	int blas_threads;
 	double stop_time_s;         /* 0 = not set */

@@ -33,6 +33,7 @@
 #define P2P_SLICE_MS 20
 #define P2P_BYE_LINGER_MS 1000
 #define P2P_MAX_PENDING 4096
+#define P2P_CATCH_UP_NS 2000000000ll
 
 struct shared {
 	pthread_mutex_t mu;
@@ -222,6 +223,8 @@ struct peer {
 	uint64_t *conns;            /* per dealer: handshakes so far (1 = first connection) */
 	uint64_t *sent_conn;        /* per dealer: handshakes when this exchange's request went */
 	uint64_t resent;            /* requests sent again after a reconnect */
+	bool *down;                 /* per peer: its connection closed (a crash) or it has not
+				     * joined yet; out of every barrier and sample until it connects */
 	size_t nparams, max_bytes;
 	struct shared sh;
 	struct service svc;
@@ -243,15 +246,21 @@ struct peer {
 	int64_t *their_clock;
 };
 
-/* Refresh alive[] from the BYEs the service thread has seen. Returns true when the run is over
- * for this peer (run-over bit, control-plane stop, stop.time). */
+static void watch(struct peer *p, uint32_t j);
+
+/* Refresh alive[] from the BYEs the service thread has seen and the connections that closed or
+ * came back. Returns true when the run is over for this peer (run-over bit, control-plane stop,
+ * stop.time). */
 static bool refresh(struct peer *p, bool check_time)
 {
 	bool over;
 
+	for (uint32_t j = 0; j < p->c.n; j++)
+		if (j != p->c.index)
+			watch(p, j);
 	pthread_mutex_lock(&p->sh.mu);
 	for (uint32_t j = 0; j < p->c.n; j++)
-		p->alive[j] = j == p->c.index || !p->sh.dead[j];
+		p->alive[j] = j == p->c.index || (!p->sh.dead[j] && !p->down[j]);
 	over = p->sh.run_over;
 	pthread_mutex_unlock(&p->sh.mu);
 	if (p->ctl && ctl_client_should_stop(p->ctl))
@@ -262,15 +271,27 @@ static bool refresh(struct peer *p, bool check_time)
 	return over;
 }
 
-/* Count the completed handshakes of the connection to peer j. */
+/* Follow the connection to peer j: a completed handshake (counted: requests in flight are sent
+ * again after a reconnect) makes it reachable, a closed connection (its process died: the
+ * kernel closed its sockets) unreachable until ZeroMQ connects again. A peer that finished
+ * said BYE before it closed. */
 static void watch(struct peer *p, uint32_t j)
 {
 	uint16_t event;
 	uint32_t value;
 
-	while (p->mon[j] && wire_monitor_next(p->mon[j], &event, &value) == 1)
-		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+	while (p->mon[j] && wire_monitor_next(p->mon[j], &event, &value) == 1) {
+		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
 			p->conns[j]++;
+			if (p->down[j])
+				log_info("p2p: peer %u is reachable (again)", j);
+			p->down[j] = false;
+		} else if (event == ZMQ_EVENT_DISCONNECTED && !p->down[j]) {
+			p->down[j] = true;
+			log_info("p2p: connection to peer %u closed: out of barriers and samples until it "
+				 "is back", j);
+		}
+	}
 }
 
 static int send_request(struct peer *p, uint32_t j, enum wire_type type, int64_t threshold,
@@ -285,7 +306,17 @@ static int send_request(struct peer *p, uint32_t j, enum wire_type type, int64_t
 /* Send `type` requests to the peers with asked[j] set and wait for every reply (or the peer's
  * BYE). threshold is the CLOCK_REQ threshold. Fills got[], their_clock[], and for MODEL
  * replies models[j] and weights[j]. Returns 0, or -ECANCELED when the run ended meanwhile. */
+static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold,
+			  int64_t deadline_ns);
+
 static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
+{
+	return exchange_until(p, type, threshold, 0);
+}
+
+/* exchange, giving up on the replies still missing at deadline_ns (0: never). */
+static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold,
+			  int64_t deadline_ns)
 {
 	uint32_t n = p->c.n, left = 0;
 	zmq_pollitem_t *items = NULL;
@@ -346,7 +377,7 @@ static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
 			items[k] = (zmq_pollitem_t){ .socket = p->dealer[j], .events = ZMQ_POLLIN };
 			which[k++] = j;
 		}
-		if (k == 0)
+		if (k == 0 || (deadline_ns > 0 && clock_now_ns() >= deadline_ns))
 			break;
 		prc = zmq_poll(items, (int)k, P2P_SLICE_MS);
 		if (prc < 0 && zmq_errno() != EINTR) {
@@ -481,6 +512,47 @@ static int gossip(struct peer *p, int64_t *staleness)
 	if (*staleness < 0)
 		*staleness = 0;
 	return 0;
+}
+
+static int publish(struct peer *p);
+
+/* A restarted or late peer: the others went on without it. It continues from the slowest
+ * answering peer's clock with that peer's replica, as a restarted parameter-server worker
+ * resumes at the slowest live clock. Peers that do not answer within 2 s (crashed, or gone
+ * without this process seeing their BYE) are not waited for. */
+static int catch_up(struct peer *p)
+{
+	uint32_t n = p->c.n, from = UINT32_MAX;
+	int64_t lo = INT64_MAX;
+	int rc;
+
+	refresh(p, false);
+	memset(p->asked, 0, n * sizeof *p->asked);
+	for (uint32_t j = 0; j < n; j++)
+		p->asked[j] = j != p->c.index && p->alive[j];
+	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+	if (rc)
+		return rc;
+	for (uint32_t j = 0; j < n; j++)
+		if (p->got[j] && p->their_clock[j] < lo) {
+			lo = p->their_clock[j];
+			from = j;
+		}
+	if (from == UINT32_MAX || lo <= p->clock)
+		return 0;
+	memset(p->asked, 0, n * sizeof *p->asked);
+	p->asked[from] = true;
+	rc = exchange_until(p, WIRE_PULL, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+	if (rc)
+		return rc;
+	if (p->got[from]) {
+		memcpy(model_params(p->wk->model), p->models[from], p->nparams * sizeof(float));
+		lo = p->their_clock[from];
+	}
+	log_info("p2p: %s rejoins at clock %lld (peer %u's%s)", p->c.name, (long long)lo, from,
+		 p->got[from] ? " replica" : " clock; its replica did not come");
+	p->clock = lo;
+	return publish(p);
 }
 
 /* Make the current replica and clock visible to the service thread. */
@@ -661,11 +733,13 @@ static int peer_setup(struct peer *p)
 	p->mon = calloc(n, sizeof *p->mon);
 	p->conns = calloc(n, sizeof *p->conns);
 	p->sent_conn = calloc(n, sizeof *p->sent_conn);
+	p->down = calloc(n, sizeof *p->down);
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
 	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
 								      : NULL;
 	if (!p->known || !p->scratch || !p->alive || !p->asked || !p->got || !p->weights ||
 	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
+	    !p->down ||
 	    !p->sh.dead ||
 	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
 		return -ENOMEM;
@@ -704,7 +778,8 @@ static int peer_setup(struct peer *p)
 		if (!p->dealer[j] || wire_socket_setup(p->dealer[j], p->max_bytes) < 0)
 			return -EIO;
 		snprintf(name, sizeof name, "p2p-%u", j);
-		if (wire_monitor_open(p->zctx, p->dealer[j], ZMQ_EVENT_HANDSHAKE_SUCCEEDED, name,
+		if (wire_monitor_open(p->zctx, p->dealer[j],
+				      ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED, name,
 				      &p->mon[j]) < 0) {
 			log_error("p2p: socket monitor: %s", zmq_strerror(zmq_errno()));
 			return -EIO;
@@ -778,6 +853,7 @@ static void peer_teardown(struct peer *p)
 	free(p->mon);
 	free(p->conns);
 	free(p->sent_conn);
+	free(p->down);
 	free(p->known);
 	free(p->scratch);
 	free(p->alive);
@@ -808,6 +884,17 @@ int engine_p2p_run(const struct kv *cfg)
 	rc = rc ? rc : peer_setup(p);
 	if (rc)
 		goto out;
+	/* Peers that join late (workers.late) are out of every barrier until they connect. */
+	for (const char *q = kv_get(cfg, "workers.late"); q && *q;) {
+		char *end;
+		unsigned long j = strtoul(q, &end, 10);
+
+		if (end == q)
+			break;
+		if (j < p->c.n && j != p->c.index)
+			p->down[j] = true;
+		q = *end == ',' ? end + 1 : end;
+	}
 	trace = engine_trace_open(&p->c);
 	ev = p->c.index == 0 ? engine_eval_open(&p->c) : NULL;
 	if (!trace || (p->c.index == 0 && !ev)) {
@@ -821,6 +908,15 @@ int engine_p2p_run(const struct kv *cfg)
 	}
 	if (rc)
 		goto out;
+	if (p->c.rejoined) {
+		rc = catch_up(p);
+		if (rc == -ECANCELED) {
+			rc = 0;
+			goto bye;
+		}
+		if (rc)
+			goto out;
+	}
 	log_info("p2p: %s peer %u of %u, %s barrier, combine %d, fanout %u, H %lld, %u samples",
 		 p->c.name, p->c.index, p->c.n, barrier_kind_name(p->bp.kind), (int)p->combine,
 		 p->fanout, (long long)p->local_steps, p->wk->train->n);

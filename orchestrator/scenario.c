@@ -1542,9 +1542,7 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 	if (sc->topology.kind == SCENARIO_TOPO_PS && sc->consistency.combine == SCENARIO_COMBINE_ENSEMBLE)
 		return fail(cv, cv->combine_node, "combine ensemble applies to topology p2p (a parameter "
 			    "server holds one model; expected none or average)");
-	/* Churn the engines cannot survive: a ring all-reduce needs every peer at every step;
-	 * p2p peers learn of a departure only from its goodbye (leave), not of a SIGKILL, and
-	 * synchronous peers would wait for a joiner from the start. */
+	/* Churn the engines cannot survive: a ring all-reduce needs every peer at every step. */
 	for (size_t i = 0; i < sc->n_stragglers; i++) {
 		const struct scenario_straggler *st = &sc->stragglers[i];
 		uint32_t bad = 0;
@@ -1556,10 +1554,6 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 			bad = st->set & (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_JOIN | SCENARIO_STRAG_LEAVE);
 			why = "a ring all-reduce needs every peer at every step (crash, join and leave "
 			      "apply to parameter-server)";
-		} else if (sc->topology.kind == SCENARIO_TOPO_P2P) {
-			bad = st->set & (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_JOIN);
-			why = "p2p peers notice only a peer that leaves (leave: {at}); crash and join "
-			      "apply to parameter-server";
 		}
 		if (bad) {
 			struct yamltree_node at = { .line = st->pos.line, .col = st->pos.col };

@@ -92,11 +92,11 @@ static int start_proc(struct sup *s, struct proc *p)
 	return 0;
 }
 
-static void send_start(struct sup *s, struct proc *p)
+static void send_start(struct sup *s, struct proc *p, bool rejoin)
 {
 	char msg[64];
 
-	snprintf(msg, sizeof msg, "start %lld", (long long)s->origin_ns);
+	snprintf(msg, sizeof msg, "start %lld%s", (long long)s->origin_ns, rejoin ? " rejoin" : "");
 	ctl_server_send(s->o->ctl, p->spec->name, msg);
 	p->started = true;
 }
@@ -227,7 +227,7 @@ static void handle_msg(struct sup *s, const char *node, const char *msg)
 	if (!strcmp(msg, "ready")) {
 		p->ready = true;
 		if (s->started && !s->stopping)
-			send_start(s, p); /* a late joiner or a restarted node */
+			send_start(s, p, true); /* a late joiner or a restarted node */
 		else if (s->stopping)
 			ctl_server_send(s->o->ctl, node, "stop");
 	} else if (!strcmp(msg, "done")) {
@@ -386,7 +386,7 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 				s.started = true;
 				for (size_t i = 0; i < n; i++)
 					if (s.p[i].state == P_RUNNING)
-						send_start(&s, &s.p[i]);
+						send_start(&s, &s.p[i], false);
 				if (!o->failures_only) {
 					supervise_event(o->run_dir, "start", "all", "");
 					for (size_t i = 0; i < n; i++)

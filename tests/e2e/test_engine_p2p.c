@@ -334,3 +334,56 @@ Test(engine_p2p, ensemble_beats_any_single_peer, .timeout = 120)
 	/* Each peer saw 4 of 10 (balanced) classes, so alone it scores at most ~0.4. */
 	cr_assert_gt(acc, 0.55, "ensemble accuracy %.3f", acc);
 }
+
+static int trace_lines(const char *dir, int i)
+{
+	char path[600], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/nodes/peer%d.csv", dir, i);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+/* A peer SIGKILLed mid-run sends no BYE: the others learn of it from the closed connection and
+ * their BSP barriers go on without it (without that they would wait for it until stop.time). */
+Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 4, .steps = 400, .barrier = "bsp", .fanout = 1 };
+	int64_t origin = clock_now_ns(), t_kill;
+	pid_t pids[4];
+	int st, ok = 0, killed_at;
+
+	cr_assert_not_null(mkdtemp(dir));
+	for (int i = 0; i < o.n; i++)
+		write_conf(dir, &o, i, origin);
+	for (int i = 0; i < o.n; i++)
+		pids[i] = spawn(dir, i);
+	for (int tries = 0; trace_lines(dir, 3) < 31 && tries < 3000; tries++)
+		usleep(5000);
+	cr_assert_geq(trace_lines(dir, 3), 31, "peer3 never got going");
+	cr_assert_eq(kill(pids[3], SIGKILL), 0);
+	t_kill = clock_now_ns();
+	cr_assert_eq(waitpid(pids[3], &st, 0), pids[3]);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
+		ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	cr_assert_eq(ok, 3, "the surviving peers must finish cleanly");
+	cr_assert_lt((double)(clock_now_ns() - t_kill) / 1e9, 20.0,
+		     "the peers went on %.1f s after the kill (stop.time is 60 s)",
+		     (double)(clock_now_ns() - t_kill) / 1e9);
+	load_traces(dir, 3);
+	killed_at = trace_lines(dir, 3) - 1;
+	cr_assert_lt(killed_at, o.steps / 2, "peer3 was killed after %d steps", killed_at);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(nrows[i], o.steps, "peer%d traced %d steps", i, nrows[i]);
+	cr_assert_gt(final_accuracy(dir, NULL), 0.6);
+}

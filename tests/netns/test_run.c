@@ -1286,3 +1286,74 @@ Test(run, timeline_change_is_logged_on_time)
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);
 }
+
+/* --- p2p churn through the orchestrator -------------------------------------------------------- */
+
+/* A BSP peer SIGKILLed at 2 s and restarted at 3.5 s: the others go on without it once its
+ * connections close, take it back when it connects again, and the restarted process (told
+ * "start ... rejoin") continues from the others' clock with a pulled replica instead of making
+ * everybody wait while it redoes its steps from 0. */
+Test(run, p2p_peer_crashes_restarts_and_catches_up)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], line[512];
+	double t_crash = 0, t_restart = 0, t_last0, t, t_prev = 0;
+	long step, step_prev = 0, last_before = 0, first_after = 0;
+	FILE *f;
+	int rc;
+
+	tpath(scen, sizeof scen, "p2p.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: t-p2p-churn\n"
+			 "seed: 5\n"
+			 "stop: {time: 7s}\n"
+			 "linkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\n"
+			 "model: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\n"
+			 "topology: {kind: p2p}\n"
+			 "consistency: {barrier: bsp, fanout: 1}\n"
+			 "workers: 4\n"
+			 "eval: {every: 1s}\n"
+			 "network:\n"
+			 "  default: {delay: 1ms}\n"
+			 "stragglers:\n"
+			 "  - {nodes: workers, compute: {delay: {dist: constant, value: 10ms}}}\n"
+			 "  - {nodes: peer3, crash: {at: 2s, restart: 3500ms}}\n");
+	snapshot(&before);
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 60000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	cr_assert(find_event(dir, "crash", "peer3", line, sizeof line), "no crash row");
+	cr_assert_eq(sscanf(line, "%lf,", &t_crash), 1);
+	cr_assert(find_event(dir, "restart", "peer3", line, sizeof line), "no restart row");
+	cr_assert_eq(sscanf(line, "%lf,", &t_restart), 1);
+	/* peer0 kept stepping through the outage and to the end */
+	snprintf(path, sizeof path, "%s/nodes/peer0.csv", dir);
+	t_last0 = last_t(path);
+	cr_assert_geq(t_last0, 6.5, "peer0's last step at %.2f s of 7", t_last0);
+	/* peer3's trace: the rows of its first life, then the restarted process's, whose first
+	 * step continues near the others' clock */
+	snprintf(path, sizeof path, "%s/nodes/peer3.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lf,%*[^,],%ld,", &t, &step) != 2)
+			continue;
+		if (t > t_restart && t_prev <= t_restart) {
+			last_before = step_prev;
+			first_after = step;
+		}
+		t_prev = t;
+		step_prev = step;
+	}
+	fclose(f);
+	cr_assert_gt(last_before, 20, "peer3 did %ld steps before the crash", last_before);
+	/* ~12 ms steps: the others did ~120 steps during the 1.5 s outage */
+	cr_assert_gt(first_after, last_before + 50, "peer3 restarted at step %ld after %ld", first_after,
+		     last_before);
+	cr_assert_eq(trace_schema_check_dir(dir, line, sizeof line), 0, "%s", line);
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+}

@@ -109,8 +109,8 @@ static const struct bad cases[] = {
 	{ S "topology: {kind: allreduce}\nconsistency: {barrier: asp}\n", 3, 24,
 	  "a ring all-reduce is synchronous" },
 	{ S "network: {mtu: 100}\n", 2, 16, "out of range" },
-	{ S "topology: {kind: p2p}\nstragglers:\n  - {nodes: peer1, crash: {at: 5s}}\n", 4, 13,
-	  "crash with topology p2p" },
+	{ S "topology: {kind: allreduce}\nstragglers:\n  - {nodes: peer1, crash: {at: 5s}}\n", 4, 13,
+	  "crash with topology allreduce" },
 	{ S "topology: {kind: allreduce}\nstragglers:\n  - {nodes: peer1, leave: {at: 5s}}\n", 4, 13,
 	  "leave with topology allreduce: a ring all-reduce needs every peer" },
 	/* sweeps */
