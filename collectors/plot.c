@@ -444,9 +444,11 @@ out:
 	return rc;
 }
 
+/* Numbers inside names compare as numbers: worker2 before worker10, workers=5 before
+ * workers=15 (legends and axes follow a sweep's values in order). */
 static int str_cmp(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return strverscmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* Worker trace names (nodes/NAME.csv, NAME not starting with "server"), sorted. The caller
