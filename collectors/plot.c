@@ -611,11 +611,22 @@ out:
 }
 
 /* Step spread and waiting workers over time, first repeat of each sweep point. */
+/* Rows a and b of progress.csv have the same min, median and max step. */
+static bool same_steps(const struct table *t, size_t a, size_t b, int cmin, int cmed, int cmax)
+{
+	const int cols[3] = { cmin, cmed, cmax };
+
+	for (size_t k = 0; k < 3; k++)
+		if (strcmp(table_get(t, a, (size_t)cols[k]), table_get(t, b, (size_t)cols[k])) != 0)
+			return false;
+	return true;
+}
+
 static int fig_progress(struct ctx *c)
 {
 	char path[MAX_POINTS][8192];
 	bool have[MAX_POINTS] = { false };
-	double tmax = 0;
+	double tmax = 0, win_max = 1.0;
 	size_t nhave = 0;
 	FILE *f = NULL;
 	int rc = 0;
@@ -624,7 +635,7 @@ static int fig_progress(struct ctx *c)
 		const struct run *r = &c->runs[c->points[p].runs[0]];
 		struct table *t = NULL;
 		int ct, ca, cw, cmin, cmed, cmax;
-		double win_start = 0, win_sum = 0;
+		double win_start = 0, win_sum = 0, min_gap, t_kept, win;
 		size_t win_n = 0;
 		FILE *d;
 
@@ -649,6 +660,12 @@ static int fig_progress(struct ctx *c)
 			table_destroy(&t);
 			return -EIO;
 		}
+		min_gap = (table_double_or(t, table_rows(t) - 1, (size_t)ct, 0) -
+			   table_double_or(t, 0, (size_t)ct, 0)) / 400;
+		/* waiting: means over 1 s, or 1/100 of a longer run (a marker each) */
+		win = min_gap * 4 > 1.0 ? min_gap * 4 : 1.0;
+		win_max = win > win_max ? win : win_max;
+		t_kept = -INFINITY;
 		/* columns: t min median max waiting_1s_mean (only on window ends, else nan) */
 		for (size_t row = 0; row < table_rows(t); row++) {
 			double ts = table_double_or(t, row, (size_t)ct, NAN);
@@ -657,7 +674,7 @@ static int fig_progress(struct ctx *c)
 
 			if (isnan(ts))
 				continue;
-			if (ts - win_start >= 1.0 || row + 1 == table_rows(t)) {
+			if (ts - win_start >= win || row + 1 == table_rows(t)) {
 				win_sum += w;
 				win_n++;
 				snprintf(wbuf, sizeof wbuf, "%.4g", win_sum / (double)win_n);
@@ -670,8 +687,18 @@ static int fig_progress(struct ctx *c)
 				win_sum += w;
 				win_n++;
 			}
-			fprintf(d, "%.4f %s %s %s nan\n", ts, table_get(t, row, (size_t)cmin),
-				table_get(t, row, (size_t)cmed), table_get(t, row, (size_t)cmax));
+			/* A figure is 1100 px wide: samples closer than 1/400 of the run add
+			 * nothing to it but size (a 300 s run has 3000). Between those, a sample is
+			 * kept only where the curve bends (it differs from its neighbour before or
+			 * after); the first and the last always. */
+			if (row == 0 || row + 1 == table_rows(t) ||
+			    (ts - t_kept >= min_gap &&
+			     (!same_steps(t, row, row - 1, cmin, cmed, cmax) ||
+			      !same_steps(t, row, row + 1, cmin, cmed, cmax)))) {
+				fprintf(d, "%.4f %s %s %s nan\n", ts, table_get(t, row, (size_t)cmin),
+					table_get(t, row, (size_t)cmed), table_get(t, row, (size_t)cmax));
+				t_kept = ts;
+			}
 			tmax = ts > tmax ? ts : tmax;
 		}
 		fclose(d);
@@ -702,7 +729,7 @@ static int fig_progress(struct ctx *c)
 		fprintf(f, " using 1:3 with lines lw 2 lc rgb '%s' title ", color(p));
 		gp_str(f, c->points[p].label);
 	}
-	fprintf(f, "\nset title 'Workers blocked at a barrier (1 s mean)'\n");
+	fprintf(f, "\nset title 'Workers blocked at a barrier (%.3g s mean)'\n", win_max);
 	fprintf(f, "set ylabel 'workers waiting (count)'\nset xlabel 'time since run start (s)'\n");
 	fprintf(f, "set yrange [0:*]\nplot ");
 	for (size_t p = 0, first = 1; p < c->npoints; p++) {
