@@ -223,6 +223,7 @@ struct peer {
 	uint64_t *conns;            /* per dealer: handshakes so far (1 = first connection) */
 	uint64_t *sent_conn;        /* per dealer: handshakes when this exchange's request went */
 	uint64_t resent;            /* requests sent again after a reconnect */
+	bool *alive_at;             /* alive[] when a barrier crossing drew its peers */
 	bool *down;                 /* per peer: its connection closed (a crash) or it has not
 				     * joined yet; out of every barrier and sample until it connects */
 	size_t nparams, max_bytes;
@@ -454,12 +455,16 @@ static int barrier_wait(struct peer *p)
 		return 0;
 	if (p->ctl)
 		ctl_client_status(p->ctl, p->clock, CTL_WAIT, true);
+	memcpy(p->alive_at, p->alive, n * sizeof *p->alive);
 	rc = exchange(p, WIRE_CLOCK_REQ, thr);
 	if (rc)
 		return rc;
 	refresh(p, false);
-	/* Every checked peer has now answered with a clock >= thr, or left the run. */
-	if (!barrier_may_proceed(&p->bp, p->known, p->alive, n, self, p->clock, p->scratch, ns)) {
+	/* Every checked peer has now answered with a clock >= thr, or left the run. A peer that
+	 * came back meanwhile (its clock not yet known) was not part of this crossing. */
+	for (uint32_t j = 0; j < n; j++)
+		p->alive_at[j] = p->alive_at[j] && p->alive[j];
+	if (!barrier_may_proceed(&p->bp, p->known, p->alive_at, n, self, p->clock, p->scratch, ns)) {
 		log_error("p2p: barrier at clock %lld passed without its condition",
 			  (long long)p->clock);
 		return -EPROTO;
@@ -734,12 +739,13 @@ static int peer_setup(struct peer *p)
 	p->conns = calloc(n, sizeof *p->conns);
 	p->sent_conn = calloc(n, sizeof *p->sent_conn);
 	p->down = calloc(n, sizeof *p->down);
+	p->alive_at = calloc(n, sizeof *p->alive_at);
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
 	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
 								      : NULL;
 	if (!p->known || !p->scratch || !p->alive || !p->asked || !p->got || !p->weights ||
 	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
-	    !p->down ||
+	    !p->down || !p->alive_at ||
 	    !p->sh.dead ||
 	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
 		return -ENOMEM;
@@ -854,6 +860,7 @@ static void peer_teardown(struct peer *p)
 	free(p->conns);
 	free(p->sent_conn);
 	free(p->down);
+	free(p->alive_at);
 	free(p->known);
 	free(p->scratch);
 	free(p->alive);

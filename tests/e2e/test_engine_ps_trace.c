@@ -328,9 +328,16 @@ Test(engine_ps_trace, asp_server_trace, .timeout = 120)
 	cr_assert_eq(nsr, 4 * 60);
 	server_matches_workers();
 	for (int k = 0; k < nsr; k++) {
+		const struct row *w = &wr[sr[k].worker][sr[k].wstep - 1];
+
 		/* Every update is applied on arrival: one version each, nobody ever held. */
 		cr_assert_eq(sr[k].version, sr[k].updates);
 		cr_assert_eq(sr[k].waiting, 0);
+		/* Its staleness is the number of versions applied between the model it was computed
+		 * on (the worker's model_version) and its own (the server's version before it). */
+		cr_assert_eq(sr[k].stale, sr[k].version - 1 - w->version,
+			     "server row %d: staleness %ld, versions in between %ld", k, sr[k].stale,
+			     sr[k].version - 1 - w->version);
 		stale_pos += sr[k].stale > 0;
 	}
 	for (int i = 0; i < NW; i++)
