@@ -258,6 +258,28 @@ static void rtt_probe(int n, double *mean, double *sd, double *loss)
 	*loss = 1.0 - (double)got / n;
 }
 
+/* Emulated CPU (qemu TCG, STALENET_TIME_SCALE > 1): the guest's timers fire late by a varying
+ * millisecond or more, so only gross errors are visible there; exactness of the kernel backend
+ * is checked by reading its qdiscs back (kernel_qdisc_reads_back), its timing on hardware with
+ * sch_netem, where the scale is 1 and this never applies. */
+static bool vm_ok(const struct link_verdict_expect *e, int n, double mean, double sd, double loss)
+{
+	double scale = time_scale(), se, lo, hi;
+	bool ok;
+
+	if (scale <= 1.0)
+		return false;
+	se = 3.29 * e->rtt_sd_ms / sqrt((double)n);
+	lo = e->rtt_mean_ms - 0.5 * scale - se;
+	hi = e->rtt_mean_ms + 2.0 * scale + se;
+	ok = mean >= lo && mean <= hi && loss == 0 &&
+	     (e->jitter_ms < 2.0 || fabs(sd - e->rtt_sd_ms) <= 0.5 * e->rtt_sd_ms);
+	/* info, not warn: Criterion 2.4 exits non-zero after any warning */
+	cr_log_info("VM time scale %.1f: mean in [%.2f, %.2f] ms and sd within 50%%: %s", scale, lo, hi,
+		    ok ? "yes" : "no");
+	return ok;
+}
+
 static void check_rtt(struct link_params up, struct link_params down, int n)
 {
 	/* The unshaped path's own round trip (tens of us on a host, milliseconds under qemu TCG) is
@@ -279,32 +301,21 @@ static void check_rtt(struct link_params up, struct link_params down, int n)
 	cr_assert_leq(3.29 * e.rtt_sd_ms / sqrt((double)n), fmax(0.5, 0.02 * e.rtt_mean_ms));
 	cr_assert_leq(3.29 / sqrt(2.0 * (n - 1)), 0.15);
 	char why[256];
-	bool ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why);
+	bool ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why) ||
+		  vm_ok(&e, n, mean, sd, loss);
 	cr_log_info("rtt: expected %.2f/%.2f ms, measured %.2f/%.2f ms, loss %.4f", e.rtt_mean_ms,
 		    e.rtt_sd_ms, mean, sd, loss);
-	for (int again = 1; !ok && again <= 3; again++) {
-		/* More independent samples, a moment apart: on a virtual machine the host can delay
-		 * every timer of the guest by a millisecond or more for seconds at a time (noisy
-		 * neighbours); an emulator that is really off fails every attempt. */
-		cr_log_info("off (%s): measuring again (%d of 3)", why, again);
-		usleep(700 * 1000);
+	for (int again = 1; !ok && again <= 5; again++) {
+		/* More independent samples, spread over about ten seconds: on a virtual machine the
+		 * host can delay every timer of the guest by a millisecond or more for seconds at a
+		 * time (noisy neighbours; CI once saw +0.56 ms on four samples in a row over 3 s);
+		 * an emulator that is really off fails every attempt. */
+		cr_log_info("off (%s): measuring again (%d of 5)", why, again);
+		usleep(1500 * 1000);
 		rtt_probe(n, &mean, &sd, &loss);
-		ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why);
+		ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why) ||
+		     vm_ok(&e, n, mean, sd, loss);
 		cr_log_info("rtt again: measured %.2f/%.2f ms, loss %.4f", mean, sd, loss);
-	}
-	double scale = time_scale();
-	if (!ok && scale > 1.0) {
-		/* Emulated CPU (qemu TCG): the guest's timers fire late by a varying millisecond or
-		 * more, so only gross errors are visible here; exactness of the kernel backend is
-		 * checked by reading its qdiscs back (kernel_qdisc_reads_back), its timing on
-		 * hardware with sch_netem, where the scale is 1. */
-		double se = 3.29 * e.rtt_sd_ms / sqrt((double)n);
-		double lo = e.rtt_mean_ms - 0.5 * scale - se, hi = e.rtt_mean_ms + 2.0 * scale + se;
-		ok = mean >= lo && mean <= hi && loss == 0 &&
-		     (e.jitter_ms < 2.0 || fabs(sd - e.rtt_sd_ms) <= 0.5 * e.rtt_sd_ms);
-		/* info, not warn: Criterion 2.4 exits non-zero after any warning */
-		cr_log_info("VM time scale %.1f: mean in [%.2f, %.2f] ms and sd within 50%%: %s", scale, lo,
-			    hi, ok ? "yes" : "no");
 	}
 	cr_assert(ok, "%s", why);
 }
