@@ -123,6 +123,21 @@ int engine_conf_read(const struct kv *cfg, struct engine_conf *c)
 			return -EINVAL;
 		}
 	}
+	c->late = calloc(c->n, sizeof *c->late);
+	if (!c->late) {
+		engine_conf_free(c);
+		return -ENOMEM;
+	}
+	for (const char *q = kv_get(cfg, "workers.late"); q && *q;) {
+		char *end;
+		unsigned long i = strtoul(q, &end, 10);
+
+		if (end == q)
+			break;
+		if (i < c->n)
+			c->late[i] = true;
+		q = *end == ',' ? end + 1 : end;
+	}
 	for (uint32_t i = 0; i < c->n && !c->port_stride; i++)
 		for (uint32_t j = i + 1; j < c->n; j++)
 			if (!strcmp(c->addrs[i], c->addrs[j])) {
@@ -141,8 +156,10 @@ void engine_conf_free(struct engine_conf *c)
 {
 	free(c->addrs);
 	free(c->names);
+	free(c->late);
 	c->addrs = NULL;
 	c->names = NULL;
+	c->late = NULL;
 }
 
 int engine_conf_endpoint(const struct engine_conf *c, uint32_t i, char *out, size_t len)

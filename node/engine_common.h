@@ -41,6 +41,7 @@ struct engine_conf {
 	uint32_t n;                 /* workers.count */
 	char (*addrs)[ENGINE_ADDR_LEN]; /* n addresses (malloc'd; engine_conf_free) */
 	char (*names)[ENGINE_ADDR_LEN]; /* n node names (workers.names) or NULL when absent */
+	bool *late;                 /* n flags: joins during the run (workers.late; malloc'd) */
 	int port_base;              /* port.data */
 	bool port_stride;           /* true: node i listens on port_base + i */
 	uint64_t seed;              /* run.seed */

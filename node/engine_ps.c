@@ -460,6 +460,7 @@ static void fold_model(struct ps_server *s, uint32_t i, const struct wire_msg *m
 }
 
 static void hold_request(struct ps_server *s, uint32_t i, int64_t c, uint16_t reply_type);
+static void hold_again(struct ps_server *s, uint32_t i, int64_t c);
 
 static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 {
@@ -476,8 +477,7 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 		ack.aux = m->h.step == s->w[i].last_push ? s->w[i].last_ack : -1;
 		ack.model_version = s->version;
 		reply(s, i, &ack, NULL);
-		if (!(s->w[i].held && s->w[i].held_c >= m->h.step))
-			hold_request(s, i, m->h.step, WIRE_MODEL);
+		hold_again(s, i, m->h.step);
 		return;
 	}
 	s->updates_in++;
@@ -599,10 +599,27 @@ static int64_t slowest_other(const struct ps_server *s, uint32_t i)
 	return lo;
 }
 
+/* Worker i missed rounds (a restart, a late join, a cut connection): it goes on from the
+ * slowest live other's clock, so nobody waits for it to redo them. */
+static void resume_at_slowest(struct ps_server *s, uint32_t i)
+{
+	int64_t lo = slowest_other(s, i);
+
+	if (lo != INT64_MAX && lo > s->clocks[i])
+		s->clocks[i] = lo;
+}
+
+/* A request that came again after a reconnect: held again at clock c, unless one at c or
+ * later is held already (its answer will come). */
+static void hold_again(struct ps_server *s, uint32_t i, int64_t c)
+{
+	if (!(s->w[i].held && s->w[i].held_c >= c))
+		hold_request(s, i, c, WIRE_MODEL);
+}
+
 static void on_join(struct ps_server *s, uint32_t i, bool restart, bool again)
 {
 	struct wire_header h = { .type = WIRE_HELLO, .sender = WIRE_SENDER_SERVER };
-	int64_t lo = INT64_MAX;
 
 	if (again && restart) {
 		/* The same process asking again after a reconnect: its clock stands; the answers
@@ -611,8 +628,7 @@ static void on_join(struct ps_server *s, uint32_t i, bool restart, bool again)
 		h.step = s->clocks[i];
 		h.model_version = s->version;
 		reply(s, i, &h, NULL);
-		if (!(s->w[i].held && s->w[i].held_c >= s->clocks[i]))
-			hold_request(s, i, s->clocks[i], WIRE_MODEL);
+		hold_again(s, i, s->clocks[i]);
 		return;
 	}
 
@@ -625,13 +641,11 @@ static void on_join(struct ps_server *s, uint32_t i, bool restart, bool again)
 		s->w[i].late = false;
 	}
 	s->w[i].held = false;
-	if (restart)
-		lo = slowest_other(s, i);
-	if (restart && lo != INT64_MAX && lo > s->clocks[i])
-		s->clocks[i] = lo;
-	if (restart)
+	if (restart) {
+		resume_at_slowest(s, i);
 		log_info("engine_ps: worker %u %s, resumes at clock %lld", i, late ? "joined late" : "restarted",
 			 (long long)s->clocks[i]);
+	}
 	h.step = s->clocks[i];
 	h.model_version = s->version;
 	reply(s, i, &h, NULL);
@@ -681,10 +695,7 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 		 * it missed went on without it, so it goes on from the slowest live other's clock,
 		 * as a restart does; waiting for it to redo them would stall everyone (BSP: its
 		 * barrier needs the round closed, the others' needs its clock). */
-		int64_t lo = slowest_other(s, i);
-
-		if (lo != INT64_MAX && lo > s->clocks[i])
-			s->clocks[i] = lo;
+		resume_at_slowest(s, i);
 		log_info("engine_ps: worker %u is back, at clock %lld", i, (long long)s->clocks[i]);
 	}
 	w->departed = false;
@@ -828,27 +839,12 @@ int engine_ps_server_run(const struct kv *cfg)
 		/* Every worker starts live, so a synchronous run waits for all of them to join,
 		 * except those planned to join later (workers.late): the others go on without
 		 * them until they do. */
-		s.alive[i] = true;
+		s.w[i].late = s.pc.ec.late[i];
+		s.alive[i] = !s.w[i].late;
 		s.w[i].pushed_on = -1;
 		s.w[i].last_push = -1;
 		s.w[i].fd = -1;
 		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
-	}
-	{
-		const char *late = kv_get(cfg, "workers.late");
-
-		for (const char *q = late; q && *q;) {
-			char *end;
-			unsigned long i = strtoul(q, &end, 10);
-
-			if (end == q)
-				break;
-			if (i < s.pc.ec.n) {
-				s.w[i].late = true;
-				s.alive[i] = false;
-			}
-			q = *end == ',' ? end + 1 : end;
-		}
 	}
 	barrier_round_init(&s.round, 0, live_count(&s), s.pc.bp.backup);
 	s.eval = engine_eval_open(&s.pc.ec);
