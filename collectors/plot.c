@@ -610,7 +610,6 @@ out:
 	return rc;
 }
 
-/* Step spread and waiting workers over time, first repeat of each sweep point. */
 /* Rows a and b of progress.csv have the same min, median and max step. */
 static bool same_steps(const struct table *t, size_t a, size_t b, int cmin, int cmed, int cmax)
 {
@@ -622,6 +621,7 @@ static bool same_steps(const struct table *t, size_t a, size_t b, int cmin, int 
 	return true;
 }
 
+/* Step spread and waiting workers over time, first repeat of each sweep point. */
 static int fig_progress(struct ctx *c)
 {
 	char path[MAX_POINTS][8192];
@@ -666,7 +666,7 @@ static int fig_progress(struct ctx *c)
 		win = min_gap * 4 > 1.0 ? min_gap * 4 : 1.0;
 		win_max = win > win_max ? win : win_max;
 		t_kept = -INFINITY;
-		/* columns: t min median max waiting_1s_mean (only on window ends, else nan) */
+		/* columns: t min median max waiting_mean (only on window ends, else nan) */
 		for (size_t row = 0; row < table_rows(t); row++) {
 			double ts = table_double_or(t, row, (size_t)ct, NAN);
 			double w = table_double_or(t, row, (size_t)cw, 0);

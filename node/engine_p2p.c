@@ -34,6 +34,7 @@
 #define P2P_BYE_LINGER_MS 1000
 #define P2P_MAX_PENDING 4096
 #define P2P_CATCH_UP_NS 2000000000ll
+#define P2P_WATCH_NS 100000000ll
 
 struct shared {
 	pthread_mutex_t mu;
@@ -224,6 +225,7 @@ struct peer {
 	uint64_t *sent_conn;        /* per dealer: handshakes when this exchange's request went */
 	uint64_t resent;            /* requests sent again after a reconnect */
 	bool *alive_at;             /* alive[] when a barrier crossing drew its peers */
+	int64_t watched_ns;         /* when refresh last read every connection's events */
 	bool *down;                 /* per peer: its connection closed (a crash) or it has not
 				     * joined yet; out of every barrier and sample until it connects */
 	size_t nparams, max_bytes;
@@ -256,9 +258,14 @@ static bool refresh(struct peer *p, bool check_time)
 {
 	bool over;
 
-	for (uint32_t j = 0; j < p->c.n; j++)
-		if (j != p->c.index)
-			watch(p, j);
+	/* Every connection's events at most every P2P_WATCH_NS (n - 1 monitors: not per step of
+	 * a fast model); the peers an exchange waits for are watched on each of its slices. */
+	if (clock_now_ns() - p->watched_ns >= P2P_WATCH_NS) {
+		for (uint32_t j = 0; j < p->c.n; j++)
+			if (j != p->c.index)
+				watch(p, j);
+		p->watched_ns = clock_now_ns();
+	}
 	pthread_mutex_lock(&p->sh.mu);
 	for (uint32_t j = 0; j < p->c.n; j++)
 		p->alive[j] = j == p->c.index || (!p->sh.dead[j] && !p->down[j]);
@@ -532,7 +539,6 @@ static int catch_up(struct peer *p)
 	int rc;
 
 	refresh(p, false);
-	memset(p->asked, 0, n * sizeof *p->asked);
 	for (uint32_t j = 0; j < n; j++)
 		p->asked[j] = j != p->c.index && p->alive[j];
 	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, clock_now_ns() + P2P_CATCH_UP_NS);
@@ -892,16 +898,8 @@ int engine_p2p_run(const struct kv *cfg)
 	if (rc)
 		goto out;
 	/* Peers that join late (workers.late) are out of every barrier until they connect. */
-	for (const char *q = kv_get(cfg, "workers.late"); q && *q;) {
-		char *end;
-		unsigned long j = strtoul(q, &end, 10);
-
-		if (end == q)
-			break;
-		if (j < p->c.n && j != p->c.index)
-			p->down[j] = true;
-		q = *end == ',' ? end + 1 : end;
-	}
+	for (uint32_t j = 0; j < p->c.n; j++)
+		p->down[j] = p->c.late[j] && j != p->c.index;
 	trace = engine_trace_open(&p->c);
 	ev = p->c.index == 0 ? engine_eval_open(&p->c) : NULL;
 	if (!trace || (p->c.index == 0 && !ev)) {
