@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "orchestrator/cmd.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
@@ -189,9 +190,9 @@ struct command {
 static const struct command commands[] = {
 	{ "check", usage_check, cmd_check },
 	{ "run", usage_run, cmd_run },
-	{ "cleanup", usage_cleanup, run_cmd_cleanup },
-	{ "doctor", usage_doctor, run_cmd_doctor },
-	{ "plot", usage_plot, run_cmd_plot },
+	{ "cleanup", usage_cleanup, cmd_cleanup },
+	{ "doctor", usage_doctor, cmd_doctor },
+	{ "plot", usage_plot, cmd_plot },
 };
 
 int cli_main(int argc, char **argv)

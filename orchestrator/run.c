@@ -1,5 +1,4 @@
-/* orchestrator/run: see run.h. The pipeline of one run, the sweep loop around it, and the
- * host-facing commands (cleanup, doctor, plot). */
+/* orchestrator/run: see run.h. The pipeline of one run and the sweep loop around it. */
 #include "orchestrator/run.h"
 
 #include <arpa/inet.h>
@@ -29,7 +28,6 @@
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/cli.h"
-#include "orchestrator/doctor.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/linktrace.h"
@@ -973,67 +971,4 @@ out:
 	plan_destroy(&plan);
 	scenario_destroy(&sc);
 	return rc;
-}
-
-/* --- host commands --------------------------------------------------------------------------- */
-
-int run_cmd_cleanup(int argc, char **argv)
-{
-	struct cleanup_report rep = { 0 };
-	unsigned flags = 0;
-	int rc = 0, npaths = 0;
-
-	if (geteuid() != 0) {
-		fprintf(stderr, "stalenet cleanup: needs root\n");
-		return CLI_EXIT_HOST;
-	}
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--dry-run"))
-			flags |= CLEANUP_DRY_RUN;
-		else if (argv[i][0] == '-') {
-			fprintf(stderr, "stalenet cleanup: unknown option '%s'\n", argv[i]);
-			return CLI_EXIT_USAGE;
-		}
-	for (int i = 1; i < argc; i++) {
-		if (argv[i][0] == '-')
-			continue;
-		/* The registry is scanned once, with the first path. */
-		if (cleanup_run(argv[i], flags | (npaths ? CLEANUP_NO_REGISTRY : 0), &rep) < 0)
-			rc = -1;
-		npaths++;
-	}
-	if (!npaths && cleanup_run(NULL, flags, &rep) < 0)
-		rc = -1;
-	printf("cleanup: %d journal(s) found, %d replayed%s, %d still running, %d already clean, %d failed\n",
-	       rep.journals, rep.replayed, flags & CLEANUP_DRY_RUN ? " (dry run: nothing changed)" : "", rep.live,
-	       rep.ended, rep.failed);
-	return rc < 0 || rep.failed ? CLI_EXIT_FAILED : CLI_EXIT_OK;
-}
-
-int run_cmd_plot(int argc, char **argv)
-{
-	char err[1024];
-	int figs;
-
-	if (argc != 2) {
-		fprintf(stderr, "usage: stalenet plot DIR\n");
-		return CLI_EXIT_USAGE;
-	}
-	figs = plot_dir(argv[1], err, sizeof err);
-	if (figs < 0) {
-		fprintf(stderr, "stalenet plot: %s\n", err);
-		return figs == -ENOENT || figs == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
-	}
-	printf("%d figures in %s/plots\n", figs, argv[1]);
-	return CLI_EXIT_OK;
-}
-
-int run_cmd_doctor(int argc, char **argv)
-{
-	(void)argv;
-	if (argc != 1) {
-		fprintf(stderr, "usage: stalenet doctor\n");
-		return CLI_EXIT_USAGE;
-	}
-	return doctor_report(stdout, NULL) ? CLI_EXIT_HOST : CLI_EXIT_OK;
 }

@@ -1,4 +1,4 @@
-/* orchestrator/run: `stalenet run` from scenario to traces, and the host-facing commands.
+/* orchestrator/run: `stalenet run` from scenario to traces.
  *
  * One run: run directory -> journal -> testbed (namespaces, veths, bridge) -> link shaping
  * (kernel netem or the NFQUEUE emulator) -> link self-check -> node processes -> supervision
@@ -27,11 +27,5 @@ struct run_opts {
 
 /* `stalenet run`. Returns a CLI exit code (orchestrator/cli.h). */
 int run_main(const struct run_opts *opts);
-
-/* `stalenet cleanup`, `stalenet doctor`, `stalenet plot` with their own arguments
- * (argv[0] is the command name). Return CLI exit codes. */
-int run_cmd_cleanup(int argc, char **argv);
-int run_cmd_doctor(int argc, char **argv);
-int run_cmd_plot(int argc, char **argv);
 
 #endif

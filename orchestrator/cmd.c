@@ -1,0 +1,74 @@
+/* orchestrator/cmd: see cmd.h. Thin: argument checks and messages around the modules that do
+ * the work (cleanup, doctor, collectors/plot, collectors/summary). */
+#include "orchestrator/cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectors/plot.h"
+#include "orchestrator/cleanup.h"
+#include "orchestrator/cli.h"
+#include "orchestrator/doctor.h"
+
+int cmd_cleanup(int argc, char **argv)
+{
+	struct cleanup_report rep = { 0 };
+	unsigned flags = 0;
+	int rc = 0, npaths = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--dry-run"))
+			flags |= CLEANUP_DRY_RUN;
+		else if (argv[i][0] == '-') {
+			fprintf(stderr, "stalenet cleanup: unknown option '%s'\n", argv[i]);
+			return CLI_EXIT_USAGE;
+		}
+	if (geteuid() != 0) {
+		fprintf(stderr, "stalenet cleanup: needs root\n");
+		return CLI_EXIT_HOST;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] == '-')
+			continue;
+		/* The registry is scanned once, with the first path. */
+		if (cleanup_run(argv[i], flags | (npaths ? CLEANUP_NO_REGISTRY : 0), &rep) < 0)
+			rc = -1;
+		npaths++;
+	}
+	if (!npaths && cleanup_run(NULL, flags, &rep) < 0)
+		rc = -1;
+	printf("cleanup: %d journal(s) found, %d replayed%s, %d still running, %d already clean, %d failed\n",
+	       rep.journals, rep.replayed, flags & CLEANUP_DRY_RUN ? " (dry run: nothing changed)" : "", rep.live,
+	       rep.ended, rep.failed);
+	return rc < 0 || rep.failed ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+	char err[1024];
+	int figs;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: stalenet plot DIR\n");
+		return CLI_EXIT_USAGE;
+	}
+	figs = plot_dir(argv[1], err, sizeof err);
+	if (figs < 0) {
+		fprintf(stderr, "stalenet plot: %s\n", err);
+		return figs == -ENOENT || figs == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+	}
+	printf("%d figures in %s/plots\n", figs, argv[1]);
+	return CLI_EXIT_OK;
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1) {
+		fprintf(stderr, "usage: stalenet doctor\n");
+		return CLI_EXIT_USAGE;
+	}
+	return doctor_report(stdout, NULL) ? CLI_EXIT_HOST : CLI_EXIT_OK;
+}
