@@ -36,13 +36,18 @@ static const char usage_check[] =
 	"\n"
 	"Parse and validate SCENARIO, then print the plan: every run of the sweep with its seed, the\n"
 	"nodes and their effective links per direction, stragglers and the link timeline. Touches\n"
-	"nothing on the host. Errors are printed as FILE:LINE:COL: error: ... and exit with 2.\n";
+	"nothing on the host. Errors are printed as FILE:LINE:COL: error: ... and exit with 2.\n"
+	"\n"
+	"  --set key.path=value    override a scenario value (repeatable), validated as the file;\n"
+	"                          a key the sweep also sets is an error: change the sweep with\n"
+	"                          --set 'sweep.KEY=[v1, v2]' (after 'sweep.' the rest is one key)\n";
 
 static const char usage_run[] =
 	"usage: stalenet run SCENARIO [options]\n"
 	"\n"
 	"  --out DIR               run (or sweep) directory (default runs/<name>-<UTC time>)\n"
-	"  --set key.path=value    override a scenario value (repeatable), validated as the file\n"
+	"  --set key.path=value    override a scenario value (repeatable), validated as the file;\n"
+	"                          change the sweep with --set 'sweep.KEY=[v1, v2]'\n"
 	"  --backend auto|kernel|nfq  link emulation: kernel netem, or the userspace NFQUEUE\n"
 	"                          emulator for kernels without sch_netem (default auto)\n"
 	"  --strict-links          a link outside the self-check tolerance is fatal\n"

@@ -67,14 +67,6 @@ const struct plan_run *plan_run(const struct plan *self, size_t i)
 	return i < self->n_runs ? &self->runs[i] : NULL;
 }
 
-int plan_run_find_node(const struct plan_run *run, const char *name)
-{
-	for (size_t i = 0; i < run->n_nodes; i++)
-		if (!strcmp(run->nodes[i].name, name))
-			return (int)i;
-	return -ENOENT;
-}
-
 static void straggler_merge(struct scenario_straggler *dst, const struct scenario_straggler *src)
 {
 	uint32_t s = src->set;

@@ -67,9 +67,6 @@ size_t plan_n_runs(const struct plan *self);
 /* The i-th run (i < plan_n_runs), owned by the plan. */
 const struct plan_run *plan_run(const struct plan *self, size_t i);
 
-/* Index of the node named name in run, or -ENOENT. */
-int plan_run_find_node(const struct plan_run *run, const char *name);
-
 /* The seed of run index idx derived from a base seed (splitmix64 mixing; never 0). */
 uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx);
 

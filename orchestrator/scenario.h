@@ -213,12 +213,15 @@ struct scenario *scenario_load(const char *path, char *err, size_t errlen);
 /* The same from a memory buffer (need not be NUL-terminated); name is used in messages. */
 struct scenario *scenario_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
 
-/* Load, apply n_sets `key.path=value` overrides (in order), then validate. The CLI's entry. */
+/* Load, apply n_sets `key.path=value` overrides (in order), then validate. The CLI's entry.
+ * `sweep.<key>=[...]` sets one sweep key (the rest after "sweep." is the key, dots included); a
+ * --set of a path the sweep also sets (equal, parent or child) is an error at the sweep key. */
 struct scenario *scenario_load_with(const char *path, const char *const *sets, size_t n_sets,
 				    char *err, size_t errlen);
 
-/* Apply one `key.path=value` override (list elements by index: network.links.0.delay=5ms) and
- * re-validate the whole scenario. On error self is unchanged, err says "--set KEY: ...".
+/* Apply one `key.path=value` override (list elements by index: network.links.0.delay=5ms;
+ * sweep keys as in scenario_load_with) and re-validate the whole scenario. On error self is
+ * unchanged, err says "--set KEY: ..." (or names the sweep key it conflicts with).
  * Returns 0, -EINVAL (invalid) or -ENOMEM. */
 int scenario_set(struct scenario *self, const char *assignment, char *err, size_t errlen);
 

@@ -36,8 +36,7 @@ Test(plan, single_run)
 	cr_expect_str_eq(r->nodes[0].name, "server0");
 	cr_expect_str_eq(r->nodes[4].name, "worker3");
 	cr_expect_eq(r->nodes[4].index, 3);
-	cr_expect_eq(plan_run_find_node(r, "worker2"), 3);
-	cr_expect_lt(plan_run_find_node(r, "worker9"), 0);
+	cr_expect_str_eq(r->nodes[3].name, "worker2");
 	cr_expect_null(plan_run(p, 1));
 	plan_destroy(&p);
 	cr_expect_null(p);
@@ -259,4 +258,30 @@ Test(plan, derive_seed)
 	cr_expect_eq(plan_derive_seed(42, 7), plan_derive_seed(42, 7));
 	cr_expect_neq(plan_derive_seed(42, 7), plan_derive_seed(43, 7));
 	cr_expect_neq(plan_derive_seed(42, 7), plan_derive_seed(42, 8));
+}
+
+/* --set sweep.<key> changes the plan exactly as the same sweep written in the file would. */
+Test(plan, set_sweep_like_the_file)
+{
+	struct scenario *set = parse("stop: {steps: 10}\nsweep: {consistency.barrier: [bsp, asp]}\n");
+	struct scenario *file = parse("stop: {steps: 10}\n"
+				      "sweep: {consistency.barrier: [ssp, pssp, asp], workers: [2, 3], repeat: 2}\n");
+	char err[SCENARIO_ERR_MAX] = "";
+
+	cr_assert_eq(scenario_set(set, "sweep.consistency.barrier=[ssp, pssp, asp]", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(scenario_set(set, "sweep.workers=[2, 3]", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(scenario_set(set, "sweep.repeat=2", err, sizeof err), 0, "%s", err);
+	struct plan *a = mkplan(set), *b = mkplan(file);
+	cr_assert_eq(plan_n_runs(a), 12);
+	cr_assert_eq(plan_n_runs(b), 12);
+	for (size_t i = 0; i < 12; i++) {
+		cr_expect_str_eq(plan_run(a, i)->id, plan_run(b, i)->id);
+		cr_expect_eq(plan_run(a, i)->scenario->consistency.barrier, plan_run(b, i)->scenario->consistency.barrier);
+		cr_expect_eq(plan_run(a, i)->scenario->workers, plan_run(b, i)->scenario->workers);
+	}
+	cr_expect_str_eq(plan_run(a, 2)->id, "consistency.barrier=pssp+workers=2+rep=1");
+	plan_destroy(&a);
+	plan_destroy(&b);
+	scenario_destroy(&set);
+	scenario_destroy(&file);
 }

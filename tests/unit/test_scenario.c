@@ -361,3 +361,72 @@ Test(scenario, shipped_scenarios)
 	pclose(p);
 	cr_expect_gt(n, 0, "run from the repository root");
 }
+
+/* --set sweep.<key>: the rest after "sweep." is one key of the sweep, dots included. A key
+ * already swept is replaced in place (its zip group still names it), a new key is appended, and
+ * a scenario without a sweep gets one. */
+Test(scenario, set_sweep_keys)
+{
+	struct scenario *sc = parse("stop: {time: 10s}\nconsistency: {barrier: bsp}\nmodel: {kind: mlp, hidden: [16]}\n"
+				    "sweep:\n  consistency.barrier: [bsp, asp]\n  train.batch: [32, 64]\n"
+				    "  consistency.staleness: [1, 4]\n  zip: [train.batch, consistency.staleness]\n");
+	char err[SCENARIO_ERR_MAX] = "";
+
+	cr_assert_eq(sc->sweep.n_axes, 3);
+	cr_assert_eq(scenario_set(sc, "sweep.consistency.barrier=[bsp, ssp, pssp]", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(sc->sweep.n_axes, 3);
+	cr_assert_str_eq(sc->sweep.axes[0].key, "consistency.barrier", "replaced in place, not appended");
+	cr_assert_eq(sc->sweep.axes[0].n_values, 3);
+	cr_expect_str_eq(sc->sweep.axes[0].values[2], "pssp");
+	cr_expect_eq(sc->consistency.barrier, SCENARIO_BARRIER_BSP, "the base value is untouched");
+	/* a zipped key: the group keeps it, so the lists stay paired */
+	cr_assert_eq(scenario_set(sc, "sweep.train.batch=[16, 128]", err, sizeof err), 0, "%s", err);
+	cr_expect_eq(sc->sweep.axes[1].zip_group, 0);
+	cr_expect_str_eq(sc->sweep.axes[1].values[1], "128");
+	cr_expect_eq(scenario_set(sc, "sweep.train.batch=[16, 128, 256]", err, sizeof err), -EINVAL);
+	cr_expect(strstr(err, "different lengths") != NULL, "%s", err);
+	/* a new key (with a list element in its path) and the sweep's own keys */
+	cr_assert_eq(scenario_set(sc, "sweep.model.hidden.0=[32, 64]", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(sc->sweep.n_axes, 4);
+	cr_expect_str_eq(sc->sweep.axes[3].key, "model.hidden.0");
+	cr_assert_eq(scenario_set(sc, "sweep.repeat=3", err, sizeof err), 0, "%s", err);
+	cr_expect_eq(sc->sweep.repeat, 3);
+	cr_assert_eq(scenario_set(sc, "sweep.zip=[[consistency.barrier, model.hidden.0]]", err, sizeof err), -EINVAL,
+		     "3 barriers and 2 widths cannot be zipped");
+	scenario_destroy(&sc);
+
+	sc = parse("stop: {time: 10s}\n");
+	cr_assert_eq(scenario_set(sc, "sweep.workers=[2, 4]", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(sc->sweep.n_axes, 1);
+	cr_expect_str_eq(sc->sweep.axes[0].key, "workers");
+	cr_expect_str_eq(sc->sweep.axes[0].values[1], "4");
+	scenario_destroy(&sc);
+}
+
+/* The same through the CLI's entry, with --set order free: a sweep added by one --set and the
+ * base value changed by another conflict whichever comes first. */
+Test(scenario, load_with_sweep_sets)
+{
+	char path[] = "/tmp/stalenet-test-scn-XXXXXX", err[SCENARIO_ERR_MAX] = "";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	FILE *f = fdopen(fd, "w");
+	fputs("stop: {time: 10s}\nsweep: {consistency.barrier: [bsp, asp]}\n", f);
+	fclose(f);
+	const char *ok[] = { "sweep.consistency.barrier=[ssp, pssp]", "consistency.staleness=5" };
+	struct scenario *sc = scenario_load_with(path, ok, 2, err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_expect_str_eq(sc->sweep.axes[0].values[0], "ssp");
+	cr_expect_eq(sc->consistency.staleness, 5);
+	scenario_destroy(&sc);
+	const char *bad[][2] = { { "workers=8", "sweep.workers=[2, 4]" }, { "sweep.workers=[2, 4]", "workers=8" } };
+	for (size_t i = 0; i < 2; i++) {
+		sc = scenario_load_with(path, bad[i], 2, err, sizeof err);
+		cr_expect_null(sc);
+		cr_expect_str_eq(err, "--set sweep.workers=[2, 4]: error: --set workers=8 conflicts with the sweep key "
+				 "workers: the sweep sets it for every run; to change what the sweep sets use --set "
+				 "'sweep.workers=[2,4]' with the values you want, or remove workers from the sweep");
+		scenario_destroy(&sc);
+	}
+	unlink(path);
+}

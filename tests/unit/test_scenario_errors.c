@@ -1,6 +1,7 @@
 /* Malformed scenarios: each must fail with one line "FILE:LINE:COL: error: ..." at the exact
  * position of the fault and a message that says what is wrong. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,4 +216,80 @@ Test(scenario_errors, missing_file)
 	struct scenario *sc = scenario_load("/nonexistent/x.yaml", err, sizeof err);
 	cr_expect_null(sc);
 	cr_expect(strstr(err, "/nonexistent/x.yaml:1:1: error: cannot open") == err, "%s", err);
+}
+
+/* --set of a value the sweep also sets: an error at the sweep key naming both and the way out,
+ * for the same key, a parent or a child path, and a zipped key; sweep.* sets are never refused. */
+Test(scenario_errors, set_conflicts_with_sweep)
+{
+	static const char doc[] = S "model: {kind: mlp}\n"
+				  "sweep:\n  consistency.barrier: [bsp, asp]\n  model.hidden: [[64], [128, 64]]\n"
+				  "  train.batch: [32, 64]\n  consistency.staleness: [1, 4]\n"
+				  "  zip: [train.batch, consistency.staleness]\n";
+	static const struct {
+		const char *set, *msg;
+	} bad[] = {
+		{ "consistency.barrier=ssp",
+		  "t.yaml:4:3: error: --set consistency.barrier=ssp conflicts with the sweep key consistency.barrier: "
+		  "the sweep sets it for every run; to change what the sweep sets use --set "
+		  "'sweep.consistency.barrier=[bsp,asp]' with the values you want, or remove consistency.barrier "
+		  "from the sweep" },
+		{ "model={kind: mlp, hidden: [8]}",
+		  "t.yaml:5:3: error: --set model={kind: mlp, hidden: [8]} conflicts with the sweep key model.hidden: "
+		  "the sweep sets model.hidden, inside it, for every run; to change what the sweep sets use --set "
+		  "'sweep.model.hidden=[[64],[128,64]]' with the values you want, or remove model.hidden from the "
+		  "sweep" },
+		{ "model.hidden.0=16",
+		  "t.yaml:5:3: error: --set model.hidden.0=16 conflicts with the sweep key model.hidden: the sweep "
+		  "sets model.hidden, which holds it, for every run;" },
+		{ "consistency.staleness=2",
+		  "t.yaml:7:3: error: --set consistency.staleness=2 conflicts with the sweep key "
+		  "consistency.staleness: the sweep sets it for every run; to change what the sweep sets use --set "
+		  "'sweep.consistency.staleness=[1,4]' with the values you want (zipped with train.batch: keep the "
+		  "list's length), or remove consistency.staleness from the sweep" },
+	};
+	char err[SCENARIO_ERR_MAX] = "";
+	struct scenario *sc = scenario_parse(doc, strlen(doc), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err[0] = 0;
+		cr_expect_eq(scenario_set(sc, bad[i].set, err, sizeof err), -EINVAL, "%s", bad[i].set);
+		cr_expect(!strncmp(err, bad[i].msg, strlen(bad[i].msg)), "expected '%s', got '%s'", bad[i].msg, err);
+	}
+	/* neighbours that only share a prefix of characters are not the same path */
+	cr_expect_eq(scenario_set(sc, "consistency.barrierx=1", err, sizeof err), -EINVAL);
+	cr_expect(strstr(err, "conflicts") == NULL, "%s", err);
+	cr_expect_eq(scenario_set(sc, "train.lr=0.1", err, sizeof err), 0, "%s", err);
+	cr_expect_eq(scenario_set(sc, "sweep.consistency.barrier=[ssp]", err, sizeof err), 0, "%s", err);
+	scenario_destroy(&sc);
+}
+
+/* Errors of --set sweep.<key> name the --set (the value has no line in the file). */
+Test(scenario_errors, set_sweep_errors)
+{
+	static const struct {
+		const char *set, *msg;
+	} bad[] = {
+		{ "sweep.consistency.barrier=[bsp, xsp]", "--set sweep.consistency.barrier=[bsp, xsp]: error: "
+		  "consistency.barrier 'xsp' is not one of the choices" },
+		{ "sweep.workers=4", "--set sweep.workers=4: error: sweep 'workers' is a scalar (expected a non-empty "
+		  "list of values)" },
+		{ "sweep.workers=[]", "--set sweep.workers=[]: error: sweep 'workers' is an empty list" },
+		{ "sweep.netwrk.delay=[1ms]", "--set sweep.netwrk.delay=[1ms]: error: unknown key 'netwrk' in sweep" },
+		{ "sweep.zip.0=[workers]", "--set sweep.zip.0=[workers]: error: sweep.zip is set whole" },
+		{ "sweep.model.hidden=[[8], [0]]", "--set sweep.model.hidden=[[8], [0]]: error: " },
+		{ "sweep.workers=[2, 4", "--set sweep.workers=[2, 4: error: value:" },
+	};
+	static const char doc[] = S "sweep: {consistency.barrier: [bsp, asp]}\n";
+	char err[SCENARIO_ERR_MAX] = "";
+	struct scenario *sc = scenario_parse(doc, strlen(doc), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err[0] = 0;
+		cr_expect_neq(scenario_set(sc, bad[i].set, err, sizeof err), 0, "%s", bad[i].set);
+		cr_expect(!strncmp(err, bad[i].msg, strlen(bad[i].msg)), "expected '%s', got '%s'", bad[i].msg, err);
+		cr_expect(!strchr(err, '\n'), "%s", err);
+	}
+	cr_expect_eq(sc->sweep.n_axes, 1, "a refused --set leaves the scenario unchanged");
+	scenario_destroy(&sc);
 }
