@@ -26,6 +26,7 @@ static const char usage_main[] =
 	"  cleanup             remove what crashed runs left behind (root)\n"
 	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
 	"  plot DIR            draw the figures of a run or sweep directory\n"
+	"  summary DIR         rebuild summary.csv of a run or sweep directory from its traces\n"
 	"\n"
 	"Run 'stalenet COMMAND --help' for a command's options.\n"
 	"\n"
@@ -74,6 +75,15 @@ static const char usage_plot[] =
 	"usage: stalenet plot DIR\n"
 	"\n"
 	"Draw the figures of a run or sweep directory into DIR/plots/ (PNG and SVG).\n";
+
+static const char usage_summary[] =
+	"usage: stalenet summary DIR [--plot]\n"
+	"\n"
+	"Rebuild DIR/summary.csv from the traces of a run or sweep directory (one row per run\n"
+	"directory holding meta.json), replacing it atomically; --plot then draws the figures.\n"
+	"Traces of an older schema are read as they are: a missing column leaves the fields that\n"
+	"need it empty (each such file is named on stderr). Needs no privileges. Exit 2 when DIR\n"
+	"holds no run.\n";
 
 static int want_help(int argc, char **argv)
 {
@@ -198,6 +208,7 @@ static const struct command commands[] = {
 	{ "cleanup", usage_cleanup, cmd_cleanup },
 	{ "doctor", usage_doctor, cmd_doctor },
 	{ "plot", usage_plot, cmd_plot },
+	{ "summary", usage_summary, cmd_summary },
 };
 
 int cli_main(int argc, char **argv)

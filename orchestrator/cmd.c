@@ -1,8 +1,9 @@
 /* orchestrator/cmd: see cmd.h. Thin: argument checks and messages around the modules that do
- * the work (cleanup, doctor, collectors/plot, collectors/summary). */
+ * the work (cleanup, doctor, collectors/plot, orchestrator/resummary). */
 #include "orchestrator/cmd.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/doctor.h"
+#include "orchestrator/resummary.h"
 
 int cmd_cleanup(int argc, char **argv)
 {
@@ -71,4 +73,46 @@ int cmd_doctor(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	return doctor_report(stdout, NULL) ? CLI_EXIT_HOST : CLI_EXIT_OK;
+}
+
+int cmd_summary(int argc, char **argv)
+{
+	struct resummary_report rep;
+	const char *dir = NULL;
+	bool plot = false;
+	char err[1024];
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--plot"))
+			plot = true;
+		else if (argv[i][0] == '-' || dir) {
+			fprintf(stderr, "usage: stalenet summary DIR [--plot]\n");
+			return CLI_EXIT_USAGE;
+		} else
+			dir = argv[i];
+	}
+	if (!dir) {
+		fprintf(stderr, "usage: stalenet summary DIR [--plot]\n");
+		return CLI_EXIT_USAGE;
+	}
+	rc = resummary_dir(dir, &rep, err, sizeof err);
+	if (rep.adapted)
+		fprintf(stderr, "stalenet summary: traces of an older schema (a missing column leaves the fields "
+			"computed from it empty):\n%s\n", rep.notes);
+	if (rc < 0) {
+		fprintf(stderr, "stalenet summary: %s\n", err);
+		return rc == -ENOENT || rc == -ENOTDIR ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+	}
+	printf("%d run(s) in %s/summary.csv\n", rep.runs, dir);
+	if (plot) {
+		int figs = plot_dir(dir, err, sizeof err);
+
+		if (figs < 0) {
+			fprintf(stderr, "stalenet plot: %s\n", err);
+			return CLI_EXIT_FAILED;
+		}
+		printf("%d figures in %s/plots\n", figs, dir);
+	}
+	return CLI_EXIT_OK;
 }

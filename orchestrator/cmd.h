@@ -14,4 +14,8 @@ int cmd_doctor(int argc, char **argv);
 /* `stalenet plot DIR`: the figures of a run or sweep directory into DIR/plots/. */
 int cmd_plot(int argc, char **argv);
 
+/* `stalenet summary DIR [--plot]`: rebuild DIR/summary.csv from the traces of a run or sweep
+ * directory (orchestrator/resummary), then draw the figures with --plot. No root needed. */
+int cmd_summary(int argc, char **argv);
+
 #endif
