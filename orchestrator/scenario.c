@@ -2181,11 +2181,6 @@ struct scenario *scenario_load_with(const char *path, const char *const *sets, s
 	return build(root, basedir, path, true, err, errlen);
 }
 
-struct scenario *scenario_load(const char *path, char *err, size_t errlen)
-{
-	return scenario_load_with(path, NULL, 0, err, errlen);
-}
-
 int scenario_set(struct scenario *self, const char *assignment, char *err, size_t errlen)
 {
 	struct yamltree_node *root = yamltree_clone(self->doc->root);
@@ -2210,19 +2205,6 @@ int scenario_set(struct scenario *self, const char *assignment, char *err, size_
 	*self = *fresh;         /* the contents move; the shell is freed */
 	free(fresh);
 	return 0;
-}
-
-struct scenario *scenario_clone(const struct scenario *self)
-{
-	char err[SCENARIO_ERR_MAX];
-	struct yamltree_node *root = yamltree_clone(self->doc->root);
-	char *basedir = self->doc->basedir ? strdup(self->doc->basedir) : NULL;
-	if (!root || (self->doc->basedir && !basedir)) {
-		yamltree_free(root);
-		free(basedir);
-		return NULL;
-	}
-	return build(root, basedir, self->file, false, err, sizeof err);
 }
 
 int scenario_write_yaml(const struct scenario *self, FILE *out)

@@ -206,18 +206,17 @@ struct scenario {
 	struct scenario_doc *doc;               /* private */
 };
 
-/* Read and validate a scenario file. Returns a new scenario (free with scenario_destroy) or NULL
- * with a one-line "FILE:LINE:COL: error: ..." message in err. */
-struct scenario *scenario_load(const char *path, char *err, size_t errlen);
-
-/* The same from a memory buffer (need not be NUL-terminated); name is used in messages. */
-struct scenario *scenario_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
-
-/* Load, apply n_sets `key.path=value` overrides (in order), then validate. The CLI's entry.
+/* Read a scenario file, apply n_sets `key.path=value` overrides (in order; none: sets may be
+ * NULL), then validate. Returns a new scenario (free with scenario_destroy) or NULL with a
+ * one-line "FILE:LINE:COL: error: ..." message in err. The CLI's entry.
  * `sweep.<key>=[...]` sets one sweep key (the rest after "sweep." is the key, dots included); a
  * --set of a path the sweep also sets (equal, parent or child) is an error at the sweep key. */
 struct scenario *scenario_load_with(const char *path, const char *const *sets, size_t n_sets,
 				    char *err, size_t errlen);
+
+/* The same from a memory buffer without overrides (need not be NUL-terminated); name is used
+ * in messages (the parser's entry for the fuzzer and the tests). */
+struct scenario *scenario_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
 
 /* Apply one `key.path=value` override (list elements by index: network.links.0.delay=5ms;
  * sweep keys as in scenario_load_with) and re-validate the whole scenario. On error self is
@@ -230,9 +229,6 @@ int scenario_set(struct scenario *self, const char *assignment, char *err, size_
  * again. Returns NULL with the error (at the sweep value's position) in err. */
 struct scenario *scenario_sweep_run(const struct scenario *self, const size_t *value_idx, uint64_t seed,
 				    char *err, size_t errlen);
-
-/* A deep copy (including the private document). NULL on -ENOMEM. */
-struct scenario *scenario_clone(const struct scenario *self);
 
 /* Write the scenario as YAML (the parsed document with overrides applied) to out, e.g. for
  * RUN_DIR/scenario.yaml. Returns 0 or -errno. */

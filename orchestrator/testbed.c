@@ -1060,16 +1060,6 @@ int testbed_n_nodes(const struct testbed *tb)
 	return tb->n;
 }
 
-const char *testbed_prefix(const struct testbed *tb)
-{
-	return tb->prefix;
-}
-
-const char *testbed_node_name(const struct testbed *tb, int i)
-{
-	return i >= 0 && i < tb->n ? tb->nodes[i].name : NULL;
-}
-
 const char *testbed_node_netns(const struct testbed *tb, int i)
 {
 	return i >= 0 && i < tb->n ? tb->nodes[i].netns : NULL;
@@ -1098,11 +1088,6 @@ const char *testbed_node_switch_ifname(const struct testbed *tb, int i)
 const char *testbed_switch_netns(const struct testbed *tb)
 {
 	return tb->sw_netns;
-}
-
-int testbed_prefix_len(const struct testbed *tb)
-{
-	return tb->prefix_len;
 }
 
 int testbed_node_index(const struct testbed *tb, const char *name)

@@ -77,9 +77,7 @@ int testbed_destroy(struct testbed **tb);
 int testbed_check_reach(struct testbed *tb, int timeout_ms, char *err, size_t errlen);
 
 int testbed_n_nodes(const struct testbed *tb);
-const char *testbed_prefix(const struct testbed *tb);
-/* The node's name as given (or "nI"), its namespace name (under /run/netns). */
-const char *testbed_node_name(const struct testbed *tb, int i);
+/* The node's namespace name (under /run/netns). */
 const char *testbed_node_netns(const struct testbed *tb, int i);
 /* IPv4 address, network byte order, and as dotted text. */
 uint32_t testbed_node_addr(const struct testbed *tb, int i);
@@ -89,7 +87,6 @@ const char *testbed_node_addr_str(const struct testbed *tb, int i);
 const char *testbed_node_ifname(const struct testbed *tb, int i);
 const char *testbed_node_switch_ifname(const struct testbed *tb, int i);
 const char *testbed_switch_netns(const struct testbed *tb);
-int testbed_prefix_len(const struct testbed *tb);
 /* Index of the node called name, or -ENOENT. */
 int testbed_node_index(const struct testbed *tb, const char *name);
 const struct testbed_timing *testbed_timing(const struct testbed *tb);

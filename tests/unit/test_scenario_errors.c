@@ -154,7 +154,7 @@ Test(scenario_errors, too_large)
 	free(buf);
 }
 
-/* The file path of scenario_load applies the same limit while reading. */
+/* The file path of scenario_load_with applies the same limit while reading. */
 Test(scenario_errors, too_large_file)
 {
 	char path[] = "/tmp/stalenet-test-big-XXXXXX", err[SCENARIO_ERR_MAX];
@@ -164,7 +164,7 @@ Test(scenario_errors, too_large_file)
 	for (size_t written = 0; written <= SCENARIO_MAX_FILE_BYTES + 1000; written += 32)
 		fputs("# padding padding padding pad..\n", f); /* 32 bytes a line */
 	fclose(f);
-	struct scenario *sc = scenario_load(path, err, sizeof err);
+	struct scenario *sc = scenario_load_with(path, NULL, 0, err, sizeof err);
 	unlink(path);
 	cr_expect_null(sc);
 	cr_expect(strstr(err, ":1:1: error: file is larger than") != NULL, "%s", err);
@@ -213,7 +213,7 @@ Test(scenario_errors, deep_nesting)
 Test(scenario_errors, missing_file)
 {
 	char err[SCENARIO_ERR_MAX];
-	struct scenario *sc = scenario_load("/nonexistent/x.yaml", err, sizeof err);
+	struct scenario *sc = scenario_load_with("/nonexistent/x.yaml", NULL, 0, err, sizeof err);
 	cr_expect_null(sc);
 	cr_expect(strstr(err, "/nonexistent/x.yaml:1:1: error: cannot open") == err, "%s", err);
 }
