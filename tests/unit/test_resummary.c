@@ -1,7 +1,7 @@
 /* orchestrator/resummary and `stalenet summary` (orchestrator/cmd): the recorded sweep's
  * summary.csv rebuilt from its traces, the same traces with columns of an older schema missing
  * (each field that needs them empty, every other field as recorded), a single run directory,
- * and the command's exit codes. */
+ * and the exit codes of the commands in orchestrator/cmd. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -245,4 +245,19 @@ Test(cmd, summary_exit_codes)
 	cr_expect_eq(cmd_summary(2, ok), CLI_EXIT_OK);
 	cr_expect_eq(stat(path, &st), 0);
 	SH("rm -rf '%s' '%s'", dir, empty);
+}
+
+/* The handlers moved out of the run pipeline keep their usage errors (exit 2, before any host
+ * check or work). */
+Test(cmd, usage_errors)
+{
+	char *plot_none[] = { "plot", NULL }, *plot_opt[] = { "plot", "--x", NULL };
+	char *plot_missing[] = { "plot", "/nonexistent/stalenet-run", NULL };
+	char *doctor_arg[] = { "doctor", "x", NULL }, *cleanup_opt[] = { "cleanup", "--bogus", NULL };
+
+	cr_expect_eq(cmd_plot(1, plot_none), CLI_EXIT_USAGE);
+	cr_expect_eq(cmd_plot(2, plot_opt), CLI_EXIT_USAGE);
+	cr_expect_eq(cmd_plot(2, plot_missing), CLI_EXIT_USAGE);
+	cr_expect_eq(cmd_doctor(2, doctor_arg), CLI_EXIT_USAGE);
+	cr_expect_eq(cmd_cleanup(2, cleanup_opt), CLI_EXIT_USAGE);
 }
