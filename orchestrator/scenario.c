@@ -2123,7 +2123,7 @@ static int check_set_conflicts(const struct yamltree_node *root, const char *con
 			int how;
 			if (!strcmp(e->key, "repeat") || !strcmp(e->key, "zip") || !(how = path_overlap(key, e->key)))
 				continue;
-			char where[600], what[600], values[200], zipped[300], pre[160];
+			char where[600], what[600], values[200], zipped[300];
 			int need = yamltree_flow(e->value, values, sizeof values);
 			if (need < 0 || (size_t)need >= sizeof values)
 				snprintf(values, sizeof values, "[...]");
@@ -2138,13 +2138,11 @@ static int check_set_conflicts(const struct yamltree_node *root, const char *con
 			else
 				snprintf(what, sizeof what, "the sweep sets %s, which holds it, for every run", e->key);
 			zip_partners(sw, e->key, zipped, sizeof zipped);
-			pre[0] = 0;
-			if (zipped[0])
-				snprintf(pre, sizeof pre, " (zipped with %s: keep the list's length)", zipped);
 			snprintf(err, errlen, "%s: error: --set %s conflicts with the sweep key %s: %s; to change what "
-				 "the sweep sets use --set 'sweep.%s=%s' with the values you want%s, or remove %s "
-				 "from the sweep", where, sets[i], e->key,
-				 what, e->key, values, pre, e->key);
+				 "the sweep sets use --set 'sweep.%s=%s' with the values you want%s%s%s, or remove %s "
+				 "from the sweep", where, sets[i], e->key, what, e->key, values,
+				 zipped[0] ? " (zipped with " : "", zipped, zipped[0] ? ": keep the list's length)" : "",
+				 e->key);
 			return -EINVAL;
 		}
 	}
