@@ -43,6 +43,7 @@ struct ctx {
 	const struct plot_set *set;
 	char plots[4096];
 	char tmp[4200];
+	int plotsfd, tmpfd; /* DIR/plots and the private directory, opened once (see plot_dir) */
 	char *err;
 	size_t errlen;
 };
@@ -110,7 +111,7 @@ static const char *gnuplot_bin(void)
 	return g && *g ? g : "gnuplot";
 }
 
-/* Run gnuplot on script (a name in c->tmp), in c->tmp; stderr is captured and becomes the
+/* Run gnuplot on script (a name in the private directory), in it; stderr is captured and becomes the
  * error on failure. */
 static int run_gnuplot(struct ctx *c, const char *script)
 {
@@ -141,8 +142,8 @@ static int run_gnuplot(struct ctx *c, const char *script)
 			dup2(devnull, 1);
 		}
 		dup2(pipefd[1], 2);
-		if (chdir(c->tmp) < 0) {
-			dprintf(2, "chdir %s: %s\n", c->tmp, strerror(errno));
+		if (fchdir(c->tmpfd) < 0) {
+			dprintf(2, "fchdir %s: %s\n", c->tmp, strerror(errno));
 			_exit(127);
 		}
 		execlp(gnuplot_bin(), gnuplot_bin(), script, (char *)NULL);
@@ -187,21 +188,23 @@ static int run_gnuplot(struct ctx *c, const char *script)
 	return 0;
 }
 
-/* A new file NAME in c->tmp (which only this process writes). */
+/* A new file NAME in the private directory. */
 static FILE *tmp_open(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static FILE *tmp_open(struct ctx *c, const char *fmt, ...)
 {
-	char name[256], path[8192];
+	char name[256];
 	va_list ap;
-	FILE *f;
+	FILE *f = NULL;
+	int fd;
 
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	snprintf(path, sizeof path, "%s/%s", c->tmp, name);
-	f = fopen(path, "wxe");
+	fd = openat(c->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0 && !(f = fdopen(fd, "w")))
+		close(fd);
 	if (!f)
-		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
+		snprintf(c->err, c->errlen, "%s/%s: %s", c->tmp, name, strerror(errno));
 	return f;
 }
 
@@ -224,18 +227,19 @@ static FILE *fig_begin(struct ctx *c, const char *name)
 	return f;
 }
 
-/* Move tmp/NAME.EXT to plots/NAME.EXT. */
+/* Move NAME.EXT from the private directory into plots/ (replacing a file, or a symlink
+ * itself, of that name). */
 static int publish(struct ctx *c, const char *name, const char *ext)
 {
-	char from[8192], to[8192];
+	char file[256];
 	int rc;
 
-	snprintf(from, sizeof from, "%s/%s.%s", c->tmp, name, ext);
-	snprintf(to, sizeof to, "%s/%s.%s", c->plots, name, ext);
-	if (rename(from, to) == 0)
+	snprintf(file, sizeof file, "%s.%s", name, ext);
+	if (renameat(c->tmpfd, file, c->plotsfd, file) == 0)
 		return 0;
 	rc = -errno;
-	snprintf(c->err, c->errlen, "rename %s to %s: %s", from, to, strerror(errno));
+	snprintf(c->err, c->errlen, "rename %s/%s to %s/%s: %s", c->tmp, file, c->plots, file,
+		 strerror(errno));
 	return rc;
 }
 
@@ -751,29 +755,29 @@ out:
 
 /* ---- driver -------------------------------------------------------------------------- */
 
-static void remove_tmp(const char *tmp)
+/* Empty and remove the private directory. */
+static void remove_tmp(struct ctx *c)
 {
 	struct dirent *de;
-	DIR *d = opendir(tmp);
+	int fd = dup(c->tmpfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return;
-	while ((de = readdir(d))) {
-		char path[8192];
-
-		if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
-			continue;
-		snprintf(path, sizeof path, "%s/%s", tmp, de->d_name);
-		unlink(path);
 	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			unlinkat(c->tmpfd, de->d_name, 0);
 	closedir(d);
-	rmdir(tmp);
+	unlinkat(c->plotsfd, strrchr(c->tmp, '/') + 1, AT_REMOVEDIR);
 }
 
 int plot_dir(const char *dir, char *err, size_t errlen)
 {
 	struct plot_set set;
-	struct ctx c = { .set = &set, .err = err, .errlen = errlen };
+	struct ctx c = { .set = &set, .err = err, .errlen = errlen, .plotsfd = -1, .tmpfd = -1 };
 	int (*const figs[])(struct ctx *) = { fig_steps_final, fig_progress, fig_staleness,
 					      fig_link_drops, fig_linkcheck };
 	struct stat st;
@@ -790,22 +794,37 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 		goto out;
 	}
 	/* a plots/ that is a symlink would send the figures elsewhere */
-	if (lstat(c.plots, &st) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: %s", c.plots, strerror(errno));
+	c.plotsfd = open(c.plots, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c.plotsfd < 0) {
+		bool notdir = errno == ELOOP || errno == ENOTDIR;
+
+		rc = notdir ? -ENOTDIR : -errno;
+		snprintf(err, errlen, "%s: %s", c.plots,
+			 notdir ? "not a directory (a symlink is refused)" : strerror(errno));
 		goto out;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		rc = -ENOTDIR;
-		snprintf(err, errlen, "%s: not a directory", c.plots);
-		goto out;
-	}
-	/* mkdtemp: mode 0700, a name nobody else knows; the scripts name only files in it */
+	/* The private directory: mode 0700 under a name nobody knows, held by a descriptor. Its
+	 * path is never used again (whoever owns DIR could move it and put another in its
+	 * place): files are written with openat and gnuplot starts in it with fchdir. */
 	snprintf(c.tmp, sizeof c.tmp, "%s/.data-XXXXXX", c.plots);
 	if (!mkdtemp(c.tmp)) {
 		rc = -errno;
 		snprintf(err, errlen, "mkdtemp %s: %s", c.tmp, strerror(errno));
 		c.tmp[0] = '\0';
+		goto out;
+	}
+	c.tmpfd = openat(c.plotsfd, strrchr(c.tmp, '/') + 1,
+			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c.tmpfd >= 0 && (fstat(c.tmpfd, &st) < 0 || st.st_uid != geteuid() ||
+			     (st.st_mode & 077) != 0)) {
+		/* not the directory just made: leave it alone */
+		close(c.tmpfd);
+		c.tmpfd = -1;
+		errno = EPERM;
+	}
+	if (c.tmpfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", c.tmp, strerror(errno));
 		goto out;
 	}
 	for (int k = 0; k < 2 && rc >= 0; k++) {
@@ -819,8 +838,12 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 	if (rc >= 0)
 		rc = written;
 out:
-	if (c.tmp[0])
-		remove_tmp(c.tmp);
+	if (c.tmpfd >= 0) {
+		remove_tmp(&c);
+		close(c.tmpfd);
+	}
+	if (c.plotsfd >= 0)
+		close(c.plotsfd);
 	plot_data_release(&set);
 	return rc;
 }

@@ -472,6 +472,27 @@ Test(plot, hostile_run_runs_nothing, .timeout = 120)
 	rm_rf(base);
 }
 
+/* A plots/ that is a symlink is refused: the figures would land where it points. */
+Test(plot, plots_symlink_refused, .timeout = 60)
+{
+	char base[] = "/tmp/stalenet-plot-XXXXXX", run[700], target[700], a[1400], err[1024];
+	int n;
+
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(run, sizeof run, "%s/run", base);
+	snprintf(target, sizeof target, "%s/elsewhere", base);
+	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", run);
+	cr_assert_eq(mkdir(target, 0755), 0);
+	snprintf(a, sizeof a, "%s/plots", run);
+	cr_assert_eq(symlink(target, a), 0);
+	n = plot_dir(run, err, sizeof err);
+	cr_assert_eq(n, -ENOTDIR, "%d %s", n, err);
+	cr_assert_not_null(strstr(err, "symlink is refused"), "%s", err);
+	snprintf(a, sizeof a, "ls -A '%s' | wc -l | grep -qx 0", target);
+	cr_assert_eq(system(a), 0, "something was written through the symlink");
+	rm_rf(base);
+}
+
 /* The whitelist against a naive reference: each byte kept or replaced alone. */
 Test(plot, safe_text_whitelist)
 {
