@@ -6,7 +6,8 @@
  * ever part of a script's text as written:
  *  - gnuplot runs with its working directory set to a fresh private temporary directory; every
  *    file a script names (data files, the output, the body it loads) is a fixed name there,
- *    and the finished figure is renamed into DIR/plots/.
+ *    and the finished figure is renamed into DIR/plots/. That directory is reached only
+ *    through a descriptor, never again by its path (see plot_dir).
  *  - legend keys and axis tic labels (sweep labels, node names) travel in the data files, as a
  *    column header (`title columnheader(N)`) or a string column (`xticlabels(N)`): gnuplot
  *    reads those as text and never evaluates them. They keep the user's text except that
