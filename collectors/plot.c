@@ -12,7 +12,8 @@
  *    column header (`title columnheader(N)`) or a string column (`xticlabels(N)`): gnuplot
  *    reads those as text and never evaluates them. They keep the user's text except that
  *    control bytes become ' ', '"' becomes '\'' and '\\' becomes '/' (gnuplot's data reader
- *    ends a field at a quote and reads "\n" as a line break; a tab would split the field).
+ *    ends a field at a quote and reads "\n" as a line break; a tab would split the field),
+ *    and bytes that are not UTF-8 become '?'.
  *  - the two titles that name something from the directory (the link self-check's run id,
  *    the step figure's sweep key) pass through plot_safe_text's whitelist.
  * Text is drawn with enhanced mode off so node names and key paths with '_' print as written.
@@ -78,19 +79,61 @@ char *plot_safe_text(char *dst, size_t dstlen, const char *src)
 	return dst;
 }
 
-/* A label as a data-file field (see the file comment). */
-static void put_label(FILE *f, const char *s)
+/* Length of the valid UTF-8 sequence at s (1 to 4), or 0 when s does not start one (stray
+ * continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short). */
+static size_t utf8_len(const unsigned char *s)
 {
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
+	unsigned cp;
+	size_t n;
 
-		if (ch < 0x20 || ch == 0x7f)
-			ch = ' ';
-		else if (ch == '"')
-			ch = '\'';
-		else if (ch == '\\')
-			ch = '/';
-		fputc(ch, f);
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1fu;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0fu;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07u;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3fu);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+/* A label as a data-file field (see the file comment); bytes that are not UTF-8 become '?'
+ * (an SVG holding them is not XML), and an empty label "-" (gnuplot skips an empty header). */
+static void put_label(FILE *f, const char *label)
+{
+	const unsigned char *s = (const unsigned char *)label;
+
+	if (!*s)
+		fputc('-', f);
+	while (*s) {
+		size_t n = utf8_len(s);
+
+		if (n > 1) {
+			fwrite(s, 1, n, f);
+			s += n;
+			continue;
+		}
+		if (n == 0)
+			fputc('?', f);
+		else if (*s < 0x20 || *s == 0x7f)
+			fputc(' ', f);
+		else if (*s == '"')
+			fputc('\'', f);
+		else if (*s == '\\')
+			fputc('/', f);
+		else
+			fputc(*s, f);
+		s++;
 	}
 }
 

@@ -343,6 +343,7 @@ static void poison_nodes(const char *run)
 		replace_in(a, "worker1", "w`" CMD "`1");
 		replace_in(a, "worker2", "w'; system('" CMD "'); '2");
 		replace_in(a, "server0", "s@m;$(" CMD ")0");
+		replace_in(a, "worker0", "w\xff\xfe\xc3(\xc3\xa9)0"); /* not UTF-8, then é */
 	}
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		snprintf(a, sizeof a, "%s/nodes/%s", run, files[i][0]);
@@ -359,16 +360,21 @@ static void poison_nodes(const char *run)
 	}
 }
 
+/* Every figure is drawn, and every SVG is UTF-8 (XML) whatever bytes the names held. */
 static void check_all_figures(const char *dir)
 {
-	char path[1200];
+	char path[1200], cmd[1400];
 
 	for (size_t i = 0; PLOT_FIGURES[i]; i++) {
 		snprintf(path, sizeof path, "%s/plots/%s.png", dir, PLOT_FIGURES[i]);
 		check_png(path, 800, 500);
 		snprintf(path, sizeof path, "%s/plots/%s.svg", dir, PLOT_FIGURES[i]);
 		check_svg(path, 12);
+		cr_assert_eq(setenv("STALENET_SVG", path, 1), 0);
+		snprintf(cmd, sizeof cmd, "iconv -f UTF-8 -t UTF-8 \"$STALENET_SVG\" >/dev/null");
+		cr_assert_eq(system(cmd), 0, "%s is not UTF-8", path);
 	}
+	unsetenv("STALENET_SVG");
 }
 
 /* A sweep whose directory names, run ids, description, sweep key and values, node names (file
@@ -435,6 +441,7 @@ Test(plot, hostile_sweep_runs_nothing, .timeout = 180)
 	snprintf(a, sizeof a, "%s/plots/linkcheck_delay.svg", sweep);
 	svg = read_text(a);
 	cr_assert_not_null(strstr(svg, ">w`touch $STALENET_CANARY`1<"), "%s", a);
+	cr_assert_not_null(strstr(svg, ">w??" "?(\xc3\xa9)0<"), "%s", a);
 	free(svg);
 	cr_assert_neq(access(canary, F_OK), 0);
 	unsetenv("STALENET_CANARY");
