@@ -1,18 +1,30 @@
 /* collectors/plot: see plot.h.
  *
- * Runs are grouped into sweep points by their sweep values (meta.json "sweep"); a point's
- * repeats are averaged on a common grid with a step-hold reading of each repeat (the value of
- * a trace at x is its latest sample at or before x; nothing after a run's last sample), and the
- * band is the min..max over the repeats present at x. Text is drawn with enhanced mode off so
- * node names and key paths with '_' print as written. */
+ * Hostile input. Plots are drawn as root from directories other people wrote, and gnuplot is a
+ * language: it runs `backquoted` commands on any script line (inside double-quoted strings
+ * too), expands @macros and evaluates system("..."). So no byte of the plotted directory is
+ * ever part of a script's text as written:
+ *  - gnuplot runs with its working directory set to a fresh private temporary directory; every
+ *    file a script names (data files, the output, the body it loads) is a fixed name there,
+ *    and the finished figure is renamed into DIR/plots/. That directory is reached only
+ *    through a descriptor, never again by its path (see plot_dir).
+ *  - legend keys and axis tic labels (sweep labels, node names) travel in the data files, as a
+ *    column header (`title columnheader(N)`) or a string column (`xticlabels(N)`): gnuplot
+ *    reads those as text and never evaluates them. They keep the user's text except that
+ *    control bytes become ' ', '"' becomes '\'' and '\\' becomes '/' (gnuplot's data reader
+ *    ends a field at a quote and reads "\n" as a line break; a tab would split the field),
+ *    and bytes that are not UTF-8 become '?'.
+ *  - the two titles that name something from the directory (the link self-check's run id,
+ *    the step figure's sweep key) pass through plot_safe_text's whitelist.
+ * Text is drawn with enhanced mode off so node names and key paths with '_' print as written.
+ * Data files are tab-separated with a header line. */
 #include "collectors/plot.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,40 +33,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collectors/meta.h"
-#include "collectors/summary.h"
-#include "collectors/table.h"
+#include "collectors/plot_data.h"
 #include "lib/log.h"
-
-#define GRID 240
-#define MAX_POINTS 32
-#define MAX_RUNS 256
-#define STALE_CAP 40
 
 const char *const PLOT_FIGURES[] = {
 	"accuracy_time", "accuracy_updates", "steps_final", "progress",
 	"staleness_hist", "link_drops", "linkcheck_delay", NULL,
 };
 
-struct run {
-	char dir[4096];
-	struct run_meta meta;
-};
-
-struct point {
-	char label[256];
-	size_t runs[MAX_RUNS];
-	size_t nruns;
-};
-
 struct ctx {
-	const char *dir;
+	const struct plot_set *set;
 	char plots[4096];
 	char tmp[4200];
-	struct run *runs;
-	size_t nruns;
-	struct point points[MAX_POINTS];
-	size_t npoints;
+	int plotsfd, tmpfd; /* DIR/plots and the private directory, opened once (see plot_dir) */
 	char *err;
 	size_t errlen;
 };
@@ -65,36 +56,97 @@ static const char *const COLORS[] = {
 };
 #define NCOLORS (sizeof COLORS / sizeof COLORS[0])
 
-struct series {
-	double *x, *y;
-	size_t n;
-};
-
-static void series_free(struct series *s)
+static const char *color(size_t i)
 {
-	free(s->x);
-	free(s->y);
-	s->x = s->y = NULL;
-	s->n = 0;
+	return COLORS[i % NCOLORS];
+}
+
+/* ---- text ---------------------------------------------------------------------------- */
+
+char *plot_safe_text(char *dst, size_t dstlen, const char *src)
+{
+	static const char ok[] = " ._-+=:,/%()[]";
+	size_t i = 0;
+
+	for (; src[i] && i + 1 < dstlen; i++) {
+		unsigned char ch = (unsigned char)src[i];
+		bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			    (ch >= '0' && ch <= '9') || (ch && strchr(ok, ch));
+
+		dst[i] = keep ? (char)ch : '_';
+	}
+	dst[i] = '\0';
+	return dst;
+}
+
+/* Length of the valid UTF-8 sequence at s (1 to 4), or 0 when s does not start one (stray
+ * continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned cp;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1fu;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0fu;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07u;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3fu);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+/* A label as a data-file field (see the file comment); bytes that are not UTF-8 become '?'
+ * (an SVG holding them is not XML), and an empty label "-" (gnuplot skips an empty header). */
+static void put_label(FILE *f, const char *label)
+{
+	const unsigned char *s = (const unsigned char *)label;
+
+	if (!*s)
+		fputc('-', f);
+	while (*s) {
+		size_t n = utf8_len(s);
+
+		if (n > 1) {
+			fwrite(s, 1, n, f);
+			s += n;
+			continue;
+		}
+		if (n == 0)
+			fputc('?', f);
+		else if (*s < 0x20 || *s == 0x7f)
+			fputc(' ', f);
+		else if (*s == '"')
+			fputc('\'', f);
+		else if (*s == '\\')
+			fputc('/', f);
+		else
+			fputc(*s, f);
+		s++;
+	}
+}
+
+/* A number as a data-file field; "nan" (set datafile missing) when not a number. */
+static void put_num(FILE *f, int digits, double v)
+{
+	if (isnan(v))
+		fputs("nan", f);
+	else
+		fprintf(f, "%.*g", digits, v);
 }
 
 /* ---- gnuplot ------------------------------------------------------------------------- */
-
-/* A gnuplot double-quoted string: backslash, quote and newline escaped. */
-static void gp_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '\n') {
-			fputs("\\n", f);
-			continue;
-		}
-		if (*s == '"' || *s == '\\')
-			fputc('\\', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
 
 static const char *gnuplot_bin(void)
 {
@@ -103,7 +155,8 @@ static const char *gnuplot_bin(void)
 	return g && *g ? g : "gnuplot";
 }
 
-/* Run gnuplot on script; stderr is captured and becomes the error on failure. */
+/* Run gnuplot on script (a name in the private directory), in it; stderr is captured and becomes the
+ * error on failure. */
 static int run_gnuplot(struct ctx *c, const char *script)
 {
 	char out[4096];
@@ -113,8 +166,9 @@ static int run_gnuplot(struct ctx *c, const char *script)
 	pid_t pid;
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		rc = -errno;
 		snprintf(c->err, c->errlen, "pipe: %s", strerror(errno));
-		return -errno;
+		return rc;
 	}
 	pid = fork();
 	if (pid < 0) {
@@ -132,6 +186,10 @@ static int run_gnuplot(struct ctx *c, const char *script)
 			dup2(devnull, 1);
 		}
 		dup2(pipefd[1], 2);
+		if (fchdir(c->tmpfd) < 0) {
+			dprintf(2, "fchdir %s: %s\n", c->tmp, strerror(errno));
+			_exit(127);
+		}
 		execlp(gnuplot_bin(), gnuplot_bin(), script, (char *)NULL);
 		dprintf(2, "exec %s: %s\n", gnuplot_bin(), strerror(errno));
 		_exit(127);
@@ -156,8 +214,9 @@ static int run_gnuplot(struct ctx *c, const char *script)
 	close(pipefd[0]);
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
+			rc = -errno;
 			snprintf(c->err, c->errlen, "waitpid: %s", strerror(errno));
-			return -errno;
+			return rc;
 		}
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -173,33 +232,64 @@ static int run_gnuplot(struct ctx *c, const char *script)
 	return 0;
 }
 
+/* A new file NAME in the private directory. */
+static FILE *tmp_open(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static FILE *tmp_open(struct ctx *c, const char *fmt, ...)
+{
+	char name[256];
+	va_list ap;
+	FILE *f = NULL;
+	int fd;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	fd = openat(c->tmpfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0 && !(f = fdopen(fd, "w")))
+		close(fd);
+	if (!f)
+		snprintf(c->err, c->errlen, "%s/%s: %s", c->tmp, name, strerror(errno));
+	return f;
+}
+
 /* Start a figure's script: returns the FILE to which the caller writes the figure body; the
- * body is written once to a .gp include file and the main script renders it with both
- * terminals. */
+ * body is written once to NAME.body.gp and the main script renders it with both terminals. */
 static FILE *fig_begin(struct ctx *c, const char *name)
 {
-	char path[8192];
-	FILE *f;
+	FILE *f = tmp_open(c, "%s.body.gp", name);
 
-	snprintf(path, sizeof path, "%s/%s.body.gp", c->tmp, name);
-	f = fopen(path, "we");
-	if (!f) {
-		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
+	if (!f)
 		return NULL;
-	}
 	fprintf(f, "set termoption noenhanced\n"
 		   "set grid lc rgb '#d0d0d0' lw 1\n"
 		   "set border lw 1.2\n"
 		   "set key outside right top vertical box opaque\n"
+		   "set key autotitle columnheader\n"
 		   "set style fill transparent solid 0.22 noborder\n"
-		   "set datafile separator whitespace\n"
+		   "set datafile separator tab\n"
 		   "set datafile missing 'nan'\n");
 	return f;
 }
 
+/* Move NAME.EXT from the private directory into plots/ (replacing a file, or a symlink
+ * itself, of that name). */
+static int publish(struct ctx *c, const char *name, const char *ext)
+{
+	char file[256];
+	int rc;
+
+	snprintf(file, sizeof file, "%s.%s", name, ext);
+	if (renameat(c->tmpfd, file, c->plotsfd, file) == 0)
+		return 0;
+	rc = -errno;
+	snprintf(c->err, c->errlen, "rename %s/%s to %s/%s: %s", c->tmp, file, c->plots, file,
+		 strerror(errno));
+	return rc;
+}
+
 static int fig_end(struct ctx *c, const char *name, FILE *body, int w, int h)
 {
-	char path[8192], bpath[8192];
+	char script[256];
 	FILE *f;
 	int rc;
 
@@ -207,179 +297,101 @@ static int fig_end(struct ctx *c, const char *name, FILE *body, int w, int h)
 		snprintf(c->err, c->errlen, "write %s body: %s", name, strerror(errno));
 		return -EIO;
 	}
-	snprintf(bpath, sizeof bpath, "%s/%s.body.gp", c->tmp, name);
-	snprintf(path, sizeof path, "%s/%s.gp", c->tmp, name);
-	f = fopen(path, "we");
-	if (!f) {
-		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
+	f = tmp_open(c, "%s.gp", name);
+	if (!f)
+		return -EIO;
+	/* name is one of PLOT_FIGURES: a constant of this file */
 	fprintf(f, "set terminal pngcairo size %d,%d font 'DejaVu Sans,11' linewidth 1.3\n", w, h);
-	fprintf(f, "set output ");
-	snprintf(path, sizeof path, "%s/%s.png", c->plots, name);
-	gp_str(f, path);
-	fprintf(f, "\nload ");
-	gp_str(f, bpath);
-	fprintf(f, "\nunset output\nreset\n");
+	fprintf(f, "set output '%s.png'\nload '%s.body.gp'\nunset output\nreset\n", name, name);
 	fprintf(f, "set terminal svg size %d,%d dynamic font 'DejaVu Sans,11' linewidth 1.3\n", w, h);
-	fprintf(f, "set output ");
-	snprintf(path, sizeof path, "%s/%s.svg", c->plots, name);
-	gp_str(f, path);
-	fprintf(f, "\nload ");
-	gp_str(f, bpath);
-	fprintf(f, "\nunset output\n");
+	fprintf(f, "set output '%s.svg'\nload '%s.body.gp'\nunset output\n", name, name);
 	if (fclose(f) != 0) {
 		snprintf(c->err, c->errlen, "write %s script: %s", name, strerror(errno));
 		return -EIO;
 	}
-	snprintf(path, sizeof path, "%s/%s.gp", c->tmp, name);
-	rc = run_gnuplot(c, path);
+	snprintf(script, sizeof script, "%s.gp", name);
+	rc = run_gnuplot(c, script);
+	if (rc == 0)
+		rc = publish(c, name, "png");
+	if (rc == 0)
+		rc = publish(c, name, "svg");
 	return rc < 0 ? rc : 1;
-}
-
-static FILE *dat_open(struct ctx *c, char *path, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static FILE *dat_open(struct ctx *c, char *path, size_t len, const char *fmt, ...)
-{
-	char name[256];
-	va_list ap;
-	FILE *f;
-
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
-	snprintf(path, len, "%s/%s", c->tmp, name);
-	f = fopen(path, "we");
-	if (!f)
-		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
-	return f;
-}
-
-/* ---- data helpers -------------------------------------------------------------------- */
-
-/* Step-hold value of s at x: latest sample at or before x; NAN before the first and after the
- * last sample. */
-static double hold_at(const struct series *s, double x)
-{
-	size_t lo = 0, hi = s->n;
-
-	if (s->n == 0 || x < s->x[0] || x > s->x[s->n - 1])
-		return NAN;
-	while (hi - lo > 1) {
-		size_t mid = (lo + hi) / 2;
-
-		if (s->x[mid] <= x)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return s->y[lo];
-}
-
-/* Write "x mean lo hi n" rows over [0, xmax] for the repeats in s[0..n). */
-static void write_band(FILE *f, const struct series *s, size_t n, double xmax)
-{
-	for (int g = 0; g <= GRID; g++) {
-		double x = xmax * g / GRID, sum = 0, lo = INFINITY, hi = -INFINITY;
-		size_t k = 0;
-
-		for (size_t i = 0; i < n; i++) {
-			double v = hold_at(&s[i], x);
-
-			if (isnan(v))
-				continue;
-			sum += v;
-			lo = v < lo ? v : lo;
-			hi = v > hi ? v : hi;
-			k++;
-		}
-		if (k)
-			fprintf(f, "%.6g %.6g %.6g %.6g %zu\n", x, sum / (double)k, lo, hi, k);
-		else
-			fprintf(f, "%.6g nan nan nan 0\n", x);
-	}
-}
-
-static int load_table(struct ctx *c, const struct run *r, const char *file, struct table **out)
-{
-	char path[8192];
-	bool missing = false;
-
-	snprintf(path, sizeof path, "%s/%s", r->dir, file);
-	*out = table_load(path, &missing, c->err, c->errlen);
-	if (!*out)
-		return missing ? 0 : -EINVAL;
-	return 0;
-}
-
-static const char *color(size_t i)
-{
-	return COLORS[i % NCOLORS];
 }
 
 static void title_repeats(FILE *f, const struct ctx *c, const char *what)
 {
-	size_t maxrep = 0;
+	size_t maxrep = plot_data_max_repeats(c->set);
 
-	for (size_t p = 0; p < c->npoints; p++)
-		if (c->points[p].nruns > maxrep)
-			maxrep = c->points[p].nruns;
-	fprintf(f, "set title ");
-	if (maxrep > 1) {
-		char t[512];
+	if (maxrep > 1)
+		fprintf(f, "set title \"%s\\n(line: mean over repeats; band: min to max, %zu "
+			   "repeats)\"\n", what, maxrep);
+	else
+		fprintf(f, "set title \"%s\"\n", what);
+}
 
-		snprintf(t, sizeof t, "%s\n(line: mean over repeats; band: min to max, %zu repeats)",
-			 what, maxrep);
-		gp_str(f, t);
-	} else {
-		gp_str(f, what);
+/* Band of point p into NAME_P.dat: header "x LABEL lo hi n" (the key reads column 2's
+ * header), then one row per grid sample. */
+static int write_band(struct ctx *c, const char *name, size_t p, const struct plot_band *b)
+{
+	FILE *d = tmp_open(c, "%s_%zu.dat", name, p);
+
+	if (!d)
+		return -EIO;
+	fputs("x\t", d);
+	put_label(d, c->set->points[p].label);
+	fputs("\tlo\thi\tn\n", d);
+	for (int g = 0; g <= PLOT_DATA_GRID; g++) {
+		put_num(d, 6, b->x[g]);
+		fputc('\t', d);
+		put_num(d, 6, b->mean[g]);
+		fputc('\t', d);
+		put_num(d, 6, b->lo[g]);
+		fputc('\t', d);
+		put_num(d, 6, b->hi[g]);
+		fprintf(d, "\t%zu\n", b->n[g]);
 	}
-	fputc('\n', f);
+	if (fclose(d) != 0) {
+		snprintf(c->err, c->errlen, "write %s_%zu.dat: %s", name, p, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* plot elements of the bands NAME_P.dat: a band when p has repeats, the mean line keyed by
+ * its label */
+static void plot_bands(FILE *f, const struct ctx *c, const char *name)
+{
+	for (size_t p = 0; p < c->set->npoints; p++) {
+		if (c->set->points[p].nruns > 1)
+			fprintf(f, "'%s_%zu.dat' using 1:3:4 with filledcurves lc rgb '%s' notitle, ",
+				name, p, color(p));
+		fprintf(f, "'%s_%zu.dat' using 1:2 with lines lw 2 lc rgb '%s' title columnheader(2)",
+			name, p, color(p));
+		if (p + 1 < c->set->npoints)
+			fputs(", ", f);
+	}
 }
 
 /* ---- figures ------------------------------------------------------------------------- */
-
-static double target_of(const struct ctx *c)
-{
-	for (size_t i = 0; i < c->nruns; i++)
-		if (c->runs[i].meta.has_target)
-			return c->runs[i].meta.target;
-	return NAN;
-}
 
 /* accuracy vs time (by_updates = false) or vs updates */
 static int fig_accuracy(struct ctx *c, bool by_updates)
 {
 	const char *name = by_updates ? "accuracy_updates" : "accuracy_time";
-	struct series *s = NULL;
-	double xmax = 0, target = target_of(c);
-	char path[8192];
-	size_t any = 0;
-	FILE *f = NULL, *d = NULL;
-	int rc = 0;
+	struct plot_band *bands = NULL;
+	double xmax = 0, target = plot_data_target(c->set);
+	FILE *f = NULL;
+	int rc;
 
-	s = calloc(MAX_RUNS, sizeof *s);
-	if (!s)
+	bands = calloc(c->set->npoints, sizeof *bands);
+	if (!bands)
 		return -ENOMEM;
-	/* first pass: range */
-	for (size_t p = 0; p < c->npoints && rc == 0; p++) {
-		for (size_t k = 0; k < c->points[p].nruns; k++) {
-			double *t = NULL, *u = NULL, *a = NULL;
-			size_t n = 0;
-
-			rc = summary_eval_series(c->runs[c->points[p].runs[k]].dir, &t, &u, &a, &n,
-						 c->err, c->errlen);
-			if (rc < 0)
-				break;
-			if (n && (by_updates ? u : t)[n - 1] > xmax)
-				xmax = (by_updates ? u : t)[n - 1];
-			any += n;
-			free(t);
-			free(u);
-			free(a);
-		}
-	}
-	if (rc < 0 || any == 0 || xmax <= 0)
+	rc = plot_data_accuracy(c->set, by_updates, bands, &xmax, c->err, c->errlen);
+	if (rc <= 0)
+		goto out;
+	for (size_t p = 0; p < c->set->npoints && rc >= 0; p++)
+		rc = write_band(c, name, p, &bands[p]);
+	if (rc < 0)
 		goto out;
 	f = fig_begin(c, name);
 	if (!f) {
@@ -393,169 +405,66 @@ static int fig_accuracy(struct ctx *c, bool by_updates)
 	fprintf(f, "set yrange [0:1]\nset xrange [0:%.6g]\n", xmax);
 	fprintf(f, "set key bottom right inside\n");
 	fprintf(f, "plot ");
-	for (size_t p = 0; p < c->npoints; p++) {
-		struct point *pt = &c->points[p];
-
-		for (size_t k = 0; k < pt->nruns; k++) {
-			double *t = NULL, *u = NULL, *a = NULL;
-			size_t n = 0;
-
-			rc = summary_eval_series(c->runs[pt->runs[k]].dir, &t, &u, &a, &n, c->err,
-						 c->errlen);
-			if (rc < 0)
-				goto out;
-			s[k].x = by_updates ? u : t;
-			s[k].y = a;
-			s[k].n = n;
-			free(by_updates ? t : u);
-		}
-		d = dat_open(c, path, sizeof path, "%s_%zu.dat", name, p);
-		if (!d) {
-			rc = -EIO;
-			goto out;
-		}
-		write_band(d, s, pt->nruns, xmax);
-		fclose(d);
-		d = NULL;
-		for (size_t k = 0; k < pt->nruns; k++)
-			series_free(&s[k]);
-		if (pt->nruns > 1) {
-			gp_str(f, path);
-			fprintf(f, " using 1:3:4 with filledcurves lc rgb '%s' notitle, ", color(p));
-		}
-		gp_str(f, path);
-		fprintf(f, " using 1:2 with lines lw 2 lc rgb '%s' title ", color(p));
-		gp_str(f, pt->label);
-		fprintf(f, ", ");
-	}
+	plot_bands(f, c, name);
 	if (!isnan(target))
-		fprintf(f, "%.6g with lines dt 2 lw 1.5 lc rgb '#555555' title 'target %.2f'\n",
+		fprintf(f, ", %.6g with lines dt 2 lw 1.5 lc rgb '#555555' title 'target %.2f'\n",
 			target, target);
 	else
-		fprintf(f, "NaN notitle\n");
+		fprintf(f, ", NaN notitle\n");
 	rc = fig_end(c, name, f, 1100, 620);
-	f = NULL;
 out:
-	if (f)
-		fclose(f);
-	for (size_t k = 0; k < MAX_RUNS; k++)
-		series_free(&s[k]);
-	free(s);
+	free(bands);
 	return rc;
-}
-
-/* Numbers inside names compare as numbers: worker2 before worker10, workers=5 before
- * workers=15 (legends and axes follow a sweep's values in order). */
-static int str_cmp(const void *a, const void *b)
-{
-	return strverscmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Worker trace names (nodes/NAME.csv, NAME not starting with "server"), sorted. The caller
- * frees each name and the array. */
-static int worker_files(const struct run *r, char ***out, size_t *nout)
-{
-	char dir[8192];
-	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d;
-
-	*out = NULL;
-	*nout = 0;
-	snprintf(dir, sizeof dir, "%s/nodes", r->dir);
-	d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-
-		if (len <= 4 || strcmp(de->d_name + len - 4, ".csv") != 0 ||
-		    strncmp(de->d_name, "server", 6) == 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
-
-			if (!nn)
-				break;
-			names = nn;
-		}
-		if (!(names[n] = strdup(de->d_name)))
-			break;
-		n++;
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof *names, str_cmp);
-	*out = names;
-	*nout = n;
-	return 0;
-}
-
-static void free_names(char **names, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
 }
 
 /* Final step of every worker of every run, per sweep point: box plot plus the points. */
 static int fig_steps_final(struct ctx *c)
 {
-	char path[8192];
-	size_t total = 0;
+	const struct plot_set *s = c->set;
+	struct plot_step *v = NULL;
+	size_t n = 0, klen;
 	FILE *f = NULL, *d = NULL;
-	int rc = 0;
+	int rc;
 
-	d = dat_open(c, path, sizeof path, "steps_final.dat");
-	if (!d)
-		return -EIO;
-	for (size_t p = 0; p < c->npoints; p++) {
-		struct point *pt = &c->points[p];
-
-		for (size_t k = 0; k < pt->nruns; k++) {
-			const struct run *r = &c->runs[pt->runs[k]];
-			char **names = NULL;
-			size_t n = 0;
-
-			rc = worker_files(r, &names, &n);
-			if (rc < 0) {
-				snprintf(c->err, c->errlen, "%s/nodes: %s", r->dir, strerror(-rc));
-				goto out;
-			}
-			for (size_t i = 0; i < n; i++) {
-				char file[512];
-				struct table *t = NULL;
-				double last = -1;
-				int cs;
-
-				snprintf(file, sizeof file, "nodes/%s", names[i]);
-				rc = load_table(c, r, file, &t);
-				if (rc < 0 || !t)
-					continue;
-				cs = table_col(t, "step");
-				for (size_t row = 0; cs >= 0 && row < table_rows(t); row++) {
-					double v = table_double_or(t, row, (size_t)cs, -1);
-
-					last = v > last ? v : last;
-				}
-				table_destroy(&t);
-				if (last < 0)
-					continue;
-				/* spread the points of one sweep point sideways so equal values stay
-				 * visible: deterministic offset by worker and repeat */
-				double jitter = ((double)((i * 7 + k * 3) % 11) / 10.0 - 0.5) * 0.36;
-				fprintf(d, "%zu %.6g %.6g %zu\n", p, p + jitter, last, k);
-				total++;
-			}
-			free_names(names, n);
-		}
-	}
-	fclose(d);
-	d = NULL;
-	rc = 0;
-	if (total == 0)
+	rc = plot_data_steps_final(s, &v, &n, c->err, c->errlen);
+	if (rc < 0 || n == 0)
 		goto out;
+	/* columns: point, x, step, repeat */
+	d = tmp_open(c, "steps_final.dat");
+	if (!d) {
+		rc = -EIO;
+		goto out;
+	}
+	fputs("point\tx\tstep\trepeat\n", d);
+	for (size_t i = 0; i < n; i++)
+		fprintf(d, "%zu\t%.6g\t%.6g\t%zu\n", v[i].point, v[i].x, v[i].step, v[i].repeat);
+	if (fclose(d) != 0) {
+		d = NULL;
+		rc = -EIO;
+		snprintf(c->err, c->errlen, "write steps_final.dat: %s", strerror(errno));
+		goto out;
+	}
+	/* One sweep key ("consistency.barrier=bsp", ...): the key names the axis and each tic is
+	 * only a value, so neighbouring labels do not run into each other. */
+	klen = plot_data_common_key_len(s);
+	d = tmp_open(c, "steps_final_tics.dat");
+	if (!d) {
+		rc = -EIO;
+		goto out;
+	}
+	fputs("point\ty\tlabel\n", d);
+	for (size_t p = 0; p < s->npoints; p++) {
+		fprintf(d, "%zu\t0\t", p);
+		put_label(d, s->points[p].label + klen);
+		fputc('\n', d);
+	}
+	if (fclose(d) != 0) {
+		d = NULL;
+		rc = -EIO;
+		snprintf(c->err, c->errlen, "write steps_final_tics.dat: %s", strerror(errno));
+		goto out;
+	}
+	d = NULL;
 	f = fig_begin(c, "steps_final");
 	if (!f) {
 		rc = -EIO;
@@ -563,42 +472,26 @@ static int fig_steps_final(struct ctx *c)
 	}
 	fprintf(f, "set title \"Steps completed by each worker at the end of the run");
 	fprintf(f, "\\n(box: quartiles and median over all workers of all repeats; dot: one worker)\"\n");
-	/* One sweep key ("consistency.barrier=bsp", ...): the key names the axis and each tic is
-	 * only a value, so neighbouring labels do not run into each other. */
-	size_t klen = 0;
-	{
-		const char *first = c->points[0].label, *eq = strchr(first, '=');
-
-		klen = eq && !strstr(first, ", ") ? (size_t)(eq - first) + 1 : 0;
-		for (size_t p = 1; p < c->npoints && klen; p++)
-			if (strncmp(c->points[p].label, first, klen) != 0 || strstr(c->points[p].label, ", "))
-				klen = 0;
-	}
 	fprintf(f, "set ylabel 'steps completed (count)'\nset xlabel ");
 	if (klen) {
-		char key[256];
+		char key[256], safe[256];
 
-		snprintf(key, sizeof key, "%.*s", (int)(klen - 1), c->points[0].label);
-		gp_str(f, key);
+		snprintf(key, sizeof key, "%.*s", (int)(klen - 1), s->points[0].label);
+		fprintf(f, "'%s'", plot_safe_text(safe, sizeof safe, key));
 	} else {
-		gp_str(f, "sweep point");
+		fprintf(f, "'sweep point'");
 	}
-	fprintf(f, "\nset xrange [-0.6:%zu.6]\nset yrange [0:*]\nset xtics (", c->npoints - 1);
-	for (size_t p = 0; p < c->npoints; p++) {
-		fprintf(f, "%s", p ? ", " : "");
-		gp_str(f, c->points[p].label + klen);
-		fprintf(f, " %zu", p);
-	}
-	fprintf(f, ")\nset style boxplot nooutliers\nset boxwidth 0.5\nunset key\n");
+	fprintf(f, "\nset xrange [-0.6:%zu.6]\nset yrange [0:*]\nset xtics 1\n", s->npoints - 1);
+	fprintf(f, "set style boxplot nooutliers\nset boxwidth 0.5\nunset key\n");
 	fprintf(f, "set style fill solid 0.25 border\n");
-	fprintf(f, "plot ");
-	for (size_t p = 0; p < c->npoints; p++) {
-		gp_str(f, path);
-		fprintf(f, " using (%zu):($1==%zu ? $3 : NaN) with boxplot lc rgb '%s' lw 1.5, ", p, p,
-			color(p));
-		gp_str(f, path);
-		fprintf(f, " using ($1==%zu ? $2 : NaN):3 with points pt 7 ps 1.1 lc rgb '%s'%s", p,
-			color(p), p + 1 < c->npoints ? ", " : "\n");
+	/* the tic labels: invisible dots (fully transparent) at y = 0 carrying the names */
+	fprintf(f, "plot 'steps_final_tics.dat' using 1:2:xticlabels(3) with dots lc rgb '#FFFFFFFF' "
+		   "notitle, ");
+	for (size_t p = 0; p < s->npoints; p++) {
+		fprintf(f, "'steps_final.dat' using (%zu):($1==%zu ? $3 : NaN) with boxplot "
+			   "lc rgb '%s' lw 1.5, ", p, p, color(p));
+		fprintf(f, "'steps_final.dat' using ($1==%zu ? $2 : NaN):3 with points pt 7 ps 1.1 "
+			   "lc rgb '%s'%s", p, color(p), p + 1 < s->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "steps_final", f, 1000, 620);
 	f = NULL;
@@ -607,110 +500,66 @@ out:
 		fclose(d);
 	if (f)
 		fclose(f);
+	free(v);
 	return rc;
-}
-
-/* Rows a and b of progress.csv have the same min, median and max step. */
-static bool same_steps(const struct table *t, size_t a, size_t b, int cmin, int cmed, int cmax)
-{
-	const int cols[3] = { cmin, cmed, cmax };
-
-	for (size_t k = 0; k < 3; k++)
-		if (strcmp(table_get(t, a, (size_t)cols[k]), table_get(t, b, (size_t)cols[k])) != 0)
-			return false;
-	return true;
 }
 
 /* Step spread and waiting workers over time, first repeat of each sweep point. */
 static int fig_progress(struct ctx *c)
 {
-	char path[MAX_POINTS][8192];
-	bool have[MAX_POINTS] = { false };
+	const struct plot_set *s = c->set;
+	struct plot_progress *prog = NULL;
 	double tmax = 0, win_max = 1.0;
-	size_t nhave = 0;
 	FILE *f = NULL;
-	int rc = 0;
+	int rc;
 
-	for (size_t p = 0; p < c->npoints; p++) {
-		const struct run *r = &c->runs[c->points[p].runs[0]];
-		struct table *t = NULL;
-		int ct, ca, cw, cmin, cmed, cmax;
-		double win_start = 0, win_sum = 0, min_gap, t_kept, win;
-		size_t win_n = 0;
+	prog = calloc(s->npoints, sizeof *prog);
+	if (!prog)
+		return -ENOMEM;
+	rc = plot_data_progress(s, prog, &tmax, &win_max, c->err, c->errlen);
+	if (rc <= 0)
+		goto out;
+	for (size_t p = 0; p < s->npoints; p++) {
 		FILE *d;
 
-		rc = load_table(c, r, "progress.csv", &t);
-		if (rc < 0)
-			return rc;
-		if (!t)
+		if (!prog[p].rows)
 			continue;
-		ct = table_col(t, "t_s");
-		ca = table_col(t, "alive");
-		cw = table_col(t, "waiting");
-		cmin = table_col(t, "min_step");
-		cmed = table_col(t, "median_step");
-		cmax = table_col(t, "max_step");
-		if (ct < 0 || ca < 0 || cw < 0 || cmin < 0 || cmed < 0 || cmax < 0 ||
-		    table_rows(t) == 0) {
-			table_destroy(&t);
-			continue;
-		}
-		d = dat_open(c, path[p], sizeof path[p], "progress_%zu.dat", p);
+		d = tmp_open(c, "progress_%zu.dat", p);
 		if (!d) {
-			table_destroy(&t);
-			return -EIO;
+			rc = -EIO;
+			goto out;
 		}
-		min_gap = (table_double_or(t, table_rows(t) - 1, (size_t)ct, 0) -
-			   table_double_or(t, 0, (size_t)ct, 0)) / 400;
-		/* waiting: means over 1 s, or 1/100 of a longer run (a marker each) */
-		win = min_gap * 4 > 1.0 ? min_gap * 4 : 1.0;
-		win_max = win > win_max ? win : win_max;
-		t_kept = -INFINITY;
-		/* columns: t min median max waiting_mean (only on window ends, else nan) */
-		for (size_t row = 0; row < table_rows(t); row++) {
-			double ts = table_double_or(t, row, (size_t)ct, NAN);
-			double w = table_double_or(t, row, (size_t)cw, 0);
-			char wbuf[32] = "nan";
+		/* columns: t min median max waiting_mean (steps on samples, waiting on window
+		 * ends, nan otherwise); the keys read the headers of median and waiting */
+		fputs("t\tmin\t", d);
+		put_label(d, s->points[p].label);
+		fputs("\tmax\t", d);
+		put_label(d, s->points[p].label);
+		fputc('\n', d);
+		for (size_t i = 0; i < prog[p].nrows; i++) {
+			const struct plot_progress_row *r = &prog[p].rows[i];
 
-			if (isnan(ts))
-				continue;
-			if (ts - win_start >= win || row + 1 == table_rows(t)) {
-				win_sum += w;
-				win_n++;
-				snprintf(wbuf, sizeof wbuf, "%.4g", win_sum / (double)win_n);
-				fprintf(d, "%.4f %s %s %s %s\n", win_start + (ts - win_start) / 2,
-					"nan", "nan", "nan", wbuf);
-				win_start = ts;
-				win_sum = 0;
-				win_n = 0;
-			} else {
-				win_sum += w;
-				win_n++;
-			}
-			/* A figure is 1100 px wide: samples closer than 1/400 of the run add
-			 * nothing to it but size (a 300 s run has 3000). Between those, a sample is
-			 * kept only where the curve bends (it differs from its neighbour before or
-			 * after); the first and the last always. */
-			if (row == 0 || row + 1 == table_rows(t) ||
-			    (ts - t_kept >= min_gap &&
-			     (!same_steps(t, row, row - 1, cmin, cmed, cmax) ||
-			      !same_steps(t, row, row + 1, cmin, cmed, cmax)))) {
-				fprintf(d, "%.4f %s %s %s nan\n", ts, table_get(t, row, (size_t)cmin),
-					table_get(t, row, (size_t)cmed), table_get(t, row, (size_t)cmax));
-				t_kept = ts;
-			}
-			tmax = ts > tmax ? ts : tmax;
+			fprintf(d, "%.4f\t", r->t_s);
+			put_num(d, 10, r->min);
+			fputc('\t', d);
+			put_num(d, 10, r->median);
+			fputc('\t', d);
+			put_num(d, 10, r->max);
+			fputc('\t', d);
+			put_num(d, 4, r->waiting);
+			fputc('\n', d);
 		}
-		fclose(d);
-		table_destroy(&t);
-		have[p] = true;
-		nhave++;
+		if (fclose(d) != 0) {
+			rc = -EIO;
+			snprintf(c->err, c->errlen, "write progress_%zu.dat: %s", p, strerror(errno));
+			goto out;
+		}
 	}
-	if (nhave == 0)
-		return 0;
 	f = fig_begin(c, "progress");
-	if (!f)
-		return -EIO;
+	if (!f) {
+		rc = -EIO;
+		goto out;
+	}
 	fprintf(f, "set multiplot layout 2,1 title 'Worker progress over time (first repeat of each "
 		   "sweep point)'\n");
 	fprintf(f, "set xrange [0:%.6g]\nset key outside right top\n", tmax);
@@ -718,137 +567,100 @@ static int fig_progress(struct ctx *c)
 	fprintf(f, "set title 'Steps completed: line = median worker, band = slowest to fastest'\n");
 	fprintf(f, "set ylabel 'steps completed (count)'\nset xlabel ''\nset yrange [0:*]\n");
 	fprintf(f, "plot ");
-	for (size_t p = 0, first = 1; p < c->npoints; p++) {
-		if (!have[p])
+	for (size_t p = 0, first = 1; p < s->npoints; p++) {
+		if (!prog[p].rows)
 			continue;
 		fprintf(f, "%s", first ? "" : ", ");
 		first = 0;
-		gp_str(f, path[p]);
-		fprintf(f, " using 1:2:4 with filledcurves lc rgb '%s' notitle, ", color(p));
-		gp_str(f, path[p]);
-		fprintf(f, " using 1:3 with lines lw 2 lc rgb '%s' title ", color(p));
-		gp_str(f, c->points[p].label);
+		fprintf(f, "'progress_%zu.dat' using 1:2:4 with filledcurves lc rgb '%s' notitle, ", p,
+			color(p));
+		fprintf(f, "'progress_%zu.dat' using 1:3 with lines lw 2 lc rgb '%s' "
+			   "title columnheader(3)", p, color(p));
 	}
 	fprintf(f, "\nset title 'Workers blocked at a barrier (%.3g s mean)'\n", win_max);
 	fprintf(f, "set ylabel 'workers waiting (count)'\nset xlabel 'time since run start (s)'\n");
 	fprintf(f, "set yrange [0:*]\nplot ");
-	for (size_t p = 0, first = 1; p < c->npoints; p++) {
-		if (!have[p])
+	for (size_t p = 0, first = 1; p < s->npoints; p++) {
+		if (!prog[p].rows)
 			continue;
 		fprintf(f, "%s", first ? "" : ", ");
 		first = 0;
-		gp_str(f, path[p]);
-		fprintf(f, " using 1:5 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb '%s' title ", color(p));
-		gp_str(f, c->points[p].label);
+		fprintf(f, "'progress_%zu.dat' using 1:5 with linespoints pt 7 ps 0.5 lw 1.5 "
+			   "lc rgb '%s' title columnheader(5)", p, color(p));
 	}
 	fprintf(f, "\nunset multiplot\n");
 	rc = fig_end(c, "progress", f, 1100, 820);
+out:
+	plot_data_progress_free(prog, s->npoints);
+	free(prog);
 	return rc;
 }
 
 /* Histogram of the staleness of applied updates, pooled over repeats, per sweep point. */
 static int fig_staleness(struct ctx *c)
 {
-	char path[8192];
-	double (*frac)[STALE_CAP + 1] = NULL;
-	size_t total[MAX_POINTS] = { 0 }, any = 0;
-	int maxbin = 0, rc = 0;
+	const struct plot_set *s = c->set;
+	struct plot_staleness *h = NULL;
 	FILE *f = NULL, *d = NULL;
+	double bw;
+	int rc = 0;
 
-	frac = calloc(MAX_POINTS, sizeof *frac);
-	if (!frac)
+	h = calloc(1, sizeof *h);
+	if (!h)
 		return -ENOMEM;
-	for (size_t p = 0; p < c->npoints; p++) {
-		for (size_t k = 0; k < c->points[p].nruns; k++) {
-			const struct run *r = &c->runs[c->points[p].runs[k]];
-			char dir[8192];
-			struct dirent *de;
-			DIR *dd;
-
-			snprintf(dir, sizeof dir, "%s/nodes", r->dir);
-			dd = opendir(dir);
-			if (!dd)
-				continue;
-			while ((de = readdir(dd))) {
-				size_t len = strlen(de->d_name);
-				char file[512];
-				struct table *t = NULL;
-				int cs;
-
-				if (len <= 4 || strcmp(de->d_name + len - 4, ".csv") != 0)
-					continue;
-				snprintf(file, sizeof file, "nodes/%s", de->d_name);
-				if (load_table(c, r, file, &t) < 0 || !t)
-					continue;
-				/* A parameter server's update trace repeats what its workers' rows
-				 * say (one row per update): count each update once. */
-				if (table_col(t, "worker_step") >= 0) {
-					table_destroy(&t);
-					continue;
-				}
-				cs = table_col(t, "staleness");
-				for (size_t row = 0; cs >= 0 && row < table_rows(t); row++) {
-					double v;
-
-					if (table_double(t, row, (size_t)cs, &v) < 0 || v < 0)
-						continue;
-					int b = v >= STALE_CAP ? STALE_CAP : (int)v;
-					frac[p][b] += 1;
-					total[p]++;
-					maxbin = b > maxbin ? b : maxbin;
-				}
-				table_destroy(&t);
-			}
-			closedir(dd);
-		}
-		any += total[p];
-	}
-	if (any == 0)
+	if (plot_data_staleness(s, h) == 0)
 		goto out;
-	d = dat_open(c, path, sizeof path, "staleness.dat");
+	d = tmp_open(c, "staleness.dat");
 	if (!d) {
 		rc = -EIO;
 		goto out;
 	}
-	/* row per bin: bin, then fraction of each point */
-	for (int b = 0; b <= maxbin; b++) {
+	/* header: the keys, "LABEL (N updates)"; then a row per bin: bin, then the fraction of
+	 * each point */
+	fputs("bin", d);
+	for (size_t p = 0; p < s->npoints; p++) {
+		fputc('\t', d);
+		put_label(d, s->points[p].label);
+		fprintf(d, " (%zu updates)", h->total[p]);
+	}
+	fputc('\n', d);
+	for (int b = 0; b <= h->maxbin; b++) {
 		fprintf(d, "%d", b);
-		for (size_t p = 0; p < c->npoints; p++)
-			fprintf(d, " %.6g", total[p] ? frac[p][b] / (double)total[p] : 0.0);
+		for (size_t p = 0; p < s->npoints; p++)
+			fprintf(d, "\t%.6g",
+				h->total[p] ? (double)h->count[p][b] / (double)h->total[p] : 0.0);
 		fputc('\n', d);
 	}
-	fclose(d);
+	if (fclose(d) != 0) {
+		d = NULL;
+		rc = -EIO;
+		snprintf(c->err, c->errlen, "write staleness.dat: %s", strerror(errno));
+		goto out;
+	}
 	d = NULL;
 	f = fig_begin(c, "staleness_hist");
 	if (!f) {
 		rc = -EIO;
 		goto out;
 	}
-	{
-		double bw = 0.8 / (double)c->npoints;
+	bw = 0.8 / (double)s->npoints;
+	fprintf(f, "set title 'Staleness of applied updates (model versions behind when applied;"
+		   " all repeats pooled)'\n");
+	fprintf(f, "set xlabel 'staleness (model versions)%s'\n",
+		h->maxbin == PLOT_DATA_STALE_CAP ? "; last bar: that many or more" : "");
+	fprintf(f, "set ylabel 'fraction of updates'\nset yrange [0:*]\nset xrange [-0.6:%d.6]\n",
+		h->maxbin);
+	fprintf(f, "set boxwidth %.4f absolute\nset style fill solid 0.75 border -1\n", bw);
+	fprintf(f, "set xtics 1\nset key inside top right\n");
+	if (h->maxbin > 20)
+		fprintf(f, "set xtics 5\n");
+	fprintf(f, "plot ");
+	for (size_t p = 0; p < s->npoints; p++) {
+		double off = ((double)p - (double)(s->npoints - 1) / 2.0) * bw;
 
-		fprintf(f, "set title 'Staleness of applied updates (model versions behind when applied;"
-			   " all repeats pooled)'\n");
-		fprintf(f, "set xlabel 'staleness (model versions)%s'\n",
-			maxbin == STALE_CAP ? "; last bar: that many or more" : "");
-		fprintf(f, "set ylabel 'fraction of updates'\nset yrange [0:*]\nset xrange [-0.6:%d.6]\n",
-			maxbin);
-		fprintf(f, "set boxwidth %.4f absolute\nset style fill solid 0.75 border -1\n", bw);
-		fprintf(f, "set xtics 1\nset key inside top right\n");
-		if (maxbin > 20)
-			fprintf(f, "set xtics 5\n");
-		fprintf(f, "plot ");
-		for (size_t p = 0; p < c->npoints; p++) {
-			double off = ((double)p - (double)(c->npoints - 1) / 2.0) * bw;
-			char t[320];
-
-			gp_str(f, path);
-			fprintf(f, " using ($1%+.4f):%zu with boxes lc rgb '%s' title ", off, p + 2,
-				color(p));
-			snprintf(t, sizeof t, "%s (%zu updates)", c->points[p].label, total[p]);
-			gp_str(f, t);
-			fprintf(f, "%s", p + 1 < c->npoints ? ", " : "\n");
-		}
+		fprintf(f, "'staleness.dat' using ($1%+.4f):%zu with boxes lc rgb '%s' "
+			   "title columnheader(%zu)%s", off, p + 2, color(p), p + 2,
+			p + 1 < s->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "staleness_hist", f, 1000, 600);
 	f = NULL;
@@ -857,115 +669,40 @@ out:
 		fclose(d);
 	if (f)
 		fclose(f);
-	free(frac);
+	free(h);
 	return rc;
 }
 
 /* Cumulative packets dropped on all emulated links over time, per sweep point. */
 static int fig_link_drops(struct ctx *c)
 {
-	struct series s[MAX_RUNS];
-	char path[8192];
-	double xmax = 0;
-	size_t any = 0;
-	FILE *f = NULL, *d = NULL;
-	int rc = 0;
+	struct plot_band *bands = NULL;
+	FILE *f = NULL;
+	int rc;
 
-	memset(s, 0, sizeof s);
+	bands = calloc(c->set->npoints, sizeof *bands);
+	if (!bands)
+		return -ENOMEM;
+	rc = plot_data_link_drops(c->set, bands, c->err, c->errlen);
+	if (rc <= 0)
+		goto out;
+	for (size_t p = 0; p < c->set->npoints && rc >= 0; p++)
+		rc = write_band(c, "link_drops", p, &bands[p]);
+	if (rc < 0)
+		goto out;
 	f = fig_begin(c, "link_drops");
-	if (!f)
-		return -EIO;
+	if (!f) {
+		rc = -EIO;
+		goto out;
+	}
 	title_repeats(f, c, "Packets dropped on the emulated links (all links summed, cumulative)");
 	fprintf(f, "set xlabel 'time since run start (s)'\nset ylabel 'packets dropped (count)'\n");
 	fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
-	for (size_t p = 0; p < c->npoints; p++) {
-		struct point *pt = &c->points[p];
-
-		for (size_t k = 0; k < pt->nruns; k++) {
-			struct table *t = NULL;
-			int ct, cn, cdir, cd;
-
-			rc = load_table(c, &c->runs[pt->runs[k]], "links.csv", &t);
-			if (rc < 0)
-				goto out;
-			if (!t)
-				continue;
-			ct = table_col(t, "t_s");
-			cn = table_col(t, "node");
-			cdir = table_col(t, "direction");
-			cd = table_col(t, "dropped");
-			size_t rows = table_rows(t);
-			s[k].x = calloc(rows + 1, sizeof(double));
-			s[k].y = calloc(rows + 1, sizeof(double));
-			/* per-link last value, summed at each sample instant */
-			char (*keys)[96] = calloc(rows + 1, sizeof *keys);
-			double *last = calloc(rows + 1, sizeof *last);
-			size_t nk = 0;
-
-			if (!s[k].x || !s[k].y || !keys || !last || ct < 0 || cn < 0 || cdir < 0 ||
-			    cd < 0) {
-				free(keys);
-				free(last);
-				table_destroy(&t);
-				continue;
-			}
-			for (size_t row = 0; row < rows; row++) {
-				char key[96];
-				size_t i;
-				double sum = 0, ts = table_double_or(t, row, (size_t)ct, 0);
-
-				snprintf(key, sizeof key, "%.60s/%.20s", table_get(t, row, (size_t)cn),
-					 table_get(t, row, (size_t)cdir));
-				for (i = 0; i < nk; i++)
-					if (strcmp(keys[i], key) == 0)
-						break;
-				if (i == nk)
-					memcpy(keys[nk++], key, sizeof key);
-				last[i] = table_double_or(t, row, (size_t)cd, last[i]);
-				for (size_t j = 0; j < nk; j++)
-					sum += last[j];
-				if (s[k].n > 0 && s[k].x[s[k].n - 1] == ts)
-					s[k].n--;
-				s[k].x[s[k].n] = ts;
-				s[k].y[s[k].n++] = sum;
-				xmax = ts > xmax ? ts : xmax;
-			}
-			any += s[k].n;
-			free(keys);
-			free(last);
-			table_destroy(&t);
-		}
-		d = dat_open(c, path, sizeof path, "link_drops_%zu.dat", p);
-		if (!d) {
-			rc = -EIO;
-			goto out;
-		}
-		/* the grid needs xmax of all points; use this point's own range, rewritten below */
-		write_band(d, s, pt->nruns, xmax > 0 ? xmax : 1);
-		fclose(d);
-		d = NULL;
-		for (size_t k = 0; k < pt->nruns; k++)
-			series_free(&s[k]);
-		if (pt->nruns > 1) {
-			gp_str(f, path);
-			fprintf(f, " using 1:3:4 with filledcurves lc rgb '%s' notitle, ", color(p));
-		}
-		gp_str(f, path);
-		fprintf(f, " using 1:2 with lines lw 2 lc rgb '%s' title ", color(p));
-		gp_str(f, pt->label);
-		fprintf(f, "%s", p + 1 < c->npoints ? ", " : "\n");
-	}
-	if (any == 0) {
-		rc = 0;
-		goto out;
-	}
+	plot_bands(f, c, "link_drops");
+	fputc('\n', f);
 	rc = fig_end(c, "link_drops", f, 1000, 600);
-	f = NULL;
 out:
-	if (f)
-		fclose(f);
-	for (size_t k = 0; k < MAX_RUNS; k++)
-		series_free(&s[k]);
+	free(bands);
 	return rc;
 }
 
@@ -974,241 +711,124 @@ static int fig_linkcheck(struct ctx *c)
 {
 	static const char *const dirs[] = { "up", "down", "rtt" };
 	static const char *const dcol[] = { "#0072B2", "#E69F00", "#009E73" };
-	struct table *t = NULL;
-	const struct run *r = NULL;
-	char path[3][8192], nodes[64][64];
-	size_t nn = 0;
-	FILE *f = NULL, *d[3] = { NULL };
-	int rc = 0;
+	struct plot_linkcheck lc;
+	FILE *f = NULL, *d[PLOT_DATA_NDIRS + 1] = { NULL };
+	char safe[sizeof lc.run_id];
+	int rc;
 
-	for (size_t i = 0; i < c->nruns && !t; i++) {
-		rc = load_table(c, &c->runs[i], "linkcheck.csv", &t);
-		if (rc < 0)
-			return rc;
-		r = &c->runs[i];
-	}
-	if (!t || table_rows(t) == 0)
-		goto out;
-	int cn = table_col(t, "node"), cdir = table_col(t, "direction"),
-	    cm = table_col(t, "rtt_mean_ms"), csd = table_col(t, "rtt_sd_ms"),
-	    ccfg = table_col(t, "cfg_delay_ms"), cv = table_col(t, "verdict");
-	if (cn < 0 || cdir < 0 || cm < 0 || csd < 0 || ccfg < 0 || cv < 0)
-		goto out;
-	for (int k = 0; k < 3; k++) {
-		d[k] = dat_open(c, path[k], sizeof path[k], "linkcheck_%s.dat", dirs[k]);
+	rc = plot_data_linkcheck(c->set, &lc, c->err, c->errlen);
+	if (rc <= 0)
+		return rc;
+	/* linkcheck_up/down/rtt.dat: x mean sd cfg off; linkcheck_tics.dat: node names */
+	for (int k = 0; k <= PLOT_DATA_NDIRS; k++) {
+		d[k] = k < PLOT_DATA_NDIRS ? tmp_open(c, "linkcheck_%s.dat", dirs[k])
+					   : tmp_open(c, "linkcheck_tics.dat");
 		if (!d[k]) {
 			rc = -EIO;
 			goto out;
 		}
+		fputs(k < PLOT_DATA_NDIRS ? "x\tmean\tsd\tcfg\toff\n" : "x\ty\tnode\n", d[k]);
 	}
-	for (size_t row = 0; row < table_rows(t); row++) {
-		const char *nm = table_get(t, row, (size_t)cn), *dr = table_get(t, row, (size_t)cdir);
-		size_t i;
-		int k;
+	for (size_t i = 0; i < lc.nrows; i++) {
+		const struct plot_linkcheck_row *r = &lc.rows[i];
+		FILE *o = d[r->dir];
 
-		for (k = 0; k < 3; k++)
-			if (strcmp(dr, dirs[k]) == 0)
-				break;
-		if (k == 3)
-			continue;
-		for (i = 0; i < nn; i++)
-			if (strcmp(nodes[i], nm) == 0)
-				break;
-		if (i == nn) {
-			if (nn == 64)
-				continue;
-			snprintf(nodes[nn++], sizeof nodes[0], "%.63s", nm);
-		}
-		fprintf(d[k], "%.4f %s %s %s %s\n", (double)i + (k - 1) * 0.27,
-			*table_get(t, row, (size_t)cm) ? table_get(t, row, (size_t)cm) : "nan",
-			*table_get(t, row, (size_t)csd) ? table_get(t, row, (size_t)csd) : "0",
-			table_get(t, row, (size_t)ccfg),
-			strcmp(table_get(t, row, (size_t)cv), "ok") == 0 ? "0" : "1");
+		fprintf(o, "%.4f\t", (double)r->node + (r->dir - 1) * 0.27);
+		put_num(o, 10, r->mean_ms);
+		fputc('\t', o);
+		put_num(o, 10, r->sd_ms);
+		fputc('\t', o);
+		put_num(o, 10, r->cfg_ms);
+		fprintf(o, "\t%d\n", r->off ? 1 : 0);
 	}
-	for (int k = 0; k < 3; k++) {
-		fclose(d[k]);
+	for (size_t i = 0; i < lc.nnodes; i++) {
+		fprintf(d[PLOT_DATA_NDIRS], "%zu\t0\t", i);
+		put_label(d[PLOT_DATA_NDIRS], lc.nodes[i]);
+		fputc('\n', d[PLOT_DATA_NDIRS]);
+	}
+	for (int k = 0; k <= PLOT_DATA_NDIRS; k++) {
+		int e = fclose(d[k]);
+
 		d[k] = NULL;
+		if (e != 0 && rc >= 0) {
+			rc = -EIO;
+			snprintf(c->err, c->errlen, "write linkcheck data: %s", strerror(errno));
+		}
 	}
+	if (rc < 0)
+		goto out;
 	f = fig_begin(c, "linkcheck_delay");
 	if (!f) {
 		rc = -EIO;
 		goto out;
 	}
-	{
-		char title[512];
-
-		snprintf(title, sizeof title,
-			 "Link self-check of run %s: measured delay (bar, error bar = sd) vs configured "
-			 "(black dash)\nup/down: one-way delay; rtt: round trip; red X: verdict off",
-			 r->meta.run_id);
-		fprintf(f, "set title ");
-		gp_str(f, title);
-	}
-	fprintf(f, "\nset ylabel 'delay (ms)'\nset xlabel 'node'\nset yrange [0:*]\n");
-	fprintf(f, "set xrange [-0.6:%zu.6]\nset xtics (", nn - 1);
-	for (size_t i = 0; i < nn; i++) {
-		fprintf(f, "%s", i ? ", " : "");
-		gp_str(f, nodes[i]);
-		fprintf(f, " %zu", i);
-	}
-	fprintf(f, ")\nset boxwidth 0.25 absolute\nset style fill solid 0.7 border -1\n");
-	fprintf(f, "set key inside top left\nset bars 2\nplot ");
-	for (int k = 0; k < 3; k++) {
-		gp_str(f, path[k]);
-		fprintf(f, " using 1:2:3 with boxerrorbars lc rgb '%s' title '%s measured', ", dcol[k],
-			dirs[k]);
-	}
-	for (int k = 0; k < 3; k++) {
-		gp_str(f, path[k]);
-		fprintf(f, " using 1:4 with points pt 5 ps 0.01 lc rgb 'black' notitle, ");
-		gp_str(f, path[k]);
-		fprintf(f, " using ($1-0.125):4:(0.25):(0) with vectors nohead lw 3 lc rgb 'black' %s, ",
+	fprintf(f, "set title \"Link self-check of run %s: measured delay (bar, error bar = sd) vs "
+		   "configured (black dash)\\nup/down: one-way delay; rtt: round trip; red X: "
+		   "verdict off\"\n", plot_safe_text(safe, sizeof safe, lc.run_id));
+	fprintf(f, "set ylabel 'delay (ms)'\nset xlabel 'node'\nset yrange [0:*]\n");
+	fprintf(f, "set xrange [-0.6:%zu.6]\nset xtics 1\n", lc.nnodes - 1);
+	fprintf(f, "set boxwidth 0.25 absolute\nset style fill solid 0.7 border -1\n");
+	fprintf(f, "set key inside top left\nset bars 2\n");
+	/* the tic labels: invisible dots (fully transparent) at y = 0 carrying the names */
+	fprintf(f, "plot 'linkcheck_tics.dat' using 1:2:xticlabels(3) with dots lc rgb '#FFFFFFFF' "
+		   "notitle, ");
+	for (int k = 0; k < PLOT_DATA_NDIRS; k++)
+		fprintf(f, "'linkcheck_%s.dat' using 1:2:3 with boxerrorbars lc rgb '%s' "
+			   "title '%s measured', ", dirs[k], dcol[k], dirs[k]);
+	for (int k = 0; k < PLOT_DATA_NDIRS; k++) {
+		fprintf(f, "'linkcheck_%s.dat' using 1:4 with points pt 5 ps 0.01 lc rgb 'black' "
+			   "notitle, ", dirs[k]);
+		fprintf(f, "'linkcheck_%s.dat' using ($1-0.125):4:(0.25):(0) with vectors nohead "
+			   "lw 3 lc rgb 'black' %s, ", dirs[k],
 			k == 0 ? "title 'configured'" : "notitle");
-		gp_str(f, path[k]);
-		fprintf(f, " using 1:($5 > 0 ? $2 : NaN) with points pt 2 ps 2.5 lw 2 lc rgb 'red' %s%s",
+		fprintf(f, "'linkcheck_%s.dat' using 1:($5 > 0 ? $2 : NaN) with points pt 2 ps 2.5 "
+			   "lw 2 lc rgb 'red' %s%s", dirs[k],
 			k == 0 ? "title 'verdict off'" : "notitle", k < 2 ? ", " : "\n");
 	}
 	rc = fig_end(c, "linkcheck_delay", f, 1100, 600);
 	f = NULL;
 out:
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k <= PLOT_DATA_NDIRS; k++)
 		if (d[k])
 			fclose(d[k]);
 	if (f)
 		fclose(f);
-	table_destroy(&t);
+	plot_data_linkcheck_free(&lc);
 	return rc;
 }
 
 /* ---- driver -------------------------------------------------------------------------- */
 
-static bool has_meta(const char *dir)
-{
-	char path[8300];
-
-	snprintf(path, sizeof path, "%s/meta.json", dir);
-	return access(path, R_OK) == 0;
-}
-
-static int add_run(struct ctx *c, const char *dir)
-{
-	struct run *r;
-	char label[256];
-	size_t p;
-	int rc;
-
-	if (c->nruns == MAX_RUNS) {
-		snprintf(c->err, c->errlen, "%s: more than %d runs", c->dir, MAX_RUNS);
-		return -E2BIG;
-	}
-	r = &c->runs[c->nruns];
-	snprintf(r->dir, sizeof r->dir, "%s", dir);
-	rc = meta_load_dir(dir, &r->meta, c->err, c->errlen);
-	if (rc < 0)
-		return rc;
-	meta_sweep_label(&r->meta, label, sizeof label);
-	if (!label[0])
-		snprintf(label, sizeof label, "%s", c->nruns == 0 && has_meta(c->dir) ? r->meta.run_id
-										 : "all runs");
-	for (p = 0; p < c->npoints; p++)
-		if (strcmp(c->points[p].label, label) == 0)
-			break;
-	if (p == c->npoints) {
-		if (p == MAX_POINTS) {
-			snprintf(c->err, c->errlen, "%s: more than %d sweep points", c->dir, MAX_POINTS);
-			return -E2BIG;
-		}
-		snprintf(c->points[p].label, sizeof c->points[p].label, "%s", label);
-		c->npoints++;
-	}
-	c->points[p].runs[c->points[p].nruns++] = c->nruns++;
-	return 0;
-}
-
-static int collect_runs(struct ctx *c)
+/* Empty and remove the private directory. */
+static void remove_tmp(struct ctx *c)
 {
 	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d;
-	int rc = 0;
+	int fd = dup(c->tmpfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
-	if (has_meta(c->dir))
-		return add_run(c, c->dir);
-	d = opendir(c->dir);
 	if (!d) {
-		snprintf(c->err, c->errlen, "%s: %s", c->dir, strerror(errno));
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		char sub[8192];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(sub, sizeof sub, "%s/%s", c->dir, de->d_name);
-		if (!has_meta(sub))
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
-
-			if (!nn) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		if (!(names[n] = strdup(sub))) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof *names, str_cmp);
-	for (size_t i = 0; i < n && rc == 0; i++)
-		rc = add_run(c, names[i]);
-	free_names(names, n);
-	if (rc == 0 && c->nruns == 0) {
-		snprintf(c->err, c->errlen, "%s: neither a run dir nor a sweep dir (no meta.json)", c->dir);
-		rc = -ENOENT;
-	}
-	return rc;
-}
-
-static void remove_tmp(const char *tmp)
-{
-	struct dirent *de;
-	DIR *d = opendir(tmp);
-
-	if (!d)
+		if (fd >= 0)
+			close(fd);
 		return;
-	while ((de = readdir(d))) {
-		char path[8192];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "%s/%s", tmp, de->d_name);
-		unlink(path);
 	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			unlinkat(c->tmpfd, de->d_name, 0);
 	closedir(d);
-	rmdir(tmp);
+	unlinkat(c->plotsfd, strrchr(c->tmp, '/') + 1, AT_REMOVEDIR);
 }
 
 int plot_dir(const char *dir, char *err, size_t errlen)
 {
-	struct ctx c = { .dir = dir, .err = err, .errlen = errlen };
+	struct plot_set set;
+	struct ctx c = { .set = &set, .err = err, .errlen = errlen, .plotsfd = -1, .tmpfd = -1 };
 	int (*const figs[])(struct ctx *) = { fig_steps_final, fig_progress, fig_staleness,
 					      fig_link_drops, fig_linkcheck };
+	struct stat st;
 	int rc = 0, written = 0;
 
 	c.tmp[0] = '\0';
-	c.runs = calloc(MAX_RUNS, sizeof *c.runs);
-	if (!c.runs) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	rc = collect_runs(&c);
+	rc = plot_data_collect(dir, &set, err, errlen);
 	if (rc < 0)
 		goto out;
 	snprintf(c.plots, sizeof c.plots, "%s/plots", dir);
@@ -1217,11 +837,38 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 		snprintf(err, errlen, "mkdir %s: %s", c.plots, strerror(errno));
 		goto out;
 	}
+	/* a plots/ that is a symlink would send the figures elsewhere */
+	c.plotsfd = open(c.plots, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c.plotsfd < 0) {
+		bool notdir = errno == ELOOP || errno == ENOTDIR;
+
+		rc = notdir ? -ENOTDIR : -errno;
+		snprintf(err, errlen, "%s: %s", c.plots,
+			 notdir ? "not a directory (a symlink is refused)" : strerror(errno));
+		goto out;
+	}
+	/* The private directory: mode 0700 under a name nobody knows, held by a descriptor. Its
+	 * path is never used again (whoever owns DIR could move it and put another in its
+	 * place): files are written with openat and gnuplot starts in it with fchdir. */
 	snprintf(c.tmp, sizeof c.tmp, "%s/.data-XXXXXX", c.plots);
 	if (!mkdtemp(c.tmp)) {
 		rc = -errno;
 		snprintf(err, errlen, "mkdtemp %s: %s", c.tmp, strerror(errno));
 		c.tmp[0] = '\0';
+		goto out;
+	}
+	c.tmpfd = openat(c.plotsfd, strrchr(c.tmp, '/') + 1,
+			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c.tmpfd >= 0 && (fstat(c.tmpfd, &st) < 0 || st.st_uid != geteuid() ||
+			     (st.st_mode & 077) != 0)) {
+		/* not the directory just made: leave it alone */
+		close(c.tmpfd);
+		c.tmpfd = -1;
+		errno = EPERM;
+	}
+	if (c.tmpfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", c.tmp, strerror(errno));
 		goto out;
 	}
 	for (int k = 0; k < 2 && rc >= 0; k++) {
@@ -1235,8 +882,12 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 	if (rc >= 0)
 		rc = written;
 out:
-	if (c.tmp[0])
-		remove_tmp(c.tmp);
-	free(c.runs);
+	if (c.tmpfd >= 0) {
+		remove_tmp(&c);
+		close(c.tmpfd);
+	}
+	if (c.plotsfd >= 0)
+		close(c.plotsfd);
+	plot_data_release(&set);
 	return rc;
 }

@@ -1,9 +1,11 @@
 /* collectors/plot: figures of a run or a sweep, drawn by gnuplot.
  *
- * All aggregation (across repeats, histograms, smoothing) happens here in C and is written to
- * temporary .dat files; each figure then gets one small gnuplot script, run by fork/exec (no
- * shell) once, producing both DIR/plots/NAME.png (pngcairo) and DIR/plots/NAME.svg. Figures
- * and what they show: docs/traces.md, "Figures". */
+ * The numbers come from collectors/plot_data; this module writes them to data files in a
+ * private temporary directory, writes one small gnuplot script per figure and runs gnuplot
+ * (fork/exec, no shell) once per figure, producing both DIR/plots/NAME.png (pngcairo) and
+ * DIR/plots/NAME.svg. Nothing read from DIR ever runs code: no string from it enters a script's
+ * text except through a strict whitelist (see plot.c). Figures and what they show:
+ * docs/traces.md, "Figures". */
 #ifndef STALENET_PLOT_H
 #define STALENET_PLOT_H
 
@@ -19,5 +21,10 @@ extern const char *const PLOT_FIGURES[];
  * a message in err (gnuplot's own stderr when it fails). The gnuplot binary is $GNUPLOT or
  * "gnuplot" on PATH. */
 int plot_dir(const char *run_or_sweep_dir, char *err, size_t errlen);
+
+/* Copy src into dst (dstlen > 0) keeping only letters, digits, space and ._-+=:,/%()[] ;
+ * every other byte becomes '_'. The form in which untrusted text may enter gnuplot script
+ * text. Returns dst. */
+char *plot_safe_text(char *dst, size_t dstlen, const char *src);
 
 #endif

@@ -1,8 +1,11 @@
 /* Unit tests for collectors/plot: render every figure of the recorded sweep fixture
  * (tests/data/sweep_small, recorded with `stalenet run tests/data/sweep_small.yaml`) and of a
- * single run of it, and check each file is a real PNG / SVG with non-trivial content. Needs
- * the gnuplot binary (gnuplot-nox), which is a build dependency. */
+ * single run of it, and check each file is a real PNG / SVG with non-trivial content; plot a
+ * copy of it in which every string gnuplot could see tries to run a command, and check that
+ * nothing ran. Needs the gnuplot binary (gnuplot-nox), which is a build dependency; the hostile
+ * tests skip without it, and fail instead under STALENET_TESTS_MUST_RUN=1. */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <errno.h>
 #include <glob.h>
 #include <stdint.h>
@@ -223,4 +226,298 @@ Test(plot, errors_are_reported)
 	cr_assert_not_null(strstr(err, "exit 1"), "%s", err);
 	snprintf(path, sizeof path, "rm -rf '%s'", dir);
 	cr_assert_eq(system(path), 0);
+}
+
+/* ---- hostile input ------------------------------------------------------------------- */
+
+static void need_gnuplot(void)
+{
+	const char *must = getenv("STALENET_TESTS_MUST_RUN");
+
+	if (system("gnuplot --version >/dev/null 2>&1") == 0)
+		return;
+	if (must && strcmp(must, "1") == 0)
+		cr_assert_fail("gnuplot is not installed (STALENET_TESTS_MUST_RUN=1)");
+	cr_skip_test("gnuplot is not installed");
+}
+
+/* Every attempt runs `touch $STALENET_CANARY` (an environment variable, so that names which
+ * cannot hold a '/' can still aim at the canary). */
+#define CMD "touch $STALENET_CANARY"
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_geq(fputs(text, f), 0);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static char *read_text(const char *path)
+{
+	size_t len;
+	char *b = (char *)slurp(path, &len);
+
+	b[len < (8u << 20) ? len : len - 1] = '\0';
+	return b;
+}
+
+/* Replace every `from` in the file at path by `to`. */
+static void replace_in(const char *path, const char *from, const char *to)
+{
+	char *in = read_text(path), *out = malloc(strlen(in) * 8 + strlen(to) * 256 + 1), *o = out;
+	size_t fl = strlen(from), tl = strlen(to);
+
+	for (const char *p = in; *p;) {
+		if (strncmp(p, from, fl) == 0) {
+			memcpy(o, to, tl);
+			o += tl;
+			p += fl;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	write_file(path, out);
+	free(in);
+	free(out);
+}
+
+/* s as a JSON string literal into out. */
+static void json_str(char *out, size_t outlen, const char *s)
+{
+	size_t n = 0;
+
+	out[n++] = '"';
+	for (; *s && n + 8 < outlen; s++) {
+		if (*s == '"' || *s == '\\')
+			n += (size_t)snprintf(out + n, outlen - n, "\\%c", *s);
+		else if (*s == '\n')
+			n += (size_t)snprintf(out + n, outlen - n, "\\n");
+		else
+			out[n++] = *s;
+	}
+	out[n++] = '"';
+	out[n] = '\0';
+}
+
+static void write_meta(const char *run, const char *run_id, const char *key, const char *val)
+{
+	char path[1200], id[600], k[600], v[600], desc[600], text[4096];
+
+	json_str(id, sizeof id, run_id);
+	json_str(desc, sizeof desc, "desc `" CMD "` \"; system(\"" CMD "\"); \"\n@m");
+	snprintf(path, sizeof path, "%s/meta.json", run);
+	if (key) {
+		json_str(k, sizeof k, key);
+		json_str(v, sizeof v, val);
+		snprintf(text, sizeof text,
+			 "{\"run_id\": %s, \"description\": %s, \"target\": 0.75, \"status\": "
+			 "\"complete\", \"sweep\": {%s: %s}}\n", id, desc, k, v);
+	} else {
+		snprintf(text, sizeof text,
+			 "{\"run_id\": %s, \"description\": %s, \"target\": 0.75, \"status\": "
+			 "\"complete\"}\n", id, desc);
+	}
+	write_file(path, text);
+}
+
+/* Node names in file names and in the CSV node columns. CSV fields hold no quote, comma or
+ * newline (not the traces' format); file names hold anything but '/'. */
+static void poison_nodes(const char *run)
+{
+	static const char *const csvs[] = { "linkcheck.csv", "links.csv", "eval.csv",
+					    "partition.csv", "events.csv" };
+	static const char *const files[][2] = {
+		{ "worker0.csv", "worker`" CMD "`0.csv" },
+		{ "worker1.csv", "worker\"; system(\"" CMD "\"); \"1.csv" },
+		{ "worker2.csv", "worker\nm = 'system(\"" CMD "\")'\n@m\n2.csv" },
+	};
+	char a[1200], b[1200];
+
+	for (size_t i = 0; i < sizeof csvs / sizeof csvs[0]; i++) {
+		snprintf(a, sizeof a, "%s/%s", run, csvs[i]);
+		if (access(a, F_OK) != 0)
+			continue;
+		replace_in(a, "worker1", "w`" CMD "`1");
+		replace_in(a, "worker2", "w'; system('" CMD "'); '2");
+		replace_in(a, "server0", "s@m;$(" CMD ")0");
+		replace_in(a, "worker0", "w\xff\xfe\xc3(\xc3\xa9)0"); /* not UTF-8, then é */
+	}
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(a, sizeof a, "%s/nodes/%s", run, files[i][0]);
+		snprintf(b, sizeof b, "%s/nodes/%s", run, files[i][1]);
+		cr_assert_eq(rename(a, b), 0, "rename %s", a);
+	}
+	snprintf(a, sizeof a, "%s/scenario.yaml", run);
+	if (access(a, F_OK) == 0) {
+		FILE *f = fopen(a, "a");
+
+		cr_assert_not_null(f);
+		fputs("description: \"`" CMD "` @m\"\n", f);
+		fclose(f);
+	}
+}
+
+/* Every figure is drawn, and every SVG is UTF-8 (XML) whatever bytes the names held. */
+static void check_all_figures(const char *dir)
+{
+	char path[1200], cmd[1400];
+
+	for (size_t i = 0; PLOT_FIGURES[i]; i++) {
+		snprintf(path, sizeof path, "%s/plots/%s.png", dir, PLOT_FIGURES[i]);
+		check_png(path, 800, 500);
+		snprintf(path, sizeof path, "%s/plots/%s.svg", dir, PLOT_FIGURES[i]);
+		check_svg(path, 12);
+		cr_assert_eq(setenv("STALENET_SVG", path, 1), 0);
+		snprintf(cmd, sizeof cmd, "iconv -f UTF-8 -t UTF-8 \"$STALENET_SVG\" >/dev/null");
+		cr_assert_eq(system(cmd), 0, "%s is not UTF-8", path);
+	}
+	unsetenv("STALENET_SVG");
+}
+
+/* A sweep whose directory names, run ids, description, sweep key and values, node names (file
+ * names and CSV fields) and summary fields all try to run a command: nothing runs, every
+ * figure is drawn, and the keys and tics still show the user's text. */
+Test(plot, hostile_sweep_runs_nothing, .timeout = 180)
+{
+	static const char *const runs[][2] = {
+		{ "consistency.barrier=asp+rep=1", "a`" CMD "`" },
+		{ "consistency.barrier=asp+rep=2", "a\"; system(\"" CMD "\"); \"" },
+		{ "consistency.barrier=bsp+rep=1", "b'; system('" CMD "'); '" },
+		{ "consistency.barrier=bsp+rep=2", "b\nm = 'system(\"" CMD "\")'\n@m\n" },
+	};
+	const char *key = "k`" CMD "`\"; system(\"" CMD "\")\n@m";
+	const char *vals[2] = { "v`" CMD "`\\\"; system(\"" CMD "\"); \"A",
+				"w'\nsystem('" CMD "')\n@m B" };
+	char base[] = "/tmp/stalenet-plot-XXXXXX", canary[700], sweep[700], a[1400], b[1400];
+	char err[1024], *svg;
+	int n;
+
+	need_gnuplot();
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(canary, sizeof canary, "%s/canary", base);
+	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
+	snprintf(sweep, sizeof sweep, "%s/s`" CMD "`'\"@m;$(" CMD ")", base);
+	snprintf(a, sizeof a, "%s/sweep", base);
+	copy_tree("tests/data/sweep_small", a);
+	cr_assert_eq(rename(a, sweep), 0);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(a, sizeof a, "%s/%s", sweep, runs[i][0]);
+		snprintf(b, sizeof b, "%s/%s", sweep, runs[i][1]);
+		cr_assert_eq(rename(a, b), 0, "rename %s", a);
+		write_meta(b, runs[i][1], key, vals[i / 2]);
+		poison_nodes(b);
+	}
+	snprintf(a, sizeof a, "%s/summary.csv", sweep);
+	replace_in(a, "complete", "`" CMD "`");
+	/* the attempts are live: the same strings in a script do create the canary */
+	snprintf(a, sizeof a, "%s/probe.gp", base);
+	snprintf(b, sizeof b, "set title \"%s\"\n", runs[0][1]);
+	write_file(a, b);
+	snprintf(b, sizeof b, "gnuplot '%.1300s' >/dev/null 2>&1", a);
+	cr_assert_eq(system(b), 0);
+	cr_assert_eq(access(canary, F_OK), 0, "the probe did not run its command");
+	cr_assert_eq(unlink(canary), 0);
+
+	n = plot_dir(sweep, err, sizeof err);
+	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
+	cr_assert_neq(access(canary, F_OK), 0, "a string from the directory ran a command");
+	check_all_figures(sweep);
+	/* the keys carry the labels' text ('"' shown as '\'', '\\' as '/', newline as ' ') */
+	snprintf(a, sizeof a, "%s/plots/accuracy_time.svg", sweep);
+	svg = read_text(a);
+	cr_assert_not_null(strstr(svg, "=v`touch $STALENET_CANARY`/'; system('touch"), "%s", a);
+	cr_assert_not_null(strstr(svg, "=w' system('touch $STALENET_CANARY') @m B"), "%s", a);
+	free(svg);
+	/* the tics show the values, the axis the whitelisted key */
+	snprintf(a, sizeof a, "%s/plots/steps_final.svg", sweep);
+	svg = read_text(a);
+	cr_assert_not_null(strstr(svg, ">v`touch $STALENET_CANARY`/'; system('touch"), "%s", a);
+	cr_assert_not_null(strstr(svg, ">k_touch _STALENET_CANARY___ system(_touch "
+				       "_STALENET_CANARY_)__m<"), "%s", a);
+	free(svg);
+	snprintf(a, sizeof a, "%s/plots/linkcheck_delay.svg", sweep);
+	svg = read_text(a);
+	cr_assert_not_null(strstr(svg, ">w`touch $STALENET_CANARY`1<"), "%s", a);
+	cr_assert_not_null(strstr(svg, ">w??" "?(\xc3\xa9)0<"), "%s", a);
+	free(svg);
+	cr_assert_neq(access(canary, F_OK), 0);
+	unsetenv("STALENET_CANARY");
+	rm_rf(base);
+}
+
+/* A lone run (its run id is the key) in a hostile directory. */
+Test(plot, hostile_run_runs_nothing, .timeout = 120)
+{
+	char base[] = "/tmp/stalenet-plot-XXXXXX", canary[700], run[700], a[1400], err[1024];
+	const char *id = "r`" CMD "`\"; system(\"" CMD "\"); \"\n@m";
+	char *svg;
+	int n;
+
+	need_gnuplot();
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(canary, sizeof canary, "%s/canary", base);
+	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
+	snprintf(run, sizeof run, "%s/`" CMD "`\n@m\"'", base);
+	snprintf(a, sizeof a, "%s/run", base);
+	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", a);
+	cr_assert_eq(rename(a, run), 0);
+	write_meta(run, id, NULL, NULL);
+	poison_nodes(run);
+	n = plot_dir(run, err, sizeof err);
+	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
+	cr_assert_neq(access(canary, F_OK), 0, "a string from the directory ran a command");
+	check_all_figures(run);
+	snprintf(a, sizeof a, "%s/plots/linkcheck_delay.svg", run);
+	svg = read_text(a);
+	cr_assert_not_null(strstr(svg, "run r_touch _STALENET_CANARY___ system(_touch "
+				       "_STALENET_CANARY_)_ ___m:"), "%s", a);
+	free(svg);
+	unsetenv("STALENET_CANARY");
+	rm_rf(base);
+}
+
+/* A plots/ that is a symlink is refused: the figures would land where it points. */
+Test(plot, plots_symlink_refused, .timeout = 60)
+{
+	char base[] = "/tmp/stalenet-plot-XXXXXX", run[700], target[700], a[1400], err[1024];
+	int n;
+
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(run, sizeof run, "%s/run", base);
+	snprintf(target, sizeof target, "%s/elsewhere", base);
+	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", run);
+	cr_assert_eq(mkdir(target, 0755), 0);
+	snprintf(a, sizeof a, "%s/plots", run);
+	cr_assert_eq(symlink(target, a), 0);
+	n = plot_dir(run, err, sizeof err);
+	cr_assert_eq(n, -ENOTDIR, "%d %s", n, err);
+	cr_assert_not_null(strstr(err, "symlink is refused"), "%s", err);
+	snprintf(a, sizeof a, "ls -A '%s' | wc -l | grep -qx 0", target);
+	cr_assert_eq(system(a), 0, "something was written through the symlink");
+	rm_rf(base);
+}
+
+/* The whitelist against a naive reference: each byte kept or replaced alone. */
+Test(plot, safe_text_whitelist)
+{
+	char src[256], dst[256], small[5];
+
+	for (int ch = 1; ch < 256; ch++) {
+		bool keep = isalnum(ch) && ch < 128;
+
+		keep = keep || (ch && strchr(" ._-+=:,/%()[]", ch));
+		src[0] = 'a';
+		src[1] = (char)ch;
+		src[2] = '\0';
+		plot_safe_text(dst, sizeof dst, src);
+		cr_assert_eq(strlen(dst), 2);
+		cr_assert_eq(dst[0], 'a');
+		cr_assert_eq(dst[1], keep ? (char)ch : '_', "byte %d", ch);
+	}
+	cr_assert_str_eq(plot_safe_text(dst, sizeof dst, "workers=5, link.delay=10ms (up) [1]"),
+			 "workers=5, link.delay=10ms (up) [1]");
+	cr_assert_str_eq(plot_safe_text(small, sizeof small, "`abcdef"), "_abc");
 }
