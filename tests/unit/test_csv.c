@@ -10,6 +10,7 @@
 
 #include "collectors/csv.h"
 #include "collectors/table.h"
+#include "orchestrator/supervise.h"
 
 static char *slurp(const char *path)
 {
@@ -213,4 +214,27 @@ Test(table, random_roundtrip_against_model)
 	t = table_load(path, &missing, err, sizeof err);
 	cr_assert_null(t);
 	cr_assert(missing);
+}
+
+/* events.csv details are free text: they come back whole through the reader. */
+Test(events, detail_quoted_and_read_back)
+{
+	char dir[] = "/tmp/stalenet-events-XXXXXX", path[600], err[256];
+	const char *detail = "exit status 1, log tail: \"bad, thing\"\nsecond line";
+	struct table *t;
+
+	cr_assert_not_null(mkdtemp(dir));
+	supervise_event(dir, "node_failed", "worker1", detail);
+	supervise_event(dir, "stop", "all", "a node failed");
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	t = table_load(path, NULL, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	cr_assert_eq(table_rows(t), 2);
+	cr_assert_str_eq(table_get(t, 0, (size_t)table_col(t, "detail")), detail);
+	cr_assert_str_eq(table_get(t, 0, (size_t)table_col(t, "target")), "worker1");
+	cr_assert_str_eq(table_get(t, 1, (size_t)table_col(t, "detail")), "a node failed");
+	cr_assert_eq(table_line(t, 1), 4, "the first event spans lines 2-3");
+	table_destroy(&t);
+	unlink(path);
+	rmdir(dir);
 }
