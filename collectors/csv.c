@@ -116,6 +116,38 @@ int csv_writer_row(struct csv_writer *self, const char *fmt, ...)
 	return 0;
 }
 
+bool csv_needs_quote(const char *s)
+{
+	return s && s[strcspn(s, ",\"\r\n")] != '\0';
+}
+
+size_t csv_quote(const char *s, char *buf, size_t buflen)
+{
+	size_t n = 0;
+	bool quote = csv_needs_quote(s);
+
+	/* n counts the whole field; bytes go to buf only while they fit before the NUL. */
+#define PUT(ch)                                  \
+	do {                                     \
+		if (n + 1 < buflen)              \
+			buf[n] = (ch);           \
+		n++;                             \
+	} while (0)
+	if (quote)
+		PUT('"');
+	for (; s && *s; s++) {
+		if (*s == '"')
+			PUT('"');
+		PUT(*s);
+	}
+	if (quote)
+		PUT('"');
+#undef PUT
+	if (buflen > 0)
+		buf[n < buflen ? n : buflen - 1] = '\0';
+	return n;
+}
+
 size_t csv_writer_rows(const struct csv_writer *self)
 {
 	return self->rows;

@@ -1,26 +1,19 @@
 /* collectors/meta: see meta.h.
  *
- * Recursive descent over the JSON grammar (RFC 8259) with a depth limit; strings are decoded
- * for the escapes the orchestrator can produce (\" \\ \/ \b \f \n \r \t, \uXXXX kept only for
- * ASCII). */
+ * The document is parsed by jansson. One step comes before it: jansson's integers are signed
+ * 64-bit, and a seed is any unsigned 64-bit value, so an object member's value that is a bare
+ * integer above INT64_MAX is turned into a string of its digits before parsing (the "seed"
+ * reader accepts both forms). The same pass bounds the nesting depth, so hostile input is
+ * refused before any tree is built. */
 #include "collectors/meta.h"
 
-#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_DEPTH 32
-
-struct parser {
-	const char *s;
-	size_t len, pos;
-	char *err;
-	size_t errlen;
-	bool failed;
-};
 
 /* strlcpy-like copy: truncates, always terminates. */
 static void copy(char *dst, size_t dstlen, const char *src)
@@ -31,289 +24,240 @@ static void copy(char *dst, size_t dstlen, const char *src)
 	dst[n] = '\0';
 }
 
-static void fail(struct parser *p, const char *what)
+/* Whether the n digits at s are a value in (INT64_MAX, UINT64_MAX]. */
+static bool beyond_int64(const char *s, size_t n)
 {
-	if (!p->failed)
-		snprintf(p->err, p->errlen, "offset %zu: %s", p->pos, what);
-	p->failed = true;
-}
+	char buf[24], *end;
+	unsigned long long v;
 
-static void ws(struct parser *p)
-{
-	while (p->pos < p->len && strchr(" \t\r\n", p->s[p->pos]) && p->s[p->pos])
-		p->pos++;
-}
-
-static bool peek(struct parser *p, char c)
-{
-	ws(p);
-	return p->pos < p->len && p->s[p->pos] == c;
-}
-
-static bool eat(struct parser *p, char c)
-{
-	if (!peek(p, c)) {
-		char msg[32];
-
-		snprintf(msg, sizeof msg, "expected '%c'", c);
-		fail(p, msg);
+	if (n < 19 || n > 20 || s[0] == '0')
 		return false;
-	}
-	p->pos++;
-	return true;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	return errno == 0 && *end == '\0' && v > (unsigned long long)INT64_MAX;
 }
 
-/* Parse a string into out (truncated to outlen; out may be NULL to skip). */
-static bool string(struct parser *p, char *out, size_t outlen)
+/* Copy json into a new buffer (*out, *outlen; NUL-terminated) with every member value that is
+ * a bare integer beyond INT64_MAX quoted, checking the nesting depth on the way. Only the
+ * lexical structure is tracked (strings and their escapes); jansson judges the rest. Returns 0,
+ * -EINVAL (too deep; err filled) or -ENOMEM. */
+static int quote_big_ints(const char *json, size_t len, char **out, size_t *outlen, char *err,
+			  size_t errlen)
 {
-	size_t n = 0;
+	char *b;
+	size_t w = 0, depth = 0;
+	char prev = '\0'; /* last non-blank byte outside strings */
+	bool in_str = false;
 
-	if (!eat(p, '"'))
-		return false;
-	while (p->pos < p->len) {
-		char c = p->s[p->pos++];
+	/* each quoted token is at least 19 bytes and gains 2 */
+	b = malloc(len + len / 8 + 3);
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; i < len;) {
+		char c = json[i];
 
+		if (in_str) {
+			b[w++] = c;
+			i++;
+			if (c == '\\' && i < len)
+				b[w++] = json[i++];
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
 		if (c == '"') {
-			if (out && outlen)
-				out[n < outlen ? n : outlen - 1] = '\0';
-			return true;
-		}
-		if ((unsigned char)c < 0x20) {
-			fail(p, "control character in string");
-			return false;
-		}
-		if (c == '\\') {
-			if (p->pos >= p->len)
-				break;
-			c = p->s[p->pos++];
-			switch (c) {
-			case '"': case '\\': case '/': break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
-			case 'n': c = '\n'; break;
-			case 'r': c = '\r'; break;
-			case 't': c = '\t'; break;
-			case 'u': {
-				unsigned v = 0;
-
-				for (int i = 0; i < 4; i++) {
-					if (p->pos >= p->len || !isxdigit((unsigned char)p->s[p->pos])) {
-						fail(p, "bad \\u escape");
-						return false;
-					}
-					char h = p->s[p->pos++];
-					v = v * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0'
-							       : tolower((unsigned char)h) - 'a' + 10);
-				}
-				c = v < 0x80 ? (char)v : '?';
-				break;
+			in_str = true;
+		} else if (c == '{' || c == '[') {
+			if (++depth > META_MAX_DEPTH) {
+				snprintf(err, errlen, "offset %zu: nested deeper than %d", i,
+					 META_MAX_DEPTH);
+				free(b);
+				return -EINVAL;
 			}
-			default:
-				fail(p, "bad escape");
-				return false;
+		} else if (c == '}' || c == ']') {
+			if (depth)
+				depth--;
+		} else if (c >= '0' && c <= '9' && prev == ':') {
+			size_t n = 0;
+
+			while (i + n < len && json[i + n] >= '0' && json[i + n] <= '9')
+				n++;
+			bool whole = i + n == len || !strchr(".eE", json[i + n]) || json[i + n] == '\0';
+			if (whole && beyond_int64(json + i, n)) {
+				b[w++] = '"';
+				memcpy(b + w, json + i, n);
+				w += n;
+				b[w++] = '"';
+			} else {
+				memcpy(b + w, json + i, n);
+				w += n;
 			}
-		}
-		if (out && n + 1 < outlen)
-			out[n] = c;
-		n++;
-	}
-	fail(p, "unterminated string");
-	return false;
-}
-
-/* A number; its text is copied into out when non-NULL. */
-static bool number(struct parser *p, char *out, size_t outlen, double *val)
-{
-	size_t start;
-	char buf[64];
-	char *end;
-
-	ws(p);
-	start = p->pos;
-	while (p->pos < p->len && strchr("+-0123456789.eE", p->s[p->pos]) && p->s[p->pos])
-		p->pos++;
-	if (p->pos == start || p->pos - start >= sizeof buf) {
-		fail(p, "bad number");
-		return false;
-	}
-	memcpy(buf, p->s + start, p->pos - start);
-	buf[p->pos - start] = '\0';
-	double v = strtod(buf, &end);
-	if (*end != '\0' || !isfinite(v)) {
-		fail(p, "bad number");
-		return false;
-	}
-	if (val)
-		*val = v;
-	if (out)
-		copy(out, outlen, buf);
-	return true;
-}
-
-static bool literal(struct parser *p, const char *word)
-{
-	size_t n = strlen(word);
-
-	ws(p);
-	if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0) {
-		fail(p, "unexpected token");
-		return false;
-	}
-	p->pos += n;
-	return true;
-}
-
-/* Parse any value. When text is non-NULL and the value is a scalar, its text goes there. */
-static bool value(struct parser *p, int depth, char *text, size_t textlen, double *num);
-
-static bool skip_container(struct parser *p, int depth, char open)
-{
-	char close = open == '{' ? '}' : ']';
-
-	if (depth > MAX_DEPTH) {
-		fail(p, "nested too deep");
-		return false;
-	}
-	if (!eat(p, open))
-		return false;
-	if (peek(p, close)) {
-		p->pos++;
-		return true;
-	}
-	for (;;) {
-		if (open == '{') {
-			if (!string(p, NULL, 0) || !eat(p, ':'))
-				return false;
-		}
-		if (!value(p, depth + 1, NULL, 0, NULL))
-			return false;
-		if (peek(p, ',')) {
-			p->pos++;
+			i += n;
+			prev = '0';
 			continue;
 		}
-		return eat(p, close);
+		if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+			prev = c;
+		b[w++] = c;
+		i++;
 	}
+	b[w] = '\0';
+	*out = b;
+	*outlen = w;
+	return 0;
 }
 
-static bool value(struct parser *p, int depth, char *text, size_t textlen, double *num)
+/* A string member into dst (truncated); absent leaves dst as is. Returns false on a wrong type. */
+static bool get_string(json_t *root, const char *key, char *dst, size_t dstlen, char *err,
+		       size_t errlen)
 {
-	ws(p);
-	if (p->pos >= p->len) {
-		fail(p, "unexpected end");
+	json_t *v = json_object_get(root, key);
+
+	if (!v)
+		return true;
+	if (!json_is_string(v)) {
+		snprintf(err, errlen, "\"%s\": not a string", key);
 		return false;
 	}
-	switch (p->s[p->pos]) {
-	case '{': case '[':
-		if (text && textlen)
-			text[0] = '\0';
-		return skip_container(p, depth, p->s[p->pos]);
-	case '"':
-		return string(p, text, textlen);
-	case 't':
-		if (text)
-			snprintf(text, textlen, "true");
-		return literal(p, "true");
-	case 'f':
-		if (text)
-			snprintf(text, textlen, "false");
-		return literal(p, "false");
-	case 'n':
-		if (text && textlen)
-			text[0] = '\0';
-		return literal(p, "null");
+	copy(dst, dstlen, json_string_value(v));
+	return true;
+}
+
+/* A sweep value as text: strings unquoted, numbers and booleans as JSON writes them, null
+ * empty, lists and objects in compact JSON. */
+static void value_text(json_t *v, char *dst, size_t dstlen)
+{
+	char *s;
+
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		copy(dst, dstlen, json_string_value(v));
+		break;
+	case JSON_INTEGER:
+		snprintf(dst, dstlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		break;
+	case JSON_REAL:
+		snprintf(dst, dstlen, "%.15g", json_real_value(v));
+		break;
+	case JSON_TRUE:
+		copy(dst, dstlen, "true");
+		break;
+	case JSON_FALSE:
+		copy(dst, dstlen, "false");
+		break;
+	case JSON_NULL:
+		dst[0] = '\0';
+		break;
 	default:
-		return number(p, text, textlen, num);
+		s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		copy(dst, dstlen, s ? s : "");
+		free(s);
+		break;
 	}
 }
 
-static bool sweep_object(struct parser *p, struct run_meta *m)
+/* Fill out from the parsed document. Returns false with err filled on a schema error. */
+static bool read_root(json_t *root, struct run_meta *out, char *err, size_t errlen)
 {
-	if (!eat(p, '{'))
-		return false;
-	if (peek(p, '}')) {
-		p->pos++;
-		return true;
-	}
-	for (;;) {
-		char key[META_KEY_LEN], val[META_VAL_LEN];
+	json_t *v;
+	const char *key;
 
-		if (!string(p, key, sizeof key) || !eat(p, ':'))
-			return false;
-		if (!value(p, 2, val, sizeof val, NULL))
-			return false;
-		if (m->nsweep >= META_MAX_SWEEP) {
-			fail(p, "too many sweep keys");
-			return false;
-		}
-		copy(m->sweep_key[m->nsweep], META_KEY_LEN, key);
-		copy(m->sweep_val[m->nsweep], META_VAL_LEN, val);
-		m->nsweep++;
-		if (peek(p, ',')) {
-			p->pos++;
-			continue;
-		}
-		return eat(p, '}');
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "not a JSON object");
+		return false;
 	}
+	v = json_object_get(root, "run_id");
+	if (!json_is_string(v) || json_string_length(v) == 0) {
+		snprintf(err, errlen, "no \"run_id\" (a non-empty string)");
+		return false;
+	}
+	copy(out->run_id, sizeof out->run_id, json_string_value(v));
+	if (!get_string(root, "backend", out->backend, sizeof out->backend, err, errlen) ||
+	    !get_string(root, "status", out->status, sizeof out->status, err, errlen))
+		return false;
+	v = json_object_get(root, "seed");
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		out->seed = (uint64_t)json_integer_value(v);
+	} else if (json_is_string(v) && beyond_int64(json_string_value(v), json_string_length(v))) {
+		out->seed = strtoull(json_string_value(v), NULL, 10);
+	} else if (v) {
+		snprintf(err, errlen, "\"seed\": not an unsigned 64-bit integer");
+		return false;
+	}
+	v = json_object_get(root, "repeat");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		  json_integer_value(v) > INT32_MAX)) {
+		snprintf(err, errlen, "\"repeat\": not an integer in 0..%d", INT32_MAX);
+		return false;
+	}
+	out->repeat = v ? (int)json_integer_value(v) : 0;
+	v = json_object_get(root, "target");
+	if (v && (!json_is_number(v) || !isfinite(json_number_value(v)))) {
+		snprintf(err, errlen, "\"target\": not a number");
+		return false;
+	}
+	if (v) {
+		out->has_target = true;
+		out->target = json_number_value(v);
+	}
+	v = json_object_get(root, "sweep");
+	if (v && !json_is_object(v)) {
+		snprintf(err, errlen, "\"sweep\": not an object");
+		return false;
+	}
+	json_t *val;
+	json_object_foreach(v, key, val) {
+		if (out->nsweep >= META_MAX_SWEEP) {
+			snprintf(err, errlen, "\"sweep\": more than %d keys", META_MAX_SWEEP);
+			return false;
+		}
+		copy(out->sweep_key[out->nsweep], META_KEY_LEN, key);
+		value_text(val, out->sweep_val[out->nsweep], META_VAL_LEN);
+		out->nsweep++;
+	}
+	return true;
 }
 
 int meta_parse(const char *json, size_t len, struct run_meta *out, char *err, size_t errlen)
 {
-	struct parser p = { .s = json, .len = len, .err = err, .errlen = errlen };
-	bool have_id = false;
+	json_error_t jerr;
+	json_t *root = NULL;
+	char *text = NULL;
+	size_t tlen = 0;
+	int rc;
 
 	memset(out, 0, sizeof *out);
-	if (!eat(&p, '{'))
-		return -EINVAL;
-	if (peek(&p, '}')) {
-		p.pos++;
-	} else {
-		for (;;) {
-			char key[64], text[128];
-			double num = NAN;
-
-			if (!string(&p, key, sizeof key) || !eat(&p, ':'))
-				return -EINVAL;
-			if (strcmp(key, "sweep") == 0 && peek(&p, '{')) {
-				if (!sweep_object(&p, out))
-					return -EINVAL;
-			} else {
-				if (!value(&p, 1, text, sizeof text, &num))
-					return -EINVAL;
-				if (strcmp(key, "run_id") == 0) {
-					copy(out->run_id, sizeof out->run_id, text);
-					have_id = text[0] != '\0';
-				} else if (strcmp(key, "backend") == 0) {
-					copy(out->backend, sizeof out->backend, text);
-				} else if (strcmp(key, "status") == 0) {
-					copy(out->status, sizeof out->status, text);
-				} else if (strcmp(key, "seed") == 0) {
-					out->seed = strtoull(text, NULL, 10);
-				} else if (strcmp(key, "repeat") == 0) {
-					out->repeat = (int)strtol(text, NULL, 10);
-				} else if (strcmp(key, "target") == 0 && isfinite(num)) {
-					out->has_target = true;
-					out->target = num;
-				}
-			}
-			if (peek(&p, ',')) {
-				p.pos++;
-				continue;
-			}
-			if (!eat(&p, '}'))
-				return -EINVAL;
-			break;
-		}
-	}
-	ws(&p);
-	if (p.pos != len) {
-		fail(&p, "trailing data");
+	if (errlen)
+		err[0] = '\0';
+	if (len > META_MAX_BYTES) {
+		snprintf(err, errlen, "larger than %d bytes", META_MAX_BYTES);
 		return -EINVAL;
 	}
-	if (!have_id) {
-		snprintf(err, errlen, "no \"run_id\"");
-		return -EINVAL;
+	rc = quote_big_ints(json, len, &text, &tlen, err, errlen);
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	if (rc < 0)
+		goto out;
+	root = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		/* jerr.position counts bytes of the quoted copy; close enough to find the spot */
+		snprintf(err, errlen, "offset %d: %s", jerr.position, jerr.text);
+		rc = -EINVAL;
+		goto out;
 	}
-	return 0;
+	if (!read_root(root, out, err, errlen)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		memset(out, 0, sizeof *out);
+	json_decref(root);
+	free(text);
+	return rc;
 }
 
 static void scenario_target(const char *run_dir, struct run_meta *out)
@@ -356,16 +300,16 @@ int meta_load_dir(const char *run_dir, struct run_meta *out, char *err, size_t e
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	buf = malloc(1 << 20);
+	buf = malloc(META_MAX_BYTES + 1);
 	if (!buf) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
-	n = fread(buf, 1, (1 << 20) - 1, f);
-	if (ferror(f) || !feof(f)) {
-		rc = -EIO;
-		snprintf(err, errlen, "%s: read error or larger than 1 MiB", path);
+	n = fread(buf, 1, META_MAX_BYTES + 1, f);
+	if (ferror(f) || n > META_MAX_BYTES) {
+		rc = ferror(f) ? -EIO : -EFBIG;
+		snprintf(err, errlen, "%s: read error or larger than %d bytes", path, META_MAX_BYTES);
 		goto out;
 	}
 	rc = meta_parse(buf, n, out, msg, sizeof msg);

@@ -1,9 +1,9 @@
 /* collectors/meta: the few fields of a run's meta.json that summaries and plots need.
  *
- * meta.json is written by the orchestrator (docs/traces.md lists its keys). This is a small,
- * strict JSON reader for it, not a general JSON library: it parses the whole document (so a
- * malformed file is an error, not a silent partial read), keeps the top-level scalars it knows
- * and the flat "sweep" object, and skips everything else. */
+ * meta.json is written by the orchestrator (docs/traces.md lists its keys) and read here with
+ * jansson: the whole document is parsed (so a malformed file is an error, not a silent partial
+ * read), the top-level members it knows are type-checked and kept with the flat "sweep" object,
+ * and everything else is skipped. Input is bounded (META_MAX_BYTES, META_MAX_DEPTH). */
 #ifndef STALENET_META_H
 #define STALENET_META_H
 
@@ -14,6 +14,8 @@
 #define META_MAX_SWEEP 16
 #define META_KEY_LEN 96
 #define META_VAL_LEN 96
+#define META_MAX_BYTES (1 << 20) /* a larger meta.json is refused */
+#define META_MAX_DEPTH 32        /* nesting of objects and arrays */
 
 struct run_meta {
 	char run_id[128];
@@ -24,14 +26,16 @@ struct run_meta {
 	bool has_target;     /* "target" present and a number */
 	double target;       /* target test accuracy (fraction) for time-to-target */
 	size_t nsweep;
-	/* sweep point: key paths in file order and values as text (strings unquoted, numbers and
-	 * booleans as written) */
+	/* sweep point: key paths in file order and values as text (strings unquoted, numbers in
+	 * their shortest form (%.15g), booleans as written, lists and objects as compact JSON) */
 	char sweep_key[META_MAX_SWEEP][META_KEY_LEN];
 	char sweep_val[META_MAX_SWEEP][META_VAL_LEN];
 };
 
-/* Parse the JSON text in json (len bytes). Requires run_id; seed, backend, repeat default to
- * 0, "", 0. Returns 0, or -EINVAL with a message ("offset N: what") in err. */
+/* Parse the JSON text in json (len bytes, need not be NUL-terminated). Requires run_id (a
+ * string); seed, backend, repeat default to 0, "", 0. A known key of the wrong type is an
+ * error. Returns 0, or -EINVAL / -ENOMEM with a message ("offset N: what" or "\"key\": what")
+ * in err; *out is zeroed on failure. */
 int meta_parse(const char *json, size_t len, struct run_meta *out, char *err, size_t errlen);
 
 /* Read RUN_DIR/meta.json. When it has no "target", the top-level "target:" line of

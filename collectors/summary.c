@@ -465,10 +465,13 @@ static void fmt_d(char *buf, size_t len, int prec, double v)
 		snprintf(buf, len, "%.*f", prec, v);
 }
 
-/* The fixed part of the row (after the sweep key columns). */
+/* The fixed part of the row (after the sweep key columns). The strings (run id, backend,
+ * status) are quoted as CSV fields where they need it: a run id holds its sweep values. */
 static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 {
 	char fa[32], ba[32], tt[32], smin[32], smed[32], smax[32], wf[32], sm[32], sp[32], ld[32];
+	char id[2 * sizeof r->meta.run_id + 3], be[2 * sizeof r->meta.backend + 3];
+	char st[2 * sizeof r->meta.status + 3];
 
 	fmt_d(fa, sizeof fa, 4, r->final_accuracy);
 	fmt_d(ba, sizeof ba, 4, r->best_accuracy);
@@ -483,10 +486,14 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 		snprintf(ld, sizeof ld, "%llu", (unsigned long long)r->link_drops);
 	else
 		ld[0] = '\0';
+	/* every quoted form fits: at most two bytes per input byte plus the quotes */
+	csv_quote(r->meta.run_id, id, sizeof id);
+	csv_quote(r->meta.backend, be, sizeof be);
+	csv_quote(r->meta.status, st, sizeof st);
 	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%llu,%llu,%s,%s",
-		 r->meta.run_id, r->meta.repeat, (unsigned long long)r->meta.seed, r->meta.backend,
+		 id, r->meta.repeat, (unsigned long long)r->meta.seed, be,
 		 fa, ba, tt, (unsigned long long)r->total_steps, smin, smed, smax, wf, sm, sp,
-		 (unsigned long long)r->bytes_moved, (unsigned long long)r->bad_frames, ld, r->meta.status);
+		 (unsigned long long)r->bytes_moved, (unsigned long long)r->bad_frames, ld, st);
 }
 
 struct keyset {
@@ -536,10 +543,29 @@ static void append_str(char **buf, size_t *len, size_t *cap, const char *s, int 
 	*len += n;
 }
 
+/* Append s as one CSV field, quoted where it needs it. */
+static void append_field(char **buf, size_t *len, size_t *cap, const char *s, int *rc)
+{
+	char stackbuf[512], *q = stackbuf;
+	size_t n = csv_quote(s, stackbuf, sizeof stackbuf);
+
+	if (n >= sizeof stackbuf) {
+		q = malloc(n + 1);
+		if (!q) {
+			*rc = -ENOMEM;
+			return;
+		}
+		csv_quote(s, q, n + 1);
+	}
+	append_str(buf, len, cap, q, rc);
+	if (q != stackbuf)
+		free(q);
+}
+
 static void header_line(const struct keyset *ks, char **buf, size_t *len, size_t *cap, int *rc)
 {
 	for (size_t i = 0; i < ks->n; i++) {
-		append_str(buf, len, cap, ks->k[i], rc);
+		append_field(buf, len, cap, ks->k[i], rc);
 		append_str(buf, len, cap, ",", rc);
 	}
 	append_str(buf, len, cap, SUMMARY_FIXED_HEADER "\n", rc);
@@ -548,12 +574,12 @@ static void header_line(const struct keyset *ks, char **buf, size_t *len, size_t
 static void row_line(const struct keyset *ks, const struct summary_row *r, char **buf,
 		     size_t *len, size_t *cap, int *rc)
 {
-	char fixed[1024];
+	char fixed[2048];
 
 	for (size_t i = 0; i < ks->n; i++) {
 		const char *v = meta_sweep_value(&r->meta, ks->k[i]);
 
-		append_str(buf, len, cap, v ? v : "", rc);
+		append_field(buf, len, cap, v ? v : "", rc);
 		append_str(buf, len, cap, ",", rc);
 	}
 	format_fixed(r, fixed, sizeof fixed);
@@ -587,6 +613,26 @@ static int write_atomic(const char *path, const char *data, size_t len, char *er
 	return rc;
 }
 
+/* Whether the columns of t from c on are exactly SUMMARY_FIXED_HEADER's (compared name by
+ * name: a sweep key before them may hold anything). */
+static bool fixed_header_at(const struct table *t, size_t c)
+{
+	const char *p = SUMMARY_FIXED_HEADER;
+
+	for (; c < table_cols(t); c++) {
+		const char *name = table_colname(t, c);
+		size_t n = strlen(name);
+
+		if (strncmp(p, name, n) != 0 || (p[n] != ',' && p[n] != '\0'))
+			return false;
+		p += n;
+		if (*p == '\0')
+			return c + 1 == table_cols(t);
+		p++;
+	}
+	return false;
+}
+
 int summary_append(const char *path, const struct summary_row *row, char *err, size_t errlen)
 {
 	struct keyset ks = { 0 };
@@ -600,13 +646,8 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 	if (!t && !missing)
 		return -EINVAL;
 	if (t) {
-		char hdr[4096];
-		const char *fixed;
-
 		crun = table_col(t, "run_id");
-		table_header(t, hdr, sizeof hdr);
-		fixed = crun >= 0 ? strstr(hdr, "run_id,") : NULL;
-		if (!fixed || strcmp(fixed, SUMMARY_FIXED_HEADER) != 0) {
+		if (crun < 0 || !fixed_header_at(t, (size_t)crun)) {
 			snprintf(err, errlen, "%s: header does not end with the summary columns", path);
 			rc = -EINVAL;
 			goto out;
@@ -650,11 +691,11 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 		for (size_t i = 0; i < ks.n; i++) {
 			int c = table_col(t, ks.k[i]);
 
-			append_str(&buf, &len, &cap, c >= 0 && c < crun ? table_get(t, r, (size_t)c) : "", &rc);
+			append_field(&buf, &len, &cap, c >= 0 && c < crun ? table_get(t, r, (size_t)c) : "", &rc);
 			append_str(&buf, &len, &cap, ",", &rc);
 		}
 		for (size_t c = (size_t)crun; c < table_cols(t); c++) {
-			append_str(&buf, &len, &cap, table_get(t, r, c), &rc);
+			append_field(&buf, &len, &cap, table_get(t, r, c), &rc);
 			append_str(&buf, &len, &cap, c + 1 < table_cols(t) ? "," : "\n", &rc);
 		}
 	}

@@ -1,8 +1,9 @@
 /* collectors/table: see table.h.
  *
- * The file is read into one buffer; commas and newlines are replaced by NULs in place and each
- * row keeps an array of pointers into the buffer, so a table is three allocations whatever its
- * size. */
+ * The text is held in one buffer and unquoted in place: a field never grows when its quotes
+ * and doubled quotes are removed, so the write position never passes the read position. Each
+ * field ends with a NUL written over its delimiter (or over a removed quote), and the table
+ * keeps one array of pointers into the buffer, so a table is four allocations whatever its size. */
 #include "collectors/table.h"
 
 #include <errno.h>
@@ -13,11 +14,15 @@
 
 #include "lib/log.h"
 
+/* A trace larger than this is not a trace: refuse it rather than exhaust memory. */
+#define TABLE_MAX_BYTES ((size_t)1 << 30)
+
 struct table {
 	char *buf;        /* file contents, fields NUL-terminated in place */
 	char **fields;    /* (rows + 1) * cols pointers; row 0 is the header */
-	size_t *lines;    /* file line of each data row */
+	size_t *lines;    /* file line where each data row starts */
 	size_t rows, cols;
+	size_t nfields, capfields, caplines;
 };
 
 static char *slurp(const char *path, size_t *len, int *err_out)
@@ -33,6 +38,12 @@ static char *slurp(const char *path, size_t *len, int *err_out)
 	}
 	for (;;) {
 		if (cap - n < 4096) {
+			if (cap >= TABLE_MAX_BYTES) {
+				*err_out = -EFBIG;
+				free(buf);
+				buf = NULL;
+				goto out;
+			}
 			cap = cap ? cap * 2 : 16384;
 			nbuf = realloc(buf, cap + 1);
 			if (!nbuf) {
@@ -62,102 +73,190 @@ out:
 	return buf;
 }
 
-/* Split one line (NUL-terminated, without '\n') at commas; store up to max pointers. Returns the
- * number of fields. */
-static size_t split(char *line, char **out, size_t max)
+static int push_field(struct table *self, char *field)
 {
-	size_t n = 0;
-	char *p = line;
-	size_t len = strlen(line);
+	if (self->nfields == self->capfields) {
+		size_t cap = self->capfields ? self->capfields * 2 : 64;
+		char **nf = realloc(self->fields, cap * sizeof *nf);
 
-	if (len > 0 && line[len - 1] == '\r')
-		line[len - 1] = '\0';
-	for (;;) {
-		char *c = strchr(p, ',');
-
-		if (n < max)
-			out[n] = p;
-		n++;
-		if (!c)
-			break;
-		*c = '\0';
-		p = c + 1;
+		if (!nf)
+			return -ENOMEM;
+		self->fields = nf;
+		self->capfields = cap;
 	}
-	return n;
+	self->fields[self->nfields++] = field;
+	return 0;
+}
+
+static int push_line(struct table *self, size_t line)
+{
+	if (self->rows == self->caplines) {
+		size_t cap = self->caplines ? self->caplines * 2 : 64;
+		size_t *nl = realloc(self->lines, cap * sizeof *nl);
+
+		if (!nl)
+			return -ENOMEM;
+		self->lines = nl;
+		self->caplines = cap;
+	}
+	self->lines[self->rows] = line;
+	return 0;
+}
+
+/* Parse self->buf (len bytes, NUL at buf[len]) per RFC 4180. Returns 0 or -EINVAL / -ENOMEM
+ * with err filled. */
+static int parse(struct table *self, size_t len, const char *name, char *err, size_t errlen)
+{
+	char *b = self->buf;
+	size_t i = 0, w = 0, line = 1;
+
+	if (memchr(b, '\0', len)) {
+		snprintf(err, errlen, "%s: contains a NUL byte", name);
+		return -EINVAL;
+	}
+	if (len == 0 || b[0] == '\n' || b[0] == '\r') {
+		snprintf(err, errlen, "%s:1: missing header", name);
+		return -EINVAL;
+	}
+	/* One record per iteration; record 0 is the header. */
+	for (size_t rec = 0; i < len; rec++) {
+		size_t start_line = line, first = self->nfields;
+		bool end = false;
+
+		if (b[i] == '\n' || (b[i] == '\r' && (i + 1 == len || b[i + 1] == '\n'))) {
+			/* A blank line: tolerated only as the very end of the text. */
+			size_t j = i + (b[i] == '\r');
+
+			if (j + 1 >= len)
+				break;
+			snprintf(err, errlen, "%s:%zu: empty line", name, line);
+			return -EINVAL;
+		}
+		while (!end) {
+			char *field = b + w;
+
+			if (i < len && b[i] == '"') {
+				i++;
+				for (;;) {
+					if (i >= len) {
+						snprintf(err, errlen, "%s:%zu: unterminated quoted field",
+							 name, start_line);
+						return -EINVAL;
+					}
+					if (b[i] == '"') {
+						if (i + 1 < len && b[i + 1] == '"') {
+							b[w++] = '"';
+							i += 2;
+							continue;
+						}
+						i++;
+						break;
+					}
+					line += b[i] == '\n';
+					b[w++] = b[i++];
+				}
+				if (i < len && b[i] == '\r' && (i + 1 == len || b[i + 1] == '\n'))
+					i++;
+				if (i < len && b[i] != ',' && b[i] != '\n') {
+					snprintf(err, errlen, "%s:%zu: text after a closing quote", name,
+						 line);
+					return -EINVAL;
+				}
+			} else {
+				while (i < len && b[i] != ',' && b[i] != '\n') {
+					if (b[i] == '"') {
+						snprintf(err, errlen,
+							 "%s:%zu: quote inside an unquoted field", name, line);
+						return -EINVAL;
+					}
+					b[w++] = b[i++];
+				}
+				/* a CR before the record's end is the line end's, not the field's */
+				if ((i >= len || b[i] == '\n') && w > (size_t)(field - b) &&
+				    b[w - 1] == '\r')
+					w--;
+			}
+			/* b[i] is ',', '\n' or the end: the NUL goes at w <= i. */
+			end = i >= len || b[i] == '\n';
+			if (i < len && b[i] == '\n')
+				line++;
+			i++;
+			b[w++] = '\0';
+			if (push_field(self, field) < 0) {
+				snprintf(err, errlen, "%s: out of memory", name);
+				return -ENOMEM;
+			}
+		}
+		size_t nf = self->nfields - first;
+
+		if (rec == 0) {
+			self->cols = nf;
+			continue;
+		}
+		if (nf != self->cols) {
+			snprintf(err, errlen, "%s:%zu: %zu fields, header has %zu", name, start_line, nf,
+				 self->cols);
+			return -EINVAL;
+		}
+		if (push_line(self, start_line) < 0) {
+			snprintf(err, errlen, "%s: out of memory", name);
+			return -ENOMEM;
+		}
+		self->rows++;
+	}
+	return 0;
+}
+
+/* Take ownership of buf (len bytes + a NUL) and parse it. */
+static struct table *parse_owned(char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	struct table *self = calloc(1, sizeof *self);
+
+	if (!self) {
+		free(buf);
+		snprintf(err, errlen, "%s: out of memory", name);
+		return NULL;
+	}
+	self->buf = buf;
+	if (parse(self, len, name, err, errlen) < 0)
+		table_destroy(&self);
+	return self;
+}
+
+struct table *table_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	char *copy;
+
+	if (len > TABLE_MAX_BYTES) {
+		snprintf(err, errlen, "%s: larger than %zu bytes", name, TABLE_MAX_BYTES);
+		return NULL;
+	}
+	copy = malloc(len + 1);
+	if (!copy) {
+		snprintf(err, errlen, "%s: out of memory", name);
+		return NULL;
+	}
+	memcpy(copy, buf, len);
+	copy[len] = '\0';
+	return parse_owned(copy, len, name, err, errlen);
 }
 
 struct table *table_load(const char *path, bool *missing, char *err, size_t errlen)
 {
-	struct table *self = NULL;
-	size_t len = 0, nlines = 0, lineno = 0;
-	char *p, *next;
+	size_t len = 0;
+	char *buf;
 	int rc = 0;
 
 	if (missing)
 		*missing = false;
-	self = calloc(1, sizeof *self);
-	if (!self) {
-		snprintf(err, errlen, "%s: out of memory", path);
-		goto fail;
-	}
-	self->buf = slurp(path, &len, &rc);
-	if (!self->buf) {
+	buf = slurp(path, &len, &rc);
+	if (!buf) {
 		if (missing && rc == -ENOENT)
 			*missing = true;
 		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-		goto fail;
+		return NULL;
 	}
-	if (memchr(self->buf, '\0', len)) {
-		snprintf(err, errlen, "%s: contains a NUL byte", path);
-		goto fail;
-	}
-	for (size_t i = 0; i < len; i++)
-		nlines += self->buf[i] == '\n';
-	nlines++;
-	if (len == 0 || self->buf[0] == '\n' || self->buf[0] == '\r') {
-		snprintf(err, errlen, "%s:1: missing header", path);
-		goto fail;
-	}
-	/* Header: count columns first so every row can be checked against it. */
-	next = strchr(self->buf, '\n');
-	if (next)
-		*next = '\0';
-	self->cols = 1;
-	for (p = self->buf; *p; p++)
-		self->cols += *p == ',';
-	self->fields = calloc(nlines * self->cols, sizeof *self->fields);
-	self->lines = calloc(nlines, sizeof *self->lines);
-	if (!self->fields || !self->lines) {
-		snprintf(err, errlen, "%s: out of memory", path);
-		goto fail;
-	}
-	split(self->buf, self->fields, self->cols);
-	lineno = 1;
-	while (next) {
-		char *line = next + 1;
-
-		lineno++;
-		next = strchr(line, '\n');
-		if (next)
-			*next = '\0';
-		if (*line == '\0' || (line[0] == '\r' && line[1] == '\0')) {
-			if (!next)
-				break; /* the newline that ends the last row */
-			snprintf(err, errlen, "%s:%zu: empty line", path, lineno);
-			goto fail;
-		}
-		size_t nf = split(line, self->fields + (self->rows + 1) * self->cols, self->cols);
-		if (nf != self->cols) {
-			snprintf(err, errlen, "%s:%zu: %zu fields, header has %zu", path, lineno, nf,
-				 self->cols);
-			goto fail;
-		}
-		self->lines[self->rows++] = lineno;
-	}
-	return self;
-fail:
-	table_destroy(&self);
-	return NULL;
+	return parse_owned(buf, len, path, err, errlen); /* buf's ownership moves to the table */
 }
 
 void table_destroy(struct table **self)

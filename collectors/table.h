@@ -2,9 +2,10 @@
  *
  * Trace files are small (one row per step or per sample period), so a run's files are read
  * whole rather than streamed. The format is the one collectors/csv writes and docs/traces.md
- * fixes: a header line, then rows of comma-separated fields; no quoting (no field ever holds a
- * comma, quote or newline), '\n' line ends, a trailing '\r' is tolerated. Fields are kept as
- * strings; numeric getters parse on demand. */
+ * fixes: RFC 4180, a header record, then records of comma-separated fields; a field may be
+ * quoted ("a, b" with '""' for a quote, and line breaks inside quotes belong to the field);
+ * '\n' record ends, a '\r' before it is tolerated. Fields are kept as strings (unquoted);
+ * numeric getters parse on demand. */
 #ifndef STALENET_TABLE_H
 #define STALENET_TABLE_H
 
@@ -17,6 +18,12 @@ struct table;
  * cannot be read or a row has a different number of fields than the header. Sets *missing
  * (when non-NULL) to true if the file does not exist, so callers can treat absence apart. */
 struct table *table_load(const char *path, bool *missing, char *err, size_t errlen);
+
+/* Parse len bytes of CSV text at buf (need not be NUL-terminated; buf is copied). name is
+ * used in messages in place of a path. Returns NULL with err filled ("name:line: what") when
+ * the text is malformed: unterminated quote, text after a closing quote, a quote inside an
+ * unquoted field, a NUL byte, an empty record, or a record whose field count is not the header's. */
+struct table *table_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
 
 /* Free; accepts NULL; sets *self = NULL. */
 void table_destroy(struct table **self);
@@ -33,7 +40,8 @@ int table_col(const struct table *self, const char *name);
 /* Field (row r, column c), owned by self; "" for an empty field. */
 const char *table_get(const struct table *self, size_t r, size_t c);
 
-/* 1-based line number in the file of row r (the header is line 1). */
+/* 1-based line number in the file where row r starts (the header starts on line 1; a quoted
+ * field holding line breaks makes a record span several lines). */
 size_t table_line(const struct table *self, size_t r);
 
 /* Parse field (r, c) as a finite double. Returns 0, or -EINVAL (empty or malformed), or
@@ -43,7 +51,8 @@ int table_double(const struct table *self, size_t r, size_t c, double *out);
 /* Field (r, c) as double, or def when empty or malformed (for tolerant readers). */
 double table_double_or(const struct table *self, size_t r, size_t c, double def);
 
-/* The header joined with ',' into buf (truncated to buflen). Returns buf. */
+/* The column names joined with ',' (as parsed, not re-quoted) into buf (truncated to buflen).
+ * Returns buf. */
 const char *table_header(const struct table *self, char *buf, size_t buflen);
 
 #endif

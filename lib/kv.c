@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -208,51 +209,93 @@ static char *trim(char *s)
 	return s;
 }
 
-struct kv *kv_load(const char *path, char *err, size_t errlen)
+struct kv *kv_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen)
 {
 	struct kv *self = NULL;
-	FILE *f = NULL;
 	char *line = NULL;
-	size_t cap = 0;
+	size_t pos = 0;
 	unsigned lineno = 0;
 
-	f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
+	if (memchr(buf, '\0', len)) {
+		snprintf(err, errlen, "%s: contains a NUL byte", name);
+		return NULL;
 	}
 	self = kv_new();
-	if (!self) {
-		snprintf(err, errlen, "%s: out of memory", path);
+	line = malloc(len + 1);
+	if (!self || !line) {
+		snprintf(err, errlen, "%s: out of memory", name);
 		goto fail;
 	}
-	while (getline(&line, &cap, f) >= 0) {
+	while (pos < len) {
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - (buf + pos)) : len - pos;
 		char *s, *eq;
 
+		memcpy(line, buf + pos, n);
+		line[n] = '\0';
+		pos += n + 1;
 		lineno++;
 		s = trim(line);
 		if (!*s || *s == '#')
 			continue;
 		eq = strchr(s, '=');
 		if (!eq) {
-			snprintf(err, errlen, "%s:%u: expected 'key = value'", path, lineno);
+			snprintf(err, errlen, "%s:%u: expected 'key = value'", name, lineno);
 			goto fail;
 		}
 		*eq = '\0';
 		if (kv_set(self, trim(s), trim(eq + 1)) < 0) {
-			snprintf(err, errlen, "%s:%u: invalid key '%s'", path, lineno, trim(s));
+			snprintf(err, errlen, "%s:%u: invalid key '%s'", name, lineno, trim(s));
 			goto fail;
 		}
 	}
 	free(line);
-	fclose(f);
 	return self;
 fail:
 	free(line);
-	if (f)
-		fclose(f);
 	kv_destroy(&self);
 	return NULL;
+}
+
+struct kv *kv_load(const char *path, char *err, size_t errlen)
+{
+	struct kv *self = NULL;
+	FILE *f = NULL;
+	char *buf = NULL, *nbuf;
+	size_t len = 0, cap = 0, r;
+
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	do {
+		if (cap - len < 4096) {
+			if (cap >= KV_MAX_BYTES) {
+				snprintf(err, errlen, "%s: larger than %d bytes", path, KV_MAX_BYTES);
+				goto out;
+			}
+			cap = cap ? cap * 2 : 16384;
+			nbuf = realloc(buf, cap);
+			if (!nbuf) {
+				snprintf(err, errlen, "%s: out of memory", path);
+				goto out;
+			}
+			buf = nbuf;
+		}
+		r = fread(buf + len, 1, cap - len, f);
+		len += r;
+	} while (r > 0);
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		goto out;
+	}
+	self = kv_parse(buf ? buf : "", len, path, err, errlen);
+out:
+	free(buf);
+	if (f)
+		fclose(f);
+	return self;
 }
 
 int kv_write(const struct kv *self, FILE *f)

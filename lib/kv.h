@@ -17,8 +17,16 @@ struct kv;
 struct kv *kv_new(void);
 void kv_destroy(struct kv **self);
 
-/* Parse a file. Returns NULL and fills err (one line, "path:line: what") on failure. */
+#define KV_MAX_BYTES (16 << 20) /* a larger configuration file is refused */
+
+/* Parse a file (through kv_parse). Returns NULL and fills err (one line, "path:line: what")
+ * on failure. */
 struct kv *kv_load(const char *path, char *err, size_t errlen);
+
+/* Parse len bytes of "key = value" lines at buf (need not be NUL-terminated); name stands for
+ * the path in messages. A NUL byte, a line without '=' or an invalid key is an error. Returns
+ * a new kv (the caller destroys it) or NULL with err filled. */
+struct kv *kv_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
 
 /* Set key to value (both copied); replaces an existing key. Returns 0 or -ENOMEM/-EINVAL
  * (keys may not contain '=', whitespace or newlines; values may not contain newlines). */

@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,88 +80,142 @@ int rundir_prepare(const char *dir, const struct plan_run *run)
 	return rc;
 }
 
-/* Minimal JSON string escaping for names and values we generate. */
-static void json_str(FILE *f, const char *s)
+/* jansson's integers are signed 64-bit; a seed is any unsigned 64-bit value. A seed above
+ * INT64_MAX goes into the tree as a placeholder string and its digits replace the quoted
+ * placeholder in the dumped text, so the file holds a plain JSON number either way (the
+ * reader, collectors/meta, accepts the whole unsigned range). */
+#define U64_PLACEHOLDER "\001u64:"
+
+static json_t *u64_value(uint64_t v, unsigned slot)
 {
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
+	char ph[32];
+
+	if (v <= (uint64_t)INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(ph, sizeof ph, U64_PLACEHOLDER "%u", slot);
+	return json_string(ph);
 }
 
-/* The sweep point of a run, from the plan: {"key.path": "value", ...}. */
-static void write_sweep(FILE *f, const struct plan_run *run)
+/* Replace the dumped placeholder of slot by the digits of v in *text (reallocated). The
+ * placeholder must occur exactly once (a string forged to look like it is refused). */
+static int u64_fill(char **text, unsigned slot, uint64_t v)
 {
-	fputs("  \"sweep\": {", f);
-	for (size_t a = 0; a < run->n_sweep_values; a++) {
-		fprintf(f, "%s\n    ", a ? "," : "");
-		json_str(f, run->sweep_keys[a]);
-		fputs(": ", f);
-		json_str(f, run->sweep_values[a]);
+	char needle[32], digits[24], *hit, *out;
+	size_t nlen, dlen, len;
+
+	snprintf(needle, sizeof needle, "\"\\u0001u64:%u\"", slot);
+	hit = strstr(*text, needle);
+	if (!hit)
+		return 0; /* the value fitted in an integer */
+	if (strstr(hit + 1, needle))
+		return -EINVAL;
+	nlen = strlen(needle);
+	dlen = (size_t)snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+	len = strlen(*text);
+	out = malloc(len - nlen + dlen + 1);
+	if (!out)
+		return -ENOMEM;
+	memcpy(out, *text, (size_t)(hit - *text));
+	memcpy(out + (hit - *text), digits, dlen);
+	strcpy(out + (hit - *text) + dlen, hit + nlen);
+	free(*text);
+	*text = out;
+	return 0;
+}
+
+/* Add key = value to obj (value's reference is stolen; NULL from a failed constructor counts
+ * as out of memory). */
+static int put(json_t *obj, const char *key, json_t *value)
+{
+	return value && json_object_set_new(obj, key, value) == 0 ? 0 : -ENOMEM;
+}
+
+/* The meta.json document of run; the keys in the order the file has always had. */
+static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
+{
+	struct utsname u;
+	time_t secs = (time_t)(m->wall_start_ns / 1000000000LL);
+	struct tm tm;
+	char stamp[64];
+	json_t *root = json_object(), *sweep = json_object();
+	int rc = 0;
+
+	if (!root || !sweep) {
+		json_decref(root);
+		json_decref(sweep);
+		return NULL;
 	}
-	fputs(run->n_sweep_values ? "\n  },\n" : "},\n", f);
+	uname(&u);
+	gmtime_r(&secs, &tm);
+	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	rc |= put(root, "run_id", json_string(run->id));
+	rc |= put(root, "run_index", json_integer(run->index));
+	rc |= put(root, "repeat", json_integer(run->rep));
+	rc |= put(root, "seed", u64_value(run->seed, 0));
+	rc |= put(root, "base_seed", u64_value(run->scenario->seed, 1));
+	rc |= put(root, "scenario", json_string(run->scenario->name));
+	rc |= put(root, "backend", json_string(m->backend ? m->backend : ""));
+	rc |= put(root, "prefix", json_string(m->prefix ? m->prefix : ""));
+	if (run->scenario->target > 0)
+		rc |= put(root, "target", json_real(run->scenario->target));
+	rc |= put(root, "stalenet_version", json_string(STALENET_VERSION));
+	rc |= put(root, "stalenet_commit", json_string(STALENET_COMMIT));
+	rc |= put(root, "kernel", json_string(u.release));
+	rc |= put(root, "host", json_string(u.nodename));
+	rc |= put(root, "start_utc", json_string(stamp));
+	rc |= put(root, "wall_start_ns", json_integer(m->wall_start_ns));
+	rc |= put(root, "monotonic_origin_ns", json_integer(m->origin_ns));
+	rc |= put(root, "nodes", json_integer((json_int_t)run->n_nodes));
+	/* The sweep point, from the plan: {"key.path": "value as written", ...}. */
+	for (size_t a = 0; a < run->n_sweep_values; a++)
+		rc |= put(sweep, run->sweep_keys[a], json_string(run->sweep_values[a]));
+	rc |= put(root, "sweep", sweep);
+	if (m->duration_s >= 0)
+		rc |= put(root, "duration_s", json_real(round(m->duration_s * 1000) / 1000));
+	rc |= put(root, "status", json_string(m->status ? m->status : "running"));
+	if (rc) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
 }
 
 int rundir_write_meta(const char *dir, const struct plan_run *run, const struct rundir_meta *m)
 {
-	char path[4096], tmp[4200], stamp[64];
-	struct utsname u;
-	time_t secs = (time_t)(m->wall_start_ns / 1000000000LL);
-	struct tm tm;
+	char path[4096], tmp[4200];
+	json_t *doc = NULL;
+	char *text = NULL;
 	FILE *f;
 	int rc = 0;
 
+	/* Strings that are not UTF-8 (a host name, a run id) make jansson refuse them: -EINVAL. */
+	doc = meta_doc(run, m);
+	if (!doc)
+		return -EINVAL;
+	text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+	json_decref(doc);
+	if (!text)
+		return -ENOMEM;
+	rc = u64_fill(&text, 0, run->seed);
+	if (rc == 0)
+		rc = u64_fill(&text, 1, run->scenario->seed);
+	if (rc < 0)
+		goto out;
 	snprintf(path, sizeof path, "%s/meta.json", dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
-	uname(&u);
-	gmtime_r(&secs, &tm);
-	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fputs("{\n  \"run_id\": ", f);
-	json_str(f, run->id);
-	fprintf(f, ",\n  \"run_index\": %u,\n  \"repeat\": %u,\n  \"seed\": %llu,\n  \"base_seed\": %llu,\n",
-		run->index, run->rep, (unsigned long long)run->seed,
-		(unsigned long long)run->scenario->seed);
-	fputs("  \"scenario\": ", f);
-	json_str(f, run->scenario->name);
-	fputs(",\n  \"backend\": ", f);
-	json_str(f, m->backend ? m->backend : "");
-	fputs(",\n  \"prefix\": ", f);
-	json_str(f, m->prefix ? m->prefix : "");
-	if (run->scenario->target > 0)
-		fprintf(f, ",\n  \"target\": %.6g", run->scenario->target);
-	fputs(",\n  \"stalenet_version\": ", f);
-	json_str(f, STALENET_VERSION);
-	fputs(",\n  \"stalenet_commit\": ", f);
-	json_str(f, STALENET_COMMIT);
-	fputs(",\n  \"kernel\": ", f);
-	json_str(f, u.release);
-	fputs(",\n  \"host\": ", f);
-	json_str(f, u.nodename);
-	fputs(",\n  \"start_utc\": ", f);
-	json_str(f, stamp);
-	fprintf(f, ",\n  \"wall_start_ns\": %lld,\n  \"monotonic_origin_ns\": %lld,\n", (long long)m->wall_start_ns,
-		(long long)m->origin_ns);
-	fprintf(f, "  \"nodes\": %zu,\n", run->n_nodes);
-	write_sweep(f, run);
-	if (m->duration_s >= 0)
-		fprintf(f, "  \"duration_s\": %.3f,\n", m->duration_s);
-	fputs("  \"status\": ", f);
-	json_str(f, m->status ? m->status : "running");
-	fputs("\n}\n", f);
+	if (!f) {
+		rc = -errno;
+		goto out;
+	}
+	fputs(text, f);
+	fputc('\n', f);
 	if (fclose(f) != 0)
 		rc = -errno;
 	if (rc == 0 && rename(tmp, path) < 0)
 		rc = -errno;
+out:
+	free(text);
 	return rc;
 }
 

@@ -47,17 +47,18 @@ void supervise_event(const char *run_dir, const char *event, const char *target,
 	struct csv_writer *w;
 
 	snprintf(path, sizeof path, "%s/events.csv", run_dir);
-	char clean[2048];
-	size_t i = 0;
+	char clean[4096], tgt[512];
 
-	/* Trace files are never quoted (docs/traces.md): free text loses commas and newlines. */
-	for (; detail && detail[i] && i < sizeof clean - 1; i++)
-		clean[i] = detail[i] == ',' ? ';' : (detail[i] == '\n' || detail[i] == '"') ? ' ' : detail[i];
-	clean[i] = '\0';
+	/* Free text is quoted as a CSV field where it needs it (RFC 4180, docs/traces.md); a
+	 * detail too long for the buffer is cut at 2 KiB first, so its quoted form always fits. */
+	char cut[2048];
+	snprintf(cut, sizeof cut, "%s", detail ? detail : "");
+	csv_quote(cut, clean, sizeof clean);
+	csv_quote(target ? target : "", tgt, sizeof tgt);
 	w = csv_writer_open(path, TRACE_HEADER_EVENTS);
 	if (!w)
 		return;
-	csv_writer_row(w, "%.6f,%s,%s,%s", clock_run_s(), event, target ? target : "", clean);
+	csv_writer_row(w, "%.6f,%s,%s,%s", clock_run_s(), event, tgt, clean);
 	csv_writer_close(&w);
 }
 

@@ -82,3 +82,32 @@ Test(kv, bad_line_names_line)
 	cr_assert_null(kv_load("/nonexistent/x.conf", err, sizeof err));
 	cr_assert(strstr(err, "No such file") != NULL, "%s", err);
 }
+
+/* kv_parse reads a buffer that need not end in a NUL or a newline, names lines in errors, and
+ * refuses a NUL byte. */
+Test(kv, parse_buffer)
+{
+	const char text[] = "# c\r\n a.b = 1 \r\nlist = 128,64\nx = y = z\nlast = end!";
+	char err[256];
+	struct kv *kv;
+
+	/* the '!' past len must not be read */
+	kv = kv_parse(text, sizeof text - 2, "mem.conf", err, sizeof err);
+	cr_assert_not_null(kv, "%s", err);
+	cr_assert_eq(kv_count(kv), 4);
+	cr_assert_str_eq(kv_get(kv, "a.b"), "1");
+	cr_assert_str_eq(kv_get(kv, "list"), "128,64");
+	cr_assert_str_eq(kv_get(kv, "x"), "y = z");
+	cr_assert_str_eq(kv_get(kv, "last"), "end");
+	kv_destroy(&kv);
+	kv = kv_parse("", 0, "empty.conf", err, sizeof err);
+	cr_assert_not_null(kv);
+	cr_assert_eq(kv_count(kv), 0);
+	kv_destroy(&kv);
+	cr_assert_null(kv_parse("a = 1\nb c = 2\n", 14, "mem.conf", err, sizeof err));
+	cr_assert(strstr(err, "mem.conf:2: invalid key") != NULL, "%s", err);
+	cr_assert_null(kv_parse("a = 1\n= 2\n", 10, "mem.conf", err, sizeof err));
+	cr_assert(strstr(err, "mem.conf:2:") != NULL, "%s", err);
+	cr_assert_null(kv_parse("a = 1\0\n", 7, "mem.conf", err, sizeof err));
+	cr_assert(strstr(err, "NUL") != NULL, "%s", err);
+}

@@ -215,7 +215,8 @@ Test(meta, parse_and_reject)
 	cr_assert_eq(m.seed, 123456789012ULL);
 	cr_assert_eq(m.repeat, 2);
 	cr_assert_str_eq(meta_sweep_value(&m, "k.x"), "true");
-	cr_assert_str_eq(meta_sweep_value(&m, "k.y"), "-1.5e3");
+	/* a number's text is its value's shortest form, not its spelling */
+	cr_assert_str_eq(meta_sweep_value(&m, "k.y"), "-1500");
 	cr_assert_null(meta_sweep_value(&m, "k.z"));
 	const char *bad[] = { "", "{", "{\"run_id\":\"a\"", "{\"run_id\":\"a\"} x",
 			      "{\"seed\":1}", "{\"run_id\":\"a\",}", "{\"run_id\":tru}" };
