@@ -744,6 +744,12 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		log_error("testbed: %s", err);
 		goto out;
 	}
+	/* The bridge proven before anything is shaped: a broken testbed is named here, not
+	 * mistaken later for a lossy link. */
+	if (testbed_check_reach(c->tb, 10000, err, sizeof err) < 0) {
+		log_error("testbed: reachability: %s", err);
+		goto out;
+	}
 	for (size_t i = 0; i <= n; i++)
 		c->addrs[i] = strdup(testbed_node_addr_str(c->tb, (int)i));
 	for (size_t i = 0; i < n; i++)
