@@ -231,12 +231,6 @@ static int run(struct ctx *c, const char *sel)
 	return 0;
 }
 
-int selector_check(const char *sel, char *why, size_t whylen)
-{
-	struct ctx c = { .why = why, .whylen = whylen };
-	return run(&c, sel);
-}
-
 int selector_match(const char *sel, const char *const *names, const enum scenario_role *roles,
 		   size_t n, uint8_t *match, char *why, size_t whylen)
 {

@@ -23,7 +23,4 @@
 int selector_match(const char *sel, const char *const *names, const enum scenario_role *roles,
 		   size_t n, uint8_t *match, char *why, size_t whylen);
 
-/* Syntax check only (no node list). Returns 0 or -EINVAL with the reason in why. */
-int selector_check(const char *sel, char *why, size_t whylen);
-
 #endif

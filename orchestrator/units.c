@@ -261,13 +261,3 @@ int units_format_rate(uint64_t bps, char *buf, size_t len)
 	return -EINVAL; /* unreachable: "bit" divides everything */
 }
 
-int units_format_count(uint64_t count, char *buf, size_t len)
-{
-	if (count && count % 1000000000 == 0)
-		return snprintf(buf, len, "%llug", (unsigned long long)(count / 1000000000));
-	if (count && count % 1000000 == 0)
-		return snprintf(buf, len, "%llum", (unsigned long long)(count / 1000000));
-	if (count && count % 1000 == 0)
-		return snprintf(buf, len, "%lluk", (unsigned long long)(count / 1000));
-	return snprintf(buf, len, "%llu", (unsigned long long)count);
-}

@@ -31,6 +31,5 @@ int units_parse_decimal(const char *s, uint64_t *mant, unsigned *scale);
 int units_format_time(uint64_t us, char *buf, size_t len);
 int units_format_prob(uint32_t ppm, char *buf, size_t len);     /* "1%", "0.0001%", "100%" */
 int units_format_rate(uint64_t bps, char *buf, size_t len);     /* "100mbit", "1500kbit" */
-int units_format_count(uint64_t count, char *buf, size_t len);  /* "64", "10k", "2m" */
 
 #endif
