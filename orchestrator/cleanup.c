@@ -641,7 +641,9 @@ struct cand {
 	char *reg_name; /* NULL: not from the registry */
 };
 
-/* Load and fully check one candidate. Returns 0 and *out, or -EPERM / -errno with why. */
+/* Load one candidate and check the file, its directories and the header (the records are
+ * checked only for a run that will be replayed: a live run's journal may name a child between
+ * fork and exec). Returns 0 and *out, or -EPERM / -errno with why. */
 static int load_trusted(const struct cand *c, struct journal_parsed **out, char *why, size_t whylen)
 {
 	char *text = NULL;
@@ -666,8 +668,8 @@ static int load_trusted(const struct cand *c, struct journal_parsed **out, char 
 		rc = WHY("line 1: run directory %s is not the journal's own (%s)", (*out)->run_dir, c->dir);
 	else if (c->reg_name && strcmp(c->reg_name, (*out)->prefix))
 		rc = WHY("line 1: registry entry %s names a journal of run %s", c->reg_name, (*out)->prefix);
-	else
-		rc = cleanup_check(*out, why, whylen);
+	else if (!good_prefix((*out)->prefix))
+		rc = WHY("line 1: implausible run prefix '%s'", (*out)->prefix);
 	if (rc < 0)
 		journal_parsed_free(out);
 	return rc;
@@ -782,6 +784,13 @@ static int replay_one(const struct cand *c, unsigned flags, struct cleanup_repor
 	if (!(flags & CLEANUP_FORCE) && cleanup_proc_alive(p->pid, p->start_time)) {
 		log_info("cleanup: %s: run %s is alive (pid %d), skipped", c->path, p->prefix, (int)p->pid);
 		rep->live++;
+		goto out;
+	}
+	rc = cleanup_check(p, why, sizeof why);
+	if (rc < 0) {
+		log_error("cleanup: %s: refused, nothing touched: %s", c->path, why);
+		rep->refused++;
+		rep->failed++;
 		goto out;
 	}
 	if (flags & CLEANUP_DRY_RUN) {
