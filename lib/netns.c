@@ -18,7 +18,8 @@
 
 #include "lib/log.h"
 
-int netns_path(const char *name, char *buf, size_t len)
+/* /run/netns/NAME into buf. Returns 0, or -ENAMETOOLONG / -EINVAL (name empty, has '/'). */
+static int ns_path(const char *name, char *buf, size_t len)
 {
 	int n;
 
@@ -30,12 +31,13 @@ int netns_path(const char *name, char *buf, size_t len)
 	return 0;
 }
 
-int netns_open(const char *name)
+/* Open /run/netns/NAME (O_RDONLY|O_CLOEXEC). Returns the fd (caller closes) or -errno. */
+static int ns_open(const char *name)
 {
 	char path[512];
 	int fd, rc;
 
-	rc = netns_path(name, path, sizeof path);
+	rc = ns_path(name, path, sizeof path);
 	if (rc < 0)
 		return rc;
 	do
@@ -48,7 +50,7 @@ bool netns_exists(const char *name)
 {
 	char path[512];
 
-	return netns_path(name, path, sizeof path) == 0 && access(path, F_OK) == 0;
+	return ns_path(name, path, sizeof path) == 0 && access(path, F_OK) == 0;
 }
 
 int netns_prepare_dir(void)
@@ -76,7 +78,7 @@ int netns_name_current(const char *name)
 	char path[512];
 	int fd, rc;
 
-	rc = netns_path(name, path, sizeof path);
+	rc = ns_path(name, path, sizeof path);
 	if (rc < 0)
 		return rc;
 	do
@@ -122,7 +124,7 @@ int netns_delete(const char *name)
 	char path[512];
 	int rc;
 
-	rc = netns_path(name, path, sizeof path);
+	rc = ns_path(name, path, sizeof path);
 	if (rc < 0)
 		return rc;
 	/* EINVAL: not a mount point (half-created); ENOENT: already gone. */
@@ -157,7 +159,7 @@ int netns_enter(const char *name, int *saved)
 	int fd, rc;
 
 	*saved = -1;
-	fd = netns_open(name);
+	fd = ns_open(name);
 	if (fd < 0)
 		return fd;
 	rc = enter_fd(fd, saved);
@@ -182,7 +184,7 @@ int netns_restore(int *saved)
 
 int netns_join(const char *name)
 {
-	int fd = netns_open(name), rc = 0, e;
+	int fd = ns_open(name), rc = 0, e;
 
 	if (fd < 0)
 		return fd;
@@ -218,7 +220,7 @@ int netns_exec(const char *name, const char *const *argv, bool quiet)
 
 	/* Open the namespace here, not in the child: a missing one is -ENOENT, not an exit code. */
 	if (name && name[0]) {
-		nsfd = netns_open(name);
+		nsfd = ns_open(name);
 		if (nsfd < 0)
 			return nsfd;
 	}

@@ -13,12 +13,6 @@
 
 #define NETNS_RUN_DIR "/run/netns"
 
-/* /run/netns/NAME into buf. Returns 0, or -ENAMETOOLONG / -EINVAL (name empty, has '/'). */
-int netns_path(const char *name, char *buf, size_t len);
-
-/* Open /run/netns/NAME (O_RDONLY|O_CLOEXEC). Returns the fd (caller closes) or -errno. */
-int netns_open(const char *name);
-
 /* True when /run/netns/NAME exists. */
 bool netns_exists(const char *name);
 

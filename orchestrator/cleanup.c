@@ -345,9 +345,8 @@ static int undo_sysctl(const struct journal_record *r)
 	return rc;
 }
 
-static int undo(void *arg, const struct journal_record *rec)
+static int undo_one(const struct journal_parsed *p, const struct journal_record *rec)
 {
-	const struct journal_parsed *p = arg;
 	int rc = -EINVAL;
 
 	switch (rec->kind) {
@@ -368,6 +367,16 @@ static int undo(void *arg, const struct journal_record *rec)
 	case JOURNAL_KIND_COUNT:
 		break;
 	}
+	return rc;
+}
+
+static int undo(void *arg, const struct journal_record *rec)
+{
+	int rc = undo_one(arg, rec);
+
+	if (rc < 0)
+		log_warn("cleanup: line %d (%s) not undone: %s", rec->line, journal_kind_name(rec->kind),
+			 strerror(-rc));
 	return rc;
 }
 
