@@ -153,12 +153,12 @@ static void capture_log(void)
 
 /* The emulator of a run, started the way run.c does (its --ctl names the prefix): a real
  * stalenet program for the process checks. */
-static pid_t start_linkd(char *sock, size_t len, uint64_t *st)
+static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_t *st)
 {
 	char bin[600];
 	pid_t pid;
 
-	snprintf(sock, len, "%s/linkd-%s.sock", registry, prefix);
+	snprintf(sock, len, "%s/linkd-%s.sock", registry, run_prefix);
 	{
 		char self[512], *slash;
 		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -210,7 +210,7 @@ Test(journal_undo, dead_run_undone_completely_and_idempotently)
 
 	if (iptables_in(ns, "-A", "mangle", "PREROUTING", rule) == 127)
 		cr_skip_test("no iptables binary");
-	pid = start_linkd(sock, sizeof sock, &start);
+	pid = start_linkd(prefix, sock, sizeof sock, &start);
 	/* A host sysctl changed by one: harmless for anything else running. */
 	cr_assert_eq(sysctl_read(key, old, sizeof old), 0);
 	snprintf(set, sizeof set, "%ld", strtol(old, NULL, 10) + 1);
@@ -380,4 +380,55 @@ Test(journal_undo, registry_entry_must_name_its_own_run)
 	cr_assert_eq(logged_lines(lines, sizeof lines), 1, "%s", lines);
 	cr_assert_not_null(strstr(lines, "names a journal of run"), "%s", lines);
 	cr_assert(netns_exists(ns));
+}
+
+/* The emulator of another run: a stalenet program, but not one of this journal's run. */
+Test(journal_undo, refuses_a_stalenet_program_of_another_run)
+{
+	char sock[200], rec[96];
+	uint64_t start;
+	pid_t pid = start_linkd("sjother-", sock, sizeof sock, &start);
+	int status;
+
+	snprintf(rec, sizeof rec, "proc %d %llu linkd", (int)pid, (unsigned long long)start);
+	assert_refused("other", rec, PLAIN, "not a stalenet program of run");
+	cr_assert(cleanup_proc_alive(pid, start), "another run's emulator was killed");
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+}
+
+/* ---- lib/netns: the one way to run code or a command in a namespace ---------------------- */
+
+static ino_t ns_inode(const char *path)
+{
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0, "%s", path);
+	return st.st_ino;
+}
+
+static int inside(void *arg)
+{
+	return ns_inode("/proc/thread-self/ns/net") == *(ino_t *)arg ? 42 : -1;
+}
+
+Test(journal_undo, netns_exec_and_call_run_inside_and_come_back)
+{
+	char path[128], script[256];
+	const char *argv[] = { "sh", "-c", script, NULL };
+	const char *exit3[] = { "sh", "-c", "exit 3", NULL };
+	ino_t here = ns_inode("/proc/thread-self/ns/net"), there;
+
+	snprintf(path, sizeof path, "/run/netns/%s", ns);
+	there = ns_inode(path);
+	cr_assert_neq(here, there);
+	snprintf(script, sizeof script, "[ \"$(stat -L -c %%i /proc/self/ns/net)\" = %llu ]",
+		 (unsigned long long)there);
+	cr_assert_eq(netns_exec(ns, argv, true), 0, "the command did not run in %s", ns);
+	cr_assert_eq(netns_exec(NULL, argv, true), 1, "without a name it runs here");
+	cr_assert_eq(netns_exec(ns, exit3, true), 3);
+	cr_assert_eq(netns_exec("sj-no-such-ns", exit3, true), -ENOENT);
+	cr_assert_eq(netns_call(ns, inside, &there), 42);
+	cr_assert_eq(ns_inode("/proc/thread-self/ns/net"), here, "the thread did not come back");
+	cr_assert_eq(netns_call("sj-no-such-ns", inside, &there), -ENOENT);
 }
