@@ -167,7 +167,7 @@ static bool proc_of_run(pid_t pid, const char *run_dir, const char *prefix, char
 	return tied;
 }
 
-static int pidfd_open_(pid_t pid)
+static int open_pidfd(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
@@ -195,7 +195,7 @@ static int undo_proc(const struct journal_parsed *p, const struct journal_record
 	char what[PATH_MAX];
 	int pidfd, rc = 0;
 
-	pidfd = pidfd_open_(pid);
+	pidfd = open_pidfd(pid);
 	if (pidfd < 0)
 		return errno == ESRCH ? 0 : -errno;
 	/* Checked after the pidfd exists: the fd pins this very process. */
