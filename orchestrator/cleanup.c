@@ -771,7 +771,7 @@ static int replay_one(const struct cand *c, unsigned flags, struct cleanup_repor
 {
 	struct journal_parsed *p = NULL;
 	struct journal_ops ops = { .undo = undo };
-	char why[768];
+	char why[2 * PATH_MAX];
 	int rc, failed = 0;
 
 	rep->journals++;
