@@ -13,11 +13,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/log.h"
 
-int netns_path(const char *name, char *buf, size_t len)
+/* /run/netns/NAME into buf. Returns 0, or -ENAMETOOLONG / -EINVAL (name empty, has '/'). */
+static int ns_path(const char *name, char *buf, size_t len)
 {
 	int n;
 
@@ -29,12 +31,13 @@ int netns_path(const char *name, char *buf, size_t len)
 	return 0;
 }
 
-int netns_open(const char *name)
+/* Open /run/netns/NAME (O_RDONLY|O_CLOEXEC). Returns the fd (caller closes) or -errno. */
+static int ns_open(const char *name)
 {
 	char path[512];
 	int fd, rc;
 
-	rc = netns_path(name, path, sizeof path);
+	rc = ns_path(name, path, sizeof path);
 	if (rc < 0)
 		return rc;
 	do
@@ -47,7 +50,7 @@ bool netns_exists(const char *name)
 {
 	char path[512];
 
-	return netns_path(name, path, sizeof path) == 0 && access(path, F_OK) == 0;
+	return ns_path(name, path, sizeof path) == 0 && access(path, F_OK) == 0;
 }
 
 int netns_prepare_dir(void)
@@ -75,7 +78,7 @@ int netns_name_current(const char *name)
 	char path[512];
 	int fd, rc;
 
-	rc = netns_path(name, path, sizeof path);
+	rc = ns_path(name, path, sizeof path);
 	if (rc < 0)
 		return rc;
 	do
@@ -121,7 +124,7 @@ int netns_delete(const char *name)
 	char path[512];
 	int rc;
 
-	rc = netns_path(name, path, sizeof path);
+	rc = ns_path(name, path, sizeof path);
 	if (rc < 0)
 		return rc;
 	/* EINVAL: not a mount point (half-created); ENOENT: already gone. */
@@ -132,7 +135,7 @@ int netns_delete(const char *name)
 	return 0;
 }
 
-int netns_enter_fd(int nsfd, int *saved)
+static int enter_fd(int nsfd, int *saved)
 {
 	int rc;
 
@@ -156,10 +159,10 @@ int netns_enter(const char *name, int *saved)
 	int fd, rc;
 
 	*saved = -1;
-	fd = netns_open(name);
+	fd = ns_open(name);
 	if (fd < 0)
 		return fd;
-	rc = netns_enter_fd(fd, saved);
+	rc = enter_fd(fd, saved);
 	close(fd);
 	return rc;
 }
@@ -176,5 +179,80 @@ int netns_restore(int *saved)
 	}
 	close(*saved);
 	*saved = -1;
+	return rc;
+}
+
+int netns_join(const char *name)
+{
+	int fd = ns_open(name), rc = 0, e;
+
+	if (fd < 0)
+		return fd;
+	if (setns(fd, CLONE_NEWNET) < 0)
+		rc = -errno;
+	e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+int netns_call(const char *name, int (*fn)(void *arg), void *arg)
+{
+	int saved = -1, rc;
+
+	if (!name || !name[0])
+		return fn(arg);
+	rc = netns_enter(name, &saved);
+	if (rc < 0) {
+		log_error("enter netns %s: %s", name, strerror(-rc));
+		return rc;
+	}
+	rc = fn(arg);
+	if (netns_restore(&saved) < 0)
+		rc = -EIO;
+	return rc;
+}
+
+int netns_exec(const char *name, const char *const *argv, bool quiet)
+{
+	int nsfd = -1, status, rc;
+	pid_t pid;
+
+	/* Open the namespace here, not in the child: a missing one is -ENOENT, not an exit code. */
+	if (name && name[0]) {
+		nsfd = ns_open(name);
+		if (nsfd < 0)
+			return nsfd;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			if (quiet) {
+				dup2(devnull, 1);
+				dup2(devnull, 2);
+			}
+		}
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
+			_exit(126);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			rc = -errno;
+			goto out;
+		}
+	}
+	rc = WIFEXITED(status) ? WEXITSTATUS(status) : -EINTR;
+out:
+	if (nsfd >= 0)
+		close(nsfd);
 	return rc;
 }

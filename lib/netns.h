@@ -13,12 +13,6 @@
 
 #define NETNS_RUN_DIR "/run/netns"
 
-/* /run/netns/NAME into buf. Returns 0, or -ENAMETOOLONG / -EINVAL (name empty, has '/'). */
-int netns_path(const char *name, char *buf, size_t len);
-
-/* Open /run/netns/NAME (O_RDONLY|O_CLOEXEC). Returns the fd (caller closes) or -errno. */
-int netns_open(const char *name);
-
 /* True when /run/netns/NAME exists. */
 bool netns_exists(const char *name);
 
@@ -39,12 +33,26 @@ int netns_add(const char *name);
  * user (process, socket, open fd) goes. A missing name is not an error. Returns 0 or -errno. */
 int netns_delete(const char *name);
 
-/* Switch the calling thread into namespace fd nsfd / name NAME. *saved receives an fd of the
- * namespace left (pass it to netns_restore). Returns 0 or -errno (then *saved is -1). */
-int netns_enter_fd(int nsfd, int *saved);
+/* Switch the calling thread into namespace NAME. *saved receives an fd of the namespace left
+ * (pass it to netns_restore). Returns 0 or -errno (then *saved is -1). */
 int netns_enter(const char *name, int *saved);
 
 /* Switch back to *saved and close it; sets *saved = -1. A no-op for -1. Returns 0 or -errno. */
 int netns_restore(int *saved);
+
+/* Move the calling thread into NAME for good (a child between fork and exec: no saved fd, no
+ * allocation, no logging; errno is kept for the caller). Returns 0 or -errno. */
+int netns_join(const char *name);
+
+/* Call fn(arg) with the calling thread inside NAME (NULL or "" = where it is), then switch
+ * back. Returns fn's result, or -errno when entering or leaving failed (logged; a failed
+ * return leaves the thread in the wrong namespace). The one way code runs in a namespace. */
+int netns_call(const char *name, int (*fn)(void *arg), void *arg);
+
+/* Run the program argv (argv[0] searched in PATH) inside NAME (NULL or "" = here) and wait for
+ * it; stdin is /dev/null, and stdout/stderr too when quiet. Returns its exit status (0-255),
+ * -ENOENT when NAME does not exist, -EINTR when a signal ended it, or -errno. The one way a
+ * command runs in a namespace. */
+int netns_exec(const char *name, const char *const *argv, bool quiet);
 
 #endif

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
-#include "netem/link_netns.h"
+#include "lib/netns.h"
 #include "netem/netem_model.h"
 
 /* libnl error -> negative errno at the module boundary. */
@@ -219,7 +219,7 @@ int link_kernel_netem(const char *netns, const char *ifname, const struct link_p
 	struct netem_op op = { .ifname = ifname, .p = p, .change = change };
 	if (link_params_validate(p))
 		return -EINVAL;
-	int rc = link_netns_call(netns, netem_in_ns, &op);
+	int rc = netns_call(netns, netem_in_ns, &op);
 	if (rc < 0 && rc != -ENOENT)
 		log_error("netem on %s/%s: %s", netns ? netns : "", ifname, strerror(-rc));
 	return rc;
@@ -244,7 +244,7 @@ int link_kernel_tbf(const char *netns, const char *ifname, uint32_t parent, uint
 {
 	struct netem_op op = { .ifname = ifname, .parent = parent, .handle = handle,
 			       .rate_bps = rate_bps, .change = change };
-	int rc = link_netns_call(netns, tbf_in_ns, &op);
+	int rc = netns_call(netns, tbf_in_ns, &op);
 	if (rc < 0)
 		log_error("tbf on %s/%s: %s", netns ? netns : "", ifname, strerror(-rc));
 	return rc;
@@ -280,7 +280,7 @@ out:
 int link_kernel_del(const char *netns, const char *ifname, uint32_t parent, uint32_t handle)
 {
 	struct netem_op op = { .ifname = ifname, .parent = parent, .handle = handle };
-	return link_netns_call(netns, del_in_ns, &op);
+	return netns_call(netns, del_in_ns, &op);
 }
 
 static int stats_in_ns(void *arg)
@@ -318,7 +318,7 @@ int link_kernel_stats(const char *netns, const char *ifname, uint32_t handle, st
 {
 	struct netem_op op = { .ifname = ifname, .handle = handle, .stats = out };
 	memset(out, 0, sizeof *out);
-	return link_netns_call(netns, stats_in_ns, &op);
+	return netns_call(netns, stats_in_ns, &op);
 }
 
 static int master_in_ns(void *arg)
@@ -341,7 +341,7 @@ static int master_in_ns(void *arg)
 int link_kernel_is_bridge_port(const char *netns, const char *ifname)
 {
 	struct netem_op op = { .ifname = ifname };
-	return link_netns_call(netns, master_in_ns, &op);
+	return netns_call(netns, master_in_ns, &op);
 }
 
 int link_kernel_probe(void)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/netns.h"
 #include "netem/link_kernel.h"
 #include "netem/linkd.h"
 
@@ -114,37 +115,12 @@ static int record(struct link_shaper *s, const char *kind, const char *netns, co
 	return s->record ? s->record(s->record_ctx, kind, netns, argv) : 0;
 }
 
-/* fork, enter netns, exec argv; stdout/stderr of the tool go to /dev/null unless debugging. */
+/* Run argv in netns (lib/netns); the tool's output is discarded unless debugging. */
 static int run_in_ns(const char *netns, const char *const *argv)
 {
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		if (netns && netns[0]) {
-			char path[256];
-			snprintf(path, sizeof path, "/run/netns/%s", netns);
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
-				_exit(126);
-		}
-		if (log_get_level() < LOG_DEBUG) {
-			int null = open("/dev/null", O_WRONLY);
-			if (null >= 0) {
-				dup2(null, 1);
-				dup2(null, 2);
-			}
-		}
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return -EIO;
-	return 0;
+	int rc = netns_exec(netns, argv, log_get_level() < LOG_DEBUG);
+
+	return rc < 0 ? rc : rc ? -EIO : 0;
 }
 
 static struct shaped *lookup(struct link_shaper *s, const char *name, bool create)

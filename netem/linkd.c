@@ -40,7 +40,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "netem/link_netns.h"
+#include "lib/netns.h"
 #include "netem/netem_heap.h"
 #include "netem/netem_model.h"
 
@@ -308,7 +308,7 @@ static int apply_params(struct linkd *d, struct lq *q, const struct link_params 
 	q->limit = p->limit_pkts ? p->limit_pkts : DEFAULT_LIMIT;
 	bool want_packet = p->corrupt_ppm || p->dup_ppm;
 	if (want_packet && q->rawfd < 0 && p->dup_ppm) {
-		rc = link_netns_call(q->netns, open_raw_in_ns, q);
+		rc = netns_call(q->netns, open_raw_in_ns, q);
 		if (rc < 0)
 			return rc;
 	}
@@ -361,7 +361,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 		goto fail;
 	}
 	q->copy_packet = p->corrupt_ppm || p->dup_ppm;
-	rc = link_netns_call(q->netns, open_queue_in_ns, q);
+	rc = netns_call(q->netns, open_queue_in_ns, q);
 	if (rc < 0)
 		goto fail;
 	q->copy_packet = !q->copy_packet; /* force apply_params to (re)send the mode */

@@ -1,41 +1,88 @@
-/* orchestrator/cleanup: the real undo steps behind journal replay, and the dead-run scan.
+/* orchestrator/cleanup: trust checks, the real undo steps behind journal replay, the dead-run
+ * scan (policy in cleanup.h).
  *
  * Design notes:
+ * - Refuse first, act after: a journal is opened through a chain of O_NOFOLLOW directory fds
+ *   (so no component can be swapped for a symlink between the check and the read), checked
+ *   whole (file, directories, header, every record), and only then replayed.
  * - Liveness is pid + start time, never a process name: a recycled pid has another start time.
- * - iptables rules are removed by running iptables inside the rule's namespace (fork, setns,
- *   exec); -C first so a rule already gone is not an error and the exit codes stay meaningful.
- * - Namespace-local records (sysctl, link, iptables in NS) whose namespace is gone are done:
- *   the kernel dropped them with it. */
+ *   Killing goes through a pidfd taken before the last check, so the signal reaches exactly the
+ *   process that was checked, and exit is awaited by polling that pidfd (bounded).
+ * - iptables rules are removed by running iptables inside the rule's namespace (netns_exec);
+ *   -C first so a rule already gone is not an error and the exit codes stay meaningful.
+ * - Namespace-local records (rules in NS) whose namespace is gone are done: the kernel dropped
+ *   them with it.
+ * - The link emulator's control socket (REGISTRY/linkd-PREFIX.sock) is the run's too: removed
+ *   after a replay once nobody listens on it. */
 #include "orchestrator/cleanup.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <netlink/netlink.h>
-#include <netlink/route/link.h>
 
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/sysctl.h"
 
-static bool host_ns(const char *ns)
+#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), -EPERM)
+
+static char program_dir[PATH_MAX];
+
+/* The host sysctls the testbed changes (orchestrator/testbed.c raise_neigh, allow_cc). */
+static const char CC_LIST_KEY[] = "net.ipv4.tcp_allowed_congestion_control";
+static const char *const sysctl_allowed[] = {
+	"net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2",
+	"net.ipv4.neigh.default.gc_thresh3", CC_LIST_KEY,
+};
+static const char *const programs[] = { "stalenet", "stalenet-node", "stalenet-linkd" };
+
+void cleanup_set_program_dir(const char *dir)
 {
-	return !strcmp(ns, "-");
+	snprintf(program_dir, sizeof program_dir, "%s", dir ? dir : "");
 }
+
+/* readlink that also drops the " (deleted)" the kernel appends once the file was replaced
+ * (a rebuild while the run was alive). */
+static int read_exe(const char *link, char *buf, size_t len)
+{
+	static const char del[] = " (deleted)";
+	ssize_t n = readlink(link, buf, len - 1);
+	size_t l;
+
+	if (n <= 0)
+		return -errno;
+	buf[n] = '\0';
+	l = (size_t)n;
+	if (l > sizeof del - 1 && !strcmp(buf + l - (sizeof del - 1), del))
+		buf[l - (sizeof del - 1)] = '\0';
+	return 0;
+}
+
+static const char *programs_dir(void)
+{
+	if (!program_dir[0]) {
+		char self[PATH_MAX], *slash;
+
+		if (read_exe("/proc/self/exe", self, sizeof self) == 0 && (slash = strrchr(self, '/'))) {
+			*slash = '\0';
+			snprintf(program_dir, sizeof program_dir, "%s", self[0] ? self : "/");
+		}
+	}
+	return program_dir;
+}
+
+/* ---- processes --------------------------------------------------------------------------- */
 
 /* State char and start time of pid; false when there is no such process. */
 static bool proc_stat(pid_t pid, char *state, uint64_t *start)
@@ -78,220 +125,239 @@ bool cleanup_proc_alive(pid_t pid, uint64_t start_time)
 	       state != 'X';
 }
 
-static void sleep_ms(int ms)
+/* Is pid running a stalenet program of the run (run_dir, prefix)? Fills what with the
+ * executable for messages. */
+static bool proc_of_run(pid_t pid, const char *run_dir, const char *prefix, char *what, size_t wlen)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	char link[64], exe[PATH_MAX], args[8192], *slash;
+	size_t dlen = strlen(run_dir);
+	bool prog = false, tied = false;
+	ssize_t n;
+	int fd;
 
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+	if (read_exe(link, exe, sizeof exe) < 0) {
+		snprintf(what, wlen, "?");
+		return false;
+	}
+	snprintf(what, wlen, "%s", exe);
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return false;
+	*slash = '\0';
+	for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
+		prog |= !strcmp(slash + 1, programs[i]);
+	if (!prog || strcmp(exe[0] ? exe : "/", programs_dir()))
+		return false;
+	/* The command line ties it to this run: a node's configuration lives in the run
+	 * directory, the emulator's control socket carries the prefix. */
+	snprintf(link, sizeof link, "/proc/%d/cmdline", (int)pid);
+	fd = open(link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	do
+		n = read(fd, args, sizeof args - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return false;
+	args[n] = '\0';
+	for (char *a = args + strlen(args) + 1; a < args + n; a += strlen(a) + 1)
+		tied |= (!strncmp(a, run_dir, dlen) && a[dlen] == '/') || strstr(a, prefix);
+	return tied;
 }
 
-static int undo_proc(const struct journal_record *r)
+static int open_pidfd(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_kill(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+/* Wait up to ms for the process behind pidfd to exit. */
+static bool pidfd_wait(int pidfd, int ms)
+{
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+	int rc;
+
+	while ((rc = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
+		;
+	return rc > 0;
+}
+
+static int undo_proc(const struct journal_parsed *p, const struct journal_record *r)
 {
 	pid_t pid = (pid_t)strtol(r->fields[0], NULL, 10);
 	uint64_t st = strtoull(r->fields[1], NULL, 10);
+	char what[PATH_MAX];
+	int pidfd, rc = 0;
 
+	pidfd = open_pidfd(pid);
+	if (pidfd < 0)
+		return errno == ESRCH ? 0 : -errno;
+	/* Checked after the pidfd exists: the fd pins this very process. */
 	if (!cleanup_proc_alive(pid, st))
-		return 0;
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 300; i++) { /* 3 s to exit cleanly */
-		if (!cleanup_proc_alive(pid, st))
-			return 0;
-		sleep_ms(10);
+		goto out;
+	if (!proc_of_run(pid, p->run_dir, p->prefix, what, sizeof what)) {
+		log_error("cleanup: pid %d now runs %s, not a program of run %s; left alone", (int)pid,
+			  what, p->prefix);
+		rc = -EPERM;
+		goto out;
 	}
+	pidfd_kill(pidfd, SIGTERM);
+	if (pidfd_wait(pidfd, 3000))
+		goto out;
 	log_warn("cleanup: %s (pid %d) ignored SIGTERM, killing", r->fields[2], (int)pid);
-	kill(pid, SIGKILL);
-	for (int i = 0; i < 200; i++) {
-		if (!cleanup_proc_alive(pid, st))
-			return 0;
-		sleep_ms(10);
+	pidfd_kill(pidfd, SIGKILL);
+	if (!pidfd_wait(pidfd, 2000)) {
+		log_error("cleanup: %s (pid %d) survives SIGKILL", r->fields[2], (int)pid);
+		rc = -EBUSY;
 	}
-	log_error("cleanup: %s (pid %d) survives SIGKILL", r->fields[2], (int)pid);
-	return -EBUSY;
+out:
+	close(pidfd);
+	return rc;
 }
 
-/* Run argv (iptables) inside namespace nsfd (-1: here) with output discarded; returns the
- * exit status, or -errno when it could not run. */
-static int run_in_ns(int nsfd, char *const argv[])
-{
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 1);
-			dup2(devnull, 2);
-		}
-		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
-			_exit(126);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	if (!WIFEXITED(status))
-		return -EINTR;
-	return WEXITSTATUS(status);
-}
+/* ---- undo steps ---------------------------------------------------------------------------- */
 
 static int undo_iptables(const struct journal_record *r)
 {
-	const char *ns = r->fields[0];
-	char *argv[JOURNAL_MAX_FIELDS + 8];
-	int nsfd = -1, rc, n = 0;
+	const char *argv[JOURNAL_MAX_FIELDS + 8];
+	int rc, n = 0;
 
-	if (!host_ns(ns)) {
-		nsfd = netns_open(ns);
-		if (nsfd == -ENOENT)
-			return 0; /* the rule went with its namespace */
-		if (nsfd < 0)
-			return nsfd;
-	}
-	argv[n++] = (char *)"iptables";
-	argv[n++] = (char *)"-w";
-	argv[n++] = (char *)"5";
-	argv[n++] = (char *)"-t";
+	argv[n++] = "iptables";
+	argv[n++] = "-w";
+	argv[n++] = "5";
+	argv[n++] = "-t";
 	argv[n++] = r->fields[1];
-	argv[n++] = (char *)"-C";
+	argv[n++] = "-C";
 	argv[n++] = r->fields[2];
 	for (int i = 3; i < r->nfields; i++)
 		argv[n++] = r->fields[i];
 	argv[n] = NULL;
-	rc = run_in_ns(nsfd, argv);
+	rc = netns_exec(r->fields[0], argv, true);
+	if (rc == -ENOENT)
+		return 0; /* the rule went with its namespace */
 	if (rc == 0) {
-		argv[5] = (char *)"-D";
-		rc = run_in_ns(nsfd, argv);
+		argv[5] = "-D";
+		rc = netns_exec(r->fields[0], argv, true);
 		if (rc != 0) {
-			log_error("cleanup: iptables -t %s -D %s ... in %s: exit %d", r->fields[1],
-				  r->fields[2], ns, rc);
+			log_error("cleanup: iptables -t %s -D %s ... in %s: %d", r->fields[1], r->fields[2],
+				  r->fields[0], rc);
 			rc = rc < 0 ? rc : -EIO;
 		}
 	} else if (rc == 1) {
 		rc = 0; /* no such rule (or chain): gone */
 	} else {
-		log_error("cleanup: iptables -t %s -C %s ... in %s: exit %d", r->fields[1],
-			  r->fields[2], ns, rc);
+		log_error("cleanup: iptables -t %s -C %s ... in %s: %d", r->fields[1], r->fields[2],
+			  r->fields[0], rc);
 		rc = rc < 0 ? rc : -EIO;
 	}
-	if (nsfd >= 0)
-		close(nsfd);
 	return rc;
 }
 
-static int enter_ns(const char *ns, int *saved)
+/* Words of a space-separated list, sorted, into one comparable string. */
+static void canon_list(const char *in, char *out, size_t len)
 {
-	*saved = -1;
-	if (host_ns(ns))
-		return 0;
-	return netns_enter(ns, saved);
+	char copy[512], *w[64], *save, *tok;
+	int n = 0;
+	size_t o = 0;
+
+	snprintf(copy, sizeof copy, "%s", in);
+	for (tok = strtok_r(copy, " \t\n", &save); tok && n < 64; tok = strtok_r(NULL, " \t\n", &save))
+		w[n++] = tok;
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && strcmp(w[j - 1], w[j]) > 0; j--) {
+			char *t = w[j];
+
+			w[j] = w[j - 1];
+			w[j - 1] = t;
+		}
+	out[0] = '\0';
+	for (int i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(out + o, len - o, "%s%s", i ? " " : "", w[i]);
 }
 
-static int undo_link(const struct journal_record *r)
+/* Words of cur = words of old plus exactly one more (what allow_cc does). */
+static bool list_plus_one(const char *old, const char *cur)
 {
-	struct nl_sock *sk = NULL;
-	struct rtnl_link *link = NULL;
-	int saved = -1, rc;
+	char o[512], c[600], *save, *tok;
+	int n_old = 0, n_cur = 0;
 
-	rc = enter_ns(r->fields[0], &saved);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	sk = nl_socket_alloc();
-	link = rtnl_link_alloc();
-	if (!sk || !link) {
-		rc = -ENOMEM;
-		goto out;
+	if (strlen(cur) > 500)
+		return false;
+	snprintf(c, sizeof c, " %s ", cur);
+	snprintf(o, sizeof o, "%s", old);
+	for (tok = strtok_r(o, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char pat[520];
+
+		snprintf(pat, sizeof pat, " %s ", tok);
+		if (!strstr(c, pat))
+			return false;
+		n_old++;
 	}
-	rc = nl_connect(sk, NETLINK_ROUTE);
-	if (rc < 0) {
-		rc = -EIO;
-		goto out;
-	}
-	rtnl_link_set_name(link, r->fields[1]);
-	rc = rtnl_link_delete(sk, link);
-	if (rc == -NLE_OBJ_NOTFOUND || rc == -NLE_NODEV)
-		rc = 0;
-	else if (rc < 0) {
-		log_error("cleanup: delete link %s in %s: %s", r->fields[1], r->fields[0],
-			  nl_geterror(rc));
-		rc = -EIO;
-	}
-out:
-	rtnl_link_put(link);
-	nl_socket_free(sk);
-	netns_restore(&saved);
-	return rc;
+	snprintf(c, sizeof c, "%s", cur);
+	for (tok = strtok_r(c, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+		n_cur++;
+	return n_cur == n_old + 1;
+}
+
+/* Is cur (the live value) what this record set? The congestion control list is printed in
+ * the kernel's order, so it compares as a set. */
+static bool still_ours(const struct journal_record *r, const char *cur)
+{
+	bool list = !strcmp(r->fields[1], CC_LIST_KEY);
+	char a[512], b[512];
+
+	if (r->nfields < 4)
+		return list && list_plus_one(r->fields[2], cur); /* checked: list key only */
+	if (!list)
+		return !strcmp(cur, r->fields[3]);
+	canon_list(cur, a, sizeof a);
+	canon_list(r->fields[3], b, sizeof b);
+	return !strcmp(a, b);
 }
 
 static int undo_sysctl(const struct journal_record *r)
 {
 	char cur[512];
-	int saved = -1, rc;
+	int rc;
 
-	rc = enter_ns(r->fields[0], &saved);
+	/* Checked: host namespace only. */
+	rc = sysctl_read(r->fields[1], cur, sizeof cur);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0)
 		return rc;
-	rc = sysctl_read(r->fields[1], cur, sizeof cur);
-	if (rc == -ENOENT) {
-		rc = 0;
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
 	if (!strcmp(cur, r->fields[2]))
-		goto out; /* already restored */
-	if (r->nfields == 4 && strcmp(cur, r->fields[3])) {
+		return 0; /* already restored */
+	if (!still_ours(r, cur)) {
 		/* Someone changed it after us: theirs now, leave it. */
-		log_warn("cleanup: %s is %s, not the %s we set; leaving it", r->fields[1], cur,
-			 r->fields[3]);
-		goto out;
+		log_warn("cleanup: %s is %s, not the value this run set; leaving it", r->fields[1], cur);
+		return 0;
 	}
 	rc = sysctl_write(r->fields[1], r->fields[2]);
 	if (rc < 0)
 		log_error("cleanup: restore %s=%s: %s", r->fields[1], r->fields[2], strerror(-rc));
-out:
-	netns_restore(&saved);
 	return rc;
 }
 
-static int undo_mount(const struct journal_record *r)
-{
-	if (umount2(r->fields[0], MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT) {
-		log_error("cleanup: umount %s: %s", r->fields[0], strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
-int cleanup_undo(const struct journal_record *rec)
+static int undo_one(const struct journal_parsed *p, const struct journal_record *rec)
 {
 	int rc = -EINVAL;
 
 	switch (rec->kind) {
 	case JOURNAL_PROC:
-		rc = undo_proc(rec);
+		rc = undo_proc(p, rec);
 		break;
 	case JOURNAL_IPTABLES:
 		rc = undo_iptables(rec);
 		break;
-	case JOURNAL_LINK:
-		rc = undo_link(rec);
-		break;
 	case JOURNAL_SYSCTL:
 		rc = undo_sysctl(rec);
-		break;
-	case JOURNAL_MOUNT:
-		rc = undo_mount(rec);
 		break;
 	case JOURNAL_NETNS:
 		rc = netns_delete(rec->fields[0]);
@@ -304,178 +370,321 @@ int cleanup_undo(const struct journal_record *rec)
 	return rc;
 }
 
-static int ops_undo(void *arg, const struct journal_record *rec)
+static int undo(void *arg, const struct journal_record *rec)
 {
-	(void)arg;
-	return cleanup_undo(rec);
+	int rc = undo_one(arg, rec);
+
+	if (rc < 0)
+		log_warn("cleanup: line %d (%s) not undone: %s", rec->line, journal_kind_name(rec->kind),
+			 strerror(-rc));
+	return rc;
 }
 
-static const struct journal_ops system_ops = { .undo = ops_undo, .arg = NULL };
+/* ---- record checks --------------------------------------------------------------------------- */
 
-const struct journal_ops *cleanup_ops(void)
+static bool all_of(const char *s, const char *set, size_t min, size_t max)
 {
-	return &system_ops;
+	size_t n = strlen(s);
+
+	return n >= min && n <= max && strspn(s, set) == n;
 }
 
-int cleanup_journal(struct journal *j)
-{
-	struct journal_parsed *p = NULL;
-	char err[256];
-	int rc, failed = 0;
+#define DIGITS "0123456789"
+#define NAMECH "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
 
-	rc = journal_load(journal_path(j), &p, err, sizeof err);
-	if (rc < 0) {
-		log_error("teardown: %s", err);
-		return rc;
+static bool good_prefix(const char *s)
+{
+	return all_of(s, NAMECH, 3, 15);
+}
+
+/* A namespace of this run: PREFIX + at least one more name character. */
+static bool run_netns(const char *name, const char *prefix)
+{
+	size_t l = strlen(prefix);
+
+	return !strncmp(name, prefix, l) && all_of(name + l, NAMECH ".", 1, 200);
+}
+
+static bool good_ifname(const char *s)
+{
+	return all_of(s, NAMECH ".", 1, 15);
+}
+
+/* Exactly a rule link_shaper adds (rule_argv): in a run namespace, mangle PREROUTING, to an
+ * NFQUEUE. Interfaces there (eth0, PREFIXp<i>) exist only in the run's own namespaces. */
+static const char *iptables_problem(const struct journal_record *r, const char *prefix)
+{
+	char *const *f = r->fields;
+	int a = 3;
+
+	if (!run_netns(f[0], prefix))
+		return "rule outside the run's namespaces";
+	if (strcmp(f[1], "mangle") || strcmp(f[2], "PREROUTING"))
+		return "rule in a table or chain stalenet never uses";
+	if (r->nfields == 3 + 6 && !strcmp(f[a], "-i"))
+		a += 2;
+	else if (r->nfields == 3 + 8 && !strcmp(f[a], "-m") && !strcmp(f[a + 1], "physdev") &&
+		 !strcmp(f[a + 2], "--physdev-in"))
+		a += 4;
+	else
+		return "not an NFQUEUE rule of the link shaper";
+	if (!good_ifname(f[a - 1]) || strcmp(f[a], "-j") || strcmp(f[a + 1], "NFQUEUE") ||
+	    strcmp(f[a + 2], "--queue-num") || !all_of(f[a + 3], DIGITS, 1, 5) ||
+	    strtol(f[a + 3], NULL, 10) > 65535)
+		return "not an NFQUEUE rule of the link shaper";
+	return NULL;
+}
+
+static const char *sysctl_problem(const struct journal_record *r)
+{
+	bool known = false, list = !strcmp(r->fields[1], CC_LIST_KEY);
+
+	if (strcmp(r->fields[0], "-"))
+		return "sysctl outside the host namespace";
+	for (size_t i = 0; i < sizeof sysctl_allowed / sizeof sysctl_allowed[0]; i++)
+		known |= !strcmp(r->fields[1], sysctl_allowed[i]);
+	if (!known)
+		return "sysctl stalenet never sets";
+	for (int i = 2; i < r->nfields; i++) {
+		/* gc_thresh: a number; the allowed list: algorithm names separated by spaces. */
+		bool ok = list ? all_of(r->fields[i], "abcdefghijklmnopqrstuvwxyz0123456789_ ", 1, 255) &&
+				 r->fields[i][0] != ' '
+			       : all_of(r->fields[i], DIGITS, 1, 10);
+
+		if (!ok)
+			return "implausible sysctl value";
 	}
-	rc = journal_replay(p, cleanup_ops(), &failed);
-	journal_parsed_free(&p);
-	if (rc < 0) {
-		log_error("teardown of %s: %d undo steps failed", journal_path(j), failed);
-		return rc;
-	}
-	return journal_mark_ended(j);
+	if (r->nfields < 4 && !list)
+		return "sysctl without the value it set";
+	return NULL;
 }
 
-/* Append "end" to a journal file that is not ours and drop its registry entry if it points
- * at this file. */
-static int mark_file_ended(const char *path, const char *prefix)
+int cleanup_check(const struct journal_parsed *p, char *why, size_t whylen)
 {
-	char reg[PATH_MAX], target[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-	ssize_t n;
-	int fd, rc = 0;
+	if (!good_prefix(p->prefix))
+		return WHY("line 1: implausible run prefix '%s'", p->prefix);
+	if (p->run_dir[0] != '/')
+		return WHY("line 1: run directory '%s' is not absolute", p->run_dir);
+	for (size_t i = 0; i < p->n; i++) {
+		const struct journal_record *r = &p->recs[i];
+		const char *bad = NULL;
 
-	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-	if (fd < 0)
+		switch (r->kind) {
+		case JOURNAL_NETNS:
+			if (!run_netns(r->fields[0], p->prefix))
+				return WHY("line %d: namespace '%s' lacks the run prefix %s", r->line,
+					   r->fields[0], p->prefix);
+			break;
+		case JOURNAL_IPTABLES:
+			bad = iptables_problem(r, p->prefix);
+			break;
+		case JOURNAL_SYSCTL:
+			bad = sysctl_problem(r);
+			if (bad)
+				return WHY("line %d: %s (%s)", r->line, bad, r->fields[1]);
+			break;
+		case JOURNAL_PROC: {
+			pid_t pid = (pid_t)strtol(r->fields[0], NULL, 10);
+			uint64_t st = strtoull(r->fields[1], NULL, 10);
+			char what[PATH_MAX];
+
+			if (pid < 2 || pid == getpid() || st == 0)
+				return WHY("line %d: pid %d is never a process of a run", r->line, (int)pid);
+			if (cleanup_proc_alive(pid, st) && !proc_of_run(pid, p->run_dir, p->prefix, what, sizeof what))
+				return WHY("line %d: pid %d runs %s, not a stalenet program of run %s", r->line,
+					   (int)pid, what, p->prefix);
+			break;
+		}
+		case JOURNAL_KIND_COUNT:
+			bad = "unknown record";
+			break;
+		}
+		if (bad)
+			return WHY("line %d: %s", r->line, bad);
+	}
+	return 0;
+}
+
+/* ---- trusted opening ----------------------------------------------------------------------- */
+
+static bool safe_dir(const struct stat *st, bool may_be_sticky)
+{
+	if (st->st_uid != 0)
+		return false;
+	if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
+		return true;
+	return may_be_sticky && (st->st_mode & S_ISVTX);
+}
+
+/* Open dir/base for reading, dir absolute and symlink-free (a realpath), checking the
+ * directories from stop (a prefix of dir, or "/") down to dir, then the file. Each component
+ * is opened O_NOFOLLOW from its parent's fd, so what is checked is what is read. Returns the
+ * fd, or -EPERM / -errno with why filled. */
+static int open_trusted(const char *dir, const char *base, const char *stop, char *why,
+			size_t whylen)
+{
+	char path[PATH_MAX];
+	size_t stop_len = strcmp(stop, "/") ? strlen(stop) : 0, dir_len, at = 0;
+	int dfd = -1, fd = -1, rc;
+	struct stat st;
+
+	if (snprintf(path, sizeof path, "%s", strcmp(dir, "/") ? dir : "") >= (int)sizeof path)
+		return WHY("path too long");
+	dir_len = strlen(path);
+	if (dir[0] != '/' || strncmp(path, stop, stop_len) || (path[stop_len] && path[stop_len] != '/'))
+		return WHY("%s is not under %s", dir, stop);
+	dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
 		return -errno;
-	if (write(fd, "end\n", 4) != 4 || fdatasync(fd) < 0)
-		rc = -EIO;
-	close(fd);
-	if (snprintf(reg, sizeof reg, "%s/%s", journal_registry_dir(), prefix) >= (int)sizeof reg)
-		return rc;
-	n = readlink(reg, target, sizeof target - 1);
-	if (n > 0) {
-		target[n] = '\0';
-		if (realpath(target, a) && realpath(path, b) && !strcmp(a, b))
-			unlink(reg);
-	}
-	return rc;
-}
+	for (;;) {
+		/* dfd is path[0, at) ("" = "/"). Checked when at or below stop; only a directory
+		 * above the run directory may be a root-owned sticky one (/tmp). */
+		char save, *end;
 
-int cleanup_journal_file(const char *path, unsigned flags, struct cleanup_report *rep)
-{
-	struct cleanup_report dummy = { 0 };
-	struct journal_parsed *p = NULL;
-	char err[256];
-	int rc, failed = 0;
-
-	if (!rep)
-		rep = &dummy;
-	rep->journals++;
-	rc = journal_load(path, &p, err, sizeof err);
-	if (rc < 0) {
-		log_error("cleanup: %s: %s", path, err);
-		rep->failed++;
-		return rc;
+		if (fstat(dfd, &st) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (at >= stop_len && !safe_dir(&st, at < dir_len)) {
+			save = path[at];
+			path[at] = '\0';
+			snprintf(why, whylen, "directory %s is not owned by root or is writable by group or "
+				 "others", at ? path : "/");
+			path[at] = save;
+			rc = -EPERM;
+			goto out;
+		}
+		if (at >= dir_len)
+			break;
+		end = strchr(path + at + 1, '/');
+		if (!end)
+			end = path + dir_len;
+		save = *end;
+		*end = '\0';
+		fd = openat(dfd, path + at + 1, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			rc = errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno;
+			snprintf(why, whylen, "%s: %s", path,
+				 rc == -EPERM ? "not a plain directory (a symlink?)" : strerror(errno));
+			goto out;
+		}
+		*end = save;
+		close(dfd);
+		dfd = fd;
+		fd = -1;
+		at = (size_t)(end - path);
 	}
-	if (p->ended) {
-		rep->ended++;
+	fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno == ELOOP ? WHY("the journal is a symlink") : -errno;
+		if (rc != -EPERM)
+			snprintf(why, whylen, "%s", strerror(errno));
 		goto out;
 	}
-	if (!(flags & CLEANUP_FORCE) && cleanup_proc_alive(p->pid, p->start_time)) {
-		log_info("cleanup: %s: run %s is alive (pid %d), skipped", path, p->prefix, (int)p->pid);
-		rep->live++;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
 		goto out;
 	}
-	if (flags & CLEANUP_DRY_RUN) {
-		log_info("cleanup: %s: would undo %zu records of run %s", path, p->n, p->prefix);
-		rep->replayed++;
-		goto out;
-	}
-	log_info("cleanup: %s: undoing %zu records of dead run %s (pid %d)", path, p->n, p->prefix,
-		 (int)p->pid);
-	rc = journal_replay(p, cleanup_ops(), &failed);
-	if (rc < 0) {
-		log_error("cleanup: %s: %d undo steps failed; re-run cleanup to retry", path, failed);
-		rep->failed++;
-		goto out;
-	}
-	rep->replayed++;
-	rc = mark_file_ended(path, p->prefix);
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+		rc = WHY("the journal is not a regular file with a single link");
+	else if (st.st_uid != 0)
+		rc = WHY("the journal is not owned by root");
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		rc = WHY("the journal is writable by group or others");
+	else
+		rc = 0;
 out:
-	journal_parsed_free(&p);
-	return rc;
+	if (dfd >= 0)
+		close(dfd);
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	return fd;
 }
 
-/* Candidate list, deduplicated by real path. */
-struct paths {
-	char **v;
-	size_t n, cap;
+static int read_fd(int fd, char **out, size_t *outlen)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	for (;;) {
+		ssize_t n;
+
+		if (len == cap) {
+			char *nb = realloc(buf, cap ? cap * 2 : 65536);
+
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap = cap ? cap * 2 : 65536;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			free(buf);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+/* A candidate journal: real path, the directory trust is checked up to, and for registry
+ * entries the prefix the entry is named after. */
+struct cand {
+	char *path;     /* dir/base */
+	char *dir;      /* real directory */
+	const char *base;
+	char *stop;
+	char *reg_name; /* NULL: not from the registry */
 };
 
-static void paths_add(struct paths *ps, const char *path)
+/* Load one candidate and check the file, its directories and the header (the records are
+ * checked only for a run that will be replayed: a live run's journal may name a child between
+ * fork and exec). Returns 0 and *out, or -EPERM / -errno with why. */
+static int load_trusted(const struct cand *c, struct journal_parsed **out, char *why, size_t whylen)
 {
-	char real[PATH_MAX];
-	char **nv;
+	char *text = NULL;
+	size_t len = 0;
+	int fd, rc;
 
-	if (!realpath(path, real))
-		return;
-	for (size_t i = 0; i < ps->n; i++)
-		if (!strcmp(ps->v[i], real))
-			return;
-	if (ps->n == ps->cap) {
-		size_t cap = ps->cap ? ps->cap * 2 : 16;
-
-		nv = realloc(ps->v, cap * sizeof *nv);
-		if (!nv)
-			return;
-		ps->v = nv;
-		ps->cap = cap;
+	*out = NULL;
+	fd = open_trusted(c->dir, c->base, c->stop, why, whylen);
+	if (fd < 0)
+		return fd;
+	rc = read_fd(fd, &text, &len);
+	close(fd);
+	if (rc < 0) {
+		snprintf(why, whylen, "read: %s", strerror(-rc));
+		return rc;
 	}
-	ps->v[ps->n] = strdup(real);
-	if (ps->v[ps->n])
-		ps->n++;
+	rc = journal_parse(text, len, out, why, whylen);
+	free(text);
+	if (rc < 0)
+		return rc == -EINVAL ? -EPERM : rc;
+	if (strcmp((*out)->run_dir, c->dir))
+		rc = WHY("line 1: run directory %s is not the journal's own (%s)", (*out)->run_dir, c->dir);
+	else if (c->reg_name && strcmp(c->reg_name, (*out)->prefix))
+		rc = WHY("line 1: registry entry %s names a journal of run %s", c->reg_name, (*out)->prefix);
+	else if (!good_prefix((*out)->prefix))
+		rc = WHY("line 1: implausible run prefix '%s'", (*out)->prefix);
+	if (rc < 0)
+		journal_parsed_free(out);
+	return rc;
 }
 
-static bool is_file(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static void scan_path(struct paths *ps, const char *path)
-{
-	char sub[PATH_MAX];
-	struct dirent *e;
-	struct stat st;
-	DIR *d;
-
-	if (stat(path, &st) < 0)
-		return;
-	if (S_ISREG(st.st_mode)) {
-		paths_add(ps, path);
-		return;
-	}
-	if (!S_ISDIR(st.st_mode))
-		return;
-	if (snprintf(sub, sizeof sub, "%s/%s", path, JOURNAL_FILE) < (int)sizeof sub && is_file(sub)) {
-		paths_add(ps, sub);
-		return;
-	}
-	d = opendir(path);
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (snprintf(sub, sizeof sub, "%s/%s/%s", path, e->d_name, JOURNAL_FILE) <
-			    (int)sizeof sub &&
-		    is_file(sub))
-			paths_add(ps, sub);
-	}
-	closedir(d);
-}
+/* ---- replay -------------------------------------------------------------------------------- */
 
 /* True when path is a unix socket nobody listens on any more (connect is refused). */
 static bool dead_socket(const char *path)
@@ -496,53 +705,296 @@ static bool dead_socket(const char *path)
 	return rc;
 }
 
-static void scan_registry(struct paths *ps)
+/* The emulator's control socket of the run (named after its checked prefix). */
+static void remove_run_socket(const char *prefix)
 {
-	const char *dir = journal_registry_dir();
-	char link[PATH_MAX];
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(path, sizeof path, "%s/linkd-%s.sock", journal_registry_dir(), prefix) >=
+	    (int)sizeof path)
+		return;
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && dead_socket(path))
+		unlink(path);
+}
+
+int cleanup_journal(struct journal *j)
+{
+	struct journal_parsed *p = NULL;
+	struct journal_ops ops = { .undo = undo };
+	char err[512];
+	int rc, failed = 0;
+
+	rc = journal_load(journal_path(j), &p, err, sizeof err);
+	if (rc == 0 && (rc = cleanup_check(p, err, sizeof err)) < 0)
+		journal_parsed_free(&p);
+	if (rc < 0) {
+		log_error("teardown: %s: %s", journal_path(j), err);
+		return rc;
+	}
+	ops.arg = p;
+	rc = journal_replay(p, &ops, &failed);
+	journal_parsed_free(&p);
+	if (rc < 0) {
+		log_error("teardown of %s: %d undo steps failed", journal_path(j), failed);
+		return rc;
+	}
+	return journal_mark_ended(j);
+}
+
+/* Append "end" to a checked journal file that is not ours and drop its registry entry if it
+ * points at this file. */
+static int mark_file_ended(const char *path, const char *prefix)
+{
+	char reg[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+	int fd, rc = 0;
+
+	fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "end\n", 4) != 4 || fdatasync(fd) < 0)
+		rc = -EIO;
+	close(fd);
+	if (snprintf(reg, sizeof reg, "%s/%s", journal_registry_dir(), prefix) >= (int)sizeof reg)
+		return rc;
+	n = readlink(reg, target, sizeof target - 1);
+	if (n > 0) {
+		target[n] = '\0';
+		if (!strcmp(target, path))
+			unlink(reg);
+	}
+	return rc;
+}
+
+static int replay_one(const struct cand *c, unsigned flags, struct cleanup_report *rep)
+{
+	struct journal_parsed *p = NULL;
+	struct journal_ops ops = { .undo = undo };
+	char why[2 * PATH_MAX];
+	int rc, failed = 0;
+
+	rep->journals++;
+	rc = load_trusted(c, &p, why, sizeof why);
+	if (rc < 0) {
+		if (rc == -EPERM) {
+			log_error("cleanup: %s: refused, nothing touched: %s", c->path, why);
+			rep->refused++;
+		} else {
+			log_error("cleanup: %s: %s", c->path, why);
+		}
+		rep->failed++;
+		return rc;
+	}
+	if (p->ended) {
+		rep->ended++;
+		goto out;
+	}
+	if (!(flags & CLEANUP_FORCE) && cleanup_proc_alive(p->pid, p->start_time)) {
+		log_info("cleanup: %s: run %s is alive (pid %d), skipped", c->path, p->prefix, (int)p->pid);
+		rep->live++;
+		goto out;
+	}
+	rc = cleanup_check(p, why, sizeof why);
+	if (rc < 0) {
+		log_error("cleanup: %s: refused, nothing touched: %s", c->path, why);
+		rep->refused++;
+		rep->failed++;
+		goto out;
+	}
+	if (flags & CLEANUP_DRY_RUN) {
+		log_info("cleanup: %s: would undo %zu records of run %s", c->path, p->n, p->prefix);
+		rep->replayed++;
+		goto out;
+	}
+	log_info("cleanup: %s: undoing %zu records of dead run %s (pid %d)", c->path, p->n, p->prefix,
+		 (int)p->pid);
+	ops.arg = p;
+	rc = journal_replay(p, &ops, &failed);
+	if (rc < 0) {
+		log_error("cleanup: %s: %d undo steps failed; re-run cleanup to retry", c->path, failed);
+		rep->failed++;
+		goto out;
+	}
+	remove_run_socket(p->prefix);
+	rep->replayed++;
+	rc = mark_file_ended(c->path, p->prefix);
+out:
+	journal_parsed_free(&p);
+	return rc;
+}
+
+/* ---- finding journals ------------------------------------------------------------------------ */
+
+struct cands {
+	struct cand *v;
+	size_t n, cap;
+};
+
+/* Add dir/base (dir made real; base is not resolved, so a symlinked journal is seen, and
+ * refused, as such). Deduplicated by path. */
+static void cands_add(struct cands *cs, const char *dir, const char *base, const char *stop,
+		      const char *reg_name)
+{
+	char real[PATH_MAX], path[PATH_MAX + NAME_MAX + 2];
+	struct cand *nv, *c;
+
+	if (!realpath(dir, real) || strchr(base, '/'))
+		return;
+	snprintf(path, sizeof path, "%s/%s", strcmp(real, "/") ? real : "", base);
+	for (size_t i = 0; i < cs->n; i++)
+		if (!strcmp(cs->v[i].path, path))
+			return;
+	if (cs->n == cs->cap) {
+		size_t cap = cs->cap ? cs->cap * 2 : 16;
+
+		nv = realloc(cs->v, cap * sizeof *nv);
+		if (!nv)
+			return;
+		cs->v = nv;
+		cs->cap = cap;
+	}
+	c = &cs->v[cs->n];
+	*c = (struct cand){ .path = strdup(path), .dir = strdup(real), .stop = strdup(stop),
+			    .reg_name = reg_name ? strdup(reg_name) : NULL };
+	if (c->path && c->dir && c->stop && (!reg_name || c->reg_name)) {
+		c->base = strrchr(c->path, '/') + 1;
+		cs->n++;
+	} else {
+		free(c->path);
+		free(c->dir);
+		free(c->stop);
+		free(c->reg_name);
+	}
+}
+
+static bool has_journal(const char *dir)
+{
+	char sub[PATH_MAX];
+	struct stat st;
+
+	return snprintf(sub, sizeof sub, "%s/%s", dir, JOURNAL_FILE) < (int)sizeof sub &&
+	       lstat(sub, &st) == 0;
+}
+
+static void scan_path(struct cands *cs, const char *path)
+{
+	char sub[PATH_MAX], stop[PATH_MAX], *slash;
 	struct dirent *e;
 	struct stat st;
-	DIR *d = opendir(dir);
+	DIR *d;
 
+	if (stat(path, &st) < 0 || !realpath(path, stop))
+		return;
+	if (S_ISREG(st.st_mode)) {
+		/* A journal named directly: trust is checked for its directory. */
+		snprintf(sub, sizeof sub, "%s", path);
+		slash = strrchr(sub, '/');
+		if (slash && slash != sub)
+			*slash = '\0';
+		else
+			snprintf(sub, sizeof sub, slash ? "/" : ".");
+		if (!realpath(sub, stop))
+			return;
+		cands_add(cs, stop, strrchr(path, '/') ? strrchr(path, '/') + 1 : path, stop, NULL);
+		return;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return;
+	if (has_journal(path)) {
+		cands_add(cs, path, JOURNAL_FILE, stop, NULL);
+		return;
+	}
+	d = opendir(path);
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		if (snprintf(link, sizeof link, "%s/%s", dir, e->d_name) >= (int)sizeof link)
-			continue;
-		if (is_file(link)) {
-			paths_add(ps, link);
-		} else if (!lstat(link, &st) && S_ISSOCK(st.st_mode)) {
-			/* The control socket of a run's link emulator (linkd-PREFIX.sock) shares this
-			 * directory. A live run still talks to its emulator through it (timeline
-			 * changes, counters): remove it only once nobody listens, as after a kill -9. */
-			if (dead_socket(link))
-				unlink(link);
-		} else {
-			/* Dangling: the run directory is gone, so is any way to know what it made. */
-			log_warn("cleanup: registry entry %s points nowhere; removed", link);
-			unlink(link);
-		}
+		if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub &&
+		    has_journal(sub))
+			cands_add(cs, sub, JOURNAL_FILE, stop, NULL);
 	}
 	closedir(d);
 }
 
+/* Registry entries: root's symlinks to journals in a root-owned, owner-only-writable
+ * directory. A dangling one is removed (the run directory is gone, and with it any way to
+ * know what it made). Sockets are left for the replay of their run's journal. */
+static int scan_registry(struct cands *cs, struct cleanup_report *rep)
+{
+	const char *dir = journal_registry_dir();
+	char link[PATH_MAX], target[PATH_MAX], *slash;
+	struct dirent *e;
+	struct stat st;
+	DIR *d = opendir(dir);
+	int rc = 0;
+
+	if (!d)
+		return 0;
+	if (fstat(dirfd(d), &st) < 0 || !safe_dir(&st, false)) {
+		log_error("cleanup: registry %s refused, nothing touched: not owned by root or writable "
+			  "by group or others", dir);
+		rep->refused++;
+		rep->failed++;
+		closedir(d);
+		return -EPERM;
+	}
+	while ((e = readdir(d))) {
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (snprintf(link, sizeof link, "%s/%s", dir, e->d_name) >= (int)sizeof link)
+			continue;
+		if (lstat(link, &st) < 0 || !S_ISLNK(st.st_mode))
+			continue;
+		n = readlink(link, target, sizeof target - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (st.st_uid != 0 || target[0] != '/' || !(slash = strrchr(target, '/')) ||
+		    strcmp(slash + 1, JOURNAL_FILE)) {
+			log_error("cleanup: registry entry %s refused, nothing touched: not root's link to "
+				  "a journal", link);
+			rep->refused++;
+			rep->failed++;
+			rc = -EPERM;
+			continue;
+		}
+		if (stat(link, &st) < 0 && errno == ENOENT) {
+			log_warn("cleanup: registry entry %s points nowhere; removed", link);
+			unlink(link);
+			continue;
+		}
+		*slash = '\0';
+		cands_add(cs, target[0] ? target : "/", JOURNAL_FILE, "/", e->d_name);
+	}
+	closedir(d);
+	return rc;
+}
+
 int cleanup_run(const char *path, unsigned flags, struct cleanup_report *rep)
 {
-	struct paths ps = { 0 };
+	struct cleanup_report dummy = { 0 };
+	struct cands cs = { 0 };
 	int first = 0;
 
-	scan_path(&ps, path ? path : CLEANUP_DEFAULT_ROOT);
+	if (!rep)
+		rep = &dummy;
+	scan_path(&cs, path ? path : CLEANUP_DEFAULT_ROOT);
 	if (!(flags & CLEANUP_NO_REGISTRY))
-		scan_registry(&ps);
-	for (size_t i = 0; i < ps.n; i++) {
-		int rc = cleanup_journal_file(ps.v[i], flags, rep);
+		first = scan_registry(&cs, rep);
+	for (size_t i = 0; i < cs.n; i++) {
+		int rc = replay_one(&cs.v[i], flags, rep);
 
 		if (rc < 0 && first == 0)
 			first = rc;
-		free(ps.v[i]);
+		free(cs.v[i].path);
+		free(cs.v[i].dir);
+		free(cs.v[i].stop);
+		free(cs.v[i].reg_name);
 	}
-	free(ps.v);
+	free(cs.v);
 	return first;
 }

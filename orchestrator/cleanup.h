@@ -1,18 +1,28 @@
 /* orchestrator/cleanup: undo what journals recorded; `stalenet cleanup`.
  *
- * The undo of each record kind (orchestrator/journal.h) done for real: kill processes whose
- * pid AND start time still match, delete iptables rules inside their namespace (iptables -C
- * then -D), delete links, restore sysctls, unmount, delete namespaces. Each step treats
- * "already gone" as success, so teardown can be re-run after a partial one.
- *
- * cleanup_run() finds journals (RUN_DIR/journal under a runs root, plus the registry
- * /run/stalenet/PREFIX symlinks) whose orchestrator is dead (its pid is gone or now has another
- * start time) and replays them. It acts only on what a journal lists, so a namespace carrying
- * our prefix that no journal mentions is left alone. */
+ * It runs as root over directories other people may write, so it acts only on what a TRUSTED
+ * journal proves its run created, and decides that for the whole journal before touching
+ * anything (a journal with one bad record is refused, with a one-line reason naming the line):
+ * - the file: opened with O_NOFOLLOW, a regular file with one link, owned by root, not writable
+ *   by group or others; every directory from the journal's up to the runs directory the user
+ *   named (for registry entries: up to /) owned by root and not group/other-writable, except
+ *   that a directory ABOVE the run directory may be a root-owned sticky one like /tmp (nobody
+ *   else can rename or replace the root-owned entries below it). The header's RUN_DIR must be
+ *   the journal's real directory, its PREFIX 3-15 characters of [A-Za-z0-9_-].
+ * - the records: every namespace starts with the run's prefix; an iptables rule is exactly
+ *   what the link shaper adds (mangle PREROUTING, -i IF or -m physdev --physdev-in IF, -j
+ *   NFQUEUE --queue-num N) inside one of the run's namespaces; a sysctl is a host key from the
+ *   fixed list the testbed changes, with plausible values, restored to OLD only while the value
+ *   is still the NEW one recorded; a process (pid >= 2) still alive with the recorded start
+ *   time must run a stalenet program (stalenet, stalenet-node, stalenet-linkd beside this
+ *   program, or cleanup_set_program_dir) whose command line names the run directory or prefix.
+ * Undo steps are idempotent ("already gone" is success). A process is signalled through a
+ * pidfd after re-checking it, so a recycled pid is never hit. */
 #ifndef STALENET_CLEANUP_H
 #define STALENET_CLEANUP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -23,7 +33,7 @@
 enum cleanup_flags {
 	CLEANUP_NO_REGISTRY = 1u << 0, /* do not scan the registry, only the given path */
 	CLEANUP_FORCE = 1u << 1,       /* replay even when the orchestrator looks alive */
-	CLEANUP_DRY_RUN = 1u << 2,     /* find and report, change nothing */
+	CLEANUP_DRY_RUN = 1u << 2,     /* find, check and report, change nothing */
 };
 
 struct cleanup_report {
@@ -31,30 +41,32 @@ struct cleanup_report {
 	int replayed;        /* replayed (orchestrator dead) */
 	int live;            /* skipped: orchestrator alive */
 	int ended;           /* skipped: teardown already complete */
-	int failed;          /* replays with at least one failed undo, or unreadable journals */
+	int failed;          /* replays with a failed undo, unreadable or refused journals */
+	int refused;         /* of failed: refused as untrusted (nothing touched) */
 };
-
-/* Undo one record on this host. Returns 0 when the thing is gone, else -errno (logged). */
-int cleanup_undo(const struct journal_record *rec);
-
-/* journal_ops whose undo is cleanup_undo. */
-const struct journal_ops *cleanup_ops(void);
 
 /* True when pid exists, is not a zombie, and has this start time (/proc/PID/stat field 22). */
 bool cleanup_proc_alive(pid_t pid, uint64_t start_time);
 
-/* Tear down a run from its own live journal: replay everything recorded so far in reverse,
- * then mark the journal ended and unregister it. Returns 0 or the first undo error (the
- * journal then stays open for a retry or for `stalenet cleanup`). */
+/* Check every record of a parsed journal against the run its header names (the rules above;
+ * reads /proc for processes still alive, changes nothing). Returns 0, or -EPERM with why =
+ * "line N: reason" (one line). */
+int cleanup_check(const struct journal_parsed *p, char *why, size_t whylen);
+
+/* Directory holding the stalenet programs a recorded process may run; NULL restores the
+ * default, the directory of /proc/self/exe. Not thread-safe (tests, installs). */
+void cleanup_set_program_dir(const char *dir);
+
+/* Tear down a run from its own live journal: check it, replay everything recorded so far in
+ * reverse, then mark it ended and unregister it. Returns 0, -EPERM (refused, nothing done) or
+ * the first undo error (the journal then stays open for a retry or `stalenet cleanup`). */
 int cleanup_journal(struct journal *j);
 
-/* Replay one journal file if its orchestrator is dead (or CLEANUP_FORCE), then append "end"
- * and drop its registry entry. Counts into rep (may be NULL). Returns 0 or -errno. */
-int cleanup_journal_file(const char *path, unsigned flags, struct cleanup_report *rep);
-
 /* Scan path (a journal file, a run dir, or a directory of run dirs; NULL = CLEANUP_DEFAULT_ROOT,
- * missing is fine) and, unless CLEANUP_NO_REGISTRY, the registry; replay dead runs' journals.
- * rep may be NULL. Returns 0 when every replay succeeded, else the first error. */
+ * missing is fine; trust is checked up to this path) and, unless CLEANUP_NO_REGISTRY, the
+ * registry; replay the journals of dead runs that pass the checks, refuse the others (one log
+ * line each). rep may be NULL. Returns 0 when nothing was refused or failed, else the first
+ * error (-EPERM for a refusal). */
 int cleanup_run(const char *path, unsigned flags, struct cleanup_report *rep);
 
 #endif

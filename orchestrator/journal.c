@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +26,12 @@
 #define LINE_MAX_BYTES 8192
 
 static const char *const kind_names[JOURNAL_KIND_COUNT] = {
-	[JOURNAL_NETNS] = "netns", [JOURNAL_LINK] = "link", [JOURNAL_SYSCTL] = "sysctl",
-	[JOURNAL_IPTABLES] = "iptables", [JOURNAL_PROC] = "proc", [JOURNAL_MOUNT] = "mount",
+	[JOURNAL_NETNS] = "netns", [JOURNAL_SYSCTL] = "sysctl", [JOURNAL_IPTABLES] = "iptables",
+	[JOURNAL_PROC] = "proc",
 };
 /* Allowed field counts per kind (max -1: unbounded up to JOURNAL_MAX_FIELDS). */
-static const int kind_min[JOURNAL_KIND_COUNT] = { 1, 2, 3, 4, 3, 1 };
-static const int kind_max[JOURNAL_KIND_COUNT] = { 1, 2, 4, -1, 3, 1 };
+static const int kind_min[JOURNAL_KIND_COUNT] = { 1, 3, 4, 3 };
+static const int kind_max[JOURNAL_KIND_COUNT] = { 1, 4, -1, 3 };
 
 static char registry_dir[PATH_MAX] = JOURNAL_REGISTRY_DIR;
 
@@ -311,7 +310,8 @@ static bool count_ok(enum journal_kind kind, int n)
 	return kind_max[kind] < 0 ? n <= JOURNAL_MAX_FIELDS : n <= kind_max[kind];
 }
 
-int journal_appendv(struct journal *self, enum journal_kind kind, int n, const char *const *fields)
+/* One record from n fields, each escaped. */
+static int append_fields(struct journal *self, enum journal_kind kind, int n, const char *const *fields)
 {
 	char line[LINE_MAX_BYTES];
 	size_t len;
@@ -335,51 +335,11 @@ int journal_appendv(struct journal *self, enum journal_kind kind, int n, const c
 	return emit_line(self, line, len);
 }
 
-int journal_append(struct journal *self, enum journal_kind kind, const char *fmt, ...)
-{
-	char line[LINE_MAX_BYTES];
-	int n, len, nfields = 1;
-	va_list ap;
-
-	if ((unsigned)kind >= JOURNAL_KIND_COUNT)
-		return -EINVAL;
-	len = snprintf(line, sizeof line, "%s ", kind_names[kind]);
-	va_start(ap, fmt);
-	n = vsnprintf(line + len, sizeof line - (size_t)len - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)(len + n) >= sizeof line - 1)
-		return -E2BIG;
-	/* Fields verbatim: printable, single spaces between, none empty. */
-	for (int i = len; i < len + n; i++) {
-		unsigned char c = (unsigned char)line[i];
-
-		if (c == ' ') {
-			if (i == len || i == len + n - 1 || line[i - 1] == ' ')
-				return -EINVAL;
-			nfields++;
-		} else if (needs_escape(c)) {
-			return -EINVAL;
-		}
-	}
-	if (n == 0 || !count_ok(kind, nfields))
-		return -EINVAL;
-	len += n;
-	line[len++] = '\n';
-	return emit_line(self, line, (size_t)len);
-}
-
 int journal_netns(struct journal *self, const char *name)
 {
 	const char *f[] = { name };
 
-	return journal_appendv(self, JOURNAL_NETNS, 1, f);
-}
-
-int journal_link(struct journal *self, const char *ns, const char *ifname)
-{
-	const char *f[] = { ns ? ns : "-", ifname };
-
-	return journal_appendv(self, JOURNAL_LINK, 2, f);
+	return append_fields(self, JOURNAL_NETNS, 1, f);
 }
 
 int journal_sysctl(struct journal *self, const char *ns, const char *key, const char *old_value,
@@ -387,7 +347,7 @@ int journal_sysctl(struct journal *self, const char *ns, const char *key, const 
 {
 	const char *f[] = { ns ? ns : "-", key, old_value, new_value };
 
-	return journal_appendv(self, JOURNAL_SYSCTL, new_value ? 4 : 3, f);
+	return append_fields(self, JOURNAL_SYSCTL, new_value ? 4 : 3, f);
 }
 
 int journal_iptables(struct journal *self, const char *ns, const char *table, const char *chain,
@@ -402,7 +362,7 @@ int journal_iptables(struct journal *self, const char *ns, const char *table, co
 	f[2] = chain;
 	for (int i = 0; i < n; i++)
 		f[3 + i] = rule[i];
-	return journal_appendv(self, JOURNAL_IPTABLES, n + 3, f);
+	return append_fields(self, JOURNAL_IPTABLES, n + 3, f);
 }
 
 int journal_proc(struct journal *self, pid_t pid, uint64_t start_time, const char *name)
@@ -412,14 +372,7 @@ int journal_proc(struct journal *self, pid_t pid, uint64_t start_time, const cha
 
 	snprintf(p, sizeof p, "%d", (int)pid);
 	snprintf(s, sizeof s, "%llu", (unsigned long long)start_time);
-	return journal_appendv(self, JOURNAL_PROC, 3, f);
-}
-
-int journal_mount(struct journal *self, const char *path)
-{
-	const char *f[] = { path };
-
-	return journal_appendv(self, JOURNAL_MOUNT, 1, f);
+	return append_fields(self, JOURNAL_PROC, 3, f);
 }
 
 int journal_batch_begin(struct journal *self)
@@ -464,16 +417,6 @@ int journal_mark_ended(struct journal *self)
 const char *journal_path(const struct journal *self)
 {
 	return self->path;
-}
-
-const char *journal_prefix(const struct journal *self)
-{
-	return self->prefix;
-}
-
-const char *journal_run_dir(const struct journal *self)
-{
-	return self->run_dir;
 }
 
 /* ---- parsing ------------------------------------------------------------------------------ */

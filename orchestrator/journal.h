@@ -1,7 +1,7 @@
 /* orchestrator/journal: the teardown journal, RUN_DIR/journal.
  *
- * Every piece of host state a run creates (namespace, link, sysctl change, iptables rule,
- * process, mount) is appended here, and the line fsync'd, BEFORE the thing is created. So
+ * Every piece of host state a run creates (namespace, host sysctl change, iptables rule,
+ * process) is appended here, and the line fsync'd, BEFORE the thing is created. So
  * whatever happens to the orchestrator, the journal lists a superset of what exists, and a
  * teardown that replays it in reverse (cleanup_journal, `stalenet cleanup`) removes exactly
  * what the run made. Undo steps are idempotent: a missing thing is not an error.
@@ -11,14 +11,15 @@
  *   stalenet-journal 1 PID STARTTIME RUN_DIR PREFIX
  * (the orchestrator's pid and its /proc/PID/stat start time, so liveness never relies on a
  * name); then records
- *   netns NAME | link NS IFNAME | sysctl NS KEY OLD [NEW] | iptables NS TABLE CHAIN ARG...
- *   proc PID STARTTIME NAME | mount PATH
+ *   netns NAME | sysctl NS KEY OLD [NEW] | iptables NS TABLE CHAIN ARG... | proc PID STARTTIME NAME
  * where NS is a name under /run/netns or "-" for the host namespace; and a final "end" once
  * a teardown completed. A torn last line (no newline) is ignored: its append never returned,
  * so its thing was never created.
  *
  * Each run also registers itself as a symlink JOURNAL_REGISTRY_DIR/PREFIX -> journal, so
- * cleanup finds runs whatever --out directory they used. */
+ * cleanup finds runs whatever --out directory they used. Only the kinds some code writes exist:
+ * the parser refuses any other (the "link" and "mount" kinds of early journals were never
+ * written). Whether a parsed journal may be acted upon is orchestrator/cleanup's decision. */
 #ifndef STALENET_JOURNAL_H
 #define STALENET_JOURNAL_H
 
@@ -32,12 +33,10 @@
 #define JOURNAL_MAX_FIELDS 64
 
 enum journal_kind {
-	JOURNAL_NETNS = 0,  /* NAME: umount + unlink /run/netns/NAME */
-	JOURNAL_LINK,       /* NS IFNAME: delete the link */
-	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW]: write OLD back (only if the value is still NEW) */
-	JOURNAL_IPTABLES,   /* NS TABLE CHAIN RULE...: iptables -t TABLE -D CHAIN RULE... */
-	JOURNAL_PROC,       /* PID STARTTIME NAME: TERM then KILL, only if the start time matches */
-	JOURNAL_MOUNT,      /* PATH: lazy unmount */
+	JOURNAL_NETNS = 0,  /* NAME: umount + unlink /run/netns/NAME (testbed) */
+	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW]: write OLD back if the value is still NEW (testbed) */
+	JOURNAL_IPTABLES,   /* NS TABLE CHAIN RULE...: iptables -t TABLE -D CHAIN RULE... (shaper) */
+	JOURNAL_PROC,       /* PID STARTTIME NAME: TERM then KILL, only if still that process (launch) */
 	JOURNAL_KIND_COUNT
 };
 
@@ -56,26 +55,18 @@ struct journal *journal_create(const char *run_dir, const char *prefix, char *er
 /* Close the file and free (the journal stays on disk and registered). Accepts NULL. */
 void journal_destroy(struct journal **self);
 
-/* Append one record and sync it (unless inside a batch). fmt produces the fields separated by
- * single spaces, used verbatim (no escaping): fields must be printable without spaces.
- * Returns 0, -EINVAL (bad field count or characters) or -errno from the write. */
-int journal_append(struct journal *self, enum journal_kind kind, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Append one record from n separate fields, each escaped (any bytes but NUL). */
-int journal_appendv(struct journal *self, enum journal_kind kind, int n, const char *const *fields);
-
-/* Typed helpers. ns NULL means the host namespace ("-"). */
+/* Append one record and sync it (unless inside a batch); fields are escaped (any bytes but
+ * NUL). ns NULL means the host namespace ("-"). Return 0, -EINVAL (empty field, bad count),
+ * -E2BIG or -errno from the write. */
 int journal_netns(struct journal *self, const char *name);
-int journal_link(struct journal *self, const char *ns, const char *ifname);
-/* new_value NULL: restore unconditionally. */
+/* new_value is the value being set (cleanup restores only while it is still there); NULL was
+ * written by older versions for tcp_allowed_congestion_control and is still read. */
 int journal_sysctl(struct journal *self, const char *ns, const char *key, const char *old_value,
 		   const char *new_value);
 /* The rule as it will be given after `-A CHAIN` (argv of n strings). */
 int journal_iptables(struct journal *self, const char *ns, const char *table, const char *chain,
 		     int n, const char *const *rule);
 int journal_proc(struct journal *self, pid_t pid, uint64_t start_time, const char *name);
-int journal_mount(struct journal *self, const char *path);
 
 /* Batch: appends between begin and commit are buffered and written with one write + one
  * fsync at commit. The caller must commit BEFORE creating any of the batch's things.
@@ -86,9 +77,8 @@ int journal_batch_commit(struct journal *self);
 /* Append "end" (teardown complete) and remove the registry entry. Returns 0 or -errno. */
 int journal_mark_ended(struct journal *self);
 
+/* RUN_DIR/journal (absolute), owned by self. */
 const char *journal_path(const struct journal *self);
-const char *journal_prefix(const struct journal *self);
-const char *journal_run_dir(const struct journal *self);
 
 /* ---- reading and replaying (pure) ---------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/netns.h"
 
 uint64_t launch_proc_start_time(pid_t pid)
 {
@@ -92,18 +93,8 @@ pid_t launch_spawn(const struct launch_spec *spec)
 		signal(SIGHUP, SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
 		setpgid(0, 0); /* a terminal's Ctrl-C goes to the orchestrator alone */
-		if (spec->netns) {
-			char path[512];
-			int nsfd;
-
-			snprintf(path, sizeof path, "/run/netns/%s", spec->netns);
-			nsfd = open(path, O_RDONLY | O_CLOEXEC);
-			if (nsfd < 0)
-				child_fail(errp[1], path);
-			if (setns(nsfd, CLONE_NEWNET) < 0)
-				child_fail(errp[1], "setns");
-			close(nsfd);
-		}
+		if (spec->netns && netns_join(spec->netns) < 0)
+			child_fail(errp[1], spec->netns);
 		if (spec->log_path) {
 			int lfd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 			if (lfd < 0)

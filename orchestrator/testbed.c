@@ -660,7 +660,7 @@ static int allow_cc(struct testbed *tb, const char *cc, char *err, size_t errlen
 		if (!strcmp(tok, cc))
 			return 0;
 	snprintf(want, sizeof want, "%s%s%s", old, *old ? " " : "", cc);
-	if (tb->j && (rc = journal_sysctl(tb->j, NULL, key, old, NULL)) < 0) {
+	if (tb->j && (rc = journal_sysctl(tb->j, NULL, key, old, want)) < 0) {
 		snprintf(err, errlen, "journal: %s", strerror(-rc));
 		return rc;
 	}

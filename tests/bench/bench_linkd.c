@@ -20,7 +20,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "netem/link_netns.h"
+#include "lib/netns.h"
 #include "netem/link_shaper.h"
 #include "netem/link_verdict.h"
 #include "netem/linkd.h"
@@ -70,7 +70,7 @@ static int open_sock(void *arg)
 static int sock_in(const char *ns, int type, int port, int rcvbuf)
 {
 	struct sockreq r = { type, -1, port, rcvbuf };
-	return link_netns_call(ns, open_sock, &r) == 0 ? r.fd : -1;
+	return netns_call(ns, open_sock, &r) == 0 ? r.fd : -1;
 }
 
 static struct sockaddr_in addr_b(int port)

@@ -21,7 +21,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "netem/link_netns.h"
+#include "lib/netns.h"
 #include "netem/link_shaper.h"
 #include "netem/link_verdict.h"
 #include "netem/linkd.h"
@@ -164,7 +164,7 @@ static int open_sock(void *arg)
 static int sock_in(const char *ns, int type, int port)
 {
 	struct sockreq r = { .type = type, .fd = -1, .port = port, .bind_any = port > 0 };
-	cr_assert_eq(link_netns_call(ns, open_sock, &r), 0);
+	cr_assert_eq(netns_call(ns, open_sock, &r), 0);
 	return r.fd;
 }
 

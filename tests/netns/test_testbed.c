@@ -306,7 +306,7 @@ Test(testbed, two_testbeds_do_not_disturb_each_other)
  * prefix that no journal lists. */
 Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 {
-	char prefix[16], rundir[256], foreign[64];
+	char prefix[16], rundir[256], foreign[64], bin[512], sock[300];
 	struct { pid_t pid; uint64_t st; } info = { 0 };
 	struct host_snapshot before;
 	struct cleanup_report rep = { 0 };
@@ -318,6 +318,19 @@ Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
 	snprintf(rundir, sizeof rundir, "%s/%s", tmpdir, prefix);
 	cr_assert_eq(mkdir(rundir, 0755), 0);
+	{
+		/* stalenet-linkd lives in build/, three levels above this test. */
+		ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 32);
+		char *slash;
+
+		cr_assert_gt(n, 0);
+		bin[n] = '\0';
+		for (int i = 0; i < 3 && (slash = strrchr(bin, '/')); i++)
+			*slash = '\0';
+		cleanup_set_program_dir(bin);
+		strcat(bin, "/stalenet-linkd");
+		snprintf(sock, sizeof sock, "%s/linkd.sock", rundir);
+	}
 	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
 	pid = fork();
 	cr_assert_geq(pid, 0);
@@ -333,7 +346,7 @@ Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 		/* A process and an iptables rule in a node, recorded the way launch and the
 		 * shaper do: before they exist. */
 		{
-			const char *rule[] = { "-p", "udp", "--dport", "9", "-j", "DROP" };
+			const char *rule[] = { "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "9" };
 			const char *ns = testbed_node_netns(tb, 1);
 			int st, gate[2];
 			pid_t ipt, sl;
@@ -347,16 +360,17 @@ Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 				close(gate[1]);
 				if (read(gate[0], &go, 1) != 1)
 					_exit(1);
-				execlp("sleep", "sleep", "60", (char *)NULL);
+				/* A stalenet program of this run (cleanup kills no other). */
+				execl(bin, bin, "--ctl", sock, (char *)NULL);
 				_exit(127);
 			}
 			close(gate[0]);
 			for (int i = 0; i < 100 && !(info.st = launch_proc_start_time(sl)); i++)
 				usleep(1000);
 			info.pid = sl;
-			if (journal_proc(j, sl, info.st, "sleep") < 0 || write(gate[1], "g", 1) != 1)
+			if (journal_proc(j, sl, info.st, "linkd") < 0 || write(gate[1], "g", 1) != 1)
 				_exit(6);
-			if (journal_iptables(j, ns, "filter", "INPUT", 6, rule) < 0)
+			if (journal_iptables(j, ns, "mangle", "PREROUTING", 6, rule) < 0)
 				_exit(7);
 			ipt = fork();
 			if (ipt == 0) {
@@ -364,8 +378,8 @@ Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 
 				if (netns_enter(ns, &saved) < 0)
 					_exit(1);
-				execlp("iptables", "iptables", "-w", "5", "-t", "filter", "-A", "INPUT",
-				       "-p", "udp", "--dport", "9", "-j", "DROP", (char *)NULL);
+				execlp("iptables", "iptables", "-w", "5", "-t", "mangle", "-A", "PREROUTING",
+				       "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "9", (char *)NULL);
 				_exit(127);
 			}
 			if (waitpid(ipt, &st, 0) != ipt || !WIFEXITED(st) || WEXITSTATUS(st) != 0)

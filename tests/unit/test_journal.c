@@ -1,15 +1,20 @@
 /* Unit tests for orchestrator/journal (no privileges): field escaping against a naive
  * reference, parsing (header, torn last line, malformed input), the writer's round trip, and
- * reverse replay against a model world, including idempotent re-runs after a partial one. */
+ * reverse replay against a model world, including idempotent re-runs after a partial one; and
+ * orchestrator/cleanup's record checks on hostile journals (cleanup_check, pure but /proc). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
+#include "orchestrator/launch.h"
 
 /* Naive reference escaper: every byte <= 0x20, 0x7f or '%' becomes %xx. */
 static void ref_escape(const char *in, char *out)
@@ -57,8 +62,8 @@ static const char good[] =
 	"netns sn1a2b-n0\n"
 	"iptables sn1a2b-n0 mangle PREROUTING -i eth0 -j NFQUEUE --queue-num 3 -m comment --comment a%20b\n"
 	"proc 1234 5678 linkd\n"
-	"link - sn1a2b-x\n"
-	"mount /run/x\n";
+	"netns sn1a2b-x\n"
+	"iptables sn1a2b-sw mangle PREROUTING -i sn1a2b-p1 -j NFQUEUE --queue-num 4\n";
 
 Test(journal, parses_header_and_records)
 {
@@ -79,7 +84,7 @@ Test(journal, parses_header_and_records)
 	cr_assert_str_eq(p->recs[3].fields[12], "a b");
 	cr_assert_eq(p->recs[3].line, 5);
 	cr_assert_eq(p->recs[4].kind, JOURNAL_PROC);
-	cr_assert_eq(p->recs[6].kind, JOURNAL_MOUNT);
+	cr_assert_eq(p->recs[6].kind, JOURNAL_IPTABLES);
 	journal_parsed_free(&p);
 	cr_assert_null(p);
 }
@@ -119,6 +124,9 @@ Test(journal, rejects_malformed)
 		"stalenet-journal 1 1 1 /x p\nnetns  a\n",
 		"stalenet-journal 1 1 1 /x p\nnetns a%zz\n",
 		"stalenet-journal 1 1 1 /x p\nsysctl - k\n",
+		/* kinds no code writes */
+		"stalenet-journal 1 1 1 /x p\nlink - sn1a2b-x\n",
+		"stalenet-journal 1 1 1 /x p\nmount /run/x\n",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		struct journal_parsed *p = NULL;
@@ -144,7 +152,7 @@ struct world {
 static void key_of(const struct journal_record *r, char *out, size_t len)
 {
 	snprintf(out, len, "%s:%s", journal_kind_name(r->kind),
-		 r->kind == JOURNAL_LINK || r->kind == JOURNAL_SYSCTL ? r->fields[1] : r->fields[0]);
+		 r->kind == JOURNAL_SYSCTL ? r->fields[1] : r->fields[0]);
 }
 
 static int world_undo(void *arg, const struct journal_record *r)
@@ -175,9 +183,9 @@ Test(journal, replay_reverse_order_and_idempotent)
 	int failed;
 
 	cr_assert_eq(journal_parse(good, strlen(good), &p, err, sizeof err), 0);
-	/* Everything recorded exists, except the link (creation never happened). */
+	/* Everything recorded exists, except sn1a2b-x (creation never happened). */
 	for (size_t i = 0; i < p->n; i++) {
-		if (p->recs[i].kind == JOURNAL_LINK)
+		if (p->recs[i].kind == JOURNAL_NETNS && !strcmp(p->recs[i].fields[0], "sn1a2b-x"))
 			continue;
 		key_of(&p->recs[i], w.items[w.n++], 96);
 	}
@@ -187,8 +195,8 @@ Test(journal, replay_reverse_order_and_idempotent)
 	cr_assert_eq(failed, 4);
 	cr_assert_eq(w.n, 4);
 	/* The first undone was the last recorded. */
-	cr_assert_str_eq(w.order[0], "mount:/run/x");
-	cr_assert_str_eq(w.order[1], "link:sn1a2b-x");
+	cr_assert_str_eq(w.order[0], "iptables:sn1a2b-sw");
+	cr_assert_str_eq(w.order[1], "netns:sn1a2b-x");
 	cr_assert_str_eq(w.order[2], "proc:1234");
 	/* Re-run: completes, nothing left, no errors for what is already gone. */
 	w.fail_after = -1;
@@ -220,11 +228,14 @@ Test(journal, writer_round_trip_batches_and_registry)
 	cr_assert_eq(journal_netns(j, "snt01-sw"), 0);
 	cr_assert_eq(journal_batch_begin(j), 0);
 	cr_assert_eq(journal_batch_begin(j), -EBUSY);
-	for (int i = 0; i < 10; i++)
-		cr_assert_eq(journal_append(j, JOURNAL_NETNS, "snt01-n%d", i), 0);
+	for (int i = 0; i < 10; i++) {
+		char name[32];
+
+		snprintf(name, sizeof name, "snt01-n%d", i);
+		cr_assert_eq(journal_netns(j, name), 0);
+	}
 	cr_assert_eq(journal_batch_commit(j), 0);
-	cr_assert_eq(journal_append(j, JOURNAL_NETNS, "has space %s", "x"), -EINVAL);
-	cr_assert_eq(journal_append(j, JOURNAL_NETNS, "pct%%"), -EINVAL);
+	cr_assert_eq(journal_netns(j, ""), -EINVAL);
 	cr_assert_eq(journal_iptables(j, "snt01-n0", "filter", "INPUT", 8, rule), 0);
 	cr_assert_eq(journal_proc(j, 77, 1234567, "stalenet node"), 0);
 	cr_assert_eq(journal_sysctl(j, NULL, "net.ipv4.tcp_allowed_congestion_control", "reno bbr", NULL), 0);
@@ -252,4 +263,114 @@ Test(journal, writer_round_trip_batches_and_registry)
 	journal_destroy(&j);
 	cr_assert_null(j);
 	journal_set_registry_dir(NULL);
+}
+
+/* ---- cleanup_check: what a journal may name -------------------------------------------------- */
+
+#define HDR "stalenet-journal 1 2147483646 1 /tmp/r sn1a2b-\n"
+
+/* Parse text and run the record checks; why gets the reason. */
+static int check(const char *text, char *why, size_t len)
+{
+	struct journal_parsed *p = NULL;
+	char err[256];
+	int rc;
+
+	cr_assert_eq(journal_parse(text, strlen(text), &p, err, sizeof err), 0, "%s: %s", text, err);
+	why[0] = '\0';
+	rc = cleanup_check(p, why, len);
+	journal_parsed_free(&p);
+	return rc;
+}
+
+Test(journal, check_accepts_what_stalenet_writes)
+{
+	char why[512];
+	const char *ok = HDR
+		"sysctl - net.ipv4.neigh.default.gc_thresh3 1024 16000\n"
+		"sysctl - net.ipv4.tcp_allowed_congestion_control reno%20cubic reno%20cubic%20bbr\n"
+		"sysctl - net.ipv4.tcp_allowed_congestion_control reno%20cubic\n"
+		"netns sn1a2b-sw\n"
+		"netns sn1a2b-n0\n"
+		"iptables sn1a2b-n0 mangle PREROUTING -i eth0 -j NFQUEUE --queue-num 3\n"
+		"iptables sn1a2b-sw mangle PREROUTING -m physdev --physdev-in sn1a2b-p0 -j NFQUEUE --queue-num 65535\n"
+		"proc 2147483640 5678 linkd\n"
+		"end\n";
+
+	cr_assert_eq(check(ok, why, sizeof why), 0, "%s", why);
+}
+
+/* Each hostile record is refused with one line naming its line number and the reason. */
+Test(journal, check_refuses_hostile_records)
+{
+	static const struct { const char *rec, *reason; } bad[] = {
+		{ "netns other-ns", "lacks the run prefix" },
+		{ "netns sn1a2b-", "lacks the run prefix" },
+		{ "sysctl - kernel.core_pattern |/bin/sh /tmp/x", "sysctl stalenet never sets" },
+		{ "sysctl sn1a2b-n0 net.ipv4.neigh.default.gc_thresh1 1 2", "outside the host namespace" },
+		{ "sysctl - net.ipv4.neigh.default.gc_thresh1 1;x 2", "implausible sysctl value" },
+		{ "sysctl - net.ipv4.tcp_allowed_congestion_control reno%0acubic", "implausible sysctl value" },
+		{ "sysctl - net.ipv4.neigh.default.gc_thresh1 128", "without the value it set" },
+		{ "proc 1 1 init", "never a process of a run" },
+		{ "proc 5 0 x", "never a process of a run" },
+		{ "iptables - filter INPUT -j ACCEPT", "outside the run's namespaces" },
+		{ "iptables sn1a2b-n0 filter INPUT -j ACCEPT", "table or chain stalenet never uses" },
+		{ "iptables sn1a2b-n0 mangle PREROUTING -i eth0 -j ACCEPT", "not an NFQUEUE rule" },
+		{ "iptables sn1a2b-n0 mangle PREROUTING -i eth0 -j NFQUEUE --queue-num 70000",
+		  "not an NFQUEUE rule" },
+		{ "iptables sn1a2b-n0 mangle PREROUTING -s 0/0 -j NFQUEUE --queue-num 1", "not an NFQUEUE rule" },
+	};
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char text[512], why[512];
+
+		snprintf(text, sizeof text, HDR "netns sn1a2b-sw\n%s\n", bad[i].rec);
+		cr_assert_eq(check(text, why, sizeof why), -EPERM, "accepted: %s", bad[i].rec);
+		cr_assert(!strncmp(why, "line 3: ", 8), "%s: '%s'", bad[i].rec, why);
+		cr_assert_not_null(strstr(why, bad[i].reason), "%s: '%s'", bad[i].rec, why);
+		cr_assert_null(strchr(why, '\n'), "more than one line: %s", why);
+	}
+	{
+		char why[256];
+
+		cr_assert_eq(check("stalenet-journal 1 5 1 /tmp/r s\n", why, sizeof why), -EPERM);
+		cr_assert_not_null(strstr(why, "prefix"), "%s", why);
+		cr_assert_eq(check("stalenet-journal 1 5 1 tmp/r sn1a2b-\n", why, sizeof why), -EPERM);
+	}
+}
+
+/* A live process with the recorded pid and start time that is not a stalenet program of the
+ * run (here: sleep) is refused; the same record once the process is gone is fine. */
+Test(journal, check_refuses_a_live_process_that_is_not_ours, .timeout = 10)
+{
+	char text[512], why[512];
+	uint64_t st = 0;
+	int status;
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execlp("sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	/* Wait until the child runs sleep (its exe changes at exec), bounded. */
+	for (int i = 0; i < 2000; i++) {
+		char link[64], exe[256];
+		ssize_t n;
+
+		snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+		n = readlink(link, exe, sizeof exe - 1);
+		if (n > 0 && (exe[n] = '\0', strstr(exe, "sleep")))
+			break;
+		usleep(1000);
+	}
+	st = launch_proc_start_time(pid);
+	cr_assert_gt(st, 0);
+	snprintf(text, sizeof text, HDR "proc %d %llu sleep\n", (int)pid, (unsigned long long)st);
+	cr_assert_eq(check(text, why, sizeof why), -EPERM);
+	cr_assert_not_null(strstr(why, "not a stalenet program"), "%s", why);
+	cr_assert(cleanup_proc_alive(pid, st), "checking must not touch the process");
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert_eq(check(text, why, sizeof why), 0, "%s", why);
 }
