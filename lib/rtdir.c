@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,7 +53,24 @@ out:
 	return rc;
 }
 
+const char *rtdir_path(void)
+{
+	static char path[256];
+	const char *xdg;
+
+	if (geteuid() == 0)
+		return RTDIR_PATH;
+	xdg = getenv("XDG_RUNTIME_DIR");
+	/* Short enough that a socket name fits in sun_path; else the /tmp fallback, whose owner
+	 * rtdir_ensure_dir checks (a squatter only makes it fail). */
+	if (xdg && xdg[0] == '/' && strlen(xdg) < 48)
+		snprintf(path, sizeof path, "%s/stalenet", xdg);
+	else
+		snprintf(path, sizeof path, "/tmp/stalenet-%u", (unsigned)geteuid());
+	return path;
+}
+
 int rtdir_ensure(void)
 {
-	return rtdir_ensure_dir(RTDIR_PATH);
+	return rtdir_ensure_dir(rtdir_path());
 }

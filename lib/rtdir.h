@@ -10,12 +10,16 @@
 
 #define RTDIR_PATH "/run/stalenet"
 
+/* The runtime directory: RTDIR_PATH for root; for another uid (unit tests, tools run without
+ * privileges) $XDG_RUNTIME_DIR/stalenet, else /tmp/stalenet-UID. The string is static. */
+const char *rtdir_path(void);
+
 /* Make sure path is a real directory (not a symlink) owned by our effective uid with mode
  * 0700: create it when absent, chmod it when looser. Returns 0, or -ENOTDIR (symlink or not a
  * directory), -EPERM (owned by someone else) or another -errno; logs the reason. */
 int rtdir_ensure_dir(const char *path);
 
-/* rtdir_ensure_dir(RTDIR_PATH). */
+/* rtdir_ensure_dir(rtdir_path()). */
 int rtdir_ensure(void);
 
 #endif
