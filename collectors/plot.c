@@ -25,6 +25,7 @@
 #include "collectors/summary.h"
 #include "collectors/table.h"
 #include "lib/log.h"
+#include "lib/safefile.h"
 
 #define GRID 240
 #define MAX_POINTS 32
@@ -182,7 +183,7 @@ static FILE *fig_begin(struct ctx *c, const char *name)
 	FILE *f;
 
 	snprintf(path, sizeof path, "%s/%s.body.gp", c->tmp, name);
-	f = fopen(path, "we");
+	f = safefile_fopen(path, "w");
 	if (!f) {
 		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
 		return NULL;
@@ -209,21 +210,21 @@ static int fig_end(struct ctx *c, const char *name, FILE *body, int w, int h)
 	}
 	snprintf(bpath, sizeof bpath, "%s/%s.body.gp", c->tmp, name);
 	snprintf(path, sizeof path, "%s/%s.gp", c->tmp, name);
-	f = fopen(path, "we");
+	f = safefile_fopen(path, "w");
 	if (!f) {
 		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
 	fprintf(f, "set terminal pngcairo size %d,%d font 'DejaVu Sans,11' linewidth 1.3\n", w, h);
 	fprintf(f, "set output ");
-	snprintf(path, sizeof path, "%s/%s.png", c->plots, name);
+	snprintf(path, sizeof path, "%s/%s.png", c->tmp, name);
 	gp_str(f, path);
 	fprintf(f, "\nload ");
 	gp_str(f, bpath);
 	fprintf(f, "\nunset output\nreset\n");
 	fprintf(f, "set terminal svg size %d,%d dynamic font 'DejaVu Sans,11' linewidth 1.3\n", w, h);
 	fprintf(f, "set output ");
-	snprintf(path, sizeof path, "%s/%s.svg", c->plots, name);
+	snprintf(path, sizeof path, "%s/%s.svg", c->tmp, name);
 	gp_str(f, path);
 	fprintf(f, "\nload ");
 	gp_str(f, bpath);
@@ -234,6 +235,19 @@ static int fig_end(struct ctx *c, const char *name, FILE *body, int w, int h)
 	}
 	snprintf(path, sizeof path, "%s/%s.gp", c->tmp, name);
 	rc = run_gnuplot(c, path);
+	/* gnuplot follows symlinks when it opens its output: it writes into the private
+	 * temporary directory, and rename puts the figures in place (replacing, never writing
+	 * through, whatever a user put at those names in plots/). */
+	for (int k = 0; k < 2 && rc >= 0; k++) {
+		const char *ext = k ? "svg" : "png";
+
+		snprintf(bpath, sizeof bpath, "%s/%s.%s", c->tmp, name, ext);
+		snprintf(path, sizeof path, "%s/%s.%s", c->plots, name, ext);
+		if (rename(bpath, path) < 0) {
+			rc = -errno;
+			snprintf(c->err, c->errlen, "rename %s: %s", path, strerror(errno));
+		}
+	}
 	return rc < 0 ? rc : 1;
 }
 
@@ -249,7 +263,7 @@ static FILE *dat_open(struct ctx *c, char *path, size_t len, const char *fmt, ..
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
 	snprintf(path, len, "%s/%s", c->tmp, name);
-	f = fopen(path, "we");
+	f = safefile_fopen(path, "w");
 	if (!f)
 		snprintf(c->err, c->errlen, "%s: %s", path, strerror(errno));
 	return f;
@@ -1212,9 +1226,9 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 	if (rc < 0)
 		goto out;
 	snprintf(c.plots, sizeof c.plots, "%s/plots", dir);
-	if (mkdir(c.plots, 0755) < 0 && errno != EEXIST) {
-		rc = -errno;
-		snprintf(err, errlen, "mkdir %s: %s", c.plots, strerror(errno));
+	rc = safefile_mkdir(c.plots, 0755);
+	if (rc < 0) {
+		snprintf(err, errlen, "mkdir %s: %s", c.plots, strerror(-rc));
 		goto out;
 	}
 	snprintf(c.tmp, sizeof c.tmp, "%s/.data-XXXXXX", c.plots);

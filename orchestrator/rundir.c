@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/safefile.h"
 
 int rundir_mkdirs(const char *path, bool private_last)
 {
@@ -51,30 +52,38 @@ int rundir_prepare(const char *dir, const struct plan_run *run)
 	FILE *f;
 	int rc;
 
-	/* The run directory holds the control socket: private to root. */
+	/* A new run directory is private (0700); one that exists may belong to a user, so
+	 * nothing root makes in it follows a symlink planted there (lib/safefile). */
 	rc = rundir_mkdirs(dir, true);
+	if (rc == 0)
+		rc = safefile_mkdir(dir, 0700);
 	if (rc < 0) {
 		log_error("mkdir %s: %s", dir, strerror(-rc));
 		return rc;
 	}
-	chmod(dir, 0700);
-	snprintf(path, sizeof path, "%s/logs", dir);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	snprintf(path, sizeof path, "%s/nodes", dir);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
+	const char *subs[] = { "logs", "nodes" };
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
+		rc = safefile_mkdir(path, 0755);
+		if (rc < 0) {
+			log_error("mkdir %s: %s", path, strerror(-rc));
+			return rc;
+		}
+	}
 	snprintf(path, sizeof path, "%s/scenario.yaml", dir);
-	f = fopen(path, "we");
+	struct safefile_tmp t;
+	f = safefile_replace_begin(&t, path, 0644);
 	if (!f) {
 		rc = -errno;
 		log_error("open %s: %s", path, strerror(errno));
 		return rc;
 	}
 	rc = scenario_write_yaml(run->scenario, f);
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	return rc;
+	if (rc < 0) {
+		safefile_replace_abort(&t);
+		return rc;
+	}
+	return safefile_replace_commit(&t);
 }
 
 /* Minimal JSON string escaping for names and values we generate. */
@@ -108,7 +117,8 @@ static void write_sweep(FILE *f, const struct plan_run *run)
 
 int rundir_write_meta(const char *dir, const struct plan_run *run, const struct rundir_meta *m)
 {
-	char path[4096], tmp[4200], stamp[64];
+	char path[4096], stamp[64];
+	struct safefile_tmp t;
 	struct utsname u;
 	time_t secs = (time_t)(m->wall_start_ns / 1000000000LL);
 	struct tm tm;
@@ -116,8 +126,7 @@ int rundir_write_meta(const char *dir, const struct plan_run *run, const struct 
 	int rc = 0;
 
 	snprintf(path, sizeof path, "%s/meta.json", dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = safefile_replace_begin(&t, path, 0644);
 	if (!f)
 		return -errno;
 	uname(&u);
@@ -155,10 +164,7 @@ int rundir_write_meta(const char *dir, const struct plan_run *run, const struct 
 	fputs("  \"status\": ", f);
 	json_str(f, m->status ? m->status : "running");
 	fputs("\n}\n", f);
-	if (fclose(f) != 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
+	rc = safefile_replace_commit(&t);
 	return rc;
 }
 
@@ -168,9 +174,9 @@ int rundir_mark_complete(const char *dir)
 	int fd;
 
 	snprintf(path, sizeof path, "%s/complete", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = safefile_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	fsync(fd);
 	close(fd);
 	return 0;
