@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/safefile.h"
 
 struct csv_writer {
 	int fd;
@@ -40,9 +41,10 @@ struct csv_writer *csv_writer_open(const char *path, const char *header)
 	struct stat st;
 	int fd = -1;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* Traces live in run directories a user may own: never write through a planted link. */
+	fd = safefile_open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	if (fd < 0) {
-		log_error("open %s: %s", path, strerror(errno));
+		log_error("open %s: %s", path, strerror(-fd));
 		goto fail;
 	}
 	/* Several processes may open one file at once (every prober appends to linkcheck.csv,

@@ -18,6 +18,7 @@
 #include "collectors/csv.h"
 #include "collectors/table.h"
 #include "lib/log.h"
+#include "lib/safefile.h"
 
 static int dbl_cmp(const void *a, const void *b)
 {
@@ -589,27 +590,11 @@ static void row_line(const struct keyset *ks, const struct summary_row *r, char 
 
 static int write_atomic(const char *path, const char *data, size_t len, char *err, size_t errlen)
 {
-	char tmp[4096];
-	FILE *f;
-	int rc = 0;
+	/* An unpredictable temporary name, renamed over path (lib/safefile). */
+	int rc = safefile_replace(path, data, len, 0644);
 
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	f = fopen(tmp, "we");
-	if (!f) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-		return rc;
-	}
-	if (fwrite(data, 1, len, f) != len)
-		rc = -EIO;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0) {
+	if (rc < 0)
 		snprintf(err, errlen, "write %s: %s", path, strerror(-rc));
-		unlink(tmp);
-	}
 	return rc;
 }
 

@@ -1,7 +1,8 @@
 /* lib/ctl: the control plane between the orchestrator and its node processes.
  *
- * ZeroMQ over an ipc:// socket in the run directory (mode 0700): filesystem sockets cross network
- * namespaces and are never shaped, so control traffic never distorts the experiment. The
+ * ZeroMQ over an ipc:// socket in the runtime directory (/run/stalenet, 0700, lib/rtdir; not the
+ * run directory, which a user may own and could swap the socket in): filesystem sockets cross
+ * network namespaces and are never shaped, so control traffic never distorts the experiment. The
  * orchestrator binds a ROUTER (ctl_server); each node connects a DEALER (ctl_client) whose identity
  * is its node name. Messages are single text frames:
  *   node -> orch   "ready"                      once, when the node can start
@@ -10,6 +11,8 @@
  *   orch -> node   "start ORIGIN_NS"            all nodes are ready: begin; ORIGIN_NS becomes the
  *                                               run's t_s origin (lib/clock) in every process
  *   orch -> node   "stop"                       stop as soon as possible, flush traces, exit 0
+ * On ipc:// both ends check the peer's SO_PEERCRED uid (through libzmq's "Peer-Address"
+ * property) and drop messages from a uid other than their own.
  */
 #ifndef STALENET_CTL_H
 #define STALENET_CTL_H
@@ -50,22 +53,27 @@ void ctl_client_install_signals(void);
 
 struct ctl_server;
 
-/* Bind a ROUTER at endpoint (ipc://PATH; the socket file gets mode 0600 inside a 0700 dir).
- * Returns NULL and logs on failure. */
+/* Bind a ROUTER at endpoint (ipc://PATH: the socket file is created 0600, umask around the bind;
+ * messages from peers of another uid are dropped). Returns NULL and logs on failure. */
 struct ctl_server *ctl_server_open(const char *endpoint);
 void ctl_server_close(struct ctl_server **self);
 
 /* Wait up to timeout_ms (0 = poll, -1 = forever) for one message. Returns 1 and fills
  * node (sender name) and msg (text, NUL-terminated, truncated to the buffer), 0 on timeout,
- * -EINTR when a signal interrupted the wait, other -errno on failure. */
+ * -EINTR when a signal interrupted the wait, other -errno on failure. Messages from a peer of
+ * another uid are dropped (counted by ctl_server_rejected) and the wait goes on. */
 int ctl_server_recv(struct ctl_server *self, char *node, size_t nodelen, char *msg, size_t msglen,
 		    int timeout_ms);
+
+/* How many messages were dropped because their sender ran as another uid. */
+uint64_t ctl_server_rejected(const struct ctl_server *self);
 
 /* Send msg to node (by name). Messages to a node that is not connected are dropped. */
 int ctl_server_send(struct ctl_server *self, const char *node, const char *msg);
 
-/* Build the control endpoint for a run directory: ipc://RUN_DIR/ctl.sock, or, when that path
- * is too long for a unix socket, ipc:///run/stalenet/ctl-<tag>.sock. Returns 0 or -ENAMETOOLONG. */
+/* Build the control endpoint of a run: ipc://RTDIR/ctl-<tag>-<hash of run_dir>.sock (RTDIR is
+ * rtdir_path(), /run/stalenet for root), after making the runtime directory safe (rtdir_ensure).
+ * Returns 0, -ENAMETOOLONG, or rtdir_ensure's error. */
 int ctl_endpoint_for(const char *run_dir, const char *tag, char *out, size_t outlen);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/safefile.h"
 
 struct kv_entry {
 	char *key;
@@ -308,21 +309,18 @@ int kv_write(const struct kv *self, FILE *f)
 
 int kv_save(const struct kv *self, const char *path)
 {
-	char tmp[4096];
+	struct safefile_tmp t;
 	FILE *f;
 	int rc;
 
-	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
+	/* An unpredictable temporary name, renamed over path (lib/safefile). */
+	f = safefile_replace_begin(&t, path, 0644);
 	if (!f)
 		return -errno;
 	rc = kv_write(self, f);
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	if (rc < 0) {
+		safefile_replace_abort(&t);
+		return rc;
+	}
+	return safefile_replace_commit(&t);
 }

@@ -31,6 +31,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
@@ -41,6 +42,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/netns.h"
+#include "lib/safefile.h"
 #include "netem/netem_heap.h"
 #include "netem/netem_model.h"
 
@@ -101,6 +103,7 @@ struct linkd {
 	struct iovec rx_iov[RX_BATCH];
 	char *rx_area;          /* RX_BATCH buffers of RX_PKT_BUF */
 	uint64_t seed;
+	uint64_t ctl_rejected;  /* control connections from another uid, closed */
 	bool stop;
 };
 
@@ -148,8 +151,14 @@ struct linkd *linkd_new(const char *ctl_path)
 		memcpy(sa.sun_path, ctl_path, strlen(ctl_path) + 1);
 		d->listenfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		unlink(ctl_path);
-		if (d->listenfd < 0 || bind(d->listenfd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-		    listen(d->listenfd, 16) < 0) {
+		/* Born 0600: with a chmod after bind another user could connect in between.
+		 * umask is per process; linkd_new runs before the emulator has other threads. */
+		mode_t old_mask = umask(0177);
+		int brc = d->listenfd < 0 ? -1 : bind(d->listenfd, (struct sockaddr *)&sa, sizeof sa);
+		int berr = errno;
+		umask(old_mask);
+		errno = berr;
+		if (brc < 0 || listen(d->listenfd, 16) < 0) {
 			log_error("linkd: control socket %s: %s", ctl_path, strerror(errno));
 			goto fail;
 		}
@@ -640,94 +649,62 @@ static void serve_queue(struct linkd *d, struct lq *q)
 
 /* --- control -------------------------------------------------------------------------------- */
 
-static int handle_set(struct linkd *d, char *args, char *reply, size_t replylen)
+static int do_set(struct linkd *d, const struct linkd_ctl_req *r, char *reply, size_t replylen)
 {
-	char name[96] = "", netns[64] = "", ifname[32] = "";
-	long queue = -1;
-	struct link_params p = { 0 };
-	char *save = NULL;
-	for (char *t = strtok_r(args, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
-		if (strncmp(t, "name=", 5) == 0)
-			snprintf(name, sizeof name, "%s", t + 5);
-		else if (strncmp(t, "netns=", 6) == 0)
-			snprintf(netns, sizeof netns, "%s", t + 6);
-		else if (strncmp(t, "ifname=", 7) == 0)
-			snprintf(ifname, sizeof ifname, "%s", t + 7);
-		else if (strncmp(t, "queue=", 6) == 0)
-			queue = strtol(t + 6, NULL, 10);
-		else if (link_params_parse_token(&p, t) < 0) {
-			snprintf(reply, replylen, "err bad token %s", t);
-			return -EINVAL;
-		}
-	}
-	if (!name[0] || queue < 0 || queue > 65535) {
-		snprintf(reply, replylen, "err set needs name= and queue=");
-		return -EINVAL;
-	}
-	const char *why = link_params_validate(&p);
-	if (why) {
-		snprintf(reply, replylen, "err %s", why);
-		return -EINVAL;
-	}
-	int rc = linkd_set(d, name, netns, ifname, (uint16_t)queue, &p);
+	int rc = linkd_set(d, r->name, r->netns, r->ifname, r->queue, &r->params);
+	struct lq *q;
+
 	if (rc < 0)
 		snprintf(reply, replylen, "err %s", strerror(-rc));
 	else
 		snprintf(reply, replylen, "ok");
-	struct lq *q = find(d, name, NULL);
+	q = find(d, r->name, NULL);
 	if (q)
 		q->mark = true;
 	return rc;
 }
 
-static int stats_line(const struct lq *q, char *buf, size_t len)
+static int do_stats(struct linkd *d, const char *nm, char *reply, size_t replylen)
 {
-	return snprintf(buf, len, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-			q->name, q->c.packets, q->c.bytes, q->c.dropped, q->c.held, q->c.dup,
-			q->c.corrupt, q->c.reordered);
+	size_t off = (size_t)snprintf(reply, replylen, "ok\n");
+	int found = 0;
+
+	for (size_t i = 0; i < MAX_QUEUES && off < replylen; i++) {
+		const struct lq *q = d->q[i];
+
+		if (!q || (nm[0] && strcmp(q->name, nm) != 0))
+			continue;
+		off += (size_t)linkd_ctl_stats_line(q->name, &q->c, reply + off, replylen - off);
+		found++;
+	}
+	if (nm[0] && !found) {
+		snprintf(reply, replylen, "err no link %s", nm);
+		return -ENOENT;
+	}
+	return 0;
 }
 
 int linkd_handle(struct linkd *d, const char *request, char *reply, size_t replylen)
 {
-	char buf[4096];
-	snprintf(buf, sizeof buf, "%s", request);
-	char *args = buf;
-	while (*args && *args != ' ' && *args != '\n')
-		args++;
-	if (*args)
-		*args++ = '\0';
-	if (strcmp(buf, "ping") == 0) {
+	struct linkd_ctl_req r;
+	int rc = linkd_ctl_parse(request, &r, reply, replylen);
+
+	if (rc < 0)
+		return rc;
+	switch (r.op) {
+	case LINKD_CTL_PING:
 		snprintf(reply, replylen, "ok");
 		return 0;
-	}
-	if (strcmp(buf, "set") == 0)
-		return handle_set(d, args, reply, replylen);
-	const char *name = strstr(args, "name=");
-	char nm[96] = "";
-	if (name)
-		sscanf(name + 5, "%95s", nm);
-	if (strcmp(buf, "del") == 0) {
-		int rc = linkd_del(d, nm);
+	case LINKD_CTL_SET:
+		return do_set(d, &r, reply, replylen);
+	case LINKD_CTL_DEL:
+		rc = linkd_del(d, r.name);
 		snprintf(reply, replylen, rc < 0 ? "err %s" : "ok", strerror(-rc));
 		return rc;
+	case LINKD_CTL_STATS:
+		return do_stats(d, r.name, reply, replylen);
 	}
-	if (strcmp(buf, "stats") == 0) {
-		size_t off = (size_t)snprintf(reply, replylen, "ok\n");
-		int found = 0;
-		for (size_t i = 0; i < MAX_QUEUES && off < replylen; i++) {
-			const struct lq *q = d->q[i];
-			if (!q || (nm[0] && strcmp(q->name, nm) != 0))
-				continue;
-			off += (size_t)stats_line(q, reply + off, replylen - off);
-			found++;
-		}
-		if (nm[0] && !found) {
-			snprintf(reply, replylen, "err no link %s", nm);
-			return -ENOENT;
-		}
-		return 0;
-	}
-	snprintf(reply, replylen, "err unknown request %s", buf);
+	snprintf(reply, replylen, "err unknown request");
 	return -EINVAL;
 }
 
@@ -795,7 +772,7 @@ static void write_counters(struct linkd *d)
 	uint64_t ticks;
 	if (read(d->cntfd, &ticks, sizeof ticks) < 0)
 		return;
-	FILE *f = fopen(d->counters_path, "ae");
+	FILE *f = safefile_fopen(d->counters_path, "a");
 	if (!f)
 		return;
 	double t_s = clock_run_s();
@@ -814,7 +791,8 @@ int linkd_counters_every(struct linkd *d, const char *path, int period_ms)
 	if (period_ms <= 0)
 		return -EINVAL;
 	snprintf(d->counters_path, sizeof d->counters_path, "%s", path);
-	FILE *f = fopen(path, "we");
+	/* The run directory may belong to a user: no symlink or hard link is written through. */
+	FILE *f = safefile_fopen(path, "w");
 	if (!f)
 		return -errno;
 	fprintf(f, "t_s,link,packets,bytes,dropped,held,dup,corrupt,reordered\n");
@@ -881,6 +859,21 @@ void linkd_set_rt_priority(struct linkd *d, int prio)
 	d->rt_prio = prio < 0 ? 0 : prio > 99 ? 99 : prio;
 }
 
+/* True when the process at the other end of unix socket fd runs as our effective uid. */
+static bool peer_is_self(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && len == sizeof cr &&
+	       cr.uid == geteuid();
+}
+
+uint64_t linkd_ctl_rejected(const struct linkd *d)
+{
+	return d->ctl_rejected;
+}
+
 int linkd_run(struct linkd *d)
 {
 	struct epoll_event evs[64];
@@ -921,7 +914,11 @@ int linkd_run(struct linkd *d)
 				break;
 			case EV_LISTEN: {
 				int c = accept4(d->listenfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-				if (c >= 0) {
+				if (c >= 0 && !peer_is_self(c)) {
+					if (!d->ctl_rejected++)
+						log_warn("linkd: control connection from another uid refused");
+					close(c);
+				} else if (c >= 0) {
 					struct evtag *ct = malloc(sizeof *ct);
 					if (!ct || epoll_add(d, c, ct, EV_CONN, NULL) < 0) {
 						free(ct);
@@ -959,6 +956,13 @@ int linkd_request(const char *ctl_path, const char *request, char *reply, size_t
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		rc = -errno;
+		goto out;
+	}
+	/* The listener's credentials (SO_PEERCRED on a connected socket): a socket another user
+	 * put in the emulator's place gets no request. */
+	if (!peer_is_self(fd)) {
+		log_error("linkd: %s is served by another uid: refused", ctl_path);
+		rc = -EPERM;
 		goto out;
 	}
 	if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0) {

@@ -9,13 +9,12 @@
  * corrupt or duplicate needs the bytes. Duplicates are re-injected through a raw IPv4 socket in
  * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
  *
- * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply:
- *   set name=N netns=NS ifname=IF queue=Q [link_params tokens]   add, or change in place
- *   del name=N                                                   unbind the queue
- *   stats [name=N]        one line per link: name packets bytes dropped held dup corrupt reordered
- *   ping
- * Replies start with "ok" or "err ". The configuration file holds `set` lines (# comments);
- * SIGHUP re-reads it (links absent from the file are removed). */
+ * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply, in the protocol of
+ * netem/linkd_ctl (set, del, stats, ping; parsed there, executed here). The socket file is
+ * created 0600 (umask around bind) and a connection from another uid than the emulator's own
+ * (SO_PEERCRED) is closed unanswered; linkd_request likewise refuses a server of another uid.
+ * The configuration file holds `set` lines (# comments); SIGHUP re-reads it (links absent from
+ * the file are removed). */
 #ifndef STALENET_LINKD_H
 #define STALENET_LINKD_H
 
@@ -23,21 +22,14 @@
 #include <stdint.h>
 
 #include "netem/link_params.h"
+#include "netem/linkd_ctl.h"
 
 struct linkd;
 
-struct linkd_counters {
-	uint64_t packets;    /* packets that entered the queue */
-	uint64_t bytes;      /* their bytes (IP length) */
-	uint64_t dropped;    /* lost by the model or over the limit */
-	uint64_t held;       /* held right now */
-	uint64_t dup;        /* extra copies injected */
-	uint64_t corrupt;    /* packets with a flipped bit */
-	uint64_t reordered;  /* packets sent ahead of the delayed ones */
-};
 
 /* A new emulator with its control socket at ctl_path (NULL = none; an existing socket file is
- * replaced). Returns NULL and logs on failure. */
+ * replaced; the file is born 0600; put it in the runtime directory, lib/rtdir). Returns NULL and
+ * logs on failure. */
 struct linkd *linkd_new(const char *ctl_path);
 /* Unbind every queue (held packets are dropped by the kernel), close everything, *self = NULL. */
 void linkd_destroy(struct linkd **self);
@@ -52,6 +44,9 @@ int linkd_counters(const struct linkd *self, const char *name, struct linkd_coun
 /* Execute one control request line; the reply (NUL-terminated) goes to reply. Returns 0 when the
  * request succeeded. */
 int linkd_handle(struct linkd *self, const char *request, char *reply, size_t replylen);
+
+/* How many control connections were closed because their peer ran as another uid. */
+uint64_t linkd_ctl_rejected(const struct linkd *self);
 
 /* Read a configuration file of `set` lines and apply it; links not in it are removed.
  * Returns 0 or -errno (the first failing line is logged with its number). */
@@ -77,7 +72,8 @@ int linkd_run(struct linkd *self);
 void linkd_stop(struct linkd *self);
 
 /* Client side: send one request to the emulator at ctl_path and wait up to timeout_ms for the
- * reply. Returns 0 when the reply starts with "ok", -EIO for an "err" reply, -errno otherwise. */
+ * reply. Returns 0 when the reply starts with "ok", -EIO for an "err" reply, -EPERM when the
+ * socket's listener runs as another uid (nothing is sent), -errno otherwise. */
 int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
 		  int timeout_ms);
 

@@ -1,13 +1,16 @@
 /* stalenet-linkd: the userspace link emulator (NFQUEUE backend), started by `stalenet run`.
  *
- *   stalenet-linkd RUN_DIR            config RUN_DIR/linkd.conf (may be absent), control socket
- *                                     RUN_DIR/linkd.sock, counters RUN_DIR/linkd-counters.csv
+ *   stalenet-linkd RUN_DIR            config RUN_DIR/linkd.conf (may be absent), counters
+ *                                     RUN_DIR/linkd-counters.csv, control socket in the runtime
+ *                                     directory: /run/stalenet/linkd-HASH.sock (HASH of RUN_DIR;
+ *                                     logged), not in RUN_DIR, which a user may own
  *   stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS] [--rt-prio N]
  *
  * --rt-prio N: SCHED_FIFO priority of the emulator (default 10; 0 = the normal scheduler).
  * SIGHUP re-reads the configuration, SIGTERM/SIGINT stop (the kernel drops held packets when the
  * queues are unbound, so the orchestrator removes the iptables rules first). */
 #include <getopt.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/rtdir.h"
 #include "netem/linkd.h"
 
 static void usage(void)
@@ -49,7 +53,13 @@ int main(int argc, char **argv)
 	if (optind < argc) {
 		const char *run = argv[optind];
 		snprintf(config, sizeof config, "%s/linkd.conf", run);
-		snprintf(ctl, sizeof ctl, "%s/linkd.sock", run);
+		uint32_t h = 2166136261u; /* FNV-1a */
+
+		for (const char *p = run; *p; p++)
+			h = (h ^ (uint8_t)*p) * 16777619u;
+		if (rtdir_ensure() < 0)
+			return 1;
+		snprintf(ctl, sizeof ctl, "%s/linkd-%08x.sock", rtdir_path(), h);
 		snprintf(counters, sizeof counters, "%s/linkd-counters.csv", run);
 		if (access(config, R_OK) != 0)
 			config[0] = '\0';

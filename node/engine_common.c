@@ -18,6 +18,7 @@
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "lib/safefile.h"
 #include "node/data.h"
 #include "node/model.h"
 #include "node/optim.h"
@@ -517,7 +518,7 @@ int engine_save_params(const struct engine_conf *c, const float *params, size_t 
 		return 0;
 	if (snprintf(path, sizeof path, "%s/nodes/%s.params", c->run_dir, c->name) >= (int)sizeof path)
 		return -ENAMETOOLONG;
-	f = fopen(path, "wbe");
+	f = safefile_fopen(path, "w"); /* the run directory may belong to a user */
 	if (!f) {
 		rc = -errno;
 		log_error("engine: open %s: %s", path, strerror(errno));

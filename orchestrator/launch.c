@@ -96,7 +96,7 @@ pid_t launch_spawn(const struct launch_spec *spec)
 		if (spec->netns && netns_join(spec->netns) < 0)
 			child_fail(errp[1], spec->netns);
 		if (spec->log_path) {
-			int lfd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			int lfd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
 			if (lfd < 0)
 				child_fail(errp[1], spec->log_path);
 			if (dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)

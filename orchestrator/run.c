@@ -24,6 +24,7 @@
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "lib/rtdir.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
@@ -171,8 +172,7 @@ static int start_linkd(struct run_ctx *c)
 	pid_t pid;
 
 	snprintf(log_path, sizeof log_path, "%s/logs/linkd.log", c->dir);
-	mkdir("/run/stalenet", 0700);
-	snprintf(c->linkd_ctl, sizeof c->linkd_ctl, "/run/stalenet/linkd-%s.sock", c->prefix);
+	snprintf(c->linkd_ctl, sizeof c->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), c->prefix);
 	pid = launch_spawn(&ls);
 	if (pid < 0)
 		return (int)pid;
@@ -702,6 +702,9 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	if (rundir_prepare(c->dir, r) < 0)
 		return CLI_EXIT_FAILED;
 	if (testbed_random_prefix(c->prefix, sizeof c->prefix) < 0)
+		return CLI_EXIT_FAILED;
+	/* The runtime directory (registry, control sockets) is made safe before anything goes in. */
+	if (rtdir_ensure() < 0)
 		return CLI_EXIT_FAILED;
 	c->journal = journal_create(c->dir, c->prefix, err, sizeof err);
 	if (!c->journal) {

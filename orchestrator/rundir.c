@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/safefile.h"
 
 int rundir_mkdirs(const char *path, bool private_last)
 {
@@ -54,30 +55,38 @@ int rundir_prepare(const char *dir, const struct plan_run *run)
 	FILE *f;
 	int rc;
 
-	/* The run directory holds the control socket: private to root. */
+	/* A new run directory is private (0700); one that exists may belong to a user, so
+	 * nothing root makes in it follows a symlink planted there (lib/safefile). */
 	rc = rundir_mkdirs(dir, true);
+	if (rc == 0)
+		rc = safefile_mkdir(dir, 0700);
 	if (rc < 0) {
 		log_error("mkdir %s: %s", dir, strerror(-rc));
 		return rc;
 	}
-	chmod(dir, 0700);
-	snprintf(path, sizeof path, "%s/logs", dir);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	snprintf(path, sizeof path, "%s/nodes", dir);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
+	const char *subs[] = { "logs", "nodes" };
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
+		rc = safefile_mkdir(path, 0755);
+		if (rc < 0) {
+			log_error("mkdir %s: %s", path, strerror(-rc));
+			return rc;
+		}
+	}
 	snprintf(path, sizeof path, "%s/scenario.yaml", dir);
-	f = fopen(path, "we");
+	struct safefile_tmp t;
+	f = safefile_replace_begin(&t, path, 0644);
 	if (!f) {
 		rc = -errno;
 		log_error("open %s: %s", path, strerror(errno));
 		return rc;
 	}
 	rc = scenario_write_yaml(run->scenario, f);
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	return rc;
+	if (rc < 0) {
+		safefile_replace_abort(&t);
+		return rc;
+	}
+	return safefile_replace_commit(&t);
 }
 
 /* jansson's integers are signed 64-bit; a seed is any unsigned 64-bit value. A seed above
@@ -182,7 +191,8 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 
 int rundir_write_meta(const char *dir, const struct plan_run *run, const struct rundir_meta *m)
 {
-	char path[4096], tmp[4200];
+	char path[4096];
+	struct safefile_tmp t;
 	json_t *doc = NULL;
 	char *text = NULL;
 	FILE *f;
@@ -202,18 +212,14 @@ int rundir_write_meta(const char *dir, const struct plan_run *run, const struct 
 	if (rc < 0)
 		goto out;
 	snprintf(path, sizeof path, "%s/meta.json", dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = safefile_replace_begin(&t, path, 0644);
 	if (!f) {
 		rc = -errno;
 		goto out;
 	}
 	fputs(text, f);
 	fputc('\n', f);
-	if (fclose(f) != 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
+	rc = safefile_replace_commit(&t);
 out:
 	free(text);
 	return rc;
@@ -225,9 +231,9 @@ int rundir_mark_complete(const char *dir)
 	int fd;
 
 	snprintf(path, sizeof path, "%s/complete", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = safefile_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	fsync(fd);
 	close(fd);
 	return 0;

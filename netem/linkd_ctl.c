@@ -1,0 +1,165 @@
+/* netem/linkd_ctl: see linkd_ctl.h. Tokens are copied into a bounded buffer first, so a request of
+ * any length or content is handled without reading past it; every field is checked for length
+ * before it is copied. */
+#include "netem/linkd_ctl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LINKD_CTL_LINE_MAX 4096
+#define BLANKS " \t\r\n"
+
+/* Copy value into dst (size dstlen); false when it does not fit. */
+static bool copy_field(char *dst, size_t dstlen, const char *value)
+{
+	size_t n = strlen(value);
+
+	if (n >= dstlen)
+		return false;
+	memcpy(dst, value, n + 1);
+	return true;
+}
+
+static int fail(char *reply, size_t replylen, const char *what, const char *tok)
+{
+	/* The token is the client's text: quote at most a bounded part of it. */
+	snprintf(reply, replylen, "err %s%s%.64s", what, tok ? " " : "", tok ? tok : "");
+	return -EINVAL;
+}
+
+static int parse_queue(const char *s, uint16_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > 65535)
+		return -EINVAL;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+int linkd_ctl_parse(const char *line, struct linkd_ctl_req *req, char *reply, size_t replylen)
+{
+	char buf[LINKD_CTL_LINE_MAX], *save = NULL, *t;
+	bool has_name = false, has_queue = false;
+	const char *why;
+	size_t n = strlen(line);
+
+	memset(req, 0, sizeof *req);
+	if (n >= sizeof buf)
+		return fail(reply, replylen, "request too long", NULL);
+	memcpy(buf, line, n + 1);
+	t = strtok_r(buf, BLANKS, &save);
+	if (!t)
+		return fail(reply, replylen, "empty request", NULL);
+	if (!strcmp(t, "ping"))
+		req->op = LINKD_CTL_PING;
+	else if (!strcmp(t, "set"))
+		req->op = LINKD_CTL_SET;
+	else if (!strcmp(t, "del"))
+		req->op = LINKD_CTL_DEL;
+	else if (!strcmp(t, "stats"))
+		req->op = LINKD_CTL_STATS;
+	else
+		return fail(reply, replylen, "unknown request", t);
+	while ((t = strtok_r(NULL, BLANKS, &save))) {
+		if (req->op == LINKD_CTL_PING)
+			return fail(reply, replylen, "bad token", t);
+		if (!strncmp(t, "name=", 5)) {
+			if (!t[5] || !copy_field(req->name, sizeof req->name, t + 5))
+				return fail(reply, replylen, "bad name", NULL);
+			has_name = true;
+		} else if (req->op != LINKD_CTL_SET) {
+			return fail(reply, replylen, "bad token", t);
+		} else if (!strncmp(t, "netns=", 6)) {
+			if (!copy_field(req->netns, sizeof req->netns, t + 6))
+				return fail(reply, replylen, "netns too long", NULL);
+		} else if (!strncmp(t, "ifname=", 7)) {
+			if (!copy_field(req->ifname, sizeof req->ifname, t + 7))
+				return fail(reply, replylen, "ifname too long", NULL);
+		} else if (!strncmp(t, "queue=", 6)) {
+			if (parse_queue(t + 6, &req->queue) < 0)
+				return fail(reply, replylen, "bad queue", t);
+			has_queue = true;
+		} else if (link_params_parse_token(&req->params, t) < 0) {
+			return fail(reply, replylen, "bad token", t);
+		}
+	}
+	if (req->op == LINKD_CTL_DEL && !has_name)
+		return fail(reply, replylen, "del needs name=", NULL);
+	if (req->op != LINKD_CTL_SET)
+		return 0;
+	if (!has_name || !has_queue)
+		return fail(reply, replylen, "set needs name= and queue=", NULL);
+	why = link_params_validate(&req->params);
+	if (why)
+		return fail(reply, replylen, why, NULL);
+	return 0;
+}
+
+int linkd_ctl_format(const struct linkd_ctl_req *req, char *buf, size_t len)
+{
+	char params[1024];
+	int pn;
+
+	switch (req->op) {
+	case LINKD_CTL_PING:
+		return snprintf(buf, len, "ping");
+	case LINKD_CTL_DEL:
+		return snprintf(buf, len, "del name=%s", req->name);
+	case LINKD_CTL_STATS:
+		return req->name[0] ? snprintf(buf, len, "stats name=%s", req->name) : snprintf(buf, len, "stats");
+	case LINKD_CTL_SET:
+		pn = link_params_format(&req->params, params, sizeof params);
+		if (pn < 0 || (size_t)pn >= sizeof params)
+			return -EINVAL;
+		return snprintf(buf, len, "set name=%s netns=%s ifname=%s queue=%u%s%s", req->name,
+				req->netns, req->ifname, (unsigned)req->queue, pn ? " " : "", params);
+	}
+	return -EINVAL;
+}
+
+int linkd_ctl_stats_line(const char *name, const struct linkd_counters *c, char *buf, size_t len)
+{
+	return snprintf(buf, len, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+			name, c->packets, c->bytes, c->dropped, c->held, c->dup, c->corrupt, c->reordered);
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end ? -EINVAL : 0;
+}
+
+int linkd_ctl_parse_stats_line(const char *line, char *name, size_t namelen, struct linkd_counters *c)
+{
+	char buf[LINKD_CTL_NAME_MAX + 8 * 21 + 2], *save = NULL, *t;
+	uint64_t *v[] = { &c->packets, &c->bytes, &c->dropped, &c->held, &c->dup, &c->corrupt, &c->reordered };
+	size_t n = strlen(line);
+
+	if (n >= sizeof buf)
+		return -EINVAL;
+	memcpy(buf, line, n + 1);
+	t = strtok_r(buf, " \n", &save);
+	if (!t || !copy_field(name, namelen, t))
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		t = strtok_r(NULL, " \n", &save);
+		if (!t || parse_u64(t, v[i]) < 0)
+			return -EINVAL;
+	}
+	return strtok_r(NULL, " \n", &save) ? -EINVAL : 0;
+}
