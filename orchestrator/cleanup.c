@@ -12,8 +12,9 @@
  *   -C first so a rule already gone is not an error and the exit codes stay meaningful.
  * - Namespace-local records (rules in NS) whose namespace is gone are done: the kernel dropped
  *   them with it.
- * - The link emulator's control socket (REGISTRY/linkd-PREFIX.sock) is the run's too: removed
- *   after a replay once nobody listens on it. */
+ * - The run's sockets, the link emulator's (REGISTRY/linkd-PREFIX.sock) and the control plane's
+ *   (ctl_endpoint_for the journal's run directory and prefix), are removed after a replay once
+ *   nobody listens on them. */
 #include "orchestrator/cleanup.h"
 
 #include <dirent.h>
@@ -31,6 +32,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "lib/ctl.h"
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/sysctl.h"
@@ -705,17 +707,26 @@ static bool dead_socket(const char *path)
 	return rc;
 }
 
-/* The emulator's control socket of the run (named after its checked prefix). */
-static void remove_run_socket(const char *prefix)
+static void remove_dead_socket(const char *path)
 {
-	char path[PATH_MAX];
 	struct stat st;
 
-	if (snprintf(path, sizeof path, "%s/linkd-%s.sock", journal_registry_dir(), prefix) >=
-	    (int)sizeof path)
-		return;
 	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && dead_socket(path))
 		unlink(path);
+}
+
+/* The run's sockets, both named after its checked prefix: the emulator's control socket and
+ * the orchestrator's control plane (ctl_endpoint_for of the journal's own run directory). */
+static void remove_run_sockets(const struct journal_parsed *p)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof path, "%s/linkd-%s.sock", journal_registry_dir(), p->prefix) <
+	    (int)sizeof path)
+		remove_dead_socket(path);
+	if (ctl_endpoint_for(p->run_dir, p->prefix, path, sizeof path) == 0 &&
+	    !strncmp(path, "ipc://", 6))
+		remove_dead_socket(path + 6);
 }
 
 int cleanup_journal(struct journal *j)
@@ -816,7 +827,7 @@ static int replay_one(const struct cand *c, unsigned flags, struct cleanup_repor
 		rep->failed++;
 		goto out;
 	}
-	remove_run_socket(p->prefix);
+	remove_run_sockets(p);
 	rep->replayed++;
 	rc = mark_file_ended(c->path, p->prefix);
 out:
