@@ -32,7 +32,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 int support_rm_rf(const char *path)
 {
 	rm_first_err = 0;
-	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
 		return -errno;
 	return rm_first_err;
 }
@@ -72,6 +72,14 @@ out:
 		return NULL;
 	}
 	return buf;
+}
+
+char *support_slurp(const char *path, size_t *len)
+{
+	char *s = support_read_file(path, len);
+
+	cr_assert_not_null(s, "read %s: %s", path, strerror(errno));
+	return s;
 }
 
 void support_write_file(const char *path, const char *text)

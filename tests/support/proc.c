@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include "orchestrator/launch.h"
 #include "tests/support/wait.h"
 
 int support_sh(const char *fmt, ...)
@@ -77,4 +78,16 @@ int support_wait_children(const pid_t *pids, int n, int *status, int timeout_ms)
 			status[i] = st;
 	}
 	return ok;
+}
+
+static bool start_time_known(void *pid)
+{
+	return launch_proc_start_time(*(pid_t *)pid) > 0;
+}
+
+uint64_t support_wait_start_time(pid_t pid, int timeout_ms)
+{
+	if (!support_wait_until(start_time_known, &pid, timeout_ms))
+		return 0;
+	return launch_proc_start_time(pid);
 }

@@ -4,6 +4,7 @@
 #ifndef STALENET_TESTS_SUPPORT_PROC_H
 #define STALENET_TESTS_SUPPORT_PROC_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Run the printf-formatted command through /bin/sh; returns system()'s status (0 = exit 0). */
@@ -17,5 +18,9 @@ int support_wait_pid(pid_t pid, int *status, int timeout_ms);
  * and reaped. Statuses into status[] when not NULL (-1 for a killed one). Returns how many
  * exited with code 0. */
 int support_wait_children(const pid_t *pids, int n, int *status, int timeout_ms);
+
+/* The start time of process pid as orchestrator/launch records it (launch_proc_start_time),
+ * waiting up to timeout_ms for /proc to show it; 0 when it never does. */
+uint64_t support_wait_start_time(pid_t pid, int timeout_ms);
 
 #endif

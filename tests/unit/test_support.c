@@ -159,8 +159,7 @@ Test(support, rm_rf_removes_a_tree_and_read_file_round_trips)
 	big[sizeof big - 1] = '\0';
 	snprintf(path, sizeof path, "%s/a/b/c/file", dir);
 	support_write_file(path, big);
-	s = support_read_file(path, &len);
-	cr_assert_not_null(s);
+	s = support_slurp(path, &len);
 	cr_assert_eq(len, sizeof big - 1, "read %zu bytes", len);
 	cr_assert_str_eq(s, big);
 	free(s);
@@ -187,4 +186,19 @@ Test(support, must_run_reads_the_environment)
 	if (saved)
 		setenv("STALENET_TESTS_MUST_RUN", saved, 1);
 	free(saved);
+}
+
+Test(support, start_time_of_a_child, .timeout = 20)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	cr_assert_gt(support_wait_start_time(pid, 5000), 0);
+	cr_assert_eq(support_wait_pid(pid, &st, 0), -ETIMEDOUT, "a paused child is killed at once");
+	cr_assert_eq(support_wait_start_time(pid, 50), 0, "a reaped child has no start time");
 }
