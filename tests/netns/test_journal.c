@@ -23,21 +23,18 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/fixture.h"
+#include "tests/support/proc.h"
 
 static char ns[32];
 
 static void setup(void)
 {
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-	bool strict = must && !strcmp(must, "1");
-
 	log_init("test_journal", LOG_WARN);
 	snprintf(ns, sizeof ns, "sntj%d-ns", (int)getpid());
-	if (geteuid() != 0 || netns_add(ns) < 0) {
-		if (strict)
-			cr_assert_fail("needs root and network namespaces (STALENET_TESTS_MUST_RUN=1)");
-		cr_skip_test("needs root and network namespaces");
-	}
+	support_require_root();
+	if (netns_add(ns) < 0)
+		support_skip_or_fail("cannot create network namespace %s", ns);
 }
 
 static void teardown(void)
@@ -160,7 +157,7 @@ Test(journal_undo, iptables_rule_deleted_in_its_namespace)
 			    "stalenet test rule", "-j", "ACCEPT" };
 
 	if (iptables_in_ns("-A") == 127)
-		cr_skip_test("no iptables binary");
+		support_skip_or_fail("no iptables binary");
 	cr_assert_eq(iptables_in_ns("-C"), 0);
 	undo_twice(rec(JOURNAL_IPTABLES, 11, f));
 	cr_assert_eq(iptables_in_ns("-C"), 1, "rule still present");
@@ -177,9 +174,8 @@ Test(journal_undo, proc_killed_only_with_matching_start_time)
 		execlp("sleep", "sleep", "30", (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 100 && !(st = launch_proc_start_time(pid)); i++)
-		usleep(1000);
-	cr_assert_gt(st, 0);
+	st = support_wait_start_time(pid, 5000);
+	cr_assert_gt(st, 0, "no start time for pid %d", (int)pid);
 	snprintf(p, sizeof p, "%d", (int)pid);
 	snprintf(s, sizeof s, "%llu", (unsigned long long)st);
 	snprintf(wrong, sizeof wrong, "%llu", (unsigned long long)st + 1);
@@ -195,7 +191,7 @@ Test(journal_undo, proc_killed_only_with_matching_start_time)
 		/* Our own child turns zombie, which counts as gone. */
 		undo_twice(rec(JOURNAL_PROC, 3, f));
 	}
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert_eq(support_wait_pid(pid, &status, 10000), 0, "the process outlived its undo");
 	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
 }
 

@@ -16,7 +16,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,8 +34,10 @@
 #include "lib/sysctl.h"
 #include "collectors/schema.h"
 #include "orchestrator/cleanup.h"
+#include "tests/support/files.h"
+#include "tests/support/fixture.h"
+#include "tests/support/wait.h"
 
-#define HOST_LOCK "/run/stalenet-test-testbed.lock"
 #define SNAP_MAX 65536
 #define SETTLE_MS 10000
 
@@ -52,30 +53,13 @@ static const char *const host_keys[] = {
 
 /* --- fixture ------------------------------------------------------------------------------ */
 
-static void skip_or_fail(const char *why)
-{
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-
-	if (must && !strcmp(must, "1"))
-		cr_assert_fail("cannot run: %s (STALENET_TESTS_MUST_RUN=1)", why);
-	cr_skip_test("%s", why);
-}
-
 static void setup(void)
 {
 	char self[PATH_MAX - 16];
 	ssize_t n;
 
 	log_init("test_run", LOG_WARN);
-	if (geteuid() != 0) {
-		skip_or_fail("needs root");
-		return;
-	}
-	if (netns_add("sntst-runprobe") < 0) {
-		skip_or_fail("cannot create a network namespace");
-		return;
-	}
-	netns_delete("sntst-runprobe");
+	support_require_netns("sntst-runprobe");
 	/* build/tests/netns/test_run -> build/stalenet */
 	n = readlink("/proc/self/exe", self, sizeof self - 1);
 	cr_assert_gt(n, 0);
@@ -87,22 +71,10 @@ static void setup(void)
 		*slash = '\0';
 	}
 	snprintf(stalenet_bin, sizeof stalenet_bin, "%s/stalenet", self);
-	if (access(stalenet_bin, X_OK) < 0) {
-		skip_or_fail("build/stalenet not built");
-		return;
-	}
-	lock_fd = open(HOST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_geq(lock_fd, 0);
-	cr_assert_eq(flock(lock_fd, LOCK_EX), 0);
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/stalenet-trun-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
+	if (access(stalenet_bin, X_OK) < 0)
+		support_skip_or_fail("build/stalenet not built");
+	lock_fd = support_host_lock();
+	support_tmpdir(tmpdir, sizeof tmpdir, "trun");
 }
 
 /* The temporary directory goes, unless STALENET_TESTS_KEEP=1 (to look at a failed run). */
@@ -111,32 +83,14 @@ static void fini(void)
 	const char *keep = getenv("STALENET_TESTS_KEEP");
 
 	if (tmpdir[0] && !(keep && !strcmp(keep, "1")))
-		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		support_rm_rf(tmpdir);
 	tmpdir[0] = '\0';
-	if (lock_fd >= 0)
-		close(lock_fd);
-	lock_fd = -1;
+	support_host_unlock(&lock_fd);
 }
 
 TestSuite(run, .init = setup, .fini = fini, .timeout = 90);
 
 /* --- small utilities ---------------------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 /* Path under the test's temporary directory. */
 static const char *tpath(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -151,36 +105,12 @@ static const char *tpath(char *buf, size_t len, const char *fmt, ...)
 	return buf;
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "we");
-
-	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
-	cr_assert_geq(fputs(text, f), 0);
-	cr_assert_eq(fclose(f), 0);
-}
-
 /* Whole file into a malloc'd string ("" when missing). Caller frees. */
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
+	char *s = support_read_file(path, NULL);
 
-	if (!f)
-		return strdup("");
-	do {
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-			cr_assert_not_null(buf);
-		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
+	return s ? s : strdup("");
 }
 
 static bool exists(const char *path)
@@ -342,23 +272,32 @@ static bool host_matches(const struct host_snapshot *before, const struct host_s
 	return true;
 }
 
+struct host_cmp {
+	const struct host_snapshot *before;
+	const char *const *prefixes;
+	int n_prefixes;
+	char *why;
+	size_t len;
+};
+
+static bool host_back(void *arg)
+{
+	static struct host_snapshot after; /* large: not on the stack */
+	struct host_cmp *c = arg;
+
+	snapshot(&after);
+	return host_matches(c->before, &after, c->prefixes, c->n_prefixes, c->why, c->len);
+}
+
 /* The host matches the snapshot (see host_matches), allowing SETTLE_MS for the kernel's
  * asynchronous frees. */
 static void assert_host_as(const struct host_snapshot *before, const char *const *prefixes, int n_prefixes)
 {
-	static struct host_snapshot after; /* large: not on the stack */
 	static char why[3 * SNAP_MAX];
-	int64_t deadline = now_ms() + SETTLE_MS;
+	struct host_cmp c = { before, prefixes, n_prefixes, why, sizeof why };
 
-	for (;;) {
-		snapshot(&after);
-		if (host_matches(before, &after, prefixes, n_prefixes, why, sizeof why))
-			return;
-		if (now_ms() > deadline)
-			break;
-		sleep_ms(100);
-	}
-	cr_assert_fail("host not as before: %s", why);
+	if (!support_wait_until(host_back, &c, SETTLE_MS))
+		cr_assert_fail("host not as before: %s", why);
 }
 
 /* Processes (not zombies) whose command line contains needle. */
@@ -396,6 +335,11 @@ static int procs_mentioning(const char *needle, pid_t *first)
 	}
 	closedir(d);
 	return count;
+}
+
+static bool no_procs_mentioning(void *needle)
+{
+	return procs_mentioning(needle, NULL) == 0;
 }
 
 /* --- running stalenet --------------------------------------------------------------------- */
@@ -437,21 +381,21 @@ static void start_stalenet(struct proc_run *r, const char *tag, ...)
 	}
 }
 
+static bool stalenet_ended(void *arg)
+{
+	struct proc_run *r = arg;
+	pid_t p = waitpid(r->pid, &r->status, WNOHANG);
+
+	cr_assert_geq(p, 0, "waitpid: %s", strerror(errno));
+	return p == r->pid;
+}
+
 /* Wait up to timeout_ms; returns the exit code (128 + signal when killed), -1 on timeout. */
 static int wait_stalenet(struct proc_run *r, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
-
-	for (;;) {
-		pid_t p = waitpid(r->pid, &r->status, WNOHANG);
-
-		if (p == r->pid)
-			return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
-		cr_assert_geq(p, 0, "waitpid: %s", strerror(errno));
-		if (now_ms() > deadline)
-			return -1;
-		sleep_ms(20);
-	}
+	if (!support_wait_until(stalenet_ended, r, timeout_ms))
+		return -1;
+	return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
 }
 
 /* Run to completion; a run that hangs is killed (SIGINT, then SIGKILL) and fails the test. */
@@ -470,20 +414,30 @@ static int run_stalenet_to_end(struct proc_run *r, int timeout_ms)
 	return rc;
 }
 
+struct rows_wait {
+	const char *path;
+	int min_rows;
+	struct proc_run *alive;
+};
+
+static bool rows_written(void *arg)
+{
+	struct rows_wait *w = arg;
+
+	if (csv_rows(w->path) >= w->min_rows)
+		return true;
+	if (w->alive && waitpid(w->alive->pid, &w->alive->status, WNOHANG) == w->alive->pid)
+		cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", w->alive->status,
+			       slurp(w->alive->err));
+	return false;
+}
+
 /* Wait until path exists and has at least min_rows CSV rows; false on timeout. */
 static bool wait_rows(const char *path, int min_rows, int timeout_ms, struct proc_run *alive)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	struct rows_wait w = { path, min_rows, alive };
 
-	while (now_ms() < deadline) {
-		if (csv_rows(path) >= min_rows)
-			return true;
-		if (alive && waitpid(alive->pid, &alive->status, WNOHANG) == alive->pid)
-			cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", alive->status,
-				       slurp(alive->err));
-		sleep_ms(50);
-	}
-	return false;
+	return support_wait_until(rows_written, &w, timeout_ms);
 }
 
 /* --- run directory checks ----------------------------------------------------------------- */
@@ -704,7 +658,7 @@ static void write_training(const char *path, const char *extra_data, const char 
 		 "%s",
 		 stop, linkcheck ? "linkcheck: {probes: 50}\n" : "linkcheck: false\n", extra_data,
 		 timeline ? timeline : "");
-	write_file(path, text);
+	support_write_file(path, text);
 }
 
 /* --- 1. a linkcheck run ------------------------------------------------------------------- */
@@ -720,7 +674,7 @@ Test(run, linkcheck_run_writes_its_directory_and_leaves_the_host_as_before)
 
 	tpath(scen, sizeof scen, "linkcheck.yaml");
 	tpath(dir, sizeof dir, "out");
-	write_file(scen, scenario_linkcheck);
+	support_write_file(scen, scenario_linkcheck);
 	snapshot(&before);
 
 	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
@@ -783,12 +737,12 @@ Test(run, sigint_mid_training_exits_130_keeps_traces_and_cleans_up)
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
 	cr_assert_gt(netns_with_prefix(prefix), 0, "no namespaces of %s while running", prefix);
 
-	t_int = now_ms();
+	t_int = support_now_ms();
 	kill(r.pid, SIGINT);
 	rc = wait_stalenet(&r, 10000);
 	cr_assert_neq(rc, -1, "no exit 10 s after SIGINT");
 	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, slurp(r.err));
-	cr_expect_leq(now_ms() - t_int, 5000, "exit took %lld ms", (long long)(now_ms() - t_int));
+	cr_expect_leq(support_now_ms() - t_int, 5000, "exit took %lld ms", (long long)(support_now_ms() - t_int));
 
 	/* The self-check ran before training: a row per node, the roles told apart. */
 	assert_linkcheck(dir, want, 3, 50, 4.0);
@@ -817,7 +771,6 @@ Test(run, kill9_then_cleanup_restores_the_host)
 	static struct host_snapshot before;
 	struct proc_run r, cl;
 	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *out;
-	int64_t deadline;
 	int rc;
 
 	tpath(scen, sizeof scen, "train.yaml");
@@ -833,9 +786,7 @@ Test(run, kill9_then_cleanup_restores_the_host)
 	cr_assert_eq(wait_stalenet(&r, 5000), 128 + SIGKILL);
 
 	/* Nodes and the emulator die with the orchestrator (PDEATHSIG)... */
-	deadline = now_ms() + 3000;
-	while (procs_mentioning(dir, NULL) && now_ms() < deadline)
-		sleep_ms(50);
+	support_wait_until(no_procs_mentioning, dir, 3000);
 	assert_no_run_procs(dir, prefix);
 	/* ...but its namespaces stay until cleanup. */
 	cr_assert_gt(netns_with_prefix(prefix), 0, "namespaces of %s gone before cleanup", prefix);
@@ -883,8 +834,8 @@ Test(run, two_runs_at_once_do_not_disturb_each_other)
 	tpath(scen_b, sizeof scen_b, "b.yaml");
 	tpath(dir_a, sizeof dir_a, "out-a");
 	tpath(dir_b, sizeof dir_b, "out-b");
-	write_file(scen_a, scenario_linkcheck);
-	write_file(scen_b, "name: t-linkcheck-b\n"
+	support_write_file(scen_a, scenario_linkcheck);
+	support_write_file(scen_b, "name: t-linkcheck-b\n"
 			   "seed: 2\n"
 			   "workload: linkcheck\n"
 			   "linkcheck: {probes: 100}\n"
@@ -1015,7 +966,7 @@ Test(run, invalid_scenario_exits_2_with_position_and_creates_nothing)
 
 		tpath(scen, sizeof scen, "bad%zu.yaml", i);
 		tpath(dir, sizeof dir, "out%zu", i);
-		write_file(scen, cases[i].text);
+		support_write_file(scen, cases[i].text);
 		start_stalenet(&r, "bad", "run", scen, "--out", dir, NULL);
 		rc = run_stalenet_to_end(&r, 10000);
 		err = slurp(r.err);
@@ -1105,7 +1056,7 @@ Test(run, a_dead_link_emulator_stops_the_run)
 	/* Its control socket is named after the run's prefix. */
 	snprintf(needle, sizeof needle, "linkd-%s.sock", prefix);
 	cr_assert_eq(procs_mentioning(needle, &linkd), 1, "no stalenet-linkd of %s", prefix);
-	t_kill = now_ms();
+	t_kill = support_now_ms();
 	cr_assert_eq(kill(linkd, SIGKILL), 0);
 	rc = wait_stalenet(&r, 20000);
 	cr_assert_neq(rc, -1, "stalenet still runs 20 s after its link emulator died");
@@ -1113,8 +1064,8 @@ Test(run, a_dead_link_emulator_stops_the_run)
 	cr_assert_eq(rc, 1, "exit %d; stderr:\n%s", rc, err);
 	cr_assert(strstr(err, "stalenet-linkd died"), "stderr does not say so:\n%s", err);
 	free(err);
-	cr_expect_leq(now_ms() - t_kill, 10000, "the run took %lld ms to stop",
-		      (long long)(now_ms() - t_kill));
+	cr_expect_leq(support_now_ms() - t_kill, 10000, "the run took %lld ms to stop",
+		      (long long)(support_now_ms() - t_kill));
 	cr_assert(find_event(dir, "linkd_failed", "linkd", line, sizeof line),
 		  "no linkd_failed row in events.csv");
 	cr_assert(strstr(line, "signal 9"), "linkd_failed detail: %s", line);
@@ -1224,7 +1175,7 @@ Test(run, centralized_trainer_follows_the_control_plane)
 
 	tpath(scen, sizeof scen, "central.yaml");
 	tpath(dir, sizeof dir, "out");
-	write_file(scen, "name: t-central\nseed: 3\nstop: {time: 2s}\nlinkcheck: off\n"
+	support_write_file(scen, "name: t-central\nseed: 3\nstop: {time: 2s}\nlinkcheck: off\n"
 			 "data: {set: fashion-mnist}\nmodel: {kind: softmax}\n"
 			 "train: {batch: 64, lr: 0.05, epochs: 1000}\ntopology: {kind: centralized}\n"
 			 "eval: {every: 500ms}\n");
@@ -1305,7 +1256,7 @@ Test(run, p2p_peer_crashes_restarts_and_catches_up)
 
 	tpath(scen, sizeof scen, "p2p.yaml");
 	tpath(dir, sizeof dir, "out");
-	write_file(scen, "name: t-p2p-churn\n"
+	support_write_file(scen, "name: t-p2p-churn\n"
 			 "seed: 5\n"
 			 "stop: {time: 7s}\n"
 			 "linkcheck: false\n"
