@@ -13,18 +13,7 @@
 #include <unistd.h>
 
 #include "collectors/plot.h"
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf;
-
-	cr_assert_not_null(f, "missing %s", path);
-	buf = malloc(8 << 20);
-	*len = fread(buf, 1, 8 << 20, f);
-	fclose(f);
-	return buf;
-}
+#include "tests/support/files.h"
 
 static uint32_t be32(const unsigned char *p)
 {
@@ -35,7 +24,7 @@ static void check_png(const char *path, uint32_t min_w, uint32_t min_h)
 {
 	static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
 	size_t len;
-	unsigned char *b = slurp(path, &len);
+	unsigned char *b = (unsigned char *)support_slurp(path, &len);
 
 	cr_assert_geq(len, 33, "%s too short", path);
 	cr_assert_eq(memcmp(b, sig, 8), 0, "%s: bad PNG signature", path);
@@ -60,7 +49,7 @@ static size_t count(const char *hay, const char *needle)
 static void check_svg(const char *path, size_t min_elems)
 {
 	size_t len;
-	char *b = (char *)slurp(path, &len);
+	char *b = support_slurp(path, &len);
 	size_t elems;
 
 	b[len < (8u << 20) ? len : len - 1] = '\0';
@@ -76,14 +65,6 @@ static void copy_tree(const char *from, const char *to)
 	char cmd[1024];
 
 	snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", from, to);
-	cr_assert_eq(system(cmd), 0);
-}
-
-static void rm_rf(const char *dir)
-{
-	char cmd[600];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	cr_assert_eq(system(cmd), 0);
 }
 
@@ -139,7 +120,7 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 		char *svg, want[64];
 
 		snprintf(path, sizeof path, "%s/plots/staleness_hist.svg", sweep);
-		svg = (char *)slurp(path, &len);
+		svg = support_slurp(path, &len);
 		svg[len < (8u << 20) ? len : len - 1] = '\0';
 		for (int b = 0; b < 2; b++) {
 			const char *name = b ? "bsp" : "asp";
@@ -154,7 +135,7 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 	/* temporary data is cleaned up: only the 14 figures remain */
 	snprintf(path, sizeof path, "ls -A '%s/plots' | wc -l | grep -qx 14", sweep);
 	cr_assert_eq(system(path), 0, "plots/ holds more than the figures");
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(plot, single_run, .timeout = 120)
@@ -169,7 +150,7 @@ Test(plot, single_run, .timeout = 120)
 	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
 	snprintf(path, sizeof path, "%s/plots/accuracy_time.png", run);
 	check_png(path, 800, 500);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(plot, missing_inputs_skip_figures, .timeout = 60)
@@ -192,7 +173,7 @@ Test(plot, missing_inputs_skip_figures, .timeout = 60)
 	cr_assert_eq(n, 2, "only the two accuracy figures: %d %s", n, n < 0 ? err : "");
 	snprintf(path, sizeof path, "%s/plots/link_drops.png", dir);
 	cr_assert_neq(access(path, F_OK), 0);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(plot, errors_are_reported)
@@ -221,6 +202,5 @@ Test(plot, errors_are_reported)
 	unsetenv("GNUPLOT");
 	cr_assert_eq(n, -EIO, "%d %s", n, err);
 	cr_assert_not_null(strstr(err, "exit 1"), "%s", err);
-	snprintf(path, sizeof path, "rm -rf '%s'", dir);
-	cr_assert_eq(system(path), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }

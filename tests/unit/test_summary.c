@@ -13,6 +13,7 @@
 #include "collectors/meta.h"
 #include "collectors/schema.h"
 #include "collectors/summary.h"
+#include "tests/support/files.h"
 
 static void put(const char *dir, const char *name, const char *text)
 {
@@ -24,25 +25,6 @@ static void put(const char *dir, const char *name, const char *text)
 	cr_assert_not_null(f, "open %s", path);
 	fputs(text, f);
 	fclose(f);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 16);
-
-	cr_assert_not_null(f, "open %s", path);
-	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
-	fclose(f);
-	return buf;
-}
-
-static void rm_rf(const char *dir)
-{
-	char cmd[600];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
 }
 
 /* A run with 3 workers, one server, two evaluating nodes; values chosen to compute by hand. */
@@ -141,7 +123,7 @@ Test(summary, hand_computed_run)
 	cr_assert_eq(row.bad_frames, 3);
 	cr_assert(row.has_links);
 	cr_assert_eq(row.link_drops, 6);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(summary, append_union_header_and_rebuild)
@@ -167,21 +149,21 @@ Test(summary, append_union_header_and_rebuild)
 	cr_assert_eq(summary_append(path, &a, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(summary_append(path, &b, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(summary_append(path, &b, err, sizeof err), 0, "%s", err); /* replaces */
-	text = slurp(path);
+	text = support_slurp(path, NULL);
 	cr_assert_str_eq(text,
 		"consistency.barrier,workers,train.lr," SUMMARY_FIXED_HEADER "\n"
 		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n"
 		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n");
 	free(text);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 2, "%s", err);
-	text = slurp(path);
+	text = support_slurp(path, NULL);
 	/* name order: asp-r1 first; keys in order of first appearance */
 	cr_assert_str_eq(text,
 		"consistency.barrier,train.lr,workers," SUMMARY_FIXED_HEADER "\n"
 		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n"
 		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n");
 	free(text);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(summary, empty_run_leaves_fields_empty)
@@ -197,10 +179,10 @@ Test(summary, empty_run_leaves_fields_empty)
 	cr_assert_eq(row.workers, 0);
 	snprintf(path, sizeof path, "%s/s.csv", dir);
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
-	text = slurp(path);
+	text = support_slurp(path, NULL);
 	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,\n");
 	free(text);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(meta, parse_and_reject)
@@ -258,7 +240,7 @@ Test(schema, bad_traces)
 		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), -EINVAL, "case %zu passed", i);
 		cr_assert(strstr(err, cases[i].file) && strstr(err, cases[i].expect),
 			  "case %zu: error \"%s\" lacks \"%s\"", i, err, cases[i].expect);
-		rm_rf(dir);
+		cr_assert_eq(support_rm_rf(dir), 0);
 	}
 }
 
@@ -271,7 +253,7 @@ Test(schema, per_node_monotone_and_empty_dir)
 	/* interleaved nodes: each node's own t_s is monotone, the file's is not */
 	put(dir, "eval.csv", TRACE_HEADER_EVAL "\n2,a,1,0,1,0.5,1,\n1,b,1,0,1,0.5,1,\n3,a,2,0,1,0.6,1,\n");
 	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(schema, recorded_fixture_is_valid)
@@ -315,7 +297,7 @@ Test(summary, parameter_server_trace)
 	cr_assert_float_eq(row.staleness_mean, 2.0 / 3.0, 1e-12);
 	/* pushes 3 x 100 + models 3 x 1000 */
 	cr_assert_eq(row.bytes_moved, 3300);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* The recorded sweep's summary.csv is what summary_rebuild computes from its traces today: a
@@ -330,10 +312,10 @@ Test(summary, recorded_fixture_rebuilds_identically)
 	cr_assert_eq(system(cmd), 0);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 4, "%s", err);
 	snprintf(path, sizeof path, "%s/summary.csv", dir);
-	got = slurp(path);
-	want = slurp("tests/data/sweep_small/summary.csv");
+	got = support_slurp(path, NULL);
+	want = support_slurp("tests/data/sweep_small/summary.csv", NULL);
 	cr_assert_str_eq(got, want, "rebuilt:\n%s\nrecorded:\n%s", got, want);
 	free(got);
 	free(want);
-	rm_rf(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
