@@ -31,6 +31,8 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
 
 #define NW 4
 #define MAXROWS 50000
@@ -99,7 +101,8 @@ static void run(const char *dir, const char *barrier, void (*extra)(struct kv *,
 			int64_t late_ms = 0;
 
 			log_init(i < 0 ? "server0" : "worker", LOG_WARN);
-			/* a late joiner (join.at) is started that much later */
+			/* a late joiner (join.at) is started that much later: the lateness under
+			 * test, not a wait */
 			if (kv_get_i64(k, "test.start_after_ms", 0, &late_ms) == 0 && late_ms > 0)
 				usleep((useconds_t)(late_ms * 1000));
 			_exit((i < 0 ? engine_ps_server_run(k) : engine_ps_worker_run(k)) == 0 ? 0 : 1);
@@ -107,11 +110,14 @@ static void run(const char *dir, const char *barrier, void (*extra)(struct kv *,
 		pids[i + 1] = pid;
 		kv_destroy(&k);
 	}
-	for (int i = 0; i <= NW; i++) {
-		int st = 0;
+	/* stop.time is 25 s: nodes still running after 90 s are killed (the tests' timeout is 120 s) */
+	{
+		int st[NW + 1];
 
-		cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
-		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d failed (status %d)", i - 1, st);
+		support_wait_children(pids, NW + 1, st, 90000);
+		for (int i = 0; i <= NW; i++)
+			cr_assert(st[i] != -1 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0,
+				  "node %d failed (status %d)", i - 1, st[i]);
 	}
 }
 
@@ -173,17 +179,7 @@ static char *mkrun(void)
 {
 	static char dir[64];
 
-	strcpy(dir, "/tmp/stalenet-ps-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	return dir;
-}
-
-static void cleanup(const char *dir)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	return support_tmpdir(dir, sizeof dir, "ps");
 }
 
 Test(engine_ps, bsp_lockstep, .timeout = 120)
@@ -203,7 +199,7 @@ Test(engine_ps, bsp_lockstep, .timeout = 120)
 		}
 	}
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static void slow_worker3(struct kv *k, int i)
@@ -255,7 +251,7 @@ Test(engine_ps, ssp_bound_with_straggler, .timeout = 120)
 	/* An update is at most (s + 1) steps behind for each of the other N-1 workers. */
 	cr_assert_leq(stale_max, (s + 1) * (NW - 1) + NW);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* Seconds a worker spent on anything but computing between its first and last rows: pulls,
@@ -293,7 +289,7 @@ Test(engine_ps, asp_never_waits, .timeout = 120)
 			     i, not_computing_s(&traces[i]));
 	}
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static void very_slow_worker3(struct kv *k, int i)
@@ -334,7 +330,7 @@ Test(engine_ps, bsp_backup_worker_drops_late, .timeout = 120)
 	cr_assert_gt(traces[0].n, 5 * traces[3].n);
 	cr_assert_lt(fast_dropped, traces[0].n / 4);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* Applied version of worker j's update of step m (1-based): computed on q->version, applied on
@@ -378,7 +374,7 @@ Test(engine_ps, pbsp_full_sample_is_bsp, .timeout = 120)
 	}
 	cr_assert_gt(waited, 0.05, "fast workers must have been held by the slow one");
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static void slow_worker3_no_sample(struct kv *k, int i)
@@ -405,7 +401,7 @@ Test(engine_ps, pbsp_zero_sample_never_waits, .timeout = 120)
 			     i, not_computing_s(&traces[i]));
 	}
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static void pssp_one_sample(struct kv *k, int i)
@@ -449,7 +445,7 @@ Test(engine_ps, pssp_bound_on_the_sample, .timeout = 120)
 	cr_assert_gt(beyond_ssp, 0, "pSSP(1) behaved exactly like SSP");
 	cr_assert_gt(waited, 0.02, "fast workers were never held");
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* A worker planned to join late (join.at; the server is told through workers.late): BSP goes on
@@ -504,7 +500,7 @@ Test(engine_ps, bsp_goes_on_without_a_late_joiner, .timeout = 120)
 	cr_assert_gt(s_join, 30, "worker3 started at step %ld: the others waited for it", s_join);
 	cr_assert_gt(n0, n3 + 30, "worker0 %d steps, worker3 %d", n0, n3);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* --- a connection that breaks under a push ------------------------------------------------- */
@@ -626,7 +622,7 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 		proxy(pport, port, 20 * 31000, report); /* cut in about the 20th push */
 	run(dir, "bsp", worker0_through_proxy);
 	kill(px, SIGTERM);
-	waitpid(px, NULL, 0);
+	support_wait_pid(px, NULL, 10000);
 	f = fopen(report, "r");
 	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof line, f));
@@ -639,5 +635,5 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 		cr_assert_eq(traces[i].n, 80, "worker %d ran %d steps", i, traces[i].n);
 	cr_assert_lt((double)(clock_now_ns() - t0) / 1e9, 20.0, "the run took %.1f s", (double)(clock_now_ns() - t0) / 1e9);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }

@@ -28,6 +28,9 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 #include "orchestrator/supervise.h"
 
 #define NW 4
@@ -125,7 +128,7 @@ static void wait_ok(pid_t pid, const char *what)
 {
 	int st = 0;
 
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "%s did not end in 90 s", what);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (status %d)", what, st);
 }
 
@@ -198,17 +201,7 @@ static char *mkrun(void)
 {
 	static char dir[64];
 
-	strcpy(dir, "/tmp/stalenet-pstrace-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	return dir;
-}
-
-static void cleanup(const char *dir)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	return support_tmpdir(dir, sizeof dir, "pstrace");
 }
 
 static void schema_ok(const char *dir)
@@ -310,7 +303,7 @@ Test(engine_ps_trace, bsp_wait_and_server_trace, .timeout = 120)
 	 * round has such a row. */
 	cr_assert_gt(held_rows, 45, "the server held fast workers in only %ld of %d rows", held_rows,
 		     nsr);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_ps_trace, asp_server_trace, .timeout = 120)
@@ -344,7 +337,7 @@ Test(engine_ps_trace, asp_server_trace, .timeout = 120)
 		for (int k = 0; k < nwr[i]; k++)
 			cr_assert_eq(wr[i][k].wait, 0.0);
 	cr_assert_gt(stale_pos, 0);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static void long_run_slow3(struct kv *k, int i)
@@ -371,6 +364,11 @@ static int count_lines(const char *path)
 	return n;
 }
 
+static bool twenty_steps(void *path)
+{
+	return count_lines(path) >= 21;
+}
+
 Test(engine_ps_trace, bsp_killed_worker_departs, .timeout = 120)
 {
 	char *dir = mkrun(), path[512];
@@ -382,12 +380,11 @@ Test(engine_ps_trace, bsp_killed_worker_departs, .timeout = 120)
 	start(dir, "bsp", test_port(3), long_run_slow3, pids);
 	snprintf(path, sizeof path, "%s/nodes/worker3.csv", dir);
 	/* Kill worker 3 after its 20th step, mid-run (200 steps take a few seconds). */
-	for (int tries = 0; count_lines(path) < 21 && tries < 3000; tries++)
-		usleep(5000);
+	support_wait_until(twenty_steps, path, 30000);
 	cr_assert_geq(count_lines(path), 21, "worker 3 never got going");
 	t_kill = clock_now_ns();
 	cr_assert_eq(kill(pids[4], SIGKILL), 0);
-	cr_assert_eq(waitpid(pids[4], &st, 0), pids[4]);
+	cr_assert_eq(support_wait_pid(pids[4], &st, 10000), 0);
 	cr_assert(WIFSIGNALED(st));
 	for (int i = 0; i < 3; i++)
 		wait_ok(pids[1 + i], "fast worker");
@@ -421,7 +418,7 @@ Test(engine_ps_trace, bsp_killed_worker_departs, .timeout = 120)
 	cr_assert_eq(sr[nsr - 1].version, 200);
 	for (int k = first_live3; k < nsr; k++)
 		cr_assert_neq(sr[k].worker, 3);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* --- through the orchestrator's supervisor: progress.csv ---------------------------------- */
@@ -566,7 +563,7 @@ Test(engine_ps_trace, progress_waiting_bsp_matches_wait_s, .timeout = 180)
 	cr_assert_gt(tm, 1.5, "traces: %.2f workers waiting on average", tm);
 	cr_log_info("BSP: progress.csv %.2f, traces %.2f workers waiting on average", pm, tm);
 	cr_assert_lt(fabs(pm - tm), 0.75, "progress.csv %.2f vs traces %.2f workers waiting", pm, tm);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_ps_trace, progress_waiting_asp_zero, .timeout = 180)
@@ -583,5 +580,5 @@ Test(engine_ps_trace, progress_waiting_asp_zero, .timeout = 180)
 	for (int i = 0; i < NW; i++)
 		for (int k = 0; k < nwr[i]; k++)
 			cr_assert_eq(wr[i][k].wait, 0.0);
-	cleanup(dir);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
