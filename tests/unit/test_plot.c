@@ -176,7 +176,7 @@ Test(plot, missing_inputs_skip_figures, .timeout = 60)
 	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
-Test(plot, errors_are_reported)
+Test(plot, errors_are_reported, .timeout = 60)
 {
 	char err[1024] = "";
 	char dir[] = "/tmp/stalenet-plot-XXXXXX", path[700];
