@@ -182,6 +182,11 @@ static char *mkrun(void)
 	return support_tmpdir(dir, sizeof dir, "ps");
 }
 
+static void cleanup(const char *dir)
+{
+	cr_assert_eq(support_rm_rf(dir), 0);
+}
+
 Test(engine_ps, bsp_lockstep, .timeout = 120)
 {
 	char *dir = mkrun();
@@ -199,7 +204,7 @@ Test(engine_ps, bsp_lockstep, .timeout = 120)
 		}
 	}
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 static void slow_worker3(struct kv *k, int i)
@@ -251,7 +256,7 @@ Test(engine_ps, ssp_bound_with_straggler, .timeout = 120)
 	/* An update is at most (s + 1) steps behind for each of the other N-1 workers. */
 	cr_assert_leq(stale_max, (s + 1) * (NW - 1) + NW);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 /* Seconds a worker spent on anything but computing between its first and last rows: pulls,
@@ -289,7 +294,7 @@ Test(engine_ps, asp_never_waits, .timeout = 120)
 			     i, not_computing_s(&traces[i]));
 	}
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 static void very_slow_worker3(struct kv *k, int i)
@@ -330,7 +335,7 @@ Test(engine_ps, bsp_backup_worker_drops_late, .timeout = 120)
 	cr_assert_gt(traces[0].n, 5 * traces[3].n);
 	cr_assert_lt(fast_dropped, traces[0].n / 4);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 /* Applied version of worker j's update of step m (1-based): computed on q->version, applied on
@@ -374,7 +379,7 @@ Test(engine_ps, pbsp_full_sample_is_bsp, .timeout = 120)
 	}
 	cr_assert_gt(waited, 0.05, "fast workers must have been held by the slow one");
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 static void slow_worker3_no_sample(struct kv *k, int i)
@@ -401,7 +406,7 @@ Test(engine_ps, pbsp_zero_sample_never_waits, .timeout = 120)
 			     i, not_computing_s(&traces[i]));
 	}
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 static void pssp_one_sample(struct kv *k, int i)
@@ -445,7 +450,7 @@ Test(engine_ps, pssp_bound_on_the_sample, .timeout = 120)
 	cr_assert_gt(beyond_ssp, 0, "pSSP(1) behaved exactly like SSP");
 	cr_assert_gt(waited, 0.02, "fast workers were never held");
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 /* A worker planned to join late (join.at; the server is told through workers.late): BSP goes on
@@ -500,7 +505,7 @@ Test(engine_ps, bsp_goes_on_without_a_late_joiner, .timeout = 120)
 	cr_assert_gt(s_join, 30, "worker3 started at step %ld: the others waited for it", s_join);
 	cr_assert_gt(n0, n3 + 30, "worker0 %d steps, worker3 %d", n0, n3);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 /* --- a connection that breaks under a push ------------------------------------------------- */
@@ -635,5 +640,5 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 		cr_assert_eq(traces[i].n, 80, "worker %d ran %d steps", i, traces[i].n);
 	cr_assert_lt((double)(clock_now_ns() - t0) / 1e9, 20.0, "the run took %.1f s", (double)(clock_now_ns() - t0) / 1e9);
 	cr_assert_gt(final_accuracy(dir), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }

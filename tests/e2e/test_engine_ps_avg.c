@@ -208,6 +208,11 @@ static char *mkrun(void)
 	return support_tmpdir(dir, sizeof dir, "psavg");
 }
 
+static void cleanup(const char *dir)
+{
+	cr_assert_eq(support_rm_rf(dir), 0);
+}
+
 Test(engine_ps_avg, bsp_rounds, .timeout = 120)
 {
 	char *dir = mkrun();
@@ -264,7 +269,7 @@ Test(engine_ps_avg, bsp_rounds, .timeout = 120)
 	free(server);
 	for (int i = 0; i < NW; i++)
 		free(w[i]);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 static void ssp_slow3(struct kv *k, int i)
@@ -314,7 +319,7 @@ Test(engine_ps_avg, ssp_rounds, .timeout = 120)
 	cr_assert_eq(updates, NW * 60 / H);
 	cr_assert_gt(stale_max, 0);
 	cr_assert_gt(acc, 0.5, "accuracy %.3f", acc);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 /* Gradient pushes (H = 1), every step stretched to ~10 ms so the run lasts ~3 s. */
@@ -398,5 +403,5 @@ Test(engine_ps_avg, bsp_worker_killed_and_restarted, .timeout = 120)
 		if (traces[2].r[k].t > t_restart)
 			cr_assert_eq(traces[2].r[k].stale, 0);
 	cr_assert_gt(final_eval(dir, &updates), 0.5);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }

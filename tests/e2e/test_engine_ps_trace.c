@@ -204,6 +204,11 @@ static char *mkrun(void)
 	return support_tmpdir(dir, sizeof dir, "pstrace");
 }
 
+static void cleanup(const char *dir)
+{
+	cr_assert_eq(support_rm_rf(dir), 0);
+}
+
 static void schema_ok(const char *dir)
 {
 	char err[512] = "";
@@ -303,7 +308,7 @@ Test(engine_ps_trace, bsp_wait_and_server_trace, .timeout = 120)
 	 * round has such a row. */
 	cr_assert_gt(held_rows, 45, "the server held fast workers in only %ld of %d rows", held_rows,
 		     nsr);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 Test(engine_ps_trace, asp_server_trace, .timeout = 120)
@@ -337,7 +342,7 @@ Test(engine_ps_trace, asp_server_trace, .timeout = 120)
 		for (int k = 0; k < nwr[i]; k++)
 			cr_assert_eq(wr[i][k].wait, 0.0);
 	cr_assert_gt(stale_pos, 0);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 static void long_run_slow3(struct kv *k, int i)
@@ -418,7 +423,7 @@ Test(engine_ps_trace, bsp_killed_worker_departs, .timeout = 120)
 	cr_assert_eq(sr[nsr - 1].version, 200);
 	for (int k = first_live3; k < nsr; k++)
 		cr_assert_neq(sr[k].worker, 3);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 /* --- through the orchestrator's supervisor: progress.csv ---------------------------------- */
@@ -563,7 +568,7 @@ Test(engine_ps_trace, progress_waiting_bsp_matches_wait_s, .timeout = 180)
 	cr_assert_gt(tm, 1.5, "traces: %.2f workers waiting on average", tm);
 	cr_log_info("BSP: progress.csv %.2f, traces %.2f workers waiting on average", pm, tm);
 	cr_assert_lt(fabs(pm - tm), 0.75, "progress.csv %.2f vs traces %.2f workers waiting", pm, tm);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }
 
 Test(engine_ps_trace, progress_waiting_asp_zero, .timeout = 180)
@@ -580,5 +585,5 @@ Test(engine_ps_trace, progress_waiting_asp_zero, .timeout = 180)
 	for (int i = 0; i < NW; i++)
 		for (int k = 0; k < nwr[i]; k++)
 			cr_assert_eq(wr[i][k].wait, 0.0);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	cleanup(dir);
 }

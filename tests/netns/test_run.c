@@ -103,6 +103,16 @@ static const char *tpath(char *buf, size_t len, const char *fmt, ...)
 	return buf;
 }
 
+static int64_t now_ms(void)
+{
+	return support_now_ms();
+}
+
+static void write_file(const char *path, const char *text)
+{
+	support_write_file(path, text);
+}
+
 /* Whole file into a malloc'd string ("" when missing). Caller frees. */
 static char *slurp(const char *path)
 {
@@ -656,7 +666,7 @@ static void write_training(const char *path, const char *extra_data, const char 
 		 "%s",
 		 stop, linkcheck ? "linkcheck: {probes: 50}\n" : "linkcheck: false\n", extra_data,
 		 timeline ? timeline : "");
-	support_write_file(path, text);
+	write_file(path, text);
 }
 
 /* --- 1. a linkcheck run ------------------------------------------------------------------- */
@@ -672,7 +682,7 @@ Test(run, linkcheck_run_writes_its_directory_and_leaves_the_host_as_before)
 
 	tpath(scen, sizeof scen, "linkcheck.yaml");
 	tpath(dir, sizeof dir, "out");
-	support_write_file(scen, scenario_linkcheck);
+	write_file(scen, scenario_linkcheck);
 	snapshot(&before);
 
 	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
@@ -735,12 +745,12 @@ Test(run, sigint_mid_training_exits_130_keeps_traces_and_cleans_up)
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
 	cr_assert_gt(netns_with_prefix(prefix), 0, "no namespaces of %s while running", prefix);
 
-	t_int = support_now_ms();
+	t_int = now_ms();
 	kill(r.pid, SIGINT);
 	rc = wait_stalenet(&r, 10000);
 	cr_assert_neq(rc, -1, "no exit 10 s after SIGINT");
 	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, slurp(r.err));
-	cr_expect_leq(support_now_ms() - t_int, 5000, "exit took %lld ms", (long long)(support_now_ms() - t_int));
+	cr_expect_leq(now_ms() - t_int, 5000, "exit took %lld ms", (long long)(now_ms() - t_int));
 
 	/* The self-check ran before training: a row per node, the roles told apart. */
 	assert_linkcheck(dir, want, 3, 50, 4.0);
@@ -832,8 +842,8 @@ Test(run, two_runs_at_once_do_not_disturb_each_other)
 	tpath(scen_b, sizeof scen_b, "b.yaml");
 	tpath(dir_a, sizeof dir_a, "out-a");
 	tpath(dir_b, sizeof dir_b, "out-b");
-	support_write_file(scen_a, scenario_linkcheck);
-	support_write_file(scen_b, "name: t-linkcheck-b\n"
+	write_file(scen_a, scenario_linkcheck);
+	write_file(scen_b, "name: t-linkcheck-b\n"
 			   "seed: 2\n"
 			   "workload: linkcheck\n"
 			   "linkcheck: {probes: 100}\n"
@@ -964,7 +974,7 @@ Test(run, invalid_scenario_exits_2_with_position_and_creates_nothing)
 
 		tpath(scen, sizeof scen, "bad%zu.yaml", i);
 		tpath(dir, sizeof dir, "out%zu", i);
-		support_write_file(scen, cases[i].text);
+		write_file(scen, cases[i].text);
 		start_stalenet(&r, "bad", "run", scen, "--out", dir, NULL);
 		rc = run_stalenet_to_end(&r, 10000);
 		err = slurp(r.err);
@@ -1054,7 +1064,7 @@ Test(run, a_dead_link_emulator_stops_the_run)
 	/* Its control socket is named after the run's prefix. */
 	snprintf(needle, sizeof needle, "linkd-%s.sock", prefix);
 	cr_assert_eq(procs_mentioning(needle, &linkd), 1, "no stalenet-linkd of %s", prefix);
-	t_kill = support_now_ms();
+	t_kill = now_ms();
 	cr_assert_eq(kill(linkd, SIGKILL), 0);
 	rc = wait_stalenet(&r, 20000);
 	cr_assert_neq(rc, -1, "stalenet still runs 20 s after its link emulator died");
@@ -1062,8 +1072,8 @@ Test(run, a_dead_link_emulator_stops_the_run)
 	cr_assert_eq(rc, 1, "exit %d; stderr:\n%s", rc, err);
 	cr_assert(strstr(err, "stalenet-linkd died"), "stderr does not say so:\n%s", err);
 	free(err);
-	cr_expect_leq(support_now_ms() - t_kill, 10000, "the run took %lld ms to stop",
-		      (long long)(support_now_ms() - t_kill));
+	cr_expect_leq(now_ms() - t_kill, 10000, "the run took %lld ms to stop",
+		      (long long)(now_ms() - t_kill));
 	cr_assert(find_event(dir, "linkd_failed", "linkd", line, sizeof line),
 		  "no linkd_failed row in events.csv");
 	cr_assert(strstr(line, "signal 9"), "linkd_failed detail: %s", line);
@@ -1173,7 +1183,7 @@ Test(run, centralized_trainer_follows_the_control_plane)
 
 	tpath(scen, sizeof scen, "central.yaml");
 	tpath(dir, sizeof dir, "out");
-	support_write_file(scen, "name: t-central\nseed: 3\nstop: {time: 2s}\nlinkcheck: off\n"
+	write_file(scen, "name: t-central\nseed: 3\nstop: {time: 2s}\nlinkcheck: off\n"
 			 "data: {set: fashion-mnist}\nmodel: {kind: softmax}\n"
 			 "train: {batch: 64, lr: 0.05, epochs: 1000}\ntopology: {kind: centralized}\n"
 			 "eval: {every: 500ms}\n");
@@ -1254,7 +1264,7 @@ Test(run, p2p_peer_crashes_restarts_and_catches_up)
 
 	tpath(scen, sizeof scen, "p2p.yaml");
 	tpath(dir, sizeof dir, "out");
-	support_write_file(scen, "name: t-p2p-churn\n"
+	write_file(scen, "name: t-p2p-churn\n"
 			 "seed: 5\n"
 			 "stop: {time: 7s}\n"
 			 "linkcheck: false\n"

@@ -15,6 +15,11 @@
 #include "collectors/plot.h"
 #include "tests/support/files.h"
 
+static unsigned char *slurp(const char *path, size_t *len)
+{
+	return (unsigned char *)support_slurp(path, len);
+}
+
 static uint32_t be32(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -24,7 +29,7 @@ static void check_png(const char *path, uint32_t min_w, uint32_t min_h)
 {
 	static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
 	size_t len;
-	unsigned char *b = (unsigned char *)support_slurp(path, &len);
+	unsigned char *b = slurp(path, &len);
 
 	cr_assert_geq(len, 33, "%s too short", path);
 	cr_assert_eq(memcmp(b, sig, 8), 0, "%s: bad PNG signature", path);
@@ -49,7 +54,7 @@ static size_t count(const char *hay, const char *needle)
 static void check_svg(const char *path, size_t min_elems)
 {
 	size_t len;
-	char *b = support_slurp(path, &len);
+	char *b = (char *)slurp(path, &len);
 	size_t elems;
 
 	b[len < (8u << 20) ? len : len - 1] = '\0';
@@ -66,6 +71,11 @@ static void copy_tree(const char *from, const char *to)
 
 	snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", from, to);
 	cr_assert_eq(system(cmd), 0);
+}
+
+static void rm_rf(const char *dir)
+{
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* Updates with a staleness in the workers' own traces of the runs under sweep_dir whose
@@ -120,7 +130,7 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 		char *svg, want[64];
 
 		snprintf(path, sizeof path, "%s/plots/staleness_hist.svg", sweep);
-		svg = support_slurp(path, &len);
+		svg = (char *)slurp(path, &len);
 		svg[len < (8u << 20) ? len : len - 1] = '\0';
 		for (int b = 0; b < 2; b++) {
 			const char *name = b ? "bsp" : "asp";
@@ -135,7 +145,7 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 	/* temporary data is cleaned up: only the 14 figures remain */
 	snprintf(path, sizeof path, "ls -A '%s/plots' | wc -l | grep -qx 14", sweep);
 	cr_assert_eq(system(path), 0, "plots/ holds more than the figures");
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(plot, single_run, .timeout = 120)
@@ -150,7 +160,7 @@ Test(plot, single_run, .timeout = 120)
 	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
 	snprintf(path, sizeof path, "%s/plots/accuracy_time.png", run);
 	check_png(path, 800, 500);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(plot, missing_inputs_skip_figures, .timeout = 60)
@@ -173,7 +183,7 @@ Test(plot, missing_inputs_skip_figures, .timeout = 60)
 	cr_assert_eq(n, 2, "only the two accuracy figures: %d %s", n, n < 0 ? err : "");
 	snprintf(path, sizeof path, "%s/plots/link_drops.png", dir);
 	cr_assert_neq(access(path, F_OK), 0);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(plot, errors_are_reported, .timeout = 60)

@@ -15,6 +15,16 @@
 #include "collectors/summary.h"
 #include "tests/support/files.h"
 
+static char *slurp(const char *path)
+{
+	return support_slurp(path, NULL);
+}
+
+static void rm_rf(const char *dir)
+{
+	cr_assert_eq(support_rm_rf(dir), 0);
+}
+
 static void put(const char *dir, const char *name, const char *text)
 {
 	char path[512];
@@ -123,7 +133,7 @@ Test(summary, hand_computed_run)
 	cr_assert_eq(row.bad_frames, 3);
 	cr_assert(row.has_links);
 	cr_assert_eq(row.link_drops, 6);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(summary, append_union_header_and_rebuild)
@@ -149,21 +159,21 @@ Test(summary, append_union_header_and_rebuild)
 	cr_assert_eq(summary_append(path, &a, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(summary_append(path, &b, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(summary_append(path, &b, err, sizeof err), 0, "%s", err); /* replaces */
-	text = support_slurp(path, NULL);
+	text = slurp(path);
 	cr_assert_str_eq(text,
 		"consistency.barrier,workers,train.lr," SUMMARY_FIXED_HEADER "\n"
 		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n"
 		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n");
 	free(text);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 2, "%s", err);
-	text = support_slurp(path, NULL);
+	text = slurp(path);
 	/* name order: asp-r1 first; keys in order of first appearance */
 	cr_assert_str_eq(text,
 		"consistency.barrier,train.lr,workers," SUMMARY_FIXED_HEADER "\n"
 		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n"
 		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n");
 	free(text);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(summary, empty_run_leaves_fields_empty)
@@ -179,10 +189,10 @@ Test(summary, empty_run_leaves_fields_empty)
 	cr_assert_eq(row.workers, 0);
 	snprintf(path, sizeof path, "%s/s.csv", dir);
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
-	text = support_slurp(path, NULL);
+	text = slurp(path);
 	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,\n");
 	free(text);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(meta, parse_and_reject)
@@ -240,7 +250,7 @@ Test(schema, bad_traces)
 		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), -EINVAL, "case %zu passed", i);
 		cr_assert(strstr(err, cases[i].file) && strstr(err, cases[i].expect),
 			  "case %zu: error \"%s\" lacks \"%s\"", i, err, cases[i].expect);
-		cr_assert_eq(support_rm_rf(dir), 0);
+		rm_rf(dir);
 	}
 }
 
@@ -253,7 +263,7 @@ Test(schema, per_node_monotone_and_empty_dir)
 	/* interleaved nodes: each node's own t_s is monotone, the file's is not */
 	put(dir, "eval.csv", TRACE_HEADER_EVAL "\n2,a,1,0,1,0.5,1,\n1,b,1,0,1,0.5,1,\n3,a,2,0,1,0.6,1,\n");
 	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 Test(schema, recorded_fixture_is_valid)
@@ -297,7 +307,7 @@ Test(summary, parameter_server_trace)
 	cr_assert_float_eq(row.staleness_mean, 2.0 / 3.0, 1e-12);
 	/* pushes 3 x 100 + models 3 x 1000 */
 	cr_assert_eq(row.bytes_moved, 3300);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
 
 /* The recorded sweep's summary.csv is what summary_rebuild computes from its traces today: a
@@ -312,10 +322,10 @@ Test(summary, recorded_fixture_rebuilds_identically)
 	cr_assert_eq(system(cmd), 0);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 4, "%s", err);
 	snprintf(path, sizeof path, "%s/summary.csv", dir);
-	got = support_slurp(path, NULL);
-	want = support_slurp("tests/data/sweep_small/summary.csv", NULL);
+	got = slurp(path);
+	want = slurp("tests/data/sweep_small/summary.csv");
 	cr_assert_str_eq(got, want, "rebuilt:\n%s\nrecorded:\n%s", got, want);
 	free(got);
 	free(want);
-	cr_assert_eq(support_rm_rf(dir), 0);
+	rm_rf(dir);
 }
