@@ -147,7 +147,7 @@ fuzz: $(FUZZERS)
 	  grep -E '^Done|#[0-9]+.*DONE' $(BUILD)/fuzz/$$n.log | tail -1; done; exit $$fail
 
 # Each header must compile on its own.
-HEADERS := $(wildcard lib/*.h orchestrator/*.h node/*.h netem/*.h collectors/*.h)
+HEADERS := $(wildcard lib/*.h orchestrator/*.h node/*.h netem/*.h collectors/*.h tests/support/*.h)
 check-headers: | deps-ok
 	@fail=0; for h in $(HEADERS); do \
 	  echo "#include \"$$h\"" | $(CC) -std=c11 -D_GNU_SOURCE $(WARN) -I. $(PKG_CFLAGS) -x c -fsyntax-only - \

@@ -19,6 +19,8 @@
 #include "lib/kv.h"
 #include "node/engine_allreduce.h"
 #include "node/rng.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define RING_N 4
@@ -50,7 +52,7 @@ static void *member_main(void *arg)
 	return NULL;
 }
 
-Test(allreduce_ring, mean_matches_naive_reference_and_is_identical)
+Test(allreduce_ring, mean_matches_naive_reference_and_is_identical, .timeout = 60)
 {
 	static float start[RING_N][RING_LEN];
 	double want[RING_LEN];
@@ -137,11 +139,10 @@ static void write_conf(const char *dir, int i, int n, int port, int64_t steps)
 	kv_destroy(&kv);
 }
 
-/* Run n nodes as child processes; returns how many exited 0 (others are killed at 60 s). */
+/* Run n nodes as child processes; returns how many exited 0 (others are killed at 75 s). */
 static int run_nodes(const char *dir, int n)
 {
 	pid_t pids[8];
-	int ok = 0;
 
 	for (int i = 0; i < n; i++) {
 		char path[512];
@@ -156,43 +157,7 @@ static int run_nodes(const char *dir, int n)
 			_exit(kv && engine_allreduce_run(kv) == 0 ? 0 : 1);
 		}
 	}
-	for (int left = n, waited = 0; left > 0;) {
-		int st;
-		pid_t p = waitpid(-1, &st, WNOHANG);
-
-		if (p > 0) {
-			left--;
-			ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
-			continue;
-		}
-		if (waited++ > 600) {
-			for (int i = 0; i < n; i++)
-				kill(pids[i], SIGKILL);
-			while (waitpid(-1, &st, 0) > 0)
-				;
-			break;
-		}
-		usleep(100000);
-	}
-	return ok;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	cr_assert_not_null(f, "open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
+	return support_wait_children(pids, n, NULL, 75000);
 }
 
 Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
@@ -209,11 +174,11 @@ Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
 	cr_assert_eq(run_nodes(dir, n), n, "every node must finish cleanly");
 
 	snprintf(path, sizeof path, "%s/nodes/worker0.params", dir);
-	p0 = slurp(path, &l0);
+	p0 = support_slurp(path, &l0);
 	cr_assert_eq(l0, 7850 * sizeof(float), "softmax 784x10 + 10");
 	for (int i = 1; i < n; i++) {
 		snprintf(path, sizeof path, "%s/nodes/worker%d.params", dir, i);
-		pi = slurp(path, &li);
+		pi = support_slurp(path, &li);
 		cr_assert_eq(li, l0);
 		cr_assert_eq(memcmp(p0, pi, l0), 0, "replica %d differs from replica 0", i);
 		free(pi);
@@ -224,7 +189,7 @@ Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
 		int expect = 1;
 
 		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", dir, i);
-		t = slurp(path, &li);
+		t = support_slurp(path, &li);
 		for (line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 			double ts;
 			char node[32];
@@ -239,7 +204,7 @@ Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
 		free(t);
 	}
 	snprintf(path, sizeof path, "%s/eval.csv", dir);
-	ev = slurp(path, &le);
+	ev = support_slurp(path, &le);
 	for (char *save = NULL, *l = strtok_r(ev, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		double t, epoch, acc;
 		unsigned long long upd, smp;

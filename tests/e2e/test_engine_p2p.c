@@ -19,6 +19,8 @@
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "node/engine_p2p.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define MAXN 6
@@ -113,32 +115,15 @@ static int run_peers(const char *dir, const struct opts *o)
 {
 	pid_t pids[MAXN];
 	int64_t origin = clock_now_ns();
-	int ok = 0, st;
 
 	for (int i = 0; i < o->n; i++)
 		write_conf(dir, o, i, origin);
 	for (int i = 0; i < o->n - 1; i++)
 		pids[i] = spawn(dir, i);
-	usleep((useconds_t)(o->late_s * 1e6));
+	usleep((useconds_t)(o->late_s * 1e6)); /* the late start under test, not a wait */
 	pids[o->n - 1] = spawn(dir, o->n - 1);
-	for (int left = o->n, waited = 0; left > 0;) {
-		pid_t p = waitpid(-1, &st, WNOHANG);
-
-		if (p > 0) {
-			left--;
-			ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
-			continue;
-		}
-		if (waited++ > 900) {
-			for (int i = 0; i < o->n; i++)
-				kill(pids[i], SIGKILL);
-			while (waitpid(-1, &st, 0) > 0)
-				;
-			break;
-		}
-		usleep(100000);
-	}
-	return ok;
+	/* Peers still running after 100 s are killed (the tests' timeout is 120 s). */
+	return support_wait_children(pids, o->n, NULL, 100000);
 }
 
 static void load_traces(const char *dir, int n)
@@ -351,6 +336,12 @@ static int trace_lines(const char *dir, int i)
 	return n;
 }
 
+/* Peer 3 traced 30 steps (a header and 30 rows). */
+static bool peer3_got_going(void *dir)
+{
+	return trace_lines(dir, 3) >= 31;
+}
+
 /* A peer SIGKILLed mid-run sends no BYE: the others learn of it from the closed connection and
  * their BSP barriers go on without it (without that they would wait for it until stop.time). */
 Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
@@ -366,16 +357,12 @@ Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
 		write_conf(dir, &o, i, origin);
 	for (int i = 0; i < o.n; i++)
 		pids[i] = spawn(dir, i);
-	for (int tries = 0; trace_lines(dir, 3) < 31 && tries < 3000; tries++)
-		usleep(5000);
+	support_wait_until(peer3_got_going, dir, 30000);
 	cr_assert_geq(trace_lines(dir, 3), 31, "peer3 never got going");
 	cr_assert_eq(kill(pids[3], SIGKILL), 0);
 	t_kill = clock_now_ns();
-	cr_assert_eq(waitpid(pids[3], &st, 0), pids[3]);
-	for (int i = 0; i < 3; i++) {
-		cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
-		ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
-	}
+	cr_assert_eq(support_wait_pid(pids[3], &st, 10000), 0);
+	ok = support_wait_children(pids, 3, NULL, 90000);
 	cr_assert_eq(ok, 3, "the surviving peers must finish cleanly");
 	cr_assert_lt((double)(clock_now_ns() - t_kill) / 1e9, 20.0,
 		     "the peers went on %.1f s after the kill (stop.time is 60 s)",

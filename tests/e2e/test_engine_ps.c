@@ -31,6 +31,8 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
 
 #define NW 4
 #define MAXROWS 50000
@@ -99,7 +101,8 @@ static void run(const char *dir, const char *barrier, void (*extra)(struct kv *,
 			int64_t late_ms = 0;
 
 			log_init(i < 0 ? "server0" : "worker", LOG_WARN);
-			/* a late joiner (join.at) is started that much later */
+			/* a late joiner (join.at) is started that much later: the lateness under
+			 * test, not a wait */
 			if (kv_get_i64(k, "test.start_after_ms", 0, &late_ms) == 0 && late_ms > 0)
 				usleep((useconds_t)(late_ms * 1000));
 			_exit((i < 0 ? engine_ps_server_run(k) : engine_ps_worker_run(k)) == 0 ? 0 : 1);
@@ -107,11 +110,14 @@ static void run(const char *dir, const char *barrier, void (*extra)(struct kv *,
 		pids[i + 1] = pid;
 		kv_destroy(&k);
 	}
-	for (int i = 0; i <= NW; i++) {
-		int st = 0;
+	/* stop.time is 25 s: nodes still running after 90 s are killed (the tests' timeout is 120 s) */
+	{
+		int st[NW + 1];
 
-		cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
-		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d failed (status %d)", i - 1, st);
+		support_wait_children(pids, NW + 1, st, 90000);
+		for (int i = 0; i <= NW; i++)
+			cr_assert(st[i] != -1 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0,
+				  "node %d failed (status %d)", i - 1, st[i]);
 	}
 }
 
@@ -173,17 +179,12 @@ static char *mkrun(void)
 {
 	static char dir[64];
 
-	strcpy(dir, "/tmp/stalenet-ps-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	return dir;
+	return support_tmpdir(dir, sizeof dir, "ps");
 }
 
 static void cleanup(const char *dir)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_ps, bsp_lockstep, .timeout = 120)
@@ -626,7 +627,7 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 		proxy(pport, port, 20 * 31000, report); /* cut in about the 20th push */
 	run(dir, "bsp", worker0_through_proxy);
 	kill(px, SIGTERM);
-	waitpid(px, NULL, 0);
+	support_wait_pid(px, NULL, 10000);
 	f = fopen(report, "r");
 	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof line, f));

@@ -21,6 +21,9 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 #define NW 4
 #define MAXROWS 4000
@@ -104,7 +107,7 @@ static void reap(pid_t pid, const char *what)
 {
 	int st = 0;
 
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "%s did not end in 90 s", what);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (status %d)", what, st);
 }
 
@@ -202,17 +205,12 @@ static char *mkrun(void)
 {
 	static char dir[64];
 
-	strcpy(dir, "/tmp/stalenet-psavg-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	return dir;
+	return support_tmpdir(dir, sizeof dir, "psavg");
 }
 
 static void cleanup(const char *dir)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_ps_avg, bsp_rounds, .timeout = 120)
@@ -336,9 +334,24 @@ static void restart_cfg(struct kv *k, int i)
 	kv_set(k, "straggler.delay.a", "0.01");
 }
 
+/* The trace at path has a header and 20 rows (the test needs more than 10 before the kill). */
+static bool traced_rows(void *path)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return false;
+	while (n < 21 && fgets(line, sizeof line, f))
+		n++;
+	fclose(f);
+	return n >= 21;
+}
+
 Test(engine_ps_avg, bsp_worker_killed_and_restarted, .timeout = 120)
 {
-	char *dir = mkrun();
+	char *dir = mkrun(), trace2[600];
 	pid_t pids[NW + 1], again;
 	double t_kill, t_restart;
 	long before = 0, during = 0, first_after = -1, updates = 0;
@@ -347,11 +360,13 @@ Test(engine_ps_avg, bsp_worker_killed_and_restarted, .timeout = 120)
 	port = 23000 + (int)(getpid() % 20000);
 	for (int i = -1; i < NW; i++)
 		pids[i + 1] = start(dir, "bsp", i, restart_cfg);
-	clock_sleep_ns(1000000000ll);
+	/* Worker 2 is killed once it has traced a few rounds (the run is going). */
+	snprintf(trace2, sizeof trace2, "%s/nodes/worker2.csv", dir);
+	cr_assert(support_wait_until(traced_rows, trace2, 30000), "worker 2 never got going");
 	cr_assert_eq(kill(pids[3], SIGKILL), 0); /* worker 2 */
 	t_kill = (double)(clock_now_ns() - origin_ns) / 1e9;
-	cr_assert_eq(waitpid(pids[3], NULL, 0), pids[3]);
-	clock_sleep_ns(1500000000ll);
+	cr_assert_eq(support_wait_pid(pids[3], NULL, 10000), 0);
+	clock_sleep_ns(1500000000ll); /* the absence under test (3 x dead_after), not a wait */
 	t_restart = (double)(clock_now_ns() - origin_ns) / 1e9;
 	again = start(dir, "bsp", 2, restart_cfg);
 	for (int i = 0; i <= NW; i++)

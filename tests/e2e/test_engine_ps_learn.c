@@ -17,6 +17,8 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
 
 #define NW 8
 #define TARGET 0.80
@@ -92,15 +94,14 @@ static double time_to_target(const char *dir, double *final_acc, long *version)
 
 static void learn(const char *barrier, int local_steps)
 {
-	char dir[64], cmd[128];
+	char dir[64];
 	long long origin;
 	pid_t pids[NW + 1];
 	int port = 25000 + (int)(getpid() % 20000);
 	double hit, acc = 0;
 	long version = 0;
 
-	strcpy(dir, "/tmp/stalenet-pslearn-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	support_tmpdir(dir, sizeof dir, "pslearn");
 	origin = (long long)clock_now_ns();
 	for (int i = -1; i < NW; i++) {
 		struct kv *k = node_cfg(dir, origin, port, barrier, local_steps, i);
@@ -114,11 +115,14 @@ static void learn(const char *barrier, int local_steps)
 		pids[i + 1] = pid;
 		kv_destroy(&k);
 	}
-	for (int i = 0; i <= NW; i++) {
-		int st = 0;
+	/* stop.time is BUDGET_S: nodes still running 100 s later are killed (timeout 180 s) */
+	{
+		int st[NW + 1];
 
-		cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
-		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d failed (status %d)", i - 1, st);
+		support_wait_children(pids, NW + 1, st, (int)(BUDGET_S * 1000) + 100000);
+		for (int i = 0; i <= NW; i++)
+			cr_assert(st[i] != -1 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0,
+				  "node %d failed (status %d)", i - 1, st[i]);
 	}
 	hit = time_to_target(dir, &acc, &version);
 	fprintf(stderr, "ps-learn %-5s H=%-2d 8 workers mlp[128]: %s %.1f s, final accuracy %.4f, "
@@ -126,8 +130,7 @@ static void learn(const char *barrier, int local_steps)
 		hit >= 0 ? hit : BUDGET_S, acc, version);
 	cr_assert_geq(hit, 0, "%s: accuracy %.4f after %.0f s", barrier, acc, BUDGET_S);
 	cr_assert_leq(hit, BUDGET_S + 5);
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_ps_learn, bsp, .timeout = 180) { learn("bsp", 1); }

@@ -28,6 +28,9 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 #include "orchestrator/supervise.h"
 
 #define NW 4
@@ -125,7 +128,7 @@ static void wait_ok(pid_t pid, const char *what)
 {
 	int st = 0;
 
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "%s did not end in 90 s", what);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (status %d)", what, st);
 }
 
@@ -198,17 +201,12 @@ static char *mkrun(void)
 {
 	static char dir[64];
 
-	strcpy(dir, "/tmp/stalenet-pstrace-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	return dir;
+	return support_tmpdir(dir, sizeof dir, "pstrace");
 }
 
 static void cleanup(const char *dir)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static void schema_ok(const char *dir)
@@ -371,6 +369,11 @@ static int count_lines(const char *path)
 	return n;
 }
 
+static bool twenty_steps(void *path)
+{
+	return count_lines(path) >= 21;
+}
+
 Test(engine_ps_trace, bsp_killed_worker_departs, .timeout = 120)
 {
 	char *dir = mkrun(), path[512];
@@ -382,12 +385,11 @@ Test(engine_ps_trace, bsp_killed_worker_departs, .timeout = 120)
 	start(dir, "bsp", test_port(3), long_run_slow3, pids);
 	snprintf(path, sizeof path, "%s/nodes/worker3.csv", dir);
 	/* Kill worker 3 after its 20th step, mid-run (200 steps take a few seconds). */
-	for (int tries = 0; count_lines(path) < 21 && tries < 3000; tries++)
-		usleep(5000);
+	support_wait_until(twenty_steps, path, 30000);
 	cr_assert_geq(count_lines(path), 21, "worker 3 never got going");
 	t_kill = clock_now_ns();
 	cr_assert_eq(kill(pids[4], SIGKILL), 0);
-	cr_assert_eq(waitpid(pids[4], &st, 0), pids[4]);
+	cr_assert_eq(support_wait_pid(pids[4], &st, 10000), 0);
 	cr_assert(WIFSIGNALED(st));
 	for (int i = 0; i < 3; i++)
 		wait_ok(pids[1 + i], "fast worker");

@@ -6,22 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/kv.h"
 #include "node/probe.h"
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 16);
-
-	cr_assert_not_null(f, "%s", path);
-	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
-	fclose(f);
-	return buf;
-}
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 static void run_probe(const char *dir, int port, const char *claimed_delay, const char *expect)
 {
@@ -36,7 +29,8 @@ static void run_probe(const char *dir, int port, const char *claimed_delay, cons
 	pid = fork();
 	if (pid == 0)
 		_exit(probe_reflector_run(refl));
-	usleep(100000);
+	/* The reflector is ready once its UDP port is bound. */
+	cr_assert(support_wait_port(SOCK_DGRAM, port, 10000), "the reflector did not bind port %d", port);
 	kv_set(p, "node.name", "worker0");
 	kv_set(p, "node.index", "0");
 	kv_set(p, "run.dir", dir);
@@ -47,9 +41,9 @@ static void run_probe(const char *dir, int port, const char *claimed_delay, cons
 	kv_set(p, "linkcheck.up", claimed_delay);
 	cr_assert_eq(probe_run(p), 0);
 	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	support_wait_pid(pid, NULL, 10000);
 	snprintf(path, sizeof path, "%s/linkcheck.csv", dir);
-	csv = slurp(path);
+	csv = support_slurp(path, NULL);
 	cr_assert(strncmp(csv, "node,direction,probes,cfg_delay_ms,", 35) == 0, "%s", csv);
 	cr_assert(strstr(csv, "worker0,up,300,") != NULL, "%s", csv);
 	cr_assert(strstr(csv, "worker0,down,300,") != NULL, "%s", csv);

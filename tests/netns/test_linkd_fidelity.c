@@ -25,6 +25,10 @@
 #include "netem/link_shaper.h"
 #include "netem/link_verdict.h"
 #include "netem/linkd.h"
+#include "tests/support/files.h"
+#include "tests/support/fixture.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 /* tests/kernel/ reuses this file with the kernel backend. */
 #ifndef SHAPER_TEST_BACKEND
@@ -37,25 +41,6 @@ static pthread_t lkd_thread;
 static struct link_shaper *shaper;
 static struct link_endpoint ep;
 static int subnet;
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-static void skip_or_fail(const char *why)
-{
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-	if (must && strcmp(must, "1") == 0)
-		cr_assert_fail("cannot run: %s", why);
-	cr_skip_test("%s", why);
-}
 
 /* Inside the netem VM (qemu TCG) timers and the CPU run several times slower: check-kernel sets
  * STALENET_TIME_SCALE and the absolute timing tolerances and send pacing stretch by it. */
@@ -75,42 +60,38 @@ static void *linkd_main(void *arg)
 static void setup(void)
 {
 	log_init("test", LOG_WARN);
-	if (geteuid() != 0) {
-		skip_or_fail("needs root");
-		return;
-	}
+	support_require_root();
 	subnet = (getpid() % 200) + 1;
 	snprintf(ns_node, sizeof ns_node, "snt%d-node", getpid());
 	snprintf(ns_sw, sizeof ns_sw, "snt%d-sw", getpid());
 	snprintf(if_node, sizeof if_node, "sn%dn", getpid() % 100000);
 	snprintf(if_sw, sizeof if_sw, "sn%ds", getpid() % 100000);
-	if (sh("ip netns add %s && ip netns add %s", ns_node, ns_sw) != 0 ||
-	    sh("ip link add %s netns %s type veth peer %s netns %s", if_node, ns_node, if_sw, ns_sw) != 0 ||
-	    sh("ip -n %s addr add 198.18.%d.1/24 dev %s && ip -n %s addr add 198.18.%d.2/24 dev %s",
+	if (support_sh("ip netns add %s && ip netns add %s", ns_node, ns_sw) != 0 ||
+	    support_sh("ip link add %s netns %s type veth peer %s netns %s", if_node, ns_node, if_sw, ns_sw) != 0 ||
+	    support_sh("ip -n %s addr add 198.18.%d.1/24 dev %s && ip -n %s addr add 198.18.%d.2/24 dev %s",
 	       ns_node, subnet, if_node, ns_sw, subnet, if_sw) != 0 ||
-	    sh("ip -n %s link set %s up && ip -n %s link set %s up && ip -n %s link set lo up && ip -n %s link set lo up",
+	    support_sh("ip -n %s link set %s up && ip -n %s link set %s up && ip -n %s link set lo up && ip -n %s link set lo up",
 	       ns_node, if_node, ns_sw, if_sw, ns_node, ns_sw) != 0) {
-		skip_or_fail("cannot create namespaces / veth");
+		support_skip_or_fail("cannot create namespaces / veth");
 		return;
 	}
 	/* Permanent neighbour entries: under the kernel backend ARP crosses netem too, and one lost
 	 * ARP exchange (a 5% chance on a 5% loss link) leaves a burst parked in the unresolved-
 	 * neighbour queue, which keeps ~150 packets and drops the rest: a test of the link must not
 	 * measure ARP's retry timer. */
-	if (sh("ip -n %s neigh replace 198.18.%d.2 dev %s lladdr $(ip netns exec %s cat /sys/class/net/%s/address) nud permanent && "
+	if (support_sh("ip -n %s neigh replace 198.18.%d.2 dev %s lladdr $(ip netns exec %s cat /sys/class/net/%s/address) nud permanent && "
 	       "ip -n %s neigh replace 198.18.%d.1 dev %s lladdr $(ip netns exec %s cat /sys/class/net/%s/address) nud permanent",
 	       ns_node, subnet, if_node, ns_sw, if_sw, ns_sw, subnet, if_sw, ns_node, if_node) != 0) {
-		skip_or_fail("cannot pin neighbour entries");
+		support_skip_or_fail("cannot pin neighbour entries");
 		return;
 	}
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/snt-linkd-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmpdir));
+	support_tmpdir(tmpdir, sizeof tmpdir, "linkd");
 	snprintf(ctl, sizeof ctl, "%s/linkd.sock", tmpdir);
 	lkd = linkd_new(ctl);
 	cr_assert_not_null(lkd);
 	cr_assert_eq(pthread_create(&lkd_thread, NULL, linkd_main, lkd), 0);
 	if (SHAPER_TEST_BACKEND == LINK_BACKEND_KERNEL && link_shaper_probe_kernel() != 1) {
-		skip_or_fail("kernel has no sch_netem (run make check-kernel)");
+		support_skip_or_fail("kernel has no sch_netem (run make check-kernel)");
 		return;
 	}
 	struct link_shaper_opts o = { .backend = SHAPER_TEST_BACKEND, .linkd_ctl = ctl };
@@ -132,9 +113,9 @@ static void teardown(void)
 		linkd_destroy(&lkd);
 	}
 	if (ns_node[0])
-		sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_node, ns_sw);
+		support_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_node, ns_sw);
 	if (tmpdir[0])
-		sh("rm -rf %s", tmpdir);
+		support_rm_rf(tmpdir);
 }
 
 /* --- sockets inside the namespaces ------------------------------------------------------- */
@@ -311,7 +292,7 @@ static void check_rtt(struct link_params up, struct link_params down, int n)
 		 * time (noisy neighbours; CI once saw +0.56 ms on four samples in a row over 3 s);
 		 * an emulator that is really off fails every attempt. */
 		cr_log_info("off (%s): measuring again (%d of 5)", why, again);
-		usleep(1500 * 1000);
+		usleep(1500 * 1000); /* spreads the attempts in time: not a wait for anything */
 		rtt_probe(n, &mean, &sd, &loss);
 		ok = link_verdict_verdict(&e, (uint32_t)n, mean, sd, loss, why, sizeof why) ||
 		     vm_ok(&e, n, mean, sd, loss);
@@ -348,23 +329,31 @@ static void blast(int n, struct blast *b)
 	struct sockaddr_in to = addr_of(2, 9100);
 	char *seen = calloc((size_t)n, 1);
 	char pkt[200] = { 0 };
-	/* One datagram ahead of the burst lets both sides' sockets and routes settle (neighbours are
-	 * pinned in setup). seq -1 is ignored below. */
+	/* A datagram ahead of the burst, until one has crossed the link, shows both sides' sockets
+	 * and routes ready (neighbours are pinned in setup); the link may drop some, so each try
+	 * waits 200 ms. seq -1 is ignored below. */
 	int warm = -1;
+	bool crossed = false;
 	memcpy(pkt, &warm, sizeof warm);
-	sendto(tx, pkt, sizeof pkt, 0, (struct sockaddr *)&to, sizeof to);
-	usleep((useconds_t)(100000 * time_scale()));
+	for (int64_t until = support_now_ms() + (int64_t)(10000 * time_scale()); !crossed && support_now_ms() < until;) {
+		struct pollfd p = { .fd = rx, .events = POLLIN };
+		sendto(tx, pkt, sizeof pkt, 0, (struct sockaddr *)&to, sizeof to);
+		crossed = poll(&p, 1, 200) > 0;
+	}
+	cr_assert(crossed, "no datagram crossed the link in 10 s");
 	for (int i = 0; i < n; i++) {
 		memcpy(pkt, &i, sizeof i);
 		sendto(tx, pkt, sizeof pkt, 0, (struct sockaddr *)&to, sizeof to);
-		if (i % 200 == 199)
-			usleep((useconds_t)(2000 * time_scale())); /* stay under the queue limit */
+		if (i % 200 == 199) /* pacing, not a wait: stay under the queue limit */
+			usleep((useconds_t)(2000 * time_scale()));
 	}
 	memset(b, 0, sizeof *b);
 	int maxseen = -1;
+	/* The burst is over when the link has been quiet for 2 s: a loaded machine may pause the
+	 * emulator for a few hundred milliseconds, which must not count as loss. */
 	for (;;) {
 		struct pollfd p = { .fd = rx, .events = POLLIN };
-		if (poll(&p, 1, 500) <= 0)
+		if (poll(&p, 1, (int)(2000 * time_scale())) <= 0)
 			break;
 		int seq;
 		if (recv(rx, pkt, sizeof pkt, 0) < (ssize_t)sizeof seq)
@@ -509,17 +498,27 @@ static void *stamp_main(void *arg)
 		if (recv(r->fd, &sent, sizeof sent, 0) != (ssize_t)sizeof sent)
 			continue;
 		int64_t done = __atomic_load_n(&r->change_done_ns, __ATOMIC_ACQUIRE);
-		if (done && sent >= done && r->first_after_ms < 0)
-			r->first_after_ms = (clock_now_ns() - sent) / 1e6;
+		if (done && sent >= done && r->first_after_ms < 0) {
+			double ms = (clock_now_ns() - sent) / 1e6;
+			__atomic_store(&r->first_after_ms, &ms, __ATOMIC_RELEASE);
+		}
 	}
 	return NULL;
+}
+
+static bool first_after_seen(void *arg)
+{
+	struct stamp_rx *r = arg;
+	double ms;
+	__atomic_load(&r->first_after_ms, &ms, __ATOMIC_ACQUIRE);
+	return ms >= 0;
 }
 
 Test(linkd_fidelity, change_in_place_within_10ms)
 {
 	struct link_params slow = { .delay_us = 80000 }, fast = { .delay_us = 2000 };
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &slow), 0);
-	struct stamp_rx r = { .fd = sock_in(ns_sw, SOCK_DGRAM, 9300) };
+	struct stamp_rx r = { .fd = sock_in(ns_sw, SOCK_DGRAM, 9300), .first_after_ms = -1 };
 	pthread_t t;
 	pthread_create(&t, NULL, stamp_main, &r);
 	int c = sock_in(ns_node, SOCK_DGRAM, 0);
@@ -534,9 +533,10 @@ Test(linkd_fidelity, change_in_place_within_10ms)
 			t_done = clock_now_ns();
 			__atomic_store_n(&r.change_done_ns, t_done, __ATOMIC_RELEASE);
 		}
-		usleep(500);
+		usleep(500); /* the probe stream's pacing: 2 packets a millisecond */
 	}
-	usleep(200000);
+	/* The first packet sent after the change has arrived (80 ms in flight at most). */
+	support_wait_until(first_after_seen, &r, (int)(10000 * time_scale()));
 	r.stop = true;
 	pthread_join(t, NULL);
 	close(c);

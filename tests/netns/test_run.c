@@ -16,18 +16,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -35,8 +32,10 @@
 #include "lib/sysctl.h"
 #include "collectors/schema.h"
 #include "orchestrator/cleanup.h"
+#include "tests/support/files.h"
+#include "tests/support/fixture.h"
+#include "tests/support/wait.h"
 
-#define HOST_LOCK "/run/stalenet-test-testbed.lock"
 #define SNAP_MAX 65536
 #define SETTLE_MS 10000
 
@@ -52,30 +51,13 @@ static const char *const host_keys[] = {
 
 /* --- fixture ------------------------------------------------------------------------------ */
 
-static void skip_or_fail(const char *why)
-{
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-
-	if (must && !strcmp(must, "1"))
-		cr_assert_fail("cannot run: %s (STALENET_TESTS_MUST_RUN=1)", why);
-	cr_skip_test("%s", why);
-}
-
 static void setup(void)
 {
 	char self[PATH_MAX - 16];
 	ssize_t n;
 
 	log_init("test_run", LOG_WARN);
-	if (geteuid() != 0) {
-		skip_or_fail("needs root");
-		return;
-	}
-	if (netns_add("sntst-runprobe") < 0) {
-		skip_or_fail("cannot create a network namespace");
-		return;
-	}
-	netns_delete("sntst-runprobe");
+	support_require_netns("sntst-runprobe");
 	/* build/tests/netns/test_run -> build/stalenet */
 	n = readlink("/proc/self/exe", self, sizeof self - 1);
 	cr_assert_gt(n, 0);
@@ -87,22 +69,10 @@ static void setup(void)
 		*slash = '\0';
 	}
 	snprintf(stalenet_bin, sizeof stalenet_bin, "%s/stalenet", self);
-	if (access(stalenet_bin, X_OK) < 0) {
-		skip_or_fail("build/stalenet not built");
-		return;
-	}
-	lock_fd = open(HOST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_geq(lock_fd, 0);
-	cr_assert_eq(flock(lock_fd, LOCK_EX), 0);
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/stalenet-trun-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
+	if (access(stalenet_bin, X_OK) < 0)
+		support_skip_or_fail("build/stalenet not built");
+	lock_fd = support_host_lock();
+	support_tmpdir(tmpdir, sizeof tmpdir, "trun");
 }
 
 /* The temporary directory goes, unless STALENET_TESTS_KEEP=1 (to look at a failed run). */
@@ -111,32 +81,14 @@ static void fini(void)
 	const char *keep = getenv("STALENET_TESTS_KEEP");
 
 	if (tmpdir[0] && !(keep && !strcmp(keep, "1")))
-		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		support_rm_rf(tmpdir);
 	tmpdir[0] = '\0';
-	if (lock_fd >= 0)
-		close(lock_fd);
-	lock_fd = -1;
+	support_host_unlock(&lock_fd);
 }
 
 TestSuite(run, .init = setup, .fini = fini, .timeout = 90);
 
 /* --- small utilities ---------------------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 /* Path under the test's temporary directory. */
 static const char *tpath(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -151,36 +103,22 @@ static const char *tpath(char *buf, size_t len, const char *fmt, ...)
 	return buf;
 }
 
+static int64_t now_ms(void)
+{
+	return support_now_ms();
+}
+
 static void write_file(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "we");
-
-	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
-	cr_assert_geq(fputs(text, f), 0);
-	cr_assert_eq(fclose(f), 0);
+	support_write_file(path, text);
 }
 
 /* Whole file into a malloc'd string ("" when missing). Caller frees. */
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
+	char *s = support_read_file(path, NULL);
 
-	if (!f)
-		return strdup("");
-	do {
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-			cr_assert_not_null(buf);
-		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
+	return s ? s : strdup("");
 }
 
 static bool exists(const char *path)
@@ -342,23 +280,32 @@ static bool host_matches(const struct host_snapshot *before, const struct host_s
 	return true;
 }
 
+struct host_cmp {
+	const struct host_snapshot *before;
+	const char *const *prefixes;
+	int n_prefixes;
+	char *why;
+	size_t len;
+};
+
+static bool host_back(void *arg)
+{
+	static struct host_snapshot after; /* large: not on the stack */
+	struct host_cmp *c = arg;
+
+	snapshot(&after);
+	return host_matches(c->before, &after, c->prefixes, c->n_prefixes, c->why, c->len);
+}
+
 /* The host matches the snapshot (see host_matches), allowing SETTLE_MS for the kernel's
  * asynchronous frees. */
 static void assert_host_as(const struct host_snapshot *before, const char *const *prefixes, int n_prefixes)
 {
-	static struct host_snapshot after; /* large: not on the stack */
 	static char why[3 * SNAP_MAX];
-	int64_t deadline = now_ms() + SETTLE_MS;
+	struct host_cmp c = { before, prefixes, n_prefixes, why, sizeof why };
 
-	for (;;) {
-		snapshot(&after);
-		if (host_matches(before, &after, prefixes, n_prefixes, why, sizeof why))
-			return;
-		if (now_ms() > deadline)
-			break;
-		sleep_ms(100);
-	}
-	cr_assert_fail("host not as before: %s", why);
+	if (!support_wait_until(host_back, &c, SETTLE_MS))
+		cr_assert_fail("host not as before: %s", why);
 }
 
 /* Processes (not zombies) whose command line contains needle. */
@@ -396,6 +343,11 @@ static int procs_mentioning(const char *needle, pid_t *first)
 	}
 	closedir(d);
 	return count;
+}
+
+static bool no_procs_mentioning(void *needle)
+{
+	return procs_mentioning(needle, NULL) == 0;
 }
 
 /* --- running stalenet --------------------------------------------------------------------- */
@@ -437,21 +389,21 @@ static void start_stalenet(struct proc_run *r, const char *tag, ...)
 	}
 }
 
+static bool stalenet_ended(void *arg)
+{
+	struct proc_run *r = arg;
+	pid_t p = waitpid(r->pid, &r->status, WNOHANG);
+
+	cr_assert_geq(p, 0, "waitpid: %s", strerror(errno));
+	return p == r->pid;
+}
+
 /* Wait up to timeout_ms; returns the exit code (128 + signal when killed), -1 on timeout. */
 static int wait_stalenet(struct proc_run *r, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
-
-	for (;;) {
-		pid_t p = waitpid(r->pid, &r->status, WNOHANG);
-
-		if (p == r->pid)
-			return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
-		cr_assert_geq(p, 0, "waitpid: %s", strerror(errno));
-		if (now_ms() > deadline)
-			return -1;
-		sleep_ms(20);
-	}
+	if (!support_wait_until(stalenet_ended, r, timeout_ms))
+		return -1;
+	return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : 128 + WTERMSIG(r->status);
 }
 
 /* Run to completion; a run that hangs is killed (SIGINT, then SIGKILL) and fails the test. */
@@ -470,20 +422,30 @@ static int run_stalenet_to_end(struct proc_run *r, int timeout_ms)
 	return rc;
 }
 
+struct rows_wait {
+	const char *path;
+	int min_rows;
+	struct proc_run *alive;
+};
+
+static bool rows_written(void *arg)
+{
+	struct rows_wait *w = arg;
+
+	if (csv_rows(w->path) >= w->min_rows)
+		return true;
+	if (w->alive && waitpid(w->alive->pid, &w->alive->status, WNOHANG) == w->alive->pid)
+		cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", w->alive->status,
+			       slurp(w->alive->err));
+	return false;
+}
+
 /* Wait until path exists and has at least min_rows CSV rows; false on timeout. */
 static bool wait_rows(const char *path, int min_rows, int timeout_ms, struct proc_run *alive)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	struct rows_wait w = { path, min_rows, alive };
 
-	while (now_ms() < deadline) {
-		if (csv_rows(path) >= min_rows)
-			return true;
-		if (alive && waitpid(alive->pid, &alive->status, WNOHANG) == alive->pid)
-			cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", alive->status,
-				       slurp(alive->err));
-		sleep_ms(50);
-	}
-	return false;
+	return support_wait_until(rows_written, &w, timeout_ms);
 }
 
 /* --- run directory checks ----------------------------------------------------------------- */
@@ -817,7 +779,6 @@ Test(run, kill9_then_cleanup_restores_the_host)
 	static struct host_snapshot before;
 	struct proc_run r, cl;
 	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *out;
-	int64_t deadline;
 	int rc;
 
 	tpath(scen, sizeof scen, "train.yaml");
@@ -833,9 +794,7 @@ Test(run, kill9_then_cleanup_restores_the_host)
 	cr_assert_eq(wait_stalenet(&r, 5000), 128 + SIGKILL);
 
 	/* Nodes and the emulator die with the orchestrator (PDEATHSIG)... */
-	deadline = now_ms() + 3000;
-	while (procs_mentioning(dir, NULL) && now_ms() < deadline)
-		sleep_ms(50);
+	support_wait_until(no_procs_mentioning, dir, 3000);
 	assert_no_run_procs(dir, prefix);
 	/* ...but its namespaces stay until cleanup. */
 	cr_assert_gt(netns_with_prefix(prefix), 0, "namespaces of %s gone before cleanup", prefix);

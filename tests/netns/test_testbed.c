@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,6 +26,9 @@
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/testbed.h"
+#include "tests/support/files.h"
+#include "tests/support/fixture.h"
+#include "tests/support/proc.h"
 
 static char tmpdir[64];
 static int lock_fd = -1;
@@ -38,34 +40,14 @@ static const char *const host_keys[] = {
 };
 #define N_KEYS (sizeof host_keys / sizeof host_keys[0])
 
-static void skip_or_fail(const char *why)
-{
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-
-	if (must && !strcmp(must, "1"))
-		cr_assert_fail("cannot run: %s (STALENET_TESTS_MUST_RUN=1)", why);
-	cr_skip_test("%s", why);
-}
-
 static void setup(void)
 {
 	log_init("test_testbed", LOG_WARN);
-	if (geteuid() != 0) {
-		skip_or_fail("needs root");
-		return;
-	}
-	if (netns_add("sntst-probe") < 0) {
-		skip_or_fail("cannot create a network namespace");
-		return;
-	}
-	netns_delete("sntst-probe");
+	support_require_netns("sntst-probe");
 	/* The host sysctls compared before/after are global: one test at a time touches them
 	 * (Criterion runs tests in parallel workers). */
-	lock_fd = open("/run/stalenet-test-testbed.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_geq(lock_fd, 0);
-	cr_assert_eq(flock(lock_fd, LOCK_EX), 0);
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/stalenet-ttb-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmpdir));
+	lock_fd = support_host_lock();
+	support_tmpdir(tmpdir, sizeof tmpdir, "ttb");
 	snprintf(registry, sizeof registry, "%s/registry", tmpdir);
 	journal_set_registry_dir(registry);
 }
@@ -73,9 +55,10 @@ static void setup(void)
 static void teardown(void)
 {
 	journal_set_registry_dir(NULL);
-	if (lock_fd >= 0)
-		close(lock_fd);
-	lock_fd = -1;
+	if (tmpdir[0])
+		support_rm_rf(tmpdir);
+	tmpdir[0] = '\0';
+	support_host_unlock(&lock_fd);
 }
 
 TestSuite(testbed, .init = setup, .fini = teardown, .timeout = 120);
@@ -365,8 +348,7 @@ Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 				_exit(127);
 			}
 			close(gate[0]);
-			for (int i = 0; i < 100 && !(info.st = launch_proc_start_time(sl)); i++)
-				usleep(1000);
+			info.st = support_wait_start_time(sl, 5000);
 			info.pid = sl;
 			if (journal_proc(j, sl, info.st, "linkd") < 0 || write(gate[1], "g", 1) != 1)
 				_exit(6);

@@ -11,17 +11,7 @@
 #include "collectors/csv.h"
 #include "collectors/table.h"
 #include "orchestrator/supervise.h"
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 16);
-	size_t n = fread(buf, 1, (1 << 16) - 1, f);
-
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
+#include "tests/support/files.h"
 
 Test(csv, header_once_and_append)
 {
@@ -40,7 +30,7 @@ Test(csv, header_once_and_append)
 	cr_assert_eq(csv_writer_row(w, "%.3f,%s,%d", 1.25, "worker0", 2), 0);
 	cr_assert_eq(csv_writer_rows(w), 1);
 	csv_writer_close(&w);
-	text = slurp(path);
+	text = support_slurp(path, NULL);
 	cr_assert_str_eq(text, "t_s,node,step\n0.500,worker0,1\n1.250,worker0,2\n");
 	free(text);
 	unlink(path);
@@ -60,7 +50,7 @@ Test(csv, long_row)
 	w = csv_writer_open(path, "a");
 	cr_assert_eq(csv_writer_row(w, "%s", big), 0);
 	csv_writer_close(&w);
-	text = slurp(path);
+	text = support_slurp(path, NULL);
 	cr_assert_eq(strlen(text), 2 + sizeof big);
 	free(text);
 	unlink(path);

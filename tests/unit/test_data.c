@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "node/data.h"
+#include "tests/support/files.h"
 
 #define N 7
 #define R 3
@@ -85,10 +86,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[300];
-
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 TestSuite(data, .init = setup, .fini = teardown);

@@ -1,6 +1,7 @@
 /* Unit tests for node/eval (against a naive recount from model_predict) and a short real training
  * run: softmax regression on 5k Fashion-MNIST samples must get well above chance on 2k test
- * samples within a few seconds. */
+ * samples within a few seconds. The tests on the data set skip when it is not installed, and
+ * fail instead under STALENET_TESTS_MUST_RUN=1. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -15,6 +16,8 @@
 #include "node/optim.h"
 #include "node/partition.h"
 #include "node/trainer.h"
+#include "tests/support/files.h"
+#include "tests/support/fixture.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 
@@ -48,12 +51,14 @@ Test(eval, sample_distinct_sorted_deterministic)
 		cr_assert_eq(a[i], i);
 }
 
-static int have_data(void)
+/* Skip (or fail under STALENET_TESTS_MUST_RUN=1) when the data set is not installed. */
+static void require_data(void)
 {
-	return access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) == 0;
+	if (access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) != 0)
+		support_skip_or_fail("Fashion-MNIST not installed at " FMNIST);
 }
 
-Test(eval, model_matches_naive_and_short_training_learns)
+Test(eval, model_matches_naive_and_short_training_learns, .timeout = 120)
 {
 	char img[256], lbl[256];
 	struct data_set *train = NULL, *test = NULL;
@@ -68,8 +73,7 @@ Test(eval, model_matches_naive_and_short_training_learns)
 	size_t correct = 0;
 	double loss = 0;
 
-	if (!have_data())
-		cr_skip_test("Fashion-MNIST not installed at " FMNIST);
+	require_data();
 	for (uint32_t i = 0; i < 5000; i++)
 		keep[i] = i * 12;  /* every 12th training sample */
 	cr_assert_eq(data_paths(FMNIST, DATA_TRAIN, img, lbl, sizeof img), 0);
@@ -135,7 +139,7 @@ Test(eval, model_matches_naive_and_short_training_learns)
 	data_destroy(&test);
 }
 
-Test(eval, trainer_writes_eval_and_partition)
+Test(eval, trainer_writes_eval_and_partition, .timeout = 120)
 {
 	char dir[] = "/tmp/stalenet-trainer-XXXXXX", path[300], line[256];
 	struct kv *cfg = kv_new();
@@ -145,8 +149,7 @@ Test(eval, trainer_writes_eval_and_partition)
 	unsigned long long upd, smp;
 	char node[64];
 
-	if (!have_data())
-		cr_skip_test("Fashion-MNIST not installed at " FMNIST);
+	require_data();
 	cr_assert_not_null(mkdtemp(dir));
 	kv_set(cfg, "run.dir", dir);
 	kv_set(cfg, "node.name", "trainer");
@@ -184,7 +187,6 @@ Test(eval, trainer_writes_eval_and_partition)
 	/* no stop condition at all is refused */
 	kv_set(cfg, "stop.steps", "0");
 	cr_assert_eq(trainer_run(cfg), -EINVAL);
-	snprintf(path, sizeof path, "rm -rf %s", dir);
-	cr_assert_eq(system(path), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 	kv_destroy(&cfg);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "orchestrator/launch.h"
+#include "tests/support/wait.h"
 
 struct rec {
 	pid_t pid;
@@ -35,7 +36,12 @@ static void on_exit_cb(void *arg, pid_t pid, int status)
 	*out = status;
 }
 
-Test(launch, record_exit_status_and_log)
+static bool reaped_one(void *status)
+{
+	return launch_reap(on_exit_cb, status) != 0;
+}
+
+Test(launch, record_exit_status_and_log, .timeout = 30)
 {
 	char log[] = "/tmp/stalenet-launch-XXXXXX";
 	const char *argv[] = { "/bin/sh", "-c", "echo one; echo two; echo three; exit 3", NULL };
@@ -52,8 +58,7 @@ Test(launch, record_exit_status_and_log)
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(r.pid, pid);
 	cr_assert_gt(r.st, 0);
-	while (launch_reap(on_exit_cb, &status) == 0)
-		usleep(1000);
+	cr_assert(support_wait_until(reaped_one, &status, 10000), "the child was not reaped in 10 s");
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
 	launch_log_tail(log, 2, tail, sizeof tail);
 	cr_assert_str_eq(tail, "two\nthree");

@@ -16,17 +16,11 @@
 #include <unistd.h>
 
 #include "collectors/plot.h"
+#include "tests/support/files.h"
 
 static unsigned char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf;
-
-	cr_assert_not_null(f, "missing %s", path);
-	buf = malloc(8 << 20);
-	*len = fread(buf, 1, 8 << 20, f);
-	fclose(f);
-	return buf;
+	return (unsigned char *)support_slurp(path, len);
 }
 
 static uint32_t be32(const unsigned char *p)
@@ -84,10 +78,7 @@ static void copy_tree(const char *from, const char *to)
 
 static void rm_rf(const char *dir)
 {
-	char cmd[600];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* Updates with a staleness in the workers' own traces of the runs under sweep_dir whose
@@ -198,7 +189,7 @@ Test(plot, missing_inputs_skip_figures, .timeout = 60)
 	rm_rf(dir);
 }
 
-Test(plot, errors_are_reported)
+Test(plot, errors_are_reported, .timeout = 60)
 {
 	char err[1024] = "";
 	char dir[] = "/tmp/stalenet-plot-XXXXXX", path[700];
@@ -224,8 +215,7 @@ Test(plot, errors_are_reported)
 	unsetenv("GNUPLOT");
 	cr_assert_eq(n, -EIO, "%d %s", n, err);
 	cr_assert_not_null(strstr(err, "exit 1"), "%s", err);
-	snprintf(path, sizeof path, "rm -rf '%s'", dir);
-	cr_assert_eq(system(path), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* ---- hostile input ------------------------------------------------------------------- */

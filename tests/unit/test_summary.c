@@ -13,6 +13,17 @@
 #include "collectors/meta.h"
 #include "collectors/schema.h"
 #include "collectors/summary.h"
+#include "tests/support/files.h"
+
+static char *slurp(const char *path)
+{
+	return support_slurp(path, NULL);
+}
+
+static void rm_rf(const char *dir)
+{
+	cr_assert_eq(support_rm_rf(dir), 0);
+}
 
 static void put(const char *dir, const char *name, const char *text)
 {
@@ -24,25 +35,6 @@ static void put(const char *dir, const char *name, const char *text)
 	cr_assert_not_null(f, "open %s", path);
 	fputs(text, f);
 	fclose(f);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 16);
-
-	cr_assert_not_null(f, "open %s", path);
-	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
-	fclose(f);
-	return buf;
-}
-
-static void rm_rf(const char *dir)
-{
-	char cmd[600];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
 }
 
 /* A run with 3 workers, one server, two evaluating nodes; values chosen to compute by hand. */

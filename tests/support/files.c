@@ -1,0 +1,92 @@
+/* Shared test file helpers: temporary directories, rm -rf, whole-file read and write. */
+#include "tests/support/files.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *support_tmpdir(char *buf, size_t len, const char *tag)
+{
+	int n = snprintf(buf, len, "/tmp/stalenet-%s-XXXXXX", tag);
+
+	cr_assert(n > 0 && (size_t)n < len, "temporary directory name for %s too long", tag);
+	cr_assert_not_null(mkdtemp(buf), "mkdtemp %s: %s", buf, strerror(errno));
+	return buf;
+}
+
+static int rm_first_err;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)ftw;
+	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT && !rm_first_err)
+		rm_first_err = -errno;
+	return 0;
+}
+
+int support_rm_rf(const char *path)
+{
+	rm_first_err = 0;
+	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
+		return -errno;
+	return rm_first_err;
+}
+
+char *support_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rbe");
+	char *buf = NULL, *bigger;
+	size_t used = 0, cap = 0, n;
+	int err = 0;
+
+	if (!f)
+		return NULL;
+	do {
+		if (cap - used < 4096) {
+			cap = cap ? cap * 2 : 8192;
+			bigger = realloc(buf, cap);
+			if (!bigger) {
+				err = ENOMEM;
+				goto out;
+			}
+			buf = bigger;
+		}
+		n = fread(buf + used, 1, cap - used - 1, f);
+		used += n;
+	} while (n > 0);
+	if (ferror(f))
+		err = EIO;
+	buf[used] = '\0';
+	if (len)
+		*len = used;
+out:
+	fclose(f);
+	if (err) {
+		free(buf);
+		errno = err;
+		return NULL;
+	}
+	return buf;
+}
+
+char *support_slurp(const char *path, size_t *len)
+{
+	char *s = support_read_file(path, len);
+
+	cr_assert_not_null(s, "read %s: %s", path, strerror(errno));
+	return s;
+}
+
+void support_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
+	cr_assert_geq(fputs(text, f), 0, "write %s", path);
+	cr_assert_eq(fclose(f), 0, "close %s", path);
+}

@@ -1,0 +1,28 @@
+/* Files for tests: a private temporary directory, removing a tree, reading and writing a
+ * whole file. The asserting helpers fail the current test (Criterion) when the file system
+ * refuses; the others return errors, so they also serve forked children and teardowns. */
+#ifndef STALENET_TESTS_SUPPORT_FILES_H
+#define STALENET_TESTS_SUPPORT_FILES_H
+
+#include <stddef.h>
+
+/* Create a fresh directory /tmp/stalenet-<tag>-XXXXXX into buf (len bytes) and return buf.
+ * Fails the test when it cannot. The caller removes it (support_rm_rf). */
+char *support_tmpdir(char *buf, size_t len, const char *tag);
+
+/* Remove path and, for a directory, everything below it, without following links or
+ * entering other mounted file systems (a mount left below path makes it fail with -EBUSY).
+ * Returns 0 (also when path does not exist) or a negative errno of the first failure. */
+int support_rm_rf(const char *path);
+
+/* The whole file as a malloc'd, NUL-terminated buffer (the caller frees); its length in
+ * *len when len is not NULL. NULL with errno set when it cannot be read. */
+char *support_read_file(const char *path, size_t *len);
+
+/* support_read_file() for a file the test needs: fails the test when it cannot be read. */
+char *support_slurp(const char *path, size_t *len);
+
+/* Write text to path (created or truncated). Fails the test when it cannot. */
+void support_write_file(const char *path, const char *text);
+
+#endif
