@@ -656,7 +656,8 @@ static int write_atomic(const char *path, const char *data, size_t len, char *er
 	int rc = 0;
 
 	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	f = fopen(tmp, "we");
+	/* "x" (O_EXCL): never write through a file or symlink someone put at the temporary name */
+	f = fopen(tmp, "wxe");
 	if (!f) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));

@@ -490,3 +490,27 @@ Test(summary, parameter_server_without_bytes_rx)
 	free(text);
 	rm_rf(dir);
 }
+
+/* The temporary summary.csv.tmp.PID is created, never opened as found: a symlink someone put
+ * there (to a file of theirs or of root's) is not written through. */
+Test(summary, rebuild_does_not_follow_a_planted_temporary)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], tmp[700], victim[700], err[512];
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(run, sizeof run, "%s/r0", dir);
+	make_run(run, "r0", "bsp", 0);
+	put(dir, "victim", "untouched\n");
+	snprintf(victim, sizeof victim, "%s/victim", dir);
+	snprintf(tmp, sizeof tmp, "%s/summary.csv.tmp.%d", dir, (int)getpid());
+	cr_assert_eq(symlink(victim, tmp), 0);
+	cr_expect_lt(summary_rebuild(dir, err, sizeof err), 0);
+	cr_expect(strstr(err, "File exists"), "%s", err);
+	text = slurp(victim);
+	cr_expect_str_eq(text, "untouched\n");
+	free(text);
+	unlink(tmp);
+	cr_expect_eq(summary_rebuild(dir, err, sizeof err), 1, "%s", err);
+	rm_rf(dir);
+}
