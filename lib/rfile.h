@@ -3,9 +3,10 @@
  * A run directory is input like any other: its eval.csv may be a FIFO (an open waits for a
  * writer forever), a trace a symlink to /dev/zero (a read never ends), meta.json a directory.
  * Symlinks are followed (a user may link traces in from elsewhere), but only to a regular file:
- * the path is stat'ed first (a device is never opened: opening some arms or rewinds them), then
- * opened with O_NONBLOCK (so a FIFO swapped in between does not block the open) and the
- * descriptor's fstat must show the same regular file. Reads stop at a cap given by the caller. */
+ * the path is stat'ed first (a device seen there is not opened: opening some arms or rewinds
+ * them), then opened with O_NONBLOCK (so a FIFO swapped in between does not block the open) and
+ * the descriptor's fstat must show the same regular file. Reads stop at a cap given by the
+ * caller. A pipe (`<(...)`, /dev/stdin) is refused like any FIFO. */
 #ifndef STALENET_RFILE_H
 #define STALENET_RFILE_H
 
