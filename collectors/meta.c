@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/rfile.h"
+
 /* strlcpy-like copy: truncates, always terminates. */
 static void copy(char *dst, size_t dstlen, const char *src)
 {
@@ -260,19 +262,26 @@ out:
 	return rc;
 }
 
-static void scenario_target(const char *run_dir, struct run_meta *out)
+/* The target accuracy from RUN_DIR/scenario.yaml's top-level "target:" line, if there is one
+ * (meta.json of older runs lacks it). An absent file is no error; one that is not a regular
+ * file or too large is. */
+static int scenario_target(const char *run_dir, struct run_meta *out, char *err, size_t errlen)
 {
-	char path[4096], line[256];
-	FILE *f;
+	char path[4096], *buf = NULL;
+	size_t len = 0;
+	int rc;
 
 	snprintf(path, sizeof path, "%s/scenario.yaml", run_dir);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof line, f)) {
+	rc = rfile_read(path, META_SCENARIO_MAX_BYTES, &buf, &len, err, errlen);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	for (char *line = buf, *nl; line && line < buf + len; line = nl ? nl + 1 : NULL) {
 		char *end;
 		double v;
 
+		nl = strchr(line, '\n');
 		if (strncmp(line, "target:", 7) != 0)
 			continue;
 		v = strtod(line + 7, &end);
@@ -282,46 +291,32 @@ static void scenario_target(const char *run_dir, struct run_meta *out)
 		}
 		break;
 	}
-	fclose(f);
+	free(buf);
+	return 0;
 }
 
 int meta_load_dir(const char *run_dir, struct run_meta *out, char *err, size_t errlen)
 {
 	char path[4096], msg[256];
 	char *buf = NULL;
-	FILE *f = NULL;
-	size_t n;
-	int rc = 0;
+	size_t n = 0;
+	int rc;
 
+	memset(out, 0, sizeof *out);
 	snprintf(path, sizeof path, "%s/meta.json", run_dir);
-	f = fopen(path, "re");
-	if (!f) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	rc = rfile_read(path, META_MAX_BYTES, &buf, &n, err, errlen);
+	if (rc < 0)
 		goto out;
-	}
-	buf = malloc(META_MAX_BYTES + 1);
-	if (!buf) {
-		rc = -ENOMEM;
-		snprintf(err, errlen, "%s: out of memory", path);
-		goto out;
-	}
-	n = fread(buf, 1, META_MAX_BYTES + 1, f);
-	if (ferror(f) || n > META_MAX_BYTES) {
-		rc = ferror(f) ? -EIO : -EFBIG;
-		snprintf(err, errlen, "%s: read error or larger than %d bytes", path, META_MAX_BYTES);
-		goto out;
-	}
 	rc = meta_parse(buf, n, out, msg, sizeof msg);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", path, msg);
 		goto out;
 	}
 	if (!out->has_target)
-		scenario_target(run_dir, out);
+		rc = scenario_target(run_dir, out, err, errlen);
 out:
-	if (f)
-		fclose(f);
+	if (rc < 0)
+		memset(out, 0, sizeof *out);
 	free(buf);
 	return rc;
 }

@@ -16,6 +16,7 @@
 #define META_VAL_LEN 96
 #define META_MAX_BYTES (1 << 20) /* a larger meta.json is refused */
 #define META_MAX_DEPTH 32        /* nesting of objects and arrays */
+#define META_SCENARIO_MAX_BYTES (4 << 20) /* a larger scenario.yaml is refused */
 
 struct run_meta {
 	char run_id[128];
@@ -39,7 +40,9 @@ struct run_meta {
 int meta_parse(const char *json, size_t len, struct run_meta *out, char *err, size_t errlen);
 
 /* Read RUN_DIR/meta.json. When it has no "target", the top-level "target:" line of
- * RUN_DIR/scenario.yaml is used if there is one. Returns 0 or -errno / -EINVAL with err filled. */
+ * RUN_DIR/scenario.yaml is used if there is one. Either file must be (or link to) a regular
+ * file within its cap (lib/rfile: a FIFO or device is refused without blocking). Returns 0 or
+ * -errno / -EINVAL with err filled ("path: what"). */
 int meta_load_dir(const char *run_dir, struct run_meta *out, char *err, size_t errlen);
 
 /* Value of sweep key, or NULL. */

@@ -17,6 +17,7 @@
 
 #include "collectors/summary.h"
 #include "collectors/table.h"
+#include "lib/log.h"
 
 /* ---- runs and sweep points ------------------------------------------------------------ */
 
@@ -275,6 +276,19 @@ static int load_table(const struct plot_run *r, const char *file, struct table *
 	return 0;
 }
 
+/* A node trace for a figure: one that cannot be read (malformed, not a regular file, over
+ * TABLE_MAX_BYTES) leaves the figure without that node, with a warning naming it; absent is
+ * -ENOENT without one. */
+static int load_node_table(const struct plot_run *r, const char *file, struct table **out)
+{
+	char err[512];
+	int rc = load_table(r, file, out, err, sizeof err);
+
+	if (rc < 0)
+		log_warn("plot: %s (figures leave it out)", err);
+	return rc < 0 ? rc : *out ? 0 : -ENOENT;
+}
+
 /* Cumulative drops of run r summed over its links into *s (empty without links.csv). */
 static int link_drops_series(const struct plot_run *r, struct plot_series *s, char *err,
 			     size_t errlen)
@@ -440,7 +454,7 @@ int plot_data_steps_final(const struct plot_set *set, struct plot_step **out, si
 				int cs;
 
 				snprintf(file, sizeof file, "nodes/%s", names[i]);
-				if (load_table(r, file, &t, err, errlen) < 0 || !t)
+				if (load_node_table(r, file, &t) < 0)
 					continue;
 				cs = table_col(t, "step");
 				for (size_t row = 0; cs >= 0 && row < table_rows(t); row++) {
@@ -632,7 +646,7 @@ size_t plot_data_staleness(const struct plot_set *set, struct plot_staleness *ou
 	for (size_t p = 0; p < set->npoints; p++) {
 		for (size_t k = 0; k < set->points[p].nruns; k++) {
 			const struct plot_run *r = &set->runs[set->points[p].runs[k]];
-			char dir[8192], err[256];
+			char dir[8192];
 			struct dirent *de;
 			DIR *dd;
 
@@ -649,7 +663,7 @@ size_t plot_data_staleness(const struct plot_set *set, struct plot_staleness *ou
 				if (len <= 4 || strcmp(de->d_name + len - 4, ".csv") != 0)
 					continue;
 				snprintf(file, sizeof file, "nodes/%s", de->d_name);
-				if (load_table(r, file, &t, err, sizeof err) < 0 || !t)
+				if (load_node_table(r, file, &t) < 0)
 					continue;
 				/* A parameter server's update trace repeats what its workers' rows
 				 * say (one row per update): count each update once. */

@@ -68,8 +68,11 @@ static int idx_cmp(const void *a, const void *b)
 	return (x->row > y->row) - (x->row < y->row); /* stable */
 }
 
-int summary_eval_series(const char *run_dir, double **t_out, double **upd_out, double **acc_out,
-			size_t *n_out, char *err, size_t errlen)
+/* summary_eval_series; with lacks non-NULL, an eval.csv without t_s, node or test_accuracy is
+ * read as having no rows, and one without updates as having them empty (0), and the missing
+ * columns are added to *lacks instead of failing. */
+static int eval_series(const char *run_dir, double **t_out, double **upd_out, double **acc_out,
+		       size_t *n_out, unsigned *lacks, char *err, size_t errlen)
 {
 	struct table *t = NULL;
 	struct idx_t *idx = NULL;
@@ -90,7 +93,16 @@ int summary_eval_series(const char *run_dir, double **t_out, double **upd_out, d
 	cn = table_col(t, "node");
 	cu = table_col(t, "updates");
 	ca = table_col(t, "test_accuracy");
-	if (ct < 0 || cn < 0 || cu < 0 || ca < 0) {
+	if (lacks) {
+		unsigned l = (ct < 0 ? SUMMARY_LACKS_EVAL_T_S : 0) |
+			     (cn < 0 ? SUMMARY_LACKS_EVAL_NODE : 0) |
+			     (ca < 0 ? SUMMARY_LACKS_EVAL_ACCURACY : 0);
+
+		*lacks |= l | (cu < 0 ? SUMMARY_LACKS_EVAL_UPDATES : 0);
+		if (l)
+			goto out;
+	}
+	if (ct < 0 || cn < 0 || (cu < 0 && !lacks) || ca < 0) {
 		snprintf(err, errlen, "%s: missing t_s, node, updates or test_accuracy column", path);
 		rc = -EINVAL;
 		goto out;
@@ -137,7 +149,7 @@ int summary_eval_series(const char *run_dir, double **t_out, double **upd_out, d
 		if (isnan(last_acc[i]))
 			reported++;
 		last_acc[i] = acc;
-		last_upd[i] = table_double_or(t, r, (size_t)cu, 0);
+		last_upd[i] = cu >= 0 ? table_double_or(t, r, (size_t)cu, 0) : 0;
 		if (reported < nnames)
 			continue;
 		for (i = 0; i < nnames; i++) {
@@ -169,6 +181,12 @@ out:
 	free(as);
 	table_destroy(&t);
 	return rc;
+}
+
+int summary_eval_series(const char *run_dir, double **t_out, double **upd_out, double **acc_out,
+			size_t *n_out, char *err, size_t errlen)
+{
+	return eval_series(run_dir, t_out, upd_out, acc_out, n_out, NULL, err, errlen);
 }
 
 /* ---- one run ------------------------------------------------------------------------- */
@@ -251,6 +269,15 @@ static bool is_csv(const char *dir, const char *name)
 	return len > 4 && strcmp(name + len - 4, ".csv") == 0;
 }
 
+/* The node-trace columns the summary reads, in SUMMARY_LACKS_* bit order (bits 0..6). */
+static const char *const node_cols[] = { "step", "compute_s", "wait_s", "staleness",
+					 "bytes_tx", "bytes_rx", "bad_frames" };
+#define N_NODE_COLS (sizeof node_cols / sizeof *node_cols)
+enum { C_STEP, C_COMPUTE, C_WAIT, C_STALE, C_TX, C_RX, C_BAD };
+
+/* Every node trace is read; a column is summed over the traces that have it, and a column
+ * that one trace lacks sets its SUMMARY_LACKS_* bit, which then empties the fields computed
+ * from it (so nothing is computed over a subset of the nodes). */
 static int summarise_nodes(const char *run_dir, struct summary_row *out, char *err, size_t errlen)
 {
 	struct dvec final = { 0 }, stale = { 0 };
@@ -275,7 +302,8 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 	for (size_t i = 0; i < nnames && rc == 0; i++) {
 		bool worker = strncmp(names[i], "server", 6) != 0;
 		struct table *t;
-		int cs, cc, cw, cst, ctx, crx, cb;
+		int col[N_NODE_COLS];
+		unsigned lacks = 0;
 		double max_step = -1;
 
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -292,35 +320,39 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 			table_destroy(&t);
 			continue;
 		}
-		cs = table_col(t, "step");
-		cc = table_col(t, "compute_s");
-		cw = table_col(t, "wait_s");
-		cst = table_col(t, "staleness");
-		ctx = table_col(t, "bytes_tx");
-		crx = table_col(t, "bytes_rx");
-		cb = table_col(t, "bad_frames");
-		if (cs < 0 || cc < 0 || cw < 0 || cst < 0 || ctx < 0 || crx < 0 || cb < 0) {
+		for (size_t c = 0; c < N_NODE_COLS; c++) {
+			col[c] = table_col(t, node_cols[c]);
+			if (col[c] < 0)
+				lacks |= 1u << c;
+		}
+		if (lacks == (1u << N_NODE_COLS) - 1) {
 			snprintf(err, errlen, "%s: not a node trace (see docs/traces.md)", path);
 			table_destroy(&t);
 			rc = -EINVAL;
 			break;
 		}
+		out->lacks |= lacks;
 		for (size_t r = 0; r < table_rows(t) && rc == 0; r++) {
 			double st;
 
 			if (worker) {
-				double s = table_double_or(t, r, (size_t)cs, -1);
+				double s = col[C_STEP] < 0 ? -1 : table_double_or(t, r, (size_t)col[C_STEP], -1);
 
 				if (s > max_step)
 					max_step = s;
-				sum_wait += table_double_or(t, r, (size_t)cw, 0);
-				sum_compute += table_double_or(t, r, (size_t)cc, 0);
-				worker_rx += (uint64_t)table_double_or(t, r, (size_t)crx, 0);
+				if (col[C_WAIT] >= 0)
+					sum_wait += table_double_or(t, r, (size_t)col[C_WAIT], 0);
+				if (col[C_COMPUTE] >= 0)
+					sum_compute += table_double_or(t, r, (size_t)col[C_COMPUTE], 0);
+				if (col[C_RX] >= 0)
+					worker_rx += (uint64_t)table_double_or(t, r, (size_t)col[C_RX], 0);
 			}
-			if (table_double(t, r, (size_t)cst, &st) == 0)
+			if (col[C_STALE] >= 0 && table_double(t, r, (size_t)col[C_STALE], &st) == 0)
 				rc = dvec_push(&stale, st);
-			out->bytes_moved += (uint64_t)table_double_or(t, r, (size_t)ctx, 0);
-			out->bad_frames += (uint64_t)table_double_or(t, r, (size_t)cb, 0);
+			if (col[C_TX] >= 0)
+				out->bytes_moved += (uint64_t)table_double_or(t, r, (size_t)col[C_TX], 0);
+			if (col[C_BAD] >= 0)
+				out->bad_frames += (uint64_t)table_double_or(t, r, (size_t)col[C_BAD], 0);
 		}
 		if (rc == 0 && worker && max_step >= 0) {
 			rc = dvec_push(&final, max_step);
@@ -336,6 +368,28 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 	 * from it. (Peers count what they send; a byte received is another peer's sent byte.) */
 	if (ps_server)
 		out->bytes_moved += worker_rx;
+	/* What one trace lacks is unknown for the run: drop what the others gave. wait_s and
+	 * compute_s go together, so wait_fraction is never a one-sided 0 or 1. */
+	if (out->lacks & (SUMMARY_LACKS_COMPUTE_S | SUMMARY_LACKS_WAIT_S))
+		out->lacks |= SUMMARY_LACKS_COMPUTE_S | SUMMARY_LACKS_WAIT_S;
+	if (out->lacks & SUMMARY_LACKS_STEP) {
+		final.n = 0;
+		out->total_steps = 0;
+		out->unknown |= SUMMARY_UNKNOWN_TOTAL_STEPS;
+	}
+	if (out->lacks & SUMMARY_LACKS_WAIT_S)
+		sum_wait = sum_compute = 0;
+	if (out->lacks & SUMMARY_LACKS_STALENESS)
+		stale.n = 0;
+	if ((out->lacks & SUMMARY_LACKS_BYTES_TX) ||
+	    (ps_server && (out->lacks & SUMMARY_LACKS_BYTES_RX))) {
+		out->bytes_moved = 0;
+		out->unknown |= SUMMARY_UNKNOWN_BYTES_MOVED;
+	}
+	if (out->lacks & SUMMARY_LACKS_BAD_FRAMES) {
+		out->bad_frames = 0;
+		out->unknown |= SUMMARY_UNKNOWN_BAD_FRAMES;
+	}
 	out->workers = final.n;
 	if (final.n) {
 		out->steps_median = summary_median(final.v, final.n); /* sorts */
@@ -375,15 +429,17 @@ static int summarise_links(const char *run_dir, struct summary_row *out, char *e
 	t = table_load(path, &missing, err, errlen);
 	if (!t)
 		return missing ? 0 : -EINVAL;
-	out->has_links = true;
 	cn = table_col(t, "node");
 	cd = table_col(t, "direction");
 	cdrop = table_col(t, "dropped");
 	if (cn < 0 || cd < 0 || cdrop < 0) {
-		snprintf(err, errlen, "%s: missing node, direction or dropped column", path);
-		rc = -EINVAL;
+		/* an older links.csv: left out, link_drops empty */
+		out->lacks |= (cn < 0 ? SUMMARY_LACKS_LINKS_NODE : 0) |
+			      (cd < 0 ? SUMMARY_LACKS_LINKS_DIRECTION : 0) |
+			      (cdrop < 0 ? SUMMARY_LACKS_LINKS_DROPPED : 0);
 		goto out;
 	}
+	out->has_links = true;
 	keys_node = calloc(table_rows(t) + 1, sizeof *keys_node);
 	keys_dir = calloc(table_rows(t) + 1, sizeof *keys_dir);
 	last = calloc(table_rows(t) + 1, sizeof *last);
@@ -432,7 +488,7 @@ int summary_compute(const char *run_dir, struct summary_row *out, char *err, siz
 	rc = meta_load_dir(run_dir, &out->meta, err, errlen);
 	if (rc < 0)
 		return rc;
-	rc = summary_eval_series(run_dir, &ts, &us, &as, &n, err, errlen);
+	rc = eval_series(run_dir, &ts, &us, &as, &n, &out->lacks, err, errlen);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
@@ -471,6 +527,7 @@ static void fmt_d(char *buf, size_t len, int prec, double v)
 static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 {
 	char fa[32], ba[32], tt[32], smin[32], smed[32], smax[32], wf[32], sm[32], sp[32], ld[32];
+	char ts[32] = "", bm[32] = "", bf[32] = "";
 	char id[2 * sizeof r->meta.run_id + 3], be[2 * sizeof r->meta.backend + 3];
 	char st[2 * sizeof r->meta.status + 3];
 
@@ -487,14 +544,19 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 		snprintf(ld, sizeof ld, "%llu", (unsigned long long)r->link_drops);
 	else
 		ld[0] = '\0';
+	if (!(r->unknown & SUMMARY_UNKNOWN_TOTAL_STEPS))
+		snprintf(ts, sizeof ts, "%llu", (unsigned long long)r->total_steps);
+	if (!(r->unknown & SUMMARY_UNKNOWN_BYTES_MOVED))
+		snprintf(bm, sizeof bm, "%llu", (unsigned long long)r->bytes_moved);
+	if (!(r->unknown & SUMMARY_UNKNOWN_BAD_FRAMES))
+		snprintf(bf, sizeof bf, "%llu", (unsigned long long)r->bad_frames);
 	/* every quoted form fits: at most two bytes per input byte plus the quotes */
 	csv_quote(r->meta.run_id, id, sizeof id);
 	csv_quote(r->meta.backend, be, sizeof be);
 	csv_quote(r->meta.status, st, sizeof st);
-	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%llu,%llu,%s,%s",
+	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
 		 id, r->meta.repeat, (unsigned long long)r->meta.seed, be,
-		 fa, ba, tt, (unsigned long long)r->total_steps, smin, smed, smax, wf, sm, sp,
-		 (unsigned long long)r->bytes_moved, (unsigned long long)r->bad_frames, ld, st);
+		 fa, ba, tt, ts, smin, smed, smax, wf, sm, sp, bm, bf, ld, st);
 }
 
 struct keyset {
@@ -697,27 +759,107 @@ out:
 	return rc;
 }
 
+/* ---- lacks ---------------------------------------------------------------------------- */
+
+/* "a, b" of the column names of the bits of mask from bit first on, names[i] for bit first+i. */
+static const char *col_list(unsigned mask, unsigned first, const char *const *names, size_t n,
+			    char *buf, size_t len)
+{
+	size_t pos = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if ((mask & (1u << (first + i))) && pos < len)
+			pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "",
+						names[i]);
+	return buf;
+}
+
+int summary_lacks_describe(const struct summary_row *row, char *buf, size_t len)
+{
+	static const char *const eval_cols[] = { "t_s", "node", "test_accuracy" };
+	static const char *const link_cols[] = { "node", "direction", "dropped" };
+	const unsigned node_mask = (1u << N_NODE_COLS) - 1;
+	const unsigned eval_need = SUMMARY_LACKS_EVAL_T_S | SUMMARY_LACKS_EVAL_NODE |
+				   SUMMARY_LACKS_EVAL_ACCURACY;
+	const unsigned link_need = SUMMARY_LACKS_LINKS_NODE | SUMMARY_LACKS_LINKS_DIRECTION |
+				   SUMMARY_LACKS_LINKS_DROPPED;
+	unsigned l = row->lacks;
+	char list[128];
+	size_t pos = 0;
+	int lines = 0;
+
+#define LINE(...)                                                                             \
+	do {                                                                                  \
+		if (pos < len)                                                                \
+			pos += (size_t)snprintf(buf + pos, len - pos, "%s", lines ? "\n" : ""); \
+		if (pos < len)                                                                \
+			pos += (size_t)snprintf(buf + pos, len - pos, __VA_ARGS__);           \
+		lines++;                                                                      \
+	} while (0)
+
+	if (len)
+		buf[0] = '\0';
+	if (l & node_mask)
+		LINE("nodes: %s missing from a node trace (read as empty in all of them)",
+		     col_list(l, 0, node_cols, N_NODE_COLS, list, sizeof list));
+	if (l & eval_need)
+		LINE("eval.csv: lacks %s (left out: accuracy fields empty)",
+		     col_list(l, 7, eval_cols, 3, list, sizeof list));
+	else if (l & SUMMARY_LACKS_EVAL_UPDATES)
+		LINE("eval.csv: lacks updates (read as empty)");
+	if (l & link_need)
+		LINE("links.csv: lacks %s (left out: link_drops empty)",
+		     col_list(l, 11, link_cols, 3, list, sizeof list));
+#undef LINE
+	return lines;
+}
+
+/* ---- rebuild ------------------------------------------------------------------------- */
+
 static bool is_run_dir(const char *dir, const char *name)
 {
 	char path[4096];
 
 	snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
-	return access(path, R_OK) == 0;
+	return access(path, F_OK) == 0;
 }
 
-int summary_rebuild(const char *sweep_dir, char *err, size_t errlen)
+int summary_rebuild(const char *dir, char *err, size_t errlen)
+{
+	return summary_rebuild_each(dir, NULL, NULL, err, errlen);
+}
+
+int summary_rebuild_each(const char *dir, summary_run_fn *fn, void *arg, char *err,
+			 size_t errlen)
 {
 	struct summary_row *rows = NULL;
 	struct keyset ks = { 0 };
 	char **names = NULL, path[4096];
 	char *buf = NULL;
 	size_t nnames = 0, len = 0, cap = 0;
+	bool single;
 	int rc;
 
-	rc = list_dir(sweep_dir, is_run_dir, &names, &nnames);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: %s", sweep_dir, strerror(-rc));
-		return rc;
+	/* A run directory holds meta.json (whatever it is: meta_load_dir says what is wrong). */
+	snprintf(path, sizeof path, "%s/meta.json", dir);
+	single = access(path, F_OK) == 0;
+	if (single) {
+		names = calloc(1, sizeof *names);
+		if (!names || !(names[0] = strdup("."))) {
+			free(names);
+			names = NULL;
+			rc = -ENOMEM;
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		nnames = 1;
+	} else {
+		rc = list_dir(dir, is_run_dir, &names, &nnames);
+		if (rc < 0) {
+			snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+			return rc;
+		}
 	}
 	rows = calloc(nnames + 1, sizeof *rows);
 	if (!rows) {
@@ -726,10 +868,15 @@ int summary_rebuild(const char *sweep_dir, char *err, size_t errlen)
 		goto out;
 	}
 	for (size_t i = 0; i < nnames; i++) {
-		snprintf(path, sizeof path, "%s/%s", sweep_dir, names[i]);
+		if (single)
+			snprintf(path, sizeof path, "%s", dir);
+		else
+			snprintf(path, sizeof path, "%s/%s", dir, names[i]);
 		rc = summary_compute(path, &rows[i], err, errlen);
 		if (rc < 0)
 			goto out;
+		if (fn)
+			fn(arg, single ? NULL : names[i], &rows[i]);
 		for (size_t k = 0; k < rows[i].meta.nsweep && rc >= 0; k++)
 			rc = keyset_add(&ks, rows[i].meta.sweep_key[k]);
 		if (rc < 0) {
@@ -745,7 +892,7 @@ int summary_rebuild(const char *sweep_dir, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	snprintf(path, sizeof path, "%s/summary.csv", sweep_dir);
+	snprintf(path, sizeof path, "%s/summary.csv", dir);
 	rc = write_atomic(path, buf, len, err, errlen);
 	if (rc == 0)
 		rc = (int)nnames;

@@ -13,9 +13,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-
-/* A trace larger than this is not a trace: refuse it rather than exhaust memory. */
-#define TABLE_MAX_BYTES ((size_t)1 << 30)
+#include "lib/rfile.h"
 
 struct table {
 	char *buf;        /* file contents, fields NUL-terminated in place */
@@ -24,54 +22,6 @@ struct table {
 	size_t rows, cols;
 	size_t nfields, capfields, caplines;
 };
-
-static char *slurp(const char *path, size_t *len, int *err_out)
-{
-	FILE *f = NULL;
-	char *buf = NULL, *nbuf;
-	size_t cap = 0, n = 0;
-
-	f = fopen(path, "re");
-	if (!f) {
-		*err_out = -errno;
-		return NULL;
-	}
-	for (;;) {
-		if (cap - n < 4096) {
-			if (cap >= TABLE_MAX_BYTES) {
-				*err_out = -EFBIG;
-				free(buf);
-				buf = NULL;
-				goto out;
-			}
-			cap = cap ? cap * 2 : 16384;
-			nbuf = realloc(buf, cap + 1);
-			if (!nbuf) {
-				*err_out = -ENOMEM;
-				free(buf);
-				buf = NULL;
-				goto out;
-			}
-			buf = nbuf;
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0) {
-			if (ferror(f)) {
-				*err_out = -EIO;
-				free(buf);
-				buf = NULL;
-			}
-			break;
-		}
-	}
-	if (buf)
-		buf[n] = '\0';
-	*len = n;
-out:
-	fclose(f);
-	return buf;
-}
 
 static int push_field(struct table *self, char *field)
 {
@@ -244,16 +194,16 @@ struct table *table_parse(const char *buf, size_t len, const char *name, char *e
 struct table *table_load(const char *path, bool *missing, char *err, size_t errlen)
 {
 	size_t len = 0;
-	char *buf;
-	int rc = 0;
+	char *buf = NULL;
+	int rc;
 
 	if (missing)
 		*missing = false;
-	buf = slurp(path, &len, &rc);
-	if (!buf) {
+	/* a FIFO, a device or a directory is refused, not waited on or read forever */
+	rc = rfile_read(path, TABLE_MAX_BYTES, &buf, &len, err, errlen);
+	if (rc < 0) {
 		if (missing && rc == -ENOENT)
 			*missing = true;
-		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 		return NULL;
 	}
 	return parse_owned(buf, len, path, err, errlen); /* buf's ownership moves to the table */

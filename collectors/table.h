@@ -14,8 +14,13 @@
 
 struct table;
 
-/* Read path. Returns NULL and fills err ("path: what" or "path:line: what") when the file
- * cannot be read or a row has a different number of fields than the header. Sets *missing
+/* A trace larger than this is not a trace: refuse it rather than exhaust memory. */
+#define TABLE_MAX_BYTES ((size_t)1 << 30)
+
+/* Read path (lib/rfile: a symlink is followed, but only to a regular file; a FIFO, device or
+ * directory is refused without blocking). Returns NULL and fills err ("path: what" or
+ * "path:line: what") when the file cannot be read, is not a regular file, holds more than
+ * TABLE_MAX_BYTES or a row has a different number of fields than the header. Sets *missing
  * (when non-NULL) to true if the file does not exist, so callers can treat absence apart. */
 struct table *table_load(const char *path, bool *missing, char *err, size_t errlen);
 

@@ -11,6 +11,7 @@
 
 #include "lib/log.h"
 #include "lib/safefile.h"
+#include "lib/rfile.h"
 
 struct kv_entry {
 	char *key;
@@ -261,41 +262,14 @@ fail:
 struct kv *kv_load(const char *path, char *err, size_t errlen)
 {
 	struct kv *self = NULL;
-	FILE *f = NULL;
-	char *buf = NULL, *nbuf;
-	size_t len = 0, cap = 0, r;
+	char *buf = NULL;
+	size_t len = 0;
 
-	f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto out;
-	}
-	do {
-		if (cap - len < 4096) {
-			if (cap >= KV_MAX_BYTES) {
-				snprintf(err, errlen, "%s: larger than %d bytes", path, KV_MAX_BYTES);
-				goto out;
-			}
-			cap = cap ? cap * 2 : 16384;
-			nbuf = realloc(buf, cap);
-			if (!nbuf) {
-				snprintf(err, errlen, "%s: out of memory", path);
-				goto out;
-			}
-			buf = nbuf;
-		}
-		r = fread(buf + len, 1, cap - len, f);
-		len += r;
-	} while (r > 0);
-	if (ferror(f)) {
-		snprintf(err, errlen, "%s: read error", path);
-		goto out;
-	}
-	self = kv_parse(buf ? buf : "", len, path, err, errlen);
-out:
+	/* a regular file within the cap: a FIFO or device is refused, not waited on */
+	if (rfile_read(path, KV_MAX_BYTES, &buf, &len, err, errlen) < 0)
+		return NULL;
+	self = kv_parse(buf, len, path, err, errlen);
 	free(buf);
-	if (f)
-		fclose(f);
 	return self;
 }
 

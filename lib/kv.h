@@ -19,8 +19,8 @@ void kv_destroy(struct kv **self);
 
 #define KV_MAX_BYTES (16 << 20) /* a larger configuration file is refused */
 
-/* Parse a file (through kv_parse). Returns NULL and fills err (one line, "path:line: what")
- * on failure. */
+/* Parse a file (through kv_parse; lib/rfile reads it: a regular file of at most KV_MAX_BYTES).
+ * Returns NULL and fills err (one line, "path: what" or "path:line: what") on failure. */
 struct kv *kv_load(const char *path, char *err, size_t errlen);
 
 /* Parse len bytes of "key = value" lines at buf (need not be NUL-terminated); name stands for

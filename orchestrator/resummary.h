@@ -3,18 +3,11 @@
  *
  * The rows are collectors/summary's (summary_rebuild over the runs, each run a subdirectory
  * holding meta.json, or DIR itself when it holds one), so a rebuilt file is what `stalenet run`
- * would have written. Traces of an older schema lack columns the summary reads; such a file is
- * not an error: the summary is computed over a shadow copy of the run (DIR/.summary-XXXXXX,
- * symlinks to every file but the adapted ones, removed afterwards) in which the missing columns
- * are empty, so the fields that depend on them come out empty rather than wrong:
- *   a column of the node traces (step, compute_s, wait_s, staleness, bytes_tx, bytes_rx,
- *     bad_frames) that one of a run's traces lacks is read as empty in all of them, so no field
- *     is computed over a subset of the nodes (steps and staleness fields come out empty; the
- *     counters total_steps, bytes_moved, bad_frames count empty as 0); wait_s and compute_s
- *     go together (wait_fraction empty, never a one-sided 0 or 1);
- *   eval.csv without t_s, node or test_accuracy: left out (accuracy fields empty);
- *     without updates: that column empty;
- *   links.csv without node, direction or dropped: left out (link_drops empty).
+ * would have written, and a trace of an older schema is read as collectors/summary reads
+ * one: a missing column is no error, it leaves exactly the fields computed from it empty
+ * (SUMMARY_LACKS_*); each such trace gives a note. A run whose files cannot be read (a FIFO,
+ * a device, a directory where a file belongs, a file over its cap) fails the whole rebuild,
+ * with the error naming the file, and the old summary.csv stays.
  * The new summary.csv replaces the old one atomically (rename within DIR). */
 #ifndef STALENET_RESUMMARY_H
 #define STALENET_RESUMMARY_H

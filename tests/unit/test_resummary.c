@@ -1,7 +1,9 @@
 /* orchestrator/resummary and `stalenet summary` (orchestrator/cmd): the recorded sweep's
  * summary.csv rebuilt from its traces, the same traces with columns of an older schema missing
  * (each field that needs them empty, every other field as recorded), a single run directory,
- * and the exit codes of the commands in orchestrator/cmd. */
+ * a hostile sweep (a FIFO, a link to /dev/zero, a directory where a file belongs) refused with
+ * an error naming the file and in bounded time, and the exit codes of the commands in
+ * orchestrator/cmd. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -12,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collectors/plot.h"
+#include "collectors/summary.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/cmd.h"
 #include "orchestrator/resummary.h"
@@ -136,7 +140,8 @@ Test(resummary, fixture_rebuilds_identically)
 	SH("rm -rf '%s'", dir);
 }
 
-/* Older traces: each missing column empties exactly the fields computed from it. Columns (with
+/* Older traces: each missing column empties exactly the fields computed from it, counters
+ * included (total_steps without step is empty, not 0). Columns (with
  * the sweep key first): 1 run_id, 5 final_accuracy, 6 best_accuracy, 8 total_steps, 9-11 steps
  * min/median/max, 12 wait_fraction, 13-14 staleness, 15 bytes_moved, 17 link_drops. */
 Test(resummary, older_schema_gives_empty_fields)
@@ -144,11 +149,11 @@ Test(resummary, older_schema_gives_empty_fields)
 	char dir[] = "/tmp/stalenet-resum-XXXXXX", path[600], err[1024] = "", a[64], b[64];
 	static const struct {
 		const char *run;
-		int blank[4];
+		int blank[5];
 	} expect[] = {
 		{ "consistency.barrier=bsp+rep=1", { 12, -1 } },          /* wait_s of one worker */
 		{ "consistency.barrier=asp+rep=2", { 17, -1 } },          /* links.csv's dropped */
-		{ "consistency.barrier=asp+rep=1", { 9, 10, 11, -1 } },   /* step of one worker */
+		{ "consistency.barrier=asp+rep=1", { 8, 9, 10, 11, -1 } }, /* step of one worker */
 		{ "consistency.barrier=bsp+rep=2", { 5, 6, -1 } },        /* eval.csv's test_accuracy */
 	};
 	struct resummary_report rep;
@@ -170,12 +175,12 @@ Test(resummary, older_schema_gives_empty_fields)
 		for (int col = 1; col <= 18; col++) {
 			bool blank = false;
 
-			for (int k = 0; k < 4 && expect[r].blank[k] >= 0; k++)
+			for (int k = 0; k < 5 && expect[r].blank[k] >= 0; k++)
 				blank |= expect[r].blank[k] == col;
 			field(got, expect[r].run, col, a, sizeof a);
 			if (blank)
 				cr_expect_str_empty(a, "%s column %d: '%s'", expect[r].run, col, a);
-			else if (!(col == 8 && !strcmp(expect[r].run, "consistency.barrier=asp+rep=1")))
+			else
 				cr_expect_str_eq(a, field(want, expect[r].run, col, b, sizeof b), "%s column %d",
 						 expect[r].run, col);
 		}
@@ -260,4 +265,80 @@ Test(cmd, usage_errors)
 	cr_expect_eq(cmd_plot(2, plot_missing), CLI_EXIT_USAGE);
 	cr_expect_eq(cmd_doctor(2, doctor_arg), CLI_EXIT_USAGE);
 	cr_expect_eq(cmd_cleanup(2, cleanup_opt), CLI_EXIT_USAGE);
+}
+
+/* Run directories written by someone else, read as root: eval.csv a FIFO (an open would wait
+ * for a writer), a node trace a link to /dev/zero (a read would never end), meta.json a
+ * directory. summary_rebuild, resummary_dir and `stalenet summary` fail at once with an error
+ * naming the file, and the summary.csv already there is kept. plot_dir fails the same way on a
+ * run's own files (eval.csv, meta.json) and leaves an unreadable node trace out of its figures
+ * with a warning. The timeout is the test that nothing blocks. */
+Test(resummary, hostile_run_files_are_refused, .timeout = 120)
+{
+	static const struct {
+		const char *rel;    /* under the sweep */
+		int kind;           /* 0 FIFO, 1 link to /dev/zero, 2 directory */
+		const char *what;
+		bool plot_fails;
+	} cases[] = {
+		{ "consistency.barrier=bsp+rep=1/eval.csv", 0, "a FIFO", true },
+		{ "consistency.barrier=asp+rep=1/nodes/worker0.csv", 1, "a character device", false },
+		{ "consistency.barrier=bsp+rep=2/meta.json", 2, "a directory", true },
+		{ "consistency.barrier=asp+rep=2/scenario.yaml", 0, "a FIFO", false },
+	};
+	char err[1024], path[700];
+	struct resummary_report rep;
+
+	/* a plot that succeeds needs gnuplot (a build dependency); one that fails stops before it */
+	bool gnuplot = system("gnuplot --version >/dev/null 2>&1") == 0;
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char dir[] = "/tmp/stalenet-resum-XXXXXX", *cmd[] = { "summary", dir, NULL };
+		char *before, *after;
+
+		cr_assert_not_null(mkdtemp(dir));
+		SH("cp -r " FIXTURE "/. '%s/'", dir);
+		snprintf(path, sizeof path, "%s/%s", dir, cases[i].rel);
+		cr_assert_eq(unlink(path), 0, "%s", path);
+		if (cases[i].kind == 0)
+			cr_assert_eq(mkfifo(path, 0644), 0);
+		else if (cases[i].kind == 1)
+			cr_assert_eq(symlink("/dev/zero", path), 0);
+		else
+			cr_assert_eq(mkdir(path, 0755), 0);
+		snprintf(path, sizeof path, "%s/summary.csv", dir);
+		before = slurp(path);
+
+		err[0] = '\0';
+		if (strstr(cases[i].rel, "scenario.yaml")) {
+			/* read only for a run whose meta.json lacks "target": this one has it */
+			cr_expect_eq(summary_rebuild(dir, err, sizeof err), 4, "%s", err);
+			if (gnuplot)
+				cr_expect_geq(plot_dir(dir, err, sizeof err), 0, "%s", err);
+			SH("rm -rf '%s'", dir);
+			free(before);
+			continue;
+		}
+		cr_expect_lt(summary_rebuild(dir, err, sizeof err), 0, "%s", cases[i].rel);
+		cr_expect(strstr(err, cases[i].rel) && strstr(err, "not a regular file") &&
+			  strstr(err, cases[i].what), "summary_rebuild: %s", err);
+		err[0] = '\0';
+		cr_expect_lt(resummary_dir(dir, &rep, err, sizeof err), 0, "%s", cases[i].rel);
+		cr_expect(strstr(err, cases[i].rel) && strstr(err, "not a regular file"),
+			  "resummary_dir: %s", err);
+		cr_expect_eq(cmd_summary(2, cmd), CLI_EXIT_FAILED);
+		after = slurp(path);
+		cr_expect_str_eq(after, before, "the old summary.csv is kept");
+		free(after);
+		err[0] = '\0';
+		if (cases[i].plot_fails) {
+			cr_expect_lt(plot_dir(dir, err, sizeof err), 0, "%s", cases[i].rel);
+			cr_expect(strstr(err, cases[i].rel) && strstr(err, "not a regular file"),
+				  "plot_dir: %s", err);
+		} else if (gnuplot) {
+			cr_expect_geq(plot_dir(dir, err, sizeof err), 0, "%s", err);
+		}
+		SH("rm -rf '%s'", dir);
+		free(before);
+	}
 }

@@ -330,3 +330,179 @@ Test(summary, recorded_fixture_rebuilds_identically)
 	free(want);
 	rm_rf(dir);
 }
+
+/* Remove column col from the CSV file at DIR/rel (no quoted fields in these traces). */
+static void drop_column(const char *dir, const char *rel, const char *col)
+{
+	char path[700], *text, *out, *line, *save = NULL;
+	size_t used = 0;
+	int idx = -1;
+
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	text = slurp(path);
+	out = calloc(1, strlen(text) + 2);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f = line, *next;
+		int k = 0;
+		bool first = true;
+
+		for (; f; f = next, k++) {
+			next = strchr(f, ',');
+			size_t len = next ? (size_t)(next - f) : strlen(f);
+
+			if (next)
+				next++;
+			if (idx < 0 && strlen(col) == len && !strncmp(f, col, len))
+				idx = k;
+			if (k == idx)
+				continue;
+			used += (size_t)sprintf(out + used, "%s%.*s", first ? "" : ",", (int)len, f);
+			first = false;
+		}
+		cr_assert_geq(idx, 0, "%s has no column %s", rel, col);
+		out[used++] = '\n';
+	}
+	put(dir, rel, out);
+	free(text);
+	free(out);
+}
+
+/* Field i (0-based) of the fixed part of the data line of a summary file holding one row and
+ * nkeys sweep keys. */
+static void fixed_field(const char *text, size_t nkeys, size_t i, char *buf, size_t len)
+{
+	const char *p = strchr(text, '\n') + 1;
+
+	for (size_t k = 0; k < nkeys + i; k++) {
+		p = strchr(p, ',');
+		cr_assert_not_null(p);
+		p++;
+	}
+	snprintf(buf, len, "%.*s", (int)strcspn(p, ",\n"), p);
+}
+
+/* Every column the summary reads, dropped from one trace of the hand-computed run: exactly the
+ * fields computed from it come out empty (not 0), every other field as with the column, and
+ * the run's lacks say which. Fixed fields: 4-6 accuracy and time to target, 7 total_steps,
+ * 8-10 steps, 11 wait_fraction, 12-13 staleness, 14 bytes_moved, 15 bad_frames, 16 link_drops. */
+Test(summary, each_missing_column_empties_its_fields)
+{
+	static const struct {
+		const char *file, *col;
+		unsigned lacks;
+		int blank[5];
+	} cases[] = {
+		{ "nodes/worker1.csv", "step", SUMMARY_LACKS_STEP, { 7, 8, 9, 10, -1 } },
+		{ "nodes/worker1.csv", "compute_s", SUMMARY_LACKS_COMPUTE_S | SUMMARY_LACKS_WAIT_S, { 11, -1 } },
+		{ "nodes/worker0.csv", "wait_s", SUMMARY_LACKS_COMPUTE_S | SUMMARY_LACKS_WAIT_S, { 11, -1 } },
+		{ "nodes/server0.csv", "staleness", SUMMARY_LACKS_STALENESS, { 12, 13, -1 } },
+		{ "nodes/worker2.csv", "bytes_tx", SUMMARY_LACKS_BYTES_TX, { 14, -1 } },
+		{ "nodes/worker2.csv", "bytes_rx", SUMMARY_LACKS_BYTES_RX, { -1 } }, /* no server trace */
+		{ "nodes/worker2.csv", "bad_frames", SUMMARY_LACKS_BAD_FRAMES, { 15, -1 } },
+		{ "eval.csv", "t_s", SUMMARY_LACKS_EVAL_T_S, { 4, 5, 6, -1 } },
+		{ "eval.csv", "node", SUMMARY_LACKS_EVAL_NODE, { 4, 5, 6, -1 } },
+		{ "eval.csv", "test_accuracy", SUMMARY_LACKS_EVAL_ACCURACY, { 4, 5, 6, -1 } },
+		{ "eval.csv", "updates", SUMMARY_LACKS_EVAL_UPDATES, { -1 } },
+		{ "links.csv", "node", SUMMARY_LACKS_LINKS_NODE, { 16, -1 } },
+		{ "links.csv", "direction", SUMMARY_LACKS_LINKS_DIRECTION, { 16, -1 } },
+		{ "links.csv", "dropped", SUMMARY_LACKS_LINKS_DROPPED, { 16, -1 } },
+	};
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], path[600], err[512], desc[512];
+	char a[64], b[64], *full;
+	struct summary_row row;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(run, sizeof run, "%s/r", dir);
+	make_run(run, "r", "bsp", 0);
+	cr_assert_eq(summary_compute(run, &row, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(row.lacks, 0);
+	cr_assert_eq(summary_lacks_describe(&row, desc, sizeof desc), 0);
+	snprintf(path, sizeof path, "%s/full.csv", dir);
+	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+	full = slurp(path);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *text;
+
+		rm_rf(run);
+		make_run(run, "r", "bsp", 0);
+		drop_column(run, cases[i].file, cases[i].col);
+		cr_assert_eq(summary_compute(run, &row, err, sizeof err), 0, "%s %s: %s", cases[i].file,
+			     cases[i].col, err);
+		cr_expect_eq(row.lacks, cases[i].lacks, "%s %s: lacks %#x", cases[i].file, cases[i].col,
+			     row.lacks);
+		cr_expect_eq(summary_lacks_describe(&row, desc, sizeof desc), 1, "%s", desc);
+		cr_expect(strstr(desc, cases[i].col) && !strncmp(desc, cases[i].file, 4), "%s %s: %s",
+			  cases[i].file, cases[i].col, desc);
+		snprintf(path, sizeof path, "%s/s%zu.csv", dir, i);
+		cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+		text = slurp(path);
+		for (size_t f = 0; f < 18; f++) {
+			bool blank = false;
+
+			for (int k = 0; k < 5 && cases[i].blank[k] >= 0; k++)
+				blank |= (size_t)cases[i].blank[k] == f;
+			fixed_field(text, 2, f, a, sizeof a);
+			fixed_field(full, 2, f, b, sizeof b);
+			if (blank)
+				cr_expect_str_empty(a, "%s %s: field %zu '%s'", cases[i].file, cases[i].col, f, a);
+			else
+				cr_expect_str_eq(a, b, "%s %s: field %zu", cases[i].file, cases[i].col, f);
+		}
+		free(text);
+	}
+	free(full);
+	rm_rf(dir);
+}
+
+/* A parameter-server run's bytes_moved counts what the workers received: a worker trace
+ * without bytes_rx leaves it empty (with bytes_rx but without its own sends, the same). */
+Test(summary, parameter_server_without_bytes_rx)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", err[512], path[600], got[64];
+	struct summary_row row;
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(err, sizeof err, "%s/nodes", dir);
+	cr_assert_eq(mkdir(err, 0755), 0);
+	put(dir, "meta.json", "{\"run_id\": \"ps\"}");
+	put(dir, "nodes/worker0.csv", "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bad_frames\n"
+		"1.0,worker0,1,0.5,0.0,0,0,2.0,100,0\n");
+	put(dir, "nodes/server0.csv", TRACE_HEADER_SERVER "\n1.0,server0,worker0,1,0,1,1,0,2,0\n");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+	cr_expect_eq(row.lacks, SUMMARY_LACKS_BYTES_RX);
+	cr_expect_eq(row.total_steps, 1);
+	snprintf(path, sizeof path, "%s/s.csv", dir);
+	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+	text = slurp(path);
+	fixed_field(text, 0, 14, got, sizeof got);
+	cr_expect_str_empty(got, "bytes_moved '%s'", got);
+	fixed_field(text, 0, 7, got, sizeof got);
+	cr_expect_str_eq(got, "1");
+	free(text);
+	rm_rf(dir);
+}
+
+/* The temporary summary.csv.tmp.PID is created, never opened as found: a symlink someone put
+ * there (to a file of theirs or of root's) is not written through. */
+Test(summary, rebuild_does_not_follow_a_planted_temporary)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], tmp[700], victim[700], err[512];
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(run, sizeof run, "%s/r0", dir);
+	make_run(run, "r0", "bsp", 0);
+	put(dir, "victim", "untouched\n");
+	snprintf(victim, sizeof victim, "%s/victim", dir);
+	snprintf(tmp, sizeof tmp, "%s/summary.csv.tmp.%d", dir, (int)getpid());
+	cr_assert_eq(symlink(victim, tmp), 0);
+	cr_expect_lt(summary_rebuild(dir, err, sizeof err), 0);
+	cr_expect(strstr(err, "File exists"), "%s", err);
+	text = slurp(victim);
+	cr_expect_str_eq(text, "untouched\n");
+	free(text);
+	unlink(tmp);
+	cr_expect_eq(summary_rebuild(dir, err, sizeof err), 1, "%s", err);
+	rm_rf(dir);
+}
