@@ -1,9 +1,9 @@
-/* netem/link_params: validation and text form of struct link_params.
+/* lib/link_params: validation and text form of struct link_params.
  *
  * The text form (key=value tokens, the struct's own field names) is what the orchestrator sends
  * to stalenet-linkd and what linkd's configuration file holds, so one parser serves both and a
  * field added to the struct needs one line in the table below. */
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 #define LINK_KERNEL_NETEM_HANDLE 0x10000u  /* 1: at the root */
 #define LINK_KERNEL_TBF_HANDLE 0x20000u    /* 2: under netem's class 1:1, or at the root for nfq */

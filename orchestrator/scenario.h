@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 #define SCENARIO_MAX_NODES      4096            /* explicit nodes or workers + servers */
 #define SCENARIO_MAX_FILE_BYTES (10u << 20)     /* 10 MB */
