@@ -34,12 +34,14 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "lib/limits.h"
+
 #define WIRE_MAGIC 0x31574e53u /* "SNW1" as little-endian bytes */
 #define WIRE_VERSION 1
 #define WIRE_HEADER_BYTES 56
 #define WIRE_SENDER_SERVER 0xffffffffu
-/* Largest payload any socket accepts unless told otherwise: 64 Mi floats. */
-#define WIRE_MAX_PAYLOAD_BYTES (256u << 20)
+/* Largest payload any socket accepts unless told otherwise: LIMITS_MAX_PARAMS floats (64 Mi). */
+#define WIRE_MAX_PAYLOAD_BYTES (LIMITS_MAX_PARAMS * 4u)
 #define WIRE_MAX_ID 255
 
 enum wire_type {

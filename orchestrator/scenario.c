@@ -266,8 +266,9 @@ static int get_rate(struct cv *cv, const struct yamltree_node *n, const char *wh
 	if (units_parse_rate_bps(s, bps, &why))
 		return fail(cv, n, "%s '%s': %s (expected a rate like 100mbit, 10kbit, 1gbit; or "
 			    "kbps/mbps in bytes per second)", what, s, why);
-	if (*bps > 100000000000ull)
-		return fail(cv, n, "%s %s exceeds the limit of 100gbit", what, s);
+	if (*bps > LIMITS_MAX_RATE_BPS)
+		return fail(cv, n, "%s %s exceeds the largest rate a link can shape (limit %llu bit/s, "
+			    "LIMITS_MAX_RATE_BPS)", what, s, LIMITS_MAX_RATE_BPS);
 	return 0;
 }
 
@@ -817,7 +818,7 @@ static int sec_train(struct cv *cv, const struct yamltree_node *m)
 	    (rc = check_keys(cv, m, KEYS("batch", "lr", "momentum", "weight_decay", "lr_schedule", "lr_step_every",
 				       "lr_step_gamma", "lr_decay", "epochs", "blas_threads"), "train")))
 		return rc;
-	if ((v = GET(m, "batch")) && (rc = get_u32(cv, v, 1, 65536, "train.batch", &sc->train.batch)))
+	if ((v = GET(m, "batch")) && (rc = get_u32(cv, v, 1, LIMITS_MAX_BATCH, "train.batch", &sc->train.batch)))
 		return rc;
 	if ((v = GET(m, "lr")) && (rc = get_real(cv, v, 0, true, 100, false, "train.lr", &sc->train.lr)))
 		return rc;
@@ -854,7 +855,7 @@ static int sec_train(struct cv *cv, const struct yamltree_node *m)
 	if ((v = GET(m, "epochs")) && (rc = get_u32(cv, v, 0, 1000000, "train.epochs", &sc->train.epochs)))
 		return rc;
 	if ((v = GET(m, "blas_threads")) &&
-	    (rc = get_u32(cv, v, 1, 256, "train.blas_threads", &sc->train.blas_threads)))
+	    (rc = get_u32(cv, v, 1, LIMITS_MAX_BLAS_THREADS, "train.blas_threads", &sc->train.blas_threads)))
 		return rc;
 	return 0;
 }
