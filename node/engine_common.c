@@ -293,6 +293,13 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 		rc = -EINVAL;
 		goto out;
 	}
+	if (model_nparams(w->model) > LIMITS_MAX_PARAMS) {
+		/* Every engine sends the model whole in one message (node/wire). */
+		log_error("engine: model of %zu parameters above the limit of %u (LIMITS_MAX_PARAMS)",
+			  model_nparams(w->model), LIMITS_MAX_PARAMS);
+		rc = -EMSGSIZE;
+		goto out;
+	}
 	w->optim = optim_new(model_nparams(w->model), &op);
 	w->grad = malloc(model_nparams(w->model) * sizeof *w->grad);
 	w->order = malloc(w->train->n * sizeof *w->order);

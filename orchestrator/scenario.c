@@ -809,6 +809,31 @@ static int sec_model(struct cv *cv, const struct yamltree_node *m)
 	return 0;
 }
 
+/* The model's parameter count as node/model lays it out for 28 x 28 images (both data sets)
+ * and 10 classes: softmax 784 x 10 + 10; mlp dense layers (in x out + out each); cnn first a
+ * 5 x 5 convolution of 32 filters (+ biases) pooled to 12 x 12 x 32 inputs. Every model goes
+ * over the wire whole, so it must fit LIMITS_MAX_PARAMS floats. */
+static int model_size(struct cv *cv, const struct yamltree_node *m)
+{
+	const struct scenario *sc = cv->sc;
+	const struct yamltree_node *at = GET(m, "hidden") ? GET(m, "hidden") : m;
+	double in = 28.0 * 28.0, n = 0;
+
+	if (sc->model.kind == SCENARIO_MODEL_CNN) {
+		n += 32.0 * 5 * 5 + 32;
+		in = 12.0 * 12 * 32;
+	}
+	for (size_t l = 0; sc->model.kind != SCENARIO_MODEL_SOFTMAX && l < sc->model.n_hidden; l++) {
+		n += in * sc->model.hidden[l] + sc->model.hidden[l];
+		in = sc->model.hidden[l];
+	}
+	n += in * 10 + 10;
+	if (n > LIMITS_MAX_PARAMS)
+		return fail(cv, at, "model of %.0f parameters is larger than a message can carry (limit %u "
+			    "floats, LIMITS_MAX_PARAMS)", n, LIMITS_MAX_PARAMS);
+	return 0;
+}
+
 static int sec_train(struct cv *cv, const struct yamltree_node *m)
 {
 	struct scenario *sc = cv->sc;
@@ -1805,7 +1830,7 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 						       "/usr/share/datasets/mnist" :
 						       "/usr/share/datasets/fashion-mnist")))
 		return fail(cv, root, "out of memory");
-	if ((v = GET(root, "model")) && (rc = sec_model(cv, v)))
+	if ((v = GET(root, "model")) && ((rc = sec_model(cv, v)) || (rc = model_size(cv, v))))
 		return rc;
 	if (sc->model.kind != SCENARIO_MODEL_SOFTMAX && !sc->model.n_hidden) {
 		sc->model.n_hidden = 1;

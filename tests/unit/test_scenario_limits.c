@@ -11,6 +11,7 @@
 #include "lib/limits.h"
 #include "netem/link_kernel.h"
 #include "node/engine_common.h"
+#include "node/model.h"
 #include "node/wire.h"
 #include "orchestrator/scenario.h"
 
@@ -162,6 +163,44 @@ Test(scenario_limits, engines_take_what_the_validator_accepts)
 	cr_assert_eq(engine_conf(LIMITS_MAX_NODES + 1, 32, 1), -EINVAL);
 	cr_assert_eq(engine_conf(4, LIMITS_MAX_BATCH + 1, 1), -EINVAL);
 	cr_assert_eq(engine_conf(4, 32, LIMITS_MAX_BLAS_THREADS + 1), -EINVAL);
-	/* A model message holds at most LIMITS_MAX_PARAMS floats. */
+}
+
+/* node/model's parameter count, the naive way, for 28 x 28 inputs and 10 classes. */
+static double params_of(int cnn, const unsigned *hidden, int nh)
+{
+	double in = cnn ? 12.0 * 12 * 32 : 784, n = cnn ? 32.0 * 25 + 32 : 0;
+
+	for (int l = 0; l < nh; l++) {
+		n += in * hidden[l] + hidden[l];
+		in = hidden[l];
+	}
+	return n + in * 10 + 10;
+}
+
+Test(scenario_limits, model_floats)
+{
+	char y[256];
+	unsigned at[2] = { 65536, 238 }, past[2] = { 65536, 239 };
+
+	/* The validator's count is node/model's (small models, built for real). */
+	unsigned small[2] = { 128, 64 };
+	for (int kind = 0; kind < 3; kind++) {
+		struct model_spec spec = { .kind = kind == 0 ? MODEL_SOFTMAX : kind == 1 ? MODEL_MLP : MODEL_CNN,
+					   .rows = 28, .cols = 28, .nclasses = 10,
+					   .nhidden = kind ? 2 : 0, .hidden = { 128, 64 },
+					   .channels = 32, .kernel = 5 };
+		struct model *m = model_new(&spec, 1);
+
+		cr_assert_not_null(m);
+		cr_assert_eq((double)model_nparams(m), params_of(kind == 2, small, kind ? 2 : 0), "kind %d", kind);
+		model_destroy(&m);
+	}
+	cr_assert_leq(params_of(0, at, 2), LIMITS_MAX_PARAMS);
+	cr_assert_gt(params_of(0, past, 2), LIMITS_MAX_PARAMS);
+	numbers(LIMITS_MAX_PARAMS);
+	snprintf(y, sizeof y, S "workers: 2\nmodel: {kind: mlp, hidden: [%u, %u]}\n", at[0], at[1]);
+	expect(y, NULL, NULL, NULL);
+	snprintf(y, sizeof y, S "workers: 2\nmodel: {kind: mlp, hidden: [%u, %u]}\n", past[0], past[1]);
+	expect(y, "3:28", "larger than a message can carry", lim);
 	cr_assert_eq(WIRE_MAX_PAYLOAD_BYTES, (size_t)LIMITS_MAX_PARAMS * 4);
 }
