@@ -10,7 +10,9 @@
  *   LIMITS_MAX_RATE_BPS   link rate in bit/s. The kernel backend's TBF takes the rate as a
  *                         32-bit signed byte count per second through libnl
  *                         (rtnl_qdisc_tbf_set_rate(int)), no TCA_TBF_RATE64: 2^31 - 1 bytes/s,
- *                         about 17.18 Gbit/s. Above it both backends refuse (one limit).
+ *                         about 17.18 Gbit/s. The validator refuses more for either backend
+ *                         (one limit), as do link_params_validate and the kernel backend
+ *                         (link_kernel_tbf_sizes; it used to clamp without a word).
  *   LIMITS_MAX_BATCH      train.batch: samples in one minibatch.
  *   LIMITS_MAX_BLAS_THREADS  train.blas_threads.
  *   LIMITS_MAX_PARAMS     floats in one model: a data-plane message carries at most this many

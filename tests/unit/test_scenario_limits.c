@@ -105,6 +105,10 @@ Test(scenario_limits, rate)
 	cr_assert_gt(bucket, 0);
 	cr_assert_eq(link_kernel_tbf_sizes(LIMITS_MAX_RATE_BPS + 8, &Bps, &bucket), -ERANGE);
 	cr_assert_eq(link_kernel_tbf_sizes(100000000000ull, &Bps, &bucket), -ERANGE);
+	struct link_params p = { .rate_bps = LIMITS_MAX_RATE_BPS };
+	cr_assert_null(link_params_validate(&p));
+	p.rate_bps++;
+	cr_assert_not_null(link_params_validate(&p));
 	cr_assert_eq(link_kernel_tbf_sizes(8000, &Bps, &bucket), 0);
 	cr_assert_eq(Bps, 1000);
 	cr_assert_eq(bucket, 3 * 1514);
