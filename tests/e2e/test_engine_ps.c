@@ -16,7 +16,8 @@
  *         a NaN, pushes of the wrong size or of a version that never existed, and a flood of
  *         garbage are counted as bad frames and change nothing (the next valid push of
  *         worker0 is accepted with its step, fresh; the model moved once), and the flood does
- *         not keep the server past stop.time, nor worker0 alive once it fell silent
+ *         not keep the server past stop.time, nor worker0 alive once it fell silent; a real
+ *         worker skips a model of the wrong size or with a NaN and trains on the next
  *   all   test accuracy ends well above chance (0.1) */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -876,6 +877,118 @@ Test(engine_ps, bad_frames_change_nothing_and_cannot_stretch_a_wait, .timeout = 
 	cr_assert_geq(bad, 5 + 30, "%ld bad frames", bad);
 	zmq_close(w0);
 	zmq_close(rogue_sock);
+	zmq_ctx_term(ctx);
+	cleanup(dir);
+}
+
+/* --- the worker's side: a model it cannot take -------------------------------------------------- */
+
+/* Send one message from the fake server's ROUTER to the worker (routing id id/idlen). */
+static void to_worker(void *router, const uint8_t *id, size_t idlen, uint16_t type, int64_t step,
+		      int64_t version, int64_t aux, const float *pay, size_t n)
+{
+	struct wire_header h = { .type = type, .sender = WIRE_SENDER_SERVER, .step = step,
+				 .model_version = version, .aux = aux,
+				 .payload_len = (uint32_t)(n * sizeof(float)) };
+
+	cr_assert_eq(wire_send(router, id, idlen, &h, pay, NULL, false, NULL), 0);
+}
+
+/* The next message of `type` from the worker (keep-alives skipped), at most 20 s. */
+static void from_worker(void *router, uint16_t type, struct wire_msg *m)
+{
+	int64_t end = clock_now_ns() + 20000000000ll;
+
+	while (clock_now_ns() < end) {
+		if (wire_recv(router, true, 64u << 20, 100, m, NULL) != 1)
+			continue;
+		if (m->h.type == type)
+			return;
+		wire_msg_close(m);
+	}
+	cr_assert_fail("no %s from the worker", wire_type_name(type));
+}
+
+/* A real worker against a fake server that answers its join with a model of the wrong size and
+ * one with a NaN before the right one: both are counted as bad frames (trace) and skipped; the
+ * worker trains on the right one and finishes its two steps. */
+Test(engine_ps, worker_skips_a_model_it_cannot_take, .timeout = 120)
+{
+	char *dir = mkrun(), ep[64], path[512], line[512];
+	int port = 21000 + (int)(getpid() % 20000) + 9000;
+	void *ctx = zmq_ctx_new(), *router = zmq_socket(ctx, ZMQ_ROUTER);
+	const size_t n = 784 * 10 + 10; /* softmax */
+	float *model = calloc(n, sizeof *model);
+	struct wire_msg m;
+	struct kv *k = kv_new();
+	uint8_t id[WIRE_MAX_ID];
+	size_t idlen;
+	long bad = 0, rows = 0;
+	pid_t w;
+	int st = 0;
+	FILE *f;
+
+	cr_assert_not_null(model);
+	snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+	cr_assert_eq(wire_socket_setup(router, 64u << 20), 0);
+	cr_assert_eq(zmq_bind(router, ep), 0);
+	base_cfg(k, dir, port, "asp");
+	kv_set(k, "workers.count", "1");
+	kv_set(k, "workers.addrs", "127.0.0.1");
+	kv_set(k, "workers.names", "worker0");
+	kv_set(k, "stop.steps", "2");
+	kv_set(k, "node.name", "worker0");
+	kv_set(k, "node.role", "worker");
+	kv_set(k, "node.index", "0");
+	w = fork();
+	cr_assert_geq(w, 0);
+	if (w == 0) {
+		log_init("worker0", LOG_WARN);
+		_exit(engine_ps_worker_run(k) == 0 ? 0 : 1);
+	}
+	kv_destroy(&k);
+
+	from_worker(router, WIRE_HELLO, &m);
+	cr_assert(m.h.aux & 1, "the first HELLO is a join");
+	idlen = m.idlen;
+	memcpy(id, m.id, idlen);
+	wire_msg_close(&m);
+	to_worker(router, id, idlen, WIRE_HELLO, 0, 0, 0, NULL, 0);
+	to_worker(router, id, idlen, WIRE_MODEL, 0, 0, 0, model, n - 1); /* one float short */
+	model[5] = NAN;
+	to_worker(router, id, idlen, WIRE_MODEL, 0, 0, 0, model, n);     /* a NaN */
+	model[5] = 0;
+	to_worker(router, id, idlen, WIRE_MODEL, 0, 0, 0, model, n);
+	for (int64_t step = 1; step <= 2; step++) {
+		from_worker(router, WIRE_PUSH, &m);
+		cr_assert_eq(m.h.step, step);
+		cr_assert_eq(m.n, n);
+		cr_assert_eq(m.h.model_version, step - 1, "the push was computed on version %lld",
+			     (long long)m.h.model_version);
+		wire_msg_close(&m);
+		to_worker(router, id, idlen, WIRE_ACK, step, step, 0, NULL, 0);
+		if (step < 2)
+			to_worker(router, id, idlen, WIRE_MODEL, step, step, 0, model, n);
+	}
+	from_worker(router, WIRE_BYE, &m);
+	wire_msg_close(&m);
+	cr_assert_eq(waitpid(w, &st, 0), w);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the worker failed (status %d)", st);
+
+	/* Its trace: two steps; bad_frames (last column) holds the two models it skipped. */
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	while (fgets(line, sizeof line, f)) {
+		rows++;
+		bad += atol(strrchr(line, ',') + 1);
+	}
+	fclose(f);
+	cr_assert_eq(rows, 2);
+	cr_assert_eq(bad, 2, "%ld bad frames in the trace", bad);
+	free(model);
+	zmq_close(router);
 	zmq_ctx_term(ctx);
 	cleanup(dir);
 }
