@@ -1102,12 +1102,13 @@ static int client_await(struct ps_client *c, uint16_t want, int64_t want_step, s
 				c->st.bad_frames++;
 			}
 			wire_msg_close(m);
-			continue;
-		}
-		/* Only a held barrier request is "waiting" (progress.csv, the barrier part of the
-		 * step that wait_s measures); a pull or push in flight is data-plane transfer. */
-		if (c->ctl)
+		} else if (c->ctl) {
+			/* Only a held barrier request is "waiting" (progress.csv, the barrier part
+			 * of the step that wait_s measures); a pull or push in flight is data-plane
+			 * transfer. */
 			ctl_client_status(c->ctl, step, barrier ? CTL_WAIT : CTL_RUN, barrier);
+		}
+		/* Also while other messages keep coming: they are no reason to fall silent. */
 		if (clock_now_ns() - c->last_tx_ns >= PS_KEEPALIVE_NS)
 			client_send(c, WIRE_HELLO, step, 0, 0, 0, NULL, 0);
 	}
