@@ -5,8 +5,12 @@
  *
  *   LIMITS_MAX_NODES      nodes of one run (workers + servers, or explicit nodes); also the
  *                         largest consistency.sample and consistency.fanout. The engines keep
- *                         per-node arrays and, peer to peer, one connection per other peer; the
- *                         NFQUEUE emulator serves two queues per node (linkd: 4096 queues).
+ *                         per-node arrays and, peer to peer, one connection per other peer. What
+ *                         else the testbed sizes per node holds 1024 with room: the NFQUEUE
+ *                         backend shapes two directions per node (link_shaper: 4096 links, queue
+ *                         numbers from 100, below 65536; linkd: 4096 queues), a switch port is
+ *                         named prefix (<= 8) + "p" + index (<= 4 digits) < IFNAMSIZ, and the
+ *                         validator checks that the nodes fit network.subnet.
  *   LIMITS_MAX_RATE_BPS   link rate in bit/s. The kernel backend's TBF takes the rate as a
  *                         32-bit signed byte count per second through libnl
  *                         (rtnl_qdisc_tbf_set_rate(int)), no TCA_TBF_RATE64: 2^31 - 1 bytes/s,
