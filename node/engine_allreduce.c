@@ -166,6 +166,12 @@ int allreduce_ring_mean(struct allreduce_ring *self, float *v, size_t len, int64
 		struct wire_msg m;
 		int rc;
 
+		if (!wire_payload_finite(v + so, sl)) {
+			/* The next node would skip it and time out: say so here instead. */
+			log_error("allreduce: step %lld: values that are not finite (the model diverged)",
+				  (long long)step);
+			return -EDOM;
+		}
 		rc = wire_send(self->tx, NULL, 0, &h, v + so, NULL, false, &self->st);
 		if (rc < 0) {
 			log_error("allreduce: send: %s", zmq_strerror(-rc));

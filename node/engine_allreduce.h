@@ -52,7 +52,7 @@ void allreduce_ring_close(struct allreduce_ring **self);
  * Gives up with -ETIMEDOUT when the message of a phase has not come timeout_ms after that phase
  * began; a message that does not match the expected sender, step, phase or size is counted in
  * bad_frames and skipped (it changes nothing and does not extend the wait). Returns 0 or
- * negative errno. */
+ * negative errno (-EDOM when this member's own values are not finite: nobody would take them). */
 int allreduce_ring_mean(struct allreduce_ring *self, float *v, size_t len, int64_t step,
 			bool *stop, int timeout_ms);
 

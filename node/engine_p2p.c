@@ -586,6 +586,13 @@ static int publish(struct peer *p)
 	if (!buf)
 		return -ENOMEM;
 	memcpy(wire_buf_data(buf), model_params(p->wk->model), p->nparams * sizeof(float));
+	if (!wire_payload_finite(wire_buf_data(buf), p->nparams)) {
+		/* Every peer would reject it (node/wire) and wait on: say so and stop instead. */
+		log_error("p2p: %s: the replica at clock %lld is not finite (the model diverged)",
+			  p->c.name, (long long)p->clock);
+		wire_buf_unref(&buf);
+		return -EDOM;
+	}
 	pthread_mutex_lock(&p->sh.mu);
 	old = p->sh.published;
 	p->sh.published = buf;

@@ -1305,6 +1305,14 @@ int engine_ps_worker_run(const struct kv *cfg)
 		if (last) {
 			const float *up = c.pc.average ? model_params(wk->model) : wk->grad;
 
+			if (!wire_payload_finite(up, nparams)) {
+				/* The server would drop it as a bad frame and this worker wait for
+				 * its answer until the end: say so and stop instead. */
+				log_error("engine_ps: %s: the update of step %lld is not finite (the model "
+					  "diverged)", c.pc.ec.name, (long long)step);
+				rc = -EDOM;
+				break;
+			}
 			want_model = step / h_steps + 1;
 			rc = client_request(&c, WIRE_PUSH, want_model, version, (int64_t)round_samples,
 					    loss, up, (uint32_t)(nparams * sizeof(float)));

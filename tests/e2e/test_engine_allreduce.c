@@ -197,6 +197,29 @@ Test(allreduce_ring, foreign_messages_skipped_and_deadline_kept, .timeout = 60)
 		allreduce_ring_close(&two[i].ring);
 }
 
+/* A member whose values are not finite says so at once (-EDOM) rather than sending what the next
+ * member would skip until its deadline. */
+Test(allreduce_ring, non_finite_values_refused_at_the_sender, .timeout = 30)
+{
+	int port = base_port() + RING_N + 4;
+	char me[2][64];
+	struct allreduce_ring *r[2];
+	static float v[RING_LEN];
+	bool stop = false;
+
+	for (int i = 0; i < 2; i++)
+		snprintf(me[i], sizeof me[i], "tcp://127.0.0.1:%d", port + i);
+	for (int i = 0; i < 2; i++) {
+		r[i] = allreduce_ring_open(i, 2, me[i], me[(i + 1) % 2], RING_LEN);
+		cr_assert_not_null(r[i]);
+	}
+	v[3] = NAN; /* in member 0's first chunk */
+	cr_assert_eq(allreduce_ring_mean(r[0], v, RING_LEN, 0, &stop, 20000), -EDOM);
+	cr_assert_eq(allreduce_ring_stats(r[0])->msgs_tx, 0, "the chunk was sent");
+	for (int i = 0; i < 2; i++)
+		allreduce_ring_close(&r[i]);
+}
+
 /* --- whole runs ------------------------------------------------------------------------------- */
 
 static void write_conf(const char *dir, int i, int n, int port, int64_t steps)
