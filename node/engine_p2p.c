@@ -110,10 +110,9 @@ static void handle_request(struct service *s, struct wire_msg *m)
 	struct shared *sh = s->sh;
 	uint32_t from = m->h.sender;
 
-	/* Only a final replica carries a payload; a clock threshold is never negative. Anything
-	 * else is counted and changes nothing (no pending entry, no liveness). */
-	if (from >= s->n || from == s->self || (m->h.type != WIRE_MODEL && m->n != 0) ||
-	    (m->h.type == WIRE_CLOCK_REQ && m->h.model_version < 0)) {
+	/* Only a final replica carries a payload. Anything else is counted and changes nothing
+	 * (no pending entry, no liveness). */
+	if (from >= s->n || from == s->self || (m->h.type != WIRE_MODEL && m->n != 0)) {
 		s->st.bad_frames++;
 		return;
 	}
