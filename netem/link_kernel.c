@@ -129,6 +129,22 @@ static int ifindex_of(const struct netem_op *op)
 	return idx;
 }
 
+int link_kernel_tbf_sizes(uint64_t rate_bps, int *rate_Bps, int *bucket_bytes)
+{
+	uint64_t Bps = rate_bps / 8;
+
+	/* libnl's rtnl_qdisc_tbf_set_rate takes an int and sends no TCA_TBF_RATE64: a larger
+	 * rate used to be clamped here without a word. The validator refuses it (lib/limits.h). */
+	if (rate_bps > LIMITS_MAX_RATE_BPS || Bps > INT32_MAX)
+		return -ERANGE;
+	*rate_Bps = (int)Bps;
+	/* Bucket: 4 ms worth of bytes, at least a few full frames (GSO on veth sends 64 KB). */
+	*bucket_bytes = (int)(Bps / 250);
+	if (*bucket_bytes < 3 * 1514)
+		*bucket_bytes = 3 * 1514;
+	return 0;
+}
+
 static int do_tbf(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t handle, uint64_t rate_bps, bool change)
 {
 	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
@@ -138,15 +154,17 @@ static int do_tbf(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t han
 	rtnl_tc_set_parent(TC_CAST(q), parent);
 	rtnl_tc_set_handle(TC_CAST(q), handle);
 	int rc = rtnl_tc_set_kind(TC_CAST(q), "tbf");
-	uint64_t Bps = rate_bps / 8;
-	if (Bps > INT32_MAX)
-		Bps = INT32_MAX;
-	/* Bucket: 4 ms worth of bytes, at least a few full frames (GSO on veth sends 64 KB). */
-	int bucket = (int)(Bps / 250);
-	if (bucket < 3 * 1514)
-		bucket = 3 * 1514;
+	int Bps = 0, bucket = 0;
+	if (rc == 0)
+		rc = link_kernel_tbf_sizes(rate_bps, &Bps, &bucket);
+	if (rc < 0) {
+		log_error("link_kernel: rate %llu bit/s is above the TBF limit of %llu bit/s",
+			  (unsigned long long)rate_bps, LIMITS_MAX_RATE_BPS);
+		rtnl_qdisc_put(q);
+		return rc;
+	}
 	if (rc == 0) {
-		rtnl_qdisc_tbf_set_rate(q, (int)Bps, bucket, 0);
+		rtnl_qdisc_tbf_set_rate(q, Bps, bucket, 0);
 		rc = rtnl_qdisc_tbf_set_limit_by_latency(q, 50000);
 	}
 	if (rc == 0)

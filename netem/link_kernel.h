@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/limits.h"
+#include "lib/link_params.h"
 
 #define LINK_KERNEL_NETEM_HANDLE 0x10000u  /* 1: at the root */
 #define LINK_KERNEL_TBF_HANDLE 0x20000u    /* 2: under netem's class 1:1, or at the root for nfq */
@@ -21,8 +22,14 @@ struct link_kernel_stats {
 	uint64_t packets, bytes, drops, overlimits, qlen;
 };
 
+/* The TBF parameters for rate_bps: the rate in bytes/s and a bucket of 4 ms of it (at least
+ * three full frames). Returns 0, or -ERANGE above LIMITS_MAX_RATE_BPS (what TBF through libnl
+ * can take). Pure. */
+int link_kernel_tbf_sizes(uint64_t rate_bps, int *rate_Bps, int *bucket_bytes);
+
 /* netem at ifname's root (+ TBF 2: under 1:1 when rate_bps). change = modify in place
- * (NLM_F_REPLACE, never delete + add). Returns 0 or -errno (-ENOENT: no sch_netem). */
+ * (NLM_F_REPLACE, never delete + add). Returns 0 or -errno (-ENOENT: no sch_netem,
+ * -ERANGE: rate above LIMITS_MAX_RATE_BPS). */
 int link_kernel_netem(const char *netns, const char *ifname, const struct link_params *p, bool change);
 
 /* TBF with rate_bps at parent (TC_H_ROOT or a class id) with handle. change as above. */

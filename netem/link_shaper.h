@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 enum link_backend { LINK_BACKEND_AUTO = 0, LINK_BACKEND_KERNEL, LINK_BACKEND_NFQ };
 enum link_dir { LINK_DIR_UP = 0, LINK_DIR_DOWN };

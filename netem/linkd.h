@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 #include "netem/linkd_ctl.h"
 
 struct linkd;

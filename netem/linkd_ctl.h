@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 #define LINKD_CTL_NAME_MAX 96   /* buffer sizes, NUL included */
 #define LINKD_CTL_NETNS_MAX 64

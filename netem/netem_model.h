@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 #define NETEM_MODEL_DIST_SCALE 8192
 #define NETEM_MODEL_DIST_SIZE 4096

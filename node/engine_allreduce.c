@@ -100,38 +100,44 @@ static size_t chunk_off(size_t len, uint32_t n, uint32_t k)
 	return (size_t)((unsigned __int128)len * k / n);
 }
 
-/* Receive the message of (step, phase) from the previous node into m. */
+/* Receive the message of (step, phase) from the previous node into m, waiting at most
+ * timeout_ms from the call. A message that is not it (another sender, step, phase or size) is
+ * counted in bad_frames and skipped, changing nothing: the wait goes on to the same deadline,
+ * which no stream of such messages can push back. */
 static int recv_phase(struct allreduce_ring *self, int64_t step, int64_t phase, size_t want,
 		      int timeout_ms, struct wire_msg *m)
 {
 	uint32_t prev = (self->index + self->n - 1) % self->n;
-	int waited = 0;
+	int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
+	uint64_t skipped = 0;
 
 	for (;;) {
-		int rc = wire_recv(self->rx, false, self->max_floats * sizeof(float), POLL_SLICE_MS,
-				   m, &self->st);
+		int64_t left_ms = (deadline - clock_now_ns()) / 1000000;
+		int rc;
 
-		if (rc == -EINTR || rc == 0) {
-			waited += POLL_SLICE_MS;
-			if (waited >= timeout_ms) {
-				log_error("allreduce: step %lld phase %lld: nothing from node %u in %d ms",
-					  (long long)step, (long long)phase, prev, timeout_ms);
-				return -ETIMEDOUT;
-			}
-			continue;
+		if (left_ms <= 0) {
+			log_error("allreduce: step %lld phase %lld: nothing from node %u in %d ms (%llu "
+				  "other messages skipped)", (long long)step, (long long)phase, prev,
+				  timeout_ms, (unsigned long long)skipped);
+			return -ETIMEDOUT;
 		}
+		rc = wire_recv(self->rx, false, self->max_floats * sizeof(float),
+			       (int)(left_ms < POLL_SLICE_MS ? left_ms : POLL_SLICE_MS), m, &self->st);
+		if (rc == -EINTR || rc == 0)
+			continue;
 		if (rc < 0)
 			return rc;
 		if (m->h.type != WIRE_PUSH || m->h.sender != prev || m->h.step != step ||
 		    m->h.model_version != phase || m->n != want) {
-			log_error("allreduce: expected step %lld phase %lld (%zu floats) from %u, got "
-				  "%s step %lld phase %lld (%zu floats) from %u",
+			log_debug("allreduce: expected step %lld phase %lld (%zu floats) from %u, got "
+				  "%s step %lld phase %lld (%zu floats) from %u: skipped",
 				  (long long)step, (long long)phase, want, prev,
 				  wire_type_name(m->h.type), (long long)m->h.step,
 				  (long long)m->h.model_version, m->n, m->h.sender);
 			self->st.bad_frames++;
+			skipped++;
 			wire_msg_close(m);
-			return -EPROTO;
+			continue;
 		}
 		return 0;
 	}
@@ -160,6 +166,12 @@ int allreduce_ring_mean(struct allreduce_ring *self, float *v, size_t len, int64
 		struct wire_msg m;
 		int rc;
 
+		if (!wire_payload_finite(v + so, sl)) {
+			/* The next node would skip it and time out: say so here instead. */
+			log_error("allreduce: step %lld: values that are not finite (the model diverged)",
+				  (long long)step);
+			return -EDOM;
+		}
 		rc = wire_send(self->tx, NULL, 0, &h, v + so, NULL, false, &self->st);
 		if (rc < 0) {
 			log_error("allreduce: send: %s", zmq_strerror(-rc));

@@ -49,8 +49,10 @@ void allreduce_ring_close(struct allreduce_ring **self);
 
 /* Replace v[0..len) by the mean over the ring of every member's v (same len everywhere) for
  * step `step`. *stop is this member's vote on entry and the OR of all votes on return.
- * Gives up with -ETIMEDOUT when no message arrives for timeout_ms. Returns 0 or negative errno
- * (-EPROTO when a neighbour's message does not match the expected step, phase or size). */
+ * Gives up with -ETIMEDOUT when the message of a phase has not come timeout_ms after that phase
+ * began; a message that does not match the expected sender, step, phase or size is counted in
+ * bad_frames and skipped (it changes nothing and does not extend the wait). Returns 0 or
+ * negative errno (-EDOM when this member's own values are not finite: nobody would take them). */
 int allreduce_ring_mean(struct allreduce_ring *self, float *v, size_t len, int64_t step,
 			bool *stop, int timeout_ms);
 

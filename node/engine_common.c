@@ -85,12 +85,17 @@ int engine_conf_read(const struct kv *cfg, struct engine_conf *c)
 	rc = rc ? rc : kv_get_bool(cfg, "train.save_model", false, &c->save_model);
 	if (rc)
 		return rc;
-	if (n < 1 || n > ENGINE_MAX_NODES || idx < 0 || idx >= n) {
+	if (n > ENGINE_MAX_NODES) {
+		log_error("engine: workers.count %lld above the limit of %d nodes (LIMITS_MAX_NODES)",
+			  (long long)n, ENGINE_MAX_NODES);
+		return -EINVAL;
+	}
+	if (n < 1 || idx < 0 || idx >= n) {
 		log_error("engine: node.index %lld outside workers.count %lld", (long long)idx,
 			  (long long)n);
 		return -EINVAL;
 	}
-	if (port < 1 || port > 65535 || batch < 1 || batch > 65536 || threads < 1 || threads > 256 ||
+	if (port < 1 || port > 65535 || batch < 1 || batch > LIMITS_MAX_BATCH || threads < 1 || threads > LIMITS_MAX_BLAS_THREADS ||
 	    c->stop_steps < 0 || c->train_limit < 0 || c->test_limit < 0) {
 		log_error("engine: bad port.data / train.batch / train.blas_threads / stop.steps / "
 			  "data limits");
@@ -287,6 +292,13 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 	w->model = model_new(&spec, c->seed);
 	if (!w->model) {
 		rc = -EINVAL;
+		goto out;
+	}
+	if (model_nparams(w->model) > LIMITS_MAX_PARAMS) {
+		/* Every engine sends the model whole in one message (node/wire). */
+		log_error("engine: model of %zu parameters above the limit of %u (LIMITS_MAX_PARAMS)",
+			  model_nparams(w->model), LIMITS_MAX_PARAMS);
+		rc = -EMSGSIZE;
 		goto out;
 	}
 	w->optim = optim_new(model_nparams(w->model), &op);

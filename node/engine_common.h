@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/limits.h"
 #include "node/eval.h"
 #include "node/rng.h"
 
@@ -29,7 +30,7 @@ struct model;
 struct optim;
 struct straggler;
 
-#define ENGINE_MAX_NODES 1024
+#define ENGINE_MAX_NODES LIMITS_MAX_NODES /* lib/limits.h: the validator refuses more */
 #define ENGINE_ADDR_LEN 64
 
 /* The run as one node sees it; filled by engine_conf_read, plain data. */

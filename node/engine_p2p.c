@@ -12,6 +12,7 @@
 #include "node/engine_p2p.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +110,9 @@ static void handle_request(struct service *s, struct wire_msg *m)
 	struct shared *sh = s->sh;
 	uint32_t from = m->h.sender;
 
-	if (from >= s->n || from == s->self) {
+	/* Only a final replica carries a payload. Anything else is counted and changes nothing
+	 * (no pending entry, no liveness). */
+	if (from >= s->n || from == s->self || (m->h.type != WIRE_MODEL && m->n != 0)) {
 		s->st.bad_frames++;
 		return;
 	}
@@ -196,7 +199,9 @@ static void *service_main(void *arg)
 			}
 		}
 		if (it[1].revents & ZMQ_POLLIN) {
-			while (wire_recv(s->router, true, s->max_bytes, 0, &m, &s->st) == 1) {
+			/* At most a batch per pass, so a busy ROUTER never starves the pipe. */
+			for (int k = 0; k < 256 &&
+					wire_recv(s->router, true, s->max_bytes, 0, &m, &s->st) == 1; k++) {
 				handle_request(s, &m);
 				wire_msg_close(&m);
 			}
@@ -404,7 +409,12 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 					  m.h.type == (type == WIRE_PULL ? WIRE_MODEL : WIRE_CLOCK_REP);
 
 				if (ok && type == WIRE_PULL) {
-					ok = m.n == p->nparams;
+					/* The answer asked for, but unusable: a replica of the wrong
+					 * size or a weight that is not a finite count of samples is
+					 * counted and changes nothing; the peer stays awaited. */
+					ok = m.n == p->nparams && isfinite(m.h.value) && m.h.value >= 0;
+					if (!ok)
+						p->st.bad_frames++;
 					if (ok) {
 						memcpy(p->models[j], m.payload,
 						       p->nparams * sizeof(float));
@@ -575,6 +585,13 @@ static int publish(struct peer *p)
 	if (!buf)
 		return -ENOMEM;
 	memcpy(wire_buf_data(buf), model_params(p->wk->model), p->nparams * sizeof(float));
+	if (!wire_payload_finite(wire_buf_data(buf), p->nparams)) {
+		/* Every peer would reject it (node/wire) and wait on: say so and stop instead. */
+		log_error("p2p: %s: the replica at clock %lld is not finite (the model diverged)",
+			  p->c.name, (long long)p->clock);
+		wire_buf_unref(&buf);
+		return -EDOM;
+	}
 	pthread_mutex_lock(&p->sh.mu);
 	old = p->sh.published;
 	p->sh.published = buf;

@@ -467,7 +467,6 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 	struct wire_header ack = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER, .step = m->h.step };
 	int64_t stale = s->version - m->h.model_version;
 	uint32_t waiting = held_count(s);
-	bool bad = false;
 
 	if (m->h.step <= s->w[i].last_push) {
 		/* Sent again after a reconnect (client_await): the first copy was handled, or this
@@ -481,13 +480,6 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 		return;
 	}
 	s->updates_in++;
-	if (m->n != s->nparams || m->h.model_version > s->version || m->h.model_version < 0) {
-		/* Wrong shape or a version that never existed: a protocol error, not an update. */
-		s->st.bad_frames++;
-		ack.aux = -1;
-		bad = true;
-		goto out;
-	}
 	if (m->h.step > s->clocks[i])
 		s->clocks[i] = m->h.step;
 	if (m->h.model_version > s->w[i].pushed_on)
@@ -533,15 +525,13 @@ static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
 		if (stale > s->stale_max)
 			s->stale_max = stale;
 	}
-out:
 	ack.model_version = s->version;
 	s->w[i].last_push = m->h.step;
 	s->w[i].last_ack = ack.aux;
 	reply(s, i, &ack, NULL);
 	/* The push is also the request for the next round: held until its barrier holds (at once
-	 * for ASP), then answered with the model. A malformed push does not move the clock. */
-	hold_request(s, i, bad ? s->clocks[i] : m->h.step,
-		     WIRE_MODEL);
+	 * for ASP), then answered with the model. */
+	hold_request(s, i, m->h.step, WIRE_MODEL);
 	trace_update(s, i, m->h.step, ack.aux >= 0 ? stale : -1, waiting);
 }
 
@@ -672,14 +662,42 @@ static void evaluate(struct ps_server *s)
 	}
 }
 
+/* Whether m (wire-valid: checksum right, floats finite) is also a request this server can take,
+ * judged before any state changes: a known sender with a routing id, a type workers send, no
+ * payload but on a push, and on a push a whole model's worth of floats computed on a version
+ * that exists, for a step >= 1 and a sample count >= 0. Clocks are never negative. */
+static bool request_valid(const struct ps_server *s, const struct wire_msg *m)
+{
+	const struct wire_header *h = &m->h;
+
+	if (h->sender >= s->pc.ec.n || m->idlen == 0 || h->step < 0)
+		return false;
+	switch (h->type) {
+	case WIRE_PUSH:
+		return m->n == s->nparams && h->model_version >= 0 &&
+		       h->model_version <= s->version && h->step >= 1 && h->aux >= 0;
+	case WIRE_HELLO:
+	case WIRE_PULL:
+	case WIRE_BARRIER:
+	case WIRE_BYE:
+		return h->payload_len == 0;
+	default:
+		return false;
+	}
+}
+
 static void handle(struct ps_server *s, struct wire_msg *m)
 {
 	uint32_t i = m->h.sender;
 	struct ps_worker *w;
 	bool was_known;
 
-	if (i >= s->pc.ec.n || m->idlen == 0) {
+	if (!request_valid(s, m)) {
+		/* Dropped before anything is touched: not a sign of life, not a routing id, not a
+		 * step, not a clock. */
 		s->st.bad_frames++;
+		log_debug("engine_ps: dropped an invalid %s from sender %u", wire_type_name(m->h.type),
+			  m->h.sender);
 		return;
 	}
 	w = &s->w[i];
@@ -729,8 +747,7 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 		on_barrier(s, i, m);
 		break;
 	default:
-		s->st.bad_frames++;
-		break;
+		break; /* request_valid took only the types above */
 	}
 }
 
@@ -1038,6 +1055,22 @@ static bool client_should_stop(struct ps_client *c)
 	       (c->pc.ec.stop_time_s > 0 && run_s(&c->pc.ec) >= c->pc.ec.stop_time_s);
 }
 
+/* Whether an awaited answer can be taken: a MODEL carries exactly the model (checked here so a
+ * bad one changes nothing), HELLO a clock >= 0, ACK a staleness >= -1. */
+static bool reply_valid(const struct ps_client *c, const struct wire_msg *m)
+{
+	switch (m->h.type) {
+	case WIRE_MODEL:
+		return m->n * sizeof(float) == c->maxp && m->h.model_version >= 0;
+	case WIRE_HELLO:
+		return m->h.step >= 0 && m->n == 0;
+	case WIRE_ACK:
+		return m->h.aux >= -1 && m->n == 0;
+	default:
+		return true;
+	}
+}
+
 /* Wait for a message of type `want` answering step `want_step` (-1: any step; other messages
  * are ignored, among them the second answer to a request sent twice; BYE ends the run). Returns
  * 1 with *m filled, 0 when the run is over (BYE, stop), negative errno on failure. Sends a
@@ -1062,15 +1095,20 @@ static int client_await(struct ps_client *c, uint16_t want, int64_t want_step, s
 				wire_msg_close(m);
 				return 0;
 			}
-			if (m->h.type == want && (want_step < 0 || m->h.step == want_step))
-				return 1;
+			if (m->h.type == want && (want_step < 0 || m->h.step == want_step)) {
+				if (reply_valid(c, m))
+					return 1;
+				/* Not taken: counted, the wait goes on (until stop) for a good one. */
+				c->st.bad_frames++;
+			}
 			wire_msg_close(m);
-			continue;
-		}
-		/* Only a held barrier request is "waiting" (progress.csv, the barrier part of the
-		 * step that wait_s measures); a pull or push in flight is data-plane transfer. */
-		if (c->ctl)
+		} else if (c->ctl) {
+			/* Only a held barrier request is "waiting" (progress.csv, the barrier part
+			 * of the step that wait_s measures); a pull or push in flight is data-plane
+			 * transfer. */
 			ctl_client_status(c->ctl, step, barrier ? CTL_WAIT : CTL_RUN, barrier);
+		}
+		/* Also while other messages keep coming: they are no reason to fall silent. */
 		if (clock_now_ns() - c->last_tx_ns >= PS_KEEPALIVE_NS)
 			client_send(c, WIRE_HELLO, step, 0, 0, 0, NULL, 0);
 	}
@@ -1267,6 +1305,14 @@ int engine_ps_worker_run(const struct kv *cfg)
 		if (last) {
 			const float *up = c.pc.average ? model_params(wk->model) : wk->grad;
 
+			if (!wire_payload_finite(up, nparams)) {
+				/* The server would drop it as a bad frame and this worker wait for
+				 * its answer until the end: say so and stop instead. */
+				log_error("engine_ps: %s: the update of step %lld is not finite (the model "
+					  "diverged)", c.pc.ec.name, (long long)step);
+				rc = -EDOM;
+				break;
+			}
 			want_model = step / h_steps + 1;
 			rc = client_request(&c, WIRE_PUSH, want_model, version, (int64_t)round_samples,
 					    loss, up, (uint32_t)(nparams * sizeof(float)));

@@ -18,8 +18,8 @@
 #include "lib/clock.h"
 #include "lib/ctl.h"
 #include "lib/log.h"
-#include "netem/link_params.h"
-#include "netem/link_verdict.h"
+#include "lib/link_params.h"
+#include "lib/link_verdict.h"
 
 #define PROBE_PORT_DEFAULT 7100
 #define PROBE_MAX_NODES 8192

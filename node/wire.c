@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,28 @@ void wire_header_encode(const struct wire_header *h, const void *payload,
 	put64(out + 48, header_checksum(out, payload, h->payload_len));
 }
 
+/* Every float of the payload is finite. A float is NaN or infinite exactly when its exponent
+ * bits are all ones. Each of 16 lanes ORs in "exponent all ones" for its floats (fixed-size
+ * blocks of compares and ORs, which the compiler turns into vector instructions at -O2; no
+ * branch per value) and the lanes are folded once at the end: it costs about what the
+ * checksum over the same bytes costs (an 814 KB model: ~0.1 ms each). Denormals and zeros
+ * pass. */
+bool wire_payload_finite(const void *payload, size_t n)
+{
+	const uint8_t *p = payload;
+	uint32_t lanes[16] = { 0 }, bad = 0;
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		for (int k = 0; k < 16; k++)
+			lanes[k] |= (rd32(p + 4 * (i + k)) & 0x7f800000u) == 0x7f800000u;
+	for (; i < n; i++)
+		bad |= (rd32(p + 4 * i) & 0x7f800000u) == 0x7f800000u;
+	for (int k = 0; k < 16; k++)
+		bad |= lanes[k];
+	return !bad;
+}
+
 int wire_decode(const void *hdr, size_t hlen, const void *payload, size_t plen,
 		size_t max_payload, struct wire_header *out)
 {
@@ -181,6 +204,8 @@ int wire_decode(const void *hdr, size_t hlen, const void *payload, size_t plen,
 		return -EBADMSG;
 	if (rd64(b + 48) != header_checksum(b, plen ? payload : NULL, plen))
 		return -EBADMSG;
+	if (plen > 0 && !wire_payload_finite(payload, plen / 4))
+		return -EDOM;
 	out->type = type;
 	out->sender = rd32(b + 8);
 	out->payload_len = len;
@@ -443,18 +468,40 @@ static int drain(void *sock, struct wire_stats *st)
 	return n;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int wire_recv(void *sock, bool router, size_t max_payload, int timeout_ms, struct wire_msg *m,
 	      struct wire_stats *st)
 {
+	/* The wait is bounded by a deadline fixed here: a stream of bad messages (each consumed
+	 * and skipped) shortens what is left of it and never starts it again. */
+	int64_t deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : 0;
+	bool first = true;
+
 	memset(m, 0, sizeof *m);
 	for (;;) {
 		zmq_pollitem_t it = { .socket = sock, .events = ZMQ_POLLIN };
 		zmq_msg_t hf;
 		size_t plen = 0;
 		const void *pdata = NULL;
+		long left = timeout_ms;
 		int rc;
 
-		rc = zmq_poll(&it, 1, timeout_ms);
+		if (!first && timeout_ms >= 0) {
+			/* After a skipped message: only what remains of the wait (a poll, timeout 0,
+			 * reads at most one message). */
+			left = timeout_ms > 0 ? (long)(deadline - mono_ms()) : 0;
+			if (left <= 0)
+				return 0;
+		}
+		first = false;
+		rc = zmq_poll(&it, 1, left);
 		if (rc < 0)
 			return -zmq_errno();
 		if (rc == 0)

@@ -20,7 +20,8 @@
  * The checksum covers the header and the payload. wire_hash64 is a 4-lane multiply-rotate hash
  * (the structure of xxHash64, our own code) that runs near memory bandwidth, so checking an
  * 814 KB model costs far less than moving it. Every field is checked before the payload is
- * touched; a message failing any check is counted in bad_frames and dropped, never returned.
+ * touched, then every payload float must be finite (NaN and infinities are rejected, denormals
+ * pass); a message failing any check is counted in bad_frames and dropped, never returned.
  *
  * Zero copy: payloads can be sent from a reference-counted struct wire_buf (zmq_msg_init_data;
  * ZeroMQ drops the reference when the bytes are on the wire), and a received payload is read in
@@ -33,12 +34,14 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "lib/limits.h"
+
 #define WIRE_MAGIC 0x31574e53u /* "SNW1" as little-endian bytes */
 #define WIRE_VERSION 1
 #define WIRE_HEADER_BYTES 56
 #define WIRE_SENDER_SERVER 0xffffffffu
-/* Largest payload any socket accepts unless told otherwise: 64 Mi floats. */
-#define WIRE_MAX_PAYLOAD_BYTES (256u << 20)
+/* Largest payload any socket accepts unless told otherwise: LIMITS_MAX_PARAMS floats (64 Mi). */
+#define WIRE_MAX_PAYLOAD_BYTES (LIMITS_MAX_PARAMS * 4u)
 #define WIRE_MAX_ID 255
 
 enum wire_type {
@@ -74,7 +77,8 @@ struct wire_stats {
 
 /* Reasons a decode fails (negative errno returned to the caller, counted in bad_frames). */
 /* -EBADMSG: wrong size/magic/checksum; -EPROTO: wrong version or unknown type;
- * -EMSGSIZE: payload length over the limit or not a multiple of 4; -EINVAL: NULL arguments. */
+ * -EMSGSIZE: payload length over the limit or not a multiple of 4; -EDOM: a payload float is NaN
+ * or infinite; -EINVAL: NULL arguments. */
 
 /* The 64-bit checksum hash of len bytes with a seed. */
 uint64_t wire_hash64(const void *data, size_t len, uint64_t seed);
@@ -86,10 +90,15 @@ const char *wire_type_name(int type);
 void wire_header_encode(const struct wire_header *h, const void *payload,
 			uint8_t out[WIRE_HEADER_BYTES]);
 
+/* True when each of the n little-endian float32 values at payload (any alignment) is finite
+ * (denormals included); false on any NaN (quiet or signalling) or infinity. One pass, no branch
+ * per value. */
+bool wire_payload_finite(const void *payload, size_t n);
+
 /* Validate raw frames and fill out: hdr must be exactly WIRE_HEADER_BYTES with valid magic,
  * version and type; payload_len must be <= max_payload, a multiple of 4, and equal to plen
- * (payload may be NULL iff plen == 0); the checksum must match. Returns 0 or -errno (above).
- * Pure: no allocation, safe on any bytes. */
+ * (payload may be NULL iff plen == 0); the checksum must match; every payload float must be
+ * finite. Returns 0 or -errno (above). Pure: no allocation, safe on any bytes. */
 int wire_decode(const void *hdr, size_t hlen, const void *payload, size_t plen,
 		size_t max_payload, struct wire_header *out);
 
@@ -142,8 +151,9 @@ struct wire_msg {
 };
 
 /* Receive one message on sock (router: expect a routing-id frame first). Invalid messages are
- * consumed whole, counted in st->bad_frames and skipped; the call then waits for the next.
- * timeout_ms: -1 forever, 0 poll, else ms. Returns 1 with *m filled (close it with
+ * consumed whole, counted in st->bad_frames and skipped; the call then waits for the next, but
+ * never past timeout_ms from the call (a poll, 0, skips at most one). timeout_ms: -1 forever,
+ * 0 poll, else ms. Returns 1 with *m filled (close it with
  * wire_msg_close), 0 on timeout, -EINTR when interrupted, other -errno on failure. */
 int wire_recv(void *sock, bool router, size_t max_payload, int timeout_ms, struct wire_msg *m,
 	      struct wire_stats *st);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 struct linktrace_row {
 	uint64_t at_us;

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 #include "orchestrator/scenario.h"
 
 #define PLAN_RUN_ID_MAX 256     /* including the NUL */

@@ -266,8 +266,9 @@ static int get_rate(struct cv *cv, const struct yamltree_node *n, const char *wh
 	if (units_parse_rate_bps(s, bps, &why))
 		return fail(cv, n, "%s '%s': %s (expected a rate like 100mbit, 10kbit, 1gbit; or "
 			    "kbps/mbps in bytes per second)", what, s, why);
-	if (*bps > 100000000000ull)
-		return fail(cv, n, "%s %s exceeds the limit of 100gbit", what, s);
+	if (*bps > LIMITS_MAX_RATE_BPS)
+		return fail(cv, n, "%s %s exceeds the largest rate a link can shape (limit %llu bit/s, "
+			    "LIMITS_MAX_RATE_BPS)", what, s, LIMITS_MAX_RATE_BPS);
 	return 0;
 }
 
@@ -808,6 +809,31 @@ static int sec_model(struct cv *cv, const struct yamltree_node *m)
 	return 0;
 }
 
+/* The model's parameter count as node/model lays it out for 28 x 28 images (both data sets)
+ * and 10 classes: softmax 784 x 10 + 10; mlp dense layers (in x out + out each); cnn first a
+ * 5 x 5 convolution of 32 filters (+ biases) pooled to 12 x 12 x 32 inputs. Every model goes
+ * over the wire whole, so it must fit LIMITS_MAX_PARAMS floats. */
+static int model_size(struct cv *cv, const struct yamltree_node *m)
+{
+	const struct scenario *sc = cv->sc;
+	const struct yamltree_node *at = GET(m, "hidden") ? GET(m, "hidden") : m;
+	double in = 28.0 * 28.0, n = 0;
+
+	if (sc->model.kind == SCENARIO_MODEL_CNN) {
+		n += 32.0 * 5 * 5 + 32;
+		in = 12.0 * 12 * 32;
+	}
+	for (size_t l = 0; sc->model.kind != SCENARIO_MODEL_SOFTMAX && l < sc->model.n_hidden; l++) {
+		n += in * sc->model.hidden[l] + sc->model.hidden[l];
+		in = sc->model.hidden[l];
+	}
+	n += in * 10 + 10;
+	if (n > LIMITS_MAX_PARAMS)
+		return fail(cv, at, "model of %.0f parameters is larger than a message can carry (limit %u "
+			    "floats, LIMITS_MAX_PARAMS)", n, LIMITS_MAX_PARAMS);
+	return 0;
+}
+
 static int sec_train(struct cv *cv, const struct yamltree_node *m)
 {
 	struct scenario *sc = cv->sc;
@@ -817,7 +843,7 @@ static int sec_train(struct cv *cv, const struct yamltree_node *m)
 	    (rc = check_keys(cv, m, KEYS("batch", "lr", "momentum", "weight_decay", "lr_schedule", "lr_step_every",
 				       "lr_step_gamma", "lr_decay", "epochs", "blas_threads"), "train")))
 		return rc;
-	if ((v = GET(m, "batch")) && (rc = get_u32(cv, v, 1, 65536, "train.batch", &sc->train.batch)))
+	if ((v = GET(m, "batch")) && (rc = get_u32(cv, v, 1, LIMITS_MAX_BATCH, "train.batch", &sc->train.batch)))
 		return rc;
 	if ((v = GET(m, "lr")) && (rc = get_real(cv, v, 0, true, 100, false, "train.lr", &sc->train.lr)))
 		return rc;
@@ -854,7 +880,7 @@ static int sec_train(struct cv *cv, const struct yamltree_node *m)
 	if ((v = GET(m, "epochs")) && (rc = get_u32(cv, v, 0, 1000000, "train.epochs", &sc->train.epochs)))
 		return rc;
 	if ((v = GET(m, "blas_threads")) &&
-	    (rc = get_u32(cv, v, 1, 256, "train.blas_threads", &sc->train.blas_threads)))
+	    (rc = get_u32(cv, v, 1, LIMITS_MAX_BLAS_THREADS, "train.blas_threads", &sc->train.blas_threads)))
 		return rc;
 	return 0;
 }
@@ -1804,7 +1830,7 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 						       "/usr/share/datasets/mnist" :
 						       "/usr/share/datasets/fashion-mnist")))
 		return fail(cv, root, "out of memory");
-	if ((v = GET(root, "model")) && (rc = sec_model(cv, v)))
+	if ((v = GET(root, "model")) && ((rc = sec_model(cv, v)) || (rc = model_size(cv, v))))
 		return rc;
 	if (sc->model.kind != SCENARIO_MODEL_SOFTMAX && !sc->model.n_hidden) {
 		sc->model.n_hidden = 1;

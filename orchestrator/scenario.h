@@ -19,9 +19,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "netem/link_params.h"
+#include "lib/limits.h"
+#include "lib/link_params.h"
 
-#define SCENARIO_MAX_NODES      4096            /* explicit nodes or workers + servers */
+#define SCENARIO_MAX_NODES      LIMITS_MAX_NODES /* explicit nodes or workers + servers */
 #define SCENARIO_MAX_FILE_BYTES (10u << 20)     /* 10 MB */
 #define SCENARIO_NODE_NAME_MAX  32              /* including the NUL */
 #define SCENARIO_MAX_HIDDEN     8               /* model.hidden layers */

@@ -22,7 +22,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "netem/link_shaper.h"
-#include "netem/link_verdict.h"
+#include "lib/link_verdict.h"
 #include "netem/linkd.h"
 
 static char ns_a[64], ns_b[64], if_a[16], if_b[16], ctl[128], tmpdir[64];

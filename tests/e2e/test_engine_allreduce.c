@@ -1,11 +1,13 @@
 /* tests/e2e/test_engine_allreduce: the ring all-reduce against a naive mean, and whole runs of
  * the all-reduce engine on loopback (one process per node, distinct ports): replicas stay
- * bit-identical and accuracy rises well above chance. */
+ * bit-identical and accuracy rises well above chance; foreign messages (a rogue's, a stale one)
+ * are skipped without changing the mean or stretching a phase's deadline. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +15,14 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "collectors/schema.h"
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "node/engine_allreduce.h"
 #include "node/rng.h"
+#include "node/wire.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 
@@ -97,6 +101,125 @@ Test(allreduce_ring, mean_matches_naive_reference_and_is_identical, .timeout = 6
 				   members[0].v[j], want[j]);
 	for (int i = 0; i < RING_N; i++)
 		allreduce_ring_close(&members[i].ring);
+}
+
+/* --- foreign messages ---------------------------------------------------------------------------- */
+
+struct flood {
+	void *sock;
+	atomic_bool stop;
+	uint64_t sent;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	uint8_t junk[WIRE_HEADER_BYTES] = { 'S', 'N', 'W', '1' };
+
+	while (!atomic_load(&f->stop)) {
+		zmq_send(f->sock, junk, sizeof junk, ZMQ_DONTWAIT);
+		f->sent++;
+	}
+	return NULL;
+}
+
+static void *member1_step1(void *arg)
+{
+	struct member *m = arg;
+
+	m->rc = allreduce_ring_mean(m->ring, m->v, RING_LEN, 1, &m->stop, 20000);
+	return NULL;
+}
+
+/* A message that is not the expected one (another step, a NaN, junk), from a rogue PUSH or a
+ * stale one of the ring's own, is counted and skipped: it neither fails the ring nor changes
+ * the mean, and a flood of them does not keep a phase waiting past its deadline. */
+Test(allreduce_ring, foreign_messages_skipped_and_deadline_kept, .timeout = 60)
+{
+	static struct member two[2];
+	int port = base_port() + RING_N + 2;
+	char me[2][64];
+	void *ctx = zmq_ctx_new(), *rogue = zmq_socket(ctx, ZMQ_PUSH);
+	float chunk[502], nan_chunk[502];
+	struct flood f = { .sock = rogue };
+	pthread_t th;
+	int64_t t0, took_ms;
+	int rc, linger = 0;
+
+	for (int i = 0; i < 2; i++)
+		snprintf(me[i], sizeof me[i], "tcp://127.0.0.1:%d", port + i);
+	for (int i = 0; i < 2; i++) {
+		two[i].ring = allreduce_ring_open(i, 2, me[i], me[(i + 1) % 2], RING_LEN);
+		cr_assert_not_null(two[i].ring);
+		for (int j = 0; j < RING_LEN; j++)
+			two[i].v[j] = (float)(i + 1) * (float)j;
+	}
+	zmq_setsockopt(rogue, ZMQ_LINGER, &linger, sizeof linger);
+	cr_assert_eq(zmq_connect(rogue, me[0]), 0);
+	/* What member 0 expects first, but of step 99; then step 0 with a NaN. */
+	for (int j = 0; j < 502; j++)
+		chunk[j] = nan_chunk[j] = 1.0f;
+	nan_chunk[7] = NAN;
+	struct wire_header h = { .type = WIRE_PUSH, .sender = 1, .step = 99, .model_version = 0,
+				 .payload_len = sizeof chunk };
+	cr_assert_eq(wire_send(rogue, NULL, 0, &h, chunk, NULL, false, NULL), 0);
+	h.step = 0;
+	cr_assert_eq(wire_send(rogue, NULL, 0, &h, nan_chunk, NULL, false, NULL), 0);
+
+	/* Member 0 alone at step 0 (member 1 is not there yet) while junk floods in: it gives up
+	 * at its deadline, having skipped all of it. */
+	cr_assert_eq(pthread_create(&th, NULL, flood_main, &f), 0);
+	bool stop = false;
+	t0 = clock_now_ns();
+	rc = allreduce_ring_mean(two[0].ring, two[0].v, RING_LEN, 0, &stop, 700);
+	took_ms = (clock_now_ns() - t0) / 1000000;
+	atomic_store(&f.stop, true);
+	pthread_join(th, NULL);
+	cr_assert_eq(rc, -ETIMEDOUT);
+	cr_assert_lt(took_ms, 5000, "the phase waited %lld ms", (long long)took_ms);
+	cr_assert_geq(allreduce_ring_stats(two[0].ring)->bad_frames, 2, "%llu bad frames",
+		      (unsigned long long)allreduce_ring_stats(two[0].ring)->bad_frames);
+	for (int j = 0; j < RING_LEN; j++)
+		cr_assert_eq(two[0].v[j], (float)j, "a skipped message changed element %d", j);
+
+	/* Step 1 together: member 1 first meets member 0's stale step-0 chunk and skips it. */
+	cr_assert_eq(pthread_create(&th, NULL, member1_step1, &two[1]), 0);
+	two[0].rc = allreduce_ring_mean(two[0].ring, two[0].v, RING_LEN, 1, &two[0].stop, 20000);
+	pthread_join(th, NULL);
+	cr_assert_eq(two[0].rc, 0);
+	cr_assert_eq(two[1].rc, 0);
+	cr_assert_geq(allreduce_ring_stats(two[1].ring)->bad_frames, 1);
+	for (int j = 0; j < RING_LEN; j++) {
+		cr_assert_float_eq(two[0].v[j], 1.5f * (float)j, 1e-3, "element %d", j);
+		cr_assert_eq(two[1].v[j], two[0].v[j]);
+	}
+	zmq_close(rogue);
+	zmq_ctx_term(ctx);
+	for (int i = 0; i < 2; i++)
+		allreduce_ring_close(&two[i].ring);
+}
+
+/* A member whose values are not finite says so at once (-EDOM) rather than sending what the next
+ * member would skip until its deadline. */
+Test(allreduce_ring, non_finite_values_refused_at_the_sender, .timeout = 30)
+{
+	int port = base_port() + RING_N + 4;
+	char me[2][64];
+	struct allreduce_ring *r[2];
+	static float v[RING_LEN];
+	bool stop = false;
+
+	for (int i = 0; i < 2; i++)
+		snprintf(me[i], sizeof me[i], "tcp://127.0.0.1:%d", port + i);
+	for (int i = 0; i < 2; i++) {
+		r[i] = allreduce_ring_open(i, 2, me[i], me[(i + 1) % 2], RING_LEN);
+		cr_assert_not_null(r[i]);
+	}
+	v[3] = NAN; /* in member 0's first chunk */
+	cr_assert_eq(allreduce_ring_mean(r[0], v, RING_LEN, 0, &stop, 20000), -EDOM);
+	cr_assert_eq(allreduce_ring_stats(r[0])->msgs_tx, 0, "the chunk was sent");
+	for (int i = 0; i < 2; i++)
+		allreduce_ring_close(&r[i]);
 }
 
 /* --- whole runs ------------------------------------------------------------------------------- */

@@ -5,7 +5,8 @@
  *   pBSP(0)    never waits: the early peers finish every step before the late one starts;
  *   average    H local steps then sample-weighted averaging still learns;
  *   ensemble   peers trained on disjoint class subsets: the averaged probabilities beat what
- *              any single peer can reach (a peer that saw 4 classes scores at most 0.4). */
+ *              any single peer can reach (a peer that saw 4 classes scores at most 0.4);
+ *   bad replica a replica with an infinite weight is a bad frame and changes nothing. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "node/engine_p2p.h"
+#include "node/wire.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
 
@@ -373,4 +375,76 @@ Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(nrows[i], o.steps, "peer%d traced %d steps", i, nrows[i]);
 	cr_assert_gt(final_accuracy(dir, NULL), 0.6);
+}
+
+/* --- a replica it cannot take ---------------------------------------------------------------------- */
+
+/* A real peer0 gossiping with a fake peer1 that answers each PULL first with a replica whose
+ * weight is infinite, then with a good one: the first is a bad frame (counted in the trace) and
+ * changes nothing, so the averaged model stays finite (an infinite weight made it NaN). */
+Test(engine_p2p, a_replica_with_an_infinite_weight_is_skipped, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-p2p-inf-XXXXXX", ep[64], path[600], line[1024];
+	struct opts o = { .n = 2, .steps = 5, .sample = 0, .fanout = 1, .barrier = "asp",
+			  .combine = "average" };
+	void *ctx = zmq_ctx_new(), *router = zmq_socket(ctx, ZMQ_ROUTER);
+	const size_t nfl = 784 * 10 + 10;
+	float *replica = calloc(nfl, sizeof *replica);
+	int64_t end = clock_now_ns() + 60000000000ll;
+	long pulls = 0, rows_n = 0, bad = 0;
+	pid_t pid;
+	int st = -1;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(replica);
+	snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", base_port() + 1);
+	cr_assert_eq(wire_socket_setup(router, 64u << 20), 0);
+	cr_assert_eq(zmq_bind(router, ep), 0);
+	write_conf(dir, &o, 0, clock_now_ns());
+	pid = spawn(dir, 0);
+	while (clock_now_ns() < end) {
+		struct wire_msg m;
+
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		if (wire_recv(router, true, 64u << 20, 100, &m, NULL) != 1)
+			continue;
+		if (m.h.type == WIRE_PULL) {
+			struct wire_header h = { .type = WIRE_MODEL, .sender = 1, .aux = m.h.aux,
+						 .step = m.h.step, .model_version = m.h.step,
+						 .value = INFINITY,
+						 .payload_len = (uint32_t)(nfl * sizeof(float)) };
+
+			cr_assert_eq(wire_send(router, m.id, m.idlen, &h, replica, NULL, false, NULL), 0);
+			h.value = 4000;
+			cr_assert_eq(wire_send(router, m.id, m.idlen, &h, replica, NULL, false, NULL), 0);
+			pulls++;
+		}
+		wire_msg_close(&m);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer0 failed (status %d)", st);
+	cr_assert_geq(pulls, 3, "%ld pulls", pulls);
+	snprintf(path, sizeof path, "%s/nodes/peer0.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	while (fgets(line, sizeof line, f)) {
+		char *p = line;
+
+		/* t_s,node,step,compute_s,wait_s,staleness,model_version,loss,... */
+		for (int c = 0; c < 7; c++)
+			p = strchr(p, ',') + 1;
+		cr_assert(isfinite(atof(p)), "loss not finite: %s", line);
+		bad += atol(strrchr(line, ',') + 1);
+		rows_n++;
+	}
+	fclose(f);
+	cr_assert_eq(rows_n, 5);
+	cr_assert_eq(bad, pulls, "%ld bad frames in the trace, %ld pulls answered", bad, pulls);
+	free(replica);
+	zmq_close(router);
+	zmq_ctx_term(ctx);
+	snprintf(line, sizeof line, "rm -rf '%s'", dir);
+	cr_assert_eq(system(line), 0);
 }

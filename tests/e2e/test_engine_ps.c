@@ -12,8 +12,17 @@
  *         is exceeded (the slow worker is not always sampled)
  *   reconnect  a push lost with a broken connection (a TCP proxy in front of worker0 swallows
  *         part of one and closes both sides) is sent again: BSP does not stall
+ *   bad frames  a server alone, driven by the test as worker0 and by a rogue DEALER: a push with
+ *         a NaN, pushes of the wrong size or of a version that never existed, and a flood of
+ *         garbage are counted as bad frames and change nothing (the next valid push of
+ *         worker0 is accepted with its step, fresh; the model moved once), and the flood does
+ *         not keep the server past stop.time, nor worker0 alive once it fell silent; a real
+ *         worker skips a model of the wrong size or with a NaN and trains on the next
  *   all   test accuracy ends well above chance (0.1) */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -31,6 +40,7 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_ps.h"
+#include "node/wire.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 
@@ -640,5 +650,346 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 		cr_assert_eq(traces[i].n, 80, "worker %d ran %d steps", i, traces[i].n);
 	cr_assert_lt((double)(clock_now_ns() - t0) / 1e9, 20.0, "the run took %.1f s", (double)(clock_now_ns() - t0) / 1e9);
 	cr_assert_gt(final_accuracy(dir), 0.5);
+	cleanup(dir);
+}
+
+/* --- bad frames -------------------------------------------------------------------------------- */
+
+#define ROGUE_STOP_S 4
+
+struct rogue {
+	void *sock;
+	atomic_bool stop;
+	uint64_t sent;
+};
+
+/* Send a PUSH as worker `sender` of n floats (value v, one of them set to `odd` at index 1);
+ * never blocks (the flood goes on after the server is gone). */
+static int push_as(void *sock, uint32_t sender, int64_t step, int64_t version, size_t n, float v,
+		   float odd)
+{
+	float *pay = malloc((n ? n : 1) * sizeof *pay);
+	struct wire_header h = { .type = WIRE_PUSH, .sender = sender, .step = step,
+				 .model_version = version, .aux = 32,
+				 .payload_len = (uint32_t)(n * sizeof(float)) };
+	int rc;
+
+	for (size_t k = 0; k < n; k++)
+		pay[k] = v;
+	if (n > 1)
+		pay[1] = odd;
+	rc = wire_send(sock, NULL, 0, &h, pay, NULL, true, NULL);
+	free(pay);
+	return rc;
+}
+
+/* The flood: junk frames, a NaN push and a push of the wrong size, as worker 0, until stopped. */
+static void *rogue_flood(void *arg)
+{
+	struct rogue *r = arg;
+	uint8_t junk[WIRE_HEADER_BYTES] = { 'S', 'N', 'W', '1', 1, 0, 3, 0 };
+
+	while (!atomic_load(&r->stop)) {
+		switch (r->sent++ % 3) {
+		case 0:
+			zmq_send(r->sock, junk, sizeof junk, ZMQ_DONTWAIT);
+			break;
+		case 1:
+			push_as(r->sock, 0, 1000 + (int64_t)r->sent, 0, 64, 0.5f, NAN);
+			break;
+		default:
+			push_as(r->sock, 0, 1000 + (int64_t)r->sent, 0, 3, 0.5f, 0.5f);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Receive on sock until a message of `type` (others skipped), at most timeout_ms in all. */
+static int await_type(void *sock, uint16_t type, int timeout_ms, struct wire_msg *m)
+{
+	int64_t end = clock_now_ns() + (int64_t)timeout_ms * 1000000;
+
+	while (clock_now_ns() < end) {
+		int rc = wire_recv(sock, false, 64u << 20, 100, m, NULL);
+
+		if (rc == 1 && m->h.type == type)
+			return 1;
+		if (rc == 1)
+			wire_msg_close(m);
+	}
+	return 0;
+}
+
+/* The server's closing log line: "done: version V, U updates received, ..., B bad frames". */
+static void server_totals(const char *log, long *version, long *updates, long *bad, bool *silent)
+{
+	char line[1024];
+	FILE *f = fopen(log, "r");
+
+	*version = *updates = *bad = -1;
+	*silent = false;
+	cr_assert_not_null(f, "%s", log);
+	while (fgets(line, sizeof line, f)) {
+		char *p = strstr(line, "done: version ");
+
+		if (strstr(line, "worker 0 departed (silent)"))
+			*silent = true;
+
+		if (!p)
+			continue;
+		cr_assert_eq(sscanf(p, "done: version %ld, %ld updates received", version, updates), 2,
+			     "%s", line);
+		p = strstr(p, "max ");
+		cr_assert_not_null(p, "%s", line);
+		p = strchr(p, ',');
+		cr_assert_eq(sscanf(p, ", %ld bad frames", bad), 1, "%s", line);
+	}
+	fclose(f);
+}
+
+Test(engine_ps, bad_frames_change_nothing_and_cannot_stretch_a_wait, .timeout = 120)
+{
+	char *dir = mkrun(), ep[64], logpath[256];
+	int port = 21000 + (int)(getpid() % 20000) + 7000;
+	void *ctx = zmq_ctx_new(), *w0, *rogue_sock;
+	struct rogue r = { 0 };
+	struct wire_msg m;
+	struct kv *k = kv_new();
+	int64_t origin = clock_now_ns(), exited_ns = 0;
+	size_t n;
+	long version, updates, bad;
+	pthread_t th;
+	pid_t srv;
+	int st = 0;
+
+	/* The server alone: one worker (this test), ASP, stop.time 4 s. */
+	base_cfg(k, dir, port, "asp");
+	kv_setf(k, "run.origin_ns", "%lld", (long long)origin);
+	kv_set(k, "workers.count", "1");
+	kv_set(k, "workers.addrs", "127.0.0.1");
+	kv_set(k, "workers.names", "worker0");
+	kv_setf(k, "stop.time", "%d", ROGUE_STOP_S);
+	/* worker0 falls silent during the flood: the flood, claiming to be it, is no sign of life. */
+	kv_set(k, "consistency.dead_after", "1");
+	kv_set(k, "node.name", "server0");
+	kv_set(k, "node.role", "server");
+	kv_set(k, "node.index", "0");
+	snprintf(logpath, sizeof logpath, "%s/server.log", dir);
+	srv = fork();
+	cr_assert_geq(srv, 0);
+	if (srv == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		log_init("server0", LOG_INFO);
+		log_set_fd(fd);
+		_exit(engine_ps_server_run(k) == 0 ? 0 : 1);
+	}
+	kv_destroy(&k);
+
+	snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+	w0 = zmq_socket(ctx, ZMQ_DEALER);
+	rogue_sock = zmq_socket(ctx, ZMQ_DEALER);
+	cr_assert_eq(wire_socket_setup(w0, 64u << 20), 0);
+	cr_assert_eq(wire_socket_setup(rogue_sock, 64u << 20), 0);
+	zmq_setsockopt(w0, ZMQ_ROUTING_ID, "w0", 2);
+	zmq_setsockopt(rogue_sock, ZMQ_ROUTING_ID, "rogue", 5);
+	cr_assert_eq(zmq_connect(w0, ep), 0);
+	cr_assert_eq(zmq_connect(rogue_sock, ep), 0);
+
+	/* Join: HELLO back (clock 0), then the model (ASP: the barrier holds at once). */
+	struct wire_header hello = { .type = WIRE_HELLO, .sender = 0, .aux = 1 /* PS_HELLO_JOIN */ };
+	cr_assert_eq(wire_send(w0, NULL, 0, &hello, NULL, NULL, false, NULL), 0);
+	cr_assert_eq(await_type(w0, WIRE_HELLO, 20000, &m), 1, "no HELLO from the server");
+	cr_assert_eq(m.h.step, 0);
+	wire_msg_close(&m);
+	cr_assert_eq(await_type(w0, WIRE_MODEL, 20000, &m), 1, "no model from the server");
+	n = m.n;
+	cr_assert_gt(n, 2);
+	cr_assert_eq(m.h.model_version, 0);
+	wire_msg_close(&m);
+
+	/* worker0's push of step 1 with a NaN in it; then a PULL, whose answer (same connection,
+	 * in order) says the push was handled. */
+	cr_assert_eq(push_as(w0, 0, 1, 0, n, 0.01f, NAN), 0);
+	struct wire_header pull = { .type = WIRE_PULL, .sender = 0 };
+	cr_assert_eq(wire_send(w0, NULL, 0, &pull, NULL, NULL, false, NULL), 0);
+	cr_assert_eq(await_type(w0, WIRE_MODEL, 20000, &m), 1);
+	cr_assert_eq(m.h.model_version, 0, "the NaN push was applied");
+	wire_msg_close(&m);
+
+	/* The rogue, claiming to be worker 0: a push of the wrong size and one computed on a
+	 * version that never existed, both far ahead (steps 5 and 7), +Inf, junk; then its own
+	 * PULL as the marker that the server has read them. */
+	cr_assert_eq(push_as(rogue_sock, 0, 5, 0, n - 1, 0.01f, 0.01f), 0);
+	cr_assert_eq(push_as(rogue_sock, 0, 7, 99, n, 0.01f, 0.01f), 0);
+	cr_assert_eq(push_as(rogue_sock, 0, 8, 0, n, 0.01f, INFINITY), 0);
+	cr_assert_eq(zmq_send(rogue_sock, "junk", 4, 0), 4);
+	cr_assert_eq(wire_send(rogue_sock, NULL, 0, &pull, NULL, NULL, false, NULL), 0);
+	cr_assert_eq(await_type(rogue_sock, WIRE_MODEL, 20000, &m), 1);
+	cr_assert_eq(m.h.model_version, 0, "a rogue push was applied");
+	wire_msg_close(&m);
+
+	/* worker0's valid push of step 1 is a new update (not a copy of step 5 or 7 sent again):
+	 * acknowledged for step 1 with staleness 0, and the model moves to version 1. */
+	cr_assert_eq(push_as(w0, 0, 1, 0, n, 0.01f, 0.01f), 0);
+	cr_assert_eq(await_type(w0, WIRE_ACK, 20000, &m), 1, "no ACK for the valid push");
+	cr_assert_eq(m.h.step, 1);
+	cr_assert_eq(m.h.aux, 0, "the valid push was taken for a copy or dropped (aux %lld)",
+		     (long long)m.h.aux);
+	cr_assert_eq(m.h.model_version, 1);
+	wire_msg_close(&m);
+	cr_assert_eq(await_type(w0, WIRE_MODEL, 20000, &m), 1);
+	cr_assert_eq(m.h.model_version, 1);
+	cr_assert_eq(m.h.step, 1);
+	wire_msg_close(&m);
+
+	/* The flood until the server ends: it must still stop at stop.time and say BYE. */
+	r.sock = rogue_sock;
+	cr_assert_eq(pthread_create(&th, NULL, rogue_flood, &r), 0);
+	cr_assert_eq(await_type(w0, WIRE_BYE, (ROGUE_STOP_S + 30) * 1000, &m), 1,
+		     "no BYE: the flood kept the server past stop.time");
+	wire_msg_close(&m);
+	for (int64_t end = clock_now_ns() + 30000000000ll; clock_now_ns() < end;) {
+		pid_t w = waitpid(srv, &st, WNOHANG);
+
+		if (w == srv) {
+			exited_ns = clock_now_ns();
+			break;
+		}
+		struct pollfd none;
+		poll(&none, 0, 20);
+	}
+	atomic_store(&r.stop, true);
+	pthread_join(th, NULL);
+	cr_assert_gt(exited_ns, 0, "the server did not exit");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server status %d", st);
+	/* stop.time plus the final evaluation and slack for a loaded machine. */
+	cr_assert_lt((double)(exited_ns - origin) / 1e9, ROGUE_STOP_S + 12.0,
+		     "the server ran %.1f s", (double)(exited_ns - origin) / 1e9);
+	cr_assert_gt(r.sent, 30, "the flood sent %llu messages", (unsigned long long)r.sent);
+
+	bool silent;
+	server_totals(logpath, &version, &updates, &bad, &silent);
+	cr_assert(silent, "bad frames sent as worker 0 kept it alive");
+	cr_assert_eq(version, 1, "the model moved %ld times", version);
+	cr_assert_eq(updates, 1, "%ld updates received", updates);
+	/* NaN, wrong size, unknown version, +Inf, junk, and the flood read before the end. */
+	cr_assert_geq(bad, 5 + 30, "%ld bad frames", bad);
+	zmq_close(w0);
+	zmq_close(rogue_sock);
+	zmq_ctx_term(ctx);
+	cleanup(dir);
+}
+
+/* --- the worker's side: a model it cannot take -------------------------------------------------- */
+
+/* Send one message from the fake server's ROUTER to the worker (routing id id/idlen). */
+static void to_worker(void *router, const uint8_t *id, size_t idlen, uint16_t type, int64_t step,
+		      int64_t version, int64_t aux, const float *pay, size_t n)
+{
+	struct wire_header h = { .type = type, .sender = WIRE_SENDER_SERVER, .step = step,
+				 .model_version = version, .aux = aux,
+				 .payload_len = (uint32_t)(n * sizeof(float)) };
+
+	cr_assert_eq(wire_send(router, id, idlen, &h, pay, NULL, false, NULL), 0);
+}
+
+/* The next message of `type` from the worker (keep-alives skipped), at most 20 s. */
+static void from_worker(void *router, uint16_t type, struct wire_msg *m)
+{
+	int64_t end = clock_now_ns() + 20000000000ll;
+
+	while (clock_now_ns() < end) {
+		if (wire_recv(router, true, 64u << 20, 100, m, NULL) != 1)
+			continue;
+		if (m->h.type == type)
+			return;
+		wire_msg_close(m);
+	}
+	cr_assert_fail("no %s from the worker", wire_type_name(type));
+}
+
+/* A real worker against a fake server that answers its join with a model of the wrong size and
+ * one with a NaN before the right one: both are counted as bad frames (trace) and skipped; the
+ * worker trains on the right one and finishes its two steps. */
+Test(engine_ps, worker_skips_a_model_it_cannot_take, .timeout = 120)
+{
+	char *dir = mkrun(), ep[64], path[512], line[512];
+	int port = 21000 + (int)(getpid() % 20000) + 9000;
+	void *ctx = zmq_ctx_new(), *router = zmq_socket(ctx, ZMQ_ROUTER);
+	const size_t n = 784 * 10 + 10; /* softmax */
+	float *model = calloc(n, sizeof *model);
+	struct wire_msg m;
+	struct kv *k = kv_new();
+	uint8_t id[WIRE_MAX_ID];
+	size_t idlen;
+	long bad = 0, rows = 0;
+	pid_t w;
+	int st = 0;
+	FILE *f;
+
+	cr_assert_not_null(model);
+	snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+	cr_assert_eq(wire_socket_setup(router, 64u << 20), 0);
+	cr_assert_eq(zmq_bind(router, ep), 0);
+	base_cfg(k, dir, port, "asp");
+	kv_set(k, "workers.count", "1");
+	kv_set(k, "workers.addrs", "127.0.0.1");
+	kv_set(k, "workers.names", "worker0");
+	kv_set(k, "stop.steps", "2");
+	kv_set(k, "node.name", "worker0");
+	kv_set(k, "node.role", "worker");
+	kv_set(k, "node.index", "0");
+	w = fork();
+	cr_assert_geq(w, 0);
+	if (w == 0) {
+		log_init("worker0", LOG_WARN);
+		_exit(engine_ps_worker_run(k) == 0 ? 0 : 1);
+	}
+	kv_destroy(&k);
+
+	from_worker(router, WIRE_HELLO, &m);
+	cr_assert(m.h.aux & 1, "the first HELLO is a join");
+	idlen = m.idlen;
+	memcpy(id, m.id, idlen);
+	wire_msg_close(&m);
+	to_worker(router, id, idlen, WIRE_HELLO, 0, 0, 0, NULL, 0);
+	to_worker(router, id, idlen, WIRE_MODEL, 0, 0, 0, model, n - 1); /* one float short */
+	model[5] = NAN;
+	to_worker(router, id, idlen, WIRE_MODEL, 0, 0, 0, model, n);     /* a NaN */
+	model[5] = 0;
+	to_worker(router, id, idlen, WIRE_MODEL, 0, 0, 0, model, n);
+	for (int64_t step = 1; step <= 2; step++) {
+		from_worker(router, WIRE_PUSH, &m);
+		cr_assert_eq(m.h.step, step);
+		cr_assert_eq(m.n, n);
+		cr_assert_eq(m.h.model_version, step - 1, "the push was computed on version %lld",
+			     (long long)m.h.model_version);
+		wire_msg_close(&m);
+		to_worker(router, id, idlen, WIRE_ACK, step, step, 0, NULL, 0);
+		if (step < 2)
+			to_worker(router, id, idlen, WIRE_MODEL, step, step, 0, model, n);
+	}
+	from_worker(router, WIRE_BYE, &m);
+	wire_msg_close(&m);
+	cr_assert_eq(waitpid(w, &st, 0), w);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the worker failed (status %d)", st);
+
+	/* Its trace: two steps; bad_frames (last column) holds the two models it skipped. */
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	while (fgets(line, sizeof line, f)) {
+		rows++;
+		bad += atol(strrchr(line, ',') + 1);
+	}
+	fclose(f);
+	cr_assert_eq(rows, 2);
+	cr_assert_eq(bad, 2, "%ld bad frames in the trace", bad);
+	free(model);
+	zmq_close(router);
+	zmq_ctx_term(ctx);
 	cleanup(dir);
 }

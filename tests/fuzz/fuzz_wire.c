@@ -1,6 +1,8 @@
 /* Fuzz the wire decoder from raw bytes. Input layout: 2 bytes little-endian header length h,
  * then h bytes of header frame, then the rest as the payload frame. Whatever decodes must
- * re-encode to the same header bytes (the decoder accepts exactly what the encoder emits). */
+ * re-encode to the same header bytes (the decoder accepts exactly what the encoder emits), and
+ * carry only finite floats. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (wire_decode(hcopy, hlen, plen ? pcopy : NULL, plen, 1u << 16, &h) == 0) {
 		if (h.type == 0 || h.type >= WIRE_TYPE_END || h.payload_len != plen || plen % 4)
 			abort();
+		for (size_t i = 0; i + 4 <= plen; i += 4) {
+			float f;
+
+			memcpy(&f, pcopy + i, 4);
+			if (!isfinite(f))
+				abort();
+		}
 		wire_header_encode(&h, plen ? pcopy : NULL, again);
 		if (memcmp(again, hcopy, WIRE_HEADER_BYTES) != 0)
 			abort();

@@ -3,7 +3,7 @@
  * Fixture: two namespaces "node" and "switch" joined by one veth pair (198.18.x.1/.2), linkd in
  * a thread of this process with its control socket in a temp dir, link_shaper in nfq mode. Probes
  * are timestamped in userspace (the kernel stamps before the NFQUEUE delay). Assertions use the
- * project's tolerances through netem/link_verdict. Skips without root; fails instead when
+ * project's tolerances through lib/link_verdict. Skips without root; fails instead when
  * STALENET_TESTS_MUST_RUN=1. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "netem/link_shaper.h"
-#include "netem/link_verdict.h"
+#include "lib/link_verdict.h"
 #include "netem/linkd.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"

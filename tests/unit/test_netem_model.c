@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netem/link_params.h"
-#include "netem/link_verdict.h"
+#include "lib/link_params.h"
+#include "lib/link_verdict.h"
 #include "netem/netem_heap.h"
 #include "netem/netem_model.h"
 
@@ -408,4 +408,29 @@ Test(link_verdict, binomial_interval)
 	cr_assert_float_eq(hi, khi / 50.0, 1e-12);
 	link_verdict_loss_interval(0, 1000, &lo, &hi);
 	cr_assert(lo == 0 && hi == 0);
+}
+
+/* lib/link_verdict keeps netem's table spreads and the Gilbert-Elliott rate as its own (node/
+ * does not include netem/): they must agree with the model the emulator runs. */
+Test(netem_model, verdict_constants_agree_with_the_model)
+{
+	enum link_dist dists[] = { LINK_DIST_NONE, LINK_DIST_UNIFORM, LINK_DIST_NORMAL, LINK_DIST_PARETO,
+				   LINK_DIST_PARETONORMAL };
+	for (int i = 0; i < 5; i++) {
+		struct link_params up = { .delay_us = 50000, .jitter_us = 10000, .dist = dists[i] };
+		struct link_verdict_expect e;
+
+		link_verdict_expect_from(&up, NULL, &e);
+		cr_assert_float_eq(e.rtt_sd_ms, 10.0 * netem_model_dist_sd(dists[i]), 1e-9, "%s",
+				   link_params_dist_name(dists[i]));
+	}
+	uint32_t c[][4] = { { 10000, 300000, 1000000, 0 }, { 50000, 100000, 700000, 10000 },
+			    { 0, 0, 500000, 50000 } };
+	for (int i = 0; i < 3; i++) {
+		struct link_params p = { .loss_model = LINK_LOSS_GEMODEL, .ge_p_ppm = c[i][0],
+					 .ge_r_ppm = c[i][1], .ge_1h_ppm = c[i][2], .ge_1k_ppm = c[i][3] };
+
+		cr_assert_float_eq(link_verdict_ge_loss_rate(&p),
+				   netem_model_ge_loss_rate(c[i][0], c[i][1], c[i][2], c[i][3]), 1e-15);
+	}
 }

@@ -3,11 +3,15 @@
  * that must be counted and skipped. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "lib/clock.h"
 #include "node/wire.h"
 
 static struct wire_header sample_header(uint32_t len)
@@ -112,6 +116,79 @@ Test(wire, size_mismatch_rejected)
 	cr_assert_eq(wire_decode(raw, WIRE_HEADER_BYTES - 1, pay, 16, 1 << 20, &g), -EBADMSG);
 	cr_assert_eq(wire_decode(raw, WIRE_HEADER_BYTES + 1, pay, 16, 1 << 20, &g), -EBADMSG);
 	cr_assert_eq(wire_decode(NULL, 0, NULL, 0, 1 << 20, &g), -EINVAL);
+}
+
+static float bits_to_float(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* A payload float that is NaN (quiet or signalling, either sign) or infinite is rejected with
+ * -EDOM wherever it sits, although the checksum is right; denormals, zeros and the largest
+ * finite values pass. */
+Test(wire, non_finite_payload_rejected)
+{
+	static const uint32_t bad[] = { 0x7fc00000u /* quiet NaN */, 0xffc00000u /* -qNaN */,
+					0x7f800001u /* signalling NaN */, 0xffa00000u /* -sNaN */,
+					0x7fffffffu, 0x7f800000u /* +Inf */, 0xff800000u /* -Inf */ };
+	static const uint32_t good[] = { 0x00000001u /* smallest denormal */,
+					 0x807fffffu /* largest negative denormal */,
+					 0x80000000u /* -0 */, 0x7f7fffffu /* FLT_MAX */,
+					 0xff7fffffu /* -FLT_MAX */, 0x00800000u /* FLT_MIN */ };
+	float pay[37];
+	struct wire_header h = sample_header(sizeof pay), g;
+	uint8_t raw[WIRE_HEADER_BYTES];
+
+	for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+		for (size_t at = 0; at < 37; at += 6) {
+			for (size_t i = 0; i < 37; i++)
+				pay[i] = (float)i - 18.5f;
+			pay[at] = bits_to_float(bad[b]);
+			wire_header_encode(&h, pay, raw);
+			cr_assert_eq(wire_decode(raw, sizeof raw, pay, sizeof pay, 1 << 20, &g), -EDOM,
+				     "0x%08x at %zu", bad[b], at);
+		}
+	}
+	for (size_t i = 0; i < 37; i++)
+		pay[i] = bits_to_float(good[i % (sizeof good / sizeof *good)]);
+	wire_header_encode(&h, pay, raw);
+	cr_assert_eq(wire_decode(raw, sizeof raw, pay, sizeof pay, 1 << 20, &g), 0);
+	cr_assert_eq(g.payload_len, sizeof pay);
+}
+
+/* wire_payload_finite against isfinite() on every float of random bit patterns (a quarter of
+ * them forced to the all-ones exponent), at every alignment of the bytes. */
+Test(wire, payload_finite_matches_isfinite)
+{
+	uint8_t bytes[4 * 64 + 3];
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	for (int round = 0; round < 2000; round++) {
+		size_t off = (size_t)round % 4, n = (size_t)round % 65;
+		bool want = true;
+
+		for (size_t i = 0; i < n; i++) {
+			uint32_t u;
+			float f;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			u = (uint32_t)x;
+			if ((x >> 40) % 4 == 0)
+				u |= 0x7f800000u;
+			else if ((x >> 40) % 4 == 1)
+				u &= 0x807fffffu; /* zero exponent: denormal or zero */
+			/* Most rounds all finite: a non-finite value only in every 8th round. */
+			if (round % 8 != 0)
+				u = (u & 0x7f800000u) == 0x7f800000u ? u & ~0x00800000u : u;
+			memcpy(bytes + off + 4 * i, &u, 4);
+			memcpy(&f, &u, 4);
+			want = want && isfinite(f);
+		}
+		cr_assert_eq(wire_payload_finite(bytes + off, n), want, "round %d", round);
+	}
 }
 
 /* The hash: deterministic, seed-sensitive, length-sensitive (trailing zeros), and every length
@@ -248,4 +325,70 @@ Test(wire, oversize_not_delivered, .timeout = 20)
 	zmq_close(push);
 	zmq_close(pull);
 	zmq_ctx_term(ctx);
+}
+
+/* A sender that floods a PULL socket with bad messages (junk header frames, and valid-checksum
+ * pushes carrying a NaN) until told to stop. */
+struct flood {
+	void *ctx;
+	const char *ep;
+	atomic_bool stop;
+	atomic_bool started;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	void *push = zmq_socket(f->ctx, ZMQ_PUSH);
+	uint8_t junk[WIRE_HEADER_BYTES] = { 'S', 'N', 'W', '1' };
+	float nan_pay[4] = { 1, NAN, 2, 3 };
+	struct wire_header h = { .type = WIRE_PUSH, .payload_len = sizeof nan_pay };
+	int linger = 0;
+
+	zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+	zmq_connect(push, f->ep);
+	for (uint64_t k = 0; !atomic_load(&f->stop); k++) {
+		if (k % 2)
+			zmq_send(push, junk, sizeof junk, ZMQ_DONTWAIT);
+		else
+			wire_send(push, NULL, 0, &h, nan_pay, NULL, true, NULL);
+		atomic_store(&f->started, true);
+	}
+	zmq_close(push);
+	return NULL;
+}
+
+/* A stream of bad messages cannot keep wire_recv past its timeout (each used to restart it),
+ * and a poll (timeout 0) skips at most one of them. */
+Test(wire, bad_stream_does_not_stretch_the_wait, .timeout = 30)
+{
+	struct flood f = { .ctx = zmq_ctx_new(), .ep = "inproc://wire-flood" };
+	void *pull = zmq_socket(f.ctx, ZMQ_PULL);
+	struct wire_stats st = { 0 };
+	struct wire_msg m;
+	pthread_t th;
+	int64_t t0, took_ms;
+	int rc;
+
+	cr_assert_eq(wire_socket_setup(pull, 1024), 0);
+	cr_assert_eq(zmq_bind(pull, f.ep), 0);
+	cr_assert_eq(pthread_create(&th, NULL, flood_main, &f), 0);
+	/* Wait (bounded by the test's timeout) until bad messages are arriving. */
+	while (!atomic_load(&f.started))
+		clock_sleep_ns(1000000);
+	t0 = clock_now_ns();
+	rc = wire_recv(pull, false, 1024, 300, &m, &st);
+	took_ms = (clock_now_ns() - t0) / 1000000;
+	cr_assert_eq(rc, 0, "no valid message came: a timeout");
+	cr_assert_gt(st.bad_frames, 1, "the flood was read and counted");
+	/* 300 ms plus scheduling slack on a loaded machine; the flood goes on meanwhile. */
+	cr_assert_lt(took_ms, 2000, "the wait lasted %lld ms", (long long)took_ms);
+
+	uint64_t before = st.bad_frames;
+	cr_assert_eq(wire_recv(pull, false, 1024, 0, &m, &st), 0);
+	cr_assert_leq(st.bad_frames - before, 1, "a poll skips at most one bad message");
+	atomic_store(&f.stop, true);
+	pthread_join(th, NULL);
+	zmq_close(pull);
+	zmq_ctx_term(f.ctx);
 }

@@ -1,4 +1,4 @@
-/* netem/link_params: what one direction of one link should do to its packets.
+/* lib/link_params: what one direction of one link should do to its packets.
  *
  * A plain parameter struct shared by the scenario parser (which fills it), the plan (which
  * prints it) and both shaping backends (which apply it). Units are in the field names.

@@ -1,9 +1,10 @@
-/* netem/link_params: validation and text form of struct link_params.
+/* lib/link_params: validation and text form of struct link_params.
  *
  * The text form (key=value tokens, the struct's own field names) is what the orchestrator sends
  * to stalenet-linkd and what linkd's configuration file holds, so one parser serves both and a
  * field added to the struct needs one line in the table below. */
-#include "netem/link_params.h"
+#include "lib/link_params.h"
+#include "lib/limits.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -57,6 +58,8 @@ const char *link_params_validate(const struct link_params *p)
 	}
 	if (p->rate_bps && p->rate_bps < 8000)
 		return "rate must be at least 8 kbit/s";
+	if (p->rate_bps > LIMITS_MAX_RATE_BPS)
+		return "rate above LIMITS_MAX_RATE_BPS (what the kernel's TBF takes through libnl)";
 	return NULL;
 }
 

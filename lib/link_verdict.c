@@ -1,16 +1,42 @@
-/* netem/link_verdict: expected round-trip statistics and the ok/off verdict (see the header). */
-#include "netem/link_verdict.h"
+/* lib/link_verdict: expected round-trip statistics and the ok/off verdict (see the header). */
+#include "lib/link_verdict.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "netem/netem_model.h"
+/* The standard deviation, in units of the jitter, of each of netem's delay distribution tables
+ * (normal, pareto, paretonormal), as netem/netem_model tabulates them; here as constants so the
+ * verdict, which node/probe uses, needs nothing from netem/. tests/unit/test_netem_model checks
+ * them against netem_model_dist_sd. Without a table the jitter is uniform: 1/sqrt(3). */
+static double dist_sd(enum link_dist dist)
+{
+	switch (dist) {
+	case LINK_DIST_NORMAL:
+		return 1.0000527111303688;
+	case LINK_DIST_PARETO:
+		return 0.81967722288684153;
+	case LINK_DIST_PARETONORMAL:
+		return 0.83394452575340872;
+	default:
+		return 0.57735026918962584;
+	}
+}
+
+double link_verdict_ge_loss_rate(const struct link_params *p)
+{
+	double gp = p->ge_p_ppm / 1e6, gr = p->ge_r_ppm / 1e6, bad;
+
+	if (gp + gr == 0)
+		return p->ge_1k_ppm / 1e6;
+	bad = gp / (gp + gr); /* the stationary share of the bad state */
+	return bad * (p->ge_1h_ppm / 1e6) + (1 - bad) * (p->ge_1k_ppm / 1e6);
+}
 
 static double oneway_loss(const struct link_params *p)
 {
 	if (p->loss_model == LINK_LOSS_GEMODEL)
-		return netem_model_ge_loss_rate(p->ge_p_ppm, p->ge_r_ppm, p->ge_1h_ppm, p->ge_1k_ppm);
+		return link_verdict_ge_loss_rate(p);
 	return p->loss_ppm / 1e6;
 }
 
@@ -22,7 +48,7 @@ static double oneway_var_ms2(const struct link_params *p)
 		 * uniformly again: the correlation leaves the spread as it is. */
 		return j * j / 3.0;
 	}
-	double sd = netem_model_dist_sd(p->dist) * j;
+	double sd = dist_sd(p->dist) * j;
 	return sd * sd;
 }
 

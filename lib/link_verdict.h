@@ -1,4 +1,4 @@
-/* netem/link_verdict: is a link doing what it was configured to do? Pure verdict for linkcheck.csv.
+/* lib/link_verdict: is a link doing what it was configured to do? Pure verdict for linkcheck.csv.
  *
  * A probe measures round trips (userspace timestamps: the kernel stamps before the NFQUEUE delay)
  * over one node's link; the expectation combines both directions' parameters. Tolerances:
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netem/link_params.h"
+#include "lib/link_params.h"
 
 #define LINK_VERDICT_CSV_HEADER \
 	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
@@ -28,6 +28,10 @@ struct link_verdict_expect {
 /* Fraction of a direction's packets that netem's reorder sends at once (undelayed):
  * r / (1 + (gap - 1) r), 0 without reorder. */
 double link_verdict_reorder_fraction(const struct link_params *p);
+
+/* The stationary loss rate of p's Gilbert-Elliott model (fraction, 0..1):
+ * pi_bad * (1 - h) + (1 - pi_bad) * (1 - k) in netem's terms, pi_bad = p / (p + r). */
+double link_verdict_ge_loss_rate(const struct link_params *p);
 
 /* Expected round-trip statistics of a probe crossing `up` then `down` (either may be NULL =
  * unshaped). Uniform jitter j has sd j/sqrt(3); table jitter sd j; Gilbert-Elliott loss is its
