@@ -159,6 +159,8 @@ int rundir_write_meta(const char *dir, const struct plan_run *run, const struct 
 		rc = -errno;
 	if (rc == 0 && rename(tmp, path) < 0)
 		rc = -errno;
+	if (rc < 0)
+		unlink(tmp);
 	return rc;
 }
 
