@@ -101,9 +101,9 @@ sleep_until() {
 # RC = its exit code (128+signal when killed), or "timeout".
 wait_exit() {
 	local pid=$1 limit=$2 t0
-	t0=$(now)
 	# Braces: the shell's "Killed" job notice goes to /dev/null, not the campaign's output.
 	{
+		t0=$(now)
 		while kill -0 "$pid"; do
 			if awk -v a="$t0" -v n="$(now)" -v l="$limit" 'BEGIN { exit !(n - a > l) }'; then
 				RC=timeout
@@ -116,23 +116,31 @@ wait_exit() {
 	} 2>/dev/null
 }
 
-# Poll "$@" (a command) for up to $POLL_S seconds until it succeeds; returns its last status.
+# Poll "$@" (a command) for about $POLL_S seconds until it succeeds; returns its last status.
 POLL_S=10
 poll() {
 	local i
-	for ((i = 0; i < POLL_S * 10; i++)); do
+	for ((i = 0; i < POLL_S * 4; i++)); do
 		"$@" && return 0
-		sleep 0.1
+		sleep 0.25
 	done
 	"$@"
 }
 
+# The host lock: one descriptor for the whole campaign, locked per case. Runs are started with
+# it closed ({LOCK_FD}>&-): a process of a run that outlived its case must not hold the lock.
+exec {LOCK_FD}>"$LOCK"
 # Take the host lock, then note the host-wide sysctls this case must leave as they are.
 lock_host() {
-	exec {LOCK_FD}>"$LOCK" && flock -w 600 "$LOCK_FD"
+	flock -w 600 "$LOCK_FD"
 	SYSCTLS_BEFORE=$(sysctls)
 }
-unlock_host() { [ -n "${LOCK_FD:-}" ] && exec {LOCK_FD}>&-; LOCK_FD=; }
+# Release it, and give a test waiting for it the chance to take it before the next case does
+# (flock is not fair).
+unlock_host() {
+	flock -u "$LOCK_FD"
+	sleep 0.5
+}
 
 sysctls() {
 	local k
@@ -248,7 +256,7 @@ foreign_state() {
 }
 
 cleanup_campaign() {
-	unlock_host
+	exec {LOCK_FD}>&-
 	remove_foreign
 	if mountpoint -q "$TMP/fullfs" 2>/dev/null; then umount "$TMP/fullfs"; fi
 	if [ "${CAMPAIGN_KEEP:-}" = 1 ]; then
@@ -303,7 +311,7 @@ EOF
 
 start_run() { # $1 scenario, $2 out dir; sets RUN_PID, RUN_T0
 	RUN_T0=$(now)
-	"$BIN" run "$1" --out "$2" --quiet --backend nfq > "$2.stdout" 2> "$2.stderr" &
+	"$BIN" run "$1" --out "$2" --quiet --backend nfq > "$2.stdout" 2> "$2.stderr" {LOCK_FD}>&- &
 	RUN_PID=$!
 }
 
@@ -342,7 +350,7 @@ kill_orchestrator_cases() {
 		} 2>/dev/null
 		wait_exit "$RUN_PID" 30; rc=$RC
 		p=$(run_prefix "$out")
-		"$BIN" cleanup "$out" > "$out.cleanup" 2>&1
+		"$BIN" cleanup "$out" > "$out.cleanup" 2>&1 {LOCK_FD}>&-
 		crc=$?
 		[ "$crc" = 0 ] || why="stalenet cleanup exit $crc: $(tail -5 "$out.cleanup")"
 		if ! poll no_leftovers "$out" "$p"; then
@@ -482,7 +490,8 @@ full_fs_case() {
 	lock_host
 	out=$mnt/out
 	RUN_T0=$(now)
-	"$BIN" run "$scen" --out "$out" --quiet --backend nfq > "$TMP/fullfs.stdout" 2> "$TMP/fullfs-$size.stderr" &
+	"$BIN" run "$scen" --out "$out" --quiet --backend nfq > "$TMP/fullfs.stdout" 2> "$TMP/fullfs-$size.stderr" \
+		{LOCK_FD}>&- &
 	RUN_PID=$!
 	wait_exit "$RUN_PID" 90; rc=$RC
 	p=$(run_prefix "$out")
@@ -577,7 +586,31 @@ soak_case() {
 	report "soak $n workers $secs s (orchestrator RSS ${rss0:-?} -> ${rss:-?} kB, fds ${fd0:-?} -> ${fd:-?}; linkd RSS ${lrss0:-?} -> ${lrss:-?} kB, fds ${lfd0:-?} -> ${lfd:-?})" "$why"
 }
 
+# --- 0. the trace checker catches what it must ------------------------------------------------
+
+# check_traces on hand-made files: each bad one must be reported, the good ones not.
+csvcheck_case() {
+	local d=$TMP/csvcheck why="" out
+	mkdir -p "$d/run" "$d/snap"
+	printf 't_s,a,b\n1,x,y\n2,"p,q",z\n3,"multi\nline",w\n' > "$d/run/good.csv"
+	printf 't_s,a,b\n1,x,y\n2,x\n' > "$d/run/fields.csv"
+	printf 't_s,a,b\n1,x,y\n2,x,' > "$d/run/partial.csv"
+	printf 't_s,a,b\n1,"x,y\n' > "$d/run/quote.csv"
+	printf 't_s,a,b\n1,x,y\n2,x,y\n' > "$d/snap/kept.csv"
+	printf 't_s,a,b\n1,x,y\n2,X,y\n3,x,y\n' > "$d/run/kept.csv"
+	out=$(check_traces "$d/snap" "$d/run")
+	echo "$out" | grep -q '^fields.csv:3: 2 fields, the header has 3' || why="fields.csv not reported"
+	echo "$out" | grep -q '^partial.csv: the last line has no newline' || why="$why; partial.csv not reported"
+	echo "$out" | grep -q '^quote.csv:2: a quoted field never closes' || why="$why; quote.csv not reported"
+	echo "$out" | grep -q '^kept.csv: lines written before the kill changed' || why="$why; kept.csv not reported"
+	echo "$out" | grep -q '^good.csv' && why="$why; good.csv reported"
+	report "csvcheck self-test" "${why#; }${why:+
+checker said: $out}"
+}
+
 # --- the campaign -----------------------------------------------------------------------------
+
+csvcheck_case
 
 [ "$KILLS" -gt 0 ] && kill_orchestrator_cases
 if [ "$NODES" = 1 ]; then
