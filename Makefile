@@ -2,8 +2,10 @@
 # foo.h + foo.c to a module directory needs no change here.
 #
 #   make            build/stalenet, build/stalenet-node, build/stalenet-linkd
-#   make check      every test (unit, netns as root, e2e, kernel backend in a VM, short fuzz)
-#   make bench      benchmarks (figures printed, nothing asserted on time)
+#   make check      every test (unit, netns as root, e2e, kernel backend in a VM, short fuzz,
+#                   the short reliability campaign)
+#   make bench      benchmarks (figures printed, nothing asserted on time) and a 2-minute soak
+#   make campaign   the reliability campaign: 100 kill -9, node/linkd kills, full disk, 10-min soak
 #   make demo       quick start: build, run scenarios/quickstart.yaml, plot it
 #   make deps       install missing Debian packages (root), else print the command
 #   make asan       tests under AddressSanitizer + UBSan
@@ -15,6 +17,9 @@ DESTDIR ?=
 BUILD   ?= build
 CC      ?= cc
 FUZZ_SECONDS ?= 60
+CAMPAIGN_KILLS ?= 100
+CAMPAIGN_SOAK_SECONDS ?= 600
+BENCH_SOAK_SECONDS ?= 120
 
 DEB_PKGS := build-essential pkg-config libnl-route-3-dev libzmq3-dev libopenblas-dev libyaml-dev \
 	libcriterion-dev zlib1g-dev libnetfilter-queue-dev libmnl-dev iptables iproute2 \
@@ -48,7 +53,7 @@ FUZZERS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/f
 TEST_SUPPORT := $(wildcard tests/support/*.c)
 
 .PHONY: all deps check check-unit check-netns check-e2e check-kernel check-fuzz check-headers \
-	asan bench demo fuzz install clean
+	asan bench demo fuzz install clean campaign campaign-short
 .DEFAULT_GOAL := all
 
 all: deps-ok $(PROGS)
@@ -112,6 +117,7 @@ check: all $(UNIT_TESTS) $(NETNS_TESTS) $(E2E_TESTS)
 	$(MAKE) --no-print-directory check-netns || fail=1; \
 	$(MAKE) --no-print-directory check-e2e   || fail=1; \
 	$(MAKE) --no-print-directory check-kernel || fail=1; \
+	$(MAKE) --no-print-directory campaign-short || fail=1; \
 	$(MAKE) --no-print-directory check-fuzz  || fail=1; \
 	$(MAKE) --no-print-directory check-headers || fail=1; \
 	if [ $$fail = 0 ]; then echo "check: all suites passed"; else echo "check: FAILED"; fi; exit $$fail
@@ -128,6 +134,17 @@ check-kernel: all
 	@bash vagrant/check-kernel.sh $(BUILD)
 KERNEL_TESTS := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(wildcard tests/kernel/test_*.c))
 check-kernel: $(KERNEL_TESTS)
+
+# The reliability campaign (tests/campaign, docs/reliability.md): kill -9 of the orchestrator
+# at random instants then `stalenet cleanup`, kill -9 of a node and of stalenet-linkd, a full
+# output file system, a soak. Root; skipped without it unless STALENET_TESTS_MUST_RUN=1.
+# CAMPAIGN_SEED=N replays the kill instants of an earlier campaign.
+campaign: all
+	@CAMPAIGN_FULLFS_KB="$${CAMPAIGN_FULLFS_KB:-8 24 96}" bash tests/campaign/campaign.sh --build $(BUILD) \
+	  --kills $(CAMPAIGN_KILLS) --soak $(CAMPAIGN_SOAK_SECONDS)
+# The part of it that runs in `make check` (< 3 min): 10 kills, node and linkd kills, full disk.
+campaign-short: all
+	@bash tests/campaign/campaign.sh --build $(BUILD) --kills 10 --soak 0
 
 # A short fuzz run of every target (libFuzzer through clang).
 check-fuzz:
@@ -161,6 +178,8 @@ asan:
 bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@for s in $(wildcard tests/bench/*.sh); do echo "== $$s"; bash $$s $(BUILD) || exit 1; done
+	@echo "== soak ($(BENCH_SOAK_SECONDS) s)"; bash tests/campaign/campaign.sh --build $(BUILD) --kills 0 --nodes 0 \
+	  --fullfs 0 --soak $(BENCH_SOAK_SECONDS)
 
 # Not `demo: all`: the script re-runs itself under sudo first, and builds (and installs the
 # packages) as root, so a fresh machine needs nothing typed before `make demo`.

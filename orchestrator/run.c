@@ -415,6 +415,8 @@ static int write_conf(struct run_ctx *c, size_t i, const struct nodeconf_ctx *nc
 	snprintf(path, pathlen, "%s/nodes/%s%s.conf", c->dir, c->run->nodes[i].name, role ? "-probe" : "");
 	rc = kv_save(kv, path);
 	kv_destroy(&kv);
+	if (rc < 0)
+		log_error("write %s: %s", path, strerror(-rc));
 	return rc;
 }
 
@@ -476,6 +478,7 @@ static enum supervise_result linkcheck_phase(struct run_ctx *c, const struct nod
 	struct phase_nodes ph;
 	enum supervise_result res;
 	char path[PATH_MAX];
+	int saved;
 	struct kv *kv;
 	size_t n = r->n_nodes;
 
@@ -501,7 +504,8 @@ static enum supervise_result linkcheck_phase(struct run_ctx *c, const struct nod
 	kv_set(kv, "ctl.endpoint", c->ctl_ep);
 	kv_setf(kv, "port.probe", "%u", RUN_PORT_PROBE);
 	snprintf(ph.conf[n], sizeof ph.conf[n], "%s/nodes/hub.conf", c->dir);
-	if (kv_save(kv, ph.conf[n]) < 0) {
+	if ((saved = kv_save(kv, ph.conf[n])) < 0) {
+		log_error("write %s: %s", ph.conf[n], strerror(-saved));
 		kv_destroy(&kv);
 		goto fail;
 	}
@@ -608,6 +612,10 @@ static int teardown(struct run_ctx *c)
 	rc = cleanup_journal(c->journal);
 	if (rc < 0)
 		log_error("teardown incomplete (%s): run 'stalenet cleanup'", strerror(-rc));
+	/* An emulator killed by a signal could not remove its control socket; the replay above
+	 * has made sure it is dead, so nobody listens there any more. */
+	if (rc == 0 && c->linkd_ctl[0] && unlink(c->linkd_ctl) < 0 && errno != ENOENT)
+		log_warn("unlink %s: %s", c->linkd_ctl, strerror(errno));
 	journal_destroy(&c->journal);
 	return rc;
 }
@@ -692,7 +700,7 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	struct nodeconf_ctx nc = { 0 };
 	enum supervise_result res = SUPERVISE_FAILED;
 	char err[512], summary_path[PATH_MAX + 32];
-	int rc = CLI_EXIT_FAILED;
+	int rc = CLI_EXIT_FAILED, wrote;
 	bool bad_input = false;
 	size_t n = r->n_nodes;
 	int64_t t0 = clock_now_ns();
@@ -775,7 +783,10 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	meta.origin_ns = clock_now_ns();
 	meta.wall_start_ns = clock_wall_ns();
 	clock_set_origin_ns(meta.origin_ns);
-	rundir_write_meta(c->dir, r, &meta);
+	if ((wrote = rundir_write_meta(c->dir, r, &meta)) < 0) {
+		log_error("write %s/meta.json: %s", c->dir, strerror(-wrote));
+		goto out;
+	}
 
 	nc = (struct nodeconf_ctx){
 		.run_dir = c->dir, .ctl_endpoint = c->ctl_ep, .origin_ns = meta.origin_ns,
@@ -823,7 +834,11 @@ out:
 	meta.status = res == SUPERVISE_OK ? "complete" : res == SUPERVISE_INTERRUPTED ? "interrupted" : "failed";
 	if (!meta.backend)
 		meta.backend = c->shaper || c->backend ? backend_name(c->backend) : "";
-	rundir_write_meta(c->dir, r, &meta);
+	if ((wrote = rundir_write_meta(c->dir, r, &meta)) < 0) {
+		log_error("write %s/meta.json: %s (the run's status is not recorded)", c->dir, strerror(-wrote));
+		if (rc == CLI_EXIT_OK)
+			rc = CLI_EXIT_FAILED;
+	}
 	if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {
 		struct summary_row row;
 

@@ -196,9 +196,13 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 							     : (steps[counted / 2 - 1] + steps[counted / 2]) / 2.0);
 		long mn = counted ? (long)steps[0] : 0, mx = counted ? (long)steps[counted - 1] : 0;
 
-		if (s->progress)
-			csv_writer_row(s->progress, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9, alive, waiting,
-				       mn, med, mx);
+		/* A trace that cannot be written (ENOSPC, EIO; csv logged which file) makes the run
+		 * worthless: stop it as failed rather than finish with holes in every file. */
+		if (s->progress && csv_writer_row(s->progress, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9,
+						  alive, waiting, mn, med, mx) < 0 && !s->stopping) {
+			s->failed = true;
+			stop_all(s, "a trace file cannot be written");
+		}
 		if (s->o->view) {
 			struct progress_state st = {
 				.run_id = s->o->run_label, .run_index = s->o->run_index, .run_count = s->o->run_count,
