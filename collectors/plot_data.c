@@ -80,12 +80,21 @@ static int add_run(struct plot_set *s, const char *top, const char *dir, char *e
 	return 0;
 }
 
+/* summary_list_dir() filter: a visible subdirectory holding a meta.json. */
+static bool is_run_dir(const char *dir, const char *name)
+{
+	char sub[8192];
+
+	if (name[0] == '.')
+		return false;
+	snprintf(sub, sizeof sub, "%s/%s", dir, name);
+	return has_meta(sub);
+}
+
 int plot_data_collect(const char *dir, struct plot_set *s, char *err, size_t errlen)
 {
-	struct dirent *de;
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d;
+	size_t n = 0;
 	int rc = 0;
 
 	memset(s, 0, sizeof *s);
@@ -97,42 +106,17 @@ int plot_data_collect(const char *dir, struct plot_set *s, char *err, size_t err
 	}
 	if (has_meta(dir))
 		return add_run(s, dir, dir, err, errlen);
-	d = opendir(dir);
-	if (!d) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-		return rc;
-	}
-	while ((de = readdir(d))) {
-		char sub[8192];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
-		if (!has_meta(sub))
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
-
-			if (!nn) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		if (!(names[n] = strdup(sub))) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
-	}
-	closedir(d);
+	rc = summary_list_dir(dir, is_run_dir, str_cmp, &names, &n);
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
-	if (n)
-		qsort(names, n, sizeof *names, str_cmp);
-	for (size_t i = 0; i < n && rc == 0; i++)
-		rc = add_run(s, dir, names[i], err, errlen);
+	else if (rc < 0)
+		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char sub[8192];
+
+		snprintf(sub, sizeof sub, "%s/%s", dir, names[i]);
+		rc = add_run(s, dir, sub, err, errlen);
+	}
 	free_names(names, n);
 	if (rc == 0 && s->nruns == 0) {
 		snprintf(err, errlen, "%s: neither a run dir nor a sweep dir (no meta.json)", dir);
@@ -378,50 +362,25 @@ out:
 
 /* ---- final steps --------------------------------------------------------------------- */
 
-/* Worker trace names (nodes/NAME.csv, NAME not starting with "server"), sorted. The caller
+/* summary_list_dir() filter: a worker trace, NAME.csv with NAME not starting with "server". */
+static bool is_worker_trace(const char *dir, const char *name)
+{
+	size_t len = strlen(name);
+
+	(void)dir;
+	return len > 4 && strcmp(name + len - 4, ".csv") == 0 && strncmp(name, "server", 6) != 0;
+}
+
+/* Worker trace names (nodes/NAME.csv), sorted; none when there is no nodes/. The caller
  * frees each name and the array. */
 static int worker_files(const struct plot_run *r, char ***out, size_t *nout)
 {
 	char dir[8192];
-	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d;
-	int rc = 0;
+	int rc;
 
-	*out = NULL;
-	*nout = 0;
 	snprintf(dir, sizeof dir, "%s/nodes", r->dir);
-	d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-
-		if (len <= 4 || strcmp(de->d_name + len - 4, ".csv") != 0 ||
-		    strncmp(de->d_name, "server", 6) == 0)
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
-
-			if (!nn) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		if (!(names[n] = strdup(de->d_name))) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof *names, str_cmp);
-	*out = names;
-	*nout = n;
-	return rc;
+	rc = summary_list_dir(dir, is_worker_trace, str_cmp, out, nout);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 int plot_data_steps_final(const struct plot_set *set, struct plot_step **out, size_t *nout,

@@ -216,9 +216,8 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted names of directory entries for which keep() holds; caller frees each and the array. */
-static int list_dir(const char *dir, bool (*keep)(const char *dir, const char *name),
-		    char ***out, size_t *nout)
+int summary_list_dir(const char *dir, bool (*keep)(const char *dir, const char *name),
+		     int (*cmp)(const void *a, const void *b), char ***out, size_t *nout)
 {
 	struct dirent *de;
 	char **names = NULL;
@@ -231,7 +230,7 @@ static int list_dir(const char *dir, bool (*keep)(const char *dir, const char *n
 	if (!d)
 		return -errno;
 	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.' || !keep(dir, de->d_name))
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !keep(dir, de->d_name))
 			continue;
 		if (n == cap) {
 			char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof *names);
@@ -255,7 +254,7 @@ static int list_dir(const char *dir, bool (*keep)(const char *dir, const char *n
 		return rc;
 	}
 	if (n)
-		qsort(names, n, sizeof *names, name_cmp);
+		qsort(names, n, sizeof *names, cmp ? cmp : name_cmp);
 	*out = names;
 	*nout = n;
 	return 0;
@@ -266,7 +265,7 @@ static bool is_csv(const char *dir, const char *name)
 	size_t len = strlen(name);
 
 	(void)dir;
-	return len > 4 && strcmp(name + len - 4, ".csv") == 0;
+	return name[0] != '.' && len > 4 && strcmp(name + len - 4, ".csv") == 0;
 }
 
 /* The node-trace columns the summary reads, in SUMMARY_LACKS_* bit order (bits 0..6). */
@@ -290,7 +289,7 @@ static int summarise_nodes(const char *run_dir, struct summary_row *out, char *e
 	int rc;
 
 	snprintf(dir, sizeof dir, "%s/nodes", run_dir);
-	rc = list_dir(dir, is_csv, &names, &nnames);
+	rc = summary_list_dir(dir, is_csv, NULL, &names, &nnames);
 	if (rc == -ENOENT) {
 		rc = 0;
 		goto out;
@@ -821,6 +820,8 @@ static bool is_run_dir(const char *dir, const char *name)
 {
 	char path[4096];
 
+	if (name[0] == '.')
+		return false;
 	snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
 	return access(path, F_OK) == 0;
 }
@@ -855,7 +856,7 @@ int summary_rebuild_each(const char *dir, summary_run_fn *fn, void *arg, char *e
 		}
 		nnames = 1;
 	} else {
-		rc = list_dir(dir, is_run_dir, &names, &nnames);
+		rc = summary_list_dir(dir, is_run_dir, NULL, &names, &nnames);
 		if (rc < 0) {
 			snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
 			return rc;

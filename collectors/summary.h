@@ -90,6 +90,12 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
  * number of lines (0 when the traces lacked nothing). */
 int summary_lacks_describe(const struct summary_row *row, char *buf, size_t len);
 
+/* The names (not paths) of the entries of dir, "." and ".." aside, for which keep(dir, name)
+ * holds, sorted by the qsort comparator cmp of char * (NULL: strcmp order). The caller frees
+ * each name and *out. Returns 0, or -errno (of opendir, or -ENOMEM) with *out NULL, *nout 0. */
+int summary_list_dir(const char *dir, bool (*keep)(const char *dir, const char *name),
+		     int (*cmp)(const void *a, const void *b), char ***out, size_t *nout);
+
 /* Called by summary_rebuild_each for each run, after its row is computed: name is the run's
  * subdirectory, or NULL when DIR is the run directory itself. */
 typedef void summary_run_fn(void *arg, const char *name, const struct summary_row *row);

@@ -606,42 +606,6 @@ out:
 	return fd;
 }
 
-static int read_fd(int fd, char **out, size_t *outlen)
-{
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap) {
-			char *nb = realloc(buf, cap ? cap * 2 : 65536);
-
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap = cap ? cap * 2 : 65536;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-
-			free(buf);
-			return -e;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	*out = buf;
-	*outlen = len;
-	return 0;
-}
-
 /* A candidate journal: real path, the directory trust is checked up to, and for registry
  * entries the prefix the entry is named after. */
 struct cand {
@@ -665,7 +629,7 @@ static int load_trusted(const struct cand *c, struct journal_parsed **out, char 
 	fd = open_trusted(c->dir, c->base, c->stop, why, whylen);
 	if (fd < 0)
 		return fd;
-	rc = read_fd(fd, &text, &len);
+	rc = journal_read_fd(fd, &text, &len);
 	close(fd);
 	if (rc < 0) {
 		snprintf(why, whylen, "read: %s", strerror(-rc));

@@ -611,11 +611,49 @@ out:
 	return rc;
 }
 
+int journal_read_fd(int fd, char **text, size_t *len)
+{
+	char *buf = NULL;
+	size_t n_read = 0, cap = 0;
+
+	*text = NULL;
+	*len = 0;
+	for (;;) {
+		ssize_t n;
+
+		if (n_read == cap) {
+			char *nb = realloc(buf, cap ? cap * 2 : 65536);
+
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap = cap ? cap * 2 : 65536;
+		}
+		n = read(fd, buf + n_read, cap - n_read);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			free(buf);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		n_read += (size_t)n;
+	}
+	*text = buf;
+	*len = n_read;
+	return 0;
+}
+
 int journal_load(const char *path, struct journal_parsed **out, char *err, size_t errlen)
 {
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd, rc = 0;
+	size_t len = 0;
+	int fd, rc;
 
 	*out = NULL;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -624,33 +662,11 @@ int journal_load(const char *path, struct journal_parsed **out, char *err, size_
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return rc;
 	}
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap) {
-			char *nb = realloc(buf, cap ? cap * 2 : 65536);
-
-			if (!nb) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
-			cap = cap ? cap * 2 : 65536;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	rc = journal_parse(buf, len, out, err, errlen);
-out:
+	rc = journal_read_fd(fd, &buf, &len);
+	if (rc == 0)
+		rc = journal_parse(buf, len, out, err, errlen);
+	else if (rc != -ENOMEM)
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 	close(fd);
 	free(buf);
 	return rc;

@@ -103,6 +103,10 @@ struct journal_parsed {
  * -EINVAL with err = "line N: what" (unknown kind, wrong field count, bad escape, no header). */
 int journal_parse(const char *text, size_t len, struct journal_parsed **out, char *err,
 		  size_t errlen);
+/* Read fd from where it stands to its end (EINTR retried) into *text (malloc'd, not
+ * NUL-terminated; the caller frees) and its length into *len. The caller opens, checks and
+ * closes fd. Returns 0, or -errno (-ENOMEM) with *text NULL. */
+int journal_read_fd(int fd, char **text, size_t *len);
 /* Read and parse a journal file. Returns 0 or -errno / -EINVAL (err filled). */
 int journal_load(const char *path, struct journal_parsed **out, char *err, size_t errlen);
 void journal_parsed_free(struct journal_parsed **p);

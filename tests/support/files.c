@@ -1,4 +1,5 @@
-/* Shared test file helpers: temporary directories, rm -rf, whole-file read and write. */
+/* Shared test file helpers: temporary directories, rm -rf, whole-file read and write,
+ * canaries. */
 #include "tests/support/files.h"
 
 #include <criterion/criterion.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *support_tmpdir(char *buf, size_t len, const char *tag)
@@ -89,4 +91,23 @@ void support_write_file(const char *path, const char *text)
 	cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
 	cr_assert_geq(fputs(text, f), 0, "write %s", path);
 	cr_assert_eq(fclose(f), 0, "close %s", path);
+}
+
+#define SUPPORT_CANARY_TEXT "precious\n"
+
+void support_canary_plant(const char *path)
+{
+	support_write_file(path, SUPPORT_CANARY_TEXT);
+}
+
+void support_canary_intact(const char *path)
+{
+	struct stat st;
+	char *text;
+
+	cr_assert_eq(lstat(path, &st), 0, "lstat %s: %s", path, strerror(errno));
+	cr_assert(S_ISREG(st.st_mode), "%s is no longer a regular file", path);
+	text = support_slurp(path, NULL);
+	cr_assert_str_eq(text, SUPPORT_CANARY_TEXT, "canary %s changed", path);
+	free(text);
 }

@@ -25,4 +25,13 @@ char *support_slurp(const char *path, size_t *len);
 /* Write text to path (created or truncated). Fails the test when it cannot. */
 void support_write_file(const char *path, const char *text);
 
+/* A canary: a file outside what a test writes, planted with fixed text. Tests of writers that
+ * must not follow a link planted to it check afterwards that it is intact. Fails the test when
+ * it cannot be written. */
+void support_canary_plant(const char *path);
+
+/* Fail the test unless path is still a regular file (not a link) holding exactly the text
+ * support_canary_plant() put there. */
+void support_canary_intact(const char *path);
+
 #endif

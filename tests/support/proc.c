@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <grp.h>
 #include <sys/wait.h>
 
 #include "orchestrator/launch.h"
@@ -23,6 +25,15 @@ int support_sh(const char *fmt, ...)
 	if (n < 0 || (size_t)n >= sizeof cmd)
 		return -1;
 	return system(cmd);
+}
+
+pid_t support_fork_as(uid_t uid)
+{
+	pid_t pid = fork();
+
+	if (pid == 0 && (setgroups(0, NULL) < 0 || setgid((gid_t)uid) < 0 || setuid(uid) < 0))
+		_exit(20);
+	return pid;
 }
 
 struct reap {

@@ -10,6 +10,11 @@
 /* Run the printf-formatted command through /bin/sh; returns system()'s status (0 = exit 0). */
 int support_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* fork() whose child first drops every supplementary group and becomes gid and uid `uid`
+ * (the caller must be root); in the child a failure to switch ends it with _exit(20).
+ * Returns what fork() returns: the child's pid, 0 in the child, -1 with errno set. */
+pid_t support_fork_as(uid_t uid);
+
 /* Wait up to timeout_ms for child pid to end; its wait status into *status (may be NULL).
  * Returns 0, or -ETIMEDOUT after killing and reaping it, or -errno of waitpid. */
 int support_wait_pid(pid_t pid, int *status, int timeout_ms);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +16,7 @@
 
 #include "lib/ctl.h"
 #include "lib/rtdir.h"
+#include "tests/support/fixture.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
@@ -124,23 +124,6 @@ Test(ctl, socket_born_0600)
 	rmdir(dir);
 }
 
-static void need_root(void)
-{
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-
-	if (geteuid() == 0)
-		return;
-	if (must && !strcmp(must, "1"))
-		cr_assert_fail("needs root to switch uid (STALENET_TESTS_MUST_RUN=1)");
-	cr_skip_test("needs root to switch uid");
-}
-
-static void become_nobody(void)
-{
-	if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
-		_exit(20);
-}
-
 /* Even when the socket is reachable (a mistake: 0666 in a 0711 directory), a process of
  * another uid is not heard; a root peer is. */
 Test(ctl, foreign_uid_peer_refused, .timeout = 30)
@@ -151,7 +134,7 @@ Test(ctl, foreign_uid_peer_refused, .timeout = 30)
 	pid_t pid;
 	int st, rc;
 
-	need_root();
+	support_require_root();
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/s.sock", dir);
 	snprintf(ep, sizeof ep, "ipc://%s", path);
@@ -159,12 +142,11 @@ Test(ctl, foreign_uid_peer_refused, .timeout = 30)
 	cr_assert_not_null(srv);
 	cr_assert_eq(chmod(dir, 0711), 0);
 	cr_assert_eq(chmod(path, 0666), 0);
-	pid = fork();
+	pid = support_fork_as(65534);
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct ctl_client *c;
 
-		become_nobody();
 		c = ctl_client_open(ep, "intruder");
 		if (!c)
 			_exit(21);
@@ -210,12 +192,12 @@ Test(ctl, client_ignores_foreign_server, .timeout = 30)
 	int go[2], st, rc;
 	pid_t pid;
 
-	need_root();
+	support_require_root();
 	cr_assert_not_null(mkdtemp(dir));
 	cr_assert_eq(chmod(dir, 0777), 0);
 	snprintf(ep, sizeof ep, "ipc://%s/s.sock", dir);
 	cr_assert_eq(pipe(go), 0);
-	pid = fork();
+	pid = support_fork_as(65534);
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		void *ctx, *r;
@@ -224,7 +206,6 @@ Test(ctl, client_ignores_foreign_server, .timeout = 30)
 		struct pollfd pfd = { .fd = go[0], .events = POLLIN };
 
 		close(go[1]);
-		become_nobody();
 		ctx = zmq_ctx_new();
 		r = zmq_socket(ctx, ZMQ_ROUTER);
 		(void)mode;

@@ -374,3 +374,32 @@ Test(journal, check_refuses_a_live_process_that_is_not_ours, .timeout = 10)
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert_eq(check(text, why, sizeof why), 0, "%s", why);
 }
+
+/* journal_read_fd reads from the current offset to the end across several buffer growths,
+ * byte for byte, and passes a read error up. */
+Test(journal, read_fd_reads_to_the_end)
+{
+	char tmpl[] = "/tmp/snt-jreadfd-XXXXXX", *text = NULL;
+	size_t total = 200000, len = 1;
+	unsigned char *ref = malloc(total);
+	int fd = mkstemp(tmpl);
+
+	cr_assert_not_null(ref);
+	cr_assert_geq(fd, 0);
+	unlink(tmpl);
+	for (size_t i = 0; i < total; i++)
+		ref[i] = (unsigned char)(i * 7 + i / 251);
+	cr_assert_eq(write(fd, ref, total), (ssize_t)total);
+	cr_assert_eq(lseek(fd, 10, SEEK_SET), 10);
+	cr_assert_eq(journal_read_fd(fd, &text, &len), 0);
+	cr_assert_eq(len, total - 10);
+	cr_assert_eq(memcmp(text, ref + 10, len), 0);
+	free(text);
+	cr_assert_eq(journal_read_fd(fd, &text, &len), 0, "at the end: nothing left");
+	cr_assert_eq(len, 0);
+	free(text);
+	close(fd);
+	cr_assert_eq(journal_read_fd(fd, &text, &len), -EBADF);
+	cr_assert_null(text);
+	free(ref);
+}

@@ -4,7 +4,6 @@
  * root, skip without it and fail instead under STALENET_TESTS_MUST_RUN=1. */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +17,8 @@
 
 #include "netem/linkd.h"
 #include "netem/linkd_ctl.h"
+#include "tests/support/fixture.h"
+#include "tests/support/proc.h"
 
 static int parse(const char *line, struct linkd_ctl_req *r, char *reply, size_t len)
 {
@@ -153,23 +154,6 @@ static void *serve(void *arg)
 	return (void *)(intptr_t)linkd_run(arg);
 }
 
-static void need_root(void)
-{
-	const char *must = getenv("STALENET_TESTS_MUST_RUN");
-
-	if (geteuid() == 0)
-		return;
-	if (must && !strcmp(must, "1"))
-		cr_assert_fail("needs root to switch uid (STALENET_TESTS_MUST_RUN=1)");
-	cr_skip_test("needs root to switch uid");
-}
-
-static void become_nobody(void)
-{
-	if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
-		_exit(20);
-}
-
 static int connect_seqpacket(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -216,7 +200,7 @@ Test(linkd_ctl, socket_0600_and_foreign_uid_refused, .timeout = 30)
 		/* A mistake makes the socket reachable: uid 65534 still gets no answer. */
 		cr_assert_eq(chmod(dir, 0711), 0);
 		cr_assert_eq(chmod(path, 0666), 0);
-		pid = fork();
+		pid = support_fork_as(65534);
 		cr_assert_geq(pid, 0);
 		if (pid == 0) {
 			struct pollfd pfd;
@@ -224,7 +208,6 @@ Test(linkd_ctl, socket_0600_and_foreign_uid_refused, .timeout = 30)
 			ssize_t n;
 			int fd, pr;
 
-			become_nobody();
 			fd = connect_seqpacket(path);
 			if (fd < 0)
 				_exit(21);
@@ -248,7 +231,7 @@ Test(linkd_ctl, socket_0600_and_foreign_uid_refused, .timeout = 30)
 	linkd_destroy(&d);
 	cr_assert_neq(access(path, F_OK), 0);
 	rmdir(dir);
-	need_root();
+	support_require_root();
 }
 
 /* A listener of another uid put where the emulator's socket should be gets no request. */
@@ -260,13 +243,13 @@ Test(linkd_ctl, client_refuses_foreign_listener, .timeout = 30)
 	pid_t pid;
 	char b;
 
-	need_root();
+	support_require_root();
 	cr_assert_not_null(mkdtemp(dir));
 	cr_assert_eq(chmod(dir, 0777), 0);
 	snprintf(path, sizeof path, "%s/linkd.sock", dir);
 	cr_assert_eq(pipe(ready), 0);
 	cr_assert_eq(pipe(done), 0);
-	pid = fork();
+	pid = support_fork_as(65534);
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -276,7 +259,6 @@ Test(linkd_ctl, client_refuses_foreign_listener, .timeout = 30)
 
 		close(ready[0]);
 		close(done[1]);
-		become_nobody();
 		umask(0);
 		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
 		l = socket(AF_UNIX, SOCK_SEQPACKET, 0);

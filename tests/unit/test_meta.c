@@ -12,6 +12,7 @@
 #include "orchestrator/plan.h"
 #include "orchestrator/rundir.h"
 #include "orchestrator/scenario.h"
+#include "tests/support/files.h"
 
 static const char SCENARIO[] =
 	"name: meta-test\n"
@@ -28,10 +29,7 @@ static const char SCENARIO[] =
 
 static void rm_rf(const char *dir)
 {
-	char cmd[600];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0, "rm -rf %s", dir);
 }
 
 Test(meta, recorded_fixture_loads_exactly)

@@ -19,18 +19,13 @@
 #include "orchestrator/cli.h"
 #include "orchestrator/cmd.h"
 #include "orchestrator/resummary.h"
+#include "tests/support/files.h"
 
 #define FIXTURE "tests/data/sweep_small"
 
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 16);
-
-	cr_assert_not_null(f, "open %s", path);
-	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
-	fclose(f);
-	return buf;
+	return support_slurp(path, NULL);
 }
 
 /* Run a shell command formatted from a literal (cp -r and rm -rf of test directories). */

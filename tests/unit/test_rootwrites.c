@@ -18,46 +18,26 @@
 #include "orchestrator/plan.h"
 #include "orchestrator/rundir.h"
 #include "orchestrator/scenario.h"
+#include "tests/support/files.h"
 
 static char base[64], canary[128], run[128];
 
 static void setup(void)
 {
-	FILE *f;
-
-	snprintf(base, sizeof base, "/tmp/snt-rootw-XXXXXX");
-	cr_assert_not_null(mkdtemp(base));
+	support_tmpdir(base, sizeof base, "rootw");
 	snprintf(canary, sizeof canary, "%s/canary", base);
-	f = fopen(canary, "w");
-	cr_assert_not_null(f);
-	fputs("precious\n", f);
-	fclose(f);
+	support_canary_plant(canary);
 	snprintf(run, sizeof run, "%s/run", base);
 	cr_assert_eq(mkdir(run, 0777), 0);
 }
 
 static void teardown(void)
 {
-	char cmd[160];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-	if (system(cmd) != 0)
+	if (support_rm_rf(base) < 0)
 		cr_log_warn("could not remove %s", base);
 }
 
 TestSuite(rootwrites, .init = setup, .fini = teardown);
-
-static void canary_intact(void)
-{
-	char buf[64] = "";
-	FILE *f = fopen(canary, "r");
-
-	cr_assert_not_null(f);
-	cr_assert_not_null(fgets(buf, sizeof buf, f));
-	cr_assert_null(fgets(buf + strlen(buf), (int)(sizeof buf - strlen(buf)), f), "canary grew");
-	fclose(f);
-	cr_assert_str_eq(buf, "precious\n");
-}
 
 /* Plant RUN/rel -> canary. */
 static void plant(const char *dir, const char *rel)
@@ -90,7 +70,7 @@ Test(rootwrites, kv_save)
 	cr_assert_eq(kv_set(kv, "train.batch", "64"), 0);
 	snprintf(p, sizeof p, "%s/nodes/x.conf", run);
 	cr_assert_eq(kv_save(kv, p), 0);
-	canary_intact();
+	support_canary_intact(canary);
 	is_regular(run, "nodes/x.conf");
 	back = kv_load(p, err, sizeof err);
 	cr_assert_not_null(back, "%s", err);
@@ -106,11 +86,11 @@ Test(rootwrites, trace_file)
 	plant(run, "events.csv");
 	snprintf(p, sizeof p, "%s/events.csv", run);
 	cr_assert_null(csv_writer_open(p, "t_s,what"));
-	canary_intact();
+	support_canary_intact(canary);
 	snprintf(p, sizeof p, "%s/hard.csv", run);
 	cr_assert_eq(link(canary, p), 0);
 	cr_assert_null(csv_writer_open(p, "t_s,what"));
-	canary_intact();
+	support_canary_intact(canary);
 }
 
 Test(rootwrites, meta_json_and_complete)
@@ -124,7 +104,7 @@ Test(rootwrites, meta_json_and_complete)
 	plant(run, "meta.json");
 	plant(run, "meta.json.tmp");
 	cr_assert_eq(rundir_write_meta(run, &r, &m), 0);
-	canary_intact();
+	support_canary_intact(canary);
 	is_regular(run, "meta.json");
 	snprintf(p, sizeof p, "%s/meta.json", run);
 	f = fopen(p, "r");
@@ -134,7 +114,7 @@ Test(rootwrites, meta_json_and_complete)
 	cr_assert_str_eq(buf, "{\n");
 	plant(run, "complete");
 	cr_assert_lt(rundir_mark_complete(run), 0);
-	canary_intact();
+	support_canary_intact(canary);
 }
 
 Test(rootwrites, run_subdirectory_symlink_refused)
@@ -166,7 +146,7 @@ Test(rootwrites, summary_csv)
 	snprintf(tmpname, sizeof tmpname, "summary.csv.tmp.%d", (int)getpid());
 	plant(p, tmpname);
 	cr_assert_eq(summary_rebuild(p, err, sizeof err), 4, "%s", err);
-	canary_intact();
+	support_canary_intact(canary);
 	is_regular(p, "summary.csv");
 }
 
@@ -186,7 +166,7 @@ Test(rootwrites, plot_figures, .timeout = 120)
 	}
 	n = plot_dir(p, err, sizeof err);
 	cr_assert_gt(n, 0, "plot_dir: %d %s", n, n < 0 ? err : "");
-	canary_intact();
+	support_canary_intact(canary);
 	snprintf(fig, sizeof fig, "plots/%s.svg", PLOT_FIGURES[0]);
 	is_regular(p, fig);
 }

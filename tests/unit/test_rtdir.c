@@ -11,21 +11,18 @@
 #include <unistd.h>
 
 #include "lib/rtdir.h"
+#include "tests/support/files.h"
 
 static char base[64];
 
 static void setup(void)
 {
-	snprintf(base, sizeof base, "/tmp/snt-rtdir-XXXXXX");
-	cr_assert_not_null(mkdtemp(base));
+	support_tmpdir(base, sizeof base, "rtdir");
 }
 
 static void teardown(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf %s", base);
-	if (system(cmd) != 0)
+	if (support_rm_rf(base) < 0)
 		cr_log_warn("could not remove %s", base);
 }
 

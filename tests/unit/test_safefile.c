@@ -10,43 +10,21 @@
 #include <unistd.h>
 
 #include "lib/safefile.h"
+#include "tests/support/files.h"
 
 static char dir[64], canary[128];
 
 static void setup(void)
 {
-	FILE *f;
-
-	snprintf(dir, sizeof dir, "/tmp/snt-safefile-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	support_tmpdir(dir, sizeof dir, "safefile");
 	snprintf(canary, sizeof canary, "%s/canary", dir);
-	f = fopen(canary, "w");
-	cr_assert_not_null(f);
-	fputs("precious\n", f);
-	fclose(f);
+	support_canary_plant(canary);
 }
 
 static void teardown(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	if (system(cmd) != 0)
+	if (support_rm_rf(dir) < 0)
 		cr_log_warn("could not remove %s", dir);
-}
-
-static void canary_intact(void)
-{
-	char buf[64] = "";
-	FILE *f = fopen(canary, "r");
-	struct stat st;
-
-	cr_assert_not_null(f);
-	cr_assert_not_null(fgets(buf, sizeof buf, f));
-	fclose(f);
-	cr_assert_str_eq(buf, "precious\n");
-	cr_assert_eq(lstat(canary, &st), 0);
-	cr_assert(S_ISREG(st.st_mode));
 }
 
 static void read_file(const char *path, char *buf, size_t len)
@@ -75,7 +53,7 @@ Test(safefile, open_refuses_symlink_and_hardlink)
 	snprintf(h, sizeof h, "%s/hard.csv", dir);
 	cr_assert_eq(link(canary, h), 0);
 	cr_assert_eq(safefile_open(h, O_WRONLY | O_CREAT | O_TRUNC, 0644), -EPERM);
-	canary_intact();
+	support_canary_intact(canary);
 }
 
 Test(safefile, open_creates_appends_truncates)
@@ -110,7 +88,7 @@ Test(safefile, replace_over_symlink_replaces_the_link)
 	snprintf(p, sizeof p, "%s/meta.json", dir);
 	cr_assert_eq(symlink(canary, p), 0);
 	cr_assert_eq(safefile_replace(p, "{}\n", 3, 0644), 0);
-	canary_intact();
+	support_canary_intact(canary);
 	cr_assert_eq(lstat(p, &st), 0);
 	cr_assert(S_ISREG(st.st_mode), "the symlink itself was replaced");
 	cr_assert_eq(st.st_mode & 0777, 0644);
@@ -134,7 +112,7 @@ Test(safefile, predictable_temp_names_are_not_followed)
 	cr_assert_eq(safefile_replace(p, "a = 1\n", 6, 0600), 0);
 	read_file(p, buf, sizeof buf);
 	cr_assert_str_eq(buf, "a = 1\n");
-	canary_intact();
+	support_canary_intact(canary);
 	snprintf(t, sizeof t, "ls -A %s | wc -l > %s/count", dir, dir);
 	cr_assert_eq(system(t), 0);
 	snprintf(t, sizeof t, "%s/count", dir);

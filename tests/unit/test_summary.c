@@ -510,3 +510,54 @@ Test(summary, rebuild_does_not_follow_a_planted_temporary)
 	unlink(tmp);
 	rm_rf(dir);
 }
+
+static bool ends_csv(const char *dir, const char *name)
+{
+	size_t len = strlen(name);
+
+	(void)dir;
+	return len > 4 && strcmp(name + len - 4, ".csv") == 0;
+}
+
+static int by_length(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+
+	return la < lb ? -1 : la > lb;
+}
+
+/* summary_list_dir: keep() decides (hidden names included, "." and ".." never reach it), the
+ * order is strcmp's or the caller's, and a missing directory is -ENOENT with nothing out. */
+Test(summary, list_dir_filters_and_sorts)
+{
+	char dir[256], path[512], **names = NULL;
+	const char *files[] = { "b10.csv", "b9.csv", ".h.csv", "notes.txt", "a.csv" };
+	size_t n = 99;
+
+	support_tmpdir(dir, sizeof dir, "listdir");
+	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		support_write_file(path, "x\n");
+	}
+	cr_assert_eq(summary_list_dir(dir, ends_csv, NULL, &names, &n), 0);
+	cr_assert_eq(n, 4);
+	cr_assert_str_eq(names[0], ".h.csv");
+	cr_assert_str_eq(names[1], "a.csv");
+	cr_assert_str_eq(names[2], "b10.csv");
+	cr_assert_str_eq(names[3], "b9.csv");
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	cr_assert_eq(summary_list_dir(dir, ends_csv, by_length, &names, &n), 0);
+	cr_assert_eq(n, 4);
+	cr_assert_str_eq(names[0], "a.csv");
+	cr_assert_str_eq(names[3], "b10.csv");
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	snprintf(path, sizeof path, "%s/none", dir);
+	cr_assert_eq(summary_list_dir(path, ends_csv, NULL, &names, &n), -ENOENT);
+	cr_assert_null(names);
+	cr_assert_eq(n, 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
+}

@@ -17,6 +17,7 @@
 #include "orchestrator/plan.h"
 #include "orchestrator/rundir.h"
 #include "orchestrator/scenario.h"
+#include "tests/support/files.h"
 
 static const char SCENARIO[] =
 	"name: hidden\n"
@@ -49,13 +50,7 @@ static void sh(const char *fmt, ...)
 
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *buf = calloc(1, 1 << 16);
-
-	cr_assert_not_null(f, "open %s", path);
-	buf[fread(buf, 1, (1 << 16) - 1, f)] = '\0';
-	fclose(f);
-	return buf;
+	return support_slurp(path, NULL);
 }
 
 /* Run r of the sweep: its directory, meta.json with status, the fixture's traces, and its
