@@ -77,4 +77,10 @@ void linkd_stop(struct linkd *self);
 int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
 		  int timeout_ms);
 
+/* Like linkd_request for a reply of several messages (stats): reads until linkd_ctl_reply_done,
+ * all within timeout_ms, and hands the whole NUL-terminated reply to the caller (*reply, free()
+ * it; *len bytes) also on -EIO. Returns 0 for an "ok" reply, -EIO for "err", -errno otherwise. */
+int linkd_request_all(const char *ctl_path, const char *request, char **reply, size_t *len,
+		      int timeout_ms);
+
 #endif
