@@ -390,6 +390,16 @@ Test(linkd_fidelity, loss_random_binomial)
 	cr_assert(loss >= lo && loss <= hi, "loss %.4f not in [%.4f, %.4f]", loss, lo, hi);
 	struct link_counters c;
 	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &c), 0);
+	/* Every direction in one read (what the orchestrator samples) gives the same counters. */
+	struct link_counters all[2], down;
+	int rcs[2];
+	cr_assert_eq(link_shaper_counters_all(shaper, &ep, 1, all, rcs), 0);
+	cr_assert_eq(rcs[0], 0);
+	cr_assert_eq(memcmp(&all[0], &c, sizeof c), 0, "packets %lu/%lu dropped %lu/%lu bytes %lu/%lu",
+		     (unsigned long)all[0].packets, (unsigned long)c.packets, (unsigned long)all[0].dropped,
+		     (unsigned long)c.dropped, (unsigned long)all[0].bytes, (unsigned long)c.bytes);
+	int rd = link_shaper_counters(shaper, &ep, LINK_DIR_DOWN, &down);
+	cr_assert_eq(rcs[1] < 0, rd < 0, "down: %d one by one, %d all at once", rd, rcs[1]);
 	/* nfq counts every packet that entered; the netem qdisc counts what it sent */
 	cr_assert_geq(c.packets + (SHAPER_TEST_BACKEND == LINK_BACKEND_KERNEL ? c.dropped : 0), (uint64_t)n);
 	cr_assert(c.dropped >= (uint64_t)(n - (int)b.got) && c.dropped <= c.packets);
