@@ -462,16 +462,16 @@ static void long_name(char *buf, size_t len, unsigned i)
 /* Child of stats_of_4096_links_from_a_real_emulator, in a network namespace of its own (the
  * queues bound are its own): an emulator with N links, read per link (the old way, 400 of them)
  * and all at once. Exit status 0, or which step failed. */
-static int many_links_child(const char *path)
+static int many_links_child(const char *path, int N)
 {
-	enum { N = 4096, PER_LINK = 400 };
+	enum { PER_LINK = 400, REPEAT = 5 };
 	struct link_params p = { 0 };
 	struct seen s = { 0, N, malloc(N * sizeof *s.names), malloc(N * sizeof *s.c), -1 };
 	char name[LINKD_CTL_NAME_MAX], req[160], reply[512], *all = NULL;
 	size_t len;
 	struct linkd *d;
 	pthread_t th;
-	int64_t t0, t1, t2;
+	int64_t t0, t1, t2, one_by_one = INT64_MAX, all_at_once = INT64_MAX;
 	int rc = 0;
 
 	if (unshare(CLONE_NEWNET) < 0)
@@ -488,19 +488,29 @@ static int many_links_child(const char *path)
 	}
 	if (pthread_create(&th, NULL, serve, d) != 0)
 		return 43;
-	t0 = clock_now_ns();
-	for (int i = 0; i < PER_LINK; i++) {
-		long_name(name, sizeof name, (unsigned)i);
-		snprintf(req, sizeof req, "stats name=%s", name);
-		if (linkd_request(path, req, reply, sizeof reply, 5000) != 0)
-			rc = 44;
+	/* Best of REPEAT: the host is shared, the slowest run says little about the code. */
+	for (int r = 0; r < REPEAT; r++) {
+		t0 = clock_now_ns();
+		for (int i = 0; i < PER_LINK; i++) {
+			long_name(name, sizeof name, (unsigned)(i % N));
+			snprintf(req, sizeof req, "stats name=%s", name);
+			if (linkd_request(path, req, reply, sizeof reply, 5000) != 0)
+				rc = 44;
+		}
+		t1 = clock_now_ns();
+		free(all);
+		all = NULL;
+		s.n = 0;
+		if (linkd_request_all(path, "stats", &all, &len, 5000) != 0)
+			rc = 45;
+		else if (linkd_ctl_parse_stats_reply(all, len, collect, &s) != N)
+			rc = 46;
+		t2 = clock_now_ns();
+		if (t1 - t0 < one_by_one)
+			one_by_one = t1 - t0;
+		if (t2 - t1 < all_at_once)
+			all_at_once = t2 - t1;
 	}
-	t1 = clock_now_ns();
-	if (linkd_request_all(path, "stats", &all, &len, 5000) != 0)
-		rc = 45;
-	else if (linkd_ctl_parse_stats_reply(all, len, collect, &s) != N)
-		rc = 46;
-	t2 = clock_now_ns();
 	for (size_t i = 0; rc == 0 && i < s.n; i++) {
 		long_name(name, sizeof name, (unsigned)i);
 		if (strcmp(s.names[i], name) || s.c[i].packets || s.c[i].dropped)
@@ -510,7 +520,7 @@ static int many_links_child(const char *path)
 	if (rc == 0 && linkd_request(path, "ping", reply, sizeof reply, 5000) != 0)
 		rc = 48;
 	fprintf(stderr, "stats: %d links, %zu bytes; %d requests of one link: %.2f ms; one request of all: %.2f ms\n",
-		N, len, PER_LINK, (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
+		N, len, PER_LINK, (double)one_by_one / 1e6, (double)all_at_once / 1e6);
 	linkd_stop(d);
 	pthread_join(th, NULL);
 	linkd_destroy(&d);
@@ -520,9 +530,7 @@ static int many_links_child(const char *path)
 	return rc;
 }
 
-/* The one stats request the orchestrator makes per second, against an emulator serving 4096
- * queues (NFQUEUE needs root: skipped without it): every link comes back, in order, whole. */
-Test(linkd_ctl, stats_of_4096_links_from_a_real_emulator, .timeout = 120)
+static void many_links(int n)
 {
 	char dir[] = "/tmp/snt-linkdall-XXXXXX";
 	char path[96];
@@ -535,10 +543,24 @@ Test(linkd_ctl, stats_of_4096_links_from_a_real_emulator, .timeout = 120)
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
-		_exit(many_links_child(path));
+		_exit(many_links_child(path, n));
 	while (waitpid(pid, &st, 0) < 0)
 		cr_assert_eq(errno, EINTR);
 	unlink(path);
 	rmdir(dir);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "emulator child status %d", st);
+}
+
+/* The one stats request the orchestrator makes per second, against an emulator serving 4096
+ * queues (NFQUEUE needs root: skipped without it): every link comes back, in order, whole,
+ * although the reply outgrows the socket's buffer. Also timed against 400 one-link requests. */
+Test(linkd_ctl, stats_of_4096_links_from_a_real_emulator, .timeout = 120)
+{
+	many_links(4096);
+}
+
+/* The soak's case, 200 nodes = 400 link directions: timed both ways (stderr). */
+Test(linkd_ctl, stats_of_400_links_from_a_real_emulator, .timeout = 120)
+{
+	many_links(400);
 }
