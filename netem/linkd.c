@@ -838,8 +838,8 @@ static void serve_conn(struct linkd *d, struct conn *cn, uint32_t events)
 		return;
 	}
 	req[n] = '\0';
-	/* Room for a stats reply of every link; other replies are short. */
-	cap = strncmp(req, "stats", 5) == 0 ? stats_reply_size(d) : 4096;
+	/* Room for a stats reply of every link; other replies (one link's stats too) are short. */
+	cap = strncmp(req, "stats", 5) == 0 && !strstr(req, "name=") ? stats_reply_size(d) : 4096;
 	cn->out = malloc(cap);
 	if (!cn->out) {
 		conn_close(d, cn);

@@ -206,7 +206,7 @@ Test(linkd_ctl, stats_reply_of_4096_links_round_trips)
 		/* Longest name the protocol takes, unique by its number. */
 		memset(names[i], 'a' + i % 26, LINKD_CTL_NAME_MAX - 1);
 		names[i][LINKD_CTL_NAME_MAX - 1] = '\0';
-		snprintf(names[i], 12, "n%05d/veth", i);
+		snprintf(names[i], 12, "n%05u/veth", (unsigned)i % 100000u);
 		names[i][11] = 'x';
 		uint64_t *v[] = { &want[i].packets, &want[i].bytes, &want[i].dropped, &want[i].held,
 				  &want[i].dup, &want[i].corrupt, &want[i].reordered };
