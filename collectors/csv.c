@@ -17,11 +17,14 @@
 struct csv_writer {
 	int fd;
 	size_t rows;
+	int broken;     /* 0, or the -errno every later row returns (a row failed to be written) */
 	char *path;
 };
 
-static int write_all(int fd, const char *buf, size_t n)
+/* Write n bytes; *done = how many went out (also on failure). */
+static int write_all(int fd, const char *buf, size_t n, size_t *done)
 {
+	*done = 0;
 	while (n > 0) {
 		ssize_t w = write(fd, buf, n);
 		if (w < 0) {
@@ -31,7 +34,26 @@ static int write_all(int fd, const char *buf, size_t n)
 		}
 		buf += w;
 		n -= (size_t)w;
+		*done += (size_t)w;
 	}
+	return 0;
+}
+
+/* A row was cut short (the file system had room for `done` bytes of it, then ENOSPC or EFBIG):
+ * cut the file back to where the row began so it still ends with a whole row. On an O_APPEND
+ * fd the offset after a write is the end of what that write appended, so the row's start is
+ * the current offset minus done. Returns 0 or -errno when the file cannot be cut back. */
+static int unwrite(int fd, size_t done)
+{
+	off_t end = lseek(fd, 0, SEEK_CUR);
+
+	if (end < 0)
+		return -errno;
+	if ((off_t)done > end)
+		return -EIO;
+	while (ftruncate(fd, end - (off_t)done) < 0)
+		if (errno != EINTR)
+			return -errno;
 	return 0;
 }
 
@@ -63,10 +85,15 @@ struct csv_writer *csv_writer_open(const char *path, const char *header)
 
 		if (!line)
 			goto fail;
+		size_t done;
+		int urc;
+
 		memcpy(line, header, n);
 		line[n] = '\n';
-		rc = write_all(fd, line, n + 1);
+		rc = write_all(fd, line, n + 1, &done);
 		free(line);
+		if (rc < 0 && done > 0 && (urc = unwrite(fd, done)) < 0)
+			log_error("truncate %s back to empty: %s", path, strerror(-urc));
 		if (rc < 0) {
 			log_error("write %s: %s", path, strerror(-rc));
 			goto fail;
@@ -91,8 +118,11 @@ int csv_writer_row(struct csv_writer *self, const char *fmt, ...)
 {
 	char stackbuf[1024], *buf = stackbuf;
 	va_list ap;
+	size_t done = 0;
 	int n, rc;
 
+	if (self->broken)
+		return self->broken;
 	va_start(ap, fmt);
 	n = vsnprintf(stackbuf, sizeof stackbuf - 1, fmt, ap);
 	va_end(ap);
@@ -107,11 +137,19 @@ int csv_writer_row(struct csv_writer *self, const char *fmt, ...)
 		va_end(ap);
 	}
 	buf[n] = '\n';
-	rc = write_all(self->fd, buf, (size_t)n + 1);
+	rc = write_all(self->fd, buf, (size_t)n + 1, &done);
 	if (buf != stackbuf)
 		free(buf);
 	if (rc < 0) {
-		log_error("write %s: %s", self->path, strerror(-rc));
+		int urc = done ? unwrite(self->fd, done) : 0;
+
+		/* A short write means the disk (or the file size limit) is full: said as ENOSPC. */
+		if (done)
+			rc = -ENOSPC;
+		log_error("write %s: %s%s%s", self->path, strerror(-rc), urc < 0 ? "; cutting the partial row: " : "",
+			  urc < 0 ? strerror(-urc) : "");
+		/* Later rows fail too: the trace never goes on after a lost or partial row. */
+		self->broken = rc;
 		return rc;
 	}
 	self->rows++;

@@ -2,7 +2,8 @@
  *
  * Every row is formatted into one buffer and written with one write(2) on an O_APPEND fd, so
  * a node that crashes loses nothing it had finished and concurrent writers never interleave
- * inside a row. The header is written only when the file is new or empty (a restarted node
+ * inside a row. A row cut short (full disk) is truncated away and never followed by later rows.
+ * The header is written only when the file is new or empty (a restarted node
  * appends to its own trace). Columns and units of every file: docs/traces.md.
  *
  * Fields follow RFC 4180: a field holding ',', '"', CR or LF is written between double quotes
@@ -20,7 +21,9 @@ struct csv_writer;
  * Returns NULL and logs on failure. */
 struct csv_writer *csv_writer_open(const char *path, const char *header);
 
-/* Append one row formatted like printf; a '\n' is added. Returns 0 or -errno. */
+/* Append one row formatted like printf; a '\n' is added. Returns 0 or -errno. A row the file
+ * system took only part of (full disk, file size limit) is cut back off the file, so it always
+ * ends with a whole row, and is -ENOSPC; after any failed row every later one fails the same. */
 int csv_writer_row(struct csv_writer *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Write s as one CSV field into buf (always NUL-terminated when buflen > 0): unchanged when

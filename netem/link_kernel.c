@@ -339,6 +339,65 @@ int link_kernel_stats(const char *netns, const char *ifname, uint32_t handle, st
 	return netns_call(netns, stats_in_ns, &op);
 }
 
+struct stats_batch {
+	struct link_kernel_query *q;
+	size_t n;
+};
+
+/* One qdisc dump for every query of the namespace (rtnl_qdisc_alloc_cache dumps them all). */
+static int stats_many_in_ns(void *arg)
+{
+	struct stats_batch *b = arg;
+	struct nl_sock *sk = route_sock();
+	struct nl_cache *cache = NULL;
+	int rc = -ENOMEM;
+
+	if (!sk)
+		goto out;
+	rc = nl2errno(rtnl_qdisc_alloc_cache(sk, &cache));
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; i < b->n; i++) {
+		struct link_kernel_query *q = &b->q[i];
+		int ifindex = (int)if_nametoindex(q->ifname);
+		struct rtnl_qdisc *qd = ifindex > 0 ? rtnl_qdisc_get(cache, ifindex, q->handle) : NULL;
+
+		memset(&q->stats, 0, sizeof q->stats);
+		if (!qd) {
+			q->rc = -ENOENT;
+			continue;
+		}
+		q->stats.packets = rtnl_tc_get_stat(TC_CAST(qd), RTNL_TC_PACKETS);
+		q->stats.bytes = rtnl_tc_get_stat(TC_CAST(qd), RTNL_TC_BYTES);
+		q->stats.drops = rtnl_tc_get_stat(TC_CAST(qd), RTNL_TC_DROPS);
+		q->stats.overlimits = rtnl_tc_get_stat(TC_CAST(qd), RTNL_TC_OVERLIMITS);
+		q->stats.qlen = rtnl_tc_get_stat(TC_CAST(qd), RTNL_TC_QLEN);
+		q->rc = 0;
+		rtnl_qdisc_put(qd);
+	}
+	rc = 0;
+out:
+	if (cache)
+		nl_cache_free(cache);
+	if (sk)
+		nl_socket_free(sk);
+	return rc;
+}
+
+int link_kernel_stats_many(const char *netns, struct link_kernel_query *q, size_t n)
+{
+	struct stats_batch b = { q, n };
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		q[i].rc = -ENOENT;
+	rc = n ? netns_call(netns, stats_many_in_ns, &b) : 0;
+	if (rc < 0)
+		for (size_t i = 0; i < n; i++)
+			q[i].rc = rc;
+	return rc;
+}
+
 static int master_in_ns(void *arg)
 {
 	struct netem_op *op = arg;

@@ -42,6 +42,18 @@ int link_kernel_del(const char *netns, const char *ifname, uint32_t parent, uint
 /* Counters of the qdisc with handle on ifname. Returns 0 or -ENOENT. */
 int link_kernel_stats(const char *netns, const char *ifname, uint32_t handle, struct link_kernel_stats *out);
 
+/* One qdisc to read with link_kernel_stats_many: ifname and handle in, stats and rc out. */
+struct link_kernel_query {
+	const char *ifname;
+	uint32_t handle;
+	struct link_kernel_stats stats;
+	int rc;                      /* 0, -ENOENT (no such qdisc or interface), or the dump's error */
+};
+
+/* Counters of n qdiscs of one namespace from ONE dump (link_kernel_stats dumps once per qdisc).
+ * Fills each q[i].stats and q[i].rc. Returns 0, or -errno when the dump failed. */
+int link_kernel_stats_many(const char *netns, struct link_kernel_query *q, size_t n);
+
 /* 1 when ifname (in netns) is enslaved to a master device (a bridge port), 0 when not, -errno. */
 int link_kernel_is_bridge_port(const char *netns, const char *ifname);
 

@@ -62,6 +62,12 @@ int link_shaper_change(struct link_shaper *self, const struct link_endpoint *ep,
 		       const struct link_params *p);
 int link_shaper_counters(struct link_shaper *self, const struct link_endpoint *ep, enum link_dir dir,
 			 struct link_counters *out);
+/* Counters of both directions of n links at once: out[2*i + dir] and rc[2*i + dir] (0 or -errno,
+ * e.g. -ENOENT for a direction not shaped) for eps[i], the same values link_shaper_counters gives.
+ * nfq: ONE stats request to the emulator; both backends: one qdisc dump per namespace. Returns 0,
+ * or -errno (every rc[] too) when nothing could be read. */
+int link_shaper_counters_all(struct link_shaper *self, const struct link_endpoint *eps, size_t n,
+			     struct link_counters *out, int *rc);
 /* Stop shaping (idempotent: removing what is not there is 0). */
 int link_shaper_remove(struct link_shaper *self, const struct link_endpoint *ep, enum link_dir dir);
 

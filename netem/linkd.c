@@ -66,6 +66,14 @@ struct evtag {
 	void *ptr;
 };
 
+/* A control connection. A reply larger than one message (stats of many links) is kept in out and
+ * sent as the socket takes it (EPOLLOUT), whole lines per message; requests are not read meanwhile. */
+struct conn {
+	struct evtag tag;       /* first: the epoll tag points at the connection */
+	char *out;
+	size_t outlen, outoff;
+};
+
 struct lq {
 	struct evtag tag;
 	char name[96], netns[64], ifname[32];
@@ -669,19 +677,37 @@ static int do_stats(struct linkd *d, const char *nm, char *reply, size_t replyle
 	size_t off = (size_t)snprintf(reply, replylen, "ok\n");
 	int found = 0;
 
-	for (size_t i = 0; i < MAX_QUEUES && off < replylen; i++) {
+	for (size_t i = 0; i < MAX_QUEUES; i++) {
 		const struct lq *q = d->q[i];
 
 		if (!q || (nm[0] && strcmp(q->name, nm) != 0))
 			continue;
-		off += (size_t)linkd_ctl_stats_line(q->name, &q->c, reply + off, replylen - off);
+		if (off < replylen)
+			off += (size_t)linkd_ctl_stats_line(q->name, &q->c, reply + off, replylen - off);
 		found++;
 	}
 	if (nm[0] && !found) {
 		snprintf(reply, replylen, "err no link %s", nm);
 		return -ENOENT;
 	}
+	if (off < replylen)
+		off += (size_t)snprintf(reply + off, replylen - off, "end\n");
+	if (off >= replylen) {
+		/* Never a cut reply: the client would read counters that are not there. */
+		snprintf(reply, replylen, "err reply too long");
+		return -ENOBUFS;
+	}
 	return 0;
+}
+
+/* Bytes a stats reply for every link can take (see do_stats). */
+static size_t stats_reply_size(const struct linkd *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < MAX_QUEUES; i++)
+		n += d->q[i] != NULL;
+	return 16 + n * LINKD_CTL_STATS_LINE_MAX;
 }
 
 int linkd_handle(struct linkd *d, const char *request, char *reply, size_t replylen)
@@ -749,22 +775,80 @@ int linkd_load_config(struct linkd *d, const char *path)
 	return rc;
 }
 
-static void serve_conn(struct linkd *d, struct evtag *tag)
+static void conn_close(struct linkd *d, struct conn *cn)
 {
-	char req[4096], reply[65536];
-	ssize_t n = recv(tag->fd, req, sizeof req - 1, MSG_DONTWAIT);
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, cn->tag.fd, NULL);
+	close(cn->tag.fd);
+	free(cn->out);
+	free(cn);
+}
+
+/* Send what the socket takes of cn's pending reply, one message of whole lines at a time. Returns
+ * false when the connection was closed. */
+static bool conn_flush(struct linkd *d, struct conn *cn)
+{
+	while (cn->outoff < cn->outlen) {
+		size_t m = linkd_ctl_msg_cut(cn->out + cn->outoff, cn->outlen - cn->outoff, LINKD_CTL_MSG_MAX);
+		ssize_t w = send(cn->tag.fd, cn->out + cn->outoff, m, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &cn->tag };
+
+			if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, cn->tag.fd, &ev) == 0)
+				return true;
+		}
+		if (w < 0) {
+			log_debug("linkd: control reply: %s", strerror(errno));
+			conn_close(d, cn);
+			return false;
+		}
+		cn->outoff += (size_t)w; /* SOCK_SEQPACKET: the whole message or nothing */
+	}
+	if (cn->outlen) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cn->tag };
+
+		free(cn->out);
+		cn->out = NULL;
+		cn->outlen = cn->outoff = 0;
+		if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, cn->tag.fd, &ev) < 0) {
+			conn_close(d, cn);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void serve_conn(struct linkd *d, struct conn *cn, uint32_t events)
+{
+	char req[4096];
+	size_t cap;
+
+	if (cn->outlen) {
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			conn_flush(d, cn);
+		return;
+	}
+	ssize_t n = recv(cn->tag.fd, req, sizeof req - 1, MSG_DONTWAIT);
 	if (n <= 0) {
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		epoll_ctl(d->epfd, EPOLL_CTL_DEL, tag->fd, NULL);
-		close(tag->fd);
-		free(tag);
+		conn_close(d, cn);
 		return;
 	}
 	req[n] = '\0';
-	linkd_handle(d, req, reply, sizeof reply);
-	if (send(tag->fd, reply, strlen(reply), MSG_NOSIGNAL) < 0)
-		log_debug("linkd: control reply: %s", strerror(errno));
+	/* Room for a stats reply of every link; other replies (one link's stats too) are short. */
+	cap = strncmp(req, "stats", 5) == 0 && !strstr(req, "name=") ? stats_reply_size(d) : 4096;
+	cn->out = malloc(cap);
+	if (!cn->out) {
+		conn_close(d, cn);
+		return;
+	}
+	linkd_handle(d, req, cn->out, cap);
+	cn->outlen = strlen(cn->out);
+	cn->outoff = 0;
+	conn_flush(d, cn);
 }
 
 static void write_counters(struct linkd *d)
@@ -919,16 +1003,16 @@ int linkd_run(struct linkd *d)
 						log_warn("linkd: control connection from another uid refused");
 					close(c);
 				} else if (c >= 0) {
-					struct evtag *ct = malloc(sizeof *ct);
-					if (!ct || epoll_add(d, c, ct, EV_CONN, NULL) < 0) {
-						free(ct);
+					struct conn *cn = calloc(1, sizeof *cn);
+					if (!cn || epoll_add(d, c, &cn->tag, EV_CONN, cn) < 0) {
+						free(cn);
 						close(c);
 					}
 				}
 				break;
 			}
 			case EV_CONN:
-				serve_conn(d, tag);
+				serve_conn(d, tag->ptr, evs[i].events);
 				break;
 			case EV_SIGNAL:
 				serve_signal(d);
@@ -945,39 +1029,62 @@ int linkd_run(struct linkd *d)
 	return 0;
 }
 
-int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
-		  int timeout_ms)
+/* Connect to the emulator's control socket and send request. Returns the fd or -errno. */
+static int ctl_send(const char *ctl_path, const char *request)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = -1, rc;
+
 	if (strlen(ctl_path) >= sizeof sa.sun_path)
 		return -ENAMETOOLONG;
 	memcpy(sa.sun_path, ctl_path, strlen(ctl_path) + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		rc = -errno;
-		goto out;
+		goto fail;
 	}
 	/* The listener's credentials (SO_PEERCRED on a connected socket): a socket another user
 	 * put in the emulator's place gets no request. */
 	if (!peer_is_self(fd)) {
 		log_error("linkd: %s is served by another uid: refused", ctl_path);
 		rc = -EPERM;
-		goto out;
+		goto fail;
 	}
 	if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0) {
 		rc = -errno;
-		goto out;
+		goto fail;
 	}
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Wait until fd is readable or deadline_ns (lib/clock) passes. Returns 0 or -errno. */
+static int wait_readable(int fd, int64_t deadline_ns)
+{
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	int pr;
-	do
-		pr = poll(&pfd, 1, timeout_ms);
-	while (pr < 0 && errno == EINTR);
-	if (pr <= 0) {
-		rc = pr == 0 ? -ETIMEDOUT : -errno;
+
+	do {
+		int64_t left_ms = (deadline_ns - clock_now_ns() + 999999) / 1000000;
+
+		pr = poll(&pfd, 1, left_ms < 0 ? 0 : left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
+	} while (pr < 0 && errno == EINTR);
+	return pr == 0 ? -ETIMEDOUT : pr < 0 ? -errno : 0;
+}
+
+int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
+		  int timeout_ms)
+{
+	int fd = ctl_send(ctl_path, request), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = wait_readable(fd, clock_now_ns() + (int64_t)timeout_ms * 1000000);
+	if (rc < 0)
 		goto out;
-	}
 	ssize_t n = recv(fd, reply, replylen - 1, 0);
 	if (n < 0) {
 		rc = -errno;
@@ -986,7 +1093,67 @@ int linkd_request(const char *ctl_path, const char *request, char *reply, size_t
 	reply[n] = '\0';
 	rc = strncmp(reply, "ok", 2) == 0 ? 0 : -EIO;
 out:
-	if (fd >= 0)
-		close(fd);
+	close(fd);
+	return rc;
+}
+
+int linkd_request_all(const char *ctl_path, const char *request, char **reply, size_t *len,
+		      int timeout_ms)
+{
+	int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
+	char *buf = NULL;
+	size_t cap = 0, used = 0;
+	bool first = true;
+	int fd = ctl_send(ctl_path, request), rc;
+
+	*reply = NULL;
+	*len = 0;
+	if (fd < 0)
+		return fd;
+	for (;;) {
+		if (cap - used < LINKD_CTL_MSG_MAX + 1) {
+			size_t ncap = cap ? cap * 2 : 4 * LINKD_CTL_MSG_MAX;
+			char *nb = realloc(buf, ncap);
+
+			if (!nb) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		if ((rc = wait_readable(fd, deadline)) < 0)
+			goto out;
+		/* MSG_TRUNC: the real length, so a message longer than the room is seen, not cut. */
+		ssize_t n = recv(fd, buf + used, cap - used - 1, MSG_TRUNC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (n == 0) {
+			rc = -ECONNRESET; /* closed before the reply's end */
+			goto out;
+		}
+		if ((size_t)n > cap - used - 1) {
+			rc = -EMSGSIZE;
+			goto out;
+		}
+		bool done = linkd_ctl_reply_done(buf + used, (size_t)n, first);
+
+		used += (size_t)n;
+		first = false;
+		if (done)
+			break;
+	}
+	buf[used] = '\0';
+	rc = strncmp(buf, "ok", 2) == 0 ? 0 : -EIO;
+	*reply = buf; /* ownership moves to the caller */
+	*len = used;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
 	return rc;
 }

@@ -10,7 +10,10 @@
  * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
  *
  * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply, in the protocol of
- * netem/linkd_ctl (set, del, stats, ping; parsed there, executed here). The socket file is
+ * netem/linkd_ctl (set, del, stats, ping; parsed there, executed here). The reply to `stats` for
+ * every link (~1 MB for 4096) goes out in messages of whole lines as the socket takes them
+ * (EPOLLOUT; the packet loop never blocks on a slow reader) and ends with an `end` line; the
+ * orchestrator reads all links with this one request (linkd_request_all). The socket file is
  * created 0600 (umask around bind) and a connection from another uid than the emulator's own
  * (SO_PEERCRED) is closed unanswered; linkd_request likewise refuses a server of another uid.
  * The configuration file holds `set` lines (# comments); SIGHUP re-reads it (links absent from
@@ -42,7 +45,7 @@ int linkd_del(struct linkd *self, const char *name);
 int linkd_counters(const struct linkd *self, const char *name, struct linkd_counters *out);
 
 /* Execute one control request line; the reply (NUL-terminated) goes to reply. Returns 0 when the
- * request succeeded. */
+ * request succeeded; a stats reply that does not fit replylen is "err reply too long", -ENOBUFS. */
 int linkd_handle(struct linkd *self, const char *request, char *reply, size_t replylen);
 
 /* How many control connections were closed because their peer ran as another uid. */
@@ -76,5 +79,11 @@ void linkd_stop(struct linkd *self);
  * socket's listener runs as another uid (nothing is sent), -errno otherwise. */
 int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
 		  int timeout_ms);
+
+/* Like linkd_request for a reply of several messages (stats): reads until linkd_ctl_reply_done,
+ * all within timeout_ms, and hands the whole NUL-terminated reply to the caller (*reply, free()
+ * it; *len bytes) also on -EIO. Returns 0 for an "ok" reply, -EIO for "err", -errno otherwise. */
+int linkd_request_all(const char *ctl_path, const char *request, char **reply, size_t *len,
+		      int timeout_ms);
 
 #endif

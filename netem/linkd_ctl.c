@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,4 +163,59 @@ int linkd_ctl_parse_stats_line(const char *line, char *name, size_t namelen, str
 			return -EINVAL;
 	}
 	return strtok_r(NULL, " \n", &save) ? -EINVAL : 0;
+}
+
+int linkd_ctl_parse_stats_reply(const char *text, size_t len, linkd_ctl_stats_fn fn, void *ctx)
+{
+	char line[LINKD_CTL_STATS_LINE_MAX], name[LINKD_CTL_NAME_MAX];
+	struct linkd_counters c;
+	size_t off = 3;
+	int n = 0, rc;
+
+	if (len >= 3 && !memcmp(text, "err", 3))
+		return -EIO;
+	if (len < 3 || memcmp(text, "ok\n", 3))
+		return -EINVAL;
+	for (;;) {
+		const char *nl = memchr(text + off, '\n', len - off);
+		size_t ll;
+
+		if (!nl)
+			return -EINVAL; /* unterminated: the "end" line never came */
+		ll = (size_t)(nl - (text + off));
+		if (ll == 3 && !memcmp(text + off, "end", 3))
+			return off + 4 == len ? n : -EINVAL;
+		if (ll >= sizeof line || memchr(text + off, '\0', ll))
+			return -EINVAL;
+		memcpy(line, text + off, ll);
+		line[ll] = '\0';
+		if (linkd_ctl_parse_stats_line(line, name, sizeof name, &c) < 0)
+			return -EINVAL;
+		if (n == INT_MAX)
+			return -EOVERFLOW;
+		rc = fn ? fn(ctx, name, &c) : 0;
+		if (rc < 0)
+			return rc;
+		n++;
+		off += ll + 1;
+	}
+}
+
+size_t linkd_ctl_msg_cut(const char *text, size_t len, size_t max)
+{
+	size_t cut = 0;
+
+	if (len <= max)
+		return len;
+	for (size_t i = 0; i < max; i++)
+		if (text[i] == '\n')
+			cut = i + 1;
+	return cut ? cut : max;
+}
+
+bool linkd_ctl_reply_done(const char *msg, size_t len, bool first)
+{
+	if (first && (len < 3 || memcmp(msg, "ok\n", 3)))
+		return true;
+	return len >= 4 && !memcmp(msg + len - 4, "end\n", 4) && (len == 4 || msg[len - 5] == '\n');
 }

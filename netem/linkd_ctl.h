@@ -5,7 +5,11 @@
  * request per line, tokens separated by blanks):
  *   set name=N netns=NS ifname=IF queue=Q [link_params tokens]   add, or change in place
  *   del name=N                                                   unbind the queue
- *   stats [name=N]        one line per link: name packets bytes dropped held dup corrupt reordered
+ *   stats [name=N]        "ok", one line per link: name packets bytes dropped held dup corrupt
+ *                         reordered, then "end". A reply for every link (4096 of them: ~1 MB)
+ *                         does not fit one SOCK_SEQPACKET message: it comes as several messages
+ *                         of whole lines, each at most LINKD_CTL_MSG_MAX bytes, the last one
+ *                         ending with the "end" line (an "err" reply is one message, no "end").
  *   ping
  * Replies start with "ok" or "err ". Parsing is strict: an unknown token, a value too long for
  * its field, a queue that is not a number in 0..65535 or parameters link_params_validate
@@ -13,6 +17,7 @@
 #ifndef STALENET_LINKD_CTL_H
 #define STALENET_LINKD_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +26,10 @@
 #define LINKD_CTL_NAME_MAX 96   /* buffer sizes, NUL included */
 #define LINKD_CTL_NETNS_MAX 64
 #define LINKD_CTL_IFNAME_MAX 32
+/* Longest stats line: name, 7 counters of up to 20 digits with a blank each, newline, NUL. */
+#define LINKD_CTL_STATS_LINE_MAX (LINKD_CTL_NAME_MAX + 7 * 21 + 2)
+/* Largest control message: well under any unix socket's send buffer (net.core.wmem_default). */
+#define LINKD_CTL_MSG_MAX 16384
 
 /* Counters of one emulated link. */
 struct linkd_counters {
@@ -59,5 +68,22 @@ int linkd_ctl_stats_line(const char *name, const struct linkd_counters *c, char 
 
 /* Read a stats line back (without or with its newline). Returns 0, or -EINVAL. */
 int linkd_ctl_parse_stats_line(const char *line, char *name, size_t namelen, struct linkd_counters *c);
+
+/* Called by linkd_ctl_parse_stats_reply for each link; a negative return stops the parse. */
+typedef int (*linkd_ctl_stats_fn)(void *ctx, const char *name, const struct linkd_counters *c);
+
+/* Parse a whole stats reply (its messages concatenated, len bytes, no NUL needed): "ok\n", stats
+ * lines, "end\n" and nothing after. Calls fn(ctx, ...) per line in order. Returns the number of
+ * lines, -EIO for an "err" reply, -EINVAL when malformed or unterminated, or fn's error. */
+int linkd_ctl_parse_stats_reply(const char *text, size_t len, linkd_ctl_stats_fn fn, void *ctx);
+
+/* Size of the next message of a reply text[0..len): the longest run of whole lines that fits in
+ * max bytes (the whole rest when it fits; a single line longer than max is cut at max). */
+size_t linkd_ctl_msg_cut(const char *text, size_t len, size_t max);
+
+/* Whether a received message of len bytes is the last of a reply: any message of a reply that
+ * does not start with "ok" (first = this is the reply's first message), or one whose last line is
+ * "end". */
+bool linkd_ctl_reply_done(const char *msg, size_t len, bool first);
 
 #endif

@@ -312,26 +312,39 @@ static void progress_status(void *arg, struct progress_state *st)
 	st->sweep_eta_s = progress_sweep_eta_s(wall, expected, c->runs_left, c->done_s, c->n_done);
 }
 
+/* Counters of every link direction into links.csv, with ONE read of all of them (one emulator
+ * request, one qdisc dump per namespace): the supervisor reads no status message meanwhile. */
 static void sample_links(struct run_ctx *c, int64_t now_rel)
 {
 	static const char *dirs[] = { "up", "down" };
+	size_t n = c->run->n_nodes;
+	struct link_counters *k = malloc(2 * n * sizeof *k + 1);
+	int *rc = malloc(2 * n * sizeof *rc + 1);
 	unsigned long long drops = 0;
 
-	for (size_t i = 0; i < c->run->n_nodes; i++) {
+	if (!k || !rc) {
+		log_error("sample_links: out of memory");
+		goto out;
+	}
+	link_shaper_counters_all(c->shaper, c->eps, n, k, rc);
+	for (size_t i = 0; i < n; i++) {
 		for (int d = 0; d < 2; d++) {
-			struct link_counters k;
+			const struct link_counters *kd = &k[2 * i + (size_t)d];
 
-			if (link_shaper_counters(c->shaper, &c->eps[i], (enum link_dir)d, &k) < 0)
+			if (rc[2 * i + (size_t)d] < 0)
 				continue;
 			csv_writer_row(c->links, "%.3f,%s,%s,%llu,%llu,%llu,%llu,%llu", (double)now_rel / 1e9,
-				       c->run->nodes[i].name, dirs[d], (unsigned long long)k.packets,
-				       (unsigned long long)k.bytes, (unsigned long long)k.dropped,
-				       (unsigned long long)k.backlog_pkts,
-				       (unsigned long long)(c->backend == LINK_BACKEND_NFQ ? k.backlog_pkts : 0));
-			drops += k.dropped;
+				       c->run->nodes[i].name, dirs[d], (unsigned long long)kd->packets,
+				       (unsigned long long)kd->bytes, (unsigned long long)kd->dropped,
+				       (unsigned long long)kd->backlog_pkts,
+				       (unsigned long long)(c->backend == LINK_BACKEND_NFQ ? kd->backlog_pkts : 0));
+			drops += kd->dropped;
 		}
 	}
 	c->link_drops = drops;
+out:
+	free(k);
+	free(rc);
 	read_last_accuracy(c);
 }
 

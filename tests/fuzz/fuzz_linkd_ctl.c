@@ -1,6 +1,8 @@
 /* Fuzz stalenet-linkd's control lines (netem/linkd_ctl) from raw bytes, NUL-terminated. Whatever
  * parses must format to a line that parses back to the same request (formatted identically);
- * whatever fails must leave an "err " reply. Stats lines must round-trip too. */
+ * whatever fails must leave an "err " reply. Stats lines must round-trip too. The raw bytes are
+ * also read as a stats reply (no NUL needed): one that parses is rebuilt from its lines and must
+ * parse again to the same lines; cutting it into messages must give whole pieces within the limit. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,75 @@
 #include "netem/linkd_ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The lines of a parsed reply, formatted again; or, with check set, compared with them. */
+struct rebuild {
+	char *buf;
+	size_t len, cap;
+	size_t n;
+	const struct rebuild *check;
+	size_t at;              /* check: byte offset reached in check->buf */
+};
+
+static int rebuild_line(void *ctx, const char *name, const struct linkd_counters *c)
+{
+	struct rebuild *r = ctx;
+	char line[LINKD_CTL_STATS_LINE_MAX];
+	int n = linkd_ctl_stats_line(name, c, line, sizeof line);
+
+	if (n < 0 || (size_t)n >= sizeof line)
+		abort();
+	if (r->check) {
+		if (r->at + (size_t)n > r->check->len || memcmp(r->check->buf + r->at, line, (size_t)n))
+			abort();
+		r->at += (size_t)n;
+	} else {
+		if (r->len + (size_t)n + 5 > r->cap)
+			abort();
+		memcpy(r->buf + r->len, line, (size_t)n);
+		r->len += (size_t)n;
+	}
+	r->n++;
+	return 0;
+}
+
+static void fuzz_stats_reply(const uint8_t *data, size_t size)
+{
+	char *raw = malloc(size ? size : 1); /* exact size, no NUL: ASan sees any over-read */
+	struct rebuild a = { 0 }, b = { 0 };
+	int n;
+
+	if (!raw)
+		return;
+	memcpy(raw, data, size);
+	for (size_t off = 0; off < size;) {
+		size_t m = linkd_ctl_msg_cut(raw + off, size - off, 64);
+
+		if (m == 0 || m > 64)
+			abort();
+		(void)linkd_ctl_reply_done(raw + off, m, off == 0);
+		off += m;
+	}
+	a.cap = 3 + (size / 2 + 1) * LINKD_CTL_STATS_LINE_MAX + 8;
+	a.buf = malloc(a.cap);
+	if (a.buf) {
+		memcpy(a.buf, "ok\n", 3);
+		a.len = 3;
+		n = linkd_ctl_parse_stats_reply(raw, size, rebuild_line, &a);
+		if (n >= 0) {
+			if ((size_t)n != a.n)
+				abort();
+			memcpy(a.buf + a.len, "end\n", 4);
+			a.len += 4;
+			b.check = &a;
+			b.at = 3;
+			if (linkd_ctl_parse_stats_reply(a.buf, a.len, rebuild_line, &b) != n || b.at != a.len - 4)
+				abort();
+		}
+	}
+	free(a.buf);
+	free(raw);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -47,5 +118,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	free(in);
+	fuzz_stats_reply(data, size);
 	return 0;
 }

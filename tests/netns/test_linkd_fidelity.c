@@ -408,6 +408,16 @@ Test(linkd_fidelity, loss_random_binomial)
 	cr_assert(loss >= lo && loss <= hi, "loss %.4f not in [%.4f, %.4f]", loss, lo, hi);
 	struct link_counters c;
 	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &c), 0);
+	/* Every direction in one read (what the orchestrator samples) gives the same counters. */
+	struct link_counters all[2], down;
+	int rcs[2];
+	cr_assert_eq(link_shaper_counters_all(shaper, &ep, 1, all, rcs), 0);
+	cr_assert_eq(rcs[0], 0);
+	cr_assert_eq(memcmp(&all[0], &c, sizeof c), 0, "packets %lu/%lu dropped %lu/%lu bytes %lu/%lu",
+		     (unsigned long)all[0].packets, (unsigned long)c.packets, (unsigned long)all[0].dropped,
+		     (unsigned long)c.dropped, (unsigned long)all[0].bytes, (unsigned long)c.bytes);
+	int rd = link_shaper_counters(shaper, &ep, LINK_DIR_DOWN, &down);
+	cr_assert_eq(rcs[1] < 0, rd < 0, "down: %d one by one, %d all at once", rd, rcs[1]);
 	/* nfq counts every packet that entered; the netem qdisc counts what it sent */
 	cr_assert_geq(c.packets + (SHAPER_TEST_BACKEND == LINK_BACKEND_KERNEL ? c.dropped : 0), (uint64_t)n);
 	cr_assert(c.dropped >= (uint64_t)(n - (int)b.got) && c.dropped <= c.packets);
@@ -494,6 +504,16 @@ Test(linkd_fidelity, tcp_rate_50mbit)
 	/* TBF counts whole Ethernet frames: 1448 payload bytes per 1514 on the wire. */
 	double want = 50.0 * 1448.0 / 1514.0;
 	cr_log_info("tcp cubic over tbf 50mbit: %.2f Mbit/s goodput (expected %.2f)", mbit, want);
+	/* With a TBF the bytes and overlimits are the TBF's: the one-pass read adds them the same. */
+	struct link_counters one, all[2];
+	int rcs[2];
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &one), 0);
+	cr_assert_eq(link_shaper_counters_all(shaper, &ep, 1, all, rcs), 0);
+	cr_assert_eq(rcs[0], 0);
+	cr_assert_eq(all[0].bytes, one.bytes);
+	cr_assert_eq(all[0].packets, one.packets);
+	cr_assert_eq(all[0].dropped, one.dropped);
+	cr_assert_eq(all[0].overlimits, one.overlimits);
 	cr_assert(fabs(mbit - want) <= 0.05 * want, "goodput %.2f Mbit/s vs %.2f", mbit, want);
 }
 

@@ -1,11 +1,15 @@
 /* Unit tests for collectors/csv and collectors/table: header once, append on reopen, long
  * rows; RFC 4180 quoting by csv_quote and its reading by table_parse, against a naive
- * reference model (random fields written and read back). */
+ * reference model (random fields written and read back); a row cut short by a full disk (a
+ * file size limit) is truncated off and no later row follows it. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collectors/csv.h"
@@ -227,4 +231,59 @@ Test(events, detail_quoted_and_read_back)
 	table_destroy(&t);
 	unlink(path);
 	rmdir(dir);
+}
+
+/* Child of full_disk_cuts_partial_row: under a file size limit of header + 2.5 rows (SIGXFSZ
+ * ignored, so write(2) returns a short count and then EFBIG, as on a full disk), write rows
+ * until one fails. Exit status: 0 = the third row failed with -ENOSPC and later rows kept
+ * failing; 1..5 = which expectation broke. */
+static int fill_until_full(const char *path, size_t limit)
+{
+	struct rlimit rl = { .rlim_cur = limit, .rlim_max = limit };
+	struct csv_writer *w;
+	int rc = 0;
+
+	signal(SIGXFSZ, SIG_IGN);
+	if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+		return 1;
+	w = csv_writer_open(path, "t_s,node,step");
+	if (!w)
+		return 2;
+	for (int i = 0; i < 2; i++)
+		if (csv_writer_row(w, "%.3f,%s,%d", 1.0 + i, "worker0", i) != 0)
+			return 3;
+	if (csv_writer_row(w, "%.3f,%s,%d", 3.0, "worker0", 2) != -ENOSPC)
+		return 4;
+	/* After the cut the file has room again: a later row must still not be appended. */
+	for (int i = 0; i < 3; i++)
+		if (csv_writer_row(w, "%d", i) != -ENOSPC)
+			rc = 5;
+	csv_writer_close(&w);
+	return rc;
+}
+
+Test(csv, full_disk_cuts_partial_row, .timeout = 20)
+{
+	char path[] = "/tmp/stalenet-csv-XXXXXX";
+	int fd = mkstemp(path), status;
+	const char *whole = "t_s,node,step\n1.000,worker0,0\n2.000,worker0,1\n";
+	size_t limit = strlen(whole) + 8; /* the third row ("3.000,worker0,2\n") fits 8 of 16 bytes */
+	pid_t pid;
+	char *text;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(fill_until_full(path, limit));
+	while (waitpid(pid, &status, 0) < 0)
+		cr_assert_eq(errno, EINTR);
+	cr_assert(WIFEXITED(status), "child died of signal %d", WTERMSIG(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "expectation %d failed", WEXITSTATUS(status));
+	text = support_slurp(path, NULL);
+	cr_assert_not_null(text);
+	cr_assert_str_eq(text, whole);
+	free(text);
+	unlink(path);
 }
