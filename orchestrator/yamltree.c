@@ -489,7 +489,8 @@ static void put(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(buf + (*pos < len ? *pos : len), *pos < len ? len - *pos : 0, fmt, ap);
+	/* buf may be NULL (len 0) when the caller only measures: no offset is applied to it then. */
+	int n = vsnprintf(*pos < len ? buf + *pos : NULL, *pos < len ? len - *pos : 0, fmt, ap);
 	va_end(ap);
 	if (n > 0)
 		*pos += (size_t)n;
