@@ -151,6 +151,7 @@ check-fuzz:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$${FUZZ_SHORT:-10}
 
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=undefined \
 	-DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(MOD_SRCS) | deps-ok
 	@mkdir -p $(dir $@)
