@@ -1268,8 +1268,8 @@ int engine_ps_worker_run(const struct kv *cfg)
 				want_model = m.h.step;
 				step = m.h.step * h_steps;
 				if (c.pc.ec.stop_steps > 0 && step >= c.pc.ec.stop_steps) {
-					wire_msg_close(&m);
-					break;
+					rc = take_model(wk, &m, nparams, &version);
+					break; /* done already: the model is the run's result */
 				}
 			}
 			if (rc > 0 && barrier) {
