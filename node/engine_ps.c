@@ -542,8 +542,11 @@ static void hold_request(struct ps_server *s, uint32_t i, int64_t c, uint16_t re
 {
 	struct ps_worker *w = &s->w[i];
 
-	if (c > s->clocks[i])
-		s->clocks[i] = c;
+	/* A clock the server moved on (resume_at_slowest) is where the worker continues: held
+	 * there, and the MODEL's step tells the worker so. */
+	if (c < s->clocks[i])
+		c = s->clocks[i];
+	s->clocks[i] = c;
 	w->held = true;
 	w->held_c = c;
 	w->held_reply = reply_type;
@@ -590,13 +593,19 @@ static int64_t slowest_other(const struct ps_server *s, uint32_t i)
 }
 
 /* Worker i missed rounds (a restart, a late join, a cut connection): it goes on from the
- * slowest live other's clock, so nobody waits for it to redo them. */
+ * slowest live other's clock, so nobody waits for it to redo them. The worker learns that clock
+ * from the answer to its request (HELLO and MODEL carry it as their step): a request still held
+ * is moved there too, and later ones are held there (hold_request). Otherwise the worker would
+ * go on counting from its old step, which never reaches the clock the others wait for (BSP:
+ * they wait for its clock, it waits for their updates: a deadlock). */
 static void resume_at_slowest(struct ps_server *s, uint32_t i)
 {
 	int64_t lo = slowest_other(s, i);
 
 	if (lo != INT64_MAX && lo > s->clocks[i])
 		s->clocks[i] = lo;
+	if (s->w[i].held && s->w[i].held_c < s->clocks[i])
+		s->w[i].held_c = s->clocks[i];
 }
 
 /* A request that came again after a reconnect: held again at clock c, unless one at c or
@@ -1071,8 +1080,10 @@ static bool reply_valid(const struct ps_client *c, const struct wire_msg *m)
 	}
 }
 
-/* Wait for a message of type `want` answering step `want_step` (-1: any step; other messages
- * are ignored, among them the second answer to a request sent twice; BYE ends the run). Returns
+/* Wait for a message of type `want` answering step `want_step` (-1: any step; a MODEL also
+ * answers with a later step: the server moved this worker's clock on after a cut, see
+ * resume_at_slowest; other messages are ignored, among them the second answer to a request
+ * sent twice, whose step is never later than the request in flight; BYE ends the run). Returns
  * 1 with *m filled, 0 when the run is over (BYE, stop), negative errno on failure. Sends a
  * keep-alive HELLO every second of waiting so the server does not take a held worker for dead,
  * and the request in flight again after a reconnect (client_watch). `barrier`: the awaited reply
@@ -1095,7 +1106,8 @@ static int client_await(struct ps_client *c, uint16_t want, int64_t want_step, s
 				wire_msg_close(m);
 				return 0;
 			}
-			if (m->h.type == want && (want_step < 0 || m->h.step == want_step)) {
+			if (m->h.type == want && (want_step < 0 || m->h.step == want_step ||
+						  (want == WIRE_MODEL && m->h.step > want_step))) {
 				if (reply_valid(c, m))
 					return 1;
 				/* Not taken: counted, the wait goes on (until stop) for a good one. */
@@ -1246,6 +1258,20 @@ int engine_ps_worker_run(const struct kv *cfg)
 			if (c.ctl && barrier)
 				ctl_client_status(c.ctl, step, CTL_WAIT, true);
 			rc = client_await(&c, WIRE_MODEL, want_model, &m, step, barrier);
+			if (rc > 0 && m.h.step > want_model) {
+				/* Cut off while the others went on: the server moved this worker's
+				 * clock to the slowest live other's (as for a restart); its step count
+				 * continues from there, or it would never reach the clock they wait
+				 * for. The trace's step column jumps. */
+				log_info("engine_ps: %s was cut off at step %lld, resumes at step %lld",
+					 c.pc.ec.name, (long long)step, (long long)(m.h.step * h_steps));
+				want_model = m.h.step;
+				step = m.h.step * h_steps;
+				if (c.pc.ec.stop_steps > 0 && step >= c.pc.ec.stop_steps) {
+					rc = take_model(wk, &m, nparams, &version);
+					break; /* done already: the model is the run's result */
+				}
+			}
 			if (rc > 0 && barrier) {
 				double local_s = (double)(clock_now_ns() - t_asked) / 1e9;
 

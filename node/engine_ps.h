@@ -53,7 +53,8 @@
  * max(its last clock, the slowest live other's) and re-pulls, so BSP neither stalls on it while
  * it is dead nor waits for it to replay the steps it missed. Its trace file continues. A
  * departed worker's held request stays held (not counted as waiting): a worker that was only
- * cut off gets its model when it is back.
+ * cut off gets its model when it is back, moved on like a restart to the slowest live other's
+ * clock, which the MODEL's step carries; the worker continues its step count from it.
  *
  * Stop: a worker stops after stop.steps steps of its own, at stop.time, on the control
  * plane's stop, or on the server's BYE, and then says BYE. The server stops at stop.time,
