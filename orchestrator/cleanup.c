@@ -751,6 +751,13 @@ static int replay_one(const struct cand *c, unsigned flags, struct cleanup_repor
 
 	rep->journals++;
 	rc = load_trusted(c, &p, why, sizeof why);
+	if (rc == -ENODATA) {
+		/* Stopped while its journal was being created: nothing of the run exists (its
+		 * header precedes every record, and its registry entry follows the header). */
+		log_info("cleanup: %s: no header, nothing recorded: nothing to undo", c->path);
+		rep->ended++;
+		return 0;
+	}
 	if (rc < 0) {
 		if (rc == -EPERM) {
 			log_error("cleanup: %s: refused, nothing touched: %s", c->path, why);

@@ -243,22 +243,11 @@ struct journal *journal_create(const char *run_dir, const char *prefix, char *er
 		snprintf(err, errlen, "journal: run dir or prefix too long");
 		goto fail;
 	}
-	/* Register first: a prefix clash must fail before any state exists. */
-	if (mkdir(registry_dir, 0755) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "journal: mkdir %s: %s", registry_dir, strerror(errno));
-		goto fail;
-	}
-	n = snprintf(self->reg_path, sizeof self->reg_path, "%s/%s", registry_dir, prefix);
-	if (n < 0 || (size_t)n >= sizeof self->reg_path) {
-		snprintf(err, errlen, "journal: registry path too long");
-		goto fail;
-	}
-	if (symlink(self->path, self->reg_path) < 0) {
-		snprintf(err, errlen, "journal: register %s: %s", self->reg_path, strerror(errno));
-		goto fail;
-	}
-	registered = true;
-	self->fd = open(self->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+	/* The journal and its header first, registered after: a registry entry always leads to a
+	 * whole header (pid, run, prefix), so a run killed at any instant is either unregistered
+	 * with nothing recorded or found by cleanup with its liveness known. A prefix clash still
+	 * fails before any host state exists. */
+	self->fd = open(self->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (self->fd < 0) {
 		snprintf(err, errlen, "journal: create %s: %s", self->path, strerror(errno));
 		goto fail;
@@ -278,6 +267,20 @@ struct journal *journal_create(const char *run_dir, const char *prefix, char *er
 		snprintf(err, errlen, "journal: write %s: %s", self->path, strerror(-rc));
 		goto fail;
 	}
+	if (mkdir(registry_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "journal: mkdir %s: %s", registry_dir, strerror(errno));
+		goto fail;
+	}
+	n = snprintf(self->reg_path, sizeof self->reg_path, "%s/%s", registry_dir, prefix);
+	if (n < 0 || (size_t)n >= sizeof self->reg_path) {
+		snprintf(err, errlen, "journal: registry path too long");
+		goto fail;
+	}
+	if (symlink(self->path, self->reg_path) < 0) {
+		snprintf(err, errlen, "journal: register %s: %s", self->reg_path, strerror(errno));
+		goto fail;
+	}
+	registered = true;
 	return self;
 fail:
 	if (self->fd >= 0) {
@@ -599,7 +602,10 @@ int journal_parse(const char *text, size_t len, struct journal_parsed **out, cha
 		p->ended = false;
 	}
 	if (line == 0) {
+		/* No whole header line: the run was stopped while creating its journal, before
+		 * anything it could record existed. */
 		snprintf(err, errlen, "line 1: empty journal");
+		rc = -ENODATA;
 		goto out;
 	}
 	rc = 0;

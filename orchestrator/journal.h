@@ -99,8 +99,10 @@ struct journal_parsed {
 	struct journal_record *recs;
 };
 
-/* Parse a journal text of len bytes. Returns 0 and *out (free with journal_parsed_free), or
- * -EINVAL with err = "line N: what" (unknown kind, wrong field count, bad escape, no header). */
+/* Parse a journal text of len bytes. Returns 0 and *out (free with journal_parsed_free),
+ * -ENODATA for a text without a whole header line (a run stopped while creating its journal:
+ * nothing of it exists), or -EINVAL with err = "line N: what" (unknown kind, wrong field count,
+ * bad escape, bad header). */
 int journal_parse(const char *text, size_t len, struct journal_parsed **out, char *err,
 		  size_t errlen);
 /* Read fd from where it stands to its end (EINTR retried) into *text (malloc'd, not

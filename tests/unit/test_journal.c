@@ -113,7 +113,6 @@ Test(journal, torn_last_line_is_ignored_and_end_marks)
 Test(journal, rejects_malformed)
 {
 	static const char *const bad[] = {
-		"",
 		"hello 1 2 3 4 5\n",
 		"stalenet-journal 2 1 1 /x p\n",
 		"stalenet-journal 1 0 1 /x p\n",
@@ -136,6 +135,22 @@ Test(journal, rejects_malformed)
 			     "case %zu accepted", i);
 		cr_assert_null(p);
 		cr_assert_not_null(strstr(err, "line"), "case %zu: %s", i, err);
+	}
+}
+
+/* No whole header line (a run stopped while creating its journal) is told apart from a
+ * malformed journal: nothing of that run exists, so cleanup has nothing to undo. */
+Test(journal, no_header_is_nodata)
+{
+	static const char *const empty[] = { "", "stalenet-journal 1 12", "stalenet-journal 1 1 1 /x p" };
+
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		struct journal_parsed *p = NULL;
+		char err[128] = "";
+
+		cr_assert_eq(journal_parse(empty[i], strlen(empty[i]), &p, err, sizeof err), -ENODATA,
+			     "case %zu", i);
+		cr_assert_null(p);
 	}
 }
 
