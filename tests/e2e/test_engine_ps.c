@@ -5,9 +5,12 @@
  *         workers had finished step k-1), staleness always 0
  *   SSP   with a slow worker: no worker started step k before every worker had finished step
  *         k-1-s; the fast workers were held (wait_s > 0); staleness > 0 recorded, <= bound
- *   ASP   never waits (wait_s == 0), staleness recorded
+ *   ASP   never waits (wait_s == 0, and the server's trace records no held request),
+ *         staleness recorded
  *   backup workers: the slow worker's late updates are dropped (empty staleness)
  *   pBSP  with beta = N-1 the BSP condition holds step by step; with beta = 0 nobody waits
+ *   late joiner  BSP goes on without it; it starts at the others' clock (both measured
+ *         against worker0's trace of the same run, not against the configured step time)
  *   pSSP  at least beta others were within s steps at every crossing, yet the full SSP bound
  *         is exceeded (the slow worker is not always sampled)
  *   reconnect  a push lost with a broken connection (a TCP proxy in front of worker0 swallows
