@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,20 @@
 
 #define PROBE_PORT_DEFAULT 7100
 #define PROBE_MAX_NODES 8192
+/* SCHED_FIFO priority of the measuring thread: below stalenet-linkd's (10 by default), so the
+ * emulator serving the link still runs first. */
+#define PROBE_RT_PRIO 5
+
+/* Run the calling thread (the one that timestamps packets) real-time when permitted, so that a
+ * busy host's run queue does not add to the delay measured; its children get the normal policy.
+ * Both loops sleep in poll() between packets, so the thread never holds a core. */
+static void probe_realtime(const char *who)
+{
+	struct sched_param sp = { .sched_priority = PROBE_RT_PRIO };
+
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) < 0)
+		log_info("%s: running without real-time priority: %s", who, strerror(errno));
+}
 
 void probe_acc_add(struct probe_acc *a, double x)
 {
@@ -174,6 +189,7 @@ int probe_run(const struct kv *cfg)
 			goto out;
 		}
 	}
+	probe_realtime("probe");
 	seen = calloc((size_t)nprobes, 1);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (!seen || fd < 0 || connect(fd, (struct sockaddr *)&hub, sizeof hub) < 0) {
@@ -294,6 +310,7 @@ int probe_reflector_run(const struct kv *cfg)
 		if (!ctl || ctl_client_ready_wait(ctl, 60000) != 0)
 			goto out;
 	}
+	probe_realtime("reflector");
 	log_info("reflector: listening on UDP and TCP port %lld", (long long)port);
 	while (!ctl || !ctl_client_should_stop(ctl)) {
 		struct pollfd pfd[2] = { { .fd = ufd, .events = POLLIN }, { .fd = tfd, .events = POLLIN } };

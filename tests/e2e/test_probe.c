@@ -1,7 +1,9 @@
 /* The probe and reflector roles over loopback: rows written, verdicts ok on an unshaped path,
- * and `off` when the configuration claims a delay the path does not have. */
+ * `off` when the configuration claims a delay the path does not have, and the probe's
+ * measuring thread real-time when permitted. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,29 @@ Test(probe, loopback_ok, .timeout = 30)
 	cr_assert_not_null(mkdtemp(dir));
 	run_probe(dir, 17100 + getpid() % 1000, "", "worker0,up,300,0.000,0.000,0.000000,");
 	rmdir(dir);
+}
+
+/* The probe timestamps from a real-time thread when permitted (root here), so a busy host's run
+ * queue is not measured as link delay; its children would get the normal policy back. Without
+ * the permission it runs on at the normal policy. */
+Test(probe, measures_at_real_time_priority_when_permitted, .timeout = 30)
+{
+	char dir[] = "/tmp/stalenet-probe-XXXXXX";
+	struct sched_param normal = { .sched_priority = 0 }, sp;
+	int policy;
+
+	cr_assert_not_null(mkdtemp(dir));
+	run_probe(dir, 19100 + getpid() % 1000, "", "worker0,up,300,0.000,0.000,0.000000,");
+	rmdir(dir);
+	policy = sched_getscheduler(0);
+	cr_assert_eq(sched_getparam(0, &sp), 0);
+	if (geteuid() == 0) {
+		cr_assert_eq(policy, SCHED_FIFO | SCHED_RESET_ON_FORK, "policy %d", policy);
+		cr_assert_gt(sp.sched_priority, 0);
+	} else {
+		cr_assert_eq(policy, SCHED_OTHER, "policy %d", policy);
+	}
+	cr_assert_eq(sched_setscheduler(0, SCHED_OTHER, &normal), 0);
 }
 
 Test(probe, claimed_delay_is_off, .timeout = 30)
