@@ -349,6 +349,9 @@ kill_orchestrator_cases() {
 			fi
 		} 2>/dev/null
 		wait_exit "$RUN_PID" 30; rc=$RC
+		# A run that was over before its instant says the reference lasted longer than runs
+		# do now (it may have met a busier host): the instants shrink towards the real life.
+		[ "$phase" = exited ] && dur=$(awk -v d="$dur" 'BEGIN { printf "%.3f", d * 0.9 }')
 		p=$(run_prefix "$out")
 		"$BIN" cleanup "$out" > "$out.cleanup" 2>&1 {LOCK_FD}>&-
 		crc=$?
