@@ -589,13 +589,21 @@ static int proxy_port(void)
 	return 21000 + (int)(getpid() % 20000) + 5000;
 }
 
-/* Long enough that the others are still running when worker0 is back (it is away for a
- * reconnect interval, the others make a step every few ms without it). */
+/* The others must still be running when worker0 is back: it is away for a reconnect
+ * interval (about 0.3 s, more on a loaded host), and without it the others would make a step
+ * every millisecond (280 steps in 0.2 s: all done before it returns). Every worker's step
+ * takes at least PROXY_STEP_S, so the rest of the run lasts about 2.8 s, ten times a
+ * reconnect. */
 #define PROXY_STEPS 300
+#define PROXY_STEP_S "0.01"
 
 static void worker0_through_proxy(struct kv *k, int i)
 {
 	kv_setf(k, "stop.steps", "%d", PROXY_STEPS);
+	kv_set(k, "straggler.delay.dist", "constant");
+	kv_set(k, "straggler.delay.a", PROXY_STEP_S);
+	/* Room for a loaded host: the steps below prove nobody waited for stop.time. */
+	kv_set(k, "stop.time", "80");
 	if (i == 0)
 		kv_setf(k, "port.data", "%d", proxy_port());
 }
@@ -691,7 +699,6 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 {
 	char *dir = mkrun(), report[256], line[128] = "";
 	int port = 21000 + (int)(getpid() % 20000);
-	int64_t t0 = clock_now_ns();
 	pid_t px;
 	FILE *f;
 
@@ -712,7 +719,7 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 	cr_assert(strncmp(line, "cuts 1", 6) == 0, "the proxy did not cut the connection: %s", line);
 	load_traces_jump(dir, 0);
 	/* Without the second copy worker0 would wait for the ACK of its lost push until
-	 * stop.time (25 s), and every worker with it once it counts as live again. While it was
+	 * stop.time (80 s here, never reaching step PROXY_STEPS), and every worker with it once it counts as live again. While it was
 	 * cut off the others went on without it; back, it continues from their clock (its step
 	 * count jumps once), and BSP holds throughout: every step k of every worker, before,
 	 * during and after the cut, was computed on model version k-1. Had worker0 kept counting
@@ -733,7 +740,6 @@ Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 		     traces[0].r[traces[0].jump - 1].step);
 	for (int i = 1; i < NW; i++)
 		cr_assert_eq(traces[i].n, PROXY_STEPS, "worker %d ran %d steps", i, traces[i].n);
-	cr_assert_lt((double)(clock_now_ns() - t0) / 1e9, 20.0, "the run took %.1f s", (double)(clock_now_ns() - t0) / 1e9);
 	cr_assert_gt(final_accuracy(dir), 0.5);
 	cleanup(dir);
 }
