@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,9 @@
 #define RUN_PORT_PROBE 7100
 #define RUN_READY_TIMEOUT_MS 120000
 #define RUN_LINKS_PERIOD_NS 1000000000LL
+/* How often a training run hands the allocator's free pages back to the kernel (see
+ * give_back_free_memory). */
+#define RUN_TRIM_PERIOD_NS 10000000000LL
 
 static volatile sig_atomic_t run_interrupted;
 
@@ -109,6 +113,7 @@ struct run_ctx {
 	struct link_endpoint *eps;    /* per plan node */
 	size_t next_event;
 	int64_t next_links_ns;
+	int64_t next_trim_ns;         /* give_back_free_memory's next time */
 	struct csv_writer *links;
 	struct progress_view *view;
 	int run_index, run_count;
@@ -348,6 +353,21 @@ out:
 	read_last_accuracy(c);
 }
 
+/* Free heap pages back to the kernel. ZeroMQ's I/O thread allocates in its own malloc arena
+ * and the supervisor's loop frees there; glibc keeps such freed pages (only the top of the
+ * main heap is trimmed on its own), so over a long run of many nodes the orchestrator's
+ * resident size crept up by several kB a second while its live heap stayed constant
+ * (docs/reliability.md, the soak). malloc_trim(0) releases whole free pages of every arena;
+ * on the soak's heap it takes well under a millisecond. */
+static void give_back_free_memory(void)
+{
+	int64_t t0 = clock_now_ns();
+	int released = malloc_trim(0);
+
+	log_debug("malloc_trim: %s in %.3f ms", released ? "memory released" : "nothing to release",
+		  (double)(clock_now_ns() - t0) / 1e6);
+}
+
 /* Supervisor tick during training: timeline changes at their time, counters every second. */
 static int64_t training_tick(void *arg, int64_t now_rel)
 {
@@ -396,7 +416,13 @@ static int64_t training_tick(void *arg, int64_t now_rel)
 		sample_links(c, now_rel);
 		c->next_links_ns = now_rel + RUN_LINKS_PERIOD_NS;
 	}
+	if (now_rel >= c->next_trim_ns) {
+		give_back_free_memory();
+		c->next_trim_ns = now_rel + RUN_TRIM_PERIOD_NS;
+	}
 	next = c->next_links_ns;
+	if (c->next_trim_ns < next)
+		next = c->next_trim_ns;
 	if (c->next_event < r->n_events && (int64_t)r->events[c->next_event].at_us * 1000 < next)
 		next = (int64_t)r->events[c->next_event].at_us * 1000;
 	if (c->trace && c->next_trace < c->trace->n && (int64_t)c->trace->rows[c->next_trace].at_us * 1000 < next)
@@ -596,6 +622,7 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 	c->next_event = 0;
 	c->next_trace = 0;
 	c->next_links_ns = 0;
+	c->next_trim_ns = RUN_TRIM_PERIOD_NS;
 	c->last_accuracy = -1;
 	c->link_drops = 0;
 	res = run_phase(c, &ph, true);
