@@ -1,13 +1,24 @@
 /* node/core_ps: see core_ps.h.
  *
  * Every rule here was in node/engine_ps's server before it moved; the driver feeds what the
- * ROUTER received and carries the actions out in order. Two things keep an event cheap:
- *   - a release pass (after anything a held request depends on changed) computes the smallest
- *     and second-smallest live clock once, so each non-sampled held request is judged in O(1):
- *     "every live other has clock >= t" is "the smallest live clock but mine is >= t";
- *   - the counters a driver reads on every update (live, held and live) are kept, not counted.
- * pBSP/pSSP draw each crossing's sample with node/barrier's barrier_sample from the worker's own
- * stream, so a run draws exactly the samples it drew before the core existed. */
+ * ROUTER received and carries the actions out in order. The rules are the plain ones (judge
+ * every held request after every change); what follows only keeps that cheap for 10,000+
+ * workers, and conf.reference turns it off so tests can compare the two:
+ *   - BSP/SSP: a held request at clock c (the worker's own clock is >= c) may go when the
+ *     smallest live clock is >= the threshold. The smallest live clock and how many live
+ *     workers have it are kept; it is recounted (O(n)) only when its last holder moves on.
+ *   - A release pass judges only candidates: a request just held, the waiters of a worker whose
+ *     clock rose (pBSP/pSSP), or everybody after a change that can free many (the smallest
+ *     clock rose, a BSP round closed, a worker came or went). Candidates are judged in index
+ *     order, the order a whole pass takes.
+ *   - pBSP/pSSP: each sampled worker still below a held request's threshold carries a link to
+ *     it (a doubly linked list per worker over a fixed pool, no allocation), and the request
+ *     counts how many such links it has left: the last one to go makes it a candidate.
+ *   - The sample is a partial Fisher-Yates shuffle of the live others done sparsely: the
+ *     candidate at position p is found in a Fenwick tree over liveness (O(log n)) and the
+ *     shuffle's swaps live in a small map, so a draw costs O(beta (beta + log n)) and gives
+ *     exactly what node/barrier's barrier_sample gives from the same stream (tested), the
+ *     samples the emulator always drew. */
 #include "node/core_ps.h"
 
 #include <errno.h>
@@ -32,7 +43,8 @@ struct cw {
 	uint64_t rng;          /* this worker's sampling stream */
 	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	uint32_t nsample;
-	bool known, left, held, leaving, departed, late;
+	uint32_t unsat;        /* pBSP/pSSP: sampled workers still below the held threshold */
+	bool known, left, held, leaving, departed, late, cand;
 	uint8_t held_reply;    /* enum core_ps_reply */
 };
 
@@ -41,9 +53,18 @@ struct core_ps {
 	struct cw *w;
 	int64_t *clocks;       /* node/barrier's clock vector */
 	bool *alive;
-	size_t *samples;       /* worker i's sample at [i * slot, i * slot + nsample) */
+	uint32_t *samples;     /* worker i's sample at [i * slot, i * slot + nsample) */
 	size_t slot;
-	size_t *scratch;       /* n indices for barrier_sample */
+	size_t *scratch;       /* reference: n indices for barrier_sample */
+	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker */
+	uint32_t *mkey, *mval; /* the sparse shuffle's swaps (2 * slot) */
+	int32_t *fen;          /* Fenwick tree over alive[] (1-based) */
+	uint32_t fen_top;      /* highest power of two <= n */
+	int64_t lmin;          /* smallest live clock (INT64_MAX: nobody live) */
+	uint32_t lmin_cnt;     /* live workers at lmin */
+	uint32_t *cand;        /* candidates of the next release pass */
+	uint32_t ncand;
+	bool rescan;           /* the next pass judges every held request */
 	struct barrier_round round;
 	double agg_w;          /* BSP: sum of the open round's weights */
 	uint32_t live, held_live, held;
@@ -95,6 +116,167 @@ static void emit(struct core_ps *c, enum core_ps_action_kind kind, uint32_t w, i
 				      .version = c->st.version, .aux = aux, .x = x };
 }
 
+#define NIL UINT32_MAX
+
+/* --- waiter links (pBSP/pSSP) --------------------------------------------------------------- */
+
+static uint32_t head_of(const struct core_ps *c, uint32_t j)
+{
+	return (uint32_t)(c->conf.n * c->slot) + j;
+}
+
+static void link_node(struct core_ps *c, uint32_t node, uint32_t j)
+{
+	uint32_t h = head_of(c, j);
+
+	c->prv[node] = h;
+	c->nxt[node] = c->nxt[h];
+	if (c->nxt[h] != NIL)
+		c->prv[c->nxt[h]] = node;
+	c->nxt[h] = node;
+}
+
+static void unlink_node(struct core_ps *c, uint32_t node)
+{
+	if (c->prv[node] == NIL)
+		return;
+	c->nxt[c->prv[node]] = c->nxt[node];
+	if (c->nxt[node] != NIL)
+		c->prv[c->nxt[node]] = c->prv[node];
+	c->prv[node] = c->nxt[node] = NIL;
+}
+
+static void unlink_all(struct core_ps *c, uint32_t i)
+{
+	for (size_t k = 0; k < c->w[i].nsample; k++)
+		unlink_node(c, (uint32_t)(i * c->slot + k));
+	c->w[i].unsat = 0;
+}
+
+/* Link held worker i to every sampled live worker below its threshold; counts them. */
+static void link_sample(struct core_ps *c, uint32_t i)
+{
+	struct cw *w = &c->w[i];
+	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
+
+	w->unsat = 0;
+	for (size_t k = 0; k < w->nsample; k++) {
+		uint32_t j = c->samples[i * c->slot + k];
+
+		if (j != i && c->alive[j] && c->clocks[j] < need) {
+			link_node(c, (uint32_t)(i * c->slot + k), j);
+			w->unsat++;
+		}
+	}
+}
+
+static void add_cand(struct core_ps *c, uint32_t i)
+{
+	if (c->w[i].cand)
+		return;
+	c->w[i].cand = true;
+	c->cand[c->ncand++] = i;
+}
+
+/* --- liveness: counters, the Fenwick tree, the smallest live clock -------------------------- */
+
+static void fen_add(struct core_ps *c, uint32_t i, int32_t d)
+{
+	for (uint32_t x = i + 1; x <= c->conf.n; x += x & -x)
+		c->fen[x] += d;
+}
+
+/* Live workers with index < i. */
+static uint32_t fen_prefix(const struct core_ps *c, uint32_t i)
+{
+	int32_t s = 0;
+
+	for (uint32_t x = i; x > 0; x -= x & -x)
+		s += c->fen[x];
+	return (uint32_t)s;
+}
+
+/* Index of the r-th (0-based) live worker; r < live. */
+static uint32_t fen_select(const struct core_ps *c, uint32_t r)
+{
+	uint32_t pos = 0;
+	int32_t left = (int32_t)r + 1;
+
+	for (uint32_t step = c->fen_top; step > 0; step >>= 1)
+		if (pos + step <= c->conf.n && c->fen[pos + step] < left) {
+			pos += step;
+			left -= c->fen[pos];
+		}
+	return pos; /* 1-based pos + 1 is the answer; 0-based it is pos */
+}
+
+static void recount_min(struct core_ps *c)
+{
+	int64_t old = c->lmin;
+
+	c->lmin = INT64_MAX;
+	c->lmin_cnt = 0;
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		if (!c->alive[j])
+			continue;
+		if (c->clocks[j] < c->lmin) {
+			c->lmin = c->clocks[j];
+			c->lmin_cnt = 1;
+		} else if (c->clocks[j] == c->lmin) {
+			c->lmin_cnt++;
+		}
+	}
+	/* Only BSP/SSP requests wait for the smallest clock (pBSP/pSSP ones for their links). */
+	if (c->lmin > old && !barrier_is_sampled(c->conf.bp.kind))
+		c->rescan = true;
+}
+
+static void min_add(struct core_ps *c, int64_t v)
+{
+	if (v < c->lmin) {
+		c->lmin = v;
+		c->lmin_cnt = 1;
+	} else if (v == c->lmin) {
+		c->lmin_cnt++;
+	}
+}
+
+static void min_remove(struct core_ps *c, int64_t v)
+{
+	if (v == c->lmin && --c->lmin_cnt == 0)
+		recount_min(c);
+}
+
+/* Worker i's clock rises to v (never falls): the smallest live clock may rise, and the
+ * requests held on i (pBSP/pSSP) that it now satisfies lose a link. */
+static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
+{
+	int64_t old = c->clocks[i];
+
+	if (v <= old)
+		return;
+	c->clocks[i] = v;
+	if (c->alive[i]) {
+		/* the new value first, so the recount never sees nobody at the minimum */
+		min_add(c, v);
+		min_remove(c, old);
+	}
+	if (c->slot > 0 && !c->conf.reference) {
+		uint32_t node = c->nxt[head_of(c, i)];
+
+		while (node != NIL) {
+			uint32_t next = c->nxt[node], h = (uint32_t)(node / c->slot);
+
+			if (v >= barrier_threshold(&c->conf.bp, c->w[h].held_c)) {
+				unlink_node(c, node);
+				if (--c->w[h].unsat == 0)
+					add_cand(c, h);
+			}
+			node = next;
+		}
+	}
+}
+
 static void set_held(struct core_ps *c, uint32_t i, bool held)
 {
 	if (c->w[i].held == held)
@@ -103,6 +285,8 @@ static void set_held(struct core_ps *c, uint32_t i, bool held)
 	c->held += held ? 1 : (uint32_t)-1;
 	if (c->alive[i])
 		c->held_live += held ? 1 : (uint32_t)-1;
+	if (!held && c->slot > 0)
+		unlink_all(c, i);
 }
 
 static void set_alive(struct core_ps *c, uint32_t i, bool live)
@@ -111,35 +295,17 @@ static void set_alive(struct core_ps *c, uint32_t i, bool live)
 	c->live += live ? 1 : (uint32_t)-1;
 	if (c->w[i].held)
 		c->held_live += live ? 1 : (uint32_t)-1;
+	fen_add(c, i, live ? 1 : -1);
+	if (live)
+		min_add(c, c->clocks[i]);
+	else
+		min_remove(c, c->clocks[i]);
+	/* Who waits for whom changed: the next pass judges (and relinks) everybody. */
+	c->rescan = true;
 }
 
-/* Smallest live clock (and whose) and the second smallest, for the O(1) judgements. */
-struct mins {
-	int64_t m1, m2;
-	uint32_t i1;
-};
-
-static void live_mins(const struct core_ps *c, struct mins *m)
-{
-	m->m1 = m->m2 = INT64_MAX;
-	m->i1 = UINT32_MAX;
-	for (uint32_t j = 0; j < c->conf.n; j++) {
-		int64_t v = c->clocks[j];
-
-		if (!c->alive[j])
-			continue;
-		if (v < m->m1) {
-			m->m2 = m->m1;
-			m->m1 = v;
-			m->i1 = j;
-		} else if (v < m->m2) {
-			m->m2 = v;
-		}
-	}
-}
-
-/* The barrier decision for worker i at clock cl with its stored sample. */
-static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl, const struct mins *m)
+/* The barrier decision for held worker i at clock cl (its own clock is >= cl). */
+static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl)
 {
 	const struct cw *w = &c->w[i];
 	const struct barrier_params *bp = &c->conf.bp;
@@ -156,11 +322,23 @@ static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl, const s
 	}
 	if (bp->kind == BARRIER_ASP)
 		return true;
-	if (barrier_is_sampled(bp->kind))
-		return barrier_may_proceed(bp, c->clocks, c->alive, c->conf.n, i, cl,
-					   c->samples + (size_t)i * c->slot, w->nsample);
-	/* BSP/SSP: node/barrier's "every live other >= threshold", from the precomputed minima. */
-	return (m->i1 == i ? m->m2 : m->m1) >= barrier_threshold(bp, cl);
+	if (barrier_is_sampled(bp->kind)) {
+		/* node/barrier's rule for the drawn sample: dead workers are never checked. */
+		int64_t need = barrier_threshold(bp, cl);
+
+		for (size_t k = 0; k < w->nsample; k++) {
+			uint32_t j = c->samples[i * c->slot + k];
+
+			if (j != i && c->alive[j] && c->clocks[j] < need)
+				return false;
+		}
+		return true;
+	}
+	if (c->conf.reference)
+		return barrier_may_proceed(bp, c->clocks, c->alive, c->conf.n, i, cl, NULL, 0);
+	/* BSP/SSP: "every live other >= threshold" is "the smallest live clock >= threshold",
+	 * since i's own clock is >= cl >= the threshold (or i is not live). */
+	return c->lmin >= barrier_threshold(bp, cl);
 }
 
 /* Answer worker i's held request. */
@@ -175,17 +353,45 @@ static void release(struct core_ps *c, uint32_t i, int64_t now_ns)
 		c->act[k].reply = w->held_reply;
 }
 
-/* Re-evaluate every held request (after anything the decision depends on changed). */
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Release every held request its barrier now allows (after anything the decision depends on
+ * changed), in index order. */
 static void release_held(struct core_ps *c, int64_t now_ns)
 {
-	struct mins m;
+	if (c->rescan || c->conf.reference) {
+		for (uint32_t i = 0; i < c->conf.n; i++) {
+			struct cw *w = &c->w[i];
 
-	if (!c->held)
+			w->cand = false;
+			if (!w->held)
+				continue;
+			if (may_proceed(c, i, w->held_c)) {
+				release(c, i, now_ns);
+			} else if (c->slot > 0 && !c->conf.reference) {
+				unlink_all(c, i);
+				link_sample(c, i);
+			}
+		}
+		c->ncand = 0;
+		c->rescan = false;
 		return;
-	live_mins(c, &m);
-	for (uint32_t i = 0; i < c->conf.n; i++)
-		if (c->w[i].held && may_proceed(c, i, c->w[i].held_c, &m))
+	}
+	if (c->ncand > 1)
+		qsort(c->cand, c->ncand, sizeof *c->cand, cmp_u32);
+	for (uint32_t k = 0; k < c->ncand; k++) {
+		uint32_t i = c->cand[k];
+
+		c->w[i].cand = false;
+		if (c->w[i].held && may_proceed(c, i, c->w[i].held_c))
 			release(c, i, now_ns);
+	}
+	c->ncand = 0;
 }
 
 static void set_live(struct core_ps *c, uint32_t i, bool live, int64_t now_ns);
@@ -201,6 +407,7 @@ static void close_round(struct core_ps *c, int64_t now_ns)
 	else
 		x = c->round.got ? 1.0 / (double)c->round.got : 0;
 	c->st.version++;
+	c->rescan = true; /* requests waiting for this round may go */
 	emit(c, CORE_PS_ROUND_CLOSE, UINT32_MAX, c->round.version, c->round.got, x);
 	c->agg_w = 0;
 	barrier_round_advance(&c->round);
@@ -231,6 +438,60 @@ static void set_live(struct core_ps *c, uint32_t i, bool live, int64_t now_ns)
 	release_held(c, now_ns);
 }
 
+/* Position p of the candidate list barrier_sample shuffles: the live workers but i, in index
+ * order, with the swaps made so far (mkey/mval, m entries) applied. */
+static uint32_t cand_at(const struct core_ps *c, uint32_t i, uint32_t p, size_t m)
+{
+	for (size_t k = 0; k < m; k++)
+		if (c->mkey[k] == p)
+			return c->mval[k];
+	if (c->live == c->conf.n) /* everybody live: no tree walk */
+		return p < i ? p : p + 1;
+	if (c->alive[i] && p >= fen_prefix(c, i))
+		p++;
+	return fen_select(c, p);
+}
+
+static void map_set(struct core_ps *c, uint32_t p, uint32_t v, size_t *m)
+{
+	for (size_t k = 0; k < *m; k++)
+		if (c->mkey[k] == p) {
+			c->mval[k] = v;
+			return;
+		}
+	c->mkey[*m] = p;
+	c->mval[*m] = v;
+	(*m)++;
+}
+
+/* Draw worker i's sample for this crossing into its slot from its own stream: exactly what
+ * barrier_sample(&rng, n, i, alive, beta, out) draws (a partial Fisher-Yates shuffle of the
+ * live others), without building the n-long candidate list. Returns how many. */
+static size_t draw_sample(struct core_ps *c, uint32_t i)
+{
+	uint32_t *out = c->samples + (size_t)i * c->slot;
+	uint64_t *rng = &c->w[i].rng;
+	size_t m = 0, k, cnt;
+
+	if (c->conf.reference) {
+		k = barrier_sample(rng, c->conf.n, i, c->alive, c->conf.bp.sample, c->scratch);
+		for (size_t a = 0; a < k; a++)
+			out[a] = (uint32_t)c->scratch[a];
+		return k;
+	}
+	cnt = c->live - (c->alive[i] ? 1 : 0);
+	k = c->conf.bp.sample < cnt ? c->conf.bp.sample : cnt;
+	for (size_t a = 0; a < k; a++) {
+		uint32_t j = (uint32_t)(a + barrier_rng_below(rng, cnt - a));
+		uint32_t va = cand_at(c, i, (uint32_t)a, m), vj = cand_at(c, i, j, m);
+
+		map_set(c, (uint32_t)a, vj, &m);
+		map_set(c, j, va, &m);
+		out[a] = vj;
+	}
+	return k;
+}
+
 /* Worker i asks to start the step after clock cl: held until the barrier holds. A sampled kind
  * draws the crossing's sample now, from the worker's own stream. */
 static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps_reply reply,
@@ -242,19 +503,19 @@ static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps
 	 * there, and the reply's step tells the worker so. */
 	if (cl < c->clocks[i])
 		cl = c->clocks[i];
-	c->clocks[i] = cl;
+	set_held(c, i, false); /* a request held again: its old sample's links go */
+	raise_clock(c, i, cl);
 	set_held(c, i, true);
 	w->held_c = cl;
 	w->held_reply = (uint8_t)reply;
 	w->held_since_ns = now_ns;
 	w->nsample = 0;
 	if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
-		size_t k = barrier_sample(&w->rng, c->conf.n, i, c->alive, c->conf.bp.sample,
-					  c->scratch);
-
-		memcpy(c->samples + (size_t)i * c->slot, c->scratch, k * sizeof *c->scratch);
-		w->nsample = (uint32_t)k;
+		w->nsample = (uint32_t)draw_sample(c, i);
+		if (!c->conf.reference)
+			link_sample(c, i);
 	}
+	add_cand(c, i);
 	/* A clock moved: others may be released too. */
 	release_held(c, now_ns);
 }
@@ -287,9 +548,11 @@ static void resume_at_slowest(struct core_ps *c, uint32_t i)
 	int64_t lo = slowest_other(c, i);
 
 	if (lo != INT64_MAX && lo > c->clocks[i])
-		c->clocks[i] = lo;
-	if (c->w[i].held && c->w[i].held_c < c->clocks[i])
+		raise_clock(c, i, lo);
+	if (c->w[i].held && c->w[i].held_c < c->clocks[i]) {
 		c->w[i].held_c = c->clocks[i];
+		c->rescan = true; /* its threshold moved: relinked by the next pass */
+	}
 }
 
 /* Every message but a BYE is a sign of life: a departed worker is back (at the slowest live
@@ -405,8 +668,7 @@ int core_ps_on_push(struct core_ps *c, uint32_t i, int64_t step, int64_t version
 	}
 	stale = c->st.version - version;
 	c->st.updates_in++;
-	if (step > c->clocks[i])
-		c->clocks[i] = step;
+	raise_clock(c, i, step);
 	if (version > w->pushed_on)
 		w->pushed_on = version;
 	if (is_sync(c)) {
@@ -619,24 +881,43 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 	c->alive = calloc(n, sizeof *c->alive);
 	c->cap = 2 * (size_t)n + 16;
 	c->act = calloc(c->cap, sizeof *c->act);
+	c->fen = calloc((size_t)n + 1, sizeof *c->fen);
+	c->cand = calloc(n, sizeof *c->cand);
 	if (barrier_is_sampled(conf->bp.kind)) {
 		/* The sample never holds more than the other workers. */
+		size_t nodes;
+
 		c->slot = conf->bp.sample < n - 1 ? conf->bp.sample : n - 1;
+		nodes = (size_t)n * c->slot + n;
 		c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
-		c->scratch = calloc(n, sizeof *c->scratch);
-		if (!c->samples || !c->scratch)
+		c->nxt = malloc(nodes * sizeof *c->nxt);
+		c->prv = malloc(nodes * sizeof *c->prv);
+		c->mkey = calloc(2 * c->slot + 1, sizeof *c->mkey);
+		c->mval = calloc(2 * c->slot + 1, sizeof *c->mval);
+		c->scratch = conf->reference ? calloc(n, sizeof *c->scratch) : NULL;
+		if (!c->samples || !c->nxt || !c->prv || !c->mkey || !c->mval ||
+		    (conf->reference && !c->scratch))
 			goto fail;
+		memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
+		memset(c->prv, 0xff, nodes * sizeof *c->prv);
 	}
-	if (!c->w || !c->clocks || !c->alive || !c->act)
+	if (!c->w || !c->clocks || !c->alive || !c->act || !c->fen || !c->cand)
 		goto fail;
+	for (c->fen_top = 1; c->fen_top * 2 <= n; c->fen_top *= 2)
+		;
+	c->lmin = INT64_MAX;
 	for (uint32_t i = 0; i < n; i++) {
 		struct cw *w = &c->w[i];
 
 		/* Every worker starts live, so a synchronous run waits for all of them to join,
 		 * except those planned to join later: the others go on without them. */
 		w->late = conf->late && conf->late[i];
-		c->alive[i] = !w->late;
-		c->live += c->alive[i];
+		if (!w->late) {
+			c->alive[i] = true;
+			c->live++;
+			fen_add(c, i, 1);
+			min_add(c, 0);
+		}
 		w->pushed_on = -1;
 		w->last_push = -1;
 		w->rng = conf->seed ^ (CORE_PS_RNG_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
@@ -660,6 +941,12 @@ void core_ps_destroy(struct core_ps **p)
 	free(c->alive);
 	free(c->samples);
 	free(c->scratch);
+	free(c->nxt);
+	free(c->prv);
+	free(c->mkey);
+	free(c->mval);
+	free(c->fen);
+	free(c->cand);
 	free(c->act);
 	free(c);
 	*p = NULL;

@@ -12,8 +12,11 @@
  *
  * Shape (after ngtcp2's connection core): create with a struct core_ps_conf, feed events
  * (core_ps_on_*), read the actions of that call (core_ps_actions), repeat. Actions are valid
- * until the next event. Per worker the core keeps about 90 bytes plus, for pBSP/pSSP, the
- * crossing's sample (8 bytes per sampled worker); a steady-state event allocates nothing.
+ * until the next event. Per worker the core keeps about 110 bytes plus, for pBSP/pSSP, 12
+ * bytes per sampled worker (the sample and its waiter links); no event allocates (unless one
+ * event makes more than 2n + 16 actions). An event costs O(1) amortised for BSP/SSP/ASP and
+ * O(beta (beta + log n)) for a pBSP/pSSP crossing; O(n) when liveness changes, a BSP round
+ * closes or the smallest clock rises (each once per many events).
  *
  * Events can also be written and read back as one text line each (core_ps_event_format,
  * core_ps_event_parse), and actions likewise (core_ps_action_format), so a run's decisions can
@@ -48,6 +51,9 @@ struct core_ps_conf {
 	int64_t dead_after_ns;
 	int64_t grace_ns;
 	const bool *late;
+	bool reference;              /* tests: judge every held request on every change and draw
+				      * samples with barrier_sample (the plain rules the fast
+				      * paths must equal) */
 };
 
 enum core_ps_action_kind {

@@ -469,3 +469,146 @@ Test(core_ps, event_lines_round_trip)
 	cr_assert_null(core_ps_new(&(struct core_ps_conf){ .n = 0 }));
 	cr_assert_null(core_ps_new(&(struct core_ps_conf){ .n = 2, .bp = { .backup = 2 } }));
 }
+
+/* --- the fast paths against the plain rules --------------------------------------------------- */
+
+/* Random event sequences (pushes on the released model or an older one, copies sent again,
+ * keep-alives, joins and restarts, standalone barriers, pulls, BYEs, closed connections,
+ * silence) fed to a core and to its reference twin (conf.reference: every held request judged
+ * on every change, samples from barrier_sample): the actions must be identical, line for line. */
+static void differential(uint32_t n, const struct core_ps_conf *base, uint64_t seed, int events)
+{
+	struct core_ps_conf cf = *base, cr = *base;
+	struct core_ps *fast, *ref;
+	int64_t ver[MAXW * 4] = { 0 }, clock[MAXW * 4] = { 0 }, now = 0;
+	uint64_t rng = seed;
+
+	cf.reference = false;
+	cr.reference = true;
+	fast = core_ps_new(&cf);
+	ref = core_ps_new(&cr);
+	cr_assert(fast && ref);
+	for (int e = 0; e < events; e++) {
+		struct core_ps_event ev = { .worker = (uint32_t)barrier_rng_below(&rng, n) };
+		uint64_t r = barrier_rng_below(&rng, 100);
+		int rf, rr;
+		size_t nf, nr;
+		const struct core_ps_action *af, *ar;
+		uint32_t i = ev.worker;
+
+		now += (int64_t)barrier_rng_below(&rng, 3000);
+		ev.now_ns = now;
+		if (r < 55) {
+			ev.kind = CORE_PS_EV_PUSH;
+			ev.step = clock[i] + 1;
+			ev.version = ver[i];
+			ev.samples = (int64_t)barrier_rng_below(&rng, 40);
+			if (r < 4 && clock[i] > 0)
+				ev.step = clock[i]; /* a copy sent again */
+		} else if (r < 65) {
+			ev.kind = CORE_PS_EV_HELLO;
+		} else if (r < 72) {
+			ev.kind = CORE_PS_EV_HELLO;
+			ev.flags = CORE_PS_JOIN | (r < 69 ? CORE_PS_AGAIN : 0);
+		} else if (r < 77) {
+			ev.kind = CORE_PS_EV_BARRIER;
+			ev.step = clock[i];
+		} else if (r < 82) {
+			ev.kind = CORE_PS_EV_PULL;
+		} else if (r < 86) {
+			ev.kind = CORE_PS_EV_LEAVE;
+			ev.flags = r < 84 ? CORE_PS_LEAVE_BYE : CORE_PS_LEAVE_CLOSED;
+		} else {
+			ev.kind = CORE_PS_EV_TICK;
+		}
+		rf = core_ps_feed(fast, &ev);
+		rr = core_ps_feed(ref, &ev);
+		cr_assert_eq(rf, rr, "event %d: %d vs %d", e, rf, rr);
+		af = core_ps_actions(fast, &nf);
+		ar = core_ps_actions(ref, &nr);
+		for (size_t k = 0; rf >= 0 && k < nf && k < nr; k++) {
+			char lf[160], lr[160];
+
+			core_ps_action_format(&af[k], lf, sizeof lf);
+			core_ps_action_format(&ar[k], lr, sizeof lr);
+			cr_assert_str_eq(lf, lr, "n %u %s seed %llu event %d action %zu", n,
+					 barrier_kind_name(base->bp.kind), (unsigned long long)seed, e, k);
+		}
+		cr_assert_eq(nf, nr, "n %u %s seed %llu event %d: %zu actions vs %zu", n,
+			     barrier_kind_name(base->bp.kind), (unsigned long long)seed, e, nf, nr);
+		for (size_t k = 0; rf >= 0 && k < nf; k++) {
+			/* The driver follows the replies: a worker computes on what it got. */
+			if (af[k].kind == CORE_PS_RELEASE || af[k].kind == CORE_PS_HELLO) {
+				clock[af[k].worker] = af[k].step;
+				ver[af[k].worker] = af[k].version;
+			} else if (af[k].kind == CORE_PS_ACK && !af[k].reply) {
+				clock[af[k].worker] = af[k].step;
+			}
+		}
+		for (uint32_t j = 0; j < n; j++) {
+			cr_assert_eq(core_ps_is_held(fast, j), core_ps_is_held(ref, j));
+			cr_assert_eq(core_ps_clock(fast, j), core_ps_clock(ref, j));
+		}
+		cr_assert_eq(core_ps_waiting(fast), core_ps_waiting(ref));
+		cr_assert_eq(core_ps_finished(fast, now), core_ps_finished(ref, now));
+	}
+	core_ps_destroy(&fast);
+	core_ps_destroy(&ref);
+}
+
+Test(core_ps, fast_paths_equal_the_plain_rules, .timeout = 120)
+{
+	static const struct barrier_params kinds[] = {
+		{ .kind = BARRIER_BSP }, { .kind = BARRIER_BSP, .backup = 1 },
+		{ .kind = BARRIER_SSP, .staleness = 1 }, { .kind = BARRIER_SSP, .staleness = 3 },
+		{ .kind = BARRIER_ASP }, { .kind = BARRIER_PBSP, .sample = 1 },
+		{ .kind = BARRIER_PBSP, .sample = 2 }, { .kind = BARRIER_PSSP, .sample = 2, .staleness = 1 },
+		{ .kind = BARRIER_PSSP, .sample = 5, .staleness = 2 }, { .kind = BARRIER_PBSP, .sample = 0 },
+	};
+	bool late[MAXW * 4] = { false, true, false, false, false, true };
+
+	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+		for (uint32_t n = 2; n <= 12; n += 5)
+			for (uint64_t seed = 1; seed <= 12; seed++) {
+				struct core_ps_conf conf = { .n = n, .bp = kinds[k], .seed = seed,
+							     .average = seed % 3 == 0,
+							     .weighting = (enum core_ps_weighting)(seed % 3),
+							     .dead_after_ns = seed % 2 ? 20000 : 0,
+							     .grace_ns = 50000,
+							     .late = seed % 4 == 1 ? late : NULL };
+
+				if (kinds[k].backup >= n)
+					continue;
+				differential(n, &conf, seed * 7919 + k, 1500);
+			}
+}
+
+/* Many workers: a BSP and a pSSP run of 2,000 workers, 20 steps each, in lockstep order. */
+Test(core_ps, many_workers, .timeout = 60)
+{
+	static const struct barrier_params kinds[] = {
+		{ .kind = BARRIER_BSP }, { .kind = BARRIER_PSSP, .sample = 10, .staleness = 4 },
+	};
+
+	for (size_t k = 0; k < 2; k++) {
+		uint32_t n = 2000;
+		struct core_ps_conf conf = { .n = n, .bp = kinds[k], .seed = 5 };
+		struct core_ps *c = core_ps_new(&conf);
+		struct core_ps_stats st;
+
+		cr_assert_not_null(c);
+		for (uint32_t i = 0; i < n; i++)
+			cr_assert_geq(core_ps_on_hello(c, i, CORE_PS_JOIN, i), 0);
+		for (int64_t s = 1; s <= 20; s++)
+			for (uint32_t i = 0; i < n; i++) {
+				cr_assert(!core_ps_is_held(c, i) || kinds[k].kind == BARRIER_BSP);
+				cr_assert_geq(core_ps_on_push(c, i, s, core_ps_version(c) -
+							      (kinds[k].kind == BARRIER_BSP ? 0 : 0),
+							      1, s * n + i), 0);
+			}
+		core_ps_stats(c, &st);
+		cr_assert_eq(st.updates_in, 20ull * n);
+		cr_assert_eq(core_ps_waiting(c), kinds[k].kind == BARRIER_BSP ? 0u : core_ps_waiting(c));
+		core_ps_destroy(&c);
+	}
+}
