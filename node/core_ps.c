@@ -824,6 +824,26 @@ bool core_ps_finished(const struct core_ps *c, int64_t now_ns)
 	return true;
 }
 
+int64_t core_ps_next_deadline(const struct core_ps *c)
+{
+	int64_t grace = c->conf.grace_ns > 0 ? c->conf.grace_ns : CORE_PS_GRACE_NS, t = INT64_MAX;
+
+	for (uint32_t i = 0; i < c->conf.n; i++) {
+		const struct cw *w = &c->w[i];
+		int64_t d = INT64_MAX;
+
+		if (w->left)
+			continue;
+		if (w->departed)
+			d = w->departed_ns + grace;
+		else if (c->conf.dead_after_ns > 0 && c->alive[i] && w->known)
+			d = w->last_seen_ns + c->conf.dead_after_ns + 1; /* "more than" dead_after */
+		if (d < t)
+			t = d;
+	}
+	return t;
+}
+
 int64_t core_ps_version(const struct core_ps *c)
 {
 	return c->st.version;

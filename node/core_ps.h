@@ -158,6 +158,11 @@ const struct core_ps_action *core_ps_actions(const struct core_ps *c, size_t *n)
  * for the server). */
 bool core_ps_finished(const struct core_ps *c, int64_t now_ns);
 
+/* The earliest time after which core_ps_on_tick may depart a silent worker or
+ * core_ps_finished may turn true by a grace running out (INT64_MAX: none), so a driver with
+ * its own clock (a simulator) knows when to tick. O(n). */
+int64_t core_ps_next_deadline(const struct core_ps *c);
+
 /* Current model version. */
 int64_t core_ps_version(const struct core_ps *c);
 /* Number of live workers. */

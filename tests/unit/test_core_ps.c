@@ -299,6 +299,7 @@ Test(core_ps, departed_worker_stops_blocking_and_finishes_after_grace)
 	take(&d, core_ps_on_leave(d.c, 0, CORE_PS_LEAVE_BYE, d.now));
 	take(&d, core_ps_on_leave(d.c, 1, CORE_PS_LEAVE_BYE, d.now));
 	int64_t gone = d.now - 2000; /* when worker 2 departed */
+	cr_assert_eq(core_ps_next_deadline(d.c), gone + 5000);
 	cr_assert_not(core_ps_finished(d.c, gone + 4999));
 	cr_assert(core_ps_finished(d.c, gone + 5000));
 }
@@ -311,6 +312,7 @@ Test(core_ps, silent_worker_departs_at_dead_after)
 	drv_init(&d, 2, &conf); /* joins at t = 1000, 2000 */
 	drv_push(&d, 0);        /* t = 3000 */
 	cr_assert(core_ps_is_held(d.c, 0));
+	cr_assert_eq(core_ps_next_deadline(d.c), 2000 + 10000 + 1); /* worker 1, seen at 2000 */
 	take(&d, core_ps_on_tick(d.c, 12000)); /* worker 1 silent 10000 ns: not more */
 	cr_assert_eq(core_ps_live(d.c), 2);
 	take(&d, core_ps_on_tick(d.c, 12001));
