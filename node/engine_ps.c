@@ -1,8 +1,12 @@
 /* node/engine_ps: see engine_ps.h.
  *
- * The server is one thread around one zmq_poll: every decision (apply, close a round, release
- * a held barrier) happens in the handler of the message that made it true, so held requests
- * are answered in the same pass that changed a clock, with no polling loop. The current model
+ * The server is one thread around one zmq_poll and a shell around node/core_ps, which makes
+ * every decision (apply, close a round, release a held barrier, depart, resume): a valid frame
+ * becomes an event fed to the core with the time, and the core's actions are carried out at
+ * once, so held requests are answered in the same pass that changed a clock, with no polling
+ * loop. Routing ids, connections (the monitor's closures), the model, the optimiser and the
+ * traces stay here. With test.core_log every event and action is also written to a file, one
+ * line each, for the replay test. The current model
  * is published as a reference-counted snapshot (struct wire_buf) taken at most once per model
  * version and shared zero-copy by every MODEL reply of that version. */
 #include "node/engine_ps.h"
