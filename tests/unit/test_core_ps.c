@@ -302,6 +302,7 @@ Test(core_ps, departed_worker_stops_blocking_and_finishes_after_grace)
 	cr_assert_eq(core_ps_next_deadline(d.c), gone + 5000);
 	cr_assert_not(core_ps_finished(d.c, gone + 4999));
 	cr_assert(core_ps_finished(d.c, gone + 5000));
+	core_ps_destroy(&d.c);
 }
 
 Test(core_ps, silent_worker_departs_at_dead_after)
@@ -324,6 +325,7 @@ Test(core_ps, silent_worker_departs_at_dead_after)
 	cr_assert_not_null(find(d.c, CORE_PS_RESUME, 1));
 	cr_assert_eq(core_ps_clock(d.c, 1), 1);
 	cr_assert_eq(core_ps_live(d.c), 2);
+	core_ps_destroy(&d.c);
 }
 
 Test(core_ps, late_joiner_and_restart_resume_at_the_slowest_clock)
@@ -585,7 +587,9 @@ Test(core_ps, fast_paths_equal_the_plain_rules, .timeout = 120)
 			}
 }
 
-/* Many workers: a BSP and a pSSP run of 2,000 workers, 20 steps each, in lockstep order. */
+/* Many workers: a BSP and a pSSP(10, 4) run of 2,000 workers, 20 steps each, pushed in
+ * lockstep order: under BSP everybody is held until the round's last push and then released
+ * at once; under pSSP nobody is ever more than one step behind, so nobody is ever held. */
 Test(core_ps, many_workers, .timeout = 60)
 {
 	static const struct barrier_params kinds[] = {
@@ -596,21 +600,31 @@ Test(core_ps, many_workers, .timeout = 60)
 		uint32_t n = 2000;
 		struct core_ps_conf conf = { .n = n, .bp = kinds[k], .seed = 5 };
 		struct core_ps *c = core_ps_new(&conf);
+		bool bsp = kinds[k].kind == BARRIER_BSP;
 		struct core_ps_stats st;
 
 		cr_assert_not_null(c);
 		for (uint32_t i = 0; i < n; i++)
 			cr_assert_geq(core_ps_on_hello(c, i, CORE_PS_JOIN, i), 0);
-		for (int64_t s = 1; s <= 20; s++)
+		for (int64_t s = 1; s <= 20; s++) {
+			int64_t v = bsp ? s - 1 : core_ps_version(c);
+
 			for (uint32_t i = 0; i < n; i++) {
-				cr_assert(!core_ps_is_held(c, i) || kinds[k].kind == BARRIER_BSP);
-				cr_assert_geq(core_ps_on_push(c, i, s, core_ps_version(c) -
-							      (kinds[k].kind == BARRIER_BSP ? 0 : 0),
-							      1, s * n + i), 0);
+				int rc;
+
+				cr_assert_not(core_ps_is_held(c, i));
+				rc = core_ps_on_push(c, i, s, v, 1, s * n + i);
+				cr_assert_geq(rc, 0);
+				if (bsp && i + 1 < n)
+					cr_assert_eq(core_ps_waiting(c), i + 1);
 			}
+			cr_assert_eq(core_ps_waiting(c), 0);
+			if (bsp)
+				cr_assert_eq(core_ps_version(c), s);
+		}
 		core_ps_stats(c, &st);
 		cr_assert_eq(st.updates_in, 20ull * n);
-		cr_assert_eq(core_ps_waiting(c), kinds[k].kind == BARRIER_BSP ? 0u : core_ps_waiting(c));
+		cr_assert_eq(st.accepted, 20ull * n);
 		core_ps_destroy(&c);
 	}
 }
