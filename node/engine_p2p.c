@@ -25,6 +25,7 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/barrier.h"
+#include "node/core_p2p.h"
 #include "node/data.h"
 #include "node/engine_common.h"
 #include "node/model.h"
@@ -97,7 +98,7 @@ static void answer_pending(struct service *s)
 	clock = s->sh->clock;
 	pthread_mutex_unlock(&s->sh->mu);
 	for (size_t i = 0; i < s->npend; i++) {
-		if (s->pend[i].threshold <= clock)
+		if (core_p2p_answerable(clock, s->pend[i].threshold))
 			reply_clock(s, s->pend[i].id, s->pend[i].idlen, clock, s->pend[i].seq);
 		else
 			s->pend[k++] = s->pend[i];
@@ -123,7 +124,7 @@ static void handle_request(struct service *s, struct wire_msg *m)
 		pthread_mutex_lock(&sh->mu);
 		clock = sh->clock;
 		pthread_mutex_unlock(&sh->mu);
-		if (clock >= m->h.model_version) {
+		if (core_p2p_answerable(clock, m->h.model_version)) {
 			reply_clock(s, m->id, m->idlen, clock, m->h.aux);
 		} else if (s->npend < P2P_MAX_PENDING) {
 			struct pending *p = &s->pend[s->npend++];
@@ -229,7 +230,7 @@ struct peer {
 	uint64_t *conns;            /* per dealer: handshakes so far (1 = first connection) */
 	uint64_t *sent_conn;        /* per dealer: handshakes when this exchange's request went */
 	uint64_t resent;            /* requests sent again after a reconnect */
-	bool *alive_at;             /* alive[] when a barrier crossing drew its peers */
+	struct core_p2p *core;      /* every barrier and gossip decision (node/core_p2p) */
 	int64_t watched_ns;         /* when refresh last read every connection's events */
 	bool *down;                 /* per peer: its connection closed (a crash) or it has not
 				     * joined yet; out of every barrier and sample until it connects */
@@ -240,10 +241,7 @@ struct peer {
 	bool thread_started, mutex_ready;
 
 	int64_t clock;
-	int64_t *known;             /* last clock heard from each peer */
 	int64_t seq;
-	uint64_t brng, grng;        /* barrier and gossip sampling streams */
-	size_t *scratch;
 	bool *alive;
 	struct wire_stats st;       /* DEALER traffic */
 	bool stop_all;              /* this peer ends the run for everybody (stop.accuracy) */
@@ -276,6 +274,8 @@ static bool refresh(struct peer *p, bool check_time)
 		p->alive[j] = j == p->c.index || (!p->sh.dead[j] && !p->down[j]);
 	over = p->sh.run_over;
 	pthread_mutex_unlock(&p->sh.mu);
+	for (uint32_t j = 0; j < p->c.n; j++)
+		core_p2p_set_alive(p->core, j, p->alive[j]);
 	if (p->ctl && ctl_client_should_stop(p->ctl))
 		over = true;
 	if (check_time && p->c.stop_time_s > 0 &&
@@ -426,8 +426,7 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 				if (ok) {
 					p->got[j] = true;
 					p->their_clock[j] = m.h.step;
-					if (m.h.step > p->known[j])
-						p->known[j] = m.h.step;
+					core_p2p_on_clock(p->core, j, m.h.step);
 					left--;
 				}
 				wire_msg_close(&m);
@@ -440,48 +439,32 @@ out:
 	return rc;
 }
 
-/* The barrier before step clock+1. Returns 0, or -ECANCELED when the run ended meanwhile. */
+/* The barrier before step clock+1: node/core_p2p says whom to ask for their clock and whether
+ * the answers let this peer go on. Returns 0, or -ECANCELED when the run ended meanwhile. */
 static int barrier_wait(struct peer *p)
 {
-	uint32_t n = p->c.n, self = p->c.index;
-	int64_t thr = barrier_threshold(&p->bp, p->clock);
-	size_t ns = 0;
-	bool need = false;
+	const uint32_t *ask;
+	int64_t thr;
+	size_t k;
 	int rc;
 
-	if (p->bp.kind == BARRIER_ASP || n < 2)
+	if (p->bp.kind == BARRIER_ASP || p->c.n < 2)
 		return 0;
 	refresh(p, false);
-	if (barrier_is_sampled(p->bp.kind)) {
-		ns = barrier_sample(&p->brng, n, self, p->alive, p->bp.sample, p->scratch);
-	} else {
-		for (uint32_t j = 0; j < n; j++)
-			if (j != self && p->alive[j])
-				p->scratch[ns++] = j;
-	}
-	memset(p->asked, 0, n * sizeof *p->asked);
-	for (size_t i = 0; i < ns; i++) {
-		uint32_t j = (uint32_t)p->scratch[i];
-
-		if (p->known[j] < thr) {
-			p->asked[j] = true;
-			need = true;
-		}
-	}
-	if (!need)
+	k = core_p2p_barrier_begin(p->core, p->clock, &thr, &ask);
+	if (k == 0)
 		return 0;
+	memset(p->asked, 0, p->c.n * sizeof *p->asked);
+	for (size_t i = 0; i < k; i++)
+		p->asked[ask[i]] = true;
 	if (p->ctl)
 		ctl_client_status(p->ctl, p->clock, CTL_WAIT, true);
-	memcpy(p->alive_at, p->alive, n * sizeof *p->alive);
 	rc = exchange(p, WIRE_CLOCK_REQ, thr);
 	if (rc)
 		return rc;
 	refresh(p, false);
-	/* Every checked peer has now answered with a clock >= thr, or left the run. A peer that
-	 * came back meanwhile (its clock not yet known) was not part of this crossing. */
-	for (uint32_t j = 0; j < n; j++)
-		p->alive_at[j] = p->alive_at[j] && p->alive[j];
-	if (!barrier_may_proceed(&p->bp, p->known, p->alive_at, n, self, p->clock, p->scratch, ns)) {
+	/* Every checked peer has now answered with a clock >= thr, or left the run. */
+	if (!core_p2p_barrier_end(p->core, p->clock)) {
 		log_error("p2p: barrier at clock %lld passed without its condition",
 			  (long long)p->clock);
 		return -EPROTO;
@@ -493,30 +476,30 @@ static int barrier_wait(struct peer *p)
  * replica behind my clock (-1 when nothing was merged). Returns 0 or negative errno. */
 static int gossip(struct peer *p, int64_t *staleness)
 {
-	uint32_t n = p->c.n, self = p->c.index;
+	uint32_t n = p->c.n;
 	float *w = model_params(p->wk->model);
+	const uint32_t *partners;
 	double total, mine;
 	size_t k;
 	int rc;
 
 	*staleness = -1;
 	refresh(p, false);
-	k = barrier_sample(&p->grng, n, self, p->alive, p->fanout, p->scratch);
+	k = core_p2p_gossip_partners(p->core, &partners);
 	if (k == 0)
 		return 0;
 	memset(p->asked, 0, n * sizeof *p->asked);
 	for (size_t i = 0; i < k; i++)
-		p->asked[p->scratch[i]] = true;
+		p->asked[partners[i]] = true;
 	rc = exchange(p, WIRE_PULL, 0);
 	if (rc)
 		return rc;
-	mine = p->combine == P2P_AVERAGE ? (double)p->wk->train->n : 1.0;
+	mine = core_p2p_own_weight(p->core, p->wk->train->n);
 	total = mine;
 	for (uint32_t j = 0; j < n; j++) {
 		if (!p->got[j])
 			continue;
-		if (p->combine == P2P_GOSSIP || !(p->weights[j] > 0))
-			p->weights[j] = 1.0;
+		p->weights[j] = core_p2p_merge_weight(p->core, p->weights[j]);
 		total += p->weights[j];
 		if (p->clock - p->their_clock[j] > *staleness)
 			*staleness = p->clock - p->their_clock[j];
@@ -544,22 +527,22 @@ static int publish(struct peer *p);
  * without this process seeing their BYE) are not waited for. */
 static int catch_up(struct peer *p)
 {
-	uint32_t n = p->c.n, from = UINT32_MAX;
-	int64_t lo = INT64_MAX;
+	uint32_t n = p->c.n, from;
+	const uint32_t *peers;
+	size_t k;
+	int64_t lo;
 	int rc;
 
 	refresh(p, false);
-	for (uint32_t j = 0; j < n; j++)
-		p->asked[j] = j != p->c.index && p->alive[j];
+	k = core_p2p_live_others(p->core, &peers);
+	memset(p->asked, 0, n * sizeof *p->asked);
+	for (size_t i = 0; i < k; i++)
+		p->asked[peers[i]] = true;
 	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, clock_now_ns() + P2P_CATCH_UP_NS);
 	if (rc)
 		return rc;
-	for (uint32_t j = 0; j < n; j++)
-		if (p->got[j] && p->their_clock[j] < lo) {
-			lo = p->their_clock[j];
-			from = j;
-		}
-	if (from == UINT32_MAX || lo <= p->clock)
+	from = core_p2p_resume_from(p->core, p->clock, p->got, p->their_clock, &lo);
+	if (from == UINT32_MAX)
 		return 0;
 	memset(p->asked, 0, n * sizeof *p->asked);
 	p->asked[from] = true;
@@ -749,8 +732,6 @@ static int peer_setup(struct peer *p)
 
 	p->nparams = model_nparams(p->wk->model);
 	p->max_bytes = p->nparams * sizeof(float);
-	p->known = calloc(n, sizeof *p->known);
-	p->scratch = calloc(n, sizeof *p->scratch);
 	p->alive = calloc(n, sizeof *p->alive);
 	p->asked = calloc(n, sizeof *p->asked);
 	p->got = calloc(n, sizeof *p->got);
@@ -762,13 +743,20 @@ static int peer_setup(struct peer *p)
 	p->conns = calloc(n, sizeof *p->conns);
 	p->sent_conn = calloc(n, sizeof *p->sent_conn);
 	p->down = calloc(n, sizeof *p->down);
-	p->alive_at = calloc(n, sizeof *p->alive_at);
+	{
+		struct core_p2p_conf cc = { .n = n, .self = p->c.index, .bp = p->bp,
+					    .fanout = p->fanout, .local_steps = p->local_steps,
+					    .merge = p->combine != P2P_ENSEMBLE,
+					    .weighted = p->combine == P2P_AVERAGE, .seed = p->c.seed };
+
+		p->core = core_p2p_new(&cc);
+	}
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
 	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
 								      : NULL;
-	if (!p->known || !p->scratch || !p->alive || !p->asked || !p->got || !p->weights ||
+	if (!p->core || !p->alive || !p->asked || !p->got || !p->weights ||
 	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
-	    !p->down || !p->alive_at ||
+	    !p->down ||
 	    !p->sh.dead ||
 	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
 		return -ENOMEM;
@@ -838,8 +826,6 @@ static int peer_setup(struct peer *p)
 	if (pthread_create(&p->thread, NULL, service_main, &p->svc))
 		return -EAGAIN;
 	p->thread_started = true;
-	p->brng = p->c.seed ^ (0xb5ad4eceda1ce2a9ull * (p->c.index + 1));
-	p->grng = p->c.seed ^ (0x2545f4914f6cdd1dull * (p->c.index + 1));
 	return 0;
 }
 
@@ -883,9 +869,7 @@ static void peer_teardown(struct peer *p)
 	free(p->conns);
 	free(p->sent_conn);
 	free(p->down);
-	free(p->alive_at);
-	free(p->known);
-	free(p->scratch);
+	core_p2p_destroy(&p->core);
 	free(p->alive);
 	free(p->asked);
 	free(p->got);
@@ -958,8 +942,7 @@ int engine_p2p_run(const struct kv *cfg)
 		pthread_mutex_unlock(&p->sh.mu);
 		t0 = clock_now_ns();
 		rc = barrier_wait(p);
-		if (rc == 0 && p->combine != P2P_ENSEMBLE && p->fanout > 0 && p->clock > 0 &&
-		    p->clock % p->local_steps == 0)
+		if (rc == 0 && core_p2p_gossip_due(p->core, p->clock))
 			rc = gossip(p, &stale);
 		if (rc == -ECANCELED) {
 			rc = 0;

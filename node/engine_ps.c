@@ -1,8 +1,12 @@
 /* node/engine_ps: see engine_ps.h.
  *
- * The server is one thread around one zmq_poll: every decision (apply, close a round, release
- * a held barrier) happens in the handler of the message that made it true, so held requests
- * are answered in the same pass that changed a clock, with no polling loop. The current model
+ * The server is one thread around one zmq_poll and a shell around node/core_ps, which makes
+ * every decision (apply, close a round, release a held barrier, depart, resume): a valid frame
+ * becomes an event fed to the core with the time, and the core's actions are carried out at
+ * once, so held requests are answered in the same pass that changed a clock, with no polling
+ * loop. Routing ids, connections (the monitor's closures), the model, the optimiser and the
+ * traces stay here. With test.core_log every event and action is also written to a file, one
+ * line each, for the replay test. The current model
  * is published as a reference-counted snapshot (struct wire_buf) taken at most once per model
  * version and shared zero-copy by every MODEL reply of that version. */
 #include "node/engine_ps.h"
@@ -20,6 +24,7 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/barrier.h"
+#include "node/core_ps.h"
 #include "node/data.h"
 #include "node/engine_common.h"
 #include "node/model.h"
@@ -28,7 +33,6 @@
 #include "node/wire.h"
 
 #define PS_KEEPALIVE_NS 1000000000ll
-#define PS_RNG_STREAM_BARRIER 0x62617272ull
 /* HELLO aux bits: "I am (re)starting, tell me my clock" (keep-alives leave both clear), and
  * "this join was sent before, over a connection that broke": the same process asks again, so
  * it is not a restart (see on_join). */
@@ -60,17 +64,7 @@ int engine_ps_weighting_parse(const char *name, enum engine_ps_weighting *out)
 
 double engine_ps_weight(enum engine_ps_weighting w, int64_t staleness)
 {
-	double s = staleness > 0 ? (double)staleness : 0;
-
-	switch (w) {
-	case ENGINE_PS_WEIGHT_INVERSE:
-		return 1.0 / (1.0 + s);
-	case ENGINE_PS_WEIGHT_EXP:
-		return exp(-s);
-	case ENGINE_PS_WEIGHT_NONE:
-	default:
-		return 1.0;
-	}
+	return core_ps_weight((enum core_ps_weighting)w, staleness);
 }
 
 /* --- configuration shared by both roles ---------------------------------------------------- */
@@ -184,34 +178,19 @@ static uint64_t train_total(const struct engine_conf *c)
 
 /* --- server --------------------------------------------------------------------------------- */
 
+/* What the shell keeps per worker: the way back to it. Every decision is node/core_ps's. */
 struct ps_worker {
-	bool known, live, left;
+	bool known;
 	uint8_t id[WIRE_MAX_ID];
 	size_t idlen;
-	int64_t last_seen_ns;
-	bool held;          /* a barrier request is waiting */
-	int64_t held_c;     /* its clock */
-	int64_t held_since_ns;
-	uint16_t held_reply; /* WIRE_MODEL (a push's or join's request) or WIRE_BARRIER_OK */
-	size_t *sample;     /* the crossing's sample (sampled kinds) */
-	size_t nsample;
-	uint64_t rng;       /* this worker's sampling stream */
-	int64_t pushed_on;  /* model version of its latest update (-1 = none yet) */
-	int64_t last_push;  /* step of its latest push (-1 = none yet): a push at or below it is a
-			     * copy sent again after a reconnect */
-	int64_t last_ack;   /* the ACK's aux for that push */
-	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
-	bool leaving;       /* left with an update in the open round: drop it when that closes */
-	bool departed;      /* its connection closed (process gone) or it fell silent: it counts
-			     * as finished (after PS_DEPARTED_GRACE_NS) until it sends again */
-	int64_t departed_ns;
 	int fd;             /* connection its latest update came on (ZMQ_SRCFD); -1 unknown */
-	bool late;          /* joins during the run (join.at): not waited for until it does */
 };
 
 struct ps_server {
 	struct ps_conf pc;
 	struct engine_work *wk;
+	struct core_ps *core;
+	FILE *core_log;           /* test.core_log: every event fed and action taken, one a line */
 	void *ctx, *sock;
 	struct ctl_client *ctl;
 	struct csv_writer *eval;
@@ -219,49 +198,17 @@ struct ps_server {
 	void *mon;                /* PAIR on the ROUTER's monitor: connection closures */
 	struct wire_stats st;
 	struct ps_worker *w;
-	int64_t *clocks;
-	bool *alive;
 	size_t nparams;
-	int64_t version;
-	struct barrier_round round;
 	float *agg;         /* BSP: sum of the round's updates (averaging: weighted by samples) */
 	uint64_t agg_samples;
-	double agg_w;       /* averaging, BSP: sum of the round's weights */
 	float *scaled;      /* async: weighted update */
 	struct wire_buf *snap;
 	int64_t snap_version;
-	uint64_t samples, updates_in, dropped, accepted;
-	uint64_t resent_in; /* requests that came again after a reconnect */
+	uint64_t samples;
 	uint64_t total;
-	int64_t stale_sum, stale_max;
-	uint64_t stale_n;
 	bool stop;
 	double last_acc;
 };
-
-static bool is_sync(const struct ps_server *s)
-{
-	return s->pc.bp.kind == BARRIER_BSP;
-}
-
-static uint32_t live_count(const struct ps_server *s)
-{
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		k += s->alive[i];
-	return k;
-}
-
-static uint32_t held_count(const struct ps_server *s)
-{
-	uint32_t k = 0;
-
-	/* A departed worker's request stays held for its return, but it holds nobody up. */
-	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		k += s->w[i].held && s->alive[i];
-	return k;
-}
 
 /* One server-trace row for worker i's update of worker step `step`: stale < 0 = dropped;
  * waiting = barrier requests held when the update arrived (the ones it may have released).
@@ -270,9 +217,11 @@ static void trace_update(struct ps_server *s, uint32_t i, int64_t step, int64_t 
 			 uint32_t waiting)
 {
 	char name[ENGINE_ADDR_LEN + 8], st[24] = "";
+	struct core_ps_stats cs;
 
 	if (!s->trace)
 		return;
+	core_ps_stats(s->core, &cs);
 	if (s->pc.ec.names)
 		snprintf(name, sizeof name, "%s", s->pc.ec.names[i]);
 	else
@@ -280,9 +229,9 @@ static void trace_update(struct ps_server *s, uint32_t i, int64_t step, int64_t 
 	if (stale >= 0)
 		snprintf(st, sizeof st, "%lld", (long long)stale);
 	csv_writer_row(s->trace, "%.6f,%s,%s,%lld,%s,%lld,%llu,%llu,%u,%u", run_s(&s->pc.ec),
-		       s->pc.ec.name, name, (long long)step, st, (long long)s->version,
-		       (unsigned long long)s->accepted, (unsigned long long)s->dropped, live_count(s),
-		       waiting);
+		       s->pc.ec.name, name, (long long)step, st, (long long)cs.version,
+		       (unsigned long long)cs.accepted, (unsigned long long)cs.dropped,
+		       core_ps_live(s->core), waiting);
 }
 
 static int reply(struct ps_server *s, uint32_t i, const struct wire_header *h, struct wire_buf *buf)
@@ -298,56 +247,33 @@ static int reply(struct ps_server *s, uint32_t i, const struct wire_header *h, s
 	return rc;
 }
 
-static int snapshot(struct ps_server *s, struct wire_buf **out);
-
-/* Answer worker i's held request: BARRIER_OK, or (a request that came with a push or a join)
- * MODEL, the current model. value = seconds the request was held (the barrier wait). */
-static void release_ok(struct ps_server *s, uint32_t i)
+static int snapshot(struct ps_server *s, int64_t version, struct wire_buf **out)
 {
-	struct ps_worker *w = &s->w[i];
-	struct wire_header h = { .type = w->held_reply, .sender = WIRE_SENDER_SERVER,
-				 .step = w->held_c, .model_version = s->version,
-				 .value = (double)(clock_now_ns() - w->held_since_ns) / 1e9 };
+	if (!s->snap || s->snap_version != version) {
+		wire_buf_unref(&s->snap); /* replies in flight keep their own references */
+		s->snap = wire_buf_new(s->nparams);
+		if (!s->snap)
+			return -ENOMEM;
+		memcpy(wire_buf_data(s->snap), model_params(s->wk->model), s->nparams * sizeof(float));
+		s->snap_version = version;
+	}
+	*out = s->snap;
+	return 0;
+}
+
+/* Send worker i a MODEL (the current model) with the given step, version and value. */
+static void send_model(struct ps_server *s, uint32_t i, int64_t step, int64_t version, double value)
+{
+	struct wire_header h = { .type = WIRE_MODEL, .sender = WIRE_SENDER_SERVER, .step = step,
+				 .model_version = version, .value = value,
+				 .payload_len = (uint32_t)(s->nparams * sizeof(float)) };
 	struct wire_buf *b = NULL;
 
-	w->held = false;
-	if (h.type == WIRE_MODEL) {
-		if (snapshot(s, &b) < 0) {
-			log_error("engine_ps: no memory for a model snapshot; worker %u not answered", i);
-			return;
-		}
-		h.payload_len = (uint32_t)(s->nparams * sizeof(float));
+	if (snapshot(s, version, &b) < 0) {
+		log_error("engine_ps: no memory for a model snapshot; worker %u not answered", i);
+		return;
 	}
-	if (h.value < 0)
-		h.value = 0;
 	reply(s, i, &h, b);
-}
-
-/* The barrier decision for worker i at clock c with its stored sample. */
-static bool may_proceed(struct ps_server *s, uint32_t i, int64_t c)
-{
-	struct ps_worker *w = &s->w[i];
-
-	if (is_sync(s)) {
-		/* The round this worker's latest update went into must have closed, so no worker
-		 * ever contributes twice to one round. Without backup workers every live worker's
-		 * update is in each round, and that is "every live worker has clock >= c"; with them,
-		 * the round closing is the whole condition. */
-		if (s->version <= w->pushed_on)
-			return false;
-		if (s->pc.bp.backup > 0)
-			return true;
-	}
-	return barrier_may_proceed(&s->pc.bp, s->clocks, s->alive, s->pc.ec.n, i, c, w->sample,
-				   w->nsample);
-}
-
-/* Re-evaluate every held request (called after anything the decision depends on changed). */
-static void release_held(struct ps_server *s)
-{
-	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		if (s->w[i].held && may_proceed(s, i, s->w[i].held_c))
-			release_ok(s, i);
 }
 
 static void apply_update(struct ps_server *s, const float *g, double scale)
@@ -360,311 +286,163 @@ static void apply_update(struct ps_server *s, const float *g, double scale)
 		u = s->scaled;
 	}
 	optim_step(s->wk->optim, model_params(s->wk->model), u);
-	s->version++;
 }
 
-static void set_live(struct ps_server *s, uint32_t i, bool live);
+static const char *const leave_why[] = { "bye", "connection closed", "silent" };
 
-static void close_round(struct ps_server *s)
+/* Carry out the core's actions for the event just fed; m is the message that made it (NULL
+ * for a tick or a closed connection), whose payload the update actions use. */
+static void execute(struct ps_server *s, const struct wire_msg *m)
 {
-	float inv = s->round.got ? 1.0f / (float)s->round.got : 0;
+	size_t n;
+	const struct core_ps_action *a = core_ps_actions(s->core, &n);
 
-	if (s->pc.average) {
-		/* The round's models, weighted by the samples each was trained on, replace the
-		 * server's model (FedAvg's rule; no server-side optimiser). A round never closes
-		 * empty (need >= 1), so agg_w > 0. */
-		float *p = model_params(s->wk->model);
+	for (size_t j = 0; j < n; j++, a++) {
+		uint32_t i = a->worker;
 
-		inv = s->agg_w > 0 ? (float)(1.0 / s->agg_w) : 0;
-		if (inv > 0)
+		if (s->core_log) {
+			char line[160];
+
+			core_ps_action_format(a, line, sizeof line);
+			fprintf(s->core_log, "%s\n", line);
+		}
+		switch (a->kind) {
+		case CORE_PS_ACK: {
+			struct wire_header h = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER,
+						 .step = a->step, .model_version = a->version,
+						 .aux = a->aux };
+
+			reply(s, i, &h, NULL);
+			break;
+		}
+		case CORE_PS_HELLO: {
+			struct wire_header h = { .type = WIRE_HELLO, .sender = WIRE_SENDER_SERVER,
+						 .step = a->step, .model_version = a->version };
+
+			reply(s, i, &h, NULL);
+			break;
+		}
+		case CORE_PS_RELEASE: {
+			/* value = seconds the request was held (the barrier wait). */
+			double held_s = a->aux > 0 ? (double)a->aux / 1e9 : 0;
+
+			if (a->reply == CORE_PS_REPLY_MODEL) {
+				send_model(s, i, a->step, a->version, held_s);
+			} else {
+				struct wire_header h = { .type = WIRE_BARRIER_OK,
+							 .sender = WIRE_SENDER_SERVER, .step = a->step,
+							 .model_version = a->version, .value = held_s };
+
+				reply(s, i, &h, NULL);
+			}
+			break;
+		}
+		case CORE_PS_MODEL:
+			send_model(s, i, a->step, a->version, 0);
+			break;
+		case CORE_PS_APPLY:
+			apply_update(s, m->payload, a->x);
+			s->samples += (uint64_t)(a->aux > 0 ? a->aux : 0);
+			break;
+		case CORE_PS_FOLD: {
+			float *p = model_params(s->wk->model);
+
 			for (size_t k = 0; k < s->nparams; k++)
-				p[k] = s->agg[k] * inv;
-		s->version++;
-	} else {
-		for (size_t k = 0; k < s->nparams; k++)
-			s->agg[k] *= inv;
-		apply_update(s, s->agg, 1.0);
-	}
-	s->agg_w = 0;
-	s->samples += s->agg_samples;
-	s->agg_samples = 0;
-	memset(s->agg, 0, s->nparams * sizeof *s->agg);
-	barrier_round_advance(&s->round);
-	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		if (s->w[i].leaving)
-			set_live(s, i, false);
-}
-
-static void set_live(struct ps_server *s, uint32_t i, bool live)
-{
-	if (live)
-		s->w[i].leaving = false;
-	if (s->alive[i] == live)
-		return;
-	if (!live && is_sync(s) && s->w[i].pushed_on == s->round.version && s->round.got > 0) {
-		/* Its update is in the open round: it still counts there. A departure must not
-		 * shrink the round it contributed to (that would close it on fewer updates). */
-		s->w[i].leaving = true;
-		return;
-	}
-	s->w[i].leaving = false;
-	s->alive[i] = live;
-	log_info("engine_ps: worker %u %s (%u live)", i, live ? "joined" : "left", live_count(s));
-	if (is_sync(s) && barrier_round_set_live(&s->round, live_count(s)))
-		close_round(s);
-	release_held(s);
-}
-
-static int snapshot(struct ps_server *s, struct wire_buf **out)
-{
-	if (!s->snap || s->snap_version != s->version) {
-		wire_buf_unref(&s->snap); /* replies in flight keep their own references */
-		s->snap = wire_buf_new(s->nparams);
-		if (!s->snap)
-			return -ENOMEM;
-		memcpy(wire_buf_data(s->snap), model_params(s->wk->model), s->nparams * sizeof(float));
-		s->snap_version = s->version;
-	}
-	*out = s->snap;
-	return 0;
-}
-
-/* Averaging: the weight of a pushed model, the samples it was trained on this round. */
-static double push_weight(const struct wire_msg *m)
-{
-	return m->h.aux > 0 ? (double)m->h.aux : 1.0;
-}
-
-/* Averaging, asynchronous kinds: fold worker i's model into the server's as a moving average,
- *   x <- (1 - a) x + a x_i,   a = weight(staleness) * n_i / (n_i + sum of n_j, live j != i)
- * with n_j the samples behind worker j's latest model (n_i for workers not heard from yet).
- * With equal workers a = 1/N: when updates are fresh (x_i = x + delta_i) N arrivals add the
- * mean delta, as one synchronous round would; a stale model pulls x back toward an old state,
- * which the staleness weight damps further (Xie et al., "Asynchronous Federated
- * Optimization", 2019, use the same mixing with a staleness function). */
-static void fold_model(struct ps_server *s, uint32_t i, const struct wire_msg *m, double wstale)
-{
-	double ni = push_weight(m), tot = ni, a;
-	float *p = model_params(s->wk->model);
-
-	s->w[i].round_samples = (uint64_t)ni;
-	for (uint32_t j = 0; j < s->pc.ec.n; j++)
-		if (j != i && s->alive[j])
-			tot += s->w[j].round_samples ? (double)s->w[j].round_samples : ni;
-	a = wstale * ni / tot;
-	if (a > 1)
-		a = 1;
-	for (size_t k = 0; k < s->nparams; k++)
-		p[k] = (float)((1.0 - a) * p[k] + a * m->payload[k]);
-	s->version++;
-}
-
-static void hold_request(struct ps_server *s, uint32_t i, int64_t c, uint16_t reply_type);
-static void hold_again(struct ps_server *s, uint32_t i, int64_t c);
-
-static void on_push(struct ps_server *s, uint32_t i, const struct wire_msg *m)
-{
-	struct wire_header ack = { .type = WIRE_ACK, .sender = WIRE_SENDER_SERVER, .step = m->h.step };
-	int64_t stale = s->version - m->h.model_version;
-	uint32_t waiting = held_count(s);
-
-	if (m->h.step <= s->w[i].last_push) {
-		/* Sent again after a reconnect (client_await): the first copy was handled, or this
-		 * is the one that arrived. Not applied twice; answered again, as the answers to the
-		 * first may be what the broken connection lost. */
-		s->resent_in++;
-		ack.aux = m->h.step == s->w[i].last_push ? s->w[i].last_ack : -1;
-		ack.model_version = s->version;
-		reply(s, i, &ack, NULL);
-		hold_again(s, i, m->h.step);
-		return;
-	}
-	s->updates_in++;
-	if (m->h.step > s->clocks[i])
-		s->clocks[i] = m->h.step;
-	if (m->h.model_version > s->w[i].pushed_on)
-		s->w[i].pushed_on = m->h.model_version;
-	if (is_sync(s)) {
-		enum barrier_offer o = barrier_round_offer(&s->round, m->h.model_version);
-
-		if (o == BARRIER_ACCEPT || o == BARRIER_CLOSE) {
-			float wt = s->pc.average ? (float)push_weight(m) : 1.0f;
+				p[k] = (float)((1.0 - a->x) * p[k] + a->x * m->payload[k]);
+			s->samples += (uint64_t)(a->aux > 0 ? a->aux : 0);
+			break;
+		}
+		case CORE_PS_ROUND_ADD: {
+			float wt = (float)a->x;
 
 			for (size_t k = 0; k < s->nparams; k++)
 				s->agg[k] += wt * m->payload[k];
-			s->agg_w += wt;
-			s->agg_samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
-			ack.aux = 0;
-			stale = 0;
-			if (o == BARRIER_CLOSE)
-				close_round(s);
-		} else {
-			s->dropped++;
-			ack.aux = -1;
+			s->agg_samples += (uint64_t)(a->aux > 0 ? a->aux : 0);
+			break;
 		}
-	} else if (s->pc.average) {
-		fold_model(s, i, m, engine_ps_weight(s->pc.weighting, stale));
-		s->samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
-		ack.aux = stale;
-	} else {
-		/* 1/N_live: N fresh updates move the model as one synchronous round of N does.
-		 * Applied at full size, asynchrony adds an implicit momentum of about 1 - 1/N on top
-		 * of the optimiser's (Mitliagkas et al., "Asynchrony begets momentum", 2016): ASP
-		 * and pBSP with 8 workers, MLP, lr 0.05 and momentum 0.9 diverged. */
-		uint32_t live = live_count(s);
+		case CORE_PS_ROUND_CLOSE:
+			if (s->pc.average) {
+				/* The round's models, weighted by their samples, replace the model
+				 * (FedAvg's rule; no server-side optimiser). */
+				float inv = (float)a->x, *p = model_params(s->wk->model);
 
-		apply_update(s, m->payload,
-			     engine_ps_weight(s->pc.weighting, stale) / (double)(live ? live : 1));
-		s->samples += (uint64_t)(m->h.aux > 0 ? m->h.aux : 0);
-		ack.aux = stale;
+				if (inv > 0)
+					for (size_t k = 0; k < s->nparams; k++)
+						p[k] = s->agg[k] * inv;
+			} else {
+				float inv = a->aux > 0 ? 1.0f / (float)a->aux : 0;
+
+				for (size_t k = 0; k < s->nparams; k++)
+					s->agg[k] *= inv;
+				apply_update(s, s->agg, 1.0);
+			}
+			s->samples += s->agg_samples;
+			s->agg_samples = 0;
+			memset(s->agg, 0, s->nparams * sizeof *s->agg);
+			break;
+		case CORE_PS_LIVE:
+			log_info("engine_ps: worker %u %s (%lld live)", i, a->aux ? "joined" : "left",
+				 (long long)a->step);
+			break;
+		case CORE_PS_RESUME:
+			if (a->aux == CORE_PS_RESUME_BACK)
+				log_info("engine_ps: worker %u is back, at clock %lld", i, (long long)a->step);
+			else
+				log_info("engine_ps: worker %u %s, resumes at clock %lld", i,
+					 a->aux == CORE_PS_RESUME_LATE ? "joined late" : "restarted",
+					 (long long)a->step);
+			break;
+		case CORE_PS_DEPART:
+			log_info("engine_ps: worker %u departed (%s): rounds and barriers go on with %u "
+				 "live workers", i, leave_why[a->aux >= 0 && a->aux <= 2 ? a->aux : 2],
+				 core_ps_live(s->core));
+			break;
+		default:
+			break;
+		}
 	}
-	if (ack.aux >= 0) {
-		s->accepted++;
-		s->stale_sum += stale;
-		s->stale_n++;
-		if (stale > s->stale_max)
-			s->stale_max = stale;
+	if (s->core_log)
+		fflush(s->core_log);
+}
+
+/* Feed one event to the core (logged first when test.core_log is set) and carry out its
+ * actions. Returns what the core returned. */
+static int feed(struct ps_server *s, const struct core_ps_event *ev, const struct wire_msg *m)
+{
+	int rc = core_ps_feed(s->core, ev);
+	size_t n;
+
+	/* A tick that did nothing changed nothing: not logged (the replay gives the same). */
+	core_ps_actions(s->core, &n);
+	if (s->core_log && (ev->kind != CORE_PS_EV_TICK || n > 0)) {
+		char line[160];
+
+		core_ps_event_format(ev, line, sizeof line);
+		fprintf(s->core_log, "%s\n", line);
 	}
-	ack.model_version = s->version;
-	s->w[i].last_push = m->h.step;
-	s->w[i].last_ack = ack.aux;
-	reply(s, i, &ack, NULL);
-	/* The push is also the request for the next round: held until its barrier holds (at once
-	 * for ASP), then answered with the model. */
-	hold_request(s, i, m->h.step, WIRE_MODEL);
-	trace_update(s, i, m->h.step, ack.aux >= 0 ? stale : -1, waiting);
-}
-
-/* Worker i asks to start the step after clock c (a barrier crossing): held until the barrier
- * condition holds, then answered with `reply_type` (release_ok). A sampled kind draws the
- * crossing's sample now, from the worker's own stream. */
-static void hold_request(struct ps_server *s, uint32_t i, int64_t c, uint16_t reply_type)
-{
-	struct ps_worker *w = &s->w[i];
-
-	/* A clock the server moved on (resume_at_slowest) is where the worker continues: held
-	 * there, and the MODEL's step tells the worker so. */
-	if (c < s->clocks[i])
-		c = s->clocks[i];
-	s->clocks[i] = c;
-	w->held = true;
-	w->held_c = c;
-	w->held_reply = reply_type;
-	w->held_since_ns = clock_now_ns();
-	w->nsample = 0;
-	if (barrier_is_sampled(s->pc.bp.kind))
-		w->nsample = barrier_sample(&w->rng, s->pc.ec.n, i, s->alive, s->pc.bp.sample, w->sample);
-	/* A clock moved: others may be released too. */
-	release_held(s);
-}
-
-static void on_barrier(struct ps_server *s, uint32_t i, const struct wire_msg *m)
-{
-	hold_request(s, i, m->h.step, WIRE_BARRIER_OK);
-}
-
-static void on_pull(struct ps_server *s, uint32_t i)
-{
-	struct wire_header h = { .type = WIRE_MODEL, .sender = WIRE_SENDER_SERVER,
-				 .model_version = s->version,
-				 .payload_len = (uint32_t)(s->nparams * sizeof(float)) };
-	struct wire_buf *b;
-
-	if (snapshot(s, &b) < 0)
-		return;
-	reply(s, i, &h, b);
-}
-
-/* Worker i (re)starts (HELLO with PS_HELLO_JOIN). A request its previous process left held
- * died with it. A restarted worker (known before) re-pulls the current model, so its old clock
- * means nothing: it resumes at max(its last clock, the slowest live other's), which never holds
- * anyone back further than they already are (a BSP round waiting for it closes as soon as it
- * pushes on the current version). A first join keeps clock 0. The reply (HELLO, step = the
- * clock to resume at) tells the worker where its step count continues. */
-/* The slowest clock among the other live workers that have not left (INT64_MAX: none). */
-static int64_t slowest_other(const struct ps_server *s, uint32_t i)
-{
-	int64_t lo = INT64_MAX;
-
-	for (uint32_t j = 0; j < s->pc.ec.n; j++)
-		if (j != i && s->alive[j] && !s->w[j].left && s->clocks[j] < lo)
-			lo = s->clocks[j];
-	return lo;
-}
-
-/* Worker i missed rounds (a restart, a late join, a cut connection): it goes on from the
- * slowest live other's clock, so nobody waits for it to redo them. The worker learns that clock
- * from the answer to its request (HELLO and MODEL carry it as their step): a request still held
- * is moved there too, and later ones are held there (hold_request). Otherwise the worker would
- * go on counting from its old step, which never reaches the clock the others wait for (BSP:
- * they wait for its clock, it waits for their updates: a deadlock). */
-static void resume_at_slowest(struct ps_server *s, uint32_t i)
-{
-	int64_t lo = slowest_other(s, i);
-
-	if (lo != INT64_MAX && lo > s->clocks[i])
-		s->clocks[i] = lo;
-	if (s->w[i].held && s->w[i].held_c < s->clocks[i])
-		s->w[i].held_c = s->clocks[i];
-}
-
-/* A request that came again after a reconnect: held again at clock c, unless one at c or
- * later is held already (its answer will come). */
-static void hold_again(struct ps_server *s, uint32_t i, int64_t c)
-{
-	if (!(s->w[i].held && s->w[i].held_c >= c))
-		hold_request(s, i, c, WIRE_MODEL);
-}
-
-static void on_join(struct ps_server *s, uint32_t i, bool restart, bool again)
-{
-	struct wire_header h = { .type = WIRE_HELLO, .sender = WIRE_SENDER_SERVER };
-
-	if (again && restart) {
-		/* The same process asking again after a reconnect: its clock stands; the answers
-		 * are sent again, the request held again unless it still is. */
-		s->resent_in++;
-		h.step = s->clocks[i];
-		h.model_version = s->version;
-		reply(s, i, &h, NULL);
-		hold_again(s, i, s->clocks[i]);
-		return;
+	if (rc < 0) {
+		log_warn("engine_ps: the core refused an event from worker %u: %s", ev->worker,
+			 strerror(-rc));
+		return rc;
 	}
-
-	/* A late joiner continues from the slowest live worker's clock, as a restart does: a
-	 * synchronous run must not wait for it to redo the steps it was not there for. */
-	bool late = s->w[i].late && !restart;
-
-	if (late) {
-		restart = true;
-		s->w[i].late = false;
-	}
-	s->w[i].held = false;
-	if (restart) {
-		resume_at_slowest(s, i);
-		log_info("engine_ps: worker %u %s, resumes at clock %lld", i, late ? "joined late" : "restarted",
-			 (long long)s->clocks[i]);
-	}
-	h.step = s->clocks[i];
-	h.model_version = s->version;
-	reply(s, i, &h, NULL);
-	/* The join is also the request for the first round (barrier, then the model). */
-	hold_request(s, i, s->clocks[i], WIRE_MODEL);
+	execute(s, m);
+	return rc;
 }
 
 static void evaluate(struct ps_server *s)
 {
 	struct eval_result test, train;
 	double epoch = s->total ? (double)s->samples / (double)s->total : 0;
+	int64_t version = core_ps_version(s->core);
 
 	if (engine_work_eval(s->wk, s->wk->model, &test, &train) < 0)
 		return;
 	s->last_acc = test.accuracy;
 	csv_writer_row(s->eval, "%.6f,%s,%lld,%.4f,%llu,%.6f,%.6f,%.6f", run_s(&s->pc.ec),
-		       s->pc.ec.name, (long long)s->version, epoch, (unsigned long long)s->samples,
+		       s->pc.ec.name, (long long)version, epoch, (unsigned long long)s->samples,
 		       test.accuracy, test.loss, train.loss);
 	log_info("engine_ps: t %.1f s version %lld acc %.4f loss %.4f", run_s(&s->pc.ec),
-		 (long long)s->version, test.accuracy, test.loss);
+		 (long long)version, test.accuracy, test.loss);
 	if (s->pc.ec.stop_accuracy > 0 && test.accuracy >= s->pc.ec.stop_accuracy) {
 		log_info("engine_ps: reached stop.accuracy %.4f", s->pc.ec.stop_accuracy);
 		s->stop = true;
@@ -684,7 +462,7 @@ static bool request_valid(const struct ps_server *s, const struct wire_msg *m)
 	switch (h->type) {
 	case WIRE_PUSH:
 		return m->n == s->nparams && h->model_version >= 0 &&
-		       h->model_version <= s->version && h->step >= 1 && h->aux >= 0;
+		       h->model_version <= core_ps_version(s->core) && h->step >= 1 && h->aux >= 0;
 	case WIRE_HELLO:
 	case WIRE_PULL:
 	case WIRE_BARRIER:
@@ -695,11 +473,12 @@ static bool request_valid(const struct ps_server *s, const struct wire_msg *m)
 	}
 }
 
+/* Receive frame -> validate -> feed the event -> carry out the actions. */
 static void handle(struct ps_server *s, struct wire_msg *m)
 {
 	uint32_t i = m->h.sender;
 	struct ps_worker *w;
-	bool was_known;
+	struct core_ps_event ev = { .worker = i, .now_ns = clock_now_ns(), .step = m->h.step };
 
 	if (!request_valid(s, m)) {
 		/* Dropped before anything is touched: not a sign of life, not a routing id, not a
@@ -710,22 +489,11 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 		return;
 	}
 	w = &s->w[i];
-	was_known = w->known;
 	/* The routing id of the latest message is the way back (a restarted worker has a new
 	 * connection). */
 	memcpy(w->id, m->id, m->idlen);
 	w->idlen = m->idlen;
 	w->known = true;
-	w->last_seen_ns = clock_now_ns();
-	if (w->departed && m->h.type != WIRE_BYE) {
-		/* Back after a cut (the same process: a restart says so with a join): the rounds
-		 * it missed went on without it, so it goes on from the slowest live other's clock,
-		 * as a restart does; waiting for it to redo them would stall everyone (BSP: its
-		 * barrier needs the round closed, the others' needs its clock). */
-		resume_at_slowest(s, i);
-		log_info("engine_ps: worker %u is back, at clock %lld", i, (long long)s->clocks[i]);
-	}
-	w->departed = false;
 	if (m->h.type == WIRE_PUSH && m->has_frame) {
 		/* Updates carry a payload frame, which knows the connection it came on: the one
 		 * whose closure means this worker's process is gone (drain_monitor). */
@@ -733,49 +501,48 @@ static void handle(struct ps_server *s, struct wire_msg *m)
 	} else if (m->h.type == WIRE_HELLO && (m->h.aux & PS_HELLO_JOIN)) {
 		w->fd = -1; /* a (re)start: the old connection's closure is no news */
 	}
-	if (m->h.type == WIRE_BYE) {
-		w->left = true;
-		w->held = false;
-		set_live(s, i, false);
-		return;
-	}
-	w->left = false;
-	set_live(s, i, true);
 	switch (m->h.type) {
 	case WIRE_HELLO:
-		if (m->h.aux & PS_HELLO_JOIN)
-			on_join(s, i, was_known, m->h.aux & PS_HELLO_AGAIN);
+		ev.kind = CORE_PS_EV_HELLO;
+		ev.flags = (m->h.aux & PS_HELLO_JOIN ? CORE_PS_JOIN : 0) |
+			   (m->h.aux & PS_HELLO_AGAIN ? CORE_PS_AGAIN : 0);
 		break;
 	case WIRE_PULL:
-		on_pull(s, i);
+		ev.kind = CORE_PS_EV_PULL;
 		break;
 	case WIRE_PUSH:
-		on_push(s, i, m);
+		ev.kind = CORE_PS_EV_PUSH;
+		ev.version = m->h.model_version;
+		ev.samples = m->h.aux;
 		break;
 	case WIRE_BARRIER:
-		on_barrier(s, i, m);
+		ev.kind = CORE_PS_EV_BARRIER;
+		break;
+	case WIRE_BYE:
+		ev.kind = CORE_PS_EV_LEAVE;
+		ev.flags = CORE_PS_LEAVE_BYE;
 		break;
 	default:
-		break; /* request_valid took only the types above */
+		return; /* request_valid took only the types above */
 	}
-}
+	if (ev.kind == CORE_PS_EV_PUSH) {
+		uint32_t waiting;
+		size_t n;
+		const struct core_ps_action *a;
 
-/* Worker i is gone without a BYE (its connection closed, or silent for dead_after): out of
- * every barrier and round from now on, and finished as far as stopping goes, so a killed worker
- * that never comes back neither stalls BSP nor keeps the server up until stop.time. Its next
- * message makes it live again (handle). */
-static void depart(struct ps_server *s, uint32_t i, const char *why)
-{
-	struct ps_worker *w = &s->w[i];
-
-	if (w->departed || w->left)
+		if (feed(s, &ev, m) < 0)
+			return;
+		/* The server trace's row for a push taken (not for a copy sent again). */
+		a = core_ps_actions(s->core, &n);
+		for (size_t j = 0; j < n; j++) {
+			if (a[j].kind != CORE_PS_ACK || a[j].worker != i || a[j].reply)
+				continue;
+			waiting = (uint32_t)a[j].x;
+			trace_update(s, i, a[j].step, a[j].aux, waiting);
+		}
 		return;
-	w->departed = true;
-	w->departed_ns = clock_now_ns();
-	w->fd = -1; /* a held request stays: a worker that was only cut off gets its answer */
-	set_live(s, i, false);
-	log_info("engine_ps: worker %u departed (%s): rounds and barriers go on with %u live workers",
-		 i, why, live_count(s));
+	}
+	feed(s, &ev, m);
 }
 
 /* Connection closures reported by the ROUTER's monitor (ZMQ_EVENT_DISCONNECTED, value = the
@@ -790,28 +557,25 @@ static void drain_monitor(struct ps_server *s)
 	while (wire_monitor_next(s->mon, &event, &value) == 1) {
 		if (event != ZMQ_EVENT_DISCONNECTED)
 			continue;
-		for (uint32_t i = 0; i < s->pc.ec.n; i++)
-			if (s->w[i].known && s->w[i].fd >= 0 && (uint32_t)s->w[i].fd == value)
-				depart(s, i, "connection closed");
-	}
-}
+		for (uint32_t i = 0; i < s->pc.ec.n; i++) {
+			struct core_ps_event ev = { .kind = CORE_PS_EV_LEAVE, .worker = i,
+						    .flags = CORE_PS_LEAVE_CLOSED };
 
-static bool all_left(const struct ps_server *s, int64_t now)
-{
-	for (uint32_t i = 0; i < s->pc.ec.n; i++)
-		if (!s->w[i].left &&
-		    !(s->w[i].departed && now - s->w[i].departed_ns >= PS_DEPARTED_GRACE_NS))
-			return false;
-	return true;
+			if (!s->w[i].known || s->w[i].fd < 0 || (uint32_t)s->w[i].fd != value)
+				continue;
+			s->w[i].fd = -1;
+			ev.now_ns = clock_now_ns();
+			feed(s, &ev, NULL);
+		}
+	}
 }
 
 static void server_free(struct ps_server *s)
 {
-	for (uint32_t i = 0; s->w && i < s->pc.ec.n; i++)
-		free(s->w[i].sample);
+	core_ps_destroy(&s->core);
+	if (s->core_log)
+		fclose(s->core_log);
 	free(s->w);
-	free(s->clocks);
-	free(s->alive);
 	free(s->agg);
 	free(s->scaled);
 	wire_buf_unref(&s->snap);
@@ -833,6 +597,7 @@ int engine_ps_server_run(const struct kv *cfg)
 	struct ps_server s;
 	int64_t next_eval_ns, eval_every_ns;
 	size_t maxp;
+	const char *core_log;
 	int rc;
 
 	memset(&s, 0, sizeof s);
@@ -848,31 +613,33 @@ int engine_ps_server_run(const struct kv *cfg)
 	s.total = train_total(&s.pc.ec);
 	s.nparams = model_nparams(s.wk->model);
 	s.w = calloc(s.pc.ec.n, sizeof *s.w);
-	s.clocks = calloc(s.pc.ec.n, sizeof *s.clocks);
-	s.alive = calloc(s.pc.ec.n, sizeof *s.alive);
 	s.agg = calloc(s.nparams, sizeof *s.agg);
 	s.scaled = calloc(s.nparams, sizeof *s.scaled);
-	if (!s.w || !s.clocks || !s.alive || !s.agg || !s.scaled) {
+	{
+		struct core_ps_conf cc = {
+			.n = s.pc.ec.n, .bp = s.pc.bp, .average = s.pc.average,
+			.weighting = (enum core_ps_weighting)s.pc.weighting, .seed = s.pc.ec.seed,
+			.dead_after_ns = (int64_t)(s.pc.dead_after_s * 1e9),
+			.grace_ns = PS_DEPARTED_GRACE_NS, .late = s.pc.ec.late,
+		};
+
+		s.core = core_ps_new(&cc);
+	}
+	if (!s.w || !s.agg || !s.scaled || !s.core) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (uint32_t i = 0; i < s.pc.ec.n; i++) {
-		s.w[i].sample = calloc(s.pc.ec.n, sizeof *s.w[i].sample);
-		if (!s.w[i].sample) {
-			rc = -ENOMEM;
+	for (uint32_t i = 0; i < s.pc.ec.n; i++)
+		s.w[i].fd = -1;
+	core_log = kv_get(cfg, "test.core_log");
+	if (core_log && *core_log) {
+		s.core_log = fopen(core_log, "we");
+		if (!s.core_log) {
+			rc = -errno;
+			log_error("engine_ps: open %s: %s", core_log, strerror(-rc));
 			goto out;
 		}
-		/* Every worker starts live, so a synchronous run waits for all of them to join,
-		 * except those planned to join later (workers.late): the others go on without
-		 * them until they do. */
-		s.w[i].late = s.pc.ec.late[i];
-		s.alive[i] = !s.w[i].late;
-		s.w[i].pushed_on = -1;
-		s.w[i].last_push = -1;
-		s.w[i].fd = -1;
-		s.w[i].rng = s.pc.ec.seed ^ (PS_RNG_STREAM_BARRIER << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
-	barrier_round_init(&s.round, 0, live_count(&s), s.pc.bp.backup);
 	s.eval = engine_eval_open(&s.pc.ec);
 	s.trace = engine_server_trace_open(&s.pc.ec);
 	if (!s.eval || !s.trace) {
@@ -917,6 +684,7 @@ int engine_ps_server_run(const struct kv *cfg)
 	evaluate(&s);
 	while (!s.stop) {
 		struct wire_msg m;
+		struct core_ps_event tick = { .kind = CORE_PS_EV_TICK };
 		int64_t now = clock_now_ns();
 		int timeout = (int)((next_eval_ns - now) / 1000000);
 
@@ -934,28 +702,23 @@ int engine_ps_server_run(const struct kv *cfg)
 			wire_msg_close(&m);
 		}
 		now = clock_now_ns();
-		/* Held workers send keep-alives too, so silence means a crash or a cut link even
-		 * while a request is held (a crashed held worker must not stall BSP forever). Its
-		 * request stays held: a worker that was only cut off gets its answer when it is back. */
-		if (s.pc.dead_after_s > 0) {
-			for (uint32_t i = 0; i < s.pc.ec.n; i++)
-				if (s.alive[i] && s.w[i].known && !s.w[i].left &&
-				    now - s.w[i].last_seen_ns > (int64_t)(s.pc.dead_after_s * 1e9))
-					depart(&s, i, "silent");
-		}
+		/* Silence checks (consistency.dead_after): a departed held worker's request stays
+		 * held, so a worker that was only cut off gets its answer when it is back. */
+		tick.now_ns = now;
+		feed(&s, &tick, NULL);
 		drain_monitor(&s);
 		if (now >= next_eval_ns) {
 			evaluate(&s);
 			next_eval_ns = clock_now_ns() + eval_every_ns;
 		}
 		if (s.ctl) {
-			ctl_client_status(s.ctl, s.version, CTL_RUN, false);
+			ctl_client_status(s.ctl, core_ps_version(s.core), CTL_RUN, false);
 			if (ctl_client_should_stop(s.ctl))
 				s.stop = true;
 		}
 		if (s.pc.ec.stop_time_s > 0 && run_s(&s.pc.ec) >= s.pc.ec.stop_time_s)
 			s.stop = true;
-		if (all_left(&s, now)) {
+		if (core_ps_finished(s.core, now)) {
 			log_info("engine_ps: every worker has finished");
 			s.stop = true;
 		}
@@ -963,20 +726,27 @@ int engine_ps_server_run(const struct kv *cfg)
 	/* Tell everyone it is over (workers that already left ignore it). */
 	for (uint32_t i = 0; i < s.pc.ec.n; i++) {
 		struct wire_header bye = { .type = WIRE_BYE, .sender = WIRE_SENDER_SERVER,
-					   .model_version = s.version };
+					   .model_version = core_ps_version(s.core) };
 
-		if (!s.w[i].left)
+		if (!core_ps_has_left(s.core, i))
 			reply(&s, i, &bye, NULL);
 	}
 	evaluate(&s);
 	engine_save_params(&s.pc.ec, model_params(s.wk->model), s.nparams);
-	log_info("engine_ps: done: version %lld, %llu updates received, %llu dropped, staleness mean "
-		 "%.2f max %lld, %llu bad frames, %llu requests sent again after reconnects",
-		 (long long)s.version, (unsigned long long)s.updates_in, (unsigned long long)s.dropped,
-		 s.stale_n ? (double)s.stale_sum / (double)s.stale_n : 0.0, (long long)s.stale_max,
-		 (unsigned long long)s.st.bad_frames, (unsigned long long)s.resent_in);
+	{
+		struct core_ps_stats cs;
+
+		core_ps_stats(s.core, &cs);
+		log_info("engine_ps: done: version %lld, %llu updates received, %llu dropped, staleness "
+			 "mean %.2f max %lld, %llu bad frames, %llu requests sent again after reconnects",
+			 (long long)cs.version, (unsigned long long)cs.updates_in,
+			 (unsigned long long)cs.dropped,
+			 cs.stale_n ? (double)cs.stale_sum / (double)cs.stale_n : 0.0,
+			 (long long)cs.stale_max, (unsigned long long)s.st.bad_frames,
+			 (unsigned long long)cs.resent_in);
+	}
 	if (s.ctl) {
-		ctl_client_status(s.ctl, s.version, CTL_DONE, false);
+		ctl_client_status(s.ctl, core_ps_version(s.core), CTL_DONE, false);
 		ctl_client_done(s.ctl);
 	}
 	rc = 0;

@@ -22,6 +22,9 @@
  *         worker0 is accepted with its step, fresh; the model moved once), and the flood does
  *         not keep the server past stop.time, nor worker0 alive once it fell silent; a real
  *         worker skips a model of the wrong size or with a NaN and trains on the next
+ *   replay  the server logs every event it fed node/core_ps and every action it carried out
+ *         (test.core_log) in a pSSP run with a slow worker; the logged events fed to a fresh
+ *         core give exactly the logged actions, line for line
  *   all   test accuracy ends well above chance (0.1) */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -43,6 +46,7 @@
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "node/core_ps.h"
 #include "node/engine_ps.h"
 #include "node/wire.h"
 #include "tests/support/files.h"
@@ -578,6 +582,74 @@ Test(engine_ps, bsp_goes_on_without_a_late_joiner, .timeout = 120)
 	/* After it joined they went in lockstep: worker0 also ran the steps worker3 skipped. */
 	cr_assert_geq(n0, n3 + s_join - 3, "worker0 %d steps, worker3 %d from step %ld", n0, n3, s_join);
 	cr_assert_gt(final_accuracy(dir), 0.5);
+	cleanup(dir);
+}
+
+/* --- replay through the core ------------------------------------------------------------------ */
+
+static char core_log_path[128];
+
+static void pssp_logged(struct kv *k, int i)
+{
+	kv_set(k, "consistency.staleness", "1");
+	kv_set(k, "consistency.sample", "1");
+	kv_set(k, "stop.steps", "40");
+	if (i < 0)
+		kv_set(k, "test.core_log", core_log_path);
+	if (i == 3) {
+		kv_set(k, "straggler.delay.dist", "constant");
+		kv_set(k, "straggler.delay.a", "0.02");
+	}
+}
+
+Test(engine_ps, replay_gives_the_logged_decisions, .timeout = 120)
+{
+	char *dir = mkrun(), *text, *line, *save = NULL;
+	struct core_ps_conf conf = { .n = NW, .seed = 7, .grace_ns = CORE_PS_GRACE_NS,
+				     .bp = { .kind = BARRIER_PSSP, .staleness = 1, .sample = 1 } };
+	struct core_ps *c = core_ps_new(&conf);
+	const struct core_ps_action *a = NULL;
+	size_t na = 0, next = 0, len;
+	long events = 0, actions = 0, held = 0, pushes = 0;
+
+	cr_assert_not_null(c);
+	snprintf(core_log_path, sizeof core_log_path, "%s/core.log", dir);
+	run(dir, "pssp", pssp_logged);
+	text = support_slurp(core_log_path, &len);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == 'E') {
+			struct core_ps_event ev;
+			int rc;
+
+			cr_assert_eq(next, na, "the run logged %zu actions for the previous event, the "
+				     "replay gave %zu", next, na);
+			cr_assert_eq(core_ps_event_parse(line, &ev), 0, "bad event line: %s", line);
+			rc = core_ps_feed(c, &ev);
+			a = core_ps_actions(c, &na);
+			if (rc < 0)
+				na = 0;
+			next = 0;
+			events++;
+			pushes += ev.kind == CORE_PS_EV_PUSH;
+		} else {
+			char mine[160];
+
+			cr_assert_eq(line[0], 'A', "bad line: %s", line);
+			cr_assert_lt(next, na, "the run logged an action the replay did not give: %s",
+				     line);
+			core_ps_action_format(&a[next++], mine, sizeof mine);
+			cr_assert_str_eq(mine, line);
+			actions++;
+			held += a[next - 1].kind == CORE_PS_RELEASE && a[next - 1].aux > 0;
+		}
+	}
+	cr_assert_eq(next, na);
+	/* A real run: every worker's pushes, requests held and released later. */
+	cr_assert_geq(pushes, NW * 40, "%ld pushes logged", pushes);
+	cr_assert_gt(held, 0);
+	cr_assert_gt(actions, events);
+	free(text);
+	core_ps_destroy(&c);
 	cleanup(dir);
 }
 

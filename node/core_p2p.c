@@ -1,0 +1,180 @@
+/* node/core_p2p: see core_p2p.h. The rules are node/barrier's; this module keeps one peer's
+ * view (known clocks, liveness), the crossing in progress and the sampling streams. */
+#include "node/core_p2p.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct core_p2p {
+	struct core_p2p_conf conf;
+	int64_t *known;      /* last clock heard from each peer */
+	bool *alive;
+	bool *alive_at;      /* alive[] when the crossing drew its peers */
+	size_t *sample;      /* the crossing's checked peers (n: barrier_sample's scratch) */
+	size_t nsample;
+	uint32_t *list;      /* what the last call listed */
+	uint64_t brng, grng; /* barrier and gossip sampling streams */
+	size_t *scratch;     /* gossip draws (so a crossing's sample survives a gossip round) */
+};
+
+struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
+{
+	struct core_p2p *c;
+	uint32_t n = conf ? conf->n : 0;
+
+	if (n == 0 || conf->self >= n || conf->local_steps < 1)
+		return NULL;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->conf = *conf;
+	c->known = calloc(n, sizeof *c->known);
+	c->alive = calloc(n, sizeof *c->alive);
+	c->alive_at = calloc(n, sizeof *c->alive_at);
+	c->sample = calloc(n, sizeof *c->sample);
+	c->scratch = calloc(n, sizeof *c->scratch);
+	c->list = calloc(n, sizeof *c->list);
+	if (!c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list) {
+		core_p2p_destroy(&c);
+		return NULL;
+	}
+	for (uint32_t j = 0; j < n; j++)
+		c->alive[j] = true;
+	c->brng = conf->seed ^ (0xb5ad4eceda1ce2a9ull * (conf->self + 1));
+	c->grng = conf->seed ^ (0x2545f4914f6cdd1dull * (conf->self + 1));
+	return c;
+}
+
+void core_p2p_destroy(struct core_p2p **p)
+{
+	struct core_p2p *c;
+
+	if (!p || !*p)
+		return;
+	c = *p;
+	free(c->known);
+	free(c->alive);
+	free(c->alive_at);
+	free(c->sample);
+	free(c->scratch);
+	free(c->list);
+	free(c);
+	*p = NULL;
+}
+
+void core_p2p_set_alive(struct core_p2p *c, uint32_t j, bool live)
+{
+	if (j < c->conf.n)
+		c->alive[j] = live || j == c->conf.self;
+}
+
+bool core_p2p_is_alive(const struct core_p2p *c, uint32_t j)
+{
+	return j < c->conf.n && c->alive[j];
+}
+
+void core_p2p_on_clock(struct core_p2p *c, uint32_t j, int64_t clock)
+{
+	if (j < c->conf.n && clock > c->known[j])
+		c->known[j] = clock;
+}
+
+int64_t core_p2p_known(const struct core_p2p *c, uint32_t j)
+{
+	return j < c->conf.n ? c->known[j] : -1;
+}
+
+size_t core_p2p_barrier_begin(struct core_p2p *c, int64_t clock, int64_t *threshold,
+			      const uint32_t **ask)
+{
+	uint32_t n = c->conf.n, self = c->conf.self;
+	int64_t thr = barrier_threshold(&c->conf.bp, clock);
+	size_t k = 0;
+
+	*threshold = thr;
+	*ask = c->list;
+	c->nsample = 0;
+	if (c->conf.bp.kind == BARRIER_ASP || n < 2)
+		return 0;
+	if (barrier_is_sampled(c->conf.bp.kind)) {
+		c->nsample = barrier_sample(&c->brng, n, self, c->alive, c->conf.bp.sample, c->sample);
+	} else {
+		for (uint32_t j = 0; j < n; j++)
+			if (j != self && c->alive[j])
+				c->sample[c->nsample++] = j;
+	}
+	for (size_t i = 0; i < c->nsample; i++) {
+		uint32_t j = (uint32_t)c->sample[i];
+
+		if (c->known[j] < thr)
+			c->list[k++] = j;
+	}
+	memcpy(c->alive_at, c->alive, n * sizeof *c->alive);
+	return k;
+}
+
+bool core_p2p_barrier_end(struct core_p2p *c, int64_t clock)
+{
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		c->alive_at[j] = c->alive_at[j] && c->alive[j];
+	return barrier_may_proceed(&c->conf.bp, c->known, c->alive_at, c->conf.n, c->conf.self,
+				   clock, c->sample, c->nsample);
+}
+
+bool core_p2p_answerable(int64_t my_clock, int64_t threshold)
+{
+	return threshold <= my_clock;
+}
+
+bool core_p2p_gossip_due(const struct core_p2p *c, int64_t clock)
+{
+	return c->conf.merge && c->conf.fanout > 0 && clock > 0 && clock % c->conf.local_steps == 0;
+}
+
+size_t core_p2p_gossip_partners(struct core_p2p *c, const uint32_t **partners)
+{
+	size_t k = barrier_sample(&c->grng, c->conf.n, c->conf.self, c->alive, c->conf.fanout,
+				  c->scratch);
+
+	for (size_t i = 0; i < k; i++)
+		c->list[i] = (uint32_t)c->scratch[i];
+	*partners = c->list;
+	return k;
+}
+
+double core_p2p_merge_weight(const struct core_p2p *c, double reported)
+{
+	return !c->conf.weighted || !(reported > 0) ? 1.0 : reported;
+}
+
+double core_p2p_own_weight(const struct core_p2p *c, uint64_t samples)
+{
+	return c->conf.weighted ? (double)samples : 1.0;
+}
+
+size_t core_p2p_live_others(struct core_p2p *c, const uint32_t **peers)
+{
+	size_t k = 0;
+
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		if (j != c->conf.self && c->alive[j])
+			c->list[k++] = j;
+	*peers = c->list;
+	return k;
+}
+
+uint32_t core_p2p_resume_from(const struct core_p2p *c, int64_t clock, const bool *answered,
+			      const int64_t *their, int64_t *lo)
+{
+	uint32_t from = UINT32_MAX;
+
+	*lo = INT64_MAX;
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		if (answered[j] && their[j] < *lo) {
+			*lo = their[j];
+			from = j;
+		}
+	if (from == UINT32_MAX || *lo <= clock)
+		return UINT32_MAX;
+	return from;
+}

@@ -1,0 +1,91 @@
+/* node/core_p2p: the peer-to-peer barrier's and gossip's decisions for one peer, pure.
+ *
+ * What node/engine_p2p decides, without its sockets and threads: which peers a barrier
+ * crossing checks and which of them must be asked for their clock (CLOCK_REQ), whether the
+ * crossing may pass once they answered, when a responder answers a held CLOCK_REQ, which peers
+ * a gossip round pulls from and how their replicas are weighted, and from which peer a
+ * restarted or late peer resumes. No I/O, no clock, no globals: the driver reports what it
+ * learnt (a peer's clock, a peer's liveness) and asks; randomness comes from the two sampling
+ * streams the core keeps, seeded as the emulator always seeded them, so a run draws the same
+ * samples as before the core existed. No process holds the clock vector: every peer has its
+ * own core with its own view (PSP's point).
+ *
+ * One crossing at clock c: core_p2p_barrier_begin (the peers to ask; none: go on), the driver
+ * asks them and reports each answer with core_p2p_on_clock (and deaths with
+ * core_p2p_set_alive), then core_p2p_barrier_end says whether the condition holds. */
+#ifndef STALENET_CORE_P2P_H
+#define STALENET_CORE_P2P_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/barrier.h"
+
+/* One peer's configuration; fill with designated initialisers. merge = false: no parameter
+ * exchange (ensemble); weighted = true: replicas weighted by their training samples (combine
+ * average), else plain mean (gossip). local_steps (H >= 1): a gossip round every H steps. */
+struct core_p2p_conf {
+	uint32_t n, self;
+	struct barrier_params bp;
+	uint32_t fanout;
+	int64_t local_steps;
+	bool merge, weighted;
+	uint64_t seed;
+};
+
+struct core_p2p;
+
+/* New core (n >= 1, self < n, local_steps >= 1); every peer starts live with clock 0 known.
+ * NULL on a bad conf or no memory. */
+struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf);
+/* Free *p and set it to NULL; NULL and *p == NULL are fine. */
+void core_p2p_destroy(struct core_p2p **p);
+
+/* Peer j is live (reachable, has not said BYE) or not. The peer itself is always live. */
+void core_p2p_set_alive(struct core_p2p *c, uint32_t j, bool live);
+/* Whether peer j is live in this core's view (false for j out of range). */
+bool core_p2p_is_alive(const struct core_p2p *c, uint32_t j);
+/* Peer j answered with clock `clock`: its known clock becomes the larger of the two. */
+void core_p2p_on_clock(struct core_p2p *c, uint32_t j, int64_t clock);
+/* The last clock heard from peer j (0 before any; -1 for j out of range). */
+int64_t core_p2p_known(const struct core_p2p *c, uint32_t j);
+
+/* Begin the barrier crossing before step clock+1: draws the crossing's sample (pBSP, pSSP)
+ * from the barrier stream or takes every live other (BSP, SSP), and lists the checked peers
+ * whose known clock is below the threshold. Returns how many (0: go on at once; always 0 for
+ * ASP and a lone peer); *ask (owned by the core, valid until the next call) lists them and
+ * *threshold is the clock their CLOCK_REQ asks for. */
+size_t core_p2p_barrier_begin(struct core_p2p *c, int64_t clock, int64_t *threshold,
+			      const uint32_t **ask);
+/* End the crossing begun at clock: every asked peer answered (core_p2p_on_clock) or died
+ * (core_p2p_set_alive). Whether the barrier condition holds over the peers checked that are
+ * still live; a peer that came back meanwhile was not part of this crossing. */
+bool core_p2p_barrier_end(struct core_p2p *c, int64_t clock);
+
+/* Whether a responder at clock my_clock answers a CLOCK_REQ asking for threshold now (else it
+ * holds it until its clock reaches the threshold). */
+bool core_p2p_answerable(int64_t my_clock, int64_t threshold);
+
+/* Whether a gossip round comes before step clock+1: parameters are merged, fanout > 0,
+ * clock > 0 and clock is a multiple of H. */
+bool core_p2p_gossip_due(const struct core_p2p *c, int64_t clock);
+/* The round's partners: fanout live others drawn from the gossip stream. Returns how many;
+ * *partners (owned by the core, valid until the next call) lists them. */
+size_t core_p2p_gossip_partners(struct core_p2p *c, const uint32_t **partners);
+/* Weight of a pulled replica whose owner reported `reported` training samples: 1 for gossip or
+ * a report that is not > 0, else the report. */
+double core_p2p_merge_weight(const struct core_p2p *c, double reported);
+/* Weight of my own replica in the merge, with my `samples` training samples. */
+double core_p2p_own_weight(const struct core_p2p *c, uint64_t samples);
+
+/* The live others, in index order (who a restarted peer asks for their clock). Returns how
+ * many; *peers is owned by the core, valid until the next call. */
+size_t core_p2p_live_others(struct core_p2p *c, const uint32_t **peers);
+/* A restarted or late peer at clock `clock`: the peer to resume from among those that
+ * answered (answered[j]) with clocks their[j]: the slowest, when it is ahead of clock. Returns
+ * its index, *lo its clock; UINT32_MAX when there is nobody to resume from. */
+uint32_t core_p2p_resume_from(const struct core_p2p *c, int64_t clock, const bool *answered,
+			      const int64_t *their, int64_t *lo);
+
+#endif

@@ -1,0 +1,1003 @@
+/* node/core_ps: see core_ps.h.
+ *
+ * Every rule here was in node/engine_ps's server before it moved; the driver feeds what the
+ * ROUTER received and carries the actions out in order. The rules are the plain ones (judge
+ * every held request after every change); what follows only keeps that cheap for 10,000+
+ * workers, and conf.reference turns it off so tests can compare the two:
+ *   - BSP/SSP: a held request at clock c (the worker's own clock is >= c) may go when the
+ *     smallest live clock is >= the threshold. The smallest live clock and how many live
+ *     workers have it are kept; it is recounted (O(n)) only when its last holder moves on.
+ *   - A release pass judges only candidates: a request just held, the waiters of a worker whose
+ *     clock rose (pBSP/pSSP), or everybody after a change that can free many (the smallest
+ *     clock rose, a BSP round closed, a worker came or went). Candidates are judged in index
+ *     order, the order a whole pass takes.
+ *   - pBSP/pSSP: each sampled worker still below a held request's threshold carries a link to
+ *     it (a doubly linked list per worker over a fixed pool, no allocation), and the request
+ *     counts how many such links it has left: the last one to go makes it a candidate.
+ *   - The sample is a partial Fisher-Yates shuffle of the live others done sparsely: the
+ *     candidate at position p is found in a Fenwick tree over liveness (O(log n)) and the
+ *     shuffle's swaps live in a small map, so a draw costs O(beta (beta + log n)) and gives
+ *     exactly what node/barrier's barrier_sample gives from the same stream (tested), the
+ *     samples the emulator always drew. */
+#include "node/core_ps.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The seed of worker i's sampling stream (what the emulator's server always used). */
+#define CORE_PS_RNG_STREAM 0x62617272ull
+
+struct cw {
+	int64_t held_c;        /* the held request's clock */
+	int64_t held_since_ns;
+	int64_t pushed_on;     /* model version of its latest update (-1 = none yet) */
+	int64_t last_push;     /* step of its latest push (-1 = none): a push at or below it is a
+				* copy sent again after a reconnect */
+	int64_t last_ack;      /* the ACK's aux for that push */
+	int64_t last_seen_ns;
+	int64_t departed_ns;
+	uint64_t rng;          /* this worker's sampling stream */
+	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
+	uint32_t nsample;
+	uint32_t unsat;        /* pBSP/pSSP: sampled workers still below the held threshold */
+	bool known, left, held, leaving, departed, late, cand;
+	uint8_t held_reply;    /* enum core_ps_reply */
+};
+
+struct core_ps {
+	struct core_ps_conf conf;
+	struct cw *w;
+	int64_t *clocks;       /* node/barrier's clock vector */
+	bool *alive;
+	uint32_t *samples;     /* worker i's sample at [i * slot, i * slot + nsample) */
+	size_t slot;
+	size_t *scratch;       /* reference: n indices for barrier_sample */
+	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker */
+	uint32_t *mkey, *mval; /* the sparse shuffle's swaps (2 * slot) */
+	int32_t *fen;          /* Fenwick tree over alive[] (1-based) */
+	uint32_t fen_top;      /* highest power of two <= n */
+	int64_t lmin;          /* smallest live clock (INT64_MAX: nobody live) */
+	uint32_t lmin_cnt;     /* live workers at lmin */
+	uint32_t *cand;        /* candidates of the next release pass */
+	uint32_t ncand;
+	bool rescan;           /* the next pass judges every held request */
+	struct barrier_round round;
+	double agg_w;          /* BSP: sum of the open round's weights */
+	uint32_t live, held_live, held;
+	struct core_ps_stats st;
+	struct core_ps_action *act;
+	size_t nact, cap;
+	bool oom;              /* an action could not be stored (reported by the event) */
+};
+
+double core_ps_weight(enum core_ps_weighting w, int64_t staleness)
+{
+	double s = staleness > 0 ? (double)staleness : 0;
+
+	switch (w) {
+	case CORE_PS_WEIGHT_INVERSE:
+		return 1.0 / (1.0 + s);
+	case CORE_PS_WEIGHT_EXP:
+		return exp(-s);
+	case CORE_PS_WEIGHT_NONE:
+	default:
+		return 1.0;
+	}
+}
+
+static bool is_sync(const struct core_ps *c)
+{
+	return c->conf.bp.kind == BARRIER_BSP;
+}
+
+static void emit(struct core_ps *c, enum core_ps_action_kind kind, uint32_t w, int64_t step,
+		 int64_t aux, double x)
+{
+	struct core_ps_action *a;
+
+	if (c->nact == c->cap) {
+		/* Only when one event does more than the room made at creation (2n + 16). */
+		size_t cap = c->cap * 2;
+		struct core_ps_action *p = realloc(c->act, cap * sizeof *p);
+
+		if (!p) {
+			c->oom = true;
+			return;
+		}
+		c->act = p;
+		c->cap = cap;
+	}
+	a = &c->act[c->nact++];
+	*a = (struct core_ps_action){ .kind = kind, .worker = w, .step = step,
+				      .version = c->st.version, .aux = aux, .x = x };
+}
+
+#define NIL UINT32_MAX
+
+/* --- waiter links (pBSP/pSSP) --------------------------------------------------------------- */
+
+static uint32_t head_of(const struct core_ps *c, uint32_t j)
+{
+	return (uint32_t)(c->conf.n * c->slot) + j;
+}
+
+static void link_node(struct core_ps *c, uint32_t node, uint32_t j)
+{
+	uint32_t h = head_of(c, j);
+
+	c->prv[node] = h;
+	c->nxt[node] = c->nxt[h];
+	if (c->nxt[h] != NIL)
+		c->prv[c->nxt[h]] = node;
+	c->nxt[h] = node;
+}
+
+static void unlink_node(struct core_ps *c, uint32_t node)
+{
+	if (c->prv[node] == NIL)
+		return;
+	c->nxt[c->prv[node]] = c->nxt[node];
+	if (c->nxt[node] != NIL)
+		c->prv[c->nxt[node]] = c->prv[node];
+	c->prv[node] = c->nxt[node] = NIL;
+}
+
+static void unlink_all(struct core_ps *c, uint32_t i)
+{
+	for (size_t k = 0; k < c->w[i].nsample; k++)
+		unlink_node(c, (uint32_t)(i * c->slot + k));
+	c->w[i].unsat = 0;
+}
+
+/* Link held worker i to every sampled live worker below its threshold; counts them. */
+static void link_sample(struct core_ps *c, uint32_t i)
+{
+	struct cw *w = &c->w[i];
+	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
+
+	w->unsat = 0;
+	for (size_t k = 0; k < w->nsample; k++) {
+		uint32_t j = c->samples[i * c->slot + k];
+
+		if (j != i && c->alive[j] && c->clocks[j] < need) {
+			link_node(c, (uint32_t)(i * c->slot + k), j);
+			w->unsat++;
+		}
+	}
+}
+
+static void add_cand(struct core_ps *c, uint32_t i)
+{
+	if (c->w[i].cand)
+		return;
+	c->w[i].cand = true;
+	c->cand[c->ncand++] = i;
+}
+
+/* --- liveness: counters, the Fenwick tree, the smallest live clock -------------------------- */
+
+static void fen_add(struct core_ps *c, uint32_t i, int32_t d)
+{
+	for (uint32_t x = i + 1; x <= c->conf.n; x += x & -x)
+		c->fen[x] += d;
+}
+
+/* Live workers with index < i. */
+static uint32_t fen_prefix(const struct core_ps *c, uint32_t i)
+{
+	int32_t s = 0;
+
+	for (uint32_t x = i; x > 0; x -= x & -x)
+		s += c->fen[x];
+	return (uint32_t)s;
+}
+
+/* Index of the r-th (0-based) live worker; r < live. */
+static uint32_t fen_select(const struct core_ps *c, uint32_t r)
+{
+	uint32_t pos = 0;
+	int32_t left = (int32_t)r + 1;
+
+	for (uint32_t step = c->fen_top; step > 0; step >>= 1)
+		if (pos + step <= c->conf.n && c->fen[pos + step] < left) {
+			pos += step;
+			left -= c->fen[pos];
+		}
+	return pos; /* 1-based pos + 1 is the answer; 0-based it is pos */
+}
+
+static void recount_min(struct core_ps *c)
+{
+	int64_t old = c->lmin;
+
+	c->lmin = INT64_MAX;
+	c->lmin_cnt = 0;
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		if (!c->alive[j])
+			continue;
+		if (c->clocks[j] < c->lmin) {
+			c->lmin = c->clocks[j];
+			c->lmin_cnt = 1;
+		} else if (c->clocks[j] == c->lmin) {
+			c->lmin_cnt++;
+		}
+	}
+	/* Only BSP/SSP requests wait for the smallest clock (pBSP/pSSP ones for their links). */
+	if (c->lmin > old && !barrier_is_sampled(c->conf.bp.kind))
+		c->rescan = true;
+}
+
+static void min_add(struct core_ps *c, int64_t v)
+{
+	if (v < c->lmin) {
+		c->lmin = v;
+		c->lmin_cnt = 1;
+	} else if (v == c->lmin) {
+		c->lmin_cnt++;
+	}
+}
+
+static void min_remove(struct core_ps *c, int64_t v)
+{
+	if (v == c->lmin && --c->lmin_cnt == 0)
+		recount_min(c);
+}
+
+/* Worker i's clock rises to v (never falls): the smallest live clock may rise, and the
+ * requests held on i (pBSP/pSSP) that it now satisfies lose a link. */
+static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
+{
+	int64_t old = c->clocks[i];
+
+	if (v <= old)
+		return;
+	c->clocks[i] = v;
+	if (c->alive[i]) {
+		/* the new value first, so the recount never sees nobody at the minimum */
+		min_add(c, v);
+		min_remove(c, old);
+	}
+	if (c->slot > 0 && !c->conf.reference) {
+		uint32_t node = c->nxt[head_of(c, i)];
+
+		while (node != NIL) {
+			uint32_t next = c->nxt[node], h = (uint32_t)(node / c->slot);
+
+			if (v >= barrier_threshold(&c->conf.bp, c->w[h].held_c)) {
+				unlink_node(c, node);
+				if (--c->w[h].unsat == 0)
+					add_cand(c, h);
+			}
+			node = next;
+		}
+	}
+}
+
+static void set_held(struct core_ps *c, uint32_t i, bool held)
+{
+	if (c->w[i].held == held)
+		return;
+	c->w[i].held = held;
+	c->held += held ? 1 : (uint32_t)-1;
+	if (c->alive[i])
+		c->held_live += held ? 1 : (uint32_t)-1;
+	if (!held && c->slot > 0)
+		unlink_all(c, i);
+}
+
+static void set_alive(struct core_ps *c, uint32_t i, bool live)
+{
+	c->alive[i] = live;
+	c->live += live ? 1 : (uint32_t)-1;
+	if (c->w[i].held)
+		c->held_live += live ? 1 : (uint32_t)-1;
+	fen_add(c, i, live ? 1 : -1);
+	if (live)
+		min_add(c, c->clocks[i]);
+	else
+		min_remove(c, c->clocks[i]);
+	/* Who waits for whom changed: the next pass judges (and relinks) everybody. */
+	c->rescan = true;
+}
+
+/* The barrier decision for held worker i at clock cl (its own clock is >= cl). */
+static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl)
+{
+	const struct cw *w = &c->w[i];
+	const struct barrier_params *bp = &c->conf.bp;
+
+	if (is_sync(c)) {
+		/* The round this worker's latest update went into must have closed, so no worker
+		 * ever contributes twice to one round. Without backup workers every live worker's
+		 * update is in each round, and that is "every live worker has clock >= c"; with
+		 * them, the round closing is the whole condition. */
+		if (c->st.version <= w->pushed_on)
+			return false;
+		if (bp->backup > 0)
+			return true;
+	}
+	if (bp->kind == BARRIER_ASP)
+		return true;
+	if (barrier_is_sampled(bp->kind)) {
+		/* node/barrier's rule for the drawn sample: dead workers are never checked. */
+		int64_t need = barrier_threshold(bp, cl);
+
+		for (size_t k = 0; k < w->nsample; k++) {
+			uint32_t j = c->samples[i * c->slot + k];
+
+			if (j != i && c->alive[j] && c->clocks[j] < need)
+				return false;
+		}
+		return true;
+	}
+	if (c->conf.reference)
+		return barrier_may_proceed(bp, c->clocks, c->alive, c->conf.n, i, cl, NULL, 0);
+	/* BSP/SSP: "every live other >= threshold" is "the smallest live clock >= threshold",
+	 * since i's own clock is >= cl >= the threshold (or i is not live). */
+	return c->lmin >= barrier_threshold(bp, cl);
+}
+
+/* Answer worker i's held request. */
+static void release(struct core_ps *c, uint32_t i, int64_t now_ns)
+{
+	struct cw *w = &c->w[i];
+	size_t k = c->nact;
+
+	set_held(c, i, false);
+	emit(c, CORE_PS_RELEASE, i, w->held_c, now_ns - w->held_since_ns, 0);
+	if (k < c->nact)
+		c->act[k].reply = w->held_reply;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Release every held request its barrier now allows (after anything the decision depends on
+ * changed), in index order. */
+static void release_held(struct core_ps *c, int64_t now_ns)
+{
+	if (c->rescan || c->conf.reference) {
+		for (uint32_t i = 0; i < c->conf.n; i++) {
+			struct cw *w = &c->w[i];
+
+			w->cand = false;
+			if (!w->held)
+				continue;
+			if (may_proceed(c, i, w->held_c)) {
+				release(c, i, now_ns);
+			} else if (c->slot > 0 && !c->conf.reference) {
+				unlink_all(c, i);
+				link_sample(c, i);
+			}
+		}
+		c->ncand = 0;
+		c->rescan = false;
+		return;
+	}
+	if (c->ncand > 1)
+		qsort(c->cand, c->ncand, sizeof *c->cand, cmp_u32);
+	for (uint32_t k = 0; k < c->ncand; k++) {
+		uint32_t i = c->cand[k];
+
+		c->w[i].cand = false;
+		if (c->w[i].held && may_proceed(c, i, c->w[i].held_c))
+			release(c, i, now_ns);
+	}
+	c->ncand = 0;
+}
+
+static void set_live(struct core_ps *c, uint32_t i, bool live, int64_t now_ns);
+
+static void close_round(struct core_ps *c, int64_t now_ns)
+{
+	double x;
+
+	/* Gradients: their mean; averaging: the sample-weighted mean of the models (FedAvg). A
+	 * round never closes empty (need >= 1), so agg_w > 0 when it closes. */
+	if (c->conf.average)
+		x = c->agg_w > 0 ? 1.0 / c->agg_w : 0;
+	else
+		x = c->round.got ? 1.0 / (double)c->round.got : 0;
+	c->st.version++;
+	c->rescan = true; /* requests waiting for this round may go */
+	emit(c, CORE_PS_ROUND_CLOSE, UINT32_MAX, c->round.version, c->round.got, x);
+	c->agg_w = 0;
+	barrier_round_advance(&c->round);
+	for (uint32_t i = 0; i < c->conf.n; i++)
+		if (c->w[i].leaving)
+			set_live(c, i, false, now_ns);
+}
+
+static void set_live(struct core_ps *c, uint32_t i, bool live, int64_t now_ns)
+{
+	struct cw *w = &c->w[i];
+
+	if (live)
+		w->leaving = false;
+	if (c->alive[i] == live)
+		return;
+	if (!live && is_sync(c) && w->pushed_on == c->round.version && c->round.got > 0) {
+		/* Its update is in the open round: it still counts there. A departure must not
+		 * shrink the round it contributed to (that would close it on fewer updates). */
+		w->leaving = true;
+		return;
+	}
+	w->leaving = false;
+	set_alive(c, i, live);
+	emit(c, CORE_PS_LIVE, i, c->live, live, 0);
+	if (is_sync(c) && barrier_round_set_live(&c->round, c->live))
+		close_round(c, now_ns);
+	release_held(c, now_ns);
+}
+
+/* Position p of the candidate list barrier_sample shuffles: the live workers but i, in index
+ * order, with the swaps made so far (mkey/mval, m entries) applied. */
+static uint32_t cand_at(const struct core_ps *c, uint32_t i, uint32_t p, size_t m)
+{
+	for (size_t k = 0; k < m; k++)
+		if (c->mkey[k] == p)
+			return c->mval[k];
+	if (c->live == c->conf.n) /* everybody live: no tree walk */
+		return p < i ? p : p + 1;
+	if (c->alive[i] && p >= fen_prefix(c, i))
+		p++;
+	return fen_select(c, p);
+}
+
+static void map_set(struct core_ps *c, uint32_t p, uint32_t v, size_t *m)
+{
+	for (size_t k = 0; k < *m; k++)
+		if (c->mkey[k] == p) {
+			c->mval[k] = v;
+			return;
+		}
+	c->mkey[*m] = p;
+	c->mval[*m] = v;
+	(*m)++;
+}
+
+/* Draw worker i's sample for this crossing into its slot from its own stream: exactly what
+ * barrier_sample(&rng, n, i, alive, beta, out) draws (a partial Fisher-Yates shuffle of the
+ * live others), without building the n-long candidate list. Returns how many. */
+static size_t draw_sample(struct core_ps *c, uint32_t i)
+{
+	uint32_t *out = c->samples + (size_t)i * c->slot;
+	uint64_t *rng = &c->w[i].rng;
+	size_t m = 0, k, cnt;
+
+	if (c->conf.reference) {
+		k = barrier_sample(rng, c->conf.n, i, c->alive, c->conf.bp.sample, c->scratch);
+		for (size_t a = 0; a < k; a++)
+			out[a] = (uint32_t)c->scratch[a];
+		return k;
+	}
+	cnt = c->live - (c->alive[i] ? 1 : 0);
+	k = c->conf.bp.sample < cnt ? c->conf.bp.sample : cnt;
+	for (size_t a = 0; a < k; a++) {
+		uint32_t j = (uint32_t)(a + barrier_rng_below(rng, cnt - a));
+		uint32_t va = cand_at(c, i, (uint32_t)a, m), vj = cand_at(c, i, j, m);
+
+		map_set(c, (uint32_t)a, vj, &m);
+		map_set(c, j, va, &m);
+		out[a] = vj;
+	}
+	return k;
+}
+
+/* Worker i asks to start the step after clock cl: held until the barrier holds. A sampled kind
+ * draws the crossing's sample now, from the worker's own stream. */
+static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps_reply reply,
+			 int64_t now_ns)
+{
+	struct cw *w = &c->w[i];
+
+	/* A clock the core moved on (resume_at_slowest) is where the worker continues: held
+	 * there, and the reply's step tells the worker so. */
+	if (cl < c->clocks[i])
+		cl = c->clocks[i];
+	set_held(c, i, false); /* a request held again: its old sample's links go */
+	raise_clock(c, i, cl);
+	set_held(c, i, true);
+	w->held_c = cl;
+	w->held_reply = (uint8_t)reply;
+	w->held_since_ns = now_ns;
+	w->nsample = 0;
+	if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
+		w->nsample = (uint32_t)draw_sample(c, i);
+		if (!c->conf.reference)
+			link_sample(c, i);
+	}
+	add_cand(c, i);
+	/* A clock moved: others may be released too. */
+	release_held(c, now_ns);
+}
+
+/* A request that came again after a reconnect: held again at clock cl, unless one at cl or
+ * later is held already (its answer will come). */
+static void hold_again(struct core_ps *c, uint32_t i, int64_t cl, int64_t now_ns)
+{
+	if (!(c->w[i].held && c->w[i].held_c >= cl))
+		hold_request(c, i, cl, CORE_PS_REPLY_MODEL, now_ns);
+}
+
+/* The slowest clock among the other live workers that have not left (INT64_MAX: none). */
+static int64_t slowest_other(const struct core_ps *c, uint32_t i)
+{
+	int64_t lo = INT64_MAX;
+
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		if (j != i && c->alive[j] && !c->w[j].left && c->clocks[j] < lo)
+			lo = c->clocks[j];
+	return lo;
+}
+
+/* Worker i missed rounds (a restart, a late join, a cut connection): it goes on from the
+ * slowest live other's clock, so nobody waits for it to redo them; a request still held moves
+ * there too. Otherwise it would go on counting from its old step, which never reaches the
+ * clock the others wait for (BSP: they wait for its clock, it for their updates: deadlock). */
+static void resume_at_slowest(struct core_ps *c, uint32_t i)
+{
+	int64_t lo = slowest_other(c, i);
+
+	if (lo != INT64_MAX && lo > c->clocks[i])
+		raise_clock(c, i, lo);
+	if (c->w[i].held && c->w[i].held_c < c->clocks[i]) {
+		c->w[i].held_c = c->clocks[i];
+		c->rescan = true; /* its threshold moved: relinked by the next pass */
+	}
+}
+
+/* Every message but a BYE is a sign of life: a departed worker is back (at the slowest live
+ * other's clock, as after a restart), a worker that left lives again. */
+static void sign_of_life(struct core_ps *c, uint32_t i, int64_t now_ns)
+{
+	struct cw *w = &c->w[i];
+
+	w->known = true;
+	w->last_seen_ns = now_ns;
+	if (w->departed) {
+		resume_at_slowest(c, i);
+		emit(c, CORE_PS_RESUME, i, c->clocks[i], CORE_PS_RESUME_BACK, 0);
+	}
+	w->departed = false;
+	w->left = false;
+	set_live(c, i, true, now_ns);
+}
+
+static int begin(struct core_ps *c, uint32_t w)
+{
+	c->nact = 0;
+	c->oom = false;
+	return w < c->conf.n ? 0 : -EINVAL;
+}
+
+static int end(const struct core_ps *c)
+{
+	return c->oom ? -ENOMEM : (int)c->nact;
+}
+
+int core_ps_on_hello(struct core_ps *c, uint32_t i, uint32_t flags, int64_t now_ns)
+{
+	struct cw *w;
+	bool restart, late;
+
+	if (begin(c, i) < 0)
+		return -EINVAL;
+	w = &c->w[i];
+	restart = w->known;
+	sign_of_life(c, i, now_ns);
+	if (!(flags & CORE_PS_JOIN))
+		return end(c); /* a keep-alive */
+	if ((flags & CORE_PS_AGAIN) && restart) {
+		/* The same process asking again after a reconnect: its clock stands; the answer
+		 * is sent again, the request held again unless it still is. */
+		c->st.resent_in++;
+		emit(c, CORE_PS_HELLO, i, c->clocks[i], 0, 0);
+		hold_again(c, i, c->clocks[i], now_ns);
+		return end(c);
+	}
+	/* A request its previous process left held died with it. A restarted worker (known
+	 * before) re-pulls the current model, so it resumes at max(its last clock, the slowest
+	 * live other's); a late joiner likewise; a first join keeps clock 0. */
+	late = w->late && !restart;
+	if (late) {
+		restart = true;
+		w->late = false;
+	}
+	set_held(c, i, false);
+	if (restart) {
+		resume_at_slowest(c, i);
+		emit(c, CORE_PS_RESUME, i, c->clocks[i],
+		     late ? CORE_PS_RESUME_LATE : CORE_PS_RESUME_RESTART, 0);
+	}
+	emit(c, CORE_PS_HELLO, i, c->clocks[i], 0, 0);
+	/* The join is also the request for the first round (barrier, then the model). */
+	hold_request(c, i, c->clocks[i], CORE_PS_REPLY_MODEL, now_ns);
+	return end(c);
+}
+
+/* Averaging, asynchronous kinds: the mixing weight of worker i's model,
+ *   a = weight(staleness) * n_i / (n_i + sum of n_j, live j != i)
+ * with n_j the samples behind worker j's latest model (n_i for workers not heard from yet).
+ * With equal workers a = 1/N: N fresh models move the server's by their mean change, as one
+ * synchronous round would (Xie et al., "Asynchronous Federated Optimization", 2019). */
+static double fold_weight(struct core_ps *c, uint32_t i, int64_t samples, double wstale)
+{
+	double ni = samples > 0 ? (double)samples : 1.0, tot = ni, a;
+
+	c->w[i].round_samples = (uint64_t)ni;
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		if (j != i && c->alive[j])
+			tot += c->w[j].round_samples ? (double)c->w[j].round_samples : ni;
+	a = wstale * ni / tot;
+	return a > 1 ? 1 : a;
+}
+
+int core_ps_on_push(struct core_ps *c, uint32_t i, int64_t step, int64_t version, int64_t samples,
+		    int64_t now_ns)
+{
+	struct cw *w;
+	int64_t stale, aux;
+	uint32_t waiting;
+	size_t k;
+
+	if (begin(c, i) < 0 || step < 1 || version < 0 || version > c->st.version || samples < 0)
+		return -EINVAL;
+	w = &c->w[i];
+	sign_of_life(c, i, now_ns);
+	waiting = c->held_live;
+	if (step <= w->last_push) {
+		/* Sent again after a reconnect: the first copy was handled, or this is the one
+		 * that arrived. Not applied twice; answered again (reply = 1), as the answers to
+		 * the first may be what the broken connection lost. */
+		c->st.resent_in++;
+		k = c->nact;
+		emit(c, CORE_PS_ACK, i, step, step == w->last_push ? w->last_ack : -1, waiting);
+		if (k < c->nact)
+			c->act[k].reply = 1;
+		hold_again(c, i, step, now_ns);
+		return end(c);
+	}
+	stale = c->st.version - version;
+	c->st.updates_in++;
+	raise_clock(c, i, step);
+	if (version > w->pushed_on)
+		w->pushed_on = version;
+	if (is_sync(c)) {
+		enum barrier_offer o = barrier_round_offer(&c->round, version);
+
+		if (o == BARRIER_ACCEPT || o == BARRIER_CLOSE) {
+			double wt = c->conf.average ? (samples > 0 ? (double)samples : 1.0) : 1.0;
+
+			emit(c, CORE_PS_ROUND_ADD, i, step, samples, wt);
+			c->agg_w += wt;
+			aux = stale = 0;
+			if (o == BARRIER_CLOSE)
+				close_round(c, now_ns);
+		} else {
+			c->st.dropped++;
+			aux = -1;
+		}
+	} else if (c->conf.average) {
+		double a = fold_weight(c, i, samples, core_ps_weight(c->conf.weighting, stale));
+
+		c->st.version++;
+		emit(c, CORE_PS_FOLD, i, step, samples, a);
+		aux = stale;
+	} else {
+		/* 1/N_live: N fresh updates move the model as one synchronous round of N does.
+		 * Applied at full size, asynchrony adds an implicit momentum of about 1 - 1/N
+		 * (Mitliagkas et al., "Asynchrony begets momentum", 2016): ASP and pBSP with 8
+		 * workers, MLP, lr 0.05 and momentum 0.9 diverged. */
+		double x = core_ps_weight(c->conf.weighting, stale) / (double)(c->live ? c->live : 1);
+
+		c->st.version++;
+		emit(c, CORE_PS_APPLY, i, step, samples, x);
+		aux = stale;
+	}
+	if (aux >= 0) {
+		c->st.accepted++;
+		c->st.stale_sum += stale;
+		c->st.stale_n++;
+		if (stale > c->st.stale_max)
+			c->st.stale_max = stale;
+	}
+	w->last_push = step;
+	w->last_ack = aux;
+	emit(c, CORE_PS_ACK, i, step, aux, waiting);
+	/* The push is also the request for the next round: held until its barrier holds (at
+	 * once for ASP), then answered with the model. */
+	hold_request(c, i, step, CORE_PS_REPLY_MODEL, now_ns);
+	return end(c);
+}
+
+int core_ps_on_pull(struct core_ps *c, uint32_t i, int64_t now_ns)
+{
+	if (begin(c, i) < 0)
+		return -EINVAL;
+	sign_of_life(c, i, now_ns);
+	emit(c, CORE_PS_MODEL, i, 0, 0, 0);
+	return end(c);
+}
+
+int core_ps_on_barrier(struct core_ps *c, uint32_t i, int64_t step, int64_t now_ns)
+{
+	if (begin(c, i) < 0 || step < 0)
+		return -EINVAL;
+	sign_of_life(c, i, now_ns);
+	hold_request(c, i, step, CORE_PS_REPLY_BARRIER_OK, now_ns);
+	return end(c);
+}
+
+/* Worker i is gone without a BYE: out of every barrier and round from now on, and finished as
+ * far as stopping goes once the grace has passed. Its next message makes it live again. */
+static void depart(struct core_ps *c, uint32_t i, enum core_ps_leave why, int64_t now_ns)
+{
+	struct cw *w = &c->w[i];
+
+	if (w->departed || w->left)
+		return;
+	w->departed = true;
+	w->departed_ns = now_ns;
+	/* A held request stays: a worker that was only cut off gets its answer. */
+	set_live(c, i, false, now_ns);
+	emit(c, CORE_PS_DEPART, i, c->clocks[i], why, 0);
+}
+
+int core_ps_on_leave(struct core_ps *c, uint32_t i, enum core_ps_leave why, int64_t now_ns)
+{
+	struct cw *w;
+
+	if (begin(c, i) < 0)
+		return -EINVAL;
+	w = &c->w[i];
+	if (why != CORE_PS_LEAVE_BYE) {
+		depart(c, i, why, now_ns);
+		return end(c);
+	}
+	/* A BYE is a message: the worker is known and was seen; it is finished. */
+	w->known = true;
+	w->last_seen_ns = now_ns;
+	w->departed = false;
+	w->left = true;
+	set_held(c, i, false);
+	set_live(c, i, false, now_ns);
+	return end(c);
+}
+
+int core_ps_on_tick(struct core_ps *c, int64_t now_ns)
+{
+	begin(c, 0);
+	/* Held workers send keep-alives too, so silence means a crash or a cut link even while a
+	 * request is held (a crashed held worker must not stall BSP forever). */
+	if (c->conf.dead_after_ns > 0)
+		for (uint32_t i = 0; i < c->conf.n; i++)
+			if (c->alive[i] && c->w[i].known && !c->w[i].left &&
+			    now_ns - c->w[i].last_seen_ns > c->conf.dead_after_ns)
+				depart(c, i, CORE_PS_LEAVE_SILENT, now_ns);
+	return end(c);
+}
+
+int core_ps_feed(struct core_ps *c, const struct core_ps_event *ev)
+{
+	switch (ev->kind) {
+	case CORE_PS_EV_HELLO:
+		return core_ps_on_hello(c, ev->worker, ev->flags, ev->now_ns);
+	case CORE_PS_EV_PUSH:
+		return core_ps_on_push(c, ev->worker, ev->step, ev->version, ev->samples, ev->now_ns);
+	case CORE_PS_EV_PULL:
+		return core_ps_on_pull(c, ev->worker, ev->now_ns);
+	case CORE_PS_EV_BARRIER:
+		return core_ps_on_barrier(c, ev->worker, ev->step, ev->now_ns);
+	case CORE_PS_EV_LEAVE:
+		if (ev->flags > CORE_PS_LEAVE_SILENT)
+			return -EINVAL;
+		return core_ps_on_leave(c, ev->worker, (enum core_ps_leave)ev->flags, ev->now_ns);
+	case CORE_PS_EV_TICK:
+		return core_ps_on_tick(c, ev->now_ns);
+	default:
+		return -EINVAL;
+	}
+}
+
+const struct core_ps_action *core_ps_actions(const struct core_ps *c, size_t *n)
+{
+	*n = c->nact;
+	return c->act;
+}
+
+bool core_ps_finished(const struct core_ps *c, int64_t now_ns)
+{
+	int64_t grace = c->conf.grace_ns > 0 ? c->conf.grace_ns : CORE_PS_GRACE_NS;
+
+	for (uint32_t i = 0; i < c->conf.n; i++)
+		if (!c->w[i].left && !(c->w[i].departed && now_ns - c->w[i].departed_ns >= grace))
+			return false;
+	return true;
+}
+
+int64_t core_ps_next_deadline(const struct core_ps *c)
+{
+	int64_t grace = c->conf.grace_ns > 0 ? c->conf.grace_ns : CORE_PS_GRACE_NS, t = INT64_MAX;
+
+	for (uint32_t i = 0; i < c->conf.n; i++) {
+		const struct cw *w = &c->w[i];
+		int64_t d = INT64_MAX;
+
+		if (w->left)
+			continue;
+		if (w->departed)
+			d = w->departed_ns + grace;
+		else if (c->conf.dead_after_ns > 0 && c->alive[i] && w->known)
+			d = w->last_seen_ns + c->conf.dead_after_ns + 1; /* "more than" dead_after */
+		if (d < t)
+			t = d;
+	}
+	return t;
+}
+
+int64_t core_ps_version(const struct core_ps *c)
+{
+	return c->st.version;
+}
+
+uint32_t core_ps_live(const struct core_ps *c)
+{
+	return c->live;
+}
+
+uint32_t core_ps_waiting(const struct core_ps *c)
+{
+	return c->held_live;
+}
+
+int64_t core_ps_clock(const struct core_ps *c, uint32_t w)
+{
+	return w < c->conf.n ? c->clocks[w] : -1;
+}
+
+bool core_ps_is_live(const struct core_ps *c, uint32_t w)
+{
+	return w < c->conf.n && c->alive[w];
+}
+
+bool core_ps_is_held(const struct core_ps *c, uint32_t w)
+{
+	return w < c->conf.n && c->w[w].held;
+}
+
+bool core_ps_has_left(const struct core_ps *c, uint32_t w)
+{
+	return w < c->conf.n && c->w[w].left;
+}
+
+void core_ps_stats(const struct core_ps *c, struct core_ps_stats *out)
+{
+	*out = c->st;
+}
+
+struct core_ps *core_ps_new(const struct core_ps_conf *conf)
+{
+	struct core_ps *c = NULL;
+	uint32_t n = conf ? conf->n : 0;
+
+	if (n == 0 || conf->bp.backup >= n)
+		return NULL;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->conf = *conf;
+	c->conf.late = NULL; /* copied into the workers' flags */
+	c->w = calloc(n, sizeof *c->w);
+	c->clocks = calloc(n, sizeof *c->clocks);
+	c->alive = calloc(n, sizeof *c->alive);
+	c->cap = 2 * (size_t)n + 16;
+	c->act = calloc(c->cap, sizeof *c->act);
+	c->fen = calloc((size_t)n + 1, sizeof *c->fen);
+	c->cand = calloc(n, sizeof *c->cand);
+	if (barrier_is_sampled(conf->bp.kind)) {
+		/* The sample never holds more than the other workers. */
+		size_t nodes;
+
+		c->slot = conf->bp.sample < n - 1 ? conf->bp.sample : n - 1;
+		nodes = (size_t)n * c->slot + n;
+		c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
+		c->nxt = malloc(nodes * sizeof *c->nxt);
+		c->prv = malloc(nodes * sizeof *c->prv);
+		c->mkey = calloc(2 * c->slot + 1, sizeof *c->mkey);
+		c->mval = calloc(2 * c->slot + 1, sizeof *c->mval);
+		c->scratch = conf->reference ? calloc(n, sizeof *c->scratch) : NULL;
+		if (!c->samples || !c->nxt || !c->prv || !c->mkey || !c->mval ||
+		    (conf->reference && !c->scratch))
+			goto fail;
+		memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
+		memset(c->prv, 0xff, nodes * sizeof *c->prv);
+	}
+	if (!c->w || !c->clocks || !c->alive || !c->act || !c->fen || !c->cand)
+		goto fail;
+	for (c->fen_top = 1; c->fen_top * 2 <= n; c->fen_top *= 2)
+		;
+	c->lmin = INT64_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		struct cw *w = &c->w[i];
+
+		/* Every worker starts live, so a synchronous run waits for all of them to join,
+		 * except those planned to join later: the others go on without them. */
+		w->late = conf->late && conf->late[i];
+		if (!w->late) {
+			c->alive[i] = true;
+			c->live++;
+			fen_add(c, i, 1);
+			min_add(c, 0);
+		}
+		w->pushed_on = -1;
+		w->last_push = -1;
+		w->rng = conf->seed ^ (CORE_PS_RNG_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+	}
+	barrier_round_init(&c->round, 0, c->live, conf->bp.backup);
+	return c;
+fail:
+	core_ps_destroy(&c);
+	return NULL;
+}
+
+void core_ps_destroy(struct core_ps **p)
+{
+	struct core_ps *c;
+
+	if (!p || !*p)
+		return;
+	c = *p;
+	free(c->w);
+	free(c->clocks);
+	free(c->alive);
+	free(c->samples);
+	free(c->scratch);
+	free(c->nxt);
+	free(c->prv);
+	free(c->mkey);
+	free(c->mval);
+	free(c->fen);
+	free(c->cand);
+	free(c->act);
+	free(c);
+	*p = NULL;
+}
+
+int core_ps_event_format(const struct core_ps_event *ev, char *buf, size_t len)
+{
+	return snprintf(buf, len, "E %d %" PRIu32 " %" PRIu32 " %" PRId64 " %" PRId64 " %" PRId64
+			" %" PRId64, (int)ev->kind, ev->worker, ev->flags, ev->now_ns, ev->step,
+			ev->version, ev->samples);
+}
+
+int core_ps_event_parse(const char *line, struct core_ps_event *ev)
+{
+	int kind, used = 0;
+
+	memset(ev, 0, sizeof *ev);
+	if (sscanf(line, "E %d %" SCNu32 " %" SCNu32 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
+		   "%n", &kind, &ev->worker, &ev->flags, &ev->now_ns, &ev->step, &ev->version,
+		   &ev->samples, &used) != 7 || used == 0)
+		return -EINVAL;
+	if (line[used] != '\0' && line[used] != '\n')
+		return -EINVAL;
+	if (kind < CORE_PS_EV_HELLO || kind > CORE_PS_EV_TICK)
+		return -EINVAL;
+	ev->kind = (enum core_ps_event_kind)kind;
+	return 0;
+}
+
+int core_ps_action_format(const struct core_ps_action *a, char *buf, size_t len)
+{
+	return snprintf(buf, len, "A %d %" PRIu32 " %u %" PRId64 " %" PRId64 " %" PRId64 " %.17g",
+			(int)a->kind, a->worker, (unsigned)a->reply, a->step, a->version, a->aux, a->x);
+}

@@ -1,0 +1,282 @@
+/* node/core_p2p against references from the definitions (node/barrier.h, docs/engines.md):
+ *   exhaustive  every order in which 2 and 3 peers, each with its own core, cross 4 barriers,
+ *               under BSP, SSP(1), ASP, pBSP(0), pBSP(N-1): a peer may cross exactly when the
+ *               reference over the true clocks allows it (the peers it asks answer once their
+ *               clock reaches the threshold), and every crossing's end agrees; BSP's spread
+ *               stays <= 1, SSP's bound holds, ASP and pBSP(0) never ask anyone, pBSP(N-1)
+ *               asks exactly whom BSP asks
+ *   liveness    a peer that dies while asked no longer blocks the crossing; dead peers are
+ *               never asked nor drawn
+ *   gossip      due every H steps (never at 0, never for ensemble), partners drawn from the
+ *               emulator's stream, weights; a restarted peer resumes from the slowest answer */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "node/core_p2p.h"
+
+#define MAXP 3
+#define CROSS 4
+
+struct world {
+	struct core_p2p *c[MAXP];
+	int64_t clock[MAXP]; /* the true clocks */
+	uint32_t n;
+	struct barrier_params bp;
+};
+
+static void world_init(struct world *w, uint32_t n, const struct barrier_params *bp)
+{
+	memset(w, 0, sizeof *w);
+	w->n = n;
+	w->bp = *bp;
+	for (uint32_t i = 0; i < n; i++) {
+		struct core_p2p_conf conf = { .n = n, .self = i, .bp = *bp, .local_steps = 1,
+					      .merge = true, .fanout = 1, .seed = 11 };
+
+		w->c[i] = core_p2p_new(&conf);
+		cr_assert_not_null(w->c[i]);
+	}
+}
+
+static void world_free(struct world *w)
+{
+	for (uint32_t i = 0; i < w->n; i++)
+		core_p2p_destroy(&w->c[i]);
+}
+
+static bool ref_allowed(const struct world *w, uint32_t i)
+{
+	int64_t c = w->clock[i];
+
+	if (w->bp.kind == BARRIER_ASP || (w->bp.kind == BARRIER_PBSP && w->bp.sample == 0))
+		return true;
+	for (uint32_t j = 0; j < w->n; j++) {
+		int64_t need = w->bp.kind == BARRIER_SSP ? c - w->bp.staleness : c;
+
+		if (j != i && w->clock[j] < need)
+			return false;
+	}
+	return true;
+}
+
+/* Peer i tries to cross: begin, the asked peers answer if their clock reached the threshold.
+ * Returns whether it can cross now; with `go`, crosses (answers reported, end, clock + 1). */
+static bool try_cross(struct world *w, uint32_t i, bool go)
+{
+	const uint32_t *ask;
+	int64_t thr;
+	size_t k = core_p2p_barrier_begin(w->c[i], w->clock[i], &thr, &ask);
+	bool ok = true;
+
+	if (w->bp.kind == BARRIER_ASP || (w->bp.kind == BARRIER_PBSP && w->bp.sample == 0))
+		cr_assert_eq(k, 0, "%s asked %zu peers", barrier_kind_name(w->bp.kind), k);
+	for (size_t a = 0; a < k; a++) {
+		cr_assert_neq(ask[a], i);
+		cr_assert_lt(core_p2p_known(w->c[i], ask[a]), thr);
+		if (!core_p2p_answerable(w->clock[ask[a]], thr))
+			ok = false;
+	}
+	if (!ok || !go)
+		return ok;
+	for (size_t a = 0; a < k; a++)
+		core_p2p_on_clock(w->c[i], ask[a], w->clock[ask[a]]);
+	cr_assert(core_p2p_barrier_end(w->c[i], w->clock[i]));
+	w->clock[i]++;
+	return true;
+}
+
+static void check_world(struct world *w)
+{
+	int64_t lo = INT64_MAX, hi = INT64_MIN;
+
+	for (uint32_t i = 0; i < w->n; i++) {
+		if (w->clock[i] < lo)
+			lo = w->clock[i];
+		if (w->clock[i] > hi)
+			hi = w->clock[i];
+		if (w->clock[i] < CROSS)
+			cr_assert_eq(try_cross(w, i, false), ref_allowed(w, i),
+				     "%s: peer %u at %lld", barrier_kind_name(w->bp.kind), i,
+				     (long long)w->clock[i]);
+	}
+	if (w->bp.kind == BARRIER_BSP || (w->bp.kind == BARRIER_PBSP && w->bp.sample + 1 >= w->n))
+		cr_assert_leq(hi - lo, 1);
+	if (w->bp.kind == BARRIER_SSP)
+		cr_assert_leq(hi - lo, w->bp.staleness + 1);
+}
+
+static uint32_t order[MAXP * CROSS];
+static unsigned long leaves;
+
+static void explore(const struct barrier_params *bp, uint32_t n, size_t len)
+{
+	struct world w;
+	bool can[MAXP] = { false };
+	bool any = false;
+
+	world_init(&w, n, bp);
+	for (size_t k = 0; k < len; k++)
+		cr_assert(try_cross(&w, order[k], true));
+	check_world(&w);
+	for (uint32_t i = 0; i < n; i++)
+		can[i] = w.clock[i] < CROSS && ref_allowed(&w, i);
+	world_free(&w);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!can[i])
+			continue;
+		any = true;
+		order[len] = i;
+		explore(bp, n, len + 1);
+	}
+	if (!any)
+		leaves++;
+}
+
+static unsigned long count(enum barrier_kind kind, int64_t s, uint32_t beta, uint32_t n)
+{
+	struct barrier_params bp = { .kind = kind, .staleness = s, .sample = beta };
+
+	leaves = 0;
+	explore(&bp, n, 0);
+	return leaves;
+}
+
+Test(core_p2p, exhaustive_crossings, .timeout = 120)
+{
+	/* ASP: every interleaving of 3 peers' 4 steps: 12! / (4!)^3. */
+	cr_assert_eq(count(BARRIER_ASP, 0, 0, 3), 34650ul);
+	cr_assert_eq(count(BARRIER_PBSP, 0, 0, 3), 34650ul);
+	/* BSP: each of the 4 rounds in any order: (3!)^4; pBSP(N-1) the same. */
+	cr_assert_eq(count(BARRIER_BSP, 0, 0, 3), 1296ul);
+	cr_assert_eq(count(BARRIER_PBSP, 0, 2, 3), 1296ul);
+	cr_assert_eq(count(BARRIER_BSP, 0, 0, 2), 16ul);
+	cr_assert_gt(count(BARRIER_SSP, 1, 0, 3), 1296ul);
+	cr_assert_lt(count(BARRIER_SSP, 1, 0, 3), 34650ul);
+}
+
+/* pBSP(N-1) asks, crossing for crossing, exactly the peers BSP asks. */
+Test(core_p2p, full_sample_asks_whom_bsp_asks)
+{
+	struct barrier_params bsp = { .kind = BARRIER_BSP }, pbsp = { .kind = BARRIER_PBSP, .sample = 2 };
+	struct world a, b;
+
+	world_init(&a, 3, &bsp);
+	world_init(&b, 3, &pbsp);
+	for (int step = 0; step < 6; step++) {
+		for (uint32_t i = 0; i < 3; i++) {
+			const uint32_t *qa, *qb;
+			int64_t ta, tb;
+			size_t ka = core_p2p_barrier_begin(a.c[i], a.clock[i], &ta, &qa);
+			size_t kb = core_p2p_barrier_begin(b.c[i], b.clock[i], &tb, &qb);
+			bool ma[3] = { false }, mb[3] = { false };
+
+			cr_assert_eq(ka, kb);
+			cr_assert_eq(ta, tb);
+			for (size_t k = 0; k < ka; k++) {
+				ma[qa[k]] = true;
+				mb[qb[k]] = true;
+			}
+			cr_assert_eq(memcmp(ma, mb, sizeof ma), 0);
+			cr_assert(try_cross(&a, i, true));
+			cr_assert(try_cross(&b, i, true));
+		}
+	}
+	world_free(&a);
+	world_free(&b);
+}
+
+Test(core_p2p, dead_peers_never_block)
+{
+	struct core_p2p_conf conf = { .n = 4, .self = 0, .bp = { .kind = BARRIER_BSP },
+				      .local_steps = 1 };
+	struct core_p2p *c = core_p2p_new(&conf);
+	const uint32_t *ask;
+	int64_t thr;
+	size_t k;
+
+	cr_assert_not_null(c);
+	core_p2p_set_alive(c, 3, false);
+	k = core_p2p_barrier_begin(c, 2, &thr, &ask);
+	cr_assert_eq(thr, 2);
+	cr_assert_eq(k, 2); /* peers 1 and 2, not the dead 3 */
+	cr_assert(ask[0] == 1 && ask[1] == 2);
+	core_p2p_on_clock(c, 1, 2);
+	cr_assert_not(core_p2p_barrier_end(c, 2)); /* peer 2 neither answered nor died */
+	k = core_p2p_barrier_begin(c, 2, &thr, &ask);
+	cr_assert_eq(k, 1);
+	core_p2p_set_alive(c, 2, false); /* it dies while asked */
+	cr_assert(core_p2p_barrier_end(c, 2));
+	/* A peer that came back during a crossing was not part of it. */
+	core_p2p_set_alive(c, 2, true);
+	core_p2p_set_alive(c, 3, true);
+	core_p2p_on_clock(c, 2, 3);
+	k = core_p2p_barrier_begin(c, 3, &thr, &ask);
+	cr_assert_eq(k, 2); /* 1 (known 2) and 3 (known 0) */
+	core_p2p_set_alive(c, 3, false);
+	core_p2p_on_clock(c, 1, 3);
+	cr_assert(core_p2p_barrier_end(c, 3));
+	/* The peer itself is always live; sampled draws skip the dead. */
+	core_p2p_set_alive(c, 0, false);
+	cr_assert(core_p2p_is_alive(c, 0));
+	core_p2p_destroy(&c);
+	conf.bp = (struct barrier_params){ .kind = BARRIER_PSSP, .sample = 3, .staleness = 1 };
+	c = core_p2p_new(&conf);
+	core_p2p_set_alive(c, 2, false);
+	k = core_p2p_barrier_begin(c, 5, &thr, &ask);
+	cr_assert_eq(thr, 4);
+	cr_assert_eq(k, 2);
+	for (size_t i = 0; i < k; i++)
+		cr_assert(ask[i] == 1 || ask[i] == 3);
+	core_p2p_destroy(&c);
+}
+
+Test(core_p2p, gossip_and_resume)
+{
+	struct core_p2p_conf conf = { .n = 5, .self = 2, .bp = { .kind = BARRIER_ASP }, .fanout = 2,
+				      .local_steps = 3, .merge = true, .weighted = true, .seed = 99 };
+	struct core_p2p *c = core_p2p_new(&conf);
+	uint64_t rng = 99 ^ (0x2545f4914f6cdd1dull * 3);
+	size_t ref[5];
+	const uint32_t *q;
+	bool got[5] = { false, true, false, true, true };
+	int64_t their[5] = { 0, 9, 0, 7, 12 }, lo;
+
+	cr_assert_not_null(c);
+	cr_assert_not(core_p2p_gossip_due(c, 0));
+	cr_assert_not(core_p2p_gossip_due(c, 2));
+	cr_assert(core_p2p_gossip_due(c, 3));
+	cr_assert(core_p2p_gossip_due(c, 6));
+	core_p2p_set_alive(c, 4, false);
+	/* The emulator's gossip stream, draw for draw. */
+	for (int r = 0; r < 20; r++) {
+		bool alive[5] = { true, true, true, true, false };
+		size_t k = core_p2p_gossip_partners(c, &q);
+		size_t kr = barrier_sample(&rng, 5, 2, alive, 2, ref);
+
+		cr_assert_eq(k, kr);
+		for (size_t i = 0; i < k; i++) {
+			cr_assert_eq(q[i], ref[i]);
+			cr_assert(q[i] != 2 && q[i] != 4);
+		}
+	}
+	cr_assert_float_eq(core_p2p_merge_weight(c, 30), 30, 1e-12);
+	cr_assert_float_eq(core_p2p_merge_weight(c, -1), 1, 1e-12);
+	cr_assert_float_eq(core_p2p_own_weight(c, 40), 40, 1e-12);
+	/* Resume from the slowest answer ahead of my clock. */
+	cr_assert_eq(core_p2p_resume_from(c, 3, got, their, &lo), 3);
+	cr_assert_eq(lo, 7);
+	cr_assert_eq(core_p2p_resume_from(c, 7, got, their, &lo), UINT32_MAX);
+	cr_assert_eq(core_p2p_live_others(c, &q), 3);
+	cr_assert(q[0] == 0 && q[1] == 1 && q[2] == 3);
+	core_p2p_destroy(&c);
+	conf.weighted = false;
+	conf.merge = false; /* ensemble: never a gossip round */
+	c = core_p2p_new(&conf);
+	cr_assert_not(core_p2p_gossip_due(c, 3));
+	cr_assert_float_eq(core_p2p_merge_weight(c, 30), 1, 1e-12);
+	cr_assert_float_eq(core_p2p_own_weight(c, 40), 1, 1e-12);
+	cr_assert(core_p2p_answerable(5, 5) && !core_p2p_answerable(4, 5));
+	core_p2p_destroy(&c);
+	cr_assert_null(core_p2p_new(&(struct core_p2p_conf){ .n = 2, .self = 2, .local_steps = 1 }));
+	cr_assert_null(core_p2p_new(&(struct core_p2p_conf){ .n = 2, .self = 0, .local_steps = 0 }));
+}
