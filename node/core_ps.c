@@ -528,15 +528,23 @@ static void hold_again(struct core_ps *c, uint32_t i, int64_t cl, int64_t now_ns
 		hold_request(c, i, cl, CORE_PS_REPLY_MODEL, now_ns);
 }
 
-/* The slowest clock among the other live workers that have not left (INT64_MAX: none). */
+/* The slowest clock among the other live workers that have not left. When none is left (the
+ * others finished while worker i was cut off), the furthest clock any other reached: the model
+ * it gets back holds their rounds, so its step count continues from there (in a BSP run every
+ * step k is computed on version k - 1) and, at stop.steps, it is done. INT64_MAX: no other. */
 static int64_t slowest_other(const struct core_ps *c, uint32_t i)
 {
-	int64_t lo = INT64_MAX;
+	int64_t lo = INT64_MAX, hi = INT64_MIN;
 
-	for (uint32_t j = 0; j < c->conf.n; j++)
-		if (j != i && c->alive[j] && !c->w[j].left && c->clocks[j] < lo)
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		if (j == i)
+			continue;
+		if (c->alive[j] && !c->w[j].left && c->clocks[j] < lo)
 			lo = c->clocks[j];
-	return lo;
+		if (c->clocks[j] > hi)
+			hi = c->clocks[j];
+	}
+	return lo != INT64_MAX || hi == INT64_MIN ? lo : hi;
 }
 
 /* Worker i missed rounds (a restart, a late join, a cut connection): it goes on from the

@@ -328,6 +328,34 @@ Test(core_ps, silent_worker_departs_at_dead_after)
 	core_ps_destroy(&d.c);
 }
 
+/* Cut off while the others ran to the end: back, it continues from the clock they finished
+ * at, not from its own (it would otherwise compute step 3 on the final model, version 8). */
+Test(core_ps, back_after_the_others_finished_resumes_at_their_last_clock)
+{
+	struct core_ps_conf conf = { .n = 3, .bp = { .kind = BARRIER_BSP }, .grace_ns = 1000000 };
+	struct drv d;
+
+	drv_init(&d, 3, &conf);
+	drv_push(&d, 0);
+	drv_push(&d, 1);
+	drv_push(&d, 2);
+	d.now += 1000;
+	take(&d, core_ps_on_leave(d.c, 2, CORE_PS_LEAVE_CLOSED, d.now));
+	for (int k = 0; k < 4; k++) {
+		drv_push(&d, 0);
+		drv_push(&d, 1);
+	}
+	cr_assert_eq(core_ps_clock(d.c, 0), 5);
+	take(&d, core_ps_on_leave(d.c, 0, CORE_PS_LEAVE_BYE, d.now));
+	take(&d, core_ps_on_leave(d.c, 1, CORE_PS_LEAVE_BYE, d.now));
+	cr_assert_eq(core_ps_clock(d.c, 2), 1);
+	d.now += 1000;
+	take(&d, core_ps_on_hello(d.c, 2, 0, d.now));
+	cr_assert_not_null(find(d.c, CORE_PS_RESUME, 2));
+	cr_assert_eq(core_ps_clock(d.c, 2), 5);
+	core_ps_destroy(&d.c);
+}
+
 Test(core_ps, late_joiner_and_restart_resume_at_the_slowest_clock)
 {
 	bool late[3] = { false, false, true };
