@@ -15,6 +15,10 @@
  * hierarchy's root (never kills: cleanup trusts only paths, and processes are the `proc`
  * records' business) and removes children before parents; a missing directory is success.
  *
+ * On v2 the controllers a run needs are enabled in the root's cgroup.subtree_control when they
+ * are not yet (and left so: enabling is host-wide policy systemd normally sets, and disabling it
+ * would break other users' cgroups).
+ *
  * The root is a parameter so tests can point the module at a directory of plain files; on a
  * plain directory the files written are created. */
 #ifndef STALENET_CGROUP_H
