@@ -26,6 +26,7 @@
 
 #include "lib/log.h"
 #include "orchestrator/cgroup.h"
+#include "orchestrator/doctor.h"
 #include "orchestrator/launch.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
@@ -369,4 +370,20 @@ Test(cgroup_ns, kill9_then_cleanup_removes_every_cgroup)
 	free(out);
 	cr_assert_eq(run_cgroups(pfx), 0, "cgroups of %s left after cleanup", pfx);
 	fprintf(stderr, "kill -9: %d cgroups of %s before cleanup, 0 after\n", before, pfx);
+}
+
+Test(cgroup_ns, doctor_names_the_hierarchy_and_its_controllers)
+{
+	struct cgroup_info ci;
+	char *text = NULL, want[128];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	cr_assert_eq(cgroup_detect(NULL, &ci), 0);
+	doctor_report(f, NULL);
+	fclose(f);
+	snprintf(want, sizeof want, "ok    cgroups: %s hierarchy (%s), controllers: cpu cpuset memory;",
+		 cgroup_hierarchy_name(ci.hierarchy), ci.hierarchy == CGROUP_V2 ? "unified" : "per controller");
+	cr_assert(strstr(text, want), "doctor said:\n%s", text);
+	free(text);
 }
