@@ -649,9 +649,12 @@ int cgroup_run_add(struct cgroup_run *self, const char *name, const struct cgrou
 		snprintf(err, errlen, "out of memory");
 	if (rc < 0)
 		return rc;
-	/* Counters start at 0 in a new cgroup; a fake root or an odd kernel may say otherwise. */
-	if (lim->memory_bytes && cgroup_run_oom_kills(self, (int)(self->n - 1), &nd->oom_base) < 0)
-		nd->oom_base = 0;
+	/* Counters start at 0 in a new cgroup; read anyway (the baseline is what it says now). */
+	if (lim->memory_bytes) {
+		uint64_t ignored;
+
+		(void)cgroup_run_oom_kills(self, (int)(self->n - 1), &ignored);
+	}
 	return (int)(self->n - 1);
 }
 
@@ -677,9 +680,9 @@ int cgroup_run_attach(struct cgroup_run *self, int idx, pid_t pid)
 	return 0;
 }
 
-int cgroup_run_oom_kills(const struct cgroup_run *self, int idx, uint64_t *kills)
+int cgroup_run_oom_kills(struct cgroup_run *self, int idx, uint64_t *kills)
 {
-	const struct cg_node *nd;
+	struct cg_node *nd;
 	const char *dir;
 	char buf[4096];
 	uint64_t v = 0;
@@ -703,6 +706,7 @@ int cgroup_run_oom_kills(const struct cgroup_run *self, int idx, uint64_t *kills
 		v = strtoull(buf, NULL, 10);
 	}
 	*kills = v >= nd->oom_base ? v - nd->oom_base : 0;
+	nd->oom_base = v;
 	return 0;
 }
 

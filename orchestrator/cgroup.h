@@ -105,10 +105,10 @@ int cgroup_run_find(const struct cgroup_run *self, const char *name);
  * Returns 0 or -errno. */
 int cgroup_run_attach(struct cgroup_run *self, int idx, pid_t pid);
 
-/* Kernel OOM kills inside node idx's cgroup since it was made (v2 memory.events oom_kill, v1
- * memory.oom_control oom_kill or, without it, memory.failcnt). 0 without a memory limit.
- * Returns 0 and *kills, or -errno. */
-int cgroup_run_oom_kills(const struct cgroup_run *self, int idx, uint64_t *kills);
+/* Kernel OOM kills inside node idx's cgroup since the last call, or since it was made (v2
+ * memory.events oom_kill, v1 memory.oom_control oom_kill or, without it, memory.failcnt): a
+ * restarted node's later death is judged on its own. Returns 0 and *kills, or -errno. */
+int cgroup_run_oom_kills(struct cgroup_run *self, int idx, uint64_t *kills);
 
 /* The directory of node idx (idx -1: the parent) in controller ctrl (one CGROUP_* bit; any on
  * v2), or NULL when that controller is not used. Owned by self. */
