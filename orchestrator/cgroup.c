@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -380,6 +382,18 @@ int cgroup_remove(const char *path, const char *prefix)
 	}
 	if (!top[0])
 		return -EINVAL;
+	/* Under the real mount only a cgroup file system is ours to rmdir in (the tmpfs holding
+	 * the v1 mount points is not); a missing directory is already gone. */
+	if (!strncmp(path, CGROUP_DEFAULT_ROOT "/", sizeof CGROUP_DEFAULT_ROOT)) {
+		struct statfs fs;
+
+		if (statfs(path, &fs) < 0)
+			return errno == ENOENT ? 0 : -errno;
+		if (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC) {
+			log_error("cgroup: %s is not on a cgroup file system: left alone", path);
+			return -EPERM;
+		}
+	}
 	for (int tries = 0;; tries++) {
 		if (rmdir(path) == 0 || errno == ENOENT)
 			return 0;

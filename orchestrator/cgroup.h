@@ -122,7 +122,8 @@ int cgroup_run_destroy(struct cgroup_run **self);
 
 /* Move every task of the cgroup directory path (a run's parent or child, named with prefix) to
  * its hierarchy's root (the directory above the component equal to prefix), then rmdir it (a few
- * bounded retries while exiting tasks leave). Missing: 0. Returns 0 or -errno. */
+ * bounded retries while exiting tasks leave). Missing: 0. Under CGROUP_DEFAULT_ROOT a directory
+ * not on a cgroup file system is refused (-EPERM). Returns 0 or -errno. */
 int cgroup_remove(const char *path, const char *prefix);
 
 /* Why path may not be removed for the run with this prefix, or NULL when it may: it must be

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -386,4 +388,21 @@ Test(cgroup_ns, doctor_names_the_hierarchy_and_its_controllers)
 		 cgroup_hierarchy_name(ci.hierarchy), ci.hierarchy == CGROUP_V2 ? "unified" : "per controller");
 	cr_assert(strstr(text, want), "doctor said:\n%s", text);
 	free(text);
+}
+
+Test(cgroup_ns, removal_refuses_a_directory_that_is_no_cgroup)
+{
+	struct statfs fs;
+	char p[PATH_MAX];
+
+	/* v1 layout: the mount points live on a tmpfs at the root; a directory there is no cgroup */
+	cr_assert_eq(statfs(CGROUP_DEFAULT_ROOT, &fs), 0);
+	if (fs.f_type == CGROUP2_SUPER_MAGIC)
+		cr_skip_test("the root is itself a cgroup2 mount: nothing that is no cgroup to find there");
+	snprintf(p, sizeof p, "%s/%s", CGROUP_DEFAULT_ROOT, prefix);
+	cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+	cr_assert_null(cgroup_path_problem(p, prefix), "the path itself is a run's");
+	cr_expect_eq(cgroup_remove(p, prefix), -EPERM);
+	cr_expect_eq(access(p, F_OK), 0, "%s removed", p);
+	cr_assert_eq(rmdir(p), 0);
 }
