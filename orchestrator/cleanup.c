@@ -14,7 +14,9 @@
  *   them with it.
  * - The run's sockets, the link emulator's (REGISTRY/linkd-PREFIX.sock) and the control plane's
  *   (ctl_endpoint_for the journal's run directory and prefix), are removed after a replay once
- *   nobody listens on them. */
+ *   nobody listens on them.
+ * - A cgroup is removed by path only (orchestrator/cgroup): tasks left in it are moved to the
+ *   hierarchy's root, never signalled; the run's processes are the `proc` records' business. */
 #include "orchestrator/cleanup.h"
 
 #include <dirent.h>
@@ -36,6 +38,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/sysctl.h"
+#include "orchestrator/cgroup.h"
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), -EPERM)
 
@@ -366,6 +369,10 @@ static int undo_one(const struct journal_parsed *p, const struct journal_record 
 		if (rc < 0)
 			log_error("cleanup: delete netns %s: %s", rec->fields[0], strerror(-rc));
 		break;
+	case JOURNAL_CGROUP:
+		/* checked by cleanup_check: under the cgroup mount, named with the prefix */
+		rc = cgroup_remove(rec->fields[0], p->prefix);
+		break;
 	case JOURNAL_KIND_COUNT:
 		break;
 	}
@@ -497,6 +504,10 @@ int cleanup_check(const struct journal_parsed *p, char *why, size_t whylen)
 					   (int)pid, what, p->prefix);
 			break;
 		}
+		case JOURNAL_CGROUP:
+			if ((bad = cgroup_path_problem(r->fields[0], p->prefix)))
+				return WHY("line %d: %s (%s)", r->line, bad, r->fields[0]);
+			break;
 		case JOURNAL_KIND_COUNT:
 			bad = "unknown record";
 			break;

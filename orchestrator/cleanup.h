@@ -16,6 +16,8 @@
  *   is still the NEW one recorded; a process (pid >= 2) still alive with the recorded start
  *   time must run a stalenet program (stalenet, stalenet-node, stalenet-linkd beside this
  *   program, or cleanup_set_program_dir) whose command line names the run directory or prefix.
+ *   A cgroup is a directory under the cgroup mount (cgroup_root()), ROOT[/CTRL]/PREFIX or
+ *   ROOT[/CTRL]/PREFIX/PREFIXNODE, with no "." or ".." component (cgroup_path_problem).
  * Undo steps are idempotent ("already gone" is success). A process is signalled through a
  * pidfd after re-checking it, so a recycled pid is never hit. */
 #ifndef STALENET_CLEANUP_H

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "netem/link_shaper.h"
+#include "orchestrator/cgroup.h"
 #include "node/data.h"
 
 #define DOCTOR_DATA_DIR "/usr/share/datasets/fashion-mnist"
@@ -88,6 +89,22 @@ int doctor_report(FILE *out, const char *data_dir)
 
 		fprintf(out, "ok    BLAS: OpenBLAS, %ld CPU(s); nodes use train.blas_threads (default 1)%s%s\n", cpus,
 			env ? "; OPENBLAS_NUM_THREADS=" : "", env ? env : "");
+	}
+	{
+		struct cgroup_info ci;
+
+		if (cgroup_detect(NULL, &ci) == 0 && ci.hierarchy != CGROUP_NONE)
+			fprintf(out, "%-5s cgroups: %s hierarchy (%s), controllers:%s%s%s%s; swap %s (scenario "
+				"resources: cpu needs cpu, cpus cpuset, memory memory)\n",
+				(ci.controllers & (CGROUP_CPU | CGROUP_CPUSET | CGROUP_MEMORY)) ==
+				(CGROUP_CPU | CGROUP_CPUSET | CGROUP_MEMORY) ? "ok" : "warn",
+				cgroup_hierarchy_name(ci.hierarchy), ci.hierarchy == CGROUP_V2 ? "unified" : "per controller",
+				(ci.controllers & CGROUP_CPU) ? " cpu" : "", (ci.controllers & CGROUP_CPUSET) ? " cpuset" : "",
+				(ci.controllers & CGROUP_MEMORY) ? " memory" : "", ci.controllers ? "" : " none",
+				ci.swap_limit ? "limited with memory" : "not accounted (a memory limit is on RAM only)");
+		else
+			fprintf(out, "warn  cgroups: none under %s (scenario resources cannot be applied)\n",
+				CGROUP_DEFAULT_ROOT);
 	}
 	if (read_first_line("/proc/sys/net/ipv4/neigh/default/gc_thresh3", buf, sizeof buf) == 0) {
 		long t3 = strtol(buf, NULL, 10);

@@ -2,7 +2,8 @@
  *
  * Checks (each one line "ok|warn|fail  what: detail"): root, network namespaces, the kernel's
  * sch_netem and the NFQUEUE path (through netem/link_shaper's probes), the data set, the BLAS
- * library and its threads, the neighbour-table limits (a 1000-node testbed needs them raised;
+ * library and its threads, the cgroup hierarchy and its cpu/cpuset/memory controllers (scenario
+ * `resources`), the neighbour-table limits (a 1000-node testbed needs them raised;
  * `stalenet run` does so and restores them), and the default TCP congestion control. */
 #ifndef STALENET_DOCTOR_H
 #define STALENET_DOCTOR_H

@@ -27,11 +27,11 @@
 
 static const char *const kind_names[JOURNAL_KIND_COUNT] = {
 	[JOURNAL_NETNS] = "netns", [JOURNAL_SYSCTL] = "sysctl", [JOURNAL_IPTABLES] = "iptables",
-	[JOURNAL_PROC] = "proc",
+	[JOURNAL_PROC] = "proc", [JOURNAL_CGROUP] = "cgroup",
 };
 /* Allowed field counts per kind (max -1: unbounded up to JOURNAL_MAX_FIELDS). */
-static const int kind_min[JOURNAL_KIND_COUNT] = { 1, 3, 4, 3 };
-static const int kind_max[JOURNAL_KIND_COUNT] = { 1, 4, -1, 3 };
+static const int kind_min[JOURNAL_KIND_COUNT] = { 1, 3, 4, 3, 1 };
+static const int kind_max[JOURNAL_KIND_COUNT] = { 1, 4, -1, 3, 1 };
 
 static char registry_dir[PATH_MAX] = JOURNAL_REGISTRY_DIR;
 
@@ -376,6 +376,13 @@ int journal_proc(struct journal *self, pid_t pid, uint64_t start_time, const cha
 	snprintf(p, sizeof p, "%d", (int)pid);
 	snprintf(s, sizeof s, "%llu", (unsigned long long)start_time);
 	return append_fields(self, JOURNAL_PROC, 3, f);
+}
+
+int journal_cgroup(struct journal *self, const char *path)
+{
+	const char *f[] = { path };
+
+	return append_fields(self, JOURNAL_CGROUP, 1, f);
 }
 
 int journal_batch_begin(struct journal *self)

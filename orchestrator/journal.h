@@ -12,6 +12,7 @@
  * (the orchestrator's pid and its /proc/PID/stat start time, so liveness never relies on a
  * name); then records
  *   netns NAME | sysctl NS KEY OLD [NEW] | iptables NS TABLE CHAIN ARG... | proc PID STARTTIME NAME
+ *   | cgroup PATH
  * where NS is a name under /run/netns or "-" for the host namespace; and a final "end" once
  * a teardown completed. A torn last line (no newline) is ignored: its append never returned,
  * so its thing was never created.
@@ -37,6 +38,7 @@ enum journal_kind {
 	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW]: write OLD back if the value is still NEW (testbed) */
 	JOURNAL_IPTABLES,   /* NS TABLE CHAIN RULE...: iptables -t TABLE -D CHAIN RULE... (shaper) */
 	JOURNAL_PROC,       /* PID STARTTIME NAME: TERM then KILL, only if still that process (launch) */
+	JOURNAL_CGROUP,     /* PATH: move tasks out, rmdir (orchestrator/cgroup) */
 	JOURNAL_KIND_COUNT
 };
 
@@ -67,6 +69,8 @@ int journal_sysctl(struct journal *self, const char *ns, const char *key, const 
 int journal_iptables(struct journal *self, const char *ns, const char *table, const char *chain,
 		     int n, const char *const *rule);
 int journal_proc(struct journal *self, pid_t pid, uint64_t start_time, const char *name);
+/* A cgroup directory (absolute path) about to be made. */
+int journal_cgroup(struct journal *self, const char *path);
 
 /* Batch: appends between begin and commit are buffered and written with one write + one
  * fsync at commit. The caller must commit BEFORE creating any of the batch's things.

@@ -136,6 +136,13 @@ pid_t launch_spawn(const struct launch_spec *spec)
 			return -EIO;
 		}
 	}
+	if (spec->place && spec->place(spec->record_arg, pid, spec->name) != 0) {
+		close(go[1]);
+		close(errp[0]);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -EIO;
+	}
 	if (send(go[1], &c, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE)
 		log_warn("launch %s: could not release the child: %s", spec->name, strerror(errno));
 	close(go[1]);

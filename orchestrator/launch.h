@@ -21,6 +21,10 @@ struct launch_spec {
 	 * the child and fails the launch. */
 	int (*record)(void *arg, pid_t pid, uint64_t start_time, const char *name);
 	void *record_arg;
+	/* Called in the parent after record, before the child may exec (e.g. to move it into its
+	 * cgroup, so the program starts under its limits); non-zero kills the child and fails the
+	 * launch. NULL: none. Gets record_arg. */
+	int (*place)(void *arg, pid_t pid, const char *name);
 };
 
 /* Start a process. Returns its pid, or -errno (the reason logged). */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "orchestrator/cgroup.h"
 #include "orchestrator/selector.h"
 #include "orchestrator/units.h"
 
@@ -86,6 +87,19 @@ static void straggler_merge(struct scenario_straggler *dst, const struct scenari
 	if (s & SCENARIO_STRAG_JOIN) dst->join_at_us = src->join_at_us;
 	if (s & SCENARIO_STRAG_LEAVE) dst->leave_at_us = src->leave_at_us;
 	dst->set |= s;
+	dst->nodes = src->nodes;
+	dst->pos = src->pos;
+}
+
+static void resources_merge(struct scenario_resources *dst, const struct scenario_resources *src)
+{
+	if (src->set & SCENARIO_RES_CPU)
+		dst->cpu = src->cpu;
+	if (src->set & SCENARIO_RES_CPUS)
+		memcpy(dst->cpus, src->cpus, sizeof dst->cpus);
+	if (src->set & SCENARIO_RES_MEMORY)
+		dst->memory_bytes = src->memory_bytes;
+	dst->set |= src->set;
 	dst->nodes = src->nodes;
 	dst->pos = src->pos;
 }
@@ -189,6 +203,18 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 		for (size_t i = 0; i < n; i++)
 			if (match[i])
 				straggler_merge(&r->nodes[i].straggler, st);
+	}
+	for (size_t s = 0; s < sc->n_resources; s++) {
+		const struct scenario_resources *re = &sc->resources[s];
+		memset(match, 0, n);
+		if ((rc = selector_match(re->nodes, names, roles, n, match, why, sizeof why)) < 0) {
+			snprintf(err, errlen, "%s:%u:%u: error: nodes '%s': %s", sc->file, re->pos.line, re->pos.col,
+				 re->nodes, why);
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (match[i])
+				resources_merge(&r->nodes[i].resources, re);
 	}
 	/* the timeline, sorted by time (stable), each event resolved to full parameters per node */
 	size_t ne = sc->network.n_timeline, total = 0, cap = 0;
@@ -423,6 +449,25 @@ void plan_format_links(const struct link_params *up, const struct link_params *d
 	snprintf(buf, len, "up:%s | down:%s", u, d);
 }
 
+void plan_format_resources(const struct scenario_resources *r, char *buf, size_t len)
+{
+	char cpus[512] = "", mem[32] = "";
+	int n = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (r->set & SCENARIO_RES_CPUS)
+		cgroup_format_cpus(r->cpus, cpus, sizeof cpus);
+	if (r->set & SCENARIO_RES_MEMORY)
+		cgroup_format_size(r->memory_bytes, mem, sizeof mem);
+	if (r->set & SCENARIO_RES_CPU)
+		n += snprintf(buf + n, len - (size_t)n, "cpu %g", r->cpu);
+	if ((r->set & SCENARIO_RES_CPUS) && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, "%scpus %s", n ? " " : "", cpus);
+	if ((r->set & SCENARIO_RES_MEMORY) && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "%smemory %s", n ? " " : "", mem);
+}
+
 void plan_format_straggler(const struct scenario_straggler *s, char *buf, size_t len)
 {
 	size_t pos = 0;
@@ -513,6 +558,10 @@ int plan_print(FILE *out, const struct plan *self)
 			if (n->straggler.set) {
 				plan_format_straggler(&n->straggler, buf, sizeof buf);
 				fprintf(out, "    %-12s %-7s straggler: %s\n", "", "", buf);
+			}
+			if (n->resources.set) {
+				plan_format_resources(&n->resources, buf, sizeof buf);
+				fprintf(out, "    %-12s %-7s resources: %s\n", "", "", buf);
 			}
 		}
 		if (r->n_events) {

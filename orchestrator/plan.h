@@ -28,6 +28,8 @@ struct plan_node {
 	struct link_params up, down;        /* effective at the run start */
 	struct scenario_straggler straggler;/* matching stragglers entries merged in order
 					       (set == 0: none); nodes/trace point into the scenario */
+	struct scenario_resources resources;/* matching resources entries merged in order (set == 0:
+					       unlimited, no cgroup limits); nodes points into the scenario */
 };
 
 /* A link change: from at_us on, node's links are up/down (the full effective parameters). */
@@ -70,13 +72,16 @@ const struct plan_run *plan_run(const struct plan *self, size_t i);
 /* The seed of run index idx derived from a base seed (splitmix64 mixing; never 0). */
 uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx);
 
-/* Print the plan readably (runs, nodes with their links and stragglers, timeline): the output of
+/* Print the plan readably (runs, nodes with their links, stragglers and resources, timeline): the output of
  * `stalenet check`. Returns 0 or -errno. */
 int plan_print(FILE *out, const struct plan *self);
 
 /* One link's two directions in scenario units, as plan_print shows them: "both: delay 10ms
  * jitter 2ms loss 20%", or "up: ... | down: ..." when they differ (no commas). */
 void plan_format_links(const struct link_params *up, const struct link_params *down, char *buf, size_t len);
+
+/* A node's resources as plan_print shows them ("cpu 0.25 cpus 1 memory 256MiB"); "" when none. */
+void plan_format_resources(const struct scenario_resources *r, char *buf, size_t len);
 
 /* A straggler profile as plan_print shows it ("delay constant(0.4, 0) pause 5s every 30s");
  * "" when the profile sets nothing. */

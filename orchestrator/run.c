@@ -30,6 +30,7 @@
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/cli.h"
+#include "orchestrator/cgroup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/linktrace.h"
@@ -102,6 +103,7 @@ struct run_ctx {
 	char node_bin[PATH_MAX], linkd_bin[PATH_MAX];
 	struct journal *journal;
 	struct testbed *tb;
+	struct cgroup_run *cg;        /* per-node limits (scenario resources), NULL = none */
 	struct link_shaper *shaper;
 	enum link_backend backend;
 	char linkd_ctl[PATH_MAX];
@@ -134,6 +136,68 @@ static int record_proc(void *arg, pid_t pid, uint64_t start_time, const char *na
 	struct run_ctx *c = arg;
 
 	return journal_proc(c->journal, pid, start_time, name);
+}
+
+/* A node process joins its cgroup before it execs (launch_spec.place). */
+static int place_node(void *arg, pid_t pid, const char *name)
+{
+	struct run_ctx *c = arg;
+	int idx = cgroup_run_find(c->cg, name);
+
+	return idx < 0 ? 0 : cgroup_run_attach(c->cg, idx, pid) < 0 ? -1 : 0;
+}
+
+/* A node its cgroup's OOM killer took: events.csv says so, not just "signal 9". */
+static int node_death_cause(void *arg, const char *name, int status, char *cause, size_t len)
+{
+	struct run_ctx *c = arg;
+	int idx = cgroup_run_find(c->cg, name);
+	uint64_t kills = 0;
+	char mem[32] = "?";
+
+	(void)status;
+	if (idx < 0 || cgroup_run_oom_kills(c->cg, idx, &kills) < 0 || !kills)
+		return 0;
+	for (size_t i = 0; i < c->run->n_nodes; i++)
+		if (!strcmp(c->run->nodes[i].name, name))
+			cgroup_format_size(c->run->nodes[i].resources.memory_bytes, mem, sizeof mem);
+	snprintf(cause, len, "oom_killed: memory limit %s reached", mem);
+	return 1;
+}
+
+/* One cgroup per node when the scenario sets any resources (orchestrator/cgroup). */
+static int make_cgroups(struct run_ctx *c)
+{
+	const struct plan_run *r = c->run;
+	unsigned need = 0;
+	char err[512];
+
+	for (size_t i = 0; i < r->n_nodes; i++) {
+		uint32_t set = r->nodes[i].resources.set;
+
+		need |= (set & SCENARIO_RES_CPU ? CGROUP_CPU : 0) | (set & SCENARIO_RES_CPUS ? CGROUP_CPUSET : 0) |
+			(set & SCENARIO_RES_MEMORY ? CGROUP_MEMORY : 0);
+	}
+	if (!need)
+		return 0;
+	if (!(c->cg = cgroup_run_new(NULL, c->prefix, need, c->journal, err, sizeof err))) {
+		log_error("resources: %s", err);
+		return -1;
+	}
+	for (size_t i = 0; i < r->n_nodes; i++) {
+		const struct scenario_resources *re = &r->nodes[i].resources;
+		struct cgroup_limits lim = {
+			.cpu = re->set & SCENARIO_RES_CPU ? re->cpu : 0,
+			.cpus = re->set & SCENARIO_RES_CPUS ? re->cpus : NULL,
+			.memory_bytes = re->set & SCENARIO_RES_MEMORY ? re->memory_bytes : 0,
+		};
+
+		if (cgroup_run_add(c->cg, r->nodes[i].name, &lim, err, sizeof err) < 0) {
+			log_error("resources of %s: %s", r->nodes[i].name, err);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* The shaper reports host changes before making them. iptables rules are journalled as such;
@@ -499,7 +563,10 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 		.run_index = c->run_index, .run_count = c->run_count,
 		.interrupted = &run_interrupted,
 		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc,
-			   .reaped = helper_reaped, .status = progress_status, .arg = c },
+			   .reaped = helper_reaped, .status = progress_status, .arg = c,
+			   /* limits apply to training; the link self-check measures links, unlimited */
+			   .place = training && c->cg ? place_node : NULL,
+			   .death_cause = training && c->cg ? node_death_cause : NULL },
 	};
 	int64_t origin;
 
@@ -643,12 +710,14 @@ static int teardown(struct run_ctx *c)
 	c->linkd_pid = 0;
 	if (!c->journal) {
 		testbed_destroy(&c->tb);
+		cgroup_run_destroy(&c->cg);
 		return 0;
 	}
 	/* The nodes have exited (supervise waits for them). The testbed removes what it made and
 	 * restores its sysctls; the journal replay then undoes everything else (the emulator
 	 * process, rules) and re-checks what the testbed did, idempotently. */
 	testbed_destroy(&c->tb);
+	cgroup_run_destroy(&c->cg);
 	rc = cleanup_journal(c->journal);
 	if (rc < 0)
 		log_error("teardown incomplete (%s): run 'stalenet cleanup'", strerror(-rc));
@@ -809,6 +878,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 			.switch_netns = testbed_switch_netns(c->tb),
 			.switch_ifname = testbed_node_switch_ifname(c->tb, (int)i),
 		};
+	if (make_cgroups(c) < 0)
+		goto out;
 	c->shaper = make_shaper(c);
 	if (!c->shaper)
 		goto out;

@@ -104,6 +104,21 @@ struct scenario_straggler {
 	uint64_t join_at_us, leave_at_us;
 };
 
+/* Bits of scenario_resources.set. */
+enum scenario_resource_field { SCENARIO_RES_CPU = 1u << 0, SCENARIO_RES_CPUS = 1u << 1, SCENARIO_RES_MEMORY = 1u << 2 };
+
+#define SCENARIO_CPU_WORDS 16           /* CPUs 0..1023 of a pinning list (CGROUP_CPU_WORDS) */
+
+/* One `resources` entry: cgroup limits of the nodes its selector matches (orchestrator/cgroup). */
+struct scenario_resources {
+	char *nodes;
+	struct scenario_pos pos;
+	uint32_t set;                   /* SCENARIO_RES_* given explicitly */
+	double cpu;                     /* share of one core (0.25), 0.01 .. online CPUs */
+	uint64_t cpus[SCENARIO_CPU_WORDS]; /* pinning: bit c = CPU c, each an online CPU */
+	uint64_t memory_bytes;          /* hard limit, >= 16 MiB */
+};
+
 /* One sweep axis: `key.path: [v1, v2, ...]`. values are the scalars' text, applied like --set. */
 struct scenario_sweep_axis {
 	char *key;
@@ -200,6 +215,8 @@ struct scenario {
 
 	struct scenario_straggler *stragglers;
 	size_t n_stragglers;
+	struct scenario_resources *resources;
+	size_t n_resources;
 
 	enum scenario_on_failure on_node_failure;
 	struct scenario_sweep sweep;

@@ -80,7 +80,7 @@ static int start_proc(struct sup *s, struct proc *p)
 	const char *argv[] = { s->o->node_bin, p->spec->conf_path, NULL };
 	struct launch_spec ls = {
 		.name = p->spec->name, .netns = p->spec->netns, .argv = argv, .log_path = p->spec->log_path,
-		.record = s->o->hooks.record, .record_arg = s->o->hooks.arg,
+		.record = s->o->hooks.record, .record_arg = s->o->hooks.arg, .place = s->o->hooks.place,
 	};
 	pid_t pid = launch_spawn(&ls);
 
@@ -141,6 +141,17 @@ static void on_exit_cb(void *arg, pid_t pid, int status)
 		else
 			snprintf(detail, sizeof detail, "killed by signal %d (%s)", WTERMSIG(status),
 				 strsignal(WTERMSIG(status)));
+		/* A kill by the kernel (the node's memory limit) is named first: events.csv says why. */
+		if (s->o->hooks.death_cause) {
+			char cause[256], plain[sizeof detail];
+
+			if (s->o->hooks.death_cause(s->o->hooks.arg, p->spec->name, status, cause, sizeof cause) > 0) {
+				memcpy(plain, detail, sizeof plain);
+				plain[sizeof plain - 1] = '\0';
+				if (snprintf(detail, sizeof detail, "%s; %s", cause, plain) >= (int)sizeof detail)
+					detail[sizeof detail - 1] = '\0';
+			}
+		}
 		log_error("node %s died: %s; last lines of %s:\n%s", p->spec->name, detail, p->spec->log_path, tail);
 		for (char *c = tail; *c; c++)
 			if (*c == '\n')

@@ -12,6 +12,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -43,6 +44,11 @@ struct supervise_hooks {
 	int64_t (*tick)(void *arg, int64_t now_rel_ns);
 	/* Record a process before it may exec (teardown journal). */
 	int (*record)(void *arg, pid_t pid, uint64_t start_time, const char *name);
+	/* Move a node's process into its cgroup before it execs (launch_spec.place). NULL: none. */
+	int (*place)(void *arg, pid_t pid, const char *name);
+	/* Why node name died with status, if the caller knows more than the status (e.g.
+	 * "oom_killed: memory limit 256MiB"): fill cause and return 1, else 0. NULL: none. */
+	int (*death_cause)(void *arg, const char *name, int status, char *cause, size_t len);
 	/* A child that is none of the nodes exited (the caller's own helper, such as the link
 	 * emulator, reaped by the supervisor's waitpid loop). Return < 0 to stop the run as
 	 * failed. NULL: such exits are ignored. */
