@@ -15,7 +15,9 @@
 #   full-fs            the output directory on a small tmpfs: a clear ENOSPC error naming the
 #                      file, a non-zero exit, nothing left behind
 #   soak               many workers for SECONDS: orchestrator and linkd resident memory grow
-#                      < 1% after the first minute, their open file descriptors stay constant
+#                      < 1% after the first minute (the orchestrator's beside the once-only
+#                      growth of its control queues, 32 kB a node) and < 1% over the second
+#                      half, their open file descriptors stay constant
 #
 # Kill instants are uniform over [0, duration of a measured full run], drawn from a seeded RNG
 # (the seed is printed; CAMPAIGN_SEED=N reproduces a campaign).
@@ -545,7 +547,7 @@ fds() {
 
 soak_case() {
 	local secs=$1 n=$2 scen=$TMP/soak.yaml out=$TMP/soak why="" p lpid t0 t rc
-	local rss0="" lrss0="" fd0="" lfd0="" rss lrss fd lfd samples=$TMP/soak.samples
+	local rss0="" lrss0="" fd0="" lfd0="" rss lrss fd lfd rssmid samples=$TMP/soak.samples
 	write_scenario "$scen" "$((secs + 15))s" "$n" continue off \
 		"stragglers:
   - {nodes: workers, compute: {delay: {dist: constant, value: 500ms}}}"
@@ -579,9 +581,18 @@ soak_case() {
 		fi
 	done
 	if [ -n "$rss0" ] && [ -n "$rss" ] && [ -n "$lrss" ]; then
-		awk -v a="$rss0" -v b="$rss" 'BEGIN { exit !(b <= a * 1.01) }' ||
+		# The orchestrator's ZeroMQ control socket keeps one queue per node connection in
+		# 16 kB blocks of 256 messages; a queue takes its second block (and then recycles the
+		# two) once its node has sent 256 status messages, about 2 to 4 minutes into a soak of
+		# 500 ms steps. That one-time growth, at most 2 blocks a node, is allowed on top of the
+		# 1%; the second half of the soak, long after it, must grow less than 1% by itself.
+		awk -v a="$rss0" -v b="$rss" -v n="$((n + 1))" 'BEGIN { exit !(b <= a * 1.01 + n * 32) }' ||
 			why="${why:+$why
-}orchestrator RSS $rss0 kB at 60 s, $rss kB at $secs s (> 1%)"
+}orchestrator RSS $rss0 kB at 60 s, $rss kB at $secs s (> 1% + 32 kB a node)"
+		rssmid=$(awk -v h="$((secs / 2))" 'NR > 1 && $1 >= h { print $2; exit }' "$samples")
+		awk -v a="$rssmid" -v b="$rss" 'BEGIN { exit !(a != "" && b <= a * 1.01) }' ||
+			why="${why:+$why
+}orchestrator RSS $rssmid kB at $((secs / 2)) s, $rss kB at $secs s (> 1%)"
 		awk -v a="$lrss0" -v b="$lrss" 'BEGIN { exit !(b <= a * 1.01) }' ||
 			why="${why:+$why
 }linkd RSS $lrss0 kB at 60 s, $lrss kB at $secs s (> 1%)"
@@ -597,7 +608,7 @@ soak_case() {
 }exit $rc: $(tail -3 "$out.stderr")"
 	poll no_leftovers "$out" "$p" || why="${why:+$why
 }left behind: $(leftovers "$out" "$p")"
-	report "soak $n workers $secs s (orchestrator RSS ${rss0:-?} -> ${rss:-?} kB, fds ${fd0:-?} -> ${fd:-?}; linkd RSS ${lrss0:-?} -> ${lrss:-?} kB, fds ${lfd0:-?} -> ${lfd:-?})" "$why"
+	report "soak $n workers $secs s (orchestrator RSS ${rss0:-?} -> ${rssmid:-?} -> ${rss:-?} kB, fds ${fd0:-?} -> ${fd:-?}; linkd RSS ${lrss0:-?} -> ${lrss:-?} kB, fds ${lfd0:-?} -> ${lfd:-?})" "$why"
 }
 
 # --- 0. the trace checker catches what it must ------------------------------------------------
