@@ -822,6 +822,7 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	const struct scenario *sc = r->scenario;
 	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
 	struct testbed_spec spec = { 0 };
+	struct testbed_tcp tcp;
 	const char **names = NULL;
 	struct nodeconf_ctx nc = { 0 };
 	enum supervise_result res = SUPERVISE_FAILED;
@@ -872,10 +873,17 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	for (size_t i = 0; i < n; i++)
 		names[i] = r->nodes[i].name;
 	names[n] = "hub";
+	tcp = (struct testbed_tcp){
+		.slow_start_after_idle = sc->network.tcp.slow_start_after_idle, .ecn = sc->network.tcp.ecn,
+		.initial_cwnd = sc->network.tcp.initial_cwnd,
+	};
+	memcpy(tcp.rmem, sc->network.tcp.rmem, sizeof tcp.rmem);
+	memcpy(tcp.wmem, sc->network.tcp.wmem, sizeof tcp.wmem);
 	spec = (struct testbed_spec){
 		.prefix = c->prefix, .n_nodes = (int)n + 1, .node_names = names,
 		.subnet_be = htonl(sc->network.subnet), .prefix_len = sc->network.prefix_len,
 		.mtu = (int)sc->network.mtu, .cc = sc->network.cc, .raise_neigh = n + 1 > 500,
+		.tcp = &tcp,
 	};
 	c->tb = testbed_create(&spec, c->journal, err, sizeof err);
 	if (!c->tb) {
