@@ -8,9 +8,11 @@
  * that wakes up 20 times a second waits for a core each time the others hold both. So the
  * test measures the host's busy share (/proc/stat) for a second before the run, and the run
  * measures it again (host_cpu_mean; the run's own two nodes use a few percent of one core).
- * When either is above OTHERS_BUSY_MAX, the healthy case is skipped with the figures, except
- * under STALENET_TESTS_MUST_RUN=1: there (a CI machine, which must be quiet for any timing
- * result to mean something) it is asserted all the same, and a busy CI host fails it.
+ * A run that is not flagged passes whatever the load (sleeping nodes usually get a core at
+ * once: measured 1.3% wait on a host kept 100% busy by others). Only a run flagged while
+ * either figure was above OTHERS_BUSY_MAX is skipped, with the figures, since the guard was
+ * then right to flag it; except under STALENET_TESTS_MUST_RUN=1, where (a CI machine, which
+ * must be quiet for any timing result to mean something) it is asserted all the same.
  *
  * Skips cleanly without root, namespaces or the data set; fails instead under
  * STALENET_TESTS_MUST_RUN=1. */
@@ -196,18 +198,16 @@ Test(guard, few_softmax_workers_are_not_flagged)
 	struct run_meta m;
 	double before = host_busy_now();
 
-	if (before > OTHERS_BUSY_MAX && !support_must_run())
-		cr_skip_test("the host was %.0f%% busy before the run (other processes): a healthy run "
-			     "cannot be judged here", 100 * before);
 	run_scenario(yaml, "few", out, sizeof out);
 	load_meta(out, &m);
 	cr_log_info("healthy: host busy %.4f before; runq_wait_mean %.4f max %.4f host_cpu_mean %.4f", before,
 		    m.runq_wait_mean, m.runq_wait_max, m.host_cpu_mean);
 	cr_assert(!isnan(m.runq_wait_mean) && !isnan(m.host_cpu_mean), "the guard measured nothing");
-	if (m.host_cpu_mean > OTHERS_BUSY_MAX && !support_must_run())
-		cr_skip_test("the host was %.0f%% busy during the run (other processes; this run uses a few "
-			     "percent of one core): runq wait %.1f%% not judged", 100 * m.host_cpu_mean,
-			     100 * m.runq_wait_mean);
+	/* Flagged while others kept the host busy: the guard was right, the case undecidable. */
+	if (m.saturated && (before > OTHERS_BUSY_MAX || m.host_cpu_mean > OTHERS_BUSY_MAX) && !support_must_run())
+		cr_skip_test("flagged (runq wait %.1f%%) while the host was %.0f%% busy before and %.0f%% during "
+			     "the run with other processes' work (this run uses a few percent of one core): not "
+			     "judged", 100 * m.runq_wait_mean, 100 * before, 100 * m.host_cpu_mean);
 	cr_assert_not(m.saturated, "runq_wait_mean %.4f (host %.0f%% busy)", m.runq_wait_mean,
 		      100 * m.host_cpu_mean);
 	cr_assert_leq(m.runq_wait_mean, HOSTLOAD_SATURATED_FRAC);
