@@ -103,38 +103,71 @@ static double delay_mean_s(const struct scenario_straggler *st)
 	}
 }
 
+/* Whether node i's link is shaped (so its packets go through the nfq emulator): any link key
+ * set, a timeline change of it, or a trace (which reshapes every link). */
+static bool shaped(const struct plan_run *run, size_t i)
+{
+	if (run->nodes[i].up.set || run->nodes[i].down.set || run->scenario->network.trace)
+		return true;
+	for (size_t e = 0; e < run->n_events; e++)
+		if (run->events[e].node == i)
+			return true;
+	return false;
+}
+
 void cpuneed_estimate(const struct plan_run *run, double step_cost_s, size_t nparams, bool nfq,
 		      int host_cores, struct cpuneed *out)
 {
-	double steps_per_s = 0, bytes_per_step;
+	double steps_per_s = 0, shaped_steps_per_s = 0, server_rtt_s = 0, bytes_per_step = 2.0 * 4.0 * (double)nparams;
+	double msg_s = CPUNEED_MSG_FLOOR_S + bytes_per_step * CPUNEED_MSG_S_PER_BYTE;
+	size_t servers = 0;
 
 	memset(out, 0, sizeof *out);
 	out->step_cost_s = step_cost_s;
 	out->host_cores = host_cores;
+	for (size_t i = 0; i < run->n_nodes; i++)
+		if (run->nodes[i].role == SCENARIO_ROLE_SERVER) {
+			servers++;
+			server_rtt_s = (run->nodes[i].up.delay_us + run->nodes[i].down.delay_us) / 1e6;
+		}
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		const struct plan_node *nd = &run->nodes[i];
-		double slow = 1, len;
+		double slow = 1, busy, len, d;
 
 		if (nd->role != SCENARIO_ROLE_WORKER && nd->role != SCENARIO_ROLE_PEER &&
 		    nd->role != SCENARIO_ROLE_CENTRAL)
 			continue;
 		if (nd->straggler.set & SCENARIO_STRAG_SLOWDOWN)
 			slow = nd->straggler.slowdown;
-		len = step_cost_s * slow + delay_mean_s(&nd->straggler);
-		if (len <= 0)
+		/* on a core: the gradient and the messages (copies, checksums, the TCP stack);
+		 * asleep: the straggler's delay and the links' round trip */
+		busy = step_cost_s * slow + (nd->role == SCENARIO_ROLE_CENTRAL ? 0 : msg_s);
+		len = busy + delay_mean_s(&nd->straggler);
+		if (nd->role != SCENARIO_ROLE_CENTRAL)
+			len += (nd->up.delay_us + nd->down.delay_us) / 1e6 + server_rtt_s;
+		if (busy <= 0 || len <= 0)
 			continue;
+		d = busy / len;
 		/* a limited node (resources cpu) cannot use more than its share */
-		double d = step_cost_s / len;
 		if ((nd->resources.set & SCENARIO_RES_CPU) && d > nd->resources.cpu)
 			d = nd->resources.cpu;
 		out->workers_cores += d;
-		steps_per_s += d / step_cost_s;
+		steps_per_s += d / busy;
+		if (shaped(run, i))
+			shaped_steps_per_s += d / busy;
+	}
+	/* the parameter servers handle each step's messages too, at most a core each */
+	if (servers) {
+		out->servers_cores = steps_per_s * msg_s;
+		if (out->servers_cores > (double)servers)
+			out->servers_cores = (double)servers;
+		out->workers_cores += out->servers_cores;
 	}
 	if (nfq) {
-		/* Each step pushes a gradient and pulls a model (a peer exchanges as much), each
-		 * packet crossing two shaped directions (sender up, receiver down). */
-		bytes_per_step = 2.0 * 4.0 * (double)nparams;
-		out->emulator_cores = steps_per_s * 2 * ceil(bytes_per_step / CPUNEED_PACKET_BYTES) * CPUNEED_NFQ_PACKET_S;
+		/* Each step of a worker on a shaped link pushes a gradient and pulls a model (a
+		 * peer exchanges as much), each packet crossing two directions (sender up,
+		 * receiver down); an unshaped link never reaches the emulator. */
+		out->emulator_cores = shaped_steps_per_s * 2 * ceil(bytes_per_step / CPUNEED_PACKET_BYTES) * CPUNEED_NFQ_PACKET_S;
 	}
 	out->need_cores = out->workers_cores + out->emulator_cores;
 	out->over = out->need_cores > (double)host_cores;
@@ -142,9 +175,10 @@ void cpuneed_estimate(const struct plan_run *run, double step_cost_s, size_t npa
 
 void cpuneed_print(FILE *out, const char *run_id, const struct cpuneed *e)
 {
-	fprintf(out, "cpu %s: model step %.2f ms (measured here), workers need %.2f cores, "
+	fprintf(out, "cpu %s: model step %.2f ms (measured here), nodes need %.2f cores (servers %.2f), "
 		     "+%.2f for the nfq emulator, of %d\n",
-		run_id, e->step_cost_s * 1e3, e->workers_cores, e->emulator_cores, e->host_cores);
+		run_id, e->step_cost_s * 1e3, e->workers_cores, e->servers_cores, e->emulator_cores,
+		e->host_cores);
 	if (e->workers_cores > (double)e->host_cores)
 		fprintf(out, "warning: %s wants %.1f cores and the host has %d: nodes will wait for a core "
 			     "and their timing will reflect the host (fewer workers, or resources: limits)\n",

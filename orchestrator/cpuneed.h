@@ -4,9 +4,10 @@
  * more cores than the host has (the host-saturation guard, orchestrator/hostload, then flags
  * the run). The model's step cost is measured here, in process, with node/model on a batch of
  * the scenario's size (CPU time of this thread, so a busy host does not inflate it); each
- * worker's demand is its step cost over the length of its step (compute, times its straggler
- * slowdown, plus its mean extra delay, which the node sleeps); with the nfq backend the
- * userspace emulator's share is added from the bytes a step moves. */
+ * worker's demand is its time on a core per step (the gradient times its straggler slowdown,
+ * plus its messages) over the length of its step (plus its mean extra delay, which the node
+ * sleeps, and the links' round trip); the parameter servers add the messages of every step;
+ * with the nfq backend the userspace emulator's share is added from the bytes a step moves. */
 #ifndef STALENET_CPUNEED_H
 #define STALENET_CPUNEED_H
 
@@ -21,10 +22,19 @@
  * bench_linkd_share.sh measures the emulator's real share during a run). */
 #define CPUNEED_NFQ_PACKET_S 20e-6
 #define CPUNEED_PACKET_BYTES 1448.0
+/* CPU of one step's messages (push and reply: copies, checksums, the TCP stack, at both
+ * ends): a floor plus a cost per byte, fitted to the step rates of one compute-bound worker on
+ * unshaped links (scenarios/guard-capacity.yaml: softmax 0.94 ms a step with 63 KB of
+ * messages, MLP 784-256-10 2.4 ms with 1.6 MB, of which 0.02 and 0.33 ms gradient;
+ * docs/experiments.md). */
+#define CPUNEED_MSG_FLOOR_S 0.85e-3
+#define CPUNEED_MSG_S_PER_BYTE 0.7e-9
 
 struct cpuneed {
 	double step_cost_s;      /* measured CPU seconds of one gradient step of the model */
-	double workers_cores;    /* sum over workers (peers) of step cost / step length */
+	double workers_cores;    /* nodes: sum over workers (peers) of their time on a core per
+				    step / step length, plus servers_cores */
+	double servers_cores;    /* the parameter servers' share (their messages), <= 1 each */
 	double emulator_cores;   /* the nfq emulator's share (0 with the kernel backend) */
 	double need_cores;       /* workers_cores + emulator_cores */
 	int host_cores;          /* online CPUs */

@@ -60,18 +60,36 @@ Test(cpuneed, estimate_by_hand)
 	struct cpuneed e;
 
 	cr_assert_not_null(p, "%s", err);
-	/* step 1 ms: worker0 1/3 core, worker1 1/10, worker2 capped at 0.25, worker3 1 */
+	/* step 1 ms of gradient, 1000 parameters (8000 bytes of messages a step: m seconds on a
+	 * core); worker0 3 ms + m, worker1 1 ms + m on a core of 10 ms + m, worker2 capped at
+	 * 0.25, worker3 busy all the time; the server handles m per step of every worker */
+	const double m = CPUNEED_MSG_FLOOR_S + 8000 * CPUNEED_MSG_S_PER_BYTE;
+	double w1 = (1e-3 + m) / (10e-3 + m), w2 = 0.25;
+	double steps = 1 / (3e-3 + m) + w1 / (1e-3 + m) + w2 / (1e-3 + m) + 1 / (1e-3 + m);
+
 	cpuneed_estimate(plan_run(p, 0), 1e-3, 1000, false, 2, &e);
-	cr_assert_float_eq(e.workers_cores, 1.0 / 3 + 0.1 + 0.25 + 1, 1e-9);
+	cr_assert_float_eq(e.servers_cores, steps * m, 1e-9);
+	cr_assert_float_eq(e.workers_cores, 1 + w1 + w2 + 1 + steps * m, 1e-9);
 	cr_assert_float_eq(e.emulator_cores, 0, 1e-12);
-	cr_assert_not(e.over);
-	/* nfq: 8000 bytes a step = 6 packets, 2 directions each, at the assumed packet cost;
-	 * steps/s = 333.3 + 100 + 250 + 1000 */
-	cpuneed_estimate(plan_run(p, 0), 1e-3, 1000, true, 2, &e);
-	cr_assert_float_eq(e.emulator_cores, (1000.0 / 3 + 100 + 250 + 1000) * 12 * CPUNEED_NFQ_PACKET_S, 1e-9);
+	cr_assert(e.over, "%g cores on 2", e.need_cores);
+	/* nfq, unshaped links: the emulator sees none of it */
+	cpuneed_estimate(plan_run(p, 0), 1e-3, 1000, true, 8, &e);
+	cr_assert_float_eq(e.emulator_cores, 0, 1e-12);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+	/* the same with 1% loss (no delay: the same step lengths) on every link: 8000 bytes a
+	 * step = 6 packets, 2 directions each, at the assumed packet cost */
+	sc = load("model: {kind: softmax}\nworkers: 4\nnetwork: {default: {loss: 1%}}\n"
+		  "stragglers:\n"
+		  "  - {nodes: worker0, compute: {slowdown: 3}}\n"
+		  "  - {nodes: worker1, compute: {delay: {dist: constant, value: 9ms}}}\n"
+		  "resources: [{nodes: worker2, cpu: 0.25}]\n");
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	cpuneed_estimate(plan_run(p, 0), 1e-3, 1000, true, 8, &e);
+	cr_assert_float_eq(e.emulator_cores, steps * 12 * CPUNEED_NFQ_PACKET_S, 1e-9);
 	cr_assert_float_eq(e.need_cores, e.workers_cores + e.emulator_cores, 1e-12);
-	cpuneed_estimate(plan_run(p, 0), 1e-3, 1000, false, 1, &e);
-	cr_assert(e.over, "1.68 cores on 1");
+	cr_assert_not(e.over);
 	plan_destroy(&p);
 	scenario_destroy(&sc);
 }
