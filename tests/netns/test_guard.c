@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "collectors/meta.h"
+#include "collectors/schema.h"
 #include "collectors/table.h"
 #include "lib/log.h"
 #include "orchestrator/hostload.h"
@@ -136,6 +137,37 @@ static void load_meta(const char *out, struct run_meta *m)
 	cr_assert(m->has_guard, "meta.json of %s has no host_guard", out);
 }
 
+/* progress.csv passes the schema check and its guard columns carry samples: empty before
+ * the first second, then fractions, most of them above the line in this run. */
+static void progress_columns(const char *out)
+{
+	char path[256], err[512];
+	struct table *t;
+	size_t filled = 0, above = 0;
+	int cr, ch;
+
+	cr_assert_eq(trace_schema_check_dir(out, err, sizeof err), 0, "%s", err);
+	snprintf(path, sizeof path, "%s/progress.csv", out);
+	t = table_load(path, NULL, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	cr = table_col(t, "runq_wait_frac");
+	ch = table_col(t, "host_cpu_frac");
+	cr_assert(cr >= 0 && ch >= 0);
+	cr_assert_str_empty(table_get(t, 0, (size_t)cr), "no sample at t = 0");
+	for (size_t r = 0; r < table_rows(t); r++) {
+		double v;
+
+		if (table_double(t, r, (size_t)cr, &v) < 0)
+			continue;
+		filled++;
+		above += v > HOSTLOAD_SATURATED_FRAC;
+		cr_assert_str_not_empty(table_get(t, r, (size_t)ch));
+	}
+	cr_assert_gt(filled, table_rows(t) / 2, "%zu of %zu rows with a sample", filled, table_rows(t));
+	cr_assert_gt(above, filled / 2, "%zu of %zu samples above 5%%", above, filled);
+	table_destroy(&t);
+}
+
 /* The host's busy share over about one second. */
 static double host_busy_now(void)
 {
@@ -175,6 +207,7 @@ Test(guard, oversubscribed_mlp_is_flagged)
 	cr_assert_geq(m.runq_wait_max, m.runq_wait_mean);
 	cr_assert_gt(m.host_cpu_mean, 0.9, "%ld busy workers on %ld cores", 4 * cores, cores);
 	cr_assert_str_eq(summary_flag(out, flag, sizeof flag), "1");
+	progress_columns(out);
 	{
 		char path[256], *ev;
 
