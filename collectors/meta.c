@@ -160,6 +160,44 @@ static void value_text(json_t *v, char *dst, size_t dstlen)
 	}
 }
 
+/* "host_guard": {runq_wait_mean, runq_wait_max, host_cpu_mean, host_cpu_max: fraction or
+ * null, saturated: boolean}. Absent: has_guard false. Returns false with err filled. */
+static bool read_guard(json_t *g, struct run_meta *out, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "runq_wait_mean", "runq_wait_max", "host_cpu_mean",
+					    "host_cpu_max" };
+	double *dst[] = { &out->runq_wait_mean, &out->runq_wait_max, &out->host_cpu_mean,
+			  &out->host_cpu_max };
+	json_t *v;
+
+	for (size_t i = 0; i < 4; i++)
+		*dst[i] = NAN;
+	if (!g)
+		return true;
+	if (!json_is_object(g)) {
+		snprintf(err, errlen, "\"host_guard\": not an object");
+		return false;
+	}
+	for (size_t i = 0; i < 4; i++) {
+		v = json_object_get(g, keys[i]);
+		if (!v || json_is_null(v))
+			continue;
+		if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) <= 1)) {
+			snprintf(err, errlen, "\"host_guard\".\"%s\": not a fraction in [0,1]", keys[i]);
+			return false;
+		}
+		*dst[i] = json_number_value(v);
+	}
+	v = json_object_get(g, "saturated");
+	if (!json_is_boolean(v)) {
+		snprintf(err, errlen, "\"host_guard\".\"saturated\": not a boolean");
+		return false;
+	}
+	out->saturated = json_is_true(v);
+	out->has_guard = true;
+	return true;
+}
+
 /* Fill out from the parsed document. Returns false with err filled on a schema error. */
 static bool read_root(json_t *root, struct run_meta *out, char *err, size_t errlen)
 {
@@ -204,6 +242,8 @@ static bool read_root(json_t *root, struct run_meta *out, char *err, size_t errl
 		out->has_target = true;
 		out->target = json_number_value(v);
 	}
+	if (!read_guard(json_object_get(root, "host_guard"), out, err, errlen))
+		return false;
 	v = json_object_get(root, "sweep");
 	if (v && !json_is_object(v)) {
 		snprintf(err, errlen, "\"sweep\": not an object");

@@ -26,6 +26,10 @@ struct run_meta {
 	int repeat;
 	bool has_target;     /* "target" present and a number */
 	double target;       /* target test accuracy (fraction) for time-to-target */
+	/* "host_guard" (orchestrator/hostload): fractions NAN when null or absent */
+	bool has_guard;
+	double runq_wait_mean, runq_wait_max, host_cpu_mean, host_cpu_max;
+	bool saturated;
 	size_t nsweep;
 	/* sweep point: key paths in file order and values as text (strings unquoted, numbers in
 	 * their shortest form (%.15g), booleans as written, lists and objects as compact JSON) */

@@ -20,6 +20,7 @@ enum coltype {
 	T_FPOS,   /* finite, >= 0 */
 	T_FPOS_E, /* finite >= 0, or empty */
 	T_FRAC,   /* in [0, 1] */
+	T_FRAC_E, /* in [0, 1], or empty */
 	T_U,      /* unsigned decimal integer */
 	T_U_E,    /* unsigned integer or empty */
 	T_S,      /* non-empty text */
@@ -41,6 +42,7 @@ struct filespec {
 	bool has_t;         /* column 0 is t_s and must be non-decreasing */
 	const char *group;  /* t_s is monotone per value of this column (NULL: whole file) */
 	struct colspec cols[12];
+	const char *old_header; /* an older header still accepted: its columns are the first */
 };
 
 static const struct filespec SPECS[] = {
@@ -58,7 +60,9 @@ static const struct filespec SPECS[] = {
 	    { "train_loss", T_FPOS_E } } },
 	{ "progress", "progress.csv", TRACE_HEADER_PROGRESS, true, NULL,
 	  { { "t_s", T_FPOS }, { "alive", T_U }, { "waiting", T_U }, { "min_step", T_U },
-	    { "median_step", T_FPOS }, { "max_step", T_U } } },
+	    { "median_step", T_FPOS }, { "max_step", T_U }, { "runq_wait_frac", T_FRAC_E },
+	    { "host_cpu_frac", T_FRAC_E } },
+	  TRACE_HEADER_PROGRESS_V1 },
 	{ "links", "links.csv", TRACE_HEADER_LINKS, true, "node",
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "direction", T_DIR }, { "packets", T_U },
 	    { "bytes", T_U }, { "dropped", T_U }, { "backlog_pkts", T_U }, { "held_pkts", T_U } } },
@@ -80,6 +84,7 @@ static const char *type_name(enum coltype t)
 	case T_FPOS: return "a number >= 0";
 	case T_FPOS_E: return "a number >= 0 or empty";
 	case T_FRAC: return "a fraction in [0,1]";
+	case T_FRAC_E: return "a fraction in [0,1] or empty";
 	case T_U: return "an unsigned integer";
 	case T_U_E: return "an unsigned integer or empty";
 	case T_S: return "non-empty text";
@@ -115,6 +120,10 @@ static bool field_ok(const struct table *t, size_t r, size_t c, enum coltype typ
 		/* fall through */
 	case T_FPOS:
 		return table_double(t, r, c, &v) == 0 && v >= 0;
+	case T_FRAC_E:
+		if (!*s)
+			return true;
+		/* fall through */
 	case T_FRAC:
 		return table_double(t, r, c, &v) == 0 && v >= 0 && v <= 1;
 	case T_U_E:
@@ -156,13 +165,18 @@ static int check_table(const char *path, const struct filespec *spec, const char
 		goto out;
 	}
 	table_header(t, hdr, sizeof hdr);
-	if (strcmp(hdr, spec->header) != 0) {
+	while (ncols < 12 && spec->cols[ncols].name)
+		ncols++;
+	if (spec->old_header && strcmp(hdr, spec->old_header) == 0) {
+		/* the older header is a prefix of today's columns */
+		ncols = 1;
+		for (const char *c = spec->old_header; *c; c++)
+			ncols += *c == ',';
+	} else if (strcmp(hdr, spec->header) != 0) {
 		snprintf(err, errlen, "%s:1: header is \"%s\", expected \"%s\"", path, hdr, spec->header);
 		rc = -EINVAL;
 		goto out;
 	}
-	while (ncols < 12 && spec->cols[ncols].name)
-		ncols++;
 	if (spec->group)
 		group = table_col(t, spec->group);
 	last = calloc(table_rows(t) + 1, sizeof *last);

@@ -13,7 +13,10 @@
 #define TRACE_HEADER_SERVER \
 	"t_s,node,worker,worker_step,staleness,model_version,updates,dropped,live,waiting"
 #define TRACE_HEADER_EVAL "t_s,node,updates,epoch,samples,test_accuracy,test_loss,train_loss"
-#define TRACE_HEADER_PROGRESS "t_s,alive,waiting,min_step,median_step,max_step"
+#define TRACE_HEADER_PROGRESS \
+	"t_s,alive,waiting,min_step,median_step,max_step,runq_wait_frac,host_cpu_frac"
+/* progress.csv before the host-saturation guard: still a valid trace (its first columns). */
+#define TRACE_HEADER_PROGRESS_V1 "t_s,alive,waiting,min_step,median_step,max_step"
 #define TRACE_HEADER_LINKS "t_s,node,direction,packets,bytes,dropped,backlog_pkts,held_pkts"
 #define TRACE_HEADER_LINKCHECK \
 	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"

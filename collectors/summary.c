@@ -527,6 +527,7 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 {
 	char fa[32], ba[32], tt[32], smin[32], smed[32], smax[32], wf[32], sm[32], sp[32], ld[32];
 	char ts[32] = "", bm[32] = "", bf[32] = "";
+	char rqm[32], rqx[32], hcm[32], hcx[32], hs[8] = "";
 	char id[2 * sizeof r->meta.run_id + 3], be[2 * sizeof r->meta.backend + 3];
 	char st[2 * sizeof r->meta.status + 3];
 
@@ -539,6 +540,12 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 	fmt_d(wf, sizeof wf, 4, r->wait_fraction);
 	fmt_d(sm, sizeof sm, 3, r->staleness_mean);
 	fmt_d(sp, sizeof sp, -1, r->staleness_p99);
+	fmt_d(rqm, sizeof rqm, 4, r->meta.runq_wait_mean);
+	fmt_d(rqx, sizeof rqx, 4, r->meta.runq_wait_max);
+	fmt_d(hcm, sizeof hcm, 4, r->meta.host_cpu_mean);
+	fmt_d(hcx, sizeof hcx, 4, r->meta.host_cpu_max);
+	if (r->meta.has_guard)
+		snprintf(hs, sizeof hs, "%d", r->meta.saturated ? 1 : 0);
 	if (r->has_links)
 		snprintf(ld, sizeof ld, "%llu", (unsigned long long)r->link_drops);
 	else
@@ -553,9 +560,9 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 	csv_quote(r->meta.run_id, id, sizeof id);
 	csv_quote(r->meta.backend, be, sizeof be);
 	csv_quote(r->meta.status, st, sizeof st);
-	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
+	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
 		 id, r->meta.repeat, (unsigned long long)r->meta.seed, be,
-		 fa, ba, tt, ts, smin, smed, smax, wf, sm, sp, bm, bf, ld, st);
+		 fa, ba, tt, ts, smin, smed, smax, wf, sm, sp, bm, bf, ld, st, rqm, rqx, hcm, hcx, hs);
 }
 
 struct keyset {
@@ -659,11 +666,11 @@ static int write_atomic(const char *path, const char *data, size_t len, char *er
 	return rc;
 }
 
-/* Whether the columns of t from c on are exactly SUMMARY_FIXED_HEADER's (compared name by
- * name: a sweep key before them may hold anything). */
-static bool fixed_header_at(const struct table *t, size_t c)
+/* Whether the columns of t from c on are exactly those of header (SUMMARY_FIXED_HEADER or
+ * an older one; compared name by name: a sweep key before them may hold anything). */
+static bool fixed_header_at(const struct table *t, size_t c, const char *header)
 {
-	const char *p = SUMMARY_FIXED_HEADER;
+	const char *p = header;
 
 	for (; c < table_cols(t); c++) {
 		const char *name = table_colname(t, c);
@@ -685,7 +692,7 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 	struct table *t = NULL;
 	char *buf = NULL;
 	size_t len = 0, cap = 0, nold = 0;
-	bool missing = false, grown = false, replace = false;
+	bool missing = false, grown = false, replace = false, old = false;
 	int crun = -1, rc = 0;
 
 	t = table_load(path, &missing, err, errlen);
@@ -693,7 +700,8 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 		return -EINVAL;
 	if (t) {
 		crun = table_col(t, "run_id");
-		if (crun < 0 || !fixed_header_at(t, (size_t)crun)) {
+		old = crun >= 0 && fixed_header_at(t, (size_t)crun, SUMMARY_FIXED_HEADER_V1);
+		if (crun < 0 || (!old && !fixed_header_at(t, (size_t)crun, SUMMARY_FIXED_HEADER))) {
 			snprintf(err, errlen, "%s: header does not end with the summary columns", path);
 			rc = -EINVAL;
 			goto out;
@@ -712,7 +720,7 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 	if (rc < 0)
 		goto out;
 	rc = 0;
-	if (t && !grown && !replace) {
+	if (t && !grown && !replace && !old) {
 		struct csv_writer *w = csv_writer_open(path, NULL);
 
 		row_line(&ks, row, &buf, &len, &cap, &rc);
@@ -742,8 +750,10 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 		}
 		for (size_t c = (size_t)crun; c < table_cols(t); c++) {
 			append_field(&buf, &len, &cap, table_get(t, r, c), &rc);
-			append_str(&buf, &len, &cap, c + 1 < table_cols(t) ? "," : "\n", &rc);
+			append_str(&buf, &len, &cap, c + 1 < table_cols(t) ? "," : "", &rc);
 		}
+		/* a row of the older header: the guard's columns unknown */
+		append_str(&buf, &len, &cap, old ? ",,,,,\n" : "\n", &rc);
 	}
 	row_line(&ks, row, &buf, &len, &cap, &rc);
 	if (rc < 0) {
@@ -810,6 +820,7 @@ int summary_lacks_describe(const struct summary_row *row, char *buf, size_t len)
 	if (l & link_need)
 		LINE("links.csv: lacks %s (left out: link_drops empty)",
 		     col_list(l, 11, link_cols, 3, list, sizeof list));
+
 #undef LINE
 	return lines;
 }

@@ -16,6 +16,13 @@
 #define SUMMARY_FIXED_HEADER                                                                     \
 	"run_id,repeat,seed,backend,final_accuracy,best_accuracy,time_to_target_s,total_steps,"   \
 	"steps_min,steps_median,steps_max,wait_fraction,staleness_mean,staleness_p99,bytes_moved," \
+	"bad_frames,link_drops,status,runq_wait_mean,runq_wait_max,host_cpu_mean,host_cpu_max,"  \
+	"host_saturated"
+/* The fixed columns before the host-saturation guard: a summary.csv that ends with them is
+ * rewritten with today's (its old rows get the new columns empty). */
+#define SUMMARY_FIXED_HEADER_V1                                                                  \
+	"run_id,repeat,seed,backend,final_accuracy,best_accuracy,time_to_target_s,total_steps,"   \
+	"steps_min,steps_median,steps_max,wait_fraction,staleness_mean,staleness_p99,bytes_moved," \
 	"bad_frames,link_drops,status"
 
 /* What a run's traces lacked (traces of an older schema), bits of summary_row.lacks. A node

@@ -10,6 +10,7 @@
 
 #include "lib/log.h"
 #include "orchestrator/cmd.h"
+#include "orchestrator/cpuneed.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
@@ -36,7 +37,9 @@ static const char usage_check[] =
 	"usage: stalenet check SCENARIO [--set key.path=value]...\n"
 	"\n"
 	"Parse and validate SCENARIO, then print the plan: every run of the sweep with its seed, the\n"
-	"nodes and their effective links per direction, stragglers and the link timeline. Touches\n"
+	"nodes and their effective links per direction, stragglers and the link timeline; then each\n"
+	"run's CPU estimate (the model's step measured here, times the workers, plus the nfq\n"
+	"emulator's share) against the host's cores, with a warning when it exceeds them. Touches\n"
 	"nothing on the host. Errors are printed as FILE:LINE:COL: error: ... and exit with 2.\n"
 	"\n"
 	"  --set key.path=value    override a scenario value (repeatable), validated as the file;\n"
@@ -93,6 +96,36 @@ static int want_help(int argc, char **argv)
 	return 0;
 }
 
+/* The CPU each training run asks of the host (orchestrator/cpuneed), the model's step
+ * measured once per distinct model and batch. */
+static void print_cpu_need(const struct plan *plan)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	const struct scenario *last = NULL;
+	double cost = 0;
+	size_t nparams = 0;
+
+	for (size_t i = 0; i < plan_n_runs(plan); i++) {
+		const struct plan_run *r = plan_run(plan, i);
+		const struct scenario *sc = r->scenario;
+		struct cpuneed e;
+
+		if (sc->workload != SCENARIO_WORKLOAD_TRAIN)
+			continue;
+		if (!last || last->model.kind != sc->model.kind || last->model.n_hidden != sc->model.n_hidden ||
+		    memcmp(last->model.hidden, sc->model.hidden, sizeof sc->model.hidden) ||
+		    last->train.batch != sc->train.batch) {
+			if (cpuneed_step_cost(sc, 5, &cost, &nparams) < 0) {
+				fprintf(stderr, "stalenet check: the model's step cost could not be measured\n");
+				return;
+			}
+			last = sc;
+		}
+		cpuneed_estimate(r, cost, nparams, true, cores > 0 ? (int)cores : 1, &e);
+		cpuneed_print(stdout, r->id, &e);
+	}
+}
+
 static int cmd_check(int argc, char **argv)
 {
 	static const struct option opts[] = { { "set", required_argument, NULL, 's' }, { 0 } };
@@ -128,6 +161,8 @@ static int cmd_check(int argc, char **argv)
 		goto out;
 	}
 	rc = plan_print(stdout, plan) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+	if (rc == CLI_EXIT_OK)
+		print_cpu_need(plan);
 out:
 	plan_destroy(&plan);
 	scenario_destroy(&sc);

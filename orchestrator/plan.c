@@ -550,6 +550,18 @@ int plan_print(FILE *out, const struct plan *self)
 			fprintf(out, ", mtu %u", sc->network.mtu);
 		if (sc->network.trace)
 			fprintf(out, ", trace %s", sc->network.trace);
+		if (sc->network.tcp.slow_start_after_idle >= 0)
+			fprintf(out, ", slow_start_after_idle %s", sc->network.tcp.slow_start_after_idle ? "on" : "off");
+		if (sc->network.tcp.ecn >= 0)
+			fprintf(out, ", ecn %s", (const char *[]){ "off", "on", "passive" }[sc->network.tcp.ecn]);
+		if (sc->network.tcp.initial_cwnd)
+			fprintf(out, ", initial_cwnd %u", sc->network.tcp.initial_cwnd);
+		if (sc->network.tcp.rmem[2])
+			fprintf(out, ", rmem %llu %llu %llu", (unsigned long long)sc->network.tcp.rmem[0],
+				(unsigned long long)sc->network.tcp.rmem[1], (unsigned long long)sc->network.tcp.rmem[2]);
+		if (sc->network.tcp.wmem[2])
+			fprintf(out, ", wmem %llu %llu %llu", (unsigned long long)sc->network.tcp.wmem[0],
+				(unsigned long long)sc->network.tcp.wmem[1], (unsigned long long)sc->network.tcp.wmem[2]);
 		fprintf(out, "\n  nodes (%zu):\n", r->n_nodes);
 		for (size_t k = 0; k < r->n_nodes; k++) {
 			const struct plan_node *n = &r->nodes[k];

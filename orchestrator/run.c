@@ -38,6 +38,7 @@
 #include "orchestrator/plan.h"
 #include "orchestrator/rundir.h"
 #include "orchestrator/scenario.h"
+#include "orchestrator/hostload.h"
 #include "orchestrator/supervise.h"
 #include "orchestrator/testbed.h"
 
@@ -104,6 +105,9 @@ struct run_ctx {
 	struct journal *journal;
 	struct testbed *tb;
 	struct cgroup_run *cg;        /* per-node limits (scenario resources), NULL = none */
+	struct hostload *guard;       /* host-saturation guard of the training phase */
+	struct hostload_summary guard_sum;
+	bool have_guard;
 	struct link_shaper *shaper;
 	enum link_backend backend;
 	char linkd_ctl[PATH_MAX];
@@ -559,7 +563,8 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 		.write_progress = training, .failures_only = !training,
 		.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
 		.ready_timeout_ms = RUN_READY_TIMEOUT_MS,
-		.view = training ? c->view : NULL, .run_label = c->run->id,
+		.view = training ? c->view : NULL, .guard = training ? c->guard : NULL,
+		.run_label = c->run->id,
 		.run_index = c->run_index, .run_count = c->run_count,
 		.interrupted = &run_interrupted,
 		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc,
@@ -692,7 +697,19 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 	c->next_trim_ns = RUN_TRIM_PERIOD_NS;
 	c->last_accuracy = -1;
 	c->link_drops = 0;
+	c->guard = hostload_new();
+	if (!c->guard)
+		log_warn("host-saturation guard: out of memory (the run is not checked)");
 	res = run_phase(c, &ph, true);
+	if (c->guard) {
+		hostload_get_summary(c->guard, &c->guard_sum);
+		c->have_guard = true;
+		hostload_destroy(&c->guard);
+		if (c->guard_sum.saturated)
+			log_warn("run %s: host saturated (nodes waited for a core %.1f%% of their time, worst second "
+				 "%.1f%%): summary.csv flags it (host_saturated = 1)", r->id,
+				 100 * c->guard_sum.runq_wait_mean, 100 * c->guard_sum.runq_wait_max);
+	}
 	csv_writer_close(&c->links);
 	phase_free(&ph);
 	return res;
@@ -805,6 +822,7 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	const struct scenario *sc = r->scenario;
 	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
 	struct testbed_spec spec = { 0 };
+	struct testbed_tcp tcp;
 	const char **names = NULL;
 	struct nodeconf_ctx nc = { 0 };
 	enum supervise_result res = SUPERVISE_FAILED;
@@ -815,6 +833,7 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	int64_t t0 = clock_now_ns();
 
 	c->run_t0_ns = t0;
+	c->have_guard = false;
 	stop_label(sc, c->stop_label, sizeof c->stop_label);
 	if (rundir_prepare(c->dir, r) < 0)
 		return CLI_EXIT_FAILED;
@@ -854,10 +873,17 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	for (size_t i = 0; i < n; i++)
 		names[i] = r->nodes[i].name;
 	names[n] = "hub";
+	tcp = (struct testbed_tcp){
+		.slow_start_after_idle = sc->network.tcp.slow_start_after_idle, .ecn = sc->network.tcp.ecn,
+		.initial_cwnd = sc->network.tcp.initial_cwnd,
+	};
+	memcpy(tcp.rmem, sc->network.tcp.rmem, sizeof tcp.rmem);
+	memcpy(tcp.wmem, sc->network.tcp.wmem, sizeof tcp.wmem);
 	spec = (struct testbed_spec){
 		.prefix = c->prefix, .n_nodes = (int)n + 1, .node_names = names,
 		.subnet_be = htonl(sc->network.subnet), .prefix_len = sc->network.prefix_len,
 		.mtu = (int)sc->network.mtu, .cc = sc->network.cc, .raise_neigh = n + 1 > 500,
+		.tcp = &tcp,
 	};
 	c->tb = testbed_create(&spec, c->journal, err, sizeof err);
 	if (!c->tb) {
@@ -945,6 +971,7 @@ out:
 	meta.status = res == SUPERVISE_OK ? "complete" : res == SUPERVISE_INTERRUPTED ? "interrupted" : "failed";
 	if (!meta.backend)
 		meta.backend = c->shaper || c->backend ? backend_name(c->backend) : "";
+	meta.guard = c->have_guard ? &c->guard_sum : NULL;
 	if ((wrote = rundir_write_meta(c->dir, r, &meta)) < 0) {
 		log_error("write %s/meta.json: %s (the run's status is not recorded)", c->dir, strerror(-wrote));
 		if (rc == CLI_EXIT_OK)

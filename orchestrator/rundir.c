@@ -139,6 +139,33 @@ static int put(json_t *obj, const char *key, json_t *value)
 	return value && json_object_set_new(obj, key, value) == 0 ? 0 : -ENOMEM;
 }
 
+/* A fraction rounded to 4 decimals, or null when the guard measured nothing. */
+static json_t *frac_value(double v)
+{
+	return isnan(v) ? json_null() : json_real(round(v * 10000) / 10000);
+}
+
+/* "host_guard": the host-saturation guard's figures of the run (orchestrator/hostload). */
+static json_t *guard_doc(const struct hostload_summary *g)
+{
+	json_t *o = json_object();
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	rc |= put(o, "runq_wait_mean", frac_value(g->runq_wait_mean));
+	rc |= put(o, "runq_wait_max", frac_value(g->runq_wait_max));
+	rc |= put(o, "host_cpu_mean", frac_value(g->host_cpu_mean));
+	rc |= put(o, "host_cpu_max", frac_value(g->host_cpu_max));
+	rc |= put(o, "saturated", json_boolean(g->saturated));
+	rc |= put(o, "samples", json_integer((json_int_t)g->samples));
+	if (rc) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* The meta.json document of run; the keys in the order the file has always had. */
 static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 {
@@ -181,6 +208,8 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 	rc |= put(root, "sweep", sweep);
 	if (m->duration_s >= 0)
 		rc |= put(root, "duration_s", json_real(round(m->duration_s * 1000) / 1000));
+	if (m->guard)
+		rc |= put(root, "host_guard", guard_doc(m->guard));
 	rc |= put(root, "status", json_string(m->status ? m->status : "running"));
 	if (rc) {
 		json_decref(root);

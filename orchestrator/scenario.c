@@ -1073,6 +1073,96 @@ static int parse_subnet(struct cv *cv, const struct yamltree_node *v)
 	return 0;
 }
 
+/* A congestion control name (network.cc, network.tcp.cc): the kernel's module names. */
+static int get_cc(struct cv *cv, const struct yamltree_node *v, const char *what)
+{
+	struct scenario *sc = cv->sc;
+	int rc = get_string(cv, v, what, &sc->network.cc);
+	const char *s;
+	bool ok;
+
+	if (rc)
+		return rc;
+	s = sc->network.cc;
+	ok = *s && strlen(s) <= 15;
+	for (; *s && ok; s++)
+		ok = (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_';
+	if (!ok)
+		return fail(cv, v, "%s '%s' is not a congestion control name (expected e.g. cubic, reno)", what,
+			    sc->network.cc);
+	return 0;
+}
+
+/* tcp_rmem / tcp_wmem: [min, default, max] sizes, min <= default <= max. */
+static int get_tcp_mem(struct cv *cv, const struct yamltree_node *v, const char *what, uint64_t out[3])
+{
+	if (v->kind != YAMLTREE_SEQ || v->n != 3)
+		return fail(cv, v, "%s is not a list of three sizes (expected [min, default, max], e.g. "
+			    "[4KiB, 128KiB, 6MiB])", what);
+	for (size_t i = 0; i < 3; i++) {
+		const struct yamltree_node *e = v->items[i].value;
+		const char *t = scalar(cv, e, what), *why = NULL;
+
+		if (!t)
+			return -EINVAL;
+		if (cgroup_parse_size(t, &out[i], &why))
+			return fail(cv, e, "%s '%s': %s (expected a size like 4KiB or 6MiB)", what, t, why);
+		if (out[i] < SCENARIO_TCP_MEM_MIN || out[i] > SCENARIO_TCP_MEM_MAX)
+			return fail(cv, e, "%s %s out of range (limit: 4KiB..1GiB)", what, t);
+		if (i && out[i] < out[i - 1])
+			return fail(cv, e, "%s %s is below the value before it (expected min <= default <= max)",
+				    what, t);
+	}
+	return 0;
+}
+
+/* network.tcp: transport knobs set inside every node's namespace. cc_alias is network.cc
+ * (NULL when absent): both set is ambiguous. */
+static int sec_tcp(struct cv *cv, const struct yamltree_node *m, const struct yamltree_node *cc_alias)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	bool b;
+	int rc;
+
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "network.tcp")) ||
+	    (rc = check_keys(cv, m, KEYS("cc", "slow_start_after_idle", "ecn", "initial_cwnd", "rmem", "wmem"),
+			     "network.tcp")))
+		return rc;
+	if ((v = GET(m, "cc"))) {
+		if (cc_alias)
+			return fail(cv, v, "network.tcp.cc and network.cc are the same setting: give one");
+		if ((rc = get_cc(cv, v, "network.tcp.cc")))
+			return rc;
+	}
+	if ((v = GET(m, "slow_start_after_idle"))) {
+		if ((rc = get_bool(cv, v, "network.tcp.slow_start_after_idle", &b)))
+			return rc;
+		sc->network.tcp.slow_start_after_idle = b;
+	}
+	if ((v = GET(m, "ecn"))) {
+		/* the sysctl's values: off, on (ask and accept), passive (accept when asked) */
+		static const char *const names[] = { "off", "on", "passive", NULL };
+		const char *t = scalar(cv, v, "network.tcp.ecn");
+
+		if (!t)
+			return -EINVAL;
+		if (!strcmp(t, "false") || !strcmp(t, "true")) {
+			sc->network.tcp.ecn = t[0] == 't';
+		} else if ((rc = get_enum(cv, v, names, "network.tcp.ecn", &sc->network.tcp.ecn))) {
+			return rc;
+		}
+	}
+	if ((v = GET(m, "initial_cwnd")) &&
+	    (rc = get_u32(cv, v, 1, SCENARIO_TCP_MAX_INITCWND, "network.tcp.initial_cwnd", &sc->network.tcp.initial_cwnd)))
+		return rc;
+	if ((v = GET(m, "rmem")) && (rc = get_tcp_mem(cv, v, "network.tcp.rmem", sc->network.tcp.rmem)))
+		return rc;
+	if ((v = GET(m, "wmem")) && (rc = get_tcp_mem(cv, v, "network.tcp.wmem", sc->network.tcp.wmem)))
+		return rc;
+	return 0;
+}
+
 static int sec_network(struct cv *cv, const struct yamltree_node *m)
 {
 	struct scenario *sc = cv->sc;
@@ -1083,7 +1173,7 @@ static int sec_network(struct cv *cv, const struct yamltree_node *m)
 	static const char *const ev_keys[] = { LINK_KEYS, "up", "down", "nodes", "at", NULL };
 
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "network")) ||
-	    (rc = check_keys(cv, m, KEYS("default", "links", "timeline", "trace", "cc", "subnet", "mtu"), "network")))
+	    (rc = check_keys(cv, m, KEYS("default", "links", "timeline", "trace", "cc", "tcp", "subnet", "mtu"), "network")))
 		return rc;
 	if ((v = GET(m, "default"))) {
 		if ((rc = link_layer(cv, v, def_keys, "network.default", &sc->network.up, &sc->network.down,
@@ -1151,17 +1241,10 @@ static int sec_network(struct cv *cv, const struct yamltree_node *m)
 	}
 	if ((v = GET(m, "trace")) && (rc = get_path(cv, v, "network.trace", &sc->network.trace)))
 		return rc;
-	if ((v = GET(m, "cc"))) {
-		if ((rc = get_string(cv, v, "network.cc", &sc->network.cc)))
-			return rc;
-		const char *s = sc->network.cc;
-		bool ok = strlen(s) <= 15;
-		for (; *s && ok; s++)
-			ok = (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_';
-		if (!ok)
-			return fail(cv, v, "network.cc '%s' is not a congestion control name (expected e.g. cubic, reno)",
-				    sc->network.cc);
-	}
+	if ((v = GET(m, "cc")) && (rc = get_cc(cv, v, "network.cc")))
+		return rc;
+	if ((v = GET(m, "tcp")) && (rc = sec_tcp(cv, v, GET(m, "cc"))))
+		return rc;
 	if ((v = GET(m, "subnet")) && (rc = parse_subnet(cv, v)))
 		return rc;
 	if ((v = GET(m, "mtu")) && (rc = get_u32(cv, v, 576, 65535, "network.mtu", &sc->network.mtu)))
@@ -1909,6 +1992,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	sc->eval_every_us = 2000000;
 	sc->network.subnet = (198u << 24) | (18u << 16);
 	sc->network.prefix_len = 15;
+	sc->network.tcp.slow_start_after_idle = -1;
+	sc->network.tcp.ecn = -1;
 	sc->sweep.repeat = 1;
 
 	if ((rc = check_keys(cv, root, top, "the scenario")))

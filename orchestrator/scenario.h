@@ -26,6 +26,9 @@
 #define SCENARIO_MAX_FILE_BYTES (10u << 20)     /* 10 MB */
 #define SCENARIO_NODE_NAME_MAX  32              /* including the NUL */
 #define SCENARIO_MAX_HIDDEN     8               /* model.hidden layers */
+#define SCENARIO_TCP_MAX_INITCWND 1024          /* network.tcp.initial_cwnd, segments */
+#define SCENARIO_TCP_MEM_MIN    4096ull         /* network.tcp.rmem/wmem, bytes */
+#define SCENARIO_TCP_MEM_MAX    (1ull << 30)
 #define SCENARIO_ERR_MAX        512             /* a comfortable err buffer size */
 #define SCENARIO_MAX_RUNS       10000           /* runs one sweep may expand to (with repeat) */
 #define SCENARIO_MAX_DELAY_US   60000000u       /* link delay and jitter: 60 s */
@@ -211,6 +214,14 @@ struct scenario {
 		uint32_t subnet;                /* host byte order, default 198.18.0.0 */
 		uint8_t prefix_len;             /* default 15 */
 		uint32_t mtu;                   /* 0 = interface default */
+		/* network.tcp: set inside every node's namespace (cc is network.cc above) */
+		struct {
+			int slow_start_after_idle;  /* net.ipv4.tcp_slow_start_after_idle 0/1; -1 = kernel's */
+			int ecn;                    /* net.ipv4.tcp_ecn 0/1/2; -1 = kernel's */
+			uint32_t initial_cwnd;      /* route attribute initcwnd (segments); 0 = kernel's */
+			uint64_t rmem[3], wmem[3];  /* tcp_rmem / tcp_wmem min default max (bytes); [2] == 0:
+						       kernel's */
+		} tcp;
 	} network;
 
 	struct scenario_straggler *stragglers;

@@ -2,6 +2,7 @@
 #include "orchestrator/supervise.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +15,14 @@
 #include "collectors/schema.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "orchestrator/hostload.h"
 #include "orchestrator/launch.h"
 
 #define SUP_STOP_GRACE_NS (15 * 1000000000LL)   /* "stop" -> SIGTERM */
 #define SUP_TERM_GRACE_NS (5 * 1000000000LL)    /* SIGTERM -> SIGKILL */
 #define SUP_PROGRESS_NS (100 * 1000000LL)
+#define SUP_GUARD_NS (1000 * 1000000LL)       /* host-saturation guard's period */
+#define SUP_GUARD_WARN_AFTER 3                /* samples before the guard may warn */
 
 enum proc_state { P_PENDING, P_RUNNING, P_EXITED };
 
@@ -39,6 +43,8 @@ struct sup {
 	bool started, stopping, failed;
 	int64_t origin_ns, stop_sent_ns, term_sent_ns;
 	struct csv_writer *progress;
+	struct hostload_point guard_pt;   /* the guard's latest sample (NAN: none yet) */
+	bool guard_warned;
 };
 
 void supervise_event(const char *run_dir, const char *event, const char *target, const char *detail)
@@ -209,8 +215,14 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 
 		/* A trace that cannot be written (ENOSPC, EIO; csv logged which file) makes the run
 		 * worthless: stop it as failed rather than finish with holes in every file. */
-		if (s->progress && csv_writer_row(s->progress, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9,
-						  alive, waiting, mn, med, mx) < 0 && !s->stopping) {
+		char rq[32] = "", hc[32] = "";
+
+		if (!isnan(s->guard_pt.runq_wait_frac))
+			snprintf(rq, sizeof rq, "%.4f", s->guard_pt.runq_wait_frac);
+		if (!isnan(s->guard_pt.host_cpu_frac))
+			snprintf(hc, sizeof hc, "%.4f", s->guard_pt.host_cpu_frac);
+		if (s->progress && csv_writer_row(s->progress, "%.3f,%zu,%zu,%ld,%.1f,%ld,%s,%s", (double)now_rel / 1e9,
+						  alive, waiting, mn, med, mx, rq, hc) < 0 && !s->stopping) {
 			s->failed = true;
 			stop_all(s, "a trace file cannot be written");
 		}
@@ -227,6 +239,32 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 			progress_render(s->o->view, &st, (double)clock_now_ns() / 1e9, false);
 		}
 	}
+}
+
+/* The guard's sample: every running node's main thread. The warning comes once, when the
+ * run-wide share (not one noisy second) first exceeds the line; the live view starts a fresh
+ * block below it. */
+static void sample_guard(struct sup *s)
+{
+	pid_t pids[s->n ? s->n : 1];
+	struct hostload_summary sum;
+	size_t m = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (s->p[i].state == P_RUNNING)
+			pids[m++] = s->p[i].pid;
+	if (hostload_sample(s->o->guard, pids, m, clock_now_ns(), &s->guard_pt) < 0)
+		return;
+	hostload_get_summary(s->o->guard, &sum);
+	if (s->guard_warned || !sum.saturated || sum.samples < SUP_GUARD_WARN_AFTER)
+		return;
+	s->guard_warned = true;
+	if (s->o->view)
+		progress_finish(s->o->view);
+	log_warn("host saturated: the nodes waited for a core %.1f%% of their time (host CPU %.0f%% busy); "
+		 "their timing reflects the host, not the scenario (fewer workers, or resources: limits)",
+		 100 * sum.runq_wait_mean, 100 * sum.host_cpu_mean);
+	supervise_event(s->o->run_dir, "host_saturated", "all", "runq wait above 5%");
 }
 
 static void handle_msg(struct sup *s, const char *node, const char *msg)
@@ -353,9 +391,9 @@ static bool all_exited(struct sup *s)
 enum supervise_result supervise_run(const struct supervise_opts *o, const struct supervise_node *nodes,
 				    size_t n, int64_t *origin_ns)
 {
-	struct sup s = { .o = o, .n = n };
+	struct sup s = { .o = o, .n = n, .guard_pt = { NAN, NAN } };
 	int64_t ready_deadline = clock_now_ns() + (int64_t)o->ready_timeout_ms * 1000000LL;
-	int64_t next_progress = 0, hook_next = 0;
+	int64_t next_progress = 0, hook_next = 0, next_guard = 0;
 	enum supervise_result res = SUPERVISE_OK;
 	char path[4096];
 
@@ -440,6 +478,12 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 		}
 		if (s.started && hook_next != INT64_MAX && s.origin_ns + hook_next < wake)
 			wake = s.origin_ns + hook_next;
+		if (s.started && !s.stopping && o->guard && now_rel >= next_guard) {
+			sample_guard(&s);
+			next_guard = now_rel + SUP_GUARD_NS;
+		}
+		if (s.started && !s.stopping && o->guard && s.origin_ns + next_guard < wake)
+			wake = s.origin_ns + next_guard;
 		if (s.started && now_rel >= next_progress) {
 			sample_progress(&s, now_rel);
 			next_progress = now_rel + SUP_PROGRESS_NS;

@@ -3,8 +3,10 @@
  * The supervisor starts the nodes (through orchestrator/launch), waits until every one said
  * "ready", starts the run's clock for all of them at once ("start ORIGIN"), and then loops:
  * control messages (status, done), child reaping, planned crashes/restarts/joins/leaves of
- * stragglers, the stop condition (time), progress.csv every 100 ms, the live view, and a
- * caller hook for timeline events and link counters. A node that dies unplanned is reported with
+ * stragglers, the stop condition (time), progress.csv every 100 ms, the live view, the
+ * host-saturation guard every second (orchestrator/hostload: a warning, once, when the nodes
+ * have waited for a core more than 5% of their time), and a caller hook for timeline events
+ * and link counters. A node that dies unplanned is reported with
  * its name, status and log tail, logged to events.csv, and (policy `stop`) stops the run.
  * Nothing here touches the network: the caller owns namespaces and links. */
 #ifndef STALENET_SUPERVISE_H
@@ -19,6 +21,7 @@
 #include "lib/ctl.h"
 
 struct csv_writer;
+struct hostload;
 struct progress_state;
 struct progress_view;
 
@@ -72,6 +75,10 @@ struct supervise_opts {
 	bool on_failure_continue;            /* scenario on_node_failure: continue */
 	int ready_timeout_ms;
 	struct progress_view *view;          /* NULL = no live view */
+	struct hostload *guard;              /* host-saturation guard, sampled every second
+						with the live nodes' pids (progress.csv's
+						runq_wait_frac, host_cpu_frac); owned by the
+						caller, NULL = none */
 	const char *run_label;               /* for the live view */
 	int run_index, run_count;
 	volatile sig_atomic_t *interrupted;  /* set by the caller's signal handler */

@@ -322,13 +322,59 @@ static bool valid_name(const char *s)
 	return true;
 }
 
+/* The transport knobs of spec->tcp (we are inside a node's namespace). */
+static int setup_ns_tcp(const struct testbed_tcp *t)
+{
+	char v[96];
+	int rc = 0;
+
+	if (t->slow_start_after_idle >= 0)
+		rc = sysctl_write("net.ipv4.tcp_slow_start_after_idle", t->slow_start_after_idle ? "1" : "0");
+	if (rc == 0 && t->ecn >= 0) {
+		snprintf(v, sizeof v, "%d", t->ecn);
+		rc = sysctl_write("net.ipv4.tcp_ecn", v);
+	}
+	if (rc == 0 && t->rmem[2]) {
+		snprintf(v, sizeof v, "%llu %llu %llu", (unsigned long long)t->rmem[0],
+			 (unsigned long long)t->rmem[1], (unsigned long long)t->rmem[2]);
+		rc = sysctl_write("net.ipv4.tcp_rmem", v);
+	}
+	if (rc == 0 && t->wmem[2]) {
+		snprintf(v, sizeof v, "%llu %llu %llu", (unsigned long long)t->wmem[0],
+			 (unsigned long long)t->wmem[1], (unsigned long long)t->wmem[2]);
+		rc = sysctl_write("net.ipv4.tcp_wmem", v);
+	}
+	return rc;
+}
+
+/* initcwnd on the node's connected route: `ip route change` of the route the kernel made for
+ * its address, same key (prefix, device, proto kernel, scope link, source) plus the metric.
+ * A route attribute, not a sysctl: it goes with the namespace too. */
+static int set_initcwnd(const struct tb_node *nd, int plen, uint32_t cwnd)
+{
+	uint32_t mask = plen ? htonl(~0u << (32 - plen)) : 0;
+	struct in_addr net = { .s_addr = nd->addr_be & mask };
+	char dst[INET_ADDRSTRLEN + 4], cw[16];
+	const char *argv[] = { "ip", "route", "change", dst, "dev", TESTBED_NODE_IFNAME, "proto", "kernel",
+			       "scope", "link", "src", nd->addr_str, "initcwnd", cw, NULL };
+	int rc;
+
+	inet_ntop(AF_INET, &net, dst, INET_ADDRSTRLEN);
+	snprintf(dst + strlen(dst), sizeof dst - strlen(dst), "/%d", plen);
+	snprintf(cw, sizeof cw, "%u", cwnd);
+	rc = netns_exec(nd->netns, argv, false);
+	return rc == 0 ? 0 : rc < 0 ? rc : -EIO;
+}
+
 /* Sysctls a fresh namespace gets (we are inside it). */
-static int setup_ns_sysctls(const char *cc, bool keep_ipv6, bool is_node)
+static int setup_ns_sysctls(const char *cc, const struct testbed_tcp *tcp, bool keep_ipv6, bool is_node)
 {
 	int rc = 0;
 
 	if (is_node) {
 		rc = sysctl_write("net.ipv4.tcp_congestion_control", cc);
+		if (rc == 0 && tcp)
+			rc = setup_ns_tcp(tcp);
 		if (rc < 0)
 			return rc;
 	}
@@ -809,7 +855,7 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 	rc = enter_new_ns(tb->sw_netns, "the switch", err, errlen);
 	if (rc == 0) {
 		tb->sw_created = true;
-		rc = setup_ns_sysctls(cc, spec->keep_ipv6, false);
+		rc = setup_ns_sysctls(cc, NULL, spec->keep_ipv6, false);
 		if (rc < 0)
 			snprintf(err, errlen, "switch sysctls: %s", strerror(-rc));
 	}
@@ -866,10 +912,11 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 			rc = enter_new_ns(tb->nodes[i].netns, tb->nodes[i].name, err, errlen);
 			if (rc == 0) {
 				tb->nodes[i].created = true;
-				rc = setup_ns_sysctls(cc, spec->keep_ipv6, true);
+				rc = setup_ns_sysctls(cc, spec->tcp, spec->keep_ipv6, true);
 				if (rc < 0)
-					snprintf(err, errlen, "%s: sysctls (cc %s): %s",
-						 tb->nodes[i].name, cc, strerror(-rc));
+					snprintf(err, errlen, "%s: sysctls (cc %s%s): %s",
+						 tb->nodes[i].name, cc, spec->tcp ? ", network.tcp" : "",
+						 strerror(-rc));
 			}
 			if (rc == 0 && (nsfd[k] = open("/proc/thread-self/ns/net",
 						       O_RDONLY | O_CLOEXEC)) < 0)
@@ -938,6 +985,14 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 		if (rc < 0) {
 			snprintf(err, errlen, "links did not come up: %s", strerror(-rc));
 			goto fail;
+		}
+		for (int i = a; i < b && spec->tcp && spec->tcp->initial_cwnd; i++) {
+			rc = set_initcwnd(&tb->nodes[i], plen, spec->tcp->initial_cwnd);
+			if (rc < 0) {
+				snprintf(err, errlen, "%s: initcwnd %u on its route: %s", tb->nodes[i].name,
+					 spec->tcp->initial_cwnd, strerror(-rc));
+				goto fail;
+			}
 		}
 		tb->timing.addrs_ns += clock_now_ns() - t;
 

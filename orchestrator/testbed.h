@@ -31,6 +31,15 @@ struct journal;
 #define TESTBED_PREFIX_MAX 8           /* prefix + "p" + index must fit IFNAMSIZ */
 #define TESTBED_REACH_PORT 47001       /* UDP port of the reachability check, inside the nodes */
 
+/* Transport knobs set inside every node's namespace (scenario network.tcp). The sysctls are
+ * per namespace, so they die with it: nothing on the host changes and nothing is journalled. */
+struct testbed_tcp {
+	int slow_start_after_idle;       /* net.ipv4.tcp_slow_start_after_idle; -1 = leave */
+	int ecn;                         /* net.ipv4.tcp_ecn 0/1/2; -1 = leave */
+	uint32_t initial_cwnd;           /* initcwnd of the node's subnet route (segments); 0 = leave */
+	uint64_t rmem[3], wmem[3];       /* net.ipv4.tcp_rmem / tcp_wmem; [2] == 0: leave */
+};
+
 struct testbed_spec {
 	const char *prefix;              /* run prefix, e.g. "sn1a2b-"; NULL = a fresh random one */
 	int n_nodes;                     /* >= 1 */
@@ -40,6 +49,7 @@ struct testbed_spec {
 	int prefix_len;                  /* 0 = 15 */
 	int mtu;                         /* bytes; 0 = 1500 */
 	const char *cc;                  /* net.ipv4.tcp_congestion_control in every node; NULL = cubic */
+	const struct testbed_tcp *tcp;   /* more transport knobs in every node; NULL = none */
 	bool raise_neigh;                /* raise the ARP gc thresholds (automatic above 500 nodes) */
 	bool keep_ipv6;                  /* leave IPv6 enabled in the namespaces */
 	bool skip_reach_check;           /* do not ping every node after creation */

@@ -44,17 +44,18 @@ echo "== summary ($OUT/summary.csv)"
 awk -F, '
 NR == 1 {
 	for (i = 1; i <= NF; i++) col[$i] = i
-	need = "consistency.barrier final_accuracy time_to_target_s total_steps wait_fraction staleness_mean"
+	need = "consistency.barrier final_accuracy time_to_target_s total_steps wait_fraction staleness_mean runq_wait_mean host_saturated"
 	n = split(need, k, " ")
 	for (i = 1; i <= n; i++)
 		if (!(k[i] in col)) { printf "summary.csv lacks column %s\n", k[i] > "/dev/stderr"; exit 1 }
-	printf "%-8s %10s %16s %7s %10s %14s\n", "scheme", "final acc", "time to target", "steps", "wait frac", "mean staleness"
+	printf "%-8s %10s %16s %7s %10s %14s %22s\n", "scheme", "final acc", "time to target", "steps", "wait frac", "mean staleness", "host (runq wait)"
 	next
 }
 {
 	ttt = $col["time_to_target_s"] == "" ? "not reached" : sprintf("%.1f s", $col["time_to_target_s"])
-	printf "%-8s %10.4f %16s %7d %10.3f %14s\n", $col["consistency.barrier"], $col["final_accuracy"], ttt,
-	       $col["total_steps"], $col["wait_fraction"], $col["staleness_mean"]
+	host = $col["host_saturated"] == "1" ? "SATURATED" : $col["host_saturated"] == "0" ? "faithful" : "?"
+	printf "%-8s %10.4f %16s %7d %10.3f %14s %13s (%4.1f%%)\n", $col["consistency.barrier"], $col["final_accuracy"], ttt,
+	       $col["total_steps"], $col["wait_fraction"], $col["staleness_mean"], host, 100 * $col["runq_wait_mean"]
 }' "$OUT/summary.csv"
 
 echo

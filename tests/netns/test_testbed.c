@@ -197,6 +197,84 @@ static void create_and_teardown(int n)
 	assert_nothing_left(prefix, &before);
 }
 
+/* The first line of a command's output run inside netns (popen from a thread inside it: the
+ * child is born there). */
+static void ns_cmd(const char *netns, const char *cmd, char *out, size_t len)
+{
+	int saved = -1;
+	FILE *p;
+
+	cr_assert_eq(netns_enter(netns, &saved), 0);
+	p = popen(cmd, "re");
+	cr_assert_not_null(p);
+	out[0] = '\0';
+	if (!fgets(out, (int)len, p))
+		out[0] = '\0';
+	pclose(p);
+	cr_assert_eq(netns_restore(&saved), 0);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+static void ns_sysctl(const char *netns, const char *key, char *out, size_t len)
+{
+	int saved = -1;
+
+	cr_assert_eq(netns_enter(netns, &saved), 0);
+	cr_assert_eq(sysctl_read(key, out, len), 0, "%s", key);
+	cr_assert_eq(netns_restore(&saved), 0);
+}
+
+/* network.tcp and network.mtu read back inside every node; the host's own values untouched;
+ * TCP still carries data between two nodes with them. */
+Test(testbed, tcp_knobs_inside_each_node)
+{
+	static const char *const keys[] = { "net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_ecn",
+					    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem" };
+	struct testbed_tcp tcp = { .slow_start_after_idle = 0, .ecn = 1, .initial_cwnd = 23,
+				   .rmem = { 4096, 131072, 6291456 }, .wmem = { 8192, 65536, 4194304 } };
+	struct testbed_spec spec = { .n_nodes = 3, .cc = "reno", .mtu = 9000, .tcp = &tcp };
+	char prefix[16], rundir[256], err[256], v[256], host_before[4][256], host_after[4][256];
+	struct host_snapshot before;
+	struct testbed *tb;
+	struct journal *j;
+
+	snapshot(&before);
+	for (size_t k = 0; k < 4; k++)
+		cr_assert_eq(sysctl_read(keys[k], host_before[k], sizeof host_before[k]), 0);
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	j = new_run(prefix, rundir, sizeof rundir);
+	spec.prefix = prefix;
+	tb = testbed_create(&spec, j, err, sizeof err);
+	cr_assert_not_null(tb, "%s", err);
+	for (int i = 0; i < 3; i++) {
+		const char *ns = testbed_node_netns(tb, i);
+
+		ns_sysctl(ns, "net.ipv4.tcp_congestion_control", v, sizeof v);
+		cr_assert_str_eq(v, "reno");
+		ns_sysctl(ns, keys[0], v, sizeof v);
+		cr_assert_str_eq(v, "0");
+		ns_sysctl(ns, keys[1], v, sizeof v);
+		cr_assert_str_eq(v, "1");
+		ns_sysctl(ns, keys[2], v, sizeof v);
+		cr_assert_str_eq(v, "4096 131072 6291456");
+		ns_sysctl(ns, keys[3], v, sizeof v);
+		cr_assert_str_eq(v, "8192 65536 4194304");
+		ns_cmd(ns, "ip -o route show dev eth0", v, sizeof v);
+		cr_assert(strstr(v, "198.18.0.0/15") && strstr(v, "initcwnd 23"), "route: %s", v);
+		ns_cmd(ns, "ip -o link show eth0", v, sizeof v);
+		cr_assert(strstr(v, "mtu 9000"), "link: %s", v);
+	}
+	for (size_t k = 0; k < 4; k++) {
+		cr_assert_eq(sysctl_read(keys[k], host_after[k], sizeof host_after[k]), 0);
+		cr_assert_str_eq(host_after[k], host_before[k], "the host's %s changed", keys[k]);
+	}
+	cr_assert_eq(testbed_check_reach(tb, 3000, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(testbed_destroy(&tb), 0);
+	cr_assert_eq(cleanup_journal(j), 0);
+	journal_destroy(&j);
+	assert_nothing_left(prefix, &before);
+}
+
 Test(testbed, create_teardown_3_leaves_nothing)
 {
 	create_and_teardown(3);

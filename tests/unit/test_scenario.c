@@ -136,6 +136,44 @@ Test(scenario, full_document)
 	scenario_destroy(&sc); /* NULL is fine */
 }
 
+Test(scenario, tcp_knobs)
+{
+	struct scenario *sc = parse("stop: {steps: 100}\nnetwork:\n  mtu: 1400\n  tcp: {cc: reno, "
+				    "slow_start_after_idle: off, ecn: passive, initial_cwnd: 20, "
+				    "rmem: [4KiB, 128KiB, 6MiB], wmem: [8192, 64KiB, 4MiB]}\n");
+
+	cr_expect_str_eq(sc->network.cc, "reno");
+	cr_expect_eq(sc->network.mtu, 1400);
+	cr_expect_eq(sc->network.tcp.slow_start_after_idle, 0);
+	cr_expect_eq(sc->network.tcp.ecn, 2);
+	cr_expect_eq(sc->network.tcp.initial_cwnd, 20);
+	cr_expect_eq(sc->network.tcp.rmem[0], 4096);
+	cr_expect_eq(sc->network.tcp.rmem[1], 131072);
+	cr_expect_eq(sc->network.tcp.rmem[2], 6291456);
+	cr_expect_eq(sc->network.tcp.wmem[0], 8192);
+	cr_expect_eq(sc->network.tcp.wmem[2], 4194304);
+	scenario_destroy(&sc);
+	sc = parse("stop: {steps: 100}\nnetwork: {tcp: {slow_start_after_idle: on, ecn: true}}\n");
+	cr_expect_eq(sc->network.tcp.slow_start_after_idle, 1);
+	cr_expect_eq(sc->network.tcp.ecn, 1);
+	scenario_destroy(&sc);
+	/* --set reaches the knobs */
+	const char *sets[] = { "network.tcp.ecn=off" };
+	char err[SCENARIO_ERR_MAX];
+	char path[] = "/tmp/stalenet-tcp-XXXXXX";
+	int fd = mkstemp(path);
+	const char text[] = "stop: {steps: 100}\nnetwork: {tcp: {ecn: on}}\n";
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+	close(fd);
+	sc = scenario_load_with(path, sets, 1, err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_expect_eq(sc->network.tcp.ecn, 0);
+	scenario_destroy(&sc);
+	unlink(path);
+}
+
 Test(scenario, defaults)
 {
 	struct scenario *sc = parse("stop: {steps: 100}\n");
@@ -151,6 +189,11 @@ Test(scenario, defaults)
 	cr_expect_str_eq(sc->network.cc, "cubic");
 	cr_expect_eq(sc->network.subnet, (198u << 24) | (18u << 16));
 	cr_expect_eq(sc->network.prefix_len, 15);
+	cr_expect_eq(sc->network.tcp.slow_start_after_idle, -1, "the kernel's");
+	cr_expect_eq(sc->network.tcp.ecn, -1);
+	cr_expect_eq(sc->network.tcp.initial_cwnd, 0);
+	cr_expect_eq(sc->network.tcp.rmem[2], 0);
+	cr_expect_eq(sc->network.tcp.wmem[2], 0);
 	cr_expect_eq(sc->network.up.set, 0);
 	cr_expect_eq(sc->eval_every_us, 2000000);
 	cr_expect_eq(sc->sweep.repeat, 1);

@@ -162,16 +162,16 @@ Test(summary, append_union_header_and_rebuild)
 	text = slurp(path);
 	cr_assert_str_eq(text,
 		"consistency.barrier,workers,train.lr," SUMMARY_FIXED_HEADER "\n"
-		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n"
-		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n");
+		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete,,,,,\n"
+		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed,,,,,\n");
 	free(text);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 2, "%s", err);
 	text = slurp(path);
 	/* name order: asp-r1 first; keys in order of first appearance */
 	cr_assert_str_eq(text,
 		"consistency.barrier,train.lr,workers," SUMMARY_FIXED_HEADER "\n"
-		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed\n"
-		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete\n");
+		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed,,,,,\n"
+		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete,,,,,\n");
 	free(text);
 	rm_rf(dir);
 }
@@ -190,7 +190,7 @@ Test(summary, empty_run_leaves_fields_empty)
 	snprintf(path, sizeof path, "%s/s.csv", dir);
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 	text = slurp(path);
-	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,\n");
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,,,,,,\n");
 	free(text);
 	rm_rf(dir);
 }
@@ -227,7 +227,10 @@ Test(schema, bad_traces)
 		{ "eval.csv", TRACE_HEADER_EVAL "\n1,s,1,0.1,10,1.5,0.3,\n", ":2: column test_accuracy" },
 		{ "eval.csv", TRACE_HEADER_EVAL "\n2,s,1,0.1,10,0.5,0.3,\n1,s,2,0.1,10,0.5,0.3,\n",
 		  ":3: column t_s" },
-		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,-3\n", ":2: column max_step" },
+		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,-3,,\n", ":2: column max_step" },
+		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,3,1.5,0.5\n", ":2: column runq_wait_frac" },
+		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,3,0.5,x\n", ":2: column host_cpu_frac" },
+		{ "progress.csv", TRACE_HEADER_PROGRESS_V1 "\n1,4,1,2,2.5,-3\n", ":2: column max_step" },
 		{ "links.csv", TRACE_HEADER_LINKS "\n1,w0,sideways,1,1,0,0,0\n", ":2: column direction" },
 		{ "linkcheck.csv", TRACE_HEADER_LINKCHECK "\nw0,up,10,20,5,0.01,20,5,0,maybe\n",
 		  ":2: column verdict" },
@@ -560,4 +563,68 @@ Test(summary, list_dir_filters_and_sorts)
 	cr_assert_null(names);
 	cr_assert_eq(n, 0);
 	cr_assert_eq(support_rm_rf(dir), 0);
+}
+
+/* meta.json's host_guard fills the guard's columns; a bad one is refused. */
+Test(summary, host_guard_columns)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", err[512], path[600];
+	struct summary_row row;
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	put(dir, "meta.json", "{\"run_id\":\"g\",\"host_guard\":{\"runq_wait_mean\":0.0712,"
+			      "\"runq_wait_max\":0.25,\"host_cpu_mean\":0.98,\"host_cpu_max\":1,"
+			      "\"saturated\":true,\"samples\":30}}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+	cr_assert(row.meta.has_guard && row.meta.saturated);
+	cr_assert_float_eq(row.meta.runq_wait_mean, 0.0712, 1e-12);
+	snprintf(path, sizeof path, "%s/s.csv", dir);
+	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+	text = slurp(path);
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\ng,0,0,,,,,0,,,,,,,0,0,,,0.0712,0.2500,0.9800,1.0000,1\n");
+	free(text);
+	/* a guard that measured nothing: fractions null, the flag 0 */
+	put(dir, "meta.json", "{\"run_id\":\"h\",\"host_guard\":{\"runq_wait_mean\":null,"
+			      "\"runq_wait_max\":null,\"host_cpu_mean\":null,\"host_cpu_max\":null,"
+			      "\"saturated\":false,\"samples\":0}}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+	cr_assert(row.meta.has_guard && !row.meta.saturated && isnan(row.meta.host_cpu_max));
+	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+	text = slurp(path);
+	cr_assert(strstr(text, "\nh,0,0,,,,,0,,,,,,,0,0,,,,,,,0\n"), "%s", text);
+	free(text);
+	put(dir, "meta.json", "{\"run_id\":\"b\",\"host_guard\":{\"runq_wait_mean\":1.5,\"saturated\":true}}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), -EINVAL);
+	cr_assert(strstr(err, "runq_wait_mean"), "%s", err);
+	put(dir, "meta.json", "{\"run_id\":\"b\",\"host_guard\":{\"runq_wait_mean\":0.5}}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), -EINVAL);
+	cr_assert(strstr(err, "saturated"), "%s", err);
+	put(dir, "meta.json", "{\"run_id\":\"b\",\"host_guard\":[]}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), -EINVAL);
+	rm_rf(dir);
+}
+
+/* A summary.csv written before the guard's columns: appending rewrites it with today's header
+ * and the old rows get the guard's columns empty. */
+Test(summary, append_to_older_header)
+{
+	char dir[] = "/tmp/stalenet-sum-XXXXXX", err[512], path[600];
+	struct summary_row row;
+	char *text;
+
+	cr_assert_not_null(mkdtemp(dir));
+	put(dir, "s.csv", SUMMARY_FIXED_HEADER_V1 "\nold,1,2,nfq,0.5,0.5,,3,1,1,1,0.1,,,10,0,,complete\n");
+	put(dir, "meta.json", "{\"run_id\":\"new\",\"host_guard\":{\"runq_wait_mean\":0.01,"
+			      "\"runq_wait_max\":0.02,\"host_cpu_mean\":0.5,\"host_cpu_max\":0.6,"
+			      "\"saturated\":false}}");
+	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+	snprintf(path, sizeof path, "%s/s.csv", dir);
+	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
+	text = slurp(path);
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\n"
+			 "old,1,2,nfq,0.5,0.5,,3,1,1,1,0.1,,,10,0,,complete,,,,,\n"
+			 "new,0,0,,,,,0,,,,,,,0,0,,,0.0100,0.0200,0.5000,0.6000,0\n");
+	free(text);
+	rm_rf(dir);
 }
