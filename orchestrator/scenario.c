@@ -55,6 +55,8 @@ struct cv {
 /* --- errors ------------------------------------------------------------------------------ */
 
 static void vreport(struct cv *cv, const char *origin, uint32_t line, uint32_t col, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
+static void vreport(struct cv *cv, const char *origin, uint32_t line, uint32_t col, const char *fmt, va_list ap)
 {
 	if (!cv->err || !cv->errlen)
 		return;
