@@ -10,6 +10,8 @@
 
 #include "lib/log.h"
 #include "orchestrator/cmd.h"
+#include "orchestrator/hosts.h"
+#include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
@@ -33,12 +35,15 @@ static const char usage_main[] =
 	"exit codes: 0 ok, 1 run failed, 2 invalid input, 3 host cannot do it, 130 interrupted\n";
 
 static const char usage_check[] =
-	"usage: stalenet check SCENARIO [--set key.path=value]...\n"
+	"usage: stalenet check SCENARIO [--set key.path=value]... [--hosts FILE]\n"
 	"\n"
 	"Parse and validate SCENARIO, then print the plan: every run of the sweep with its seed, the\n"
 	"nodes and their effective links per direction, stragglers and the link timeline. Touches\n"
 	"nothing on the host. Errors are printed as FILE:LINE:COL: error: ... and exit with 2.\n"
+	"With hosts (the scenario's hosts section or --hosts), also each run's placement: the\n"
+	"nodes of every host and the links that cross hosts.\n"
 	"\n"
+	"  --hosts FILE            the hosts to spread over (replaces the scenario's hosts section)\n"
 	"  --set key.path=value    override a scenario value (repeatable), validated as the file;\n"
 	"                          a key the sweep also sets is an error: change the sweep with\n"
 	"                          --set 'sweep.KEY=[v1, v2]' (after 'sweep.' the rest is one key)\n";
@@ -54,6 +59,8 @@ static const char usage_run[] =
 	"  --strict-links          a link outside the self-check tolerance is fatal\n"
 	"  --plot                  draw the figures at the end\n"
 	"  --quiet                 no live progress\n"
+	"  --hosts FILE            hosts to spread the run over (replaces the scenario's hosts);\n"
+	"                          validated and placed, but runs across hosts are not yet built\n"
 	"\n"
 	"Needs root. Leaves the host as it found it, also on Ctrl-C or a node crash; after a\n"
 	"kill -9 of stalenet itself, run 'stalenet cleanup'.\n";
@@ -95,10 +102,13 @@ static int want_help(int argc, char **argv)
 
 static int cmd_check(int argc, char **argv)
 {
-	static const struct option opts[] = { { "set", required_argument, NULL, 's' }, { 0 } };
+	static const struct option opts[] = { { "set", required_argument, NULL, 's' },
+					      { "hosts", required_argument, NULL, 'H' }, { 0 } };
 	char err[SCENARIO_ERR_MAX];
 	struct scenario *sc = NULL;
 	struct plan *plan = NULL;
+	struct hosts *file_hosts = NULL;
+	const char *hosts_path = NULL;
 	const char **sets = calloc((size_t)argc, sizeof *sets);
 	size_t n_sets = 0;
 	int c, rc = CLI_EXIT_USAGE;
@@ -107,6 +117,10 @@ static int cmd_check(int argc, char **argv)
 		return CLI_EXIT_FAILED;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'H') {
+			hosts_path = optarg;
+			continue;
+		}
 		if (c != 's') {
 			fputs(usage_check, stderr);
 			goto out;
@@ -127,8 +141,27 @@ static int cmd_check(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
+	if (hosts_path && !(file_hosts = hosts_load(hosts_path, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	const struct hosts *hosts = file_hosts ? file_hosts : sc->hosts;
+	/* every run is placed before anything is printed, so a bad map is one error line */
+	if (hosts && placement_plan(hosts, plan, NULL, err, sizeof err)) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
 	rc = plan_print(stdout, plan) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+	if (rc == CLI_EXIT_OK && hosts) {
+		printf("hosts: %zu (%s), %llu cores\n", hosts->n, hosts_launcher_name(hosts->launcher),
+		       (unsigned long long)hosts_total_cores(hosts));
+		if (placement_plan(hosts, plan, stdout, err, sizeof err)) {
+			fprintf(stderr, "%s\n", err);
+			rc = CLI_EXIT_FAILED;
+		}
+	}
 out:
+	hosts_destroy(&file_hosts);
 	plan_destroy(&plan);
 	scenario_destroy(&sc);
 	free(sets);
@@ -141,7 +174,7 @@ static int cmd_run(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },      { "out", required_argument, NULL, 'o' },
 		{ "backend", required_argument, NULL, 'b' },  { "strict-links", no_argument, NULL, 'S' },
 		{ "plot", no_argument, NULL, 'p' },           { "quiet", no_argument, NULL, 'q' },
-		{ 0 },
+		{ "hosts", required_argument, NULL, 'H' },    { 0 },
 	};
 	struct run_opts o = { .backend = RUN_BACKEND_AUTO };
 	const char **sets = calloc((size_t)argc, sizeof *sets);
@@ -178,6 +211,9 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case 'q':
 			o.quiet = true;
+			break;
+		case 'H':
+			o.hosts_path = optarg;
 			break;
 		default:
 			fputs(usage_run, stderr);

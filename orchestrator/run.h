@@ -23,6 +23,7 @@ struct run_opts {
 	bool strict_links;
 	bool plot;
 	bool quiet;
+	const char *hosts_path;     /* --hosts FILE, NULL = the scenario's hosts section if any */
 };
 
 /* `stalenet run`. Returns a CLI exit code (orchestrator/cli.h). */
