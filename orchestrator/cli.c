@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "orchestrator/agent.h"
 #include "orchestrator/cmd.h"
 #include "orchestrator/hosts.h"
 #include "orchestrator/placement.h"
@@ -29,6 +30,7 @@ static const char usage_main[] =
 	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
 	"  plot DIR            draw the figures of a run or sweep directory\n"
 	"  summary DIR         rebuild summary.csv of a run or sweep directory from its traces\n"
+	"  agent               a host's end of a run across hosts (started over ssh, not by hand)\n"
 	"\n"
 	"Run 'stalenet COMMAND --help' for a command's options.\n"
 	"\n"
@@ -91,6 +93,24 @@ static const char usage_summary[] =
 	"Traces of an older schema are read as they are: a missing column leaves the fields that\n"
 	"need it empty (each such file is named on stderr). Needs no privileges. Exit 2 when DIR\n"
 	"holds no run.\n";
+
+static const char usage_agent[] =
+	"usage: stalenet agent\n"
+	"\n"
+	"Serve the orchestrator of a run across hosts on stdin/stdout (started over ssh by\n"
+	"'stalenet run' on each host). Speaks a line protocol: a greeting with protocol, version\n"
+	"and user, then clock exchanges ('time T1' -> 'time T1 T2 T3') until 'quit'.\n";
+
+static int cmd_agent(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1) {
+		fputs(usage_agent, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	/* the protocol owns stdout; nothing else may write there */
+	return agent_serve(0, 1) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+}
 
 static int want_help(int argc, char **argv)
 {
@@ -245,6 +265,7 @@ static const struct command commands[] = {
 	{ "doctor", usage_doctor, cmd_doctor },
 	{ "plot", usage_plot, cmd_plot },
 	{ "summary", usage_summary, cmd_summary },
+	{ "agent", usage_agent, cmd_agent },
 };
 
 int cli_main(int argc, char **argv)

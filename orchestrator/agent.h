@@ -1,0 +1,29 @@
+/* orchestrator/agent: `stalenet agent`, the orchestrator's deputy on another host.
+ *
+ * The orchestrator starts it over ssh (orchestrator/agentlink) and talks to it on the ssh
+ * channel's stdin/stdout in short text lines, so nothing but fixed words and numbers ever
+ * crosses; the remote command line itself is fixed ("PATH agent"), never built from the
+ * scenario. Protocol version AGENT_PROTO:
+ *   agent -> on start    "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME"
+ *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
+ *                                           was read, T3 just before the answer is written
+ *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
+ *   anything else     -> "error MESSAGE", then the agent exits 2
+ * The clock exchange is the NTP-style one of lib/clocksync: the orchestrator stamps T1 and T4.
+ * Building the host's share of the testbed is not part of the agent yet. */
+#ifndef STALENET_AGENT_H
+#define STALENET_AGENT_H
+
+#define AGENT_PROTO    1
+#define AGENT_LINE_MAX 256      /* one protocol line, newline included */
+
+/* This build's version and commit, as the greeting carries them ("0.1.0", "abc1234"); one
+ * object file holds both, so one binary never disagrees with itself. */
+const char *agent_version(void);
+const char *agent_commit(void);
+
+/* Serve the protocol on in_fd/out_fd until "quit" or end of input. Returns 0, -EPROTO after
+ * a bad request (answered with an error line), or -errno of the I/O. */
+int agent_serve(int in_fd, int out_fd);
+
+#endif
