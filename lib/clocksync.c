@@ -77,7 +77,13 @@ int clocksync_estimate(const struct clocksync_sample *s, size_t n, struct clocks
 		sxx += dx * dx;
 		sxy += dx * dy;
 	}
-	double slope = sxx > 0 ? sxy / sxx : 0;
+	/* a drift fitted over less than CLOCKSYNC_DRIFT_SPAN_NS is mostly the stamps' noise */
+	int64_t lo = r[0].t_ns, hi = r[0].t_ns;
+	for (size_t i = 1; i < keep; i++) {
+		lo = r[i].t_ns < lo ? r[i].t_ns : lo;
+		hi = r[i].t_ns > hi ? r[i].t_ns : hi;
+	}
+	double slope = sxx > 0 && hi - lo >= CLOCKSYNC_DRIFT_SPAN_NS ? sxy / sxx : 0;
 	out->ref_ns = t0 + (int64_t)llround(mt);
 	out->offset_ns = r[0].theta_ns + (int64_t)llround(mth + slope * ((double)(out->ref_ns - t0) - mt));
 	out->drift_ppm = slope * 1e6;

@@ -9,7 +9,8 @@
  * theta +- delta / 2, so the exchanges with the smallest round trip say the most: queueing and
  * scheduling only ever add delay. The estimate keeps the exchanges whose round trip is at most
  * twice the smallest (at least the CLOCKSYNC_MIN_KEEP fastest), fits offset = a + drift * (t - ref) through them by least squares
- * (ref = the mean local midpoint), and bounds its error at the samples by
+ * (ref = the mean local midpoint; the drift only when the kept exchanges span at least
+ * CLOCKSYNC_DRIFT_SPAN_NS, else it is taken as 0 and the offset is their mean), and bounds its error at the samples by
  *     max_i ( |fit(t_i) - theta_i| + delta_i / 2 ),
  * which contains the truth at every kept sample when the true offset is linear in time over the
  * window (a drift that changes within it shows up as residuals and widens the bound). Away from
@@ -22,6 +23,7 @@
 
 #define CLOCKSYNC_MIN_KEEP 3            /* exchanges kept by the filter, at least (if given) */
 #define CLOCKSYNC_MAX_SAMPLES 100000
+#define CLOCKSYNC_DRIFT_SPAN_NS 1000000000ll   /* kept exchanges spanning less: drift 0 */
 
 struct clocksync_sample {
 	int64_t t1_ns, t2_ns, t3_ns, t4_ns;   /* see above */
