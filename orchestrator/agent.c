@@ -10,7 +10,24 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <sys/stat.h>
+
 #include "lib/clock.h"
+#include "lib/rtdir.h"
+#include "orchestrator/journal.h"
+#include "orchestrator/overlay.h"
+#include "orchestrator/testbed.h"
+
+#define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+
+/* What the agent built on this host: its journal (in its own run directory under the runtime
+ * directory, so `stalenet cleanup` on this host finds it) and its share of the testbed. */
+struct agent_state {
+	struct journal *j;
+	struct testbed *tb;
+	char rundir[128];
+};
 
 static int write_all(int fd, const char *buf, size_t len)
 {
@@ -40,11 +57,131 @@ static int parse_i64(const char *s, int64_t *out)
 	return 0;
 }
 
+static void teardown(struct agent_state *st)
+{
+	testbed_destroy(&st->tb);
+	if (st->j) {
+		journal_mark_ended(st->j);
+		journal_destroy(&st->j);
+	}
+}
+
+static bool valid_prefix(const char *p)
+{
+	size_t n = strlen(p);
+	if (n < 2 || n > TESTBED_PREFIX_MAX - 1 || p[n - 1] != '-')
+		return false;
+	for (size_t i = 0; i + 1 < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* Split a comma list in place into out (at most max); "-" is the empty list. Count or -1. */
+static int split(char *s, char **out, int max)
+{
+	int n = 0;
+	if (!strcmp(s, "-"))
+		return 0;
+	for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -1;
+		out[n++] = t;
+	}
+	return n;
+}
+
+/* "build PREFIX VNI LOCAL FIRST NAMES REMOTES": this host's nodes NAMES (comma list, their
+ * addresses from FIRST on), the switch bridge and the VXLAN segment VNI to the REMOTES
+ * (comma list of underlay addresses, "-" for none), LOCAL being this host's. Journalled. */
+static int build(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *f[6], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
+	uint32_t remotes[OVERLAY_MAX_REMOTES], local;
+	int nf = 0, rc;
+	for (char *t = strtok_r(args, " ", &save); t && nf < 6; t = strtok_r(NULL, " ", &save))
+		f[nf++] = t;
+	if (nf != 6 || strtok_r(NULL, " ", &save)) {
+		snprintf(msg, len, "build: expected PREFIX VNI LOCAL FIRST NAMES REMOTES");
+		return -EINVAL;
+	}
+	int64_t vni, first;
+	char *rem[OVERLAY_MAX_REMOTES];
+	int n_names = split(f[4], names, AGENT_MAX_NODES), n_rem = split(f[5], rem, OVERLAY_MAX_REMOTES);
+	if (!valid_prefix(f[0]) || parse_i64(f[1], &vni) || vni < 1 || vni >= (1 << 24) ||
+	    inet_pton(AF_INET, f[2], &local) != 1 || parse_i64(f[3], &first) || first < 0 || first > 65535 ||
+	    n_names < 1 || n_rem < 0) {
+		snprintf(msg, len, "build: bad arguments");
+		return -EINVAL;
+	}
+	for (int i = 0; i < n_rem; i++)
+		if (inet_pton(AF_INET, rem[i], &remotes[i]) != 1) {
+			snprintf(msg, len, "build: bad remote address");
+			return -EINVAL;
+		}
+	if (st->tb) {
+		snprintf(msg, len, "build: already built");
+		return -EBUSY;
+	}
+	int umtu = overlay_underlay_mtu(local, ifname, sizeof ifname);
+	int mtu = umtu > 0 ? overlay_node_mtu(umtu) : umtu;
+	if (umtu < 0 || mtu < 0) {
+		snprintf(msg, len, "build: underlay %s: %s", f[2], umtu < 0 ? strerror(-umtu) : "MTU too small");
+		return umtu < 0 ? umtu : mtu;
+	}
+	if ((rc = rtdir_ensure()) < 0) {
+		snprintf(msg, len, "build: runtime directory: %s", strerror(-rc));
+		return rc;
+	}
+	snprintf(st->rundir, sizeof st->rundir, "%s/agent-%s", rtdir_path(), f[0]);
+	if (mkdir(st->rundir, 0700) < 0 && errno != EEXIST) {
+		snprintf(msg, len, "build: mkdir %s: %s", st->rundir, strerror(errno));
+		return -errno;
+	}
+	if (!(st->j = journal_create(st->rundir, f[0], msg, len)))
+		return -EIO;
+	struct testbed_spec spec = { .prefix = f[0], .n_nodes = n_names, .node_names = (const char *const *)names,
+				     .mtu = mtu, .first_addr = (uint32_t)first };
+	if (!(st->tb = testbed_create(&spec, st->j, msg, len))) {
+		teardown(st);
+		return -EIO;
+	}
+	snprintf(vx, sizeof vx, "%svx", f[0]);
+	struct overlay_spec o = { .switch_netns = testbed_switch_netns(st->tb), .bridge = TESTBED_BRIDGE_IFNAME,
+				  .ifname = vx, .vni = (uint32_t)vni, .local_be = local, .remotes_be = remotes,
+				  .n_remotes = (size_t)n_rem, .mtu = mtu };
+	if (n_rem && (rc = overlay_attach(&o, msg, len))) {
+		teardown(st);
+		return rc;
+	}
+	snprintf(msg, len, "ok %s %d %s %d", testbed_switch_netns(st->tb), mtu, ifname, umtu);
+	return 0;
+}
+
 /* Answer one request line (without its newline). 1 = quit, 0 = go on, <0 = error. */
-static int answer(int out_fd, const char *line, int64_t t2)
+static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 {
 	char buf[AGENT_LINE_MAX];
 	int64_t t1;
+	if (!strncmp(line, "build ", 6) || !strcmp(line, "teardown")) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (line[0] == 'b') {
+			if (build(st, line + 6, msg, sizeof msg) < 0) {
+				char why[AGENT_LINE_MAX - 16];
+				msg[sizeof why - 1] = 0;
+				memcpy(why, msg, sizeof why);
+				snprintf(msg, sizeof msg, "fail %s", why);
+			}
+		} else {
+			teardown(st);
+			snprintf(msg, sizeof msg, "ok");
+		}
+		for (char *p = msg; *p; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
 	if (!strncmp(line, "time ", 5) && !parse_i64(line + 5, &t1)) {
 		int n = snprintf(buf, sizeof buf, "time %" PRId64 " %" PRId64 " ", t1, t2);
 		int m = snprintf(buf + n, sizeof buf - (size_t)n, "%" PRId64 "\n", clock_now_ns());
@@ -57,6 +194,8 @@ static int answer(int out_fd, const char *line, int64_t t2)
 	write_all(out_fd, "error unknown request\n", 22);
 	return -EPROTO;
 }
+
+static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_t *havep);
 
 const char *agent_version(void)
 {
@@ -71,6 +210,7 @@ const char *agent_commit(void)
 int agent_serve(int in_fd, int out_fd)
 {
 	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
+	struct agent_state st = { 0 };
 	size_t have = 0;
 	int rc;
 
@@ -83,8 +223,19 @@ int agent_serve(int in_fd, int out_fd)
 			 agent_commit(), (unsigned)geteuid(), host);
 	if ((rc = write_all(out_fd, hello, (size_t)n)))
 		return rc;
+	rc = serve(&st, in_fd, out_fd, buf, &have);
+	/* whatever ended the session (quit, end of input: the orchestrator or its ssh died, a bad
+	 * request), this host's share goes */
+	teardown(&st);
+	return rc;
+}
+
+static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_t *havep)
+{
+	size_t have = *havep;
+	int rc;
 	for (;;) {
-		ssize_t r = read(in_fd, buf + have, sizeof buf - have);
+		ssize_t r = read(in_fd, buf + have, AGENT_LINE_MAX - have);
 		int64_t t2 = clock_now_ns();
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -96,14 +247,14 @@ int agent_serve(int in_fd, int out_fd)
 		char *nl;
 		while ((nl = memchr(buf, '\n', have))) {
 			*nl = 0;
-			rc = answer(out_fd, buf, t2);
+			rc = answer(st, out_fd, buf, t2);
 			if (rc)
 				return rc > 0 ? 0 : rc;
 			size_t used = (size_t)(nl + 1 - buf);
 			memmove(buf, nl + 1, have - used);
 			have -= used;
 		}
-		if (have == sizeof buf) {
+		if (have == AGENT_LINE_MAX) {
 			write_all(out_fd, "error line too long\n", 20);
 			return -EPROTO;
 		}

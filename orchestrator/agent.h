@@ -7,10 +7,18 @@
  *   agent -> on start    "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME"
  *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
  *                                           was read, T3 just before the answer is written
+ *   "build PREFIX VNI LOCAL FIRST NAMES REMOTES"
+ *                     -> "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU" or "fail WHY":
+ *                        this host's share of the testbed (orchestrator/testbed: the nodes
+ *                        NAMES, a comma list, addressed from subnet + FIRST + 1 on, MTU lowered
+ *                        by the VXLAN overhead), joined to the other hosts (REMOTES, a comma
+ *                        list of underlay addresses or "-") by VXLAN segment VNI from LOCAL
+ *                        (orchestrator/overlay); journalled in RTDIR/agent-PREFIX/journal
+ *   "teardown"        -> "ok": that share removed (also when the session ends in any way)
  *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
  *   anything else     -> "error MESSAGE", then the agent exits 2
  * The clock exchange is the NTP-style one of lib/clocksync: the orchestrator stamps T1 and T4.
- * Building the host's share of the testbed is not part of the agent yet. */
+ * Launching nodes and streaming traces back are not part of the agent yet. */
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 

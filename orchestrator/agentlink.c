@@ -44,16 +44,30 @@ static int64_t now_ms(void)
 	return clock_now_ns() / 1000000;
 }
 
-/* Whatever ssh wrote to stderr so far (non-blocking), kept for the error message. */
+/* Whatever ssh wrote to stderr so far (non-blocking): the last sizeof errtext - 1 bytes are
+ * kept for error messages, the rest read and dropped so the remote side never blocks on it. */
 static void drain_stderr(struct agentlink *self)
 {
-	while (self->err_fd >= 0 && self->errlen < sizeof self->errtext - 1) {
-		ssize_t r = read(self->err_fd, self->errtext + self->errlen, sizeof self->errtext - 1 - self->errlen);
+	char tmp[4096];
+	while (self->err_fd >= 0) {
+		ssize_t r = read(self->err_fd, tmp, sizeof tmp);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		self->errlen += (size_t)r;
+		size_t cap = sizeof self->errtext - 1, n = (size_t)r;
+		if (n >= cap) {
+			memcpy(self->errtext, tmp + n - cap, cap);
+			self->errlen = cap;
+		} else {
+			if (self->errlen + n > cap) {
+				size_t drop = self->errlen + n - cap;
+				memmove(self->errtext, self->errtext + drop, self->errlen - drop);
+				self->errlen -= drop;
+			}
+			memcpy(self->errtext + self->errlen, tmp, n);
+			self->errlen += n;
+		}
 	}
 	self->errtext[self->errlen] = 0;
 }
@@ -349,6 +363,17 @@ out:
 	if (s != samples)
 		free(s);
 	return rc;
+}
+
+int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms)
+{
+	char req[AGENT_LINE_MAX];
+	int64_t t;
+	int n = snprintf(req, sizeof req, "%s\n", request);
+	if (n < 0 || (size_t)n >= sizeof req || strchr(request, '\n'))
+		return -EINVAL;
+	int rc = write_line(self, req, (size_t)n);
+	return rc ? rc : read_line(self, reply, len, now_ms() + timeout_ms, &t);
 }
 
 int agentlink_close(struct agentlink **self, int timeout_ms)

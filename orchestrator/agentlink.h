@@ -42,6 +42,10 @@ const char *agentlink_remote_hostname(const struct agentlink *self);
 int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *samples,
 		    struct clocksync_estimate *out, int timeout_ms, char *err, size_t errlen);
 
+/* Send one request line (no newline in it) and read the one-line answer into reply within
+ * timeout_ms. Returns 0, -ETIMEDOUT, -EPIPE (the agent is gone) or -errno. */
+int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms);
+
 /* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
  * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */
 int agentlink_close(struct agentlink **self, int timeout_ms);
