@@ -15,6 +15,7 @@
 
 #include "lib/clock.h"
 #include "lib/rtdir.h"
+#include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/overlay.h"
 #include "orchestrator/testbed.h"
@@ -163,6 +164,14 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 {
 	char buf[AGENT_LINE_MAX];
 	int64_t t1;
+	if (!strcmp(line, "cleanup")) {
+		struct cleanup_report rep = { 0 };
+		int rc = cleanup_run(NULL, 0, &rep);
+		int n = snprintf(buf, sizeof buf, "%s journals %d replayed %d live %d ended %d failed %d\n",
+				 rc < 0 || rep.failed ? "fail" : "ok", rep.journals, rep.replayed, rep.live, rep.ended,
+				 rep.failed);
+		return write_all(out_fd, buf, (size_t)n);
+	}
 	if (!strncmp(line, "build ", 6) || !strcmp(line, "teardown")) {
 		char msg[AGENT_LINE_MAX - 8];
 		if (line[0] == 'b') {

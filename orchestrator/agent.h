@@ -15,6 +15,8 @@
  *                        list of underlay addresses or "-") by VXLAN segment VNI from LOCAL
  *                        (orchestrator/overlay); journalled in RTDIR/agent-PREFIX/journal
  *   "teardown"        -> "ok": that share removed (also when the session ends in any way)
+ *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
+ *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
  *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
  *   anything else     -> "error MESSAGE", then the agent exits 2
  * The clock exchange is the NTP-style one of lib/clocksync: the orchestrator stamps T1 and T4.

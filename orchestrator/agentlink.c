@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -137,18 +138,38 @@ static int read_line(struct agentlink *self, char *line, size_t len, int64_t dea
 	}
 }
 
+/* A write to a dead agent's pipe must be an error, not a SIGPIPE that kills the orchestrator:
+ * SIGPIPE is blocked around the write and a pending one consumed (the caller's disposition and
+ * mask are left as they were). */
 static int write_line(struct agentlink *self, const char *line, size_t len)
 {
+	sigset_t pipe_set, old;
+	int rc = 0;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	bool was_pending = false;
+	sigset_t pend;
+	if (sigpending(&pend) == 0)
+		was_pending = sigismember(&pend, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	while (len) {
 		ssize_t w = write(self->to_fd, line, len);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0)
-			return -errno;
+		if (w < 0) {
+			rc = -errno;
+			break;
+		}
 		line += w;
 		len -= (size_t)w;
 	}
-	return 0;
+	if (rc == -EPIPE && !was_pending) {
+		const struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }
 
 /* Wait for ssh to end by deadline; kill it after. Returns its exit code or -ETIMEDOUT. */
@@ -381,7 +402,8 @@ int agentlink_close(struct agentlink **self, int timeout_ms)
 	if (!self || !*self)
 		return 0;
 	struct agentlink *l = *self;
-	write_line(l, "quit\n", 5);
+	if (l->to_fd >= 0)
+		write_line(l, "quit\n", 5);
 	close(l->to_fd);
 	l->to_fd = -1;
 	int rc = l->pid > 0 ? reap(l->pid, timeout_ms) : 0;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -360,5 +361,38 @@ Test(multihost_overlay, teardown_leaves_nothing)
 		cr_expect_eq(access(path, F_OK), 0, "host %zu journals locally", i);
 		agentlink_close(&links[i], 30000);
 	}
+	cr_assert_eq(netns_restore(&saved), 0);
+}
+
+Test(multihost_overlay, kill9_leftovers_cleaned_on_every_host)
+{
+	build_all();
+	pid_t sshd[3];
+	for (size_t i = 0; i < 3; i++) {
+		pid_t a = agent_pid(i);
+		cr_assert_gt(a, 0);
+		sshd[i] = hs.host[i].sshd_pid;
+		cr_assert_eq(kill(a, SIGKILL), 0);
+	}
+	int saved = -1;
+	cr_assert_eq(netns_enter(hs.ctl_ns, &saved), 0);
+	for (size_t i = 0; i < 3; i++)
+		agentlink_close(&links[i], 10000);
+	/* the agents died without teardown: their shares are still there */
+	for (size_t i = 0; i < 3; i++)
+		cr_expect(ns_exists(sshd[i], "sw"), "host %zu keeps its switch after kill -9", i);
+	for (size_t i = 0; i < 3; i++) {
+		char dest[64], err[512], reply[256];
+		snprintf(dest, sizeof dest, "root@%s", hs.host[i].address);
+		struct agentlink_opts o = { .host_name = hs.host[i].name, .ssh_dest = dest, .identity = hs.identity,
+					    .known_hosts = hs.known_hosts, .agent_path = stalenet, .timeout_ms = 10000 };
+		links[i] = agentlink_open(&o, err, sizeof err);
+		cr_assert(links[i], "%s", err);
+		cr_assert_eq(agentlink_request(links[i], "cleanup", reply, sizeof reply, 60000), 0);
+		fprintf(stderr, "host %s: %s\n", hs.host[i].name, reply);
+		cr_expect(!strncmp(reply, "ok journals 1 replayed 1 ", 25), "host %zu: %s", i, reply);
+		cr_expect(!ns_exists(sshd[i], "sw"), "host %zu: switch removed by cleanup", i);
+	}
+	cr_expect(!ns_exists(sshd[0], "server0") && !ns_exists(sshd[2], "worker3"));
 	cr_assert_eq(netns_restore(&saved), 0);
 }
