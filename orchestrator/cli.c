@@ -62,17 +62,23 @@ static const char usage_run[] =
 	"  --plot                  draw the figures at the end\n"
 	"  --quiet                 no live progress\n"
 	"  --hosts FILE            hosts to spread the run over (replaces the scenario's hosts);\n"
-	"                          validated and placed, but runs across hosts are not yet built\n"
+	"                          validated, placed and every host checked over ssh (reachable,\n"
+	"                          same stalenet, root, clock offset), but not yet built\n"
+	"  --identity FILE         ssh identity for the hosts (default: the user's agent or keys)\n"
+	"  --known-hosts FILE      ssh known-hosts file for the hosts (default: the user's)\n"
+	"  --agent-path PATH       stalenet on the hosts (default: this program's path)\n"
 	"\n"
 	"Needs root. Leaves the host as it found it, also on Ctrl-C or a node crash; after a\n"
 	"kill -9 of stalenet itself, run 'stalenet cleanup'.\n";
 
 static const char usage_cleanup[] =
 	"usage: stalenet cleanup [--dry-run] [RUNS_DIR...]\n"
+	"       stalenet cleanup --hosts FILE [--identity FILE] [--known-hosts FILE] [--agent-path PATH]\n"
 	"\n"
 	"Find the teardown journals of runs whose stalenet process is dead (checked by pid and\n"
 	"start time) and undo what they record: processes, iptables rules, namespaces, sysctls.\n"
-	"Never touches anything a journal does not record.\n";
+	"Never touches anything a journal does not record. With --hosts, do that on every host of\n"
+	"the list through its 'stalenet agent' (over ssh), for what runs across hosts left there.\n";
 
 static const char usage_doctor[] =
 	"usage: stalenet doctor\n"
@@ -194,7 +200,9 @@ static int cmd_run(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },      { "out", required_argument, NULL, 'o' },
 		{ "backend", required_argument, NULL, 'b' },  { "strict-links", no_argument, NULL, 'S' },
 		{ "plot", no_argument, NULL, 'p' },           { "quiet", no_argument, NULL, 'q' },
-		{ "hosts", required_argument, NULL, 'H' },    { 0 },
+		{ "hosts", required_argument, NULL, 'H' },    { "identity", required_argument, NULL, 'I' },
+		{ "known-hosts", required_argument, NULL, 'K' }, { "agent-path", required_argument, NULL, 'A' },
+		{ 0 },
 	};
 	struct run_opts o = { .backend = RUN_BACKEND_AUTO };
 	const char **sets = calloc((size_t)argc, sizeof *sets);
@@ -234,6 +242,15 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case 'H':
 			o.hosts_path = optarg;
+			break;
+		case 'I':
+			o.identity = optarg;
+			break;
+		case 'K':
+			o.known_hosts = optarg;
+			break;
+		case 'A':
+			o.agent_path = optarg;
 			break;
 		default:
 			fputs(usage_run, stderr);

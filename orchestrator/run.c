@@ -34,6 +34,7 @@
 #include "orchestrator/hosts.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "orchestrator/multihost.h"
 #include "orchestrator/linktrace.h"
 #include "orchestrator/nodeconf.h"
 #include "orchestrator/placement.h"
@@ -990,18 +991,23 @@ int run_main(const struct run_opts *o)
 	}
 	if (o->hosts_path || sc->hosts) {
 		/* Multi-host: the host list and every run's placement are validated (exit 2 on an
-		 * error), but building a testbed across hosts is not implemented in `run` yet. */
+		 * error), then every host is reached and checked (exit 3, one line per bad host);
+		 * building a testbed across hosts is not implemented in `run` yet. */
 		struct hosts *fh = o->hosts_path ? hosts_load(o->hosts_path, err, sizeof err) : NULL;
-		int prc = o->hosts_path && !fh ? -EINVAL :
-			placement_plan(fh ? fh : sc->hosts, plan, NULL, err, sizeof err);
-		hosts_destroy(&fh);
+		const struct hosts *hosts = fh ? fh : sc->hosts;
+		int prc = o->hosts_path && !fh ? -EINVAL : placement_plan(hosts, plan, NULL, err, sizeof err);
 		if (prc) {
 			fprintf(stderr, "%s\n", err);
+			hosts_destroy(&fh);
 			goto out;
 		}
-		fprintf(stderr, "stalenet run: runs across several hosts are not supported yet (the host "
-			"list and placement are valid; see 'stalenet check --hosts')\n");
+		struct multihost_opts mo = { .hosts = hosts, .identity = o->identity, .known_hosts = o->known_hosts,
+					     .agent_path = o->agent_path };
 		rc = CLI_EXIT_HOST;
+		if (multihost_preflight(&mo, stderr, stderr) == 0)
+			fprintf(stderr, "stalenet run: all %zu hosts are ready, but runs across several hosts are "
+				"not built yet (see 'stalenet check --hosts' for the placement)\n", hosts->n);
+		hosts_destroy(&fh);
 		goto out;
 	}
 	rc = CLI_EXIT_HOST;
