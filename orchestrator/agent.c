@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "lib/clock.h"
@@ -28,7 +31,13 @@ struct agent_state {
 	struct journal *j;
 	struct testbed *tb;
 	char rundir[128];
+	int echo_fd;                    /* UDP on LOCAL:AGENT_PROBE_PORT after a build, else -1 */
+	uint32_t remotes[OVERLAY_MAX_REMOTES];  /* the only sources the echo answers */
+	size_t n_remotes;
 };
+
+#define PROBE_MAGIC "snprobe1"
+#define PROBE_LEN 32
 
 static int write_all(int fd, const char *buf, size_t len)
 {
@@ -60,6 +69,10 @@ static int parse_i64(const char *s, int64_t *out)
 
 static void teardown(struct agent_state *st)
 {
+	if (st->echo_fd >= 0)
+		close(st->echo_fd);
+	st->echo_fd = -1;
+	st->n_remotes = 0;
 	testbed_destroy(&st->tb);
 	if (st->j) {
 		journal_mark_ended(st->j);
@@ -155,7 +168,99 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 		teardown(st);
 		return rc;
 	}
+	/* the underlay probe's echo, answering the other hosts only */
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(AGENT_PROBE_PORT), .sin_addr = { local } };
+	st->echo_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (st->echo_fd < 0 || bind(st->echo_fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		rc = -errno;
+		snprintf(msg, len, "build: probe echo on %s:%d: %s", f[2], AGENT_PROBE_PORT, strerror(errno));
+		teardown(st);
+		return rc;
+	}
+	memcpy(st->remotes, remotes, (size_t)n_rem * sizeof remotes[0]);
+	st->n_remotes = (size_t)n_rem;
 	snprintf(msg, len, "ok %s %d %s %d", testbed_switch_netns(st->tb), mtu, ifname, umtu);
+	return 0;
+}
+
+static void echo_once(struct agent_state *st)
+{
+	char b[PROBE_LEN + 1];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof from;
+	for (;;) {
+		ssize_t r = recvfrom(st->echo_fd, b, sizeof b, 0, (struct sockaddr *)&from, &fl);
+		if (r < 0)
+			return;         /* EAGAIN: drained */
+		bool known = false;
+		for (size_t i = 0; i < st->n_remotes && !known; i++)
+			known = from.sin_addr.s_addr == st->remotes[i];
+		if (known && r == PROBE_LEN && !memcmp(b, PROBE_MAGIC, sizeof PROBE_MAGIC - 1))
+			sendto(st->echo_fd, b, (size_t)r, 0, (struct sockaddr *)&from, fl);
+	}
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* "probe ADDR COUNT": COUNT UDP round trips to the agent of the host at ADDR (one of the
+ * remotes), each waited for at most 1 s -> "probe ADDR GOT MIN_NS MEDIAN_NS". */
+static int probe(struct agent_state *st, const char *args, char *msg, size_t len)
+{
+	char addr[INET_ADDRSTRLEN];
+	int64_t count;
+	uint32_t a;
+	char cnt[24];
+	if (sscanf(args, "%15s %23s", addr, cnt) != 2 || inet_pton(AF_INET, addr, &a) != 1 || parse_i64(cnt, &count) ||
+	    count < 1 || count > 1000 || st->echo_fd < 0) {
+		snprintf(msg, len, "probe: expected ADDR COUNT (1..1000) after a build");
+		return -EINVAL;
+	}
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(AGENT_PROBE_PORT), .sin_addr = { a } };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	socklen_t ml = sizeof me;
+	/* from our underlay address (any port), so the peer's echo knows us */
+	int ok = fd >= 0 && getsockname(st->echo_fd, (struct sockaddr *)&me, &ml) == 0;
+	me.sin_port = 0;
+	if (!ok || bind(fd, (struct sockaddr *)&me, sizeof me) < 0 || connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
+		snprintf(msg, len, "probe: socket: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -EIO;
+	}
+	int64_t *rtt = calloc((size_t)count, sizeof *rtt);
+	int got = 0;
+	for (int64_t i = 0; rtt && i < count; i++) {
+		char b[PROBE_LEN] = PROBE_MAGIC;
+		memcpy(b + 16, &i, sizeof i);
+		int64_t t0 = clock_now_ns();
+		if (send(fd, b, sizeof b, 0) != (ssize_t)sizeof b)
+			break;
+		for (;;) {
+			int64_t left = 1000 - (clock_now_ns() - t0) / 1000000;
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+				break;
+			char r[PROBE_LEN];
+			if (recv(fd, r, sizeof r, 0) == (ssize_t)sizeof r && !memcmp(r, b, sizeof b)) {
+				rtt[got++] = clock_now_ns() - t0;
+				break;
+			}
+		}
+	}
+	close(fd);
+	if (!rtt || !got) {
+		free(rtt);
+		snprintf(msg, len, "probe: no answer from %s", addr);
+		return -EHOSTUNREACH;
+	}
+	qsort(rtt, (size_t)got, sizeof *rtt, cmp_i64);
+	snprintf(msg, len, "probe %s %d %" PRId64 " %" PRId64, addr, got, rtt[0], rtt[got / 2]);
+	free(rtt);
 	return 0;
 }
 
@@ -164,6 +269,17 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 {
 	char buf[AGENT_LINE_MAX];
 	int64_t t1;
+	if (!strncmp(line, "probe ", 6)) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (probe(st, line + 6, msg, sizeof msg) < 0) {
+			char why[AGENT_LINE_MAX - 16];
+			msg[sizeof why - 1] = 0;
+			memcpy(why, msg, sizeof why);
+			snprintf(msg, sizeof msg, "fail %s", why);
+		}
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
 	if (!strcmp(line, "cleanup")) {
 		struct cleanup_report rep = { 0 };
 		int rc = cleanup_run(NULL, 0, &rep);
@@ -219,7 +335,7 @@ const char *agent_commit(void)
 int agent_serve(int in_fd, int out_fd)
 {
 	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
-	struct agent_state st = { 0 };
+	struct agent_state st = { .echo_fd = -1 };
 	size_t have = 0;
 	int rc;
 
@@ -244,6 +360,17 @@ static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_
 	size_t have = *havep;
 	int rc;
 	for (;;) {
+		/* requests, and the other hosts' underlay probes once built */
+		struct pollfd p[2] = { { .fd = in_fd, .events = POLLIN }, { .fd = st->echo_fd, .events = POLLIN } };
+		if (poll(p, st->echo_fd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (st->echo_fd >= 0 && (p[1].revents & POLLIN))
+			echo_once(st);
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
 		ssize_t r = read(in_fd, buf + have, AGENT_LINE_MAX - have);
 		int64_t t2 = clock_now_ns();
 		if (r < 0 && errno == EINTR)

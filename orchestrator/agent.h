@@ -14,6 +14,10 @@
  *                        by the VXLAN overhead), joined to the other hosts (REMOTES, a comma
  *                        list of underlay addresses or "-") by VXLAN segment VNI from LOCAL
  *                        (orchestrator/overlay); journalled in RTDIR/agent-PREFIX/journal
+ *   "probe ADDR COUNT" -> "probe ADDR GOT MIN_NS MEDIAN_NS": COUNT UDP round trips over the
+ *                        underlay to the agent of the host at ADDR (after a build; each agent
+ *                        answers probes from its build's REMOTES only) -> the underlay's base
+ *                        one-way delay, MIN_NS / 2, for delay compensation
  *   "teardown"        -> "ok": that share removed (also when the session ends in any way)
  *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
  *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
@@ -26,6 +30,7 @@
 
 #define AGENT_PROTO    1
 #define AGENT_LINE_MAX 256      /* one protocol line, newline included */
+#define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 
 /* This build's version and commit, as the greeting carries them ("0.1.0", "abc1234"); one
  * object file holds both, so one binary never disagrees with itself. */

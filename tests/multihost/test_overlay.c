@@ -26,6 +26,7 @@
 #include "lib/clock.h"
 #include "lib/netns.h"
 #include "orchestrator/agentlink.h"
+#include "orchestrator/overlay.h"
 #include "tests/support/fixture.h"
 #include "tests/support/hostsim.h"
 #include "tests/support/proc.h"
@@ -333,6 +334,33 @@ Test(multihost_overlay, full_size_frames_cross_hosts)
 		cr_expect_eq(drops, 0, "host %zu: VXLAN drops %lld", h, drops);
 		cr_expect_gt(tx, 1000, "host %zu: the transfer went through its VXLAN device (%lld packets)", h, tx);
 	}
+}
+
+Test(multihost_overlay, underlay_probe_and_compensation)
+{
+	build_all();
+	int saved = -1;
+	char reply[256], err[256];
+	cr_assert_eq(netns_enter(hs.ctl_ns, &saved), 0);
+	cr_assert_eq(agentlink_request(links[0], "probe 198.18.250.3 200", reply, sizeof reply, 30000), 0);
+	char addr[32];
+	int got = 0;
+	long long min_ns = 0, med_ns = 0;
+	cr_assert_eq(sscanf(reply, "probe %31s %d %lld %lld", addr, &got, &min_ns, &med_ns), 4, "%s", reply);
+	fprintf(stderr, "underlay h0 -> h2: %d of 200 round trips, min %lld ns, median %lld ns: base one-way delay "
+		"%lld ns\n", got, min_ns, med_ns, min_ns / 2);
+	cr_expect_geq(got, 190);
+	cr_expect(min_ns > 0 && min_ns <= med_ns && min_ns < 10000000, "%s", reply);
+	uint64_t shaped;
+	uint64_t owd_us = (uint64_t)(min_ns / 2 + 999) / 1000;
+	cr_expect_eq(overlay_compensate_delay(20000, owd_us, &shaped, err, sizeof err), 0);
+	cr_expect_eq(shaped, 20000 - owd_us);
+	cr_expect_eq(overlay_compensate_delay(owd_us - 1, owd_us, &shaped, err, sizeof err), -ERANGE,
+		     "a link faster than the underlay is refused");
+	/* a host that is not one of h0's remotes is not probed (h0 knows only h1 and h2) */
+	cr_assert_eq(agentlink_request(links[0], "probe 198.18.250.254 3", reply, sizeof reply, 30000), 0);
+	cr_expect(!strncmp(reply, "fail probe: no answer", 21), "%s", reply);
+	cr_assert_eq(netns_restore(&saved), 0);
 }
 
 Test(multihost_overlay, teardown_leaves_nothing)
