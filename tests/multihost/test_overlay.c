@@ -30,6 +30,7 @@
 #include "tests/support/fixture.h"
 #include "tests/support/hostsim.h"
 #include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 static struct hostsim hs;
 static char stalenet[PATH_MAX + 16];
@@ -423,4 +424,69 @@ Test(multihost_overlay, kill9_leftovers_cleaned_on_every_host)
 	}
 	cr_expect(!ns_exists(sshd[0], "server0") && !ns_exists(sshd[2], "worker3"));
 	cr_assert_eq(netns_restore(&saved), 0);
+}
+
+struct gone_arg {
+	pid_t sshd[3];
+};
+
+static bool all_gone(void *p)
+{
+	const struct gone_arg *g = p;
+	for (int i = 0; i < 3; i++)
+		if (ns_exists(g->sshd[i], "sw") || ns_exists(g->sshd[i], "server0") || ns_exists(g->sshd[i], "worker3"))
+			return false;
+	return true;
+}
+
+Test(multihost_overlay, orchestrator_death_tears_down_every_host)
+{
+	/* an orchestrator (a child here) builds on every host, then dies by SIGKILL: its ssh
+	 * clients die with it, every agent reads the end of its session and tears its share down */
+	int ready[2];
+	cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+	pid_t orch = fork();
+	cr_assert_geq(orch, 0);
+	if (orch == 0) {
+		static const char *names[3] = { "server0,worker0", "worker1,worker2", "worker3" };
+		static const int first[3] = { 0, 2, 4 };
+		struct agentlink *l[3];
+		close(ready[0]);
+		if (netns_join(hs.ctl_ns) < 0)
+			_exit(10);
+		for (size_t i = 0; i < 3; i++) {
+			char dest[64], err[512], req[256], reply[256], remotes[64] = "";
+			snprintf(dest, sizeof dest, "root@%s", hs.host[i].address);
+			struct agentlink_opts o = { .host_name = hs.host[i].name, .ssh_dest = dest,
+						    .identity = hs.identity, .known_hosts = hs.known_hosts,
+						    .agent_path = stalenet, .timeout_ms = 10000 };
+			if (!(l[i] = agentlink_open(&o, err, sizeof err)))
+				_exit(11);
+			for (size_t k = 0; k < 3; k++)
+				if (k != i)
+					snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
+						 remotes[0] ? "," : "", hs.host[k].address);
+			snprintf(req, sizeof req, "build %s %u %s %d %s %s", prefix, 5000 + (unsigned)getpid() % 1000,
+				 hs.host[i].address, first[i], names[i], remotes);
+			if (agentlink_request(l[i], req, reply, sizeof reply, 60000) || strncmp(reply, "ok ", 3))
+				_exit(12);
+		}
+		(void)!write(ready[1], "b", 1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	struct pollfd p = { .fd = ready[0], .events = POLLIN };
+	char c = 0;
+	cr_assert_eq(poll(&p, 1, 90000), 1, "the orchestrator did not build in time");
+	cr_assert_eq(read(ready[0], &c, 1), 1, "the orchestrator failed to build");
+	close(ready[0]);
+	struct gone_arg g;
+	for (int i = 0; i < 3; i++) {
+		g.sshd[i] = hs.host[i].sshd_pid;
+		cr_assert(ns_exists(g.sshd[i], "sw"), "host %d built", i);
+	}
+	cr_assert_eq(kill(orch, SIGKILL), 0);
+	cr_assert_eq(support_wait_pid(orch, NULL, 10000), 0);
+	cr_expect(support_wait_until(all_gone, &g, 30000), "every host tore its share down after the orchestrator died");
 }
