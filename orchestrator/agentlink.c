@@ -386,15 +386,25 @@ out:
 	return rc;
 }
 
-int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms)
+int agentlink_send(struct agentlink *self, const char *request)
 {
 	char req[AGENT_LINE_MAX];
-	int64_t t;
 	int n = snprintf(req, sizeof req, "%s\n", request);
 	if (n < 0 || (size_t)n >= sizeof req || strchr(request, '\n'))
 		return -EINVAL;
-	int rc = write_line(self, req, (size_t)n);
-	return rc ? rc : read_line(self, reply, len, now_ms() + timeout_ms, &t);
+	return write_line(self, req, (size_t)n);
+}
+
+int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_ms)
+{
+	int64_t t;
+	return read_line(self, reply, len, now_ms() + timeout_ms, &t);
+}
+
+int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms)
+{
+	int rc = agentlink_send(self, request);
+	return rc ? rc : agentlink_recv(self, reply, len, timeout_ms);
 }
 
 int agentlink_close(struct agentlink **self, int timeout_ms)

@@ -46,6 +46,11 @@ int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *s
  * timeout_ms. Returns 0, -ETIMEDOUT, -EPIPE (the agent is gone) or -errno. */
 int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms);
 
+/* The two halves of agentlink_request, to keep several hosts busy at once: send one request
+ * line; read one answer line within timeout_ms. Return 0 or -errno as above. */
+int agentlink_send(struct agentlink *self, const char *request);
+int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_ms);
+
 /* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
  * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */
 int agentlink_close(struct agentlink **self, int timeout_ms);

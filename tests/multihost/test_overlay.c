@@ -25,6 +25,7 @@
 
 #include "lib/clock.h"
 #include "lib/netns.h"
+#include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "orchestrator/overlay.h"
 #include "tests/support/fixture.h"
@@ -489,4 +490,118 @@ Test(multihost_overlay, orchestrator_death_tears_down_every_host)
 	cr_assert_eq(kill(orch, SIGKILL), 0);
 	cr_assert_eq(support_wait_pid(orch, NULL, 10000), 0);
 	cr_expect(support_wait_until(all_gone, &g, 30000), "every host tore its share down after the orchestrator died");
+}
+
+/* Setup and teardown against the number of hosts (4 nodes each, every build and teardown sent
+ * to all agents at once), with a round trip from the first host's first node to the last
+ * host's last node as proof the segment spans them all. Figures printed, only correctness
+ * asserted. */
+static struct agentlink *scale_links[HOSTSIM_MAX];
+
+static void scale_fini(void)
+{
+	int saved = -1;
+	if (hs.n)
+		netns_enter(hs.ctl_ns, &saved);
+	for (size_t i = 0; i < HOSTSIM_MAX; i++)
+		agentlink_close(&scale_links[i], 10000);
+	netns_restore(&saved);
+	hostsim_stop(&hs);
+}
+
+TestSuite(multihost_scale, .fini = scale_fini);
+
+Test(multihost_scale, build_and_teardown_vs_hosts, .timeout = 900)
+{
+	static const size_t counts[] = { 2, 4, 8 };
+	char why[512];
+	support_require_netns("hsprobe-scale");
+	if (access("/usr/sbin/sshd", X_OK))
+		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = 0;
+	for (int i = 0; i < 3; i++)
+		*strrchr(exe, '/') = 0;
+	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
+	snprintf(prefix, sizeof prefix, "sk%04x-", (unsigned)getpid() & 0xffff);
+	for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+		size_t nh = counts[c];
+		struct agentlink **l = scale_links;
+		int64_t t0 = clock_now_ns();
+		if (hostsim_start(&hs, "s", nh, NULL, why, sizeof why))
+			support_skip_or_fail("hosts: %s", why);
+		int64_t t_hosts = clock_now_ns();
+		int saved = -1;
+		cr_assert_eq(netns_enter(hs.ctl_ns, &saved), 0);
+		for (size_t i = 0; i < nh; i++) {
+			char dest[64], err[512];
+			snprintf(dest, sizeof dest, "root@%s", hs.host[i].address);
+			struct agentlink_opts o = { .host_name = hs.host[i].name, .ssh_dest = dest, .identity = hs.identity,
+						    .known_hosts = hs.known_hosts, .agent_path = stalenet, .timeout_ms = 20000 };
+			l[i] = agentlink_open(&o, err, sizeof err);
+			cr_assert(l[i], "%s", err);
+		}
+		int64_t t_links = clock_now_ns();
+		for (size_t i = 0; i < nh; i++) {
+			char req[AGENT_LINE_MAX], names[128] = "", remotes[160] = "";
+			for (int k = 0; k < 4; k++)
+				snprintf(names + strlen(names), sizeof names - strlen(names), "%sn%zu", k ? "," : "", i * 4 + (size_t)k);
+			for (size_t k = 0; k < nh; k++)
+				if (k != i)
+					snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
+						 remotes[0] ? "," : "", hs.host[k].address);
+			snprintf(req, sizeof req, "build %s 77 %s %zu %s %s", prefix, hs.host[i].address, i * 4, names, remotes);
+			cr_assert_eq(agentlink_send(l[i], req), 0);
+		}
+		for (size_t i = 0; i < nh; i++) {
+			char reply[256];
+			cr_assert_eq(agentlink_recv(l[i], reply, sizeof reply, 120000), 0);
+			cr_assert(!strncmp(reply, "ok ", 3), "host %zu: %s", i, reply);
+		}
+		int64_t t_built = clock_now_ns();
+		cr_assert_eq(netns_restore(&saved), 0);
+
+		char last[32], dst[40];
+		snprintf(last, sizeof last, "n%zu", nh * 4 - 1);
+		snprintf(dst, sizeof dst, "198.18.0.%zu", nh * 4);
+		int report;
+		pid_t sink = start_sink(nh - 1, last, dst, &report);
+		int orig = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		cr_assert_eq(enter(0, "n0"), 0);
+		double mn, md;
+		rtt(dst, &mn, &md);
+		cr_assert_eq(setns(orig, CLONE_NEWNET), 0);
+		close(orig);
+		kill(sink, SIGKILL);
+		support_wait_pid(sink, NULL, 10000);
+		close(report);
+
+		cr_assert_eq(netns_enter(hs.ctl_ns, &saved), 0);
+		int64_t t_td0 = clock_now_ns();
+		for (size_t i = 0; i < nh; i++)
+			cr_assert_eq(agentlink_send(l[i], "teardown"), 0);
+		for (size_t i = 0; i < nh; i++) {
+			char reply[64];
+			cr_assert_eq(agentlink_recv(l[i], reply, sizeof reply, 120000), 0);
+			cr_expect_str_eq(reply, "ok");
+		}
+		int64_t t_td = clock_now_ns();
+		for (size_t i = 0; i < nh; i++)
+			agentlink_close(&l[i], 10000);
+		cr_assert_eq(netns_restore(&saved), 0);
+		hostsim_stop(&hs);
+		char load[64] = "";
+		FILE *lf = fopen("/proc/loadavg", "re");
+		if (lf) {
+			if (!fgets(load, sizeof load, lf))
+				load[0] = 0;
+			fclose(lf);
+		}
+		fprintf(stderr, "scale: %zu hosts x 4 nodes: test hosts %.0f ms, ssh+agents %.0f ms, build (all at once) "
+			"%.0f ms, round trip n0 -> %s min %.1f us, teardown %.0f ms, test hosts removed %.0f ms; loadavg %s",
+			nh, (t_hosts - t0) / 1e6, (t_links - t_hosts) / 1e6, (t_built - t_links) / 1e6, last, mn,
+			(t_td - t_td0) / 1e6, (clock_now_ns() - t_td) / 1e6, load);
+	}
 }
