@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -172,26 +173,32 @@ static int write_line(struct agentlink *self, const char *line, size_t len)
 	return rc;
 }
 
-/* Wait for ssh to end by deadline; kill it after. Returns its exit code or -ETIMEDOUT. */
+/* Wait for ssh to end by deadline (on a pidfd, so no polling loop); kill it after. Returns its
+ * exit code or -ETIMEDOUT. */
 static int reap(pid_t pid, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
-	int st;
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (now_ms() >= deadline) {
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-			return -ETIMEDOUT;
+	int st, pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd >= 0) {
+		struct pollfd p = { .fd = pfd, .events = POLLIN };
+		int64_t deadline = now_ms() + timeout_ms;
+		for (;;) {
+			int64_t left = deadline - now_ms();
+			if (left <= 0 || poll(&p, 1, (int)left) != -1 || errno != EINTR)
+				break;
 		}
-		/* a short poll keeps this bounded without a SIGCHLD handler of our own */
-		poll(NULL, 0, 5);
+		close(pfd);
 	}
+	pid_t r;
+	while ((r = waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (r == pid)
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	if (r < 0)
+		return -errno;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return -ETIMEDOUT;
 }
 
 static void link_free(struct agentlink *self)

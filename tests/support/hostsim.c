@@ -99,6 +99,8 @@ static _Noreturn void host_child(const struct hostsim *hs, const struct hostsim_
 		if (lfd < 0 || nfd < 0 || dup2(nfd, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
 			_exit(24);
 		setsid();
+		/* sshd dies with the child that waits for it, which dies with the test */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", conf, (char *)NULL);
 		_exit(25);
 	}
