@@ -105,28 +105,40 @@ static int split(char *s, char **out, int max)
 	return n;
 }
 
-/* "build PREFIX VNI LOCAL FIRST NAMES REMOTES": this host's nodes NAMES (comma list, their
- * addresses from FIRST on), the switch bridge and the VXLAN segment VNI to the REMOTES
+/* "build PREFIX VNI LOCAL NODES REMOTES CC": this host's nodes (NODES: a comma list of NAME:INDEX,
+ * node INDEX of the run getting address subnet + INDEX + 1), the switch bridge and the VXLAN segment VNI to the REMOTES
  * (comma list of underlay addresses, "-" for none), LOCAL being this host's. Journalled. */
 static int build(struct agent_state *st, char *args, char *msg, size_t len)
 {
 	char *f[6], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
-	uint32_t remotes[OVERLAY_MAX_REMOTES], local;
+	uint32_t remotes[OVERLAY_MAX_REMOTES], local, index[AGENT_MAX_NODES];
 	int nf = 0, rc;
 	for (char *t = strtok_r(args, " ", &save); t && nf < 6; t = strtok_r(NULL, " ", &save))
 		f[nf++] = t;
 	if (nf != 6 || strtok_r(NULL, " ", &save)) {
-		snprintf(msg, len, "build: expected PREFIX VNI LOCAL FIRST NAMES REMOTES");
+		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC");
 		return -EINVAL;
 	}
-	int64_t vni, first;
+	bool cc_ok = strlen(f[5]) < 16;
+	for (const char *p = f[5]; *p && cc_ok; p++)
+		cc_ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+	int64_t vni;
 	char *rem[OVERLAY_MAX_REMOTES];
-	int n_names = split(f[4], names, AGENT_MAX_NODES), n_rem = split(f[5], rem, OVERLAY_MAX_REMOTES);
+	int n_names = split(f[3], names, AGENT_MAX_NODES), n_rem = split(f[4], rem, OVERLAY_MAX_REMOTES);
 	if (!valid_prefix(f[0]) || parse_i64(f[1], &vni) || vni < 1 || vni >= (1 << 24) ||
-	    inet_pton(AF_INET, f[2], &local) != 1 || parse_i64(f[3], &first) || first < 0 || first > 65535 ||
-	    n_names < 1 || n_rem < 0) {
+	    inet_pton(AF_INET, f[2], &local) != 1 || n_names < 1 || n_rem < 0 || !cc_ok || !f[5][0]) {
 		snprintf(msg, len, "build: bad arguments");
 		return -EINVAL;
+	}
+	for (int i = 0; i < n_names; i++) {
+		char *colon = strchr(names[i], ':');
+		int64_t idx;
+		if (!colon || parse_i64(colon + 1, &idx) || idx < 0 || idx > 65535) {
+			snprintf(msg, len, "build: bad node (expected NAME:INDEX)");
+			return -EINVAL;
+		}
+		*colon = 0;
+		index[i] = (uint32_t)idx;
 	}
 	for (int i = 0; i < n_rem; i++)
 		if (inet_pton(AF_INET, rem[i], &remotes[i]) != 1) {
@@ -155,7 +167,7 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	if (!(st->j = journal_create(st->rundir, f[0], msg, len)))
 		return -EIO;
 	struct testbed_spec spec = { .prefix = f[0], .n_nodes = n_names, .node_names = (const char *const *)names,
-				     .mtu = mtu, .first_addr = (uint32_t)first };
+				     .mtu = mtu, .addr_index = index, .cc = f[5] };
 	if (!(st->tb = testbed_create(&spec, st->j, msg, len))) {
 		teardown(st);
 		return -EIO;

@@ -110,8 +110,7 @@ static bool ns_exists(pid_t agent, const char *name)
 
 static void build_all(void)
 {
-	static const char *names[3] = { "server0,worker0", "worker1,worker2", "worker3" };
-	static const int first[3] = { 0, 2, 4 };
+	static const char *names[3] = { "server0:0,worker0:1", "worker1:2,worker2:3", "worker3:4" };
 	int saved = -1;
 	cr_assert_eq(netns_enter(hs.ctl_ns, &saved), 0);
 	for (size_t i = 0; i < 3; i++) {
@@ -125,8 +124,8 @@ static void build_all(void)
 			if (k != i)
 				snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 					 remotes[0] ? "," : "", hs.host[k].address);
-		snprintf(req, sizeof req, "build %s %u %s %d %s %s", prefix, 4000 + (unsigned)getpid() % 1000,
-			 hs.host[i].address, first[i], names[i], remotes);
+		snprintf(req, sizeof req, "build %s %u %s %s %s reno", prefix, 4000 + (unsigned)getpid() % 1000,
+			 hs.host[i].address, names[i], remotes);
 		int64_t t0 = clock_now_ns();
 		cr_assert_eq(agentlink_request(links[i], req, reply, sizeof reply, 60000), 0);
 		fprintf(stderr, "host %s: build in %.0f ms: %s\n", hs.host[i].name, (clock_now_ns() - t0) / 1e6, reply);
@@ -449,8 +448,7 @@ Test(multihost_overlay, orchestrator_death_tears_down_every_host)
 	pid_t orch = fork();
 	cr_assert_geq(orch, 0);
 	if (orch == 0) {
-		static const char *names[3] = { "server0,worker0", "worker1,worker2", "worker3" };
-		static const int first[3] = { 0, 2, 4 };
+		static const char *names[3] = { "server0:0,worker0:1", "worker1:2,worker2:3", "worker3:4" };
 		struct agentlink *l[3];
 		close(ready[0]);
 		if (netns_join(hs.ctl_ns) < 0)
@@ -467,8 +465,8 @@ Test(multihost_overlay, orchestrator_death_tears_down_every_host)
 				if (k != i)
 					snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 						 remotes[0] ? "," : "", hs.host[k].address);
-			snprintf(req, sizeof req, "build %s %u %s %d %s %s", prefix, 5000 + (unsigned)getpid() % 1000,
-				 hs.host[i].address, first[i], names[i], remotes);
+			snprintf(req, sizeof req, "build %s %u %s %s %s reno", prefix, 5000 + (unsigned)getpid() % 1000,
+				 hs.host[i].address, names[i], remotes);
 			if (agentlink_request(l[i], req, reply, sizeof reply, 60000) || strncmp(reply, "ok ", 3))
 				_exit(12);
 		}
@@ -547,12 +545,13 @@ Test(multihost_scale, build_and_teardown_vs_hosts, .timeout = 900)
 		for (size_t i = 0; i < nh; i++) {
 			char req[AGENT_LINE_MAX], names[128] = "", remotes[160] = "";
 			for (int k = 0; k < 4; k++)
-				snprintf(names + strlen(names), sizeof names - strlen(names), "%sn%zu", k ? "," : "", i * 4 + (size_t)k);
+				snprintf(names + strlen(names), sizeof names - strlen(names), "%sn%zu:%zu", k ? "," : "",
+					 i * 4 + (size_t)k, i * 4 + (size_t)k);
 			for (size_t k = 0; k < nh; k++)
 				if (k != i)
 					snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 						 remotes[0] ? "," : "", hs.host[k].address);
-			snprintf(req, sizeof req, "build %s 77 %s %zu %s %s", prefix, hs.host[i].address, i * 4, names, remotes);
+			snprintf(req, sizeof req, "build %s 77 %s %s %s reno", prefix, hs.host[i].address, names, remotes);
 			cr_assert_eq(agentlink_send(l[i], req), 0);
 		}
 		for (size_t i = 0; i < nh; i++) {
