@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "collectors/csv.h"
@@ -1004,9 +1005,26 @@ int run_main(const struct run_opts *o)
 		struct multihost_opts mo = { .hosts = hosts, .identity = o->identity, .known_hosts = o->known_hosts,
 					     .agent_path = o->agent_path };
 		rc = CLI_EXIT_HOST;
-		if (multihost_preflight(&mo, stderr, stderr) == 0)
-			fprintf(stderr, "stalenet run: all %zu hosts are ready, but runs across several hosts are "
-				"not built yet (see 'stalenet check --hosts' for the placement)\n", hosts->n);
+		struct multihost *mh = multihost_connect(&mo, stderr, stderr);
+		if (mh) {
+			/* the first run's testbed, built across the hosts, checked and torn down */
+			const struct plan_run *run = plan_run(plan, 0);
+			struct placement *pl = placement_new(hosts, run, err, sizeof err);
+			char prefix[16];
+			uint32_t vni = 0;
+			int brc = !pl ? -EINVAL : testbed_random_prefix(prefix, sizeof prefix);
+			if (!brc && getrandom(&vni, sizeof vni, 0) != (ssize_t)sizeof vni)
+				brc = -errno;
+			vni = (vni % ((1u << 24) - 1)) + 1;
+			if (!brc)
+				brc = multihost_build(mh, run, pl, prefix, vni, stderr, stderr);
+			int trc = multihost_teardown(mh, stderr);
+			if (!brc && !trc)
+				fprintf(stderr, "stalenet run: the testbed of run %s was built across the hosts and torn "
+					"down again; launching nodes across hosts is not built yet\n", run->id);
+			placement_destroy(&pl);
+			multihost_close(&mh);
+		}
 		hosts_destroy(&fh);
 		goto out;
 	}

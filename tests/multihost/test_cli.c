@@ -1,9 +1,11 @@
 /* `stalenet run --hosts` and `stalenet cleanup --hosts` against three hosts on this machine
  * (tests/support/hostsim), run from the control namespace as a user would: every host reached
- * and checked (hostname, clock) before anything is built; a bad host list gives one clear error
+ * and checked (hostname, clock) before anything is built, the run's testbed then built across
+ * them and torn down (nothing left on any host); a bad host list gives one clear error
  * per bad host (wrong key, unreachable, missing program) or one FILE:LINE:COL error (duplicate
  * names) without any ssh. Root; skips elsewhere (fails under STALENET_TESTS_MUST_RUN=1). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -41,7 +43,9 @@ static void setup(void)
 	snprintf(hosts_file, sizeof hosts_file, "%s/hosts.yaml", hs.dir);
 	snprintf(out_file, sizeof out_file, "%s/out.txt", hs.dir);
 	snprintf(run_dir, sizeof run_dir, "%s/runs", hs.dir);
-	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\n");
+	/* reno: always allowed, and the test hosts (network namespaces) cannot change the
+	 * host-wide list of allowed congestion controls */
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno}\n");
 }
 
 static void teardown(void)
@@ -116,8 +120,25 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 		snprintf(want, sizeof want, "host h%d (root@198.18.250.%d): ok, hostname h%d, clock offset", i, i + 1, i);
 		cr_expect(strstr(t, want), "missing '%s' in %s", want, t);
 	}
-	cr_expect(strstr(t, "all 3 hosts are ready"), "%s", t);
-	cr_expect_neq(access(run_dir, F_OK), 0, "nothing built: no run directory");
+	cr_expect(strstr(t, "host h0: built server0 worker0 (node MTU 1450 over eth0 MTU 1500)"), "%s", t);
+	cr_expect(strstr(t, "host h1: built worker1 worker2 (node MTU 1450"), "%s", t);
+	cr_expect(strstr(t, "host h2: built worker3 (node MTU 1450"), "%s", t);
+	cr_expect(strstr(t, "underlay h0 -> h1: base one-way delay ") && strstr(t, "underlay h0 -> h2: base one-way delay "),
+		  "%s", t);
+	cr_expect(strstr(t, "was built across the hosts and torn down again"), "%s", t);
+	cr_expect_neq(access(run_dir, F_OK), 0, "no run directory yet");
+	for (size_t i = 0; i < 3; i++) {
+		char dir[128];
+		snprintf(dir, sizeof dir, "/proc/%d/root/run/netns", (int)hs.host[i].sshd_pid);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		int left = 0;
+		while (d && (e = readdir(d)))
+			left += !strncmp(e->d_name, "sn", 2);
+		if (d)
+			closedir(d);
+		cr_expect_eq(left, 0, "host h%zu: %d namespaces left", i, left);
+	}
 	free(t);
 
 	const char *cl[] = { "cleanup", "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
