@@ -28,6 +28,9 @@ struct agentlink {
 	size_t have;
 	char errtext[1024];             /* ssh's stderr, as much as fits */
 	size_t errlen;
+	char agent_path[1100];
+	int timeout_ms;
+	int64_t deadline_ms;            /* of the greeting */
 };
 
 static bool path_ok(const char *p)
@@ -212,14 +215,13 @@ static void link_free(struct agentlink *self)
 	free(self);
 }
 
-struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size_t errlen)
+struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, size_t errlen)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, er[2] = { -1, -1 };
 	struct agentlink *self = calloc(1, sizeof *self);
 	const char *argv[32];
 	char ct[32], idopt[1100], khopt[1100];
 	size_t a = 0;
-	int64_t t;
 
 	if (!self) {
 		snprintf(err, errlen, "host %s: out of memory", o->host_name);
@@ -294,27 +296,47 @@ struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size
 	self->from_fd = out[0];
 	self->err_fd = er[0];
 	in[1] = out[0] = er[0] = -1;
+	snprintf(self->agent_path, sizeof self->agent_path, "%s", o->agent_path);
+	self->timeout_ms = o->timeout_ms;
+	self->deadline_ms = now_ms() + o->timeout_ms;
+	return self;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+		if (er[i] >= 0)
+			close(er[i]);
+	}
+	link_free(self);
+	return NULL;
+}
 
+int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
+{
+	struct agentlink *self = *selfp;
 	char line[AGENT_LINE_MAX];
-	int rc = read_line(self, line, sizeof line, now_ms() + o->timeout_ms, &t);
+	int64_t t;
+	int rc = read_line(self, line, sizeof line, self->deadline_ms, &t);
 	if (rc) {
 		const char *why = last_err_line(self);
 		if (rc == -ETIMEDOUT) {
 			kill(self->pid, SIGKILL);
 			reap(self->pid, 1000);
 			snprintf(err, errlen, "host %s (%s): no answer within %d ms%s%s", self->name, self->dest,
-				 o->timeout_ms, *why ? ": " : "", why);
+				 self->timeout_ms, *why ? ": " : "", why);
 		} else {
 			int code = reap(self->pid, 2000);
 			if (code == 127 || strstr(why, "not found") || strstr(why, "No such file"))
 				snprintf(err, errlen, "host %s (%s): %s not found there (%s)", self->name, self->dest,
-					 o->agent_path, *why ? why : "exit 127");
+					 self->agent_path, *why ? why : "exit 127");
 			else
 				snprintf(err, errlen, "host %s (%s): ssh failed (exit %d)%s%s", self->name, self->dest,
 					 code, *why ? ": " : "", why);
 		}
 		self->pid = -1;
-		goto fail;
+		goto fail_free;
 	}
 	int proto = 0;
 	unsigned uid = 0;
@@ -336,23 +358,25 @@ struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size
 		goto fail_kill;
 	}
 	snprintf(self->remote_host, sizeof self->remote_host, "%s", host);
-	return self;
+	return 0;
 
 fail_kill:
 	kill(self->pid, SIGKILL);
 	reap(self->pid, 1000);
 	self->pid = -1;
-fail:
-	for (int i = 0; i < 2; i++) {
-		if (in[i] >= 0)
-			close(in[i]);
-		if (out[i] >= 0)
-			close(out[i]);
-		if (er[i] >= 0)
-			close(er[i]);
-	}
+	rc = -EPROTO;
+fail_free:
 	link_free(self);
-	return NULL;
+	*selfp = NULL;
+	return rc ? rc : -EPROTO;
+}
+
+struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size_t errlen)
+{
+	struct agentlink *self = agentlink_start(o, err, errlen);
+	if (self && agentlink_ready(&self, err, errlen))
+		return NULL;
+	return self;
 }
 
 const char *agentlink_remote_hostname(const struct agentlink *self)

@@ -33,6 +33,13 @@ struct agentlink;
  * link or NULL with one line "host NAME (DEST): why" in err. */
 struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size_t errlen);
 
+/* The two halves of agentlink_open, to reach several hosts at once: start ssh (NULL with err
+ * on a bad option or a failed fork); then wait for and check the greeting within the
+ * timeout counted from the start. agentlink_ready returns 0, or -errno after filling err and
+ * freeing the link (*self = NULL). */
+struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, size_t errlen);
+int agentlink_ready(struct agentlink **self, char *err, size_t errlen);
+
 /* The remote host name the agent reported. */
 const char *agentlink_remote_hostname(const struct agentlink *self);
 

@@ -13,7 +13,8 @@
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 
-static int open_link(const struct multihost_opts *o, size_t i, struct agentlink **out, char *err, size_t errlen)
+/* Start ssh to host i (agentlink_start); its greeting is awaited by agentlink_ready. */
+static int start_link(const struct multihost_opts *o, size_t i, struct agentlink **out, char *err, size_t errlen)
 {
 	static char self_path[PATH_MAX];
 	const struct hosts_host *h = &o->hosts->list[i];
@@ -30,8 +31,14 @@ static int open_link(const struct multihost_opts *o, size_t i, struct agentlink 
 	struct agentlink_opts ao = { .host_name = h->name, .ssh_dest = h->ssh, .identity = o->identity,
 				     .known_hosts = o->known_hosts, .agent_path = agent,
 				     .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000 };
-	*out = agentlink_open(&ao, err, errlen);
+	*out = agentlink_start(&ao, err, errlen);
 	return *out ? 0 : -EHOSTUNREACH;
+}
+
+static int open_link(const struct multihost_opts *o, size_t i, struct agentlink **out, char *err, size_t errlen)
+{
+	int rc = start_link(o, i, out, err, errlen);
+	return rc ? rc : agentlink_ready(out, err, errlen);
 }
 
 struct multihost {
@@ -50,11 +57,17 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 		return NULL;
 	}
 	self->hosts = o->hosts;
+	/* every ssh started first, so the hosts' handshakes overlap; the greetings then in order */
+	char **errs = calloc(o->hosts->n, sizeof *errs);
+	for (size_t i = 0; errs && i < o->hosts->n; i++)
+		if ((errs[i] = malloc(1024)) && start_link(o, i, &self->links[i], errs[i], 1024))
+			self->links[i] = NULL;
 	for (size_t i = 0; i < o->hosts->n; i++) {
 		const struct hosts_host *h = &o->hosts->list[i];
 		struct clocksync_estimate e;
 		char err[1024];
-		if (open_link(o, i, &self->links[i], err, sizeof err) ||
+		snprintf(err, sizeof err, "%s", errs && errs[i] ? errs[i] : "out of memory");
+		if (!self->links[i] || agentlink_ready(&self->links[i], err, sizeof err) ||
 		    agentlink_clock(self->links[i], MULTIHOST_CLOCK_EXCHANGES, NULL, &e, 30000, err, sizeof err)) {
 			fprintf(err_out, "stalenet: %s\n", err);
 			bad++;
@@ -65,6 +78,9 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 			h->name, h->ssh, agentlink_remote_hostname(self->links[i]), e.offset_ns / 1e9, e.bound_ns / 1e9,
 			e.min_delay_ns / 1e9);
 	}
+	for (size_t i = 0; errs && i < o->hosts->n; i++)
+		free(errs[i]);
+	free(errs);
 	if (bad)
 		multihost_close(&self);
 	return self;

@@ -538,8 +538,12 @@ Test(multihost_scale, build_and_teardown_vs_hosts, .timeout = 900)
 			snprintf(dest, sizeof dest, "root@%s", hs.host[i].address);
 			struct agentlink_opts o = { .host_name = hs.host[i].name, .ssh_dest = dest, .identity = hs.identity,
 						    .known_hosts = hs.known_hosts, .agent_path = stalenet, .timeout_ms = 20000 };
-			l[i] = agentlink_open(&o, err, sizeof err);
+			l[i] = agentlink_start(&o, err, sizeof err);      /* all handshakes at once */
 			cr_assert(l[i], "%s", err);
+		}
+		for (size_t i = 0; i < nh; i++) {
+			char err[512];
+			cr_assert_eq(agentlink_ready(&l[i], err, sizeof err), 0, "%s", err);
 		}
 		int64_t t_links = clock_now_ns();
 		for (size_t i = 0; i < nh; i++) {
@@ -598,7 +602,7 @@ Test(multihost_scale, build_and_teardown_vs_hosts, .timeout = 900)
 				load[0] = 0;
 			fclose(lf);
 		}
-		fprintf(stderr, "scale: %zu hosts x 4 nodes: test hosts %.0f ms, ssh+agents %.0f ms, build (all at once) "
+		fprintf(stderr, "scale: %zu hosts x 4 nodes: test hosts %.0f ms, ssh+agents (all at once) %.0f ms, build (all at once) "
 			"%.0f ms, round trip n0 -> %s min %.1f us, teardown %.0f ms, test hosts removed %.0f ms; loadavg %s",
 			nh, (t_hosts - t0) / 1e6, (t_links - t_hosts) / 1e6, (t_built - t_links) / 1e6, last, mn,
 			(t_td - t_td0) / 1e6, (clock_now_ns() - t_td) / 1e6, load);
