@@ -105,18 +105,24 @@ static int split(char *s, char **out, int max)
 	return n;
 }
 
-/* "build PREFIX VNI LOCAL NODES REMOTES CC": this host's nodes (NODES: a comma list of NAME:INDEX,
+/* "build PREFIX VNI LOCAL NODES REMOTES CC MTU": this host's nodes (NODES: a comma list of NAME:INDEX,
  * node INDEX of the run getting address subnet + INDEX + 1), the switch bridge and the VXLAN segment VNI to the REMOTES
  * (comma list of underlay addresses, "-" for none), LOCAL being this host's. Journalled. */
 static int build(struct agent_state *st, char *args, char *msg, size_t len)
 {
-	char *f[6], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
+	char *f[7], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
 	uint32_t remotes[OVERLAY_MAX_REMOTES], local, index[AGENT_MAX_NODES];
 	int nf = 0, rc;
-	for (char *t = strtok_r(args, " ", &save); t && nf < 6; t = strtok_r(NULL, " ", &save))
+	for (char *t = strtok_r(args, " ", &save); t && nf < 7; t = strtok_r(NULL, " ", &save))
 		f[nf++] = t;
-	if (nf != 6 || strtok_r(NULL, " ", &save)) {
-		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC");
+	if (nf != 7 || strtok_r(NULL, " ", &save)) {
+		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC MTU");
+		return -EINVAL;
+	}
+	int64_t want_mtu;
+	if (parse_i64(f[6], &want_mtu) || want_mtu < 0 || want_mtu > 65535 ||
+	    (want_mtu && want_mtu < OVERLAY_MIN_MTU)) {
+		snprintf(msg, len, "build: bad MTU");
 		return -EINVAL;
 	}
 	bool cc_ok = strlen(f[5]) < 16;
@@ -155,6 +161,14 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 		snprintf(msg, len, "build: underlay %s: %s", f[2], umtu < 0 ? strerror(-umtu) : "MTU too small");
 		return umtu < 0 ? umtu : mtu;
 	}
+	if (want_mtu > mtu) {
+		/* a full-size frame would not fit the encapsulation: refuse rather than drop */
+		snprintf(msg, len, "build: node MTU %d needs an underlay MTU of %d, %s has %d", (int)want_mtu,
+			 (int)want_mtu + OVERLAY_VXLAN_OVERHEAD, ifname, umtu);
+		return -EMSGSIZE;
+	}
+	if (want_mtu)
+		mtu = (int)want_mtu;
 	if ((rc = rtdir_ensure()) < 0) {
 		snprintf(msg, len, "build: runtime directory: %s", strerror(-rc));
 		return rc;

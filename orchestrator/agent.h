@@ -7,14 +7,16 @@
  *   agent -> on start    "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME"
  *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
  *                                           was read, T3 just before the answer is written
- *   "build PREFIX VNI LOCAL NODES REMOTES CC"
+ *   "build PREFIX VNI LOCAL NODES REMOTES CC MTU"
  *                     -> "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU" or "fail WHY":
  *                        this host's share of the testbed (orchestrator/testbed: NODES, a comma
  *                        list of NAME:INDEX, node INDEX of the run at subnet + INDEX + 1, MTU lowered
  *                        by the VXLAN overhead), joined to the other hosts (REMOTES, a comma
  *                        list of underlay addresses or "-") by VXLAN segment VNI from LOCAL
  *                        (orchestrator/overlay), TCP congestion control CC in the nodes
- *                        (the scenario's network.cc); journalled in RTDIR/agent-PREFIX/journal
+ *                        (the scenario's network.cc), node MTU MTU (0: the underlay's
+ *                        less the encapsulation; a larger one than that fits is refused);
+ *                        journalled in RTDIR/agent-PREFIX/journal
  *   "probe ADDR COUNT" -> "probe ADDR GOT MIN_NS MEDIAN_NS": COUNT UDP round trips over the
  *                        underlay to the agent of the host at ADDR (after a build; each agent
  *                        answers probes from its build's REMOTES only) -> the underlay's base

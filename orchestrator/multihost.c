@@ -130,7 +130,7 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			if (k != h && host_used(p, k))
 				ok = appendf(req, sizeof req, &pos, "%c%s", n_rem++ ? ',' : ' ', hs->list[k].address);
 		ok = ok && (n_rem || appendf(req, sizeof req, &pos, " -"));
-		ok = ok && appendf(req, sizeof req, &pos, " %s", run->scenario->network.cc);
+		ok = ok && appendf(req, sizeof req, &pos, " %s %u", run->scenario->network.cc, run->scenario->network.mtu);
 		if (!ok) {
 			fprintf(err_out, "stalenet: host %s: too many nodes for one build request (not yet supported)\n",
 				hs->list[h].name);

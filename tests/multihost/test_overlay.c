@@ -124,7 +124,7 @@ static void build_all(void)
 			if (k != i)
 				snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 					 remotes[0] ? "," : "", hs.host[k].address);
-		snprintf(req, sizeof req, "build %s %u %s %s %s reno", prefix, 4000 + (unsigned)getpid() % 1000,
+		snprintf(req, sizeof req, "build %s %u %s %s %s reno 0", prefix, 4000 + (unsigned)getpid() % 1000,
 			 hs.host[i].address, names[i], remotes);
 		int64_t t0 = clock_now_ns();
 		cr_assert_eq(agentlink_request(links[i], req, reply, sizeof reply, 60000), 0);
@@ -364,6 +364,31 @@ Test(multihost_overlay, underlay_probe_and_compensation)
 	cr_assert_eq(netns_restore(&saved), 0);
 }
 
+Test(multihost_overlay, node_mtu_kept_or_refused)
+{
+	int saved = -1;
+	char dest[64], err[512], req[256], reply[256];
+	cr_assert_eq(netns_enter(hs.ctl_ns, &saved), 0);
+	snprintf(dest, sizeof dest, "root@%s", hs.host[0].address);
+	struct agentlink_opts o = { .host_name = "h0", .ssh_dest = dest, .identity = hs.identity,
+				    .known_hosts = hs.known_hosts, .agent_path = stalenet, .timeout_ms = 10000 };
+	links[0] = agentlink_open(&o, err, sizeof err);
+	cr_assert(links[0], "%s", err);
+	/* 1500-byte node frames do not fit a 1500-byte underlay once encapsulated */
+	snprintf(req, sizeof req, "build %s 9 %s server0:0 %s reno 1500", prefix, hs.host[0].address, hs.host[1].address);
+	cr_assert_eq(agentlink_request(links[0], req, reply, sizeof reply, 60000), 0);
+	cr_expect_str_eq(reply, "fail build: node MTU 1500 needs an underlay MTU of 1550, eth0 has 1500");
+	snprintf(req, sizeof req, "build %s 9 %s server0:0 %s reno 1400", prefix, hs.host[0].address, hs.host[1].address);
+	cr_assert_eq(agentlink_request(links[0], req, reply, sizeof reply, 60000), 0);
+	cr_expect(!strncmp(reply, "ok ", 3) && strstr(reply, " 1400 eth0 1500"), "%s", reply);
+	cr_assert_eq(netns_restore(&saved), 0);
+	int orig = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	cr_assert_eq(enter(0, "server0"), 0);
+	cr_expect_eq(if_mtu("eth0"), 1400, "the scenario's MTU is kept when it fits");
+	cr_assert_eq(setns(orig, CLONE_NEWNET), 0);
+	close(orig);
+}
+
 Test(multihost_overlay, teardown_leaves_nothing)
 {
 	build_all();
@@ -465,7 +490,7 @@ Test(multihost_overlay, orchestrator_death_tears_down_every_host)
 				if (k != i)
 					snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 						 remotes[0] ? "," : "", hs.host[k].address);
-			snprintf(req, sizeof req, "build %s %u %s %s %s reno", prefix, 5000 + (unsigned)getpid() % 1000,
+			snprintf(req, sizeof req, "build %s %u %s %s %s reno 0", prefix, 5000 + (unsigned)getpid() % 1000,
 				 hs.host[i].address, names[i], remotes);
 			if (agentlink_request(l[i], req, reply, sizeof reply, 60000) || strncmp(reply, "ok ", 3))
 				_exit(12);
@@ -555,7 +580,7 @@ Test(multihost_scale, build_and_teardown_vs_hosts, .timeout = 900)
 				if (k != i)
 					snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 						 remotes[0] ? "," : "", hs.host[k].address);
-			snprintf(req, sizeof req, "build %s 77 %s %s %s reno", prefix, hs.host[i].address, names, remotes);
+			snprintf(req, sizeof req, "build %s 77 %s %s %s reno 0", prefix, hs.host[i].address, names, remotes);
 			cr_assert_eq(agentlink_send(l[i], req), 0);
 		}
 		for (size_t i = 0; i < nh; i++) {

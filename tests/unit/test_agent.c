@@ -104,20 +104,22 @@ Test(agent, bad_builds_refused_and_session_goes_on)
 {
 	static const char *bad[] = {
 		"build x\n",
-		"build AB- 5 10.0.0.1 a:0 - reno\n",           /* prefix: lower case only */
-		"build abcdefgh- 5 10.0.0.1 a:0 - reno\n",     /* prefix too long for interface names */
-		"build ab 5 10.0.0.1 a:0 - reno\n",            /* prefix must end in '-' */
-		"build ab- 0 10.0.0.1 a:0 - reno\n",           /* VNI 0 */
-		"build ab- 16777216 10.0.0.1 a:0 - reno\n",    /* VNI beyond 24 bits */
-		"build ab- 5 10.0.0 a:0 - reno\n",             /* address */
-		"build ab- 5 10.0.0.1 a - reno\n",             /* node without its index */
-		"build ab- 5 10.0.0.1 a:-1 - reno\n",          /* negative index */
-		"build ab- 5 10.0.0.1 a:x - reno\n",           /* index not a number */
-		"build ab- 5 10.0.0.1 a:0 10.0.0.x reno\n",    /* remote */
-		"build ab- 5 10.0.0.1 a:0 - reno extra\n",
-		"build ab- 5 10.0.0.1 a:0 - Reno;x\n",   /* congestion control name */
-		"build ab- 5 10.0.0.1 a:0 -\n",          /* no congestion control */
-		"build ab- 5 203.0.113.77 a:0 - reno\n",       /* no interface holds this address */
+		"build AB- 5 10.0.0.1 a:0 - reno 0\n",           /* prefix: lower case only */
+		"build abcdefgh- 5 10.0.0.1 a:0 - reno 0\n",     /* prefix too long for interface names */
+		"build ab 5 10.0.0.1 a:0 - reno 0\n",            /* prefix must end in '-' */
+		"build ab- 0 10.0.0.1 a:0 - reno 0\n",           /* VNI 0 */
+		"build ab- 16777216 10.0.0.1 a:0 - reno 0\n",    /* VNI beyond 24 bits */
+		"build ab- 5 10.0.0 a:0 - reno 0\n",             /* address */
+		"build ab- 5 10.0.0.1 a - reno 0\n",             /* node without its index */
+		"build ab- 5 10.0.0.1 a:-1 - reno 0\n",          /* negative index */
+		"build ab- 5 10.0.0.1 a:x - reno 0\n",           /* index not a number */
+		"build ab- 5 10.0.0.1 a:0 10.0.0.x reno 0\n",    /* remote */
+		"build ab- 5 10.0.0.1 a:0 - reno 0 extra\n",
+		"build ab- 5 10.0.0.1 a:0 - reno 100\n",   /* MTU below the IPv4 minimum */
+		"build ab- 5 10.0.0.1 a:0 - reno x\n",
+		"build ab- 5 10.0.0.1 a:0 - Reno;x 0\n",   /* congestion control name */
+		"build ab- 5 10.0.0.1 a:0 - 0\n",        /* no congestion control */
+		"build ab- 5 203.0.113.77 a:0 - reno 0\n",       /* no interface holds this address */
 	};
 	struct session s;
 	start(&s);
