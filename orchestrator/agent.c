@@ -375,7 +375,7 @@ int agent_serve(int in_fd, int out_fd)
 	if ((rc = write_all(out_fd, hello, (size_t)n)))
 		return rc;
 	rc = serve(&st, in_fd, out_fd, buf, &have);
-	/* whatever ended the session (quit, end of input: the orchestrator or its ssh died, a bad
+	/* whatever ended the connection (quit, end of input: the orchestrator or its ssh died, a bad
 	 * request), this host's share goes */
 	teardown(&st);
 	return rc;

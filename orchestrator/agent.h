@@ -21,7 +21,7 @@
  *                        underlay to the agent of the host at ADDR (after a build; each agent
  *                        answers probes from its build's REMOTES only) -> the underlay's base
  *                        one-way delay, MIN_NS / 2, for delay compensation
- *   "teardown"        -> "ok": that share removed (also when the session ends in any way)
+ *   "teardown"        -> "ok": that share removed (also when the connection ends in any way)
  *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
  *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
  *   "quit"            -> "bye", then the agent exits 0 (also on end of input)

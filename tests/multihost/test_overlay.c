@@ -3,7 +3,7 @@
  * overhead) and joins it to the others by one VXLAN segment over the underlay. Checked from
  * inside the nodes: the node MTU, a TCP transfer of 1500-byte writes across hosts (full-size
  * frames: a black hole would stall it) with no drops on the VXLAN devices, the round trip across
- * hosts against one inside a host, and that teardown (asked for, or the session ending) leaves
+ * hosts against one inside a host, and that teardown (asked for, or the ssh connection ending) leaves
  * nothing on any host. Root; skips elsewhere (fails under STALENET_TESTS_MUST_RUN=1). */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
@@ -407,7 +407,7 @@ Test(multihost_overlay, teardown_leaves_nothing)
 	cr_assert_eq(agentlink_request(links[0], "teardown", reply, sizeof reply, 30000), 0);
 	cr_expect_str_eq(reply, "ok");
 	cr_expect(!ns_exists(agents[0], "server0") && !ns_exists(agents[0], "sw"), "h0 torn down on request");
-	/* the session ending (the orchestrator gone) tears the share down too: h1 and h2 are
+	/* the connection ending (the orchestrator gone) tears the share down too: h1 and h2 are
 	 * checked through their agents' namespaces before the agents exit, so look at the journal */
 	for (size_t i = 1; i < 3; i++) {
 		char path[256];
@@ -467,7 +467,7 @@ static bool all_gone(void *p)
 Test(multihost_overlay, orchestrator_death_tears_down_every_host)
 {
 	/* an orchestrator (a child here) builds on every host, then dies by SIGKILL: its ssh
-	 * clients die with it, every agent reads the end of its session and tears its share down */
+	 * clients die with it, every agent reads the end of its connection and tears its share down */
 	int ready[2];
 	cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
 	pid_t orch = fork();

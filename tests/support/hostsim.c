@@ -275,7 +275,7 @@ void hostsim_stop(struct hostsim *hs)
 {
 	for (size_t i = 0; i < hs->n; i++) {
 		struct hostsim_host *h = &hs->host[i];
-		/* everything in the host: sshd, its sessions, agents and what they started */
+		/* everything in the host: sshd, its connections, agents and what they started */
 		for (int round = 0; round < 50; round++) {
 			pid_t pids[256];
 			size_t k = hostsim_host_pids(hs, i, pids, 256);

@@ -1,6 +1,6 @@
 /* stalenet agent's protocol against hostile and malformed requests, driven over pipes: every
  * request gets its one-line answer, a bad build is refused without touching the host, a bad
- * request or an over-long line ends the session with an error line, quit ends it cleanly. */
+ * request or an over-long line ends the agent with an error line, quit ends it cleanly. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,14 +15,14 @@
 #include "orchestrator/agent.h"
 #include "tests/support/proc.h"
 
-struct session {
+struct conn {
 	pid_t pid;
 	int to, from;
 	char buf[4096];
 	size_t have;
 };
 
-static void start(struct session *s)
+static void start(struct conn *s)
 {
 	int in[2], out[2];
 	cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
@@ -43,7 +43,7 @@ static void start(struct session *s)
 }
 
 /* The next line from the agent (without newline), waiting at most 5 s. */
-static char *next_line(struct session *s)
+static char *next_line(struct conn *s)
 {
 	static char line[4096];
 	for (;;) {
@@ -64,13 +64,13 @@ static char *next_line(struct session *s)
 	}
 }
 
-static char *ask(struct session *s, const char *req)
+static char *ask(struct conn *s, const char *req)
 {
 	cr_assert_eq(write(s->to, req, strlen(req)), (ssize_t)strlen(req));
 	return next_line(s);
 }
 
-static int finish(struct session *s)
+static int finish(struct conn *s)
 {
 	close(s->to);
 	int st = 0;
@@ -83,7 +83,7 @@ TestSuite(agent, .timeout = 30);
 
 Test(agent, greeting_time_and_quit)
 {
-	struct session s;
+	struct conn s;
 	start(&s);
 	char *g = next_line(&s);
 	char want[64];
@@ -100,7 +100,7 @@ Test(agent, greeting_time_and_quit)
 	cr_expect_eq(finish(&s), 0);
 }
 
-Test(agent, bad_builds_refused_and_session_goes_on)
+Test(agent, bad_builds_refused_and_the_agent_goes_on)
 {
 	static const char *bad[] = {
 		"build x\n",
@@ -121,7 +121,7 @@ Test(agent, bad_builds_refused_and_session_goes_on)
 		"build ab- 5 10.0.0.1 a:0 - 0\n",        /* no congestion control */
 		"build ab- 5 203.0.113.77 a:0 - reno 0\n",       /* no interface holds this address */
 	};
-	struct session s;
+	struct conn s;
 	start(&s);
 	next_line(&s);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -132,9 +132,9 @@ Test(agent, bad_builds_refused_and_session_goes_on)
 	cr_expect_eq(finish(&s), 0);
 }
 
-Test(agent, unknown_request_ends_session)
+Test(agent, unknown_request_ends_the_agent)
 {
-	struct session s;
+	struct conn s;
 	start(&s);
 	next_line(&s);
 	cr_expect_str_eq(ask(&s, "rm -rf /\n"), "error unknown request");
@@ -151,7 +151,7 @@ Test(agent, unknown_request_ends_session)
 
 Test(agent, end_of_input_is_a_clean_end)
 {
-	struct session s;
+	struct conn s;
 	start(&s);
 	next_line(&s);
 	cr_expect_eq(finish(&s), 0);
