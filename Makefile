@@ -23,7 +23,8 @@ BENCH_SOAK_SECONDS ?= 120
 
 DEB_PKGS := build-essential pkg-config libnl-route-3-dev libzmq3-dev libopenblas-dev libyaml-dev \
 	libcriterion-dev zlib1g-dev libnetfilter-queue-dev libmnl-dev iptables iproute2 \
-	dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev libjansson-dev
+	dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev libjansson-dev \
+	openssh-server openssh-client
 PKGS := libnl-route-3.0 libzmq openblas yaml-0.1 zlib libnetfilter_queue libmnl jansson
 
 VERSION := 0.1.0
@@ -48,11 +49,12 @@ PROGS := $(BUILD)/stalenet $(BUILD)/stalenet-node $(BUILD)/stalenet-linkd
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test_*.c))
 NETNS_TESTS := $(patsubst tests/netns/%.c,$(BUILD)/tests/netns/%,$(wildcard tests/netns/test_*.c))
 E2E_TESTS   := $(patsubst tests/e2e/%.c,$(BUILD)/tests/e2e/%,$(wildcard tests/e2e/test_*.c))
+MULTIHOST_TESTS := $(patsubst tests/multihost/%.c,$(BUILD)/tests/multihost/%,$(wildcard tests/multihost/test_*.c))
 BENCHES     := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 FUZZERS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 TEST_SUPPORT := $(wildcard tests/support/*.c)
 
-.PHONY: all deps check check-unit check-netns check-e2e check-kernel check-fuzz check-headers \
+.PHONY: all deps check check-unit check-netns check-e2e check-multihost check-kernel check-fuzz check-headers \
 	asan bench demo fuzz install clean campaign campaign-short
 .DEFAULT_GOAL := all
 
@@ -111,11 +113,12 @@ define run_suite
 	@fail=0; for t in $(1); do echo "== $$t"; $$t $(CRITERION_FLAGS) $(2) || fail=1; done; exit $$fail
 endef
 
-check: all $(UNIT_TESTS) $(NETNS_TESTS) $(E2E_TESTS)
+check: all $(UNIT_TESTS) $(NETNS_TESTS) $(E2E_TESTS) $(MULTIHOST_TESTS)
 	@fail=0; \
 	$(MAKE) --no-print-directory check-unit  || fail=1; \
 	$(MAKE) --no-print-directory check-netns || fail=1; \
 	$(MAKE) --no-print-directory check-e2e   || fail=1; \
+	$(MAKE) --no-print-directory check-multihost || fail=1; \
 	$(MAKE) --no-print-directory check-kernel || fail=1; \
 	$(MAKE) --no-print-directory campaign-short || fail=1; \
 	$(MAKE) --no-print-directory check-fuzz  || fail=1; \
@@ -128,6 +131,10 @@ check-netns: all $(NETNS_TESTS)
 	$(call run_suite,$(NETNS_TESTS),-j1)
 check-e2e: all $(E2E_TESTS)
 	$(call run_suite,$(E2E_TESTS),-j1)
+# Runs across hosts, on "hosts" made on this machine (tests/support/hostsim: namespaces with
+# their own sshd). Root and openssh-server; skipped otherwise unless STALENET_TESTS_MUST_RUN=1.
+check-multihost: all $(MULTIHOST_TESTS)
+	$(call run_suite,$(MULTIHOST_TESTS),-j1)
 
 # Kernel-backend tests: directly when this kernel has sch_netem, else inside the netem VM.
 check-kernel: all

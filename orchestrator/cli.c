@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "orchestrator/agent.h"
 #include "orchestrator/cmd.h"
 #include "orchestrator/cpuneed.h"
+#include "orchestrator/hosts.h"
+#include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
@@ -28,20 +31,24 @@ static const char usage_main[] =
 	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
 	"  plot DIR            draw the figures of a run or sweep directory\n"
 	"  summary DIR         rebuild summary.csv of a run or sweep directory from its traces\n"
+	"  agent               a host's end of a run across hosts (started over ssh, not by hand)\n"
 	"\n"
 	"Run 'stalenet COMMAND --help' for a command's options.\n"
 	"\n"
 	"exit codes: 0 ok, 1 run failed, 2 invalid input, 3 host cannot do it, 130 interrupted\n";
 
 static const char usage_check[] =
-	"usage: stalenet check SCENARIO [--set key.path=value]...\n"
+	"usage: stalenet check SCENARIO [--set key.path=value]... [--hosts FILE]\n"
 	"\n"
 	"Parse and validate SCENARIO, then print the plan: every run of the sweep with its seed, the\n"
 	"nodes and their effective links per direction, stragglers and the link timeline; then each\n"
 	"run's CPU estimate (the model's step measured here, times the workers, plus the nfq\n"
 	"emulator's share) against the host's cores, with a warning when it exceeds them. Touches\n"
 	"nothing on the host. Errors are printed as FILE:LINE:COL: error: ... and exit with 2.\n"
+	"With hosts (the scenario's hosts section or --hosts), also each run's placement: the\n"
+	"nodes of every host and the links that cross hosts.\n"
 	"\n"
+	"  --hosts FILE            the hosts to spread over (replaces the scenario's hosts section)\n"
 	"  --set key.path=value    override a scenario value (repeatable), validated as the file;\n"
 	"                          a key the sweep also sets is an error: change the sweep with\n"
 	"                          --set 'sweep.KEY=[v1, v2]' (after 'sweep.' the rest is one key)\n";
@@ -57,16 +64,25 @@ static const char usage_run[] =
 	"  --strict-links          a link outside the self-check tolerance is fatal\n"
 	"  --plot                  draw the figures at the end\n"
 	"  --quiet                 no live progress\n"
+	"  --hosts FILE            hosts to spread the run over (replaces the scenario's hosts);\n"
+	"                          validated, placed, every host checked over ssh (reachable,\n"
+	"                          same stalenet, root, clock offset) and the first run's testbed\n"
+	"                          built across them and torn down; nodes are not launched yet\n"
+	"  --identity FILE         ssh identity for the hosts (default: the user's agent or keys)\n"
+	"  --known-hosts FILE      ssh known-hosts file for the hosts (default: the user's)\n"
+	"  --agent-path PATH       stalenet on the hosts (default: this program's path)\n"
 	"\n"
 	"Needs root. Leaves the host as it found it, also on Ctrl-C or a node crash; after a\n"
 	"kill -9 of stalenet itself, run 'stalenet cleanup'.\n";
 
 static const char usage_cleanup[] =
 	"usage: stalenet cleanup [--dry-run] [RUNS_DIR...]\n"
+	"       stalenet cleanup --hosts FILE [--identity FILE] [--known-hosts FILE] [--agent-path PATH]\n"
 	"\n"
 	"Find the teardown journals of runs whose stalenet process is dead (checked by pid and\n"
 	"start time) and undo what they record: processes, iptables rules, namespaces, sysctls.\n"
-	"Never touches anything a journal does not record.\n";
+	"Never touches anything a journal does not record. With --hosts, do that on every host of\n"
+	"the list through its 'stalenet agent' (over ssh), for what runs across hosts left there.\n";
 
 static const char usage_doctor[] =
 	"usage: stalenet doctor\n"
@@ -87,6 +103,24 @@ static const char usage_summary[] =
 	"Traces of an older schema are read as they are: a missing column leaves the fields that\n"
 	"need it empty (each such file is named on stderr). Needs no privileges. Exit 2 when DIR\n"
 	"holds no run.\n";
+
+static const char usage_agent[] =
+	"usage: stalenet agent\n"
+	"\n"
+	"Serve the orchestrator of a run across hosts on stdin/stdout (started over ssh by\n"
+	"'stalenet run' on each host). Speaks a line protocol: a greeting with protocol, version\n"
+	"and user, then clock exchanges ('time T1' -> 'time T1 T2 T3') until 'quit'.\n";
+
+static int cmd_agent(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1) {
+		fputs(usage_agent, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	/* the protocol owns stdout; nothing else may write there */
+	return agent_serve(0, 1) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+}
 
 static int want_help(int argc, char **argv)
 {
@@ -128,10 +162,13 @@ static void print_cpu_need(const struct plan *plan)
 
 static int cmd_check(int argc, char **argv)
 {
-	static const struct option opts[] = { { "set", required_argument, NULL, 's' }, { 0 } };
+	static const struct option opts[] = { { "set", required_argument, NULL, 's' },
+					      { "hosts", required_argument, NULL, 'H' }, { 0 } };
 	char err[SCENARIO_ERR_MAX];
 	struct scenario *sc = NULL;
 	struct plan *plan = NULL;
+	struct hosts *file_hosts = NULL;
+	const char *hosts_path = NULL;
 	const char **sets = calloc((size_t)argc, sizeof *sets);
 	size_t n_sets = 0;
 	int c, rc = CLI_EXIT_USAGE;
@@ -140,6 +177,10 @@ static int cmd_check(int argc, char **argv)
 		return CLI_EXIT_FAILED;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'H') {
+			hosts_path = optarg;
+			continue;
+		}
 		if (c != 's') {
 			fputs(usage_check, stderr);
 			goto out;
@@ -160,10 +201,29 @@ static int cmd_check(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
+	if (hosts_path && !(file_hosts = hosts_load(hosts_path, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	const struct hosts *hosts = file_hosts ? file_hosts : sc->hosts;
+	/* every run is placed before anything is printed, so a bad map is one error line */
+	if (hosts && placement_plan(hosts, plan, NULL, err, sizeof err)) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
 	rc = plan_print(stdout, plan) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
-	if (rc == CLI_EXIT_OK)
+	if (rc == CLI_EXIT_OK && !hosts)
 		print_cpu_need(plan);
+	if (rc == CLI_EXIT_OK && hosts) {
+		printf("hosts: %zu (%s), %llu cores\n", hosts->n, hosts_launcher_name(hosts->launcher),
+		       (unsigned long long)hosts_total_cores(hosts));
+		if (placement_plan(hosts, plan, stdout, err, sizeof err)) {
+			fprintf(stderr, "%s\n", err);
+			rc = CLI_EXIT_FAILED;
+		}
+	}
 out:
+	hosts_destroy(&file_hosts);
 	plan_destroy(&plan);
 	scenario_destroy(&sc);
 	free(sets);
@@ -176,6 +236,8 @@ static int cmd_run(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },      { "out", required_argument, NULL, 'o' },
 		{ "backend", required_argument, NULL, 'b' },  { "strict-links", no_argument, NULL, 'S' },
 		{ "plot", no_argument, NULL, 'p' },           { "quiet", no_argument, NULL, 'q' },
+		{ "hosts", required_argument, NULL, 'H' },    { "identity", required_argument, NULL, 'I' },
+		{ "known-hosts", required_argument, NULL, 'K' }, { "agent-path", required_argument, NULL, 'A' },
 		{ 0 },
 	};
 	struct run_opts o = { .backend = RUN_BACKEND_AUTO };
@@ -214,6 +276,18 @@ static int cmd_run(int argc, char **argv)
 		case 'q':
 			o.quiet = true;
 			break;
+		case 'H':
+			o.hosts_path = optarg;
+			break;
+		case 'I':
+			o.identity = optarg;
+			break;
+		case 'K':
+			o.known_hosts = optarg;
+			break;
+		case 'A':
+			o.agent_path = optarg;
+			break;
 		default:
 			fputs(usage_run, stderr);
 			goto out;
@@ -244,6 +318,7 @@ static const struct command commands[] = {
 	{ "doctor", usage_doctor, cmd_doctor },
 	{ "plot", usage_plot, cmd_plot },
 	{ "summary", usage_summary, cmd_summary },
+	{ "agent", usage_agent, cmd_agent },
 };
 
 int cli_main(int argc, char **argv)

@@ -12,13 +12,56 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/doctor.h"
+#include "orchestrator/hosts.h"
+#include "orchestrator/multihost.h"
 #include "orchestrator/resummary.h"
+
+/* `stalenet cleanup --hosts FILE ...`: every host's cleanup through its agent. */
+static int cleanup_hosts(int argc, char **argv)
+{
+	struct multihost_opts mo = { 0 };
+	const char *path = NULL;
+	char err[1024];
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			fprintf(stderr, "stalenet cleanup: %s needs a value\n", argv[i]);
+			return CLI_EXIT_USAGE;
+		}
+		if (!strcmp(argv[i], "--hosts"))
+			path = v;
+		else if (!strcmp(argv[i], "--identity"))
+			mo.identity = v;
+		else if (!strcmp(argv[i], "--known-hosts"))
+			mo.known_hosts = v;
+		else if (!strcmp(argv[i], "--agent-path"))
+			mo.agent_path = v;
+		else {
+			fprintf(stderr, "stalenet cleanup: with --hosts, unknown argument '%s'\n", argv[i]);
+			return CLI_EXIT_USAGE;
+		}
+		i++;
+	}
+	struct hosts *h = hosts_load(path, err, sizeof err);
+	if (!h) {
+		fprintf(stderr, "%s\n", err);
+		return CLI_EXIT_USAGE;
+	}
+	mo.hosts = h;
+	int rc = multihost_cleanup(&mo, stdout, stderr);
+	hosts_destroy(&h);
+	return rc ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+}
 
 int cmd_cleanup(int argc, char **argv)
 {
 	struct cleanup_report rep = { 0 };
 	unsigned flags = 0;
 	int rc = 0, npaths = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--hosts"))
+			return cleanup_hosts(argc, argv);
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--dry-run"))

@@ -23,6 +23,10 @@ struct run_opts {
 	bool strict_links;
 	bool plot;
 	bool quiet;
+	const char *hosts_path;     /* --hosts FILE, NULL = the scenario's hosts section if any */
+	const char *identity;       /* --identity FILE for ssh, NULL = the user's agent/defaults */
+	const char *known_hosts;    /* --known-hosts FILE for ssh, NULL = the user's */
+	const char *agent_path;     /* --agent-path PATH of stalenet on the hosts, NULL = ours */
 };
 
 /* `stalenet run`. Returns a CLI exit code (orchestrator/cli.h). */

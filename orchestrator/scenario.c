@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "orchestrator/cgroup.h"
+#include "orchestrator/hosts.h"
 #include "orchestrator/selector.h"
 #include "orchestrator/units.h"
 #include "orchestrator/yamltree.h"
@@ -1871,6 +1872,7 @@ static void free_contents(struct scenario *sc)
 		free(sc->sweep.axes[i].key);
 	}
 	free(sc->sweep.axes);
+	hosts_destroy(&sc->hosts);
 	if (sc->doc) {
 		yamltree_free(sc->doc->root);
 		free(sc->doc->basedir);
@@ -1964,7 +1966,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	int rc, idx;
 	static const char *const top[] = { "name", "description", "seed", "stop", "target", "data", "model", "train",
 					   "topology", "consistency", "workers", "nodes", "workload", "linkcheck",
-					   "eval", "network", "stragglers", "resources", "on_node_failure", "sweep", NULL };
+					   "eval", "network", "stragglers", "resources", "on_node_failure", "sweep",
+					   "hosts", NULL };
 
 	/* defaults (docs/scenario.md lists them) */
 	sc->seed = 1;
@@ -2075,6 +2078,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	}
 	if ((v = GET(root, "sweep")) && (rc = sec_sweep(cv, v)))
 		return rc;
+	if ((v = GET(root, "hosts")) && !(sc->hosts = hosts_from_tree(v, cv->file, cv->err, cv->errlen)))
+		return -EINVAL;
 
 	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && !sc->stop_time_us && sc->stop_accuracy == 0 &&
 	    !sc->stop_steps && !(sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->train.epochs))

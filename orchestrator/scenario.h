@@ -139,6 +139,7 @@ struct scenario_sweep {
 };
 
 struct scenario_doc;                    /* private: the parsed tree, kept for --set and re-emit */
+struct hosts;                           /* orchestrator/hosts */
 
 struct scenario {
 	char *file;                     /* name used in error messages */
@@ -231,6 +232,7 @@ struct scenario {
 
 	enum scenario_on_failure on_node_failure;
 	struct scenario_sweep sweep;
+	struct hosts *hosts;                    /* `hosts` section (orchestrator/hosts), NULL = this host */
 
 	struct scenario_doc *doc;               /* private */
 };

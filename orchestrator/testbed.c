@@ -823,7 +823,7 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 			rc = -ENAMETOOLONG;
 			goto fail;
 		}
-		nd->addr_be = htonl(base + (uint32_t)i + 1);
+		nd->addr_be = htonl(base + (spec->addr_index ? spec->addr_index[i] : (uint32_t)i) + 1);
 		inet_ntop(AF_INET, &nd->addr_be, nd->addr_str, sizeof nd->addr_str);
 	}
 

@@ -53,6 +53,8 @@ struct testbed_spec {
 	bool raise_neigh;                /* raise the ARP gc thresholds (automatic above 500 nodes) */
 	bool keep_ipv6;                  /* leave IPv6 enabled in the namespaces */
 	bool skip_reach_check;           /* do not ping every node after creation */
+	const uint32_t *addr_index;      /* node i gets subnet + addr_index[i] + 1 (one host's share of
+					    a run across hosts keeps the run's addresses); NULL = i */
 };
 
 /* Where creation time went (nanoseconds). */

@@ -1,10 +1,12 @@
 /* libFuzzer target: any byte string through the scenario parser, and whatever parses through
- * --set, the plan and the YAML re-emit. Must never crash, hang or leak. */
+ * --set, the plan (and the placement of a hosts section) and the YAML re-emit. Must never crash, hang or leak. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "orchestrator/hosts.h"
+#include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/scenario.h"
 
@@ -28,6 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FILE *null = fopen("/dev/null", "w");
 			if (null) {
 				plan_print(null, p);
+				/* a hosts section: every run placed and printed (small runs: the
+				 * refinement is quadratic per pass) */
+				if (p && sc->hosts && sc->workers <= 64)
+					placement_plan(sc->hosts, p, null, err, sizeof err);
 				fclose(null);
 			}
 		}

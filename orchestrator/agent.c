@@ -1,0 +1,424 @@
+/* orchestrator/agent: see agent.h. One request at a time, answered before the next is read:
+ * the orchestrator waits for each answer, so there is never more than one line in flight and
+ * the T2 stamp is taken right after the read that completed the line. */
+#include "orchestrator/agent.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "lib/clock.h"
+#include "lib/rtdir.h"
+#include "orchestrator/cleanup.h"
+#include "orchestrator/journal.h"
+#include "orchestrator/overlay.h"
+#include "orchestrator/testbed.h"
+
+#define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+
+/* What the agent built on this host: its journal (in its own run directory under the runtime
+ * directory, so `stalenet cleanup` on this host finds it) and its share of the testbed. */
+struct agent_state {
+	struct journal *j;
+	struct testbed *tb;
+	char rundir[128];
+	int echo_fd;                    /* UDP on LOCAL:AGENT_PROBE_PORT after a build, else -1 */
+	uint32_t remotes[OVERLAY_MAX_REMOTES];  /* the only sources the echo answers */
+	size_t n_remotes;
+};
+
+#define PROBE_MAGIC "snprobe1"
+#define PROBE_LEN 32
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* A decimal int64 that is the whole of s (optional '-'), else -EINVAL. */
+static int parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+	if (!*s || (*s != '-' && (*s < '0' || *s > '9')))
+		return -EINVAL;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static void teardown(struct agent_state *st)
+{
+	if (st->echo_fd >= 0)
+		close(st->echo_fd);
+	st->echo_fd = -1;
+	st->n_remotes = 0;
+	testbed_destroy(&st->tb);
+	if (st->j) {
+		journal_mark_ended(st->j);
+		journal_destroy(&st->j);
+	}
+}
+
+static bool valid_prefix(const char *p)
+{
+	size_t n = strlen(p);
+	if (n < 2 || n > TESTBED_PREFIX_MAX - 1 || p[n - 1] != '-')
+		return false;
+	for (size_t i = 0; i + 1 < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* Split a comma list in place into out (at most max); "-" is the empty list. Count or -1. */
+static int split(char *s, char **out, int max)
+{
+	int n = 0;
+	if (!strcmp(s, "-"))
+		return 0;
+	for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -1;
+		out[n++] = t;
+	}
+	return n;
+}
+
+/* "build PREFIX VNI LOCAL NODES REMOTES CC MTU": this host's nodes (NODES: a comma list of NAME:INDEX,
+ * node INDEX of the run getting address subnet + INDEX + 1), the switch bridge and the VXLAN segment VNI to the REMOTES
+ * (comma list of underlay addresses, "-" for none), LOCAL being this host's. Journalled. */
+static int build(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *f[7], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
+	uint32_t remotes[OVERLAY_MAX_REMOTES], local, index[AGENT_MAX_NODES];
+	int nf = 0, rc;
+	for (char *t = strtok_r(args, " ", &save); t && nf < 7; t = strtok_r(NULL, " ", &save))
+		f[nf++] = t;
+	if (nf != 7 || strtok_r(NULL, " ", &save)) {
+		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC MTU");
+		return -EINVAL;
+	}
+	int64_t want_mtu;
+	if (parse_i64(f[6], &want_mtu) || want_mtu < 0 || want_mtu > 65535 ||
+	    (want_mtu && want_mtu < OVERLAY_MIN_MTU)) {
+		snprintf(msg, len, "build: bad MTU");
+		return -EINVAL;
+	}
+	bool cc_ok = strlen(f[5]) < 16;
+	for (const char *p = f[5]; *p && cc_ok; p++)
+		cc_ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+	int64_t vni;
+	char *rem[OVERLAY_MAX_REMOTES];
+	int n_names = split(f[3], names, AGENT_MAX_NODES), n_rem = split(f[4], rem, OVERLAY_MAX_REMOTES);
+	if (!valid_prefix(f[0]) || parse_i64(f[1], &vni) || vni < 1 || vni >= (1 << 24) ||
+	    inet_pton(AF_INET, f[2], &local) != 1 || n_names < 1 || n_rem < 0 || !cc_ok || !f[5][0]) {
+		snprintf(msg, len, "build: bad arguments");
+		return -EINVAL;
+	}
+	for (int i = 0; i < n_names; i++) {
+		char *colon = strchr(names[i], ':');
+		int64_t idx;
+		if (!colon || parse_i64(colon + 1, &idx) || idx < 0 || idx > 65535) {
+			snprintf(msg, len, "build: bad node (expected NAME:INDEX)");
+			return -EINVAL;
+		}
+		*colon = 0;
+		index[i] = (uint32_t)idx;
+	}
+	for (int i = 0; i < n_rem; i++)
+		if (inet_pton(AF_INET, rem[i], &remotes[i]) != 1) {
+			snprintf(msg, len, "build: bad remote address");
+			return -EINVAL;
+		}
+	if (st->tb) {
+		snprintf(msg, len, "build: already built");
+		return -EBUSY;
+	}
+	int umtu = overlay_underlay_mtu(local, ifname, sizeof ifname);
+	int mtu = umtu > 0 ? overlay_node_mtu(umtu) : umtu;
+	if (umtu < 0 || mtu < 0) {
+		snprintf(msg, len, "build: underlay %s: %s", f[2], umtu < 0 ? strerror(-umtu) : "MTU too small");
+		return umtu < 0 ? umtu : mtu;
+	}
+	if (want_mtu > mtu) {
+		/* a full-size frame would not fit the encapsulation: refuse rather than drop */
+		snprintf(msg, len, "build: node MTU %d needs an underlay MTU of %d, %s has %d", (int)want_mtu,
+			 (int)want_mtu + OVERLAY_VXLAN_OVERHEAD, ifname, umtu);
+		return -EMSGSIZE;
+	}
+	if (want_mtu)
+		mtu = (int)want_mtu;
+	if ((rc = rtdir_ensure()) < 0) {
+		snprintf(msg, len, "build: runtime directory: %s", strerror(-rc));
+		return rc;
+	}
+	snprintf(st->rundir, sizeof st->rundir, "%s/agent-%s", rtdir_path(), f[0]);
+	if (mkdir(st->rundir, 0700) < 0 && errno != EEXIST) {
+		snprintf(msg, len, "build: mkdir %s: %s", st->rundir, strerror(errno));
+		return -errno;
+	}
+	if (!(st->j = journal_create(st->rundir, f[0], msg, len)))
+		return -EIO;
+	struct testbed_spec spec = { .prefix = f[0], .n_nodes = n_names, .node_names = (const char *const *)names,
+				     .mtu = mtu, .addr_index = index, .cc = f[5] };
+	if (!(st->tb = testbed_create(&spec, st->j, msg, len))) {
+		teardown(st);
+		return -EIO;
+	}
+	snprintf(vx, sizeof vx, "%svx", f[0]);
+	struct overlay_spec o = { .switch_netns = testbed_switch_netns(st->tb), .bridge = TESTBED_BRIDGE_IFNAME,
+				  .ifname = vx, .vni = (uint32_t)vni, .local_be = local, .remotes_be = remotes,
+				  .n_remotes = (size_t)n_rem, .mtu = mtu };
+	if (n_rem && (rc = overlay_attach(&o, msg, len))) {
+		teardown(st);
+		return rc;
+	}
+	/* the underlay probe's echo, answering the other hosts only */
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(AGENT_PROBE_PORT), .sin_addr = { local } };
+	st->echo_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (st->echo_fd < 0 || bind(st->echo_fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		rc = -errno;
+		snprintf(msg, len, "build: probe echo on %s:%d: %s", f[2], AGENT_PROBE_PORT, strerror(errno));
+		teardown(st);
+		return rc;
+	}
+	memcpy(st->remotes, remotes, (size_t)n_rem * sizeof remotes[0]);
+	st->n_remotes = (size_t)n_rem;
+	snprintf(msg, len, "ok %s %d %s %d", testbed_switch_netns(st->tb), mtu, ifname, umtu);
+	return 0;
+}
+
+static void echo_once(struct agent_state *st)
+{
+	char b[PROBE_LEN + 1];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof from;
+	for (;;) {
+		ssize_t r = recvfrom(st->echo_fd, b, sizeof b, 0, (struct sockaddr *)&from, &fl);
+		if (r < 0)
+			return;         /* EAGAIN: drained */
+		bool known = false;
+		for (size_t i = 0; i < st->n_remotes && !known; i++)
+			known = from.sin_addr.s_addr == st->remotes[i];
+		if (known && r == PROBE_LEN && !memcmp(b, PROBE_MAGIC, sizeof PROBE_MAGIC - 1))
+			sendto(st->echo_fd, b, (size_t)r, 0, (struct sockaddr *)&from, fl);
+	}
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* "probe ADDR COUNT": COUNT UDP round trips to the agent of the host at ADDR (one of the
+ * remotes), each waited for at most 1 s -> "probe ADDR GOT MIN_NS MEDIAN_NS". */
+static int probe(struct agent_state *st, const char *args, char *msg, size_t len)
+{
+	char addr[INET_ADDRSTRLEN];
+	int64_t count;
+	uint32_t a;
+	char cnt[24];
+	if (sscanf(args, "%15s %23s", addr, cnt) != 2 || inet_pton(AF_INET, addr, &a) != 1 || parse_i64(cnt, &count) ||
+	    count < 1 || count > 1000 || st->echo_fd < 0) {
+		snprintf(msg, len, "probe: expected ADDR COUNT (1..1000) after a build");
+		return -EINVAL;
+	}
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(AGENT_PROBE_PORT), .sin_addr = { a } };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	socklen_t ml = sizeof me;
+	/* from our underlay address (any port), so the peer's echo knows us */
+	int ok = fd >= 0 && getsockname(st->echo_fd, (struct sockaddr *)&me, &ml) == 0;
+	me.sin_port = 0;
+	if (!ok || bind(fd, (struct sockaddr *)&me, sizeof me) < 0 || connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
+		snprintf(msg, len, "probe: socket: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -EIO;
+	}
+	int64_t *rtt = calloc((size_t)count, sizeof *rtt);
+	int got = 0;
+	for (int64_t i = 0; rtt && i < count; i++) {
+		char b[PROBE_LEN] = PROBE_MAGIC;
+		memcpy(b + 16, &i, sizeof i);
+		int64_t t0 = clock_now_ns();
+		if (send(fd, b, sizeof b, 0) != (ssize_t)sizeof b)
+			break;
+		for (;;) {
+			int64_t left = 1000 - (clock_now_ns() - t0) / 1000000;
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+				break;
+			char r[PROBE_LEN];
+			if (recv(fd, r, sizeof r, 0) == (ssize_t)sizeof r && !memcmp(r, b, sizeof b)) {
+				rtt[got++] = clock_now_ns() - t0;
+				break;
+			}
+		}
+	}
+	close(fd);
+	if (!rtt || !got) {
+		free(rtt);
+		snprintf(msg, len, "probe: no answer from %s", addr);
+		return -EHOSTUNREACH;
+	}
+	qsort(rtt, (size_t)got, sizeof *rtt, cmp_i64);
+	snprintf(msg, len, "probe %s %d %" PRId64 " %" PRId64, addr, got, rtt[0], rtt[got / 2]);
+	free(rtt);
+	return 0;
+}
+
+/* Answer one request line (without its newline). 1 = quit, 0 = go on, <0 = error. */
+static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
+{
+	char buf[AGENT_LINE_MAX];
+	int64_t t1;
+	if (!strncmp(line, "probe ", 6)) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (probe(st, line + 6, msg, sizeof msg) < 0) {
+			char why[AGENT_LINE_MAX - 16];
+			msg[sizeof why - 1] = 0;
+			memcpy(why, msg, sizeof why);
+			snprintf(msg, sizeof msg, "fail %s", why);
+		}
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
+	if (!strcmp(line, "cleanup")) {
+		struct cleanup_report rep = { 0 };
+		int rc = cleanup_run(NULL, 0, &rep);
+		int n = snprintf(buf, sizeof buf, "%s journals %d replayed %d live %d ended %d failed %d\n",
+				 rc < 0 || rep.failed ? "fail" : "ok", rep.journals, rep.replayed, rep.live, rep.ended,
+				 rep.failed);
+		return write_all(out_fd, buf, (size_t)n);
+	}
+	if (!strncmp(line, "build ", 6) || !strcmp(line, "teardown")) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (line[0] == 'b') {
+			if (build(st, line + 6, msg, sizeof msg) < 0) {
+				char why[AGENT_LINE_MAX - 16];
+				msg[sizeof why - 1] = 0;
+				memcpy(why, msg, sizeof why);
+				snprintf(msg, sizeof msg, "fail %s", why);
+			}
+		} else {
+			teardown(st);
+			snprintf(msg, sizeof msg, "ok");
+		}
+		for (char *p = msg; *p; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
+	if (!strncmp(line, "time ", 5) && !parse_i64(line + 5, &t1)) {
+		int n = snprintf(buf, sizeof buf, "time %" PRId64 " %" PRId64 " ", t1, t2);
+		int m = snprintf(buf + n, sizeof buf - (size_t)n, "%" PRId64 "\n", clock_now_ns());
+		return write_all(out_fd, buf, (size_t)(n + m));
+	}
+	if (!strcmp(line, "quit")) {
+		int rc = write_all(out_fd, "bye\n", 4);
+		return rc ? rc : 1;
+	}
+	write_all(out_fd, "error unknown request\n", 22);
+	return -EPROTO;
+}
+
+static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_t *havep);
+
+const char *agent_version(void)
+{
+	return STALENET_VERSION;
+}
+
+const char *agent_commit(void)
+{
+	return STALENET_COMMIT;
+}
+
+int agent_serve(int in_fd, int out_fd)
+{
+	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
+	struct agent_state st = { .echo_fd = -1 };
+	size_t have = 0;
+	int rc;
+
+	if (gethostname(host, sizeof host - 1) < 0)
+		snprintf(host, sizeof host, "?");
+	for (char *p = host; *p; p++)
+		if (*p <= ' ' || *p > '~')
+			*p = '?';
+	int n = snprintf(hello, sizeof hello, "stalenet-agent %d %s %s %u %s\n", AGENT_PROTO, agent_version(),
+			 agent_commit(), (unsigned)geteuid(), host);
+	if ((rc = write_all(out_fd, hello, (size_t)n)))
+		return rc;
+	rc = serve(&st, in_fd, out_fd, buf, &have);
+	/* whatever ended the connection (quit, end of input: the orchestrator or its ssh died, a bad
+	 * request), this host's share goes */
+	teardown(&st);
+	return rc;
+}
+
+static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_t *havep)
+{
+	size_t have = *havep;
+	int rc;
+	for (;;) {
+		/* requests, and the other hosts' underlay probes once built */
+		struct pollfd p[2] = { { .fd = in_fd, .events = POLLIN }, { .fd = st->echo_fd, .events = POLLIN } };
+		if (poll(p, st->echo_fd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (st->echo_fd >= 0 && (p[1].revents & POLLIN))
+			echo_once(st);
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t r = read(in_fd, buf + have, AGENT_LINE_MAX - have);
+		int64_t t2 = clock_now_ns();
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return 0;
+		have += (size_t)r;
+		char *nl;
+		while ((nl = memchr(buf, '\n', have))) {
+			*nl = 0;
+			rc = answer(st, out_fd, buf, t2);
+			if (rc)
+				return rc > 0 ? 0 : rc;
+			size_t used = (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, have - used);
+			have -= used;
+		}
+		if (have == AGENT_LINE_MAX) {
+			write_all(out_fd, "error line too long\n", 20);
+			return -EPROTO;
+		}
+	}
+}

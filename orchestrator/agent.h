@@ -1,0 +1,47 @@
+/* orchestrator/agent: `stalenet agent`, the orchestrator's deputy on another host.
+ *
+ * The orchestrator starts it over ssh (orchestrator/agentlink) and talks to it on the ssh
+ * channel's stdin/stdout in short text lines, so nothing but fixed words and numbers ever
+ * crosses; the remote command line itself is fixed ("PATH agent"), never built from the
+ * scenario. Protocol version AGENT_PROTO:
+ *   agent -> on start    "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME"
+ *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
+ *                                           was read, T3 just before the answer is written
+ *   "build PREFIX VNI LOCAL NODES REMOTES CC MTU"
+ *                     -> "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU" or "fail WHY":
+ *                        this host's share of the testbed (orchestrator/testbed: NODES, a comma
+ *                        list of NAME:INDEX, node INDEX of the run at subnet + INDEX + 1, MTU lowered
+ *                        by the VXLAN overhead), joined to the other hosts (REMOTES, a comma
+ *                        list of underlay addresses or "-") by VXLAN segment VNI from LOCAL
+ *                        (orchestrator/overlay), TCP congestion control CC in the nodes
+ *                        (the scenario's network.cc), node MTU MTU (0: the underlay's
+ *                        less the encapsulation; a larger one than that fits is refused);
+ *                        journalled in RTDIR/agent-PREFIX/journal
+ *   "probe ADDR COUNT" -> "probe ADDR GOT MIN_NS MEDIAN_NS": COUNT UDP round trips over the
+ *                        underlay to the agent of the host at ADDR (after a build; each agent
+ *                        answers probes from its build's REMOTES only) -> the underlay's base
+ *                        one-way delay, MIN_NS / 2, for delay compensation
+ *   "teardown"        -> "ok": that share removed (also when the connection ends in any way)
+ *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
+ *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
+ *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
+ *   anything else     -> "error MESSAGE", then the agent exits 2
+ * The clock exchange is the NTP-style one of lib/clocksync: the orchestrator stamps T1 and T4.
+ * Launching nodes and streaming traces back are not part of the agent yet. */
+#ifndef STALENET_AGENT_H
+#define STALENET_AGENT_H
+
+#define AGENT_PROTO    1
+#define AGENT_LINE_MAX 256      /* one protocol line, newline included */
+#define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
+
+/* This build's version and commit, as the greeting carries them ("0.1.0", "abc1234"); one
+ * object file holds both, so one binary never disagrees with itself. */
+const char *agent_version(void);
+const char *agent_commit(void);
+
+/* Serve the protocol on in_fd/out_fd until "quit" or end of input. Returns 0, -EPROTO after
+ * a bad request (answered with an error line), or -errno of the I/O. */
+int agent_serve(int in_fd, int out_fd);
+
+#endif

@@ -1,0 +1,454 @@
+/* orchestrator/agentlink: see agentlink.h. */
+#include "orchestrator/agentlink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "orchestrator/agent.h"
+
+struct agentlink {
+	pid_t pid;
+	int to_fd, from_fd, err_fd;
+	char name[64], dest[160];
+	char remote_host[64];
+	char buf[AGENT_LINE_MAX];
+	size_t have;
+	char errtext[1024];             /* ssh's stderr, as much as fits */
+	size_t errlen;
+	char agent_path[1100];
+	int timeout_ms;
+	int64_t deadline_ms;            /* of the greeting */
+};
+
+static bool path_ok(const char *p)
+{
+	if (!p || p[0] != '/' || strlen(p) > 1024)
+		return false;
+	for (; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      *p == '/' || *p == '.' || *p == '_' || *p == '-'))
+			return false;
+	return true;
+}
+
+static int64_t now_ms(void)
+{
+	return clock_now_ns() / 1000000;
+}
+
+/* Whatever ssh wrote to stderr so far (non-blocking): the last sizeof errtext - 1 bytes are
+ * kept for error messages, the rest read and dropped so the remote side never blocks on it. */
+static void drain_stderr(struct agentlink *self)
+{
+	char tmp[4096];
+	while (self->err_fd >= 0) {
+		ssize_t r = read(self->err_fd, tmp, sizeof tmp);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		size_t cap = sizeof self->errtext - 1, n = (size_t)r;
+		if (n >= cap) {
+			memcpy(self->errtext, tmp + n - cap, cap);
+			self->errlen = cap;
+		} else {
+			if (self->errlen + n > cap) {
+				size_t drop = self->errlen + n - cap;
+				memmove(self->errtext, self->errtext + drop, self->errlen - drop);
+				self->errlen -= drop;
+			}
+			memcpy(self->errtext + self->errlen, tmp, n);
+			self->errlen += n;
+		}
+	}
+	self->errtext[self->errlen] = 0;
+}
+
+/* The last non-empty line of ssh's stderr, or "" */
+static const char *last_err_line(struct agentlink *self)
+{
+	drain_stderr(self);
+	char *t = self->errtext;
+	size_t n = strlen(t);
+	while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
+		t[--n] = 0;
+	char *nl = strrchr(t, '\n');
+	char *line = nl ? nl + 1 : t;
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f)
+			*p = '?';
+	return line;
+}
+
+/* One line from the agent into line (without newline) by deadline_ms; *t_ns = when it was
+ * complete. Returns 0, -ETIMEDOUT, -EPIPE (closed), -EPROTO (too long) or -errno. */
+static int read_line(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
+{
+	for (;;) {
+		char *nl = memchr(self->buf, '\n', self->have);
+		if (nl) {
+			size_t l = (size_t)(nl - self->buf);
+			if (l >= len)
+				return -EPROTO;
+			memcpy(line, self->buf, l);
+			line[l] = 0;
+			memmove(self->buf, nl + 1, self->have - l - 1);
+			self->have -= l + 1;
+			return 0;
+		}
+		if (self->have == sizeof self->buf)
+			return -EPROTO;
+		int64_t left = deadline_ms - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p[2] = { { .fd = self->from_fd, .events = POLLIN }, { .fd = self->err_fd, .events = POLLIN } };
+		int r = poll(p, self->err_fd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (self->err_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
+			size_t before = self->errlen;
+			drain_stderr(self);
+			if (self->errlen == before && (p[1].revents & POLLHUP)) {
+				close(self->err_fd);
+				self->err_fd = -1;
+			}
+		}
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t got = read(self->from_fd, self->buf + self->have, sizeof self->buf - self->have);
+		*t_ns = clock_now_ns();
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -EPIPE;
+		self->have += (size_t)got;
+	}
+}
+
+/* A write to a dead agent's pipe must be an error, not a SIGPIPE that kills the orchestrator:
+ * SIGPIPE is blocked around the write and a pending one consumed (the caller's disposition and
+ * mask are left as they were). */
+static int write_line(struct agentlink *self, const char *line, size_t len)
+{
+	sigset_t pipe_set, old;
+	int rc = 0;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	bool was_pending = false;
+	sigset_t pend;
+	if (sigpending(&pend) == 0)
+		was_pending = sigismember(&pend, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	while (len) {
+		ssize_t w = write(self->to_fd, line, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = -errno;
+			break;
+		}
+		line += w;
+		len -= (size_t)w;
+	}
+	if (rc == -EPIPE && !was_pending) {
+		const struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* Wait for ssh to end by deadline (on a pidfd, so no polling loop); kill it after. Returns its
+ * exit code or -ETIMEDOUT. */
+static int reap(pid_t pid, int timeout_ms)
+{
+	int st, pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd >= 0) {
+		struct pollfd p = { .fd = pfd, .events = POLLIN };
+		int64_t deadline = now_ms() + timeout_ms;
+		for (;;) {
+			int64_t left = deadline - now_ms();
+			if (left <= 0 || poll(&p, 1, (int)left) != -1 || errno != EINTR)
+				break;
+		}
+		close(pfd);
+	}
+	pid_t r;
+	while ((r = waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (r == pid)
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	if (r < 0)
+		return -errno;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return -ETIMEDOUT;
+}
+
+static void link_free(struct agentlink *self)
+{
+	if (self->to_fd >= 0)
+		close(self->to_fd);
+	if (self->from_fd >= 0)
+		close(self->from_fd);
+	if (self->err_fd >= 0)
+		close(self->err_fd);
+	free(self);
+}
+
+struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, size_t errlen)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, er[2] = { -1, -1 };
+	struct agentlink *self = calloc(1, sizeof *self);
+	const char *argv[32];
+	char ct[32], idopt[1100], khopt[1100];
+	size_t a = 0;
+
+	if (!self) {
+		snprintf(err, errlen, "host %s: out of memory", o->host_name);
+		return NULL;
+	}
+	self->pid = -1;
+	self->to_fd = self->from_fd = self->err_fd = -1;
+	snprintf(self->name, sizeof self->name, "%s", o->host_name);
+	snprintf(self->dest, sizeof self->dest, "%s", o->ssh_dest);
+	if (!path_ok(o->agent_path) || (o->identity && !path_ok(o->identity)) ||
+	    (o->known_hosts && !path_ok(o->known_hosts)) || o->ssh_dest[0] == '-' || o->timeout_ms <= 0) {
+		snprintf(err, errlen, "host %s (%s): the agent, identity and known-hosts paths must be absolute "
+			 "paths of letters, digits, '/', '.', '_', '-'", self->name, self->dest);
+		goto fail;
+	}
+	snprintf(ct, sizeof ct, "ConnectTimeout=%d", (o->timeout_ms + 999) / 1000);
+	argv[a++] = o->ssh_program ? o->ssh_program : "ssh";
+	argv[a++] = "-T";
+	argv[a++] = "-o";
+	argv[a++] = "BatchMode=yes";
+	argv[a++] = "-o";
+	argv[a++] = ct;
+	argv[a++] = "-o";
+	argv[a++] = "LogLevel=ERROR";
+	if (o->identity) {
+		snprintf(idopt, sizeof idopt, "IdentityFile=%s", o->identity);
+		argv[a++] = "-o";
+		argv[a++] = idopt;
+		argv[a++] = "-o";
+		argv[a++] = "IdentitiesOnly=yes";
+	}
+	if (o->known_hosts) {
+		snprintf(khopt, sizeof khopt, "UserKnownHostsFile=%s", o->known_hosts);
+		argv[a++] = "-o";
+		argv[a++] = khopt;
+		argv[a++] = "-o";
+		argv[a++] = "StrictHostKeyChecking=yes";
+	}
+	argv[a++] = "--";
+	argv[a++] = o->ssh_dest;
+	argv[a++] = o->agent_path;
+	argv[a++] = "agent";
+	argv[a] = NULL;
+
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(er, O_CLOEXEC | O_NONBLOCK)) {
+		snprintf(err, errlen, "host %s: pipe: %s", self->name, strerror(errno));
+		goto fail;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "host %s: fork: %s", self->name, strerror(errno));
+		goto fail;
+	}
+	if (pid == 0) {
+		/* child: ssh dies with us; its stdio are the three pipes */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		int fl = fcntl(er[1], F_GETFL);
+		if (fl >= 0)
+			fcntl(er[1], F_SETFL, fl & ~O_NONBLOCK);
+		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(er[1], 2) < 0)
+			_exit(127);
+		execvp(argv[0], (char *const *)argv);
+		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	self->pid = pid;
+	close(in[0]);
+	close(out[1]);
+	close(er[1]);
+	in[0] = out[1] = er[1] = -1;
+	self->to_fd = in[1];
+	self->from_fd = out[0];
+	self->err_fd = er[0];
+	in[1] = out[0] = er[0] = -1;
+	snprintf(self->agent_path, sizeof self->agent_path, "%s", o->agent_path);
+	self->timeout_ms = o->timeout_ms;
+	self->deadline_ms = now_ms() + o->timeout_ms;
+	return self;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+		if (er[i] >= 0)
+			close(er[i]);
+	}
+	link_free(self);
+	return NULL;
+}
+
+int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
+{
+	struct agentlink *self = *selfp;
+	char line[AGENT_LINE_MAX];
+	int64_t t;
+	int rc = read_line(self, line, sizeof line, self->deadline_ms, &t);
+	if (rc) {
+		const char *why = last_err_line(self);
+		if (rc == -ETIMEDOUT) {
+			kill(self->pid, SIGKILL);
+			reap(self->pid, 1000);
+			snprintf(err, errlen, "host %s (%s): no answer within %d ms%s%s", self->name, self->dest,
+				 self->timeout_ms, *why ? ": " : "", why);
+		} else {
+			int code = reap(self->pid, 2000);
+			if (code == 127 || strstr(why, "not found") || strstr(why, "No such file"))
+				snprintf(err, errlen, "host %s (%s): %s not found there (%s)", self->name, self->dest,
+					 self->agent_path, *why ? why : "exit 127");
+			else
+				snprintf(err, errlen, "host %s (%s): ssh failed (exit %d)%s%s", self->name, self->dest,
+					 code, *why ? ": " : "", why);
+		}
+		self->pid = -1;
+		goto fail_free;
+	}
+	int proto = 0;
+	unsigned uid = 0;
+	char ver[64], commit[64], host[64];
+	if (sscanf(line, "stalenet-agent %d %63s %63s %u %63s", &proto, ver, commit, &uid, host) != 5 ||
+	    proto != AGENT_PROTO) {
+		snprintf(err, errlen, "host %s (%s): not a stalenet agent of protocol %d (it said: %.80s)", self->name,
+			 self->dest, AGENT_PROTO, line);
+		goto fail_kill;
+	}
+	if (strcmp(ver, agent_version()) || strcmp(commit, agent_commit())) {
+		snprintf(err, errlen, "host %s (%s): version mismatch: agent %s (%s), here %s (%s)", self->name, self->dest,
+			 ver, commit, agent_version(), agent_commit());
+		goto fail_kill;
+	}
+	if (uid != 0) {
+		snprintf(err, errlen, "host %s (%s): the agent runs as uid %u, not root (it builds namespaces)",
+			 self->name, self->dest, uid);
+		goto fail_kill;
+	}
+	snprintf(self->remote_host, sizeof self->remote_host, "%s", host);
+	return 0;
+
+fail_kill:
+	kill(self->pid, SIGKILL);
+	reap(self->pid, 1000);
+	self->pid = -1;
+	rc = -EPROTO;
+fail_free:
+	link_free(self);
+	*selfp = NULL;
+	return rc ? rc : -EPROTO;
+}
+
+struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size_t errlen)
+{
+	struct agentlink *self = agentlink_start(o, err, errlen);
+	if (self && agentlink_ready(&self, err, errlen))
+		return NULL;
+	return self;
+}
+
+const char *agentlink_remote_hostname(const struct agentlink *self)
+{
+	return self->remote_host;
+}
+
+int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *samples,
+		    struct clocksync_estimate *out, int timeout_ms, char *err, size_t errlen)
+{
+	struct clocksync_sample *s = samples ? samples : calloc(n ? n : 1, sizeof *s);
+	int64_t deadline = now_ms() + timeout_ms;
+	char req[64], line[AGENT_LINE_MAX];
+	int rc = 0;
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		int64_t t1 = clock_now_ns(), t4 = 0, e1, e2, e3;
+		int l = snprintf(req, sizeof req, "time %" PRId64 "\n", t1);
+		if ((rc = write_line(self, req, (size_t)l)) || (rc = read_line(self, line, sizeof line, deadline, &t4))) {
+			snprintf(err, errlen, "host %s (%s): clock exchange %zu: %s", self->name, self->dest, i,
+				 rc == -ETIMEDOUT ? "no answer in time" : strerror(-rc));
+			goto out;
+		}
+		if (sscanf(line, "time %" SCNd64 " %" SCNd64 " %" SCNd64, &e1, &e2, &e3) != 3 || e1 != t1) {
+			snprintf(err, errlen, "host %s (%s): bad clock answer '%.80s'", self->name, self->dest, line);
+			rc = -EPROTO;
+			goto out;
+		}
+		s[i] = (struct clocksync_sample){ t1, e2, e3, t4 };
+	}
+	if ((rc = clocksync_estimate(s, n, out)))
+		snprintf(err, errlen, "host %s (%s): no valid clock exchange", self->name, self->dest);
+out:
+	if (s != samples)
+		free(s);
+	return rc;
+}
+
+int agentlink_send(struct agentlink *self, const char *request)
+{
+	char req[AGENT_LINE_MAX];
+	int n = snprintf(req, sizeof req, "%s\n", request);
+	if (n < 0 || (size_t)n >= sizeof req || strchr(request, '\n'))
+		return -EINVAL;
+	return write_line(self, req, (size_t)n);
+}
+
+int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_ms)
+{
+	int64_t t;
+	return read_line(self, reply, len, now_ms() + timeout_ms, &t);
+}
+
+int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms)
+{
+	int rc = agentlink_send(self, request);
+	return rc ? rc : agentlink_recv(self, reply, len, timeout_ms);
+}
+
+int agentlink_close(struct agentlink **self, int timeout_ms)
+{
+	if (!self || !*self)
+		return 0;
+	struct agentlink *l = *self;
+	if (l->to_fd >= 0)
+		write_line(l, "quit\n", 5);
+	close(l->to_fd);
+	l->to_fd = -1;
+	int rc = l->pid > 0 ? reap(l->pid, timeout_ms) : 0;
+	link_free(l);
+	*self = NULL;
+	return rc;
+}

@@ -1,0 +1,65 @@
+/* orchestrator/agentlink: the orchestrator's end of one host's `stalenet agent`, started over
+ * the system's OpenSSH client (ssh) and spoken to on the channel's stdin/stdout (protocol in
+ * orchestrator/agent.h).
+ *
+ * ssh gets an argv, never a shell line on this side: BatchMode (no password prompt can hang a
+ * run), ConnectTimeout, the identity and known-hosts file when given, then "--", the
+ * destination (validated by orchestrator/hosts) and the fixed remote command "PATH agent",
+ * where PATH is checked to be an absolute path of [A-Za-z0-9/._-] so the remote shell sees
+ * plain words only. Every wait has a deadline; a host that does not answer becomes one error
+ * line that says why (ssh's own last message: refused, timed out, permission denied; the
+ * program missing; a version mismatch; not root). */
+#ifndef STALENET_AGENTLINK_H
+#define STALENET_AGENTLINK_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/clocksync.h"
+
+struct agentlink_opts {
+	const char *host_name;          /* for messages */
+	const char *ssh_dest;           /* [user@]host */
+	const char *identity;           /* ssh -i FILE (with IdentitiesOnly), NULL = ssh's defaults */
+	const char *known_hosts;        /* UserKnownHostsFile with strict checking, NULL = ssh's */
+	const char *agent_path;         /* stalenet on the remote host (absolute) */
+	const char *ssh_program;        /* NULL = "ssh" from PATH */
+	int timeout_ms;                 /* connection and greeting, > 0 */
+};
+
+struct agentlink;
+
+/* Start ssh, wait for the agent's greeting, check protocol, version and root. Returns the
+ * link or NULL with one line "host NAME (DEST): why" in err. */
+struct agentlink *agentlink_open(const struct agentlink_opts *o, char *err, size_t errlen);
+
+/* The two halves of agentlink_open, to reach several hosts at once: start ssh (NULL with err
+ * on a bad option or a failed fork); then wait for and check the greeting within the
+ * timeout counted from the start. agentlink_ready returns 0, or -errno after filling err and
+ * freeing the link (*self = NULL). */
+struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, size_t errlen);
+int agentlink_ready(struct agentlink **self, char *err, size_t errlen);
+
+/* The remote host name the agent reported. */
+const char *agentlink_remote_hostname(const struct agentlink *self);
+
+/* n clock exchanges (one at a time, each answered before the next) within timeout_ms in all,
+ * then the estimate of remote - local (lib/clocksync). Raw samples into samples[] when not
+ * NULL (n of them). Returns 0 or -errno with err filled. */
+int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *samples,
+		    struct clocksync_estimate *out, int timeout_ms, char *err, size_t errlen);
+
+/* Send one request line (no newline in it) and read the one-line answer into reply within
+ * timeout_ms. Returns 0, -ETIMEDOUT, -EPIPE (the agent is gone) or -errno. */
+int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms);
+
+/* The two halves of agentlink_request, to keep several hosts busy at once: send one request
+ * line; read one answer line within timeout_ms. Return 0 or -errno as above. */
+int agentlink_send(struct agentlink *self, const char *request);
+int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_ms);
+
+/* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
+ * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */
+int agentlink_close(struct agentlink **self, int timeout_ms);
+
+#endif
