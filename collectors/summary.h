@@ -16,7 +16,7 @@
 #define SUMMARY_FIXED_HEADER                                                                     \
 	"run_id,repeat,seed,backend,final_accuracy,best_accuracy,time_to_target_s,total_steps,"   \
 	"steps_min,steps_median,steps_max,wait_fraction,staleness_mean,staleness_p99,bytes_moved," \
-	"bad_frames,link_drops,status"
+	"bad_frames,link_drops,late_p99_worst_ms,status"
 
 /* What a run's traces lacked (traces of an older schema), bits of summary_row.lacks. A node
  * column lacked by one node trace is read as empty in all of them (so no field is computed over
@@ -37,6 +37,7 @@
 #define SUMMARY_LACKS_LINKS_NODE (1u << 11)   /* links.csv left out: link_drops */
 #define SUMMARY_LACKS_LINKS_DIRECTION (1u << 12)
 #define SUMMARY_LACKS_LINKS_DROPPED (1u << 13)
+#define SUMMARY_LACKS_LINKS_LATE (1u << 14)   /* links.csv lacks late_p99_ms: late_p99_worst_ms */
 
 /* Counters a summary_row cannot give (summary_row.unknown); written empty, never 0. */
 #define SUMMARY_UNKNOWN_TOTAL_STEPS (1u << 0)
@@ -56,6 +57,7 @@ struct summary_row {
 	uint64_t bytes_moved, bad_frames;     /* sums over every node's rows */
 	bool has_links;                       /* links.csv present */
 	uint64_t link_drops;                  /* sum over links of the last `dropped` counter */
+	double late_p99_worst_ms;             /* largest late_p99_ms of links.csv; NAN if none */
 	unsigned lacks;                       /* SUMMARY_LACKS_* (0 for today's schema) */
 	unsigned unknown;                     /* SUMMARY_UNKNOWN_*: counters written empty */
 };

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/latehist.h"
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/safefile.h"
@@ -87,6 +88,7 @@ struct lq {
 	struct netem_model model;
 	uint32_t limit;
 	struct linkd_counters c;
+	struct latehist late;   /* release lateness since the last stats reply covering the link */
 	char *tx;               /* pending verdicts */
 	size_t txlen;
 	bool dirty;
@@ -497,6 +499,7 @@ static void release_due(struct linkd *d, int64_t now)
 			} else {
 				add_verdict(q, e.id, NF_ACCEPT, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
 				q->c.held--;
+				latehist_add(&q->late, now - e.t_ns);
 			}
 		}
 		free(e.data);
@@ -672,18 +675,34 @@ static int do_set(struct linkd *d, const struct linkd_ctl_req *r, char *reply, s
 	return rc;
 }
 
+/* The link's counters with the lateness of its interval; the interval starts again. */
+static struct linkd_counters take_counters(struct lq *q)
+{
+	struct linkd_counters c = q->c;
+
+	c.late_n = q->late.n;
+	c.late_mean_us = latehist_mean_ns(&q->late) / 1000;
+	c.late_p99_us = (uint64_t)latehist_quantile_ns(&q->late, 0.99) / 1000;
+	c.late_max_us = (uint64_t)latehist_max_ns(&q->late) / 1000;
+	latehist_reset(&q->late);
+	return c;
+}
+
 static int do_stats(struct linkd *d, const char *nm, char *reply, size_t replylen)
 {
 	size_t off = (size_t)snprintf(reply, replylen, "ok\n");
 	int found = 0;
 
 	for (size_t i = 0; i < MAX_QUEUES; i++) {
-		const struct lq *q = d->q[i];
+		struct lq *q = d->q[i];
 
 		if (!q || (nm[0] && strcmp(q->name, nm) != 0))
 			continue;
-		if (off < replylen)
-			off += (size_t)linkd_ctl_stats_line(q->name, &q->c, reply + off, replylen - off);
+		if (off < replylen) {
+			struct linkd_counters c = take_counters(q);
+
+			off += (size_t)linkd_ctl_stats_line(q->name, &c, reply + off, replylen - off);
+		}
 		found++;
 	}
 	if (nm[0] && !found) {
