@@ -28,6 +28,7 @@
 #include "lib/link_verdict.h"
 #include "lib/log.h"
 #include "lib/rtdir.h"
+#include "lib/timerlat.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
@@ -130,6 +131,9 @@ struct run_ctx {
 	double late_p99_ms;           /* worst link's p99 release lateness at the last sample, NAN none */
 	double *lc_late;              /* link check: p99 lateness per node direction [2 i + dir], ms */
 	double host_late_p99_ms;      /* the host's timer lateness under load (p99, ms), NAN unmeasured */
+	struct timerlat_result timers;/* the host's timers, measured once per `stalenet run` */
+	bool timers_measured;
+	bool spin;                    /* this run's linkd polls to release times (network.precision) */
 	char stop_label[96];          /* the run's stop condition, for the live view */
 	int64_t run_t0_ns;            /* this run began (setup included) */
 	int runs_left;                /* runs still to execute after this one */
@@ -238,15 +242,48 @@ static const char *backend_name(enum link_backend b)
 	return b == LINK_BACKEND_KERNEL ? "kernel" : "nfq";
 }
 
+/* spin's margin: the worst p99 timer lateness the host showed (busy, after idle, under load)
+ * plus 50 us; 200 us when nothing was measured. */
+static int64_t spin_margin_ns(const struct run_ctx *c)
+{
+	int64_t m = 0;
+
+	if (!c->timers_measured)
+		return 200000;
+	if (c->timers.warm.p99_ns > m)
+		m = c->timers.warm.p99_ns;
+	if (c->timers.idle.p99_ns > m)
+		m = c->timers.idle.p99_ns;
+	if (c->timers.load.p99_ns > m)
+		m = c->timers.load.p99_ns;
+	return m + 50000;
+}
+
+/* The precision of this run: as the scenario says, or for auto what the host's timers need. */
+static bool choose_spin(const struct run_ctx *c)
+{
+	switch (c->run->scenario->network.precision) {
+	case SCENARIO_PRECISION_SPIN:
+		return true;
+	case SCENARIO_PRECISION_TIMER:
+		return false;
+	case SCENARIO_PRECISION_AUTO:
+		break;
+	}
+	return c->timers_measured && !strcmp(timerlat_precision_for(&c->timers), "spin");
+}
+
 static int start_linkd(struct run_ctx *c)
 {
-	char log_path[PATH_MAX + 16];
-	const char *argv[] = { c->linkd_bin, "--ctl", c->linkd_ctl, NULL };
+	char log_path[PATH_MAX + 16], margin[32];
+	const char *argv[] = { c->linkd_bin, "--ctl", c->linkd_ctl, "--precision", c->spin ? "spin" : "timer",
+			       "--spin-margin-us", margin, NULL };
 	struct launch_spec ls = { .name = "linkd", .argv = argv, .log_path = log_path,
 				  .record = record_proc, .record_arg = c };
 	pid_t pid;
 
 	snprintf(log_path, sizeof log_path, "%s/logs/linkd.log", c->dir);
+	snprintf(margin, sizeof margin, "%lld", (long long)(spin_margin_ns(c) / 1000));
 	snprintf(c->linkd_ctl, sizeof c->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), c->prefix);
 	pid = launch_spawn(&ls);
 	if (pid < 0)
@@ -892,7 +929,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 {
 	const struct plan_run *r = c->run;
 	const struct scenario *sc = r->scenario;
-	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
+	struct rundir_meta meta = { .duration_s = -1, .status = "running",
+				    .host_timers = c->timers_measured ? &c->timers : NULL };
 	struct testbed_spec spec = { 0 };
 	const char **names = NULL;
 	struct nodeconf_ctx nc = { 0 };
@@ -903,6 +941,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	size_t n = r->n_nodes;
 	int64_t t0 = clock_now_ns();
 
+	c->spin = choose_spin(c);
+	meta.precision = c->backend == LINK_BACKEND_NFQ ? (c->spin ? "spin" : "timer") : "kernel";
 	c->run_t0_ns = t0;
 	stop_label(sc, c->stop_label, sizeof c->stop_label);
 	if (rundir_prepare(c->dir, r) < 0)
@@ -1104,6 +1144,23 @@ int run_main(const struct run_opts *o)
 		goto out;
 	}
 	install_signals();
+	/* The host's timers, once: meta.json's host_timers, network.precision: auto's choice and,
+	 * for the kernel backend, the link check's lateness (about a second). */
+	{
+		struct timerlat_opts to = TIMERLAT_OPTS_QUICK;
+		char text[1024];
+
+		c.timers_measured = timerlat_measure(&to, &c.timers) == 0;
+		if (c.timers_measured) {
+			c.host_late_p99_ms = (double)c.timers.load.p99_ns / 1e6;
+			timerlat_describe(&c.timers, text, sizeof text);
+			for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+				log_debug("host: %s", l);
+			log_info("host timers: p99 lateness %.3f ms after idle, %.3f ms under load (%s)",
+				 (double)c.timers.idle.p99_ns / 1e6, (double)c.timers.load.p99_ns / 1e6,
+				 c.timers.rt ? "real-time" : "no real-time priority");
+		}
+	}
 	nruns = plan_n_runs(plan);
 	{
 		/* the live view fits the terminal (a wrapped line would break its in-place redraw) */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/timerlat.h"
 #include "orchestrator/plan.h"
 
 /* Make path and its parents (mode 0755; the last component 0700 when private). */
@@ -29,6 +30,8 @@ struct rundir_meta {
 	int64_t wall_start_ns;          /* CLOCK_REALTIME at the origin */
 	double duration_s;              /* < 0 while running */
 	const char *status;             /* running | complete | failed | interrupted */
+	const char *precision;          /* network.precision in force (timer | spin), NULL = none */
+	const struct timerlat_result *host_timers; /* measured at the start, NULL = not measured */
 };
 
 /* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */

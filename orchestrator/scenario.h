@@ -137,6 +137,12 @@ struct scenario_sweep {
 
 struct scenario_doc;                    /* private: the parsed tree, kept for --set and re-emit */
 
+/* network.precision: auto = measure the host's timers at `stalenet run` and choose; timer =
+ * wake on a timer a measured lateness early; spin = wake a calibrated margin early and poll the
+ * clock to each release time (exact where timers are late, at the cost of CPU while packets are
+ * held). */
+enum scenario_precision { SCENARIO_PRECISION_AUTO = 0, SCENARIO_PRECISION_TIMER, SCENARIO_PRECISION_SPIN };
+
 struct scenario {
 	char *file;                     /* name used in error messages */
 	char *name;
@@ -211,6 +217,7 @@ struct scenario {
 		uint32_t subnet;                /* host byte order, default 198.18.0.0 */
 		uint8_t prefix_len;             /* default 15 */
 		uint32_t mtu;                   /* 0 = interface default */
+		enum scenario_precision precision; /* network.precision: how linkd releases held packets */
 	} network;
 
 	struct scenario_straggler *stragglers;

@@ -110,6 +110,7 @@ static const struct bad cases[] = {
 	{ S "topology: {kind: allreduce}\nconsistency: {barrier: asp}\n", 3, 24,
 	  "a ring all-reduce is synchronous" },
 	{ S "network: {mtu: 100}\n", 2, 16, "out of range" },
+	{ S "network: {precision: exact}\n", 2, 22, "network.precision 'exact' is not one of the choices (expected auto|timer|spin)" },
 	{ S "topology: {kind: allreduce}\nstragglers:\n  - {nodes: peer1, crash: {at: 5s}}\n", 4, 13,
 	  "crash with topology allreduce" },
 	{ S "topology: {kind: allreduce}\nstragglers:\n  - {nodes: peer1, leave: {at: 5s}}\n", 4, 13,
