@@ -246,30 +246,14 @@ static void *echo_main(void *arg)
 	return NULL;
 }
 
-static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, struct link_params p, int n,
-			 int idle_ms)
+/* n sequential probes (each after idle_ms of silence when > 0); a probe is lost after wait_ms.
+ * Mean and sd of the round trips in ms; returns the number answered. */
+static int probe_series(int c, const struct sockaddr_in *to, int n, int idle_ms, int64_t wait_ms, double *mean,
+			double *sd)
 {
-	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0 || link_shaper_apply(s, ep, LINK_DIR_DOWN, &p) < 0) {
-		printf("| %5.1f | %5.1f | %-6s | %5.2f%% | this backend could not shape the link (see the log) |\n",
-		       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4);
-		return;
-	}
-	struct echo e = { .fd = sock_in(ns_b, SOCK_DGRAM, 9500, 0) };
-	pthread_t t;
-	pthread_create(&t, NULL, echo_main, &e);
-	int c = sock_in(ns_a, SOCK_DGRAM, 0, 0);
-	struct sockaddr_in to = addr_b(9500);
 	double sum = 0, sum2 = 0;
 	int got = 0;
-	struct link_verdict_expect ex;
-	link_verdict_expect_from(&p, &p, &ex);
-	/* a probe is lost once it is 4 expected RTTs (+ 50 ms) late */
-	int64_t wait_ms = (int64_t)(4 * (ex.rtt_mean_ms + 3 * ex.rtt_sd_ms)) + 50;
-	struct link_counters lc;
-	link_shaper_counters(s, ep, LINK_DIR_UP, &lc); /* the emulator's lateness interval starts here */
-	link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc);
-	double cpu0 = s == cur_nfq ? thread_cpu_s() : 0;
-	int64_t w0 = clock_now_ns();
+
 	for (int i = 0; i < n; i++) {
 		if (idle_ms > 0) {
 			struct timespec ts = { idle_ms / 1000, (idle_ms % 1000) * 1000000L };
@@ -277,7 +261,7 @@ static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, 
 		}
 		int64_t t0 = clock_now_ns();
 		uint32_t seq = (uint32_t)i, back = UINT32_MAX;
-		sendto(c, &seq, sizeof seq, 0, (struct sockaddr *)&to, sizeof to);
+		sendto(c, &seq, sizeof seq, 0, (const struct sockaddr *)to, sizeof *to);
 		for (;;) {
 			struct pollfd pf = { .fd = c, .events = POLLIN };
 			int64_t left = wait_ms - (clock_now_ns() - t0) / 1000000;
@@ -293,27 +277,63 @@ static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, 
 			got++;
 		}
 	}
+	*mean = got ? sum / got : 0;
+	*sd = got > 1 ? sqrt(fmax(0, (sum2 - sum * sum / got) / (got - 1))) : 0;
+	return got;
+}
+
+/* One row: the unshaped path's own round trip first (base: sockets, veth, the echo's wake-up;
+ * added to the expectation as tests/netns/test_linkd_fidelity does), then n probes through the
+ * shaped link. Errors are one-way: half the round trip's mean error, the sd's over sqrt 2. */
+static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, struct link_params p, int n,
+			 int idle_ms)
+{
+	struct echo e = { .fd = sock_in(ns_b, SOCK_DGRAM, 9500, 0) };
+	pthread_t t;
+	pthread_create(&t, NULL, echo_main, &e);
+	int c = sock_in(ns_a, SOCK_DGRAM, 0, 0);
+	struct sockaddr_in to = addr_b(9500);
+	double base = 0, base_sd = 0, mean, sd;
+
+	probe_series(c, &to, 50, 0, 1000, &base, &base_sd);
+	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0 || link_shaper_apply(s, ep, LINK_DIR_DOWN, &p) < 0) {
+		printf("| %5.1f | %5.1f | %-6s | %5.2f%% | this backend could not shape the link (see the log) |\n",
+		       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4);
+		goto out;
+	}
+	struct link_verdict_expect ex;
+	link_verdict_expect_from(&p, &p, &ex);
+	/* a probe is lost once it is 4 expected RTTs (+ 50 ms) late */
+	int64_t wait_ms = (int64_t)(4 * (ex.rtt_mean_ms + 3 * ex.rtt_sd_ms)) + 50;
+	struct link_counters lc;
+	link_shaper_counters(s, ep, LINK_DIR_UP, &lc); /* the emulator's lateness interval starts here */
+	link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc);
+	double cpu0 = s == cur_nfq ? thread_cpu_s() : 0;
+	int64_t w0 = clock_now_ns();
+	int got = probe_series(c, &to, n, idle_ms, wait_ms, &mean, &sd);
 	double cpu_ms_per_s = s == cur_nfq ? (thread_cpu_s() - cpu0) * 1e3 / ((clock_now_ns() - w0) / 1e9) : NAN;
 	double late = NAN;
 	if (link_shaper_counters(s, ep, LINK_DIR_UP, &lc) == 0 && lc.late_known)
 		late = lc.late_p99_ms;
 	if (link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc) == 0 && lc.late_known && !(lc.late_p99_ms <= late))
 		late = lc.late_p99_ms;
+	double loss = 1 - (double)got / n;
+	struct link_verdict_expect eb = ex;
+	eb.rtt_mean_ms += base;
+	eb.rtt_sd_ms = sqrt(ex.rtt_sd_ms * ex.rtt_sd_ms + base_sd * base_sd);
+	bool ok = link_verdict_verdict(&eb, (uint32_t)n, mean, sd, loss, NULL, 0);
+	double mean_err = (mean - eb.rtt_mean_ms) / 2, sd_err = (sd - eb.rtt_sd_ms) / sqrt(2);
+	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %-5s | %5.3f | %7.2f | %6.2f | %7.2f | %6.2f | %+6.3f | %+6.3f | %6.2f%% | %6.2f%% | %6.3f | %5.1f | %s |\n",
+	       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4,
+	       idle_ms ? "1 s" : "-", base, ex.rtt_mean_ms, ex.rtt_sd_ms, mean, sd, mean_err, sd_err, ex.loss * 100,
+	       loss * 100, late, cpu_ms_per_s, ok ? "ok" : "off");
+	link_shaper_remove(s, ep, LINK_DIR_UP);
+	link_shaper_remove(s, ep, LINK_DIR_DOWN);
+out:
 	e.stop = 1;
 	pthread_join(t, NULL);
 	close(e.fd);
 	close(c);
-	double mean = got ? sum / got : 0, sd = got > 1 ? sqrt((sum2 - sum * sum / got) / (got - 1)) : 0;
-	double loss = 1 - (double)got / n;
-	bool ok = link_verdict_verdict(&ex, (uint32_t)n, mean, sd, loss, NULL, 0);
-	/* one-way errors (both directions shaped alike): half the RTT's */
-	double mean_err = (mean - ex.rtt_mean_ms) / 2, sd_err = (sd - ex.rtt_sd_ms) / sqrt(2);
-	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %-5s | %7.2f | %6.2f | %7.2f | %6.2f | %+6.3f | %+6.3f | %6.2f%% | %6.2f%% | %6.3f | %5.1f | %s |\n",
-	       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4,
-	       idle_ms ? "1 s" : "-", ex.rtt_mean_ms, ex.rtt_sd_ms, mean, sd, mean_err, sd_err, ex.loss * 100,
-	       loss * 100, late, cpu_ms_per_s, ok ? "ok" : "off");
-	link_shaper_remove(s, ep, LINK_DIR_UP);
-	link_shaper_remove(s, ep, LINK_DIR_DOWN);
 }
 
 int main(void)
@@ -396,8 +416,8 @@ int main(void)
 		printf("\n%s backend fidelity%s%s: both directions shaped, RTT over UDP probes (userspace clock, "
 		       "probes %s), load %s\n\n", b == 2 ? "kernel" : "nfq", b < 2 ? ", precision " : "",
 		       b < 2 ? prec_names[b] : "", probe_rt_prio > 0 ? "SCHED_FIFO" : "normal priority", loadavg());
-		printf("| delay ms | jitter ms | dist | loss | idle before | exp RTT | exp sd | RTT | sd | one-way mean err | one-way sd err | exp loss | loss | linkd late p99 ms | linkd cpu ms/s | verdict |\n");
-		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+		printf("| delay ms | jitter ms | dist | loss | idle before | base RTT | exp RTT | exp sd | RTT | sd | one-way mean err | one-way sd err | exp loss | loss | linkd late p99 ms | linkd cpu ms/s | verdict |\n");
+		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
 		self_rt(probe_rt_prio);
 		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
 			fidelity_row(fs, &ep, rows[i], rows[i].loss_ppm ? 2000 : 200, 0);
