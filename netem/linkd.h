@@ -78,7 +78,7 @@ void linkd_set_rt_priority(struct linkd *self, int prio);
  * only within the margin before a release; with nothing held the thread blocks. */
 enum linkd_precision { LINKD_PRECISION_TIMER = 0, LINKD_PRECISION_SPIN };
 #define LINKD_SPIN_MARGIN_MIN_NS 30000
-#define LINKD_SPIN_MARGIN_MAX_NS 20000000
+#define LINKD_SPIN_MARGIN_MAX_NS 2000000 /* longer polls would starve the shaped nodes of CPU */
 void linkd_set_precision(struct linkd *self, enum linkd_precision p, int64_t margin_ns);
 
 /* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
