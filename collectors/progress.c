@@ -131,13 +131,16 @@ int progress_format_block(const struct progress_state *st, int width, char *buf,
 		append(buf, buflen, &used, "%.4f", st->accuracy);
 	else
 		append(buf, buflen, &used, "-");
-	append(buf, buflen, &used, "  link drops %llu\n", st->link_drops);
+	append(buf, buflen, &used, "  link drops %llu", st->link_drops);
+	if (st->late_p99_ms > PROGRESS_LATE_WARN_MS)
+		append(buf, buflen, &used, "  LATE p99 %.2f ms: delays inexact", st->late_p99_ms);
+	append(buf, buflen, &used, "\n");
 	return BLOCK_LINES;
 }
 
 int progress_format_line(const struct progress_state *st, char *buf, size_t buflen)
 {
-	char eta[32], acc[32], frac[32] = "";
+	char eta[32], acc[32], frac[32] = "", late[48] = "";
 	int n;
 
 	fmt_dur(eta, sizeof eta, st->sweep_eta_s);
@@ -148,12 +151,14 @@ int progress_format_line(const struct progress_state *st, char *buf, size_t bufl
 	if (st->stop_fraction >= 0)
 		snprintf(frac, sizeof frac, " (%.0f%%)",
 			 100.0 * (st->stop_fraction > 1 ? 1 : st->stop_fraction));
+	if (st->late_p99_ms > PROGRESS_LATE_WARN_MS)
+		snprintf(late, sizeof late, " LATE_p99=%.2fms", st->late_p99_ms);
 	n = snprintf(buf, buflen,
 		     "run %d/%d %s t=%.1fs stop=%s%s steps=%ld/%.1f/%ld waiting=%d alive=%d/%d "
-		     "acc=%s drops=%llu eta=%s\n",
+		     "acc=%s drops=%llu%s eta=%s\n",
 		     st->run_index, st->run_count, st->run_id ? st->run_id : "-", st->elapsed_s,
 		     st->stop ? st->stop : "-", frac, st->min_step, st->median_step, st->max_step,
-		     st->waiting, st->alive, st->workers, acc, st->link_drops, eta);
+		     st->waiting, st->alive, st->workers, acc, st->link_drops, late, eta);
 	if (n < 0)
 		return 0;
 	return (size_t)n < buflen ? n : (int)buflen - 1;

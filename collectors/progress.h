@@ -12,6 +12,8 @@
 #include <stddef.h>
 
 #define PROGRESS_PLAIN_PERIOD_S 5.0
+/* p99 release lateness (ms) above which the view warns that emulated delays are inexact. */
+#define PROGRESS_LATE_WARN_MS 0.5
 
 struct progress_state {
 	const char *run_id;          /* may be NULL */
@@ -24,6 +26,8 @@ struct progress_state {
 	int waiting, alive, workers; /* blocked at a barrier / alive / configured */
 	double accuracy;             /* latest test accuracy; < 0 when none yet */
 	unsigned long long link_drops; /* packets dropped on all links so far */
+	double late_p99_ms;          /* worst link's p99 release lateness in the latest sample (ms);
+					> PROGRESS_LATE_WARN_MS shows a warning; <= 0 or NAN: none */
 	double sweep_eta_s;          /* estimated time to the end of the sweep; < 0 unknown */
 };
 

@@ -17,6 +17,7 @@
 
 enum coltype {
 	T_F,      /* finite decimal number */
+	T_F_E,    /* finite decimal number, or empty */
 	T_FPOS,   /* finite, >= 0 */
 	T_FPOS_E, /* finite >= 0, or empty */
 	T_FRAC,   /* in [0, 1] */
@@ -27,7 +28,7 @@ enum coltype {
 	T_S_E,    /* text, may be empty */
 	T_DIR,    /* up | down */
 	T_CDIR,   /* up | down | rtt (linkcheck) */
-	T_VERDICT /* ok | off (node/linkcheck's tolerances) */
+	T_VERDICT /* ok | off | late (lib/link_verdict's tolerances) */
 };
 
 struct colspec {
@@ -41,38 +42,49 @@ struct filespec {
 	const char *header;
 	bool has_t;         /* column 0 is t_s and must be non-decreasing */
 	const char *group;  /* t_s is monotone per value of this column (NULL: whole file) */
+	const char *older_of; /* an older schema of this kind's file: checked when its header is found */
 	struct colspec cols[12];
-	const char *old_header; /* an older header still accepted: its columns are the first */
 };
 
 static const struct filespec SPECS[] = {
-	{ "node", NULL, TRACE_HEADER_NODE, true, "node",
+	{ "node", NULL, TRACE_HEADER_NODE, true, "node", NULL,
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "step", T_U }, { "compute_s", T_FPOS },
 	    { "wait_s", T_FPOS }, { "staleness", T_U_E }, { "model_version", T_U_E },
 	    { "loss", T_FPOS_E }, { "bytes_tx", T_U }, { "bytes_rx", T_U }, { "bad_frames", T_U } } },
-	{ "server", NULL, TRACE_HEADER_SERVER, true, "node",
+	{ "server", NULL, TRACE_HEADER_SERVER, true, "node", NULL,
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "worker", T_S }, { "worker_step", T_U },
 	    { "staleness", T_U_E }, { "model_version", T_U }, { "updates", T_U }, { "dropped", T_U },
 	    { "live", T_U }, { "waiting", T_U } } },
-	{ "eval", "eval.csv", TRACE_HEADER_EVAL, true, "node",
+	{ "eval", "eval.csv", TRACE_HEADER_EVAL, true, "node", NULL,
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "updates", T_U }, { "epoch", T_FPOS },
 	    { "samples", T_U }, { "test_accuracy", T_FRAC }, { "test_loss", T_FPOS },
 	    { "train_loss", T_FPOS_E } } },
-	{ "progress", "progress.csv", TRACE_HEADER_PROGRESS, true, NULL,
+	{ "progress", "progress.csv", TRACE_HEADER_PROGRESS, true, NULL, NULL,
 	  { { "t_s", T_FPOS }, { "alive", T_U }, { "waiting", T_U }, { "min_step", T_U },
 	    { "median_step", T_FPOS }, { "max_step", T_U }, { "runq_wait_frac", T_FRAC_E },
-	    { "host_cpu_frac", T_FRAC_E } },
-	  TRACE_HEADER_PROGRESS_V1 },
-	{ "links", "links.csv", TRACE_HEADER_LINKS, true, "node",
+	    { "host_cpu_frac", T_FRAC_E } } },
+	{ "progress_v1", "progress.csv", TRACE_HEADER_PROGRESS_V1, true, NULL, "progress",
+	  { { "t_s", T_FPOS }, { "alive", T_U }, { "waiting", T_U }, { "min_step", T_U },
+	    { "median_step", T_FPOS }, { "max_step", T_U } } },
+	{ "links", "links.csv", TRACE_HEADER_LINKS, true, "node", NULL,
+	  { { "t_s", T_FPOS }, { "node", T_S }, { "direction", T_DIR }, { "packets", T_U },
+	    { "bytes", T_U }, { "dropped", T_U }, { "backlog_pkts", T_U }, { "held_pkts", T_U },
+	    { "late_mean_ms", T_F_E }, { "late_p99_ms", T_FPOS_E }, { "late_max_ms", T_FPOS_E } } },
+	{ "links_v1", "links.csv", TRACE_HEADER_LINKS_V1, true, "node", "links",
 	  { { "t_s", T_FPOS }, { "node", T_S }, { "direction", T_DIR }, { "packets", T_U },
 	    { "bytes", T_U }, { "dropped", T_U }, { "backlog_pkts", T_U }, { "held_pkts", T_U } } },
-	{ "linkcheck", "linkcheck.csv", TRACE_HEADER_LINKCHECK, false, NULL,
+	{ "linkcheck", "linkcheck.csv", TRACE_HEADER_LINKCHECK, false, NULL, NULL,
+	  { { "node", T_S }, { "direction", T_CDIR }, { "probes", T_U }, { "cfg_delay_ms", T_FPOS },
+	    { "cfg_jitter_ms", T_FPOS }, { "cfg_loss", T_FRAC }, { "rtt_mean_ms", T_FPOS_E },
+	    { "rtt_sd_ms", T_FPOS_E }, { "loss", T_FRAC }, { "late_p99_ms", T_FPOS_E },
+	    { "verdict", T_VERDICT } } },
+	{ "linkcheck_v1", "linkcheck.csv", TRACE_HEADER_LINKCHECK_V1, false, NULL, "linkcheck",
 	  { { "node", T_S }, { "direction", T_CDIR }, { "probes", T_U }, { "cfg_delay_ms", T_FPOS },
 	    { "cfg_jitter_ms", T_FPOS }, { "cfg_loss", T_FRAC }, { "rtt_mean_ms", T_FPOS_E },
 	    { "rtt_sd_ms", T_FPOS_E }, { "loss", T_FRAC }, { "verdict", T_VERDICT } } },
-	{ "events", "events.csv", TRACE_HEADER_EVENTS, true, NULL,
+	{ "events", "events.csv", TRACE_HEADER_EVENTS, true, NULL, NULL,
 	  { { "t_s", T_FPOS }, { "event", T_S }, { "target", T_S_E }, { "detail", T_S_E } } },
-	{ "partition", "partition.csv", TRACE_HEADER_PARTITION, false, NULL,
+	{ "partition", "partition.csv", TRACE_HEADER_PARTITION, false, NULL, NULL,
 	  { { "node", T_S }, { "class", T_U }, { "samples", T_U } } },
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
@@ -91,7 +103,8 @@ static const char *type_name(enum coltype t)
 	case T_S_E: return "text";
 	case T_DIR: return "up or down";
 	case T_CDIR: return "up, down or rtt";
-	case T_VERDICT: return "ok or off";
+	case T_F_E: return "a number or empty";
+	case T_VERDICT: return "ok, off or late";
 	}
 	return "?";
 }
@@ -112,6 +125,10 @@ static bool field_ok(const struct table *t, size_t r, size_t c, enum coltype typ
 	double v = 0;
 
 	switch (type) {
+	case T_F_E:
+		if (!*s)
+			return true;
+		/* fall through */
 	case T_F:
 		return table_double(t, r, c, &v) == 0;
 	case T_FPOS_E:
@@ -139,7 +156,7 @@ static bool field_ok(const struct table *t, size_t r, size_t c, enum coltype typ
 	case T_CDIR:
 		return strcmp(s, "up") == 0 || strcmp(s, "down") == 0 || strcmp(s, "rtt") == 0;
 	case T_VERDICT:
-		return strcmp(s, "ok") == 0 || strcmp(s, "off") == 0;
+		return strcmp(s, "ok") == 0 || strcmp(s, "off") == 0 || strcmp(s, "late") == 0;
 	}
 	return false;
 }
@@ -165,18 +182,18 @@ static int check_table(const char *path, const struct filespec *spec, const char
 		goto out;
 	}
 	table_header(t, hdr, sizeof hdr);
-	while (ncols < 12 && spec->cols[ncols].name)
-		ncols++;
-	if (spec->old_header && strcmp(hdr, spec->old_header) == 0) {
-		/* the older header is a prefix of today's columns */
-		ncols = 1;
-		for (const char *c = spec->old_header; *c; c++)
-			ncols += *c == ',';
-	} else if (strcmp(hdr, spec->header) != 0) {
+	/* A file of an older schema of this kind is checked against that schema. */
+	for (size_t i = 0; i < NSPECS && strcmp(hdr, spec->header) != 0; i++)
+		if (SPECS[i].older_of && strcmp(SPECS[i].older_of, spec->kind) == 0 &&
+		    strcmp(hdr, SPECS[i].header) == 0)
+			spec = &SPECS[i];
+	if (strcmp(hdr, spec->header) != 0) {
 		snprintf(err, errlen, "%s:1: header is \"%s\", expected \"%s\"", path, hdr, spec->header);
 		rc = -EINVAL;
 		goto out;
 	}
+	while (ncols < 12 && spec->cols[ncols].name)
+		ncols++;
 	if (spec->group)
 		group = table_col(t, spec->group);
 	last = calloc(table_rows(t) + 1, sizeof *last);
@@ -338,7 +355,7 @@ int trace_schema_check_dir(const char *run_dir, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	for (size_t i = 1; i < NSPECS; i++) {
-		if (!SPECS[i].file)
+		if (!SPECS[i].file || SPECS[i].older_of)
 			continue;
 		snprintf(path, sizeof path, "%s/%s", run_dir, SPECS[i].file);
 		rc = check_table(path, &SPECS[i], NULL, err, errlen);

@@ -15,10 +15,15 @@
 #define TRACE_HEADER_EVAL "t_s,node,updates,epoch,samples,test_accuracy,test_loss,train_loss"
 #define TRACE_HEADER_PROGRESS \
 	"t_s,alive,waiting,min_step,median_step,max_step,runq_wait_frac,host_cpu_frac"
-/* progress.csv before the host-saturation guard: still a valid trace (its first columns). */
+/* progress.csv before the host-saturation guard: still a valid trace. */
 #define TRACE_HEADER_PROGRESS_V1 "t_s,alive,waiting,min_step,median_step,max_step"
-#define TRACE_HEADER_LINKS "t_s,node,direction,packets,bytes,dropped,backlog_pkts,held_pkts"
+#define TRACE_HEADER_LINKS \
+	"t_s,node,direction,packets,bytes,dropped,backlog_pkts,held_pkts,late_mean_ms,late_p99_ms,late_max_ms"
 #define TRACE_HEADER_LINKCHECK \
+	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,late_p99_ms,verdict"
+/* The headers before release lateness was measured: still accepted by the checker. */
+#define TRACE_HEADER_LINKS_V1 "t_s,node,direction,packets,bytes,dropped,backlog_pkts,held_pkts"
+#define TRACE_HEADER_LINKCHECK_V1 \
 	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
 #define TRACE_HEADER_EVENTS "t_s,event,target,detail"
 #define TRACE_HEADER_PARTITION "node,class,samples"

@@ -422,7 +422,7 @@ static int summarise_links(const char *run_dir, struct summary_row *out, char *e
 	const char **keys_node = NULL, **keys_dir = NULL;
 	double *last = NULL;
 	size_t nk = 0;
-	int cn, cd, cdrop, rc = 0;
+	int cn, cd, cdrop, clate, rc = 0;
 
 	snprintf(path, sizeof path, "%s/links.csv", run_dir);
 	t = table_load(path, &missing, err, errlen);
@@ -439,6 +439,16 @@ static int summarise_links(const char *run_dir, struct summary_row *out, char *e
 		goto out;
 	}
 	out->has_links = true;
+	clate = table_col(t, "late_p99_ms");
+	if (clate < 0)
+		out->lacks |= SUMMARY_LACKS_LINKS_LATE; /* measured since; the rest of the file is read */
+	for (size_t r = 0; clate >= 0 && r < table_rows(t); r++) {
+		double v;
+
+		if (table_double(t, r, (size_t)clate, &v) == 0 &&
+		    (isnan(out->late_p99_worst_ms) || v > out->late_p99_worst_ms))
+			out->late_p99_worst_ms = v;
+	}
 	keys_node = calloc(table_rows(t) + 1, sizeof *keys_node);
 	keys_dir = calloc(table_rows(t) + 1, sizeof *keys_dir);
 	last = calloc(table_rows(t) + 1, sizeof *last);
@@ -484,6 +494,7 @@ int summary_compute(const char *run_dir, struct summary_row *out, char *err, siz
 	out->final_accuracy = out->best_accuracy = out->time_to_target_s = NAN;
 	out->steps_min = out->steps_median = out->steps_max = NAN;
 	out->wait_fraction = out->staleness_mean = out->staleness_p99 = NAN;
+	out->late_p99_worst_ms = NAN;
 	rc = meta_load_dir(run_dir, &out->meta, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -525,7 +536,7 @@ static void fmt_d(char *buf, size_t len, int prec, double v)
  * status) are quoted as CSV fields where they need it: a run id holds its sweep values. */
 static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 {
-	char fa[32], ba[32], tt[32], smin[32], smed[32], smax[32], wf[32], sm[32], sp[32], ld[32];
+	char fa[32], ba[32], tt[32], smin[32], smed[32], smax[32], wf[32], sm[32], sp[32], ld[32], lw[32];
 	char ts[32] = "", bm[32] = "", bf[32] = "";
 	char rqm[32], rqx[32], hcm[32], hcx[32], hs[8] = "";
 	char id[2 * sizeof r->meta.run_id + 3], be[2 * sizeof r->meta.backend + 3];
@@ -546,6 +557,7 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 	fmt_d(hcx, sizeof hcx, 4, r->meta.host_cpu_max);
 	if (r->meta.has_guard)
 		snprintf(hs, sizeof hs, "%d", r->meta.saturated ? 1 : 0);
+	fmt_d(lw, sizeof lw, 3, r->late_p99_worst_ms);
 	if (r->has_links)
 		snprintf(ld, sizeof ld, "%llu", (unsigned long long)r->link_drops);
 	else
@@ -560,9 +572,9 @@ static void format_fixed(const struct summary_row *r, char *buf, size_t len)
 	csv_quote(r->meta.run_id, id, sizeof id);
 	csv_quote(r->meta.backend, be, sizeof be);
 	csv_quote(r->meta.status, st, sizeof st);
-	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
+	snprintf(buf, len, "%s,%d,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
 		 id, r->meta.repeat, (unsigned long long)r->meta.seed, be,
-		 fa, ba, tt, ts, smin, smed, smax, wf, sm, sp, bm, bf, ld, st, rqm, rqx, hcm, hcx, hs);
+		 fa, ba, tt, ts, smin, smed, smax, wf, sm, sp, bm, bf, ld, lw, st, rqm, rqx, hcm, hcx, hs);
 }
 
 struct keyset {
@@ -749,10 +761,13 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 			append_str(&buf, &len, &cap, ",", &rc);
 		}
 		for (size_t c = (size_t)crun; c < table_cols(t); c++) {
+			/* a row of the older header: late_p99_worst_ms (before status) unknown */
+			if (old && c + 1 == table_cols(t))
+				append_str(&buf, &len, &cap, ",", &rc);
 			append_field(&buf, &len, &cap, table_get(t, r, c), &rc);
 			append_str(&buf, &len, &cap, c + 1 < table_cols(t) ? "," : "", &rc);
 		}
-		/* a row of the older header: the guard's columns unknown */
+		/* ... and the guard's columns (after status) */
 		append_str(&buf, &len, &cap, old ? ",,,,,\n" : "\n", &rc);
 	}
 	row_line(&ks, row, &buf, &len, &cap, &rc);
@@ -818,9 +833,10 @@ int summary_lacks_describe(const struct summary_row *row, char *buf, size_t len)
 	else if (l & SUMMARY_LACKS_EVAL_UPDATES)
 		LINE("eval.csv: lacks updates (read as empty)");
 	if (l & link_need)
-		LINE("links.csv: lacks %s (left out: link_drops empty)",
+		LINE("links.csv: lacks %s (left out: link_drops, late_p99_worst_ms empty)",
 		     col_list(l, 11, link_cols, 3, list, sizeof list));
-
+	else if (l & SUMMARY_LACKS_LINKS_LATE)
+		LINE("links.csv: lacks late_p99_ms (late_p99_worst_ms empty)");
 #undef LINE
 	return lines;
 }

@@ -16,10 +16,10 @@
 #define SUMMARY_FIXED_HEADER                                                                     \
 	"run_id,repeat,seed,backend,final_accuracy,best_accuracy,time_to_target_s,total_steps,"   \
 	"steps_min,steps_median,steps_max,wait_fraction,staleness_mean,staleness_p99,bytes_moved," \
-	"bad_frames,link_drops,status,runq_wait_mean,runq_wait_max,host_cpu_mean,host_cpu_max,"  \
-	"host_saturated"
-/* The fixed columns before the host-saturation guard: a summary.csv that ends with them is
- * rewritten with today's (its old rows get the new columns empty). */
+	"bad_frames,link_drops,late_p99_worst_ms,status,runq_wait_mean,runq_wait_max,host_cpu_mean," \
+	"host_cpu_max,host_saturated"
+/* The fixed columns before release lateness and the host-saturation guard: a summary.csv that
+ * ends with them is rewritten with today's (its old rows get the new columns empty). */
 #define SUMMARY_FIXED_HEADER_V1                                                                  \
 	"run_id,repeat,seed,backend,final_accuracy,best_accuracy,time_to_target_s,total_steps,"   \
 	"steps_min,steps_median,steps_max,wait_fraction,staleness_mean,staleness_p99,bytes_moved," \
@@ -44,6 +44,7 @@
 #define SUMMARY_LACKS_LINKS_NODE (1u << 11)   /* links.csv left out: link_drops */
 #define SUMMARY_LACKS_LINKS_DIRECTION (1u << 12)
 #define SUMMARY_LACKS_LINKS_DROPPED (1u << 13)
+#define SUMMARY_LACKS_LINKS_LATE (1u << 14)   /* links.csv lacks late_p99_ms: late_p99_worst_ms */
 
 /* Counters a summary_row cannot give (summary_row.unknown); written empty, never 0. */
 #define SUMMARY_UNKNOWN_TOTAL_STEPS (1u << 0)
@@ -63,6 +64,7 @@ struct summary_row {
 	uint64_t bytes_moved, bad_frames;     /* sums over every node's rows */
 	bool has_links;                       /* links.csv present */
 	uint64_t link_drops;                  /* sum over links of the last `dropped` counter */
+	double late_p99_worst_ms;             /* largest late_p99_ms of links.csv; NAN if none */
 	unsigned lacks;                       /* SUMMARY_LACKS_* (0 for today's schema) */
 	unsigned unknown;                     /* SUMMARY_UNKNOWN_*: counters written empty */
 };

@@ -153,12 +153,23 @@ bool link_verdict_verdict(const struct link_verdict_expect *e, uint32_t probes, 
 	return true;
 }
 
+const char *link_verdict_with_late(bool ok, double late_p99_ms)
+{
+	if (late_p99_ms > LINK_VERDICT_LATE_MS) /* false for NAN */
+		return "late";
+	return ok ? "ok" : "off";
+}
+
 int link_verdict_csv_row(char *buf, size_t len, const char *node, const char *direction,
 		      uint32_t probes, const struct link_params *cfg, const struct link_verdict_expect *e,
-		      double rtt_mean_ms, double rtt_sd_ms, double loss)
+		      double rtt_mean_ms, double rtt_sd_ms, double loss, double late_p99_ms)
 {
 	bool ok = link_verdict_verdict(e, probes, rtt_mean_ms, rtt_sd_ms, loss, NULL, 0);
-	return snprintf(buf, len, "%s,%s,%u,%.3f,%.3f,%.6f,%.3f,%.3f,%.6f,%s", node, direction, probes,
+	char late[32] = "";
+
+	if (!isnan(late_p99_ms))
+		snprintf(late, sizeof late, "%.3f", late_p99_ms);
+	return snprintf(buf, len, "%s,%s,%u,%.3f,%.3f,%.6f,%.3f,%.3f,%.6f,%s,%s", node, direction, probes,
 			cfg->delay_us / 1000.0, cfg->jitter_us / 1000.0, oneway_loss(cfg), rtt_mean_ms,
-			rtt_sd_ms, loss, ok ? "ok" : "off");
+			rtt_sd_ms, loss, late, link_verdict_with_late(ok, late_p99_ms));
 }

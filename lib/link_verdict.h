@@ -5,7 +5,13 @@
  * mean RTT within max(0.5 ms, 2%, 3.29 standard errors of the mean) of the expected mean; RTT sd
  * within max(15%, 3.29 / sqrt(2 (n - 1))) of the expected sd when the larger jitter is >= 2 ms;
  * loss inside the two-sided 99.9% binomial interval of the expected rate for that many probes. The
- * sampling terms keep a correct link from failing by chance when few probes meet much jitter. */
+ * sampling terms keep a correct link from failing by chance when few probes meet much jitter.
+ *
+ * Lateness: the emulator (or, for the kernel backend, the host's timers as measured before the
+ * run) may release packets later than scheduled. A direction whose p99 release lateness is over
+ * LINK_VERDICT_LATE_MS gets the verdict "late" whatever its averages say: 1% of its packets
+ * carry an error larger than the finest delay difference an experiment may study, and a link
+ * that fails the rules on such a host fails because of it. Otherwise "ok" or "off". */
 #ifndef STALENET_LINK_VERDICT_H
 #define STALENET_LINK_VERDICT_H
 
@@ -16,7 +22,10 @@
 #include "lib/link_params.h"
 
 #define LINK_VERDICT_CSV_HEADER \
-	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
+	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,late_p99_ms,verdict"
+
+/* p99 release lateness (ms) above which a direction's verdict is "late". */
+#define LINK_VERDICT_LATE_MS 0.5
 
 struct link_verdict_expect {
 	double rtt_mean_ms;   /* sum of both one-way delays */
@@ -49,10 +58,15 @@ void link_verdict_loss_interval(double p, uint32_t n, double *lo, double *hi);
 bool link_verdict_verdict(const struct link_verdict_expect *e, uint32_t probes, double rtt_mean_ms,
 		       double rtt_sd_ms, double loss, char *why, size_t whylen);
 
-/* One linkcheck.csv line (no newline) for a node/direction with configured one-way values.
+/* The verdict text with lateness taken into account: "late" when late_p99_ms exceeds
+ * LINK_VERDICT_LATE_MS, else "ok" when ok, else "off". late_p99_ms NAN = not measured. */
+const char *link_verdict_with_late(bool ok, double late_p99_ms);
+
+/* One linkcheck.csv line (no newline) for a node/direction with configured one-way values;
+ * late_p99_ms NAN leaves that field empty (filled in later by whoever measured it).
  * Returns the snprintf length. */
 int link_verdict_csv_row(char *buf, size_t len, const char *node, const char *direction,
 		      uint32_t probes, const struct link_params *cfg, const struct link_verdict_expect *e,
-		      double rtt_mean_ms, double rtt_sd_ms, double loss);
+		      double rtt_mean_ms, double rtt_sd_ms, double loss, double late_p99_ms);
 
 #endif

@@ -276,6 +276,16 @@ int link_shaper_change(struct link_shaper *s, const struct link_endpoint *ep, en
 	return rc < 0 ? rc : nfq_rate(s, &sd, l, p->rate_bps);
 }
 
+/* One direction's counters from the emulator's stats line (lateness in us -> ms). */
+static void fill_from_linkd(struct link_counters *out, const struct linkd_counters *c)
+{
+	*out = (struct link_counters){ .packets = c->packets, .bytes = c->bytes, .dropped = c->dropped,
+				       .backlog_pkts = c->held, .late_known = true, .late_n = c->late_n,
+				       .late_mean_ms = (double)c->late_mean_us / 1000.0,
+				       .late_p99_ms = (double)c->late_p99_us / 1000.0,
+				       .late_max_ms = (double)c->late_max_us / 1000.0 };
+}
+
 int link_shaper_counters(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
 			 struct link_counters *out)
 {
@@ -303,13 +313,16 @@ int link_shaper_counters(struct link_shaper *s, const struct link_endpoint *ep, 
 	int rc = linkd_request(s->linkd_ctl, req, reply, sizeof reply, 2000);
 	if (rc < 0)
 		return rc;
-	char nm[128];
-	uint64_t held;
+	char nm[LINKD_CTL_NAME_MAX];
+	struct linkd_counters lc;
 	const char *line = strchr(reply, '\n');
-	if (!line || sscanf(line + 1, "%127s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, nm, &out->packets,
-			    &out->bytes, &out->dropped, &held) != 5)
+	char *eol = line ? strchr(line + 1, '\n') : NULL;
+	if (!eol)
 		return -EIO;
-	out->backlog_pkts = held;
+	*eol = '\0';
+	if (linkd_ctl_parse_stats_line(line + 1, nm, sizeof nm, &lc) < 0)
+		return -EIO;
+	fill_from_linkd(out, &lc);
 	if (l->tbf && link_kernel_stats(sd.snd_ns, sd.snd_if, LINK_KERNEL_TBF_HANDLE, &ks) == 0) {
 		out->dropped += ks.drops;
 		out->overlimits = ks.overlimits;
@@ -400,8 +413,7 @@ static int nfq_fill_one(void *ctx, const char *name, const struct linkd_counters
 	while (hit > f->w && want_cmp(hit - 1, &key) == 0)
 		hit--;
 	for (; hit < f->w + f->nw && want_cmp(hit, &key) == 0; hit++) {
-		f->out[hit->dir] = (struct link_counters){ .packets = c->packets, .bytes = c->bytes,
-							   .dropped = c->dropped, .backlog_pkts = c->held };
+		fill_from_linkd(&f->out[hit->dir], c);
 		f->rc[hit->dir] = 0;
 	}
 	return 0;

@@ -11,6 +11,7 @@
 #ifndef STALENET_LINK_SHAPER_H
 #define STALENET_LINK_SHAPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,12 @@ struct link_counters {
 	uint64_t dropped;           /* by loss or limit */
 	uint64_t overlimits;        /* kernel: qdisc overlimits (rate); nfq: 0 */
 	uint64_t backlog_pkts;      /* held right now */
+	/* nfq: lateness of the packets released since the previous read of this direction (the
+	 * emulator's interval, linkd_ctl "stats"); kernel: late_known false (the qdisc's timers
+	 * are not observable), the fields 0. */
+	bool late_known;
+	uint64_t late_n;            /* packets released in the interval */
+	double late_mean_ms, late_p99_ms, late_max_ms;
 };
 
 struct link_shaper;

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/latehist.h"
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/safefile.h"
@@ -87,6 +88,7 @@ struct lq {
 	struct netem_model model;
 	uint32_t limit;
 	struct linkd_counters c;
+	struct latehist late;   /* release lateness since the last stats reply covering the link */
 	char *tx;               /* pending verdicts */
 	size_t txlen;
 	bool dirty;
@@ -107,6 +109,10 @@ struct linkd {
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
 	int64_t last_pkt_ns;    /* the latest packet queued to us (keeps the timer ticking) */
 	int rt_prio;            /* SCHED_FIFO priority of the serving thread, 0 = normal */
+	enum linkd_precision precision;
+	int64_t spin_floor_ns;  /* spin: the configured margin (the host's measured lateness) */
+	int64_t spin_margin_ns; /* spin: the margin in use (>= floor, grown by wake_late's p99) */
+	struct latehist wake_late; /* spin: lateness of the timer's recent wake-ups */
 	struct mmsghdr rx_msgs[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
 	char *rx_area;          /* RX_BATCH buffers of RX_PKT_BUF */
@@ -487,7 +493,10 @@ static void inject(struct lq *q, const void *pkt, uint32_t len)
 static void release_due(struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top;
-	while ((top = netem_heap_top(&d->heap)) && top->t_ns <= now + d->early_ns) {
+	/* spin: never early, the poll reaches the release time itself */
+	int64_t early = d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns;
+
+	while ((top = netem_heap_top(&d->heap)) && top->t_ns <= now + early) {
 		struct netem_heap_entry e;
 		netem_heap_pop(&d->heap, &e);
 		struct lq *q = queue_by_index(d, e.q, e.gen);
@@ -497,6 +506,7 @@ static void release_due(struct linkd *d, int64_t now)
 			} else {
 				add_verdict(q, e.id, NF_ACCEPT, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
 				q->c.held--;
+				latehist_add(&q->late, now - e.t_ns);
 			}
 		}
 		free(e.data);
@@ -523,7 +533,7 @@ static void arm_timer(struct linkd *d)
 		d->armed_ns = -1;
 		return;
 	}
-	t = top ? top->t_ns - d->early_ns : tick;
+	t = top ? top->t_ns - (d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) : tick;
 	if (t > tick)
 		t = tick;
 	if (d->armed_ns > 0 && d->armed_ns <= t)
@@ -672,18 +682,34 @@ static int do_set(struct linkd *d, const struct linkd_ctl_req *r, char *reply, s
 	return rc;
 }
 
+/* The link's counters with the lateness of its interval; the interval starts again. */
+static struct linkd_counters take_counters(struct lq *q)
+{
+	struct linkd_counters c = q->c;
+
+	c.late_n = q->late.n;
+	c.late_mean_us = latehist_mean_ns(&q->late) / 1000;
+	c.late_p99_us = (uint64_t)latehist_quantile_ns(&q->late, 0.99) / 1000;
+	c.late_max_us = (uint64_t)latehist_max_ns(&q->late) / 1000;
+	latehist_reset(&q->late);
+	return c;
+}
+
 static int do_stats(struct linkd *d, const char *nm, char *reply, size_t replylen)
 {
 	size_t off = (size_t)snprintf(reply, replylen, "ok\n");
 	int found = 0;
 
 	for (size_t i = 0; i < MAX_QUEUES; i++) {
-		const struct lq *q = d->q[i];
+		struct lq *q = d->q[i];
 
 		if (!q || (nm[0] && strcmp(q->name, nm) != 0))
 			continue;
-		if (off < replylen)
-			off += (size_t)linkd_ctl_stats_line(q->name, &q->c, reply + off, replylen - off);
+		if (off < replylen) {
+			struct linkd_counters c = take_counters(q);
+
+			off += (size_t)linkd_ctl_stats_line(q->name, &c, reply + off, replylen - off);
+		}
 		found++;
 	}
 	if (nm[0] && !found) {
@@ -938,6 +964,43 @@ static void track_lateness(struct linkd *d, int64_t late_ns)
 		d->early_ns = 300000;
 }
 
+void linkd_set_precision(struct linkd *d, enum linkd_precision p, int64_t margin_ns)
+{
+	if (margin_ns < LINKD_SPIN_MARGIN_MIN_NS)
+		margin_ns = LINKD_SPIN_MARGIN_MIN_NS;
+	if (margin_ns > LINKD_SPIN_MARGIN_MAX_NS)
+		margin_ns = LINKD_SPIN_MARGIN_MAX_NS;
+	d->precision = p;
+	d->spin_floor_ns = d->spin_margin_ns = margin_ns;
+	latehist_reset(&d->wake_late);
+}
+
+/* spin: each wake-up's lateness; every 256 of them the margin becomes their p99 + 20 us (never
+ * below the configured floor): a host whose timers run later than measured is caught up with. */
+static void spin_track(struct linkd *d, int64_t late_ns)
+{
+	latehist_add(&d->wake_late, late_ns);
+	if (d->wake_late.n < 256)
+		return;
+	int64_t m = latehist_quantile_ns(&d->wake_late, 0.99) + 20000;
+
+	if (m < d->spin_floor_ns)
+		m = d->spin_floor_ns;
+	if (m > LINKD_SPIN_MARGIN_MAX_NS)
+		m = LINKD_SPIN_MARGIN_MAX_NS;
+	d->spin_margin_ns = m;
+	latehist_reset(&d->wake_late);
+}
+
+/* spin: whether the next release is within the margin (then the loop polls instead of
+ * sleeping). */
+static bool spinning(const struct linkd *d, int64_t now)
+{
+	const struct netem_heap_entry *top = netem_heap_top(&d->heap);
+
+	return d->precision == LINKD_PRECISION_SPIN && top && top->t_ns - now <= d->spin_margin_ns;
+}
+
 void linkd_set_rt_priority(struct linkd *d, int prio)
 {
 	d->rt_prio = prio < 0 ? 0 : prio > 99 ? 99 : prio;
@@ -970,7 +1033,7 @@ int linkd_run(struct linkd *d)
 			log_info("linkd: running without real-time priority: %s", strerror(rc));
 	}
 	while (!d->stop) {
-		int n = epoll_wait(d->epfd, evs, 64, -1);
+		int n = epoll_wait(d->epfd, evs, 64, spinning(d, clock_now_ns()) ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -988,7 +1051,11 @@ int linkd_run(struct linkd *d)
 				if (read(d->timerfd, &ticks, sizeof ticks) < 0) {
 					/* spurious: nothing expired */
 				} else if (d->armed_ns > 0) {
-					track_lateness(d, clock_now_ns() - d->armed_ns);
+					int64_t late = clock_now_ns() - d->armed_ns;
+
+					track_lateness(d, late);
+					if (d->precision == LINKD_PRECISION_SPIN)
+						spin_track(d, late);
 				}
 				d->armed_ns = -1;
 				break;
@@ -1024,7 +1091,8 @@ int linkd_run(struct linkd *d)
 		}
 		release_due(d, clock_now_ns());
 		flush_all(d);
-		arm_timer(d);
+		if (!spinning(d, clock_now_ns()))
+			arm_timer(d);
 	}
 	return 0;
 }

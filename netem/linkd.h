@@ -69,6 +69,18 @@ int linkd_watch_signals(struct linkd *self, const char *config_path);
  * the caller may not raise its priority linkd_run logs it once and runs normally. */
 void linkd_set_rt_priority(struct linkd *self, int prio);
 
+/* How held packets are released. TIMER: a timerfd armed a measured wake-up lateness early
+ * (an average: a late wake-up still releases late). SPIN: the timer is armed margin_ns early and
+ * the serving thread then polls the clock (and its queues) until the release time, so a packet
+ * leaves at its time unless the timer came more than the margin late; the margin starts at
+ * margin_ns (the host's measured timer lateness, lib/timerlat) and grows to the p99 of the
+ * wake-ups seen (+ 20 us) if they run later, up to LINKD_SPIN_MARGIN_MAX_NS. The poll costs CPU
+ * only within the margin before a release; with nothing held the thread blocks. */
+enum linkd_precision { LINKD_PRECISION_TIMER = 0, LINKD_PRECISION_SPIN };
+#define LINKD_SPIN_MARGIN_MIN_NS 30000
+#define LINKD_SPIN_MARGIN_MAX_NS 2000000 /* longer polls would starve the shaped nodes of CPU */
+void linkd_set_precision(struct linkd *self, enum linkd_precision p, int64_t margin_ns);
+
 /* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
 int linkd_run(struct linkd *self);
 /* Make linkd_run return soon. Safe from another thread or a signal handler. */

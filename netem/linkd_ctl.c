@@ -130,8 +130,10 @@ int linkd_ctl_format(const struct linkd_ctl_req *req, char *buf, size_t len)
 
 int linkd_ctl_stats_line(const char *name, const struct linkd_counters *c, char *buf, size_t len)
 {
-	return snprintf(buf, len, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-			name, c->packets, c->bytes, c->dropped, c->held, c->dup, c->corrupt, c->reordered);
+	return snprintf(buf, len, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			" %" PRIu64 " %" PRId64 " %" PRIu64 " %" PRIu64 "\n",
+			name, c->packets, c->bytes, c->dropped, c->held, c->dup, c->corrupt, c->reordered,
+			c->late_n, c->late_mean_us, c->late_p99_us, c->late_max_us);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -145,10 +147,23 @@ static int parse_u64(const char *s, uint64_t *out)
 	return errno || *end ? -EINVAL : 0;
 }
 
+static int parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+
+	if (!((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')))
+		return -EINVAL;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	*out = v;
+	return errno || *end ? -EINVAL : 0;
+}
+
 int linkd_ctl_parse_stats_line(const char *line, char *name, size_t namelen, struct linkd_counters *c)
 {
-	char buf[LINKD_CTL_NAME_MAX + 8 * 21 + 2], *save = NULL, *t;
-	uint64_t *v[] = { &c->packets, &c->bytes, &c->dropped, &c->held, &c->dup, &c->corrupt, &c->reordered };
+	char buf[LINKD_CTL_STATS_LINE_MAX + 22], *save = NULL, *t;
+	uint64_t *v[] = { &c->packets, &c->bytes, &c->dropped, &c->held, &c->dup, &c->corrupt, &c->reordered,
+			  &c->late_n, NULL, &c->late_p99_us, &c->late_max_us };
 	size_t n = strlen(line);
 
 	if (n >= sizeof buf)
@@ -159,7 +174,7 @@ int linkd_ctl_parse_stats_line(const char *line, char *name, size_t namelen, str
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
 		t = strtok_r(NULL, " \n", &save);
-		if (!t || parse_u64(t, v[i]) < 0)
+		if (!t || (v[i] ? parse_u64(t, v[i]) : parse_i64(t, &c->late_mean_us)) < 0)
 			return -EINVAL;
 	}
 	return strtok_r(NULL, " \n", &save) ? -EINVAL : 0;

@@ -6,7 +6,10 @@
  *   set name=N netns=NS ifname=IF queue=Q [link_params tokens]   add, or change in place
  *   del name=N                                                   unbind the queue
  *   stats [name=N]        "ok", one line per link: name packets bytes dropped held dup corrupt
- *                         reordered, then "end". A reply for every link (4096 of them: ~1 MB)
+ *                         reordered late_n late_mean_us late_p99_us late_max_us, then "end".
+ *                         The late_* fields describe the packets released since the previous
+ *                         stats reply that covered the link (an interval; the counters before
+ *                         them are cumulative): how late each left against its scheduled time. A reply for every link (4096 of them: ~1 MB)
  *                         does not fit one SOCK_SEQPACKET message: it comes as several messages
  *                         of whole lines, each at most LINKD_CTL_MSG_MAX bytes, the last one
  *                         ending with the "end" line (an "err" reply is one message, no "end").
@@ -26,8 +29,9 @@
 #define LINKD_CTL_NAME_MAX 96   /* buffer sizes, NUL included */
 #define LINKD_CTL_NETNS_MAX 64
 #define LINKD_CTL_IFNAME_MAX 32
-/* Longest stats line: name, 7 counters of up to 20 digits with a blank each, newline, NUL. */
-#define LINKD_CTL_STATS_LINE_MAX (LINKD_CTL_NAME_MAX + 7 * 21 + 2)
+/* Longest stats line: name, 11 numbers of up to 20 digits and a sign with a blank each, newline,
+ * NUL. */
+#define LINKD_CTL_STATS_LINE_MAX (LINKD_CTL_NAME_MAX + 11 * 22 + 2)
 /* Largest control message: well under any unix socket's send buffer (net.core.wmem_default). */
 #define LINKD_CTL_MSG_MAX 16384
 
@@ -40,6 +44,13 @@ struct linkd_counters {
 	uint64_t dup;        /* extra copies injected */
 	uint64_t corrupt;    /* packets with a flipped bit */
 	uint64_t reordered;  /* packets sent ahead of the delayed ones */
+	/* Lateness of the held packets released in the interval (see "stats" above), in us:
+	 * actual release (verdict) time minus scheduled time. mean is signed (early < 0); p99 and
+	 * max count an early release as 0; all 0 when late_n is 0. */
+	uint64_t late_n;
+	int64_t late_mean_us;
+	uint64_t late_p99_us;
+	uint64_t late_max_us;
 };
 
 enum linkd_ctl_op { LINKD_CTL_PING = 1, LINKD_CTL_SET, LINKD_CTL_DEL, LINKD_CTL_STATS };
@@ -62,8 +73,8 @@ int linkd_ctl_parse(const char *line, struct linkd_ctl_req *req, char *reply, si
  * Returns the length needed (as snprintf), or -EINVAL for an unknown op. */
 int linkd_ctl_format(const struct linkd_ctl_req *req, char *buf, size_t len);
 
-/* One stats line, "name packets bytes dropped held dup corrupt reordered\n". Returns the length
- * needed (as snprintf). */
+/* One stats line, "name packets bytes dropped held dup corrupt reordered late_n late_mean_us
+ * late_p99_us late_max_us\n". Returns the length needed (as snprintf). */
 int linkd_ctl_stats_line(const char *name, const struct linkd_counters *c, char *buf, size_t len);
 
 /* Read a stats line back (without or with its newline). Returns 0, or -EINVAL. */

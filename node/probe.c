@@ -138,7 +138,9 @@ static int write_row(struct csv_writer *w, const char *node, const char *directi
 	double loss = probes ? 1.0 - (double)received / (double)probes : 0.0;
 	char line[512], why[160];
 
-	link_verdict_csv_row(line, sizeof line, node, direction, probes, cfg, e, acc->mean, probe_acc_sd(acc), loss);
+	/* late_p99_ms stays empty here: the orchestrator, which asks the emulator, fills it in */
+	link_verdict_csv_row(line, sizeof line, node, direction, probes, cfg, e, acc->mean, probe_acc_sd(acc), loss,
+			     NAN);
 	if (!link_verdict_verdict(e, probes, acc->mean, probe_acc_sd(acc), loss, why, sizeof why))
 		log_warn("probe: link %s %s is off: %s", node, direction, why);
 	return csv_writer_row(w, "%s", line);

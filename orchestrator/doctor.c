@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/timerlat.h"
 #include "netem/link_shaper.h"
 #include "orchestrator/cgroup.h"
 #include "node/data.h"
@@ -118,6 +119,27 @@ int doctor_report(FILE *out, const char *data_dir)
 		read_first_line("/proc/sys/net/ipv4/tcp_available_congestion_control", avail, sizeof avail);
 		fprintf(out, "ok    TCP congestion control: host default %s; available: %s (runs set network.cc, default cubic)\n",
 			buf, avail);
+	}
+	{
+		/* The host's timers (lib/timerlat), measured as the emulator runs (SCHED_FIFO 10 where
+		 * allowed): how late a delayed packet may leave, and the precision mode it needs. */
+		struct timerlat_opts to = TIMERLAT_OPTS_DOCTOR;
+		struct timerlat_result tr;
+		char text[2048], *line, *save = NULL;
+		const char *prec;
+		int rc = timerlat_measure(&to, &tr);
+
+		if (rc < 0) {
+			fprintf(out, "warn  timers: could not measure: %s\n", strerror(-rc));
+		} else {
+			prec = timerlat_precision_for(&tr);
+			timerlat_describe(&tr, text, sizeof text);
+			for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+				fprintf(out, "%-5s timers: %s\n", strcmp(prec, "timer") ? "warn" : "ok", line);
+			fprintf(out, "%-5s timers: network.precision: auto chooses %s on this host%s\n",
+				strcmp(prec, "timer") ? "warn" : "ok", prec,
+				tr.rt ? "" : " (measured without real-time priority: run as root for SCHED_FIFO)");
+		}
 	}
 	return failed;
 }

@@ -4,7 +4,9 @@
  * sch_netem and the NFQUEUE path (through netem/link_shaper's probes), the data set, the BLAS
  * library and its threads, the cgroup hierarchy and its cpu/cpuset/memory controllers (scenario
  * `resources`), the neighbour-table limits (a 1000-node testbed needs them raised;
- * `stalenet run` does so and restores them), and the default TCP congestion control. */
+ * `stalenet run` does so and restores them), the default TCP congestion control, and the
+ * host's timer lateness when busy, after idle and under load (lib/timerlat: p50, p99, max, what
+ * it means for emulated delays and the network.precision auto would choose; a few seconds). */
 #ifndef STALENET_DOCTOR_H
 #define STALENET_DOCTOR_H
 

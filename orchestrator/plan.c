@@ -548,6 +548,8 @@ int plan_print(FILE *out, const struct plan *self)
 		fprintf(out, "  network   %s/%u, cc %s", sub.s, sc->network.prefix_len, sc->network.cc);
 		if (sc->network.mtu)
 			fprintf(out, ", mtu %u", sc->network.mtu);
+		if (sc->network.precision != SCENARIO_PRECISION_AUTO)
+			fprintf(out, ", precision %s", sc->network.precision == SCENARIO_PRECISION_SPIN ? "spin" : "timer");
 		if (sc->network.trace)
 			fprintf(out, ", trace %s", sc->network.trace);
 		if (sc->network.tcp.slow_start_after_idle >= 0)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,10 @@
 #include "lib/clock.h"
 #include "lib/ctl.h"
 #include "lib/kv.h"
+#include "lib/link_verdict.h"
 #include "lib/log.h"
 #include "lib/rtdir.h"
+#include "lib/timerlat.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
 #include "orchestrator/cleanup.h"
@@ -35,6 +38,7 @@
 #include "orchestrator/hosts.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "orchestrator/linkcheck_late.h"
 #include "orchestrator/multihost.h"
 #include "orchestrator/linktrace.h"
 #include "orchestrator/nodeconf.h"
@@ -132,6 +136,12 @@ struct run_ctx {
 	size_t next_trace;
 	double last_accuracy;         /* latest eval.csv test_accuracy, < 0 none */
 	unsigned long long link_drops;/* sum over links at the last sample */
+	double late_p99_ms;           /* worst link's p99 release lateness at the last sample, NAN none */
+	double *lc_late;              /* link check: p99 lateness per node direction [2 i + dir], ms */
+	double host_late_p99_ms;      /* the host's timer lateness under load (p99, ms), NAN unmeasured */
+	struct timerlat_result timers;/* the host's timers, measured once per `stalenet run` */
+	bool timers_measured;
+	bool spin;                    /* this run's linkd polls to release times (network.precision) */
 	char stop_label[96];          /* the run's stop condition, for the live view */
 	int64_t run_t0_ns;            /* this run began (setup included) */
 	int runs_left;                /* runs still to execute after this one */
@@ -240,15 +250,53 @@ static const char *backend_name(enum link_backend b)
 	return b == LINK_BACKEND_KERNEL ? "kernel" : "nfq";
 }
 
+#define RUN_SPIN_MARGIN_MAX_NS 1000000
+
+/* spin's margin: the worst p99 timer lateness the host showed (busy, after idle, under load)
+ * plus 50 us, at most RUN_SPIN_MARGIN_MAX_NS; 200 us when nothing was measured. */
+static int64_t spin_margin_ns(const struct run_ctx *c)
+{
+	int64_t m = 0;
+
+	if (!c->timers_measured)
+		return 200000;
+	if (c->timers.warm.p99_ns > m)
+		m = c->timers.warm.p99_ns;
+	if (c->timers.idle.p99_ns > m)
+		m = c->timers.idle.p99_ns;
+	if (c->timers.load.p99_ns > m)
+		m = c->timers.load.p99_ns;
+	/* at most 1 ms: a real-time thread polling for longer starves the nodes of its CPU (measured
+	 * in the netem VM, where timers run milliseconds late: a 6.7 ms margin made the probes'
+	 * round trips 12 ms late); what the margin does not cover is reported as lateness */
+	return m + 50000 < RUN_SPIN_MARGIN_MAX_NS ? m + 50000 : RUN_SPIN_MARGIN_MAX_NS;
+}
+
+/* The precision of this run: as the scenario says, or for auto what the host's timers need. */
+static bool choose_spin(const struct run_ctx *c)
+{
+	switch (c->run->scenario->network.precision) {
+	case SCENARIO_PRECISION_SPIN:
+		return true;
+	case SCENARIO_PRECISION_TIMER:
+		return false;
+	case SCENARIO_PRECISION_AUTO:
+		break;
+	}
+	return c->timers_measured && !strcmp(timerlat_precision_for(&c->timers), "spin");
+}
+
 static int start_linkd(struct run_ctx *c)
 {
-	char log_path[PATH_MAX + 16];
-	const char *argv[] = { c->linkd_bin, "--ctl", c->linkd_ctl, NULL };
+	char log_path[PATH_MAX + 16], margin[32];
+	const char *argv[] = { c->linkd_bin, "--ctl", c->linkd_ctl, "--precision", c->spin ? "spin" : "timer",
+			       "--spin-margin-us", margin, NULL };
 	struct launch_spec ls = { .name = "linkd", .argv = argv, .log_path = log_path,
 				  .record = record_proc, .record_arg = c };
 	pid_t pid;
 
 	snprintf(log_path, sizeof log_path, "%s/logs/linkd.log", c->dir);
+	snprintf(margin, sizeof margin, "%lld", (long long)(spin_margin_ns(c) / 1000));
 	snprintf(c->linkd_ctl, sizeof c->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), c->prefix);
 	pid = launch_spawn(&ls);
 	if (pid < 0)
@@ -370,6 +418,7 @@ static void progress_status(void *arg, struct progress_state *st)
 
 	st->accuracy = c->last_accuracy;
 	st->link_drops = c->link_drops;
+	st->late_p99_ms = c->late_p99_ms;
 	st->stop = c->stop_label;
 	/* Whichever stop condition is nearest to its end shows the run's progress. */
 	if (sc->stop_steps) {
@@ -398,6 +447,7 @@ static void sample_links(struct run_ctx *c, int64_t now_rel)
 	struct link_counters *k = malloc(2 * n * sizeof *k + 1);
 	int *rc = malloc(2 * n * sizeof *rc + 1);
 	unsigned long long drops = 0;
+	double worst = NAN;
 
 	if (!k || !rc) {
 		log_error("sample_links: out of memory");
@@ -407,18 +457,31 @@ static void sample_links(struct run_ctx *c, int64_t now_rel)
 	for (size_t i = 0; i < n; i++) {
 		for (int d = 0; d < 2; d++) {
 			const struct link_counters *kd = &k[2 * i + (size_t)d];
+			char late[96] = ",,";
 
 			if (rc[2 * i + (size_t)d] < 0)
 				continue;
-			csv_writer_row(c->links, "%.3f,%s,%s,%llu,%llu,%llu,%llu,%llu", (double)now_rel / 1e9,
+			/* lateness of the second just passed; empty when nothing was released in it
+			 * or the backend cannot tell (kernel) */
+			if (kd->late_known && kd->late_n) {
+				snprintf(late, sizeof late, "%.3f,%.3f,%.3f", kd->late_mean_ms, kd->late_p99_ms,
+					 kd->late_max_ms);
+				if (isnan(worst) || kd->late_p99_ms > worst)
+					worst = kd->late_p99_ms;
+			}
+			csv_writer_row(c->links, "%.3f,%s,%s,%llu,%llu,%llu,%llu,%llu,%s", (double)now_rel / 1e9,
 				       c->run->nodes[i].name, dirs[d], (unsigned long long)kd->packets,
 				       (unsigned long long)kd->bytes, (unsigned long long)kd->dropped,
 				       (unsigned long long)kd->backlog_pkts,
-				       (unsigned long long)(c->backend == LINK_BACKEND_NFQ ? kd->backlog_pkts : 0));
+				       (unsigned long long)(c->backend == LINK_BACKEND_NFQ ? kd->backlog_pkts : 0), late);
 			drops += kd->dropped;
 		}
 	}
 	c->link_drops = drops;
+	if (!isnan(worst) && worst > PROGRESS_LATE_WARN_MS && !(c->late_p99_ms > PROGRESS_LATE_WARN_MS))
+		log_warn("links: p99 release lateness %.2f ms (> %.1f ms): emulated delays are inexact on this host",
+			 worst, PROGRESS_LATE_WARN_MS);
+	c->late_p99_ms = worst;
 out:
 	free(k);
 	free(rc);
@@ -587,6 +650,59 @@ static int64_t us_or_none(uint64_t set_bits, uint32_t bit, uint64_t us)
 	return (set_bits & bit) ? (int64_t)us * 1000 : -1;
 }
 
+/* The link check's lateness per node direction: nfq, the emulator's p99 over the check (read
+ * once before it to start the interval: collect false); kernel, the host's timer lateness under
+ * load measured before the run (the qdisc's own cannot be observed). Returns 0 or -errno. */
+static int linkcheck_lateness(struct run_ctx *c, bool collect)
+{
+	size_t n = c->run->n_nodes;
+	struct link_counters *k = NULL;
+	int *rc = NULL, ret = 0;
+
+	if (c->backend != LINK_BACKEND_NFQ) {
+		if (!collect)
+			return 0;
+		free(c->lc_late);
+		c->lc_late = malloc(2 * n * sizeof *c->lc_late + 1);
+		if (!c->lc_late)
+			return -ENOMEM;
+		for (size_t i = 0; i < 2 * n; i++)
+			c->lc_late[i] = c->host_late_p99_ms;
+		return 0;
+	}
+	k = malloc(2 * n * sizeof *k + 1);
+	rc = malloc(2 * n * sizeof *rc + 1);
+	if (!k || !rc) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = link_shaper_counters_all(c->shaper, c->eps, n, k, rc);
+	if (ret < 0 || !collect)
+		goto out;
+	free(c->lc_late);
+	c->lc_late = malloc(2 * n * sizeof *c->lc_late + 1);
+	if (!c->lc_late) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < 2 * n; i++)
+		c->lc_late[i] = rc[i] == 0 && k[i].late_known ? (k[i].late_n ? k[i].late_p99_ms : 0.0) : NAN;
+out:
+	free(k);
+	free(rc);
+	return ret;
+}
+
+static double linkcheck_late_of(void *arg, const char *node, const char *direction)
+{
+	struct run_ctx *c = arg;
+
+	for (size_t i = 0; c->lc_late && i < c->run->n_nodes; i++)
+		if (!strcmp(c->run->nodes[i].name, node))
+			return c->lc_late[2 * i + (strcmp(direction, "down") == 0 ? LINK_DIR_DOWN : LINK_DIR_UP)];
+	return NAN;
+}
+
 static enum supervise_result linkcheck_phase(struct run_ctx *c, const struct nodeconf_ctx *nc)
 {
 	const struct plan_run *r = c->run;
@@ -631,8 +747,18 @@ static enum supervise_result linkcheck_phase(struct run_ctx *c, const struct nod
 		.service = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1, .leave_at_ns = -1,
 	};
 	log_info("link self-check: %u probes per node", r->scenario->linkcheck_probes);
+	linkcheck_lateness(c, false); /* the emulator's lateness interval starts with the probes */
 	res = run_phase(c, &ph, false);
 	snprintf(path, sizeof path, "%s/linkcheck.csv", c->dir);
+	if (res == SUPERVISE_OK && linkcheck_lateness(c, true) == 0) {
+		char err[512];
+		int late = 0, rc = linkcheck_late_fill(path, linkcheck_late_of, c, &late, err, sizeof err);
+
+		if (rc < 0 && rc != -ENOENT)
+			log_warn("link self-check lateness: %s", err);
+	}
+	free(c->lc_late);
+	c->lc_late = NULL;
 	phase_free(&ph);
 	return res;
 fail:
@@ -640,7 +766,7 @@ fail:
 	return SUPERVISE_FAILED;
 }
 
-/* Count off links in linkcheck.csv; print them. */
+/* Count the link directions judged off or late in linkcheck.csv; print them. */
 static int linkcheck_off(const char *dir)
 {
 	char path[PATH_MAX], line[512];
@@ -657,6 +783,10 @@ static int linkcheck_off(const char *dir)
 		if (l > 4 && !strcmp(line + l - 5, ",off\n")) {
 			off++;
 			log_warn("link off: %.*s", (int)(l - 1), line);
+		} else if (l > 5 && !strcmp(line + l - 6, ",late\n")) {
+			off++;
+			log_warn("link late (p99 release lateness over %.1f ms): %.*s", LINK_VERDICT_LATE_MS,
+				 (int)(l - 1), line);
 		}
 	}
 	fclose(f);
@@ -704,6 +834,7 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 	c->guard = hostload_new();
 	if (!c->guard)
 		log_warn("host-saturation guard: out of memory (the run is not checked)");
+	c->late_p99_ms = NAN;
 	res = run_phase(c, &ph, true);
 	if (c->guard) {
 		hostload_get_summary(c->guard, &c->guard_sum);
@@ -824,7 +955,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 {
 	const struct plan_run *r = c->run;
 	const struct scenario *sc = r->scenario;
-	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
+	struct rundir_meta meta = { .duration_s = -1, .status = "running",
+				    .host_timers = c->timers_measured ? &c->timers : NULL };
 	struct testbed_spec spec = { 0 };
 	struct testbed_tcp tcp;
 	const char **names = NULL;
@@ -836,6 +968,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	size_t n = r->n_nodes;
 	int64_t t0 = clock_now_ns();
 
+	c->spin = choose_spin(c);
+	meta.precision = c->backend == LINK_BACKEND_NFQ ? (c->spin ? "spin" : "timer") : "kernel";
 	c->run_t0_ns = t0;
 	c->have_guard = false;
 	stop_label(sc, c->stop_label, sizeof c->stop_label);
@@ -1003,7 +1137,7 @@ int run_main(const struct run_opts *o)
 	size_t abs_len;
 	struct scenario *sc = NULL;
 	struct plan *plan = NULL;
-	struct run_ctx c = { .opts = o };
+	struct run_ctx c = { .opts = o, .late_p99_ms = NAN, .host_late_p99_ms = NAN };
 	int rc = CLI_EXIT_USAGE, failed = 0;
 	size_t nruns, done = 0, skipped = 0;
 
@@ -1084,6 +1218,23 @@ int run_main(const struct run_opts *o)
 		goto out;
 	}
 	install_signals();
+	/* The host's timers, once: meta.json's host_timers, network.precision: auto's choice and,
+	 * for the kernel backend, the link check's lateness (about a second). */
+	{
+		struct timerlat_opts to = TIMERLAT_OPTS_QUICK;
+		char text[1024];
+
+		c.timers_measured = timerlat_measure(&to, &c.timers) == 0;
+		if (c.timers_measured) {
+			c.host_late_p99_ms = (double)c.timers.load.p99_ns / 1e6;
+			timerlat_describe(&c.timers, text, sizeof text);
+			for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+				log_debug("host: %s", l);
+			log_info("host timers: p99 lateness %.3f ms after idle, %.3f ms under load (%s)",
+				 (double)c.timers.idle.p99_ns / 1e6, (double)c.timers.load.p99_ns / 1e6,
+				 c.timers.rt ? "real-time" : "no real-time priority");
+		}
+	}
 	nruns = plan_n_runs(plan);
 	{
 		/* the live view fits the terminal (a wrapped line would break its in-place redraw) */

@@ -166,6 +166,44 @@ static json_t *guard_doc(const struct hostload_summary *g)
 	return o;
 }
 
+/* {"n": .., "p50_ms": .., "p99_ms": .., "max_ms": ..} of one timer lateness distribution. */
+static json_t *dist_doc(const struct timerlat_dist *d)
+{
+	json_t *o = json_object();
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	rc |= put(o, "n", json_integer(d->n));
+	rc |= put(o, "p50_ms", json_real((double)d->p50_ns / 1e6));
+	rc |= put(o, "p99_ms", json_real((double)d->p99_ns / 1e6));
+	rc |= put(o, "max_ms", json_real((double)d->max_ns / 1e6));
+	if (rc) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *timers_doc(const struct timerlat_result *r)
+{
+	json_t *o = json_object();
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	rc |= put(o, "realtime", json_boolean(r->rt));
+	rc |= put(o, "cpus_loaded", json_integer(r->ncpu));
+	rc |= put(o, "busy", dist_doc(&r->warm));
+	rc |= put(o, "after_idle", dist_doc(&r->idle));
+	rc |= put(o, "under_load", dist_doc(&r->load));
+	if (rc) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* The meta.json document of run; the keys in the order the file has always had. */
 static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 {
@@ -202,6 +240,10 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 	rc |= put(root, "wall_start_ns", json_integer(m->wall_start_ns));
 	rc |= put(root, "monotonic_origin_ns", json_integer(m->origin_ns));
 	rc |= put(root, "nodes", json_integer((json_int_t)run->n_nodes));
+	if (m->precision)
+		rc |= put(root, "precision", json_string(m->precision));
+	if (m->host_timers)
+		rc |= put(root, "host_timers", timers_doc(m->host_timers));
 	/* The sweep point, from the plan: {"key.path": "value as written", ...}. */
 	for (size_t a = 0; a < run->n_sweep_values; a++)
 		rc |= put(sweep, run->sweep_keys[a], json_string(run->sweep_values[a]));

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/timerlat.h"
 #include "orchestrator/hostload.h"
 #include "orchestrator/plan.h"
 
@@ -31,6 +32,8 @@ struct rundir_meta {
 	double duration_s;              /* < 0 while running */
 	const char *status;             /* running | complete | failed | interrupted */
 	const struct hostload_summary *guard; /* "host_guard" of a trained run; NULL = none */
+	const char *precision;          /* network.precision in force (timer | spin), NULL = none */
+	const struct timerlat_result *host_timers; /* measured at the start, NULL = not measured */
 };
 
 /* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */

@@ -357,6 +357,7 @@ static const char *const role_names[] = { "server", "worker", "peer", "central",
 static const char *const dist_names[] = { "none", "constant", "uniform", "exponential", "gamma", "normal",
 					  "pareto", NULL };
 /* netem's delay tables; index = enum link_dist */
+static const char *const precision_names[] = { "auto", "timer", "spin", NULL };
 static const char *const link_dist_names[] = { "none", "uniform", "normal", "pareto", "paretonormal", NULL };
 
 #define NAME_OF(tab, v) ((size_t)(v) < sizeof tab / sizeof *tab - 1 ? tab[v] : "?")
@@ -1176,7 +1177,8 @@ static int sec_network(struct cv *cv, const struct yamltree_node *m)
 	static const char *const ev_keys[] = { LINK_KEYS, "up", "down", "nodes", "at", NULL };
 
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "network")) ||
-	    (rc = check_keys(cv, m, KEYS("default", "links", "timeline", "trace", "cc", "tcp", "subnet", "mtu"), "network")))
+	    (rc = check_keys(cv, m, KEYS("default", "links", "timeline", "trace", "cc", "tcp", "subnet", "mtu",
+					 "precision"), "network")))
 		return rc;
 	if ((v = GET(m, "default"))) {
 		if ((rc = link_layer(cv, v, def_keys, "network.default", &sc->network.up, &sc->network.down,
@@ -1252,6 +1254,13 @@ static int sec_network(struct cv *cv, const struct yamltree_node *m)
 		return rc;
 	if ((v = GET(m, "mtu")) && (rc = get_u32(cv, v, 576, 65535, "network.mtu", &sc->network.mtu)))
 		return rc;
+	if ((v = GET(m, "precision"))) {
+		int idx;
+
+		if ((rc = get_enum(cv, v, precision_names, "network.precision", &idx)))
+			return rc;
+		sc->network.precision = (enum scenario_precision)idx;
+	}
 	return 0;
 }
 

@@ -141,6 +141,12 @@ struct scenario_sweep {
 struct scenario_doc;                    /* private: the parsed tree, kept for --set and re-emit */
 struct hosts;                           /* orchestrator/hosts */
 
+/* network.precision: auto = measure the host's timers at `stalenet run` and choose; timer =
+ * wake on a timer a measured lateness early; spin = wake a calibrated margin early and poll the
+ * clock to each release time (exact where timers are late, at the cost of CPU while packets are
+ * held). */
+enum scenario_precision { SCENARIO_PRECISION_AUTO = 0, SCENARIO_PRECISION_TIMER, SCENARIO_PRECISION_SPIN };
+
 struct scenario {
 	char *file;                     /* name used in error messages */
 	char *name;
@@ -223,6 +229,7 @@ struct scenario {
 			uint64_t rmem[3], wmem[3];  /* tcp_rmem / tcp_wmem min default max (bytes); [2] == 0:
 						       kernel's */
 		} tcp;
+		enum scenario_precision precision; /* network.precision: how linkd releases held packets */
 	} network;
 
 	struct scenario_straggler *stragglers;

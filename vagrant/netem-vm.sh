@@ -67,8 +67,11 @@ PY
 	# modules.dep so the kernel's request_module() loads qdiscs on demand.
 	local ir="$vm/initramfs" km="$vm/kpkg/root/lib/modules/$kver"
 	rm -rf "$ir" && mkdir -p "$ir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,host} "$ir/lib/modules/$kver"
+	# bridge, llc/stp and netfilter (iptables-nft, NFQUEUE): what a whole `stalenet run` needs.
 	(cd "$km" && find kernel/drivers/virtio kernel/fs/9p kernel/fs/netfs kernel/fs/fscache kernel/net/9p \
-		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko -name '*.ko*' 2>/dev/null \
+		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko kernel/net/bridge \
+		kernel/net/llc kernel/net/802 kernel/net/netfilter kernel/net/ipv4/netfilter \
+		kernel/net/ipv6/netfilter kernel/lib kernel/crypto/crc32c_generic.ko -name '*.ko*' 2>/dev/null \
 		| grep -v -E '9pnet_(rdma|xen)|virtio_(mem|balloon|input|vdpa|mmio|dma_buf)' \
 		| cpio -pdm --quiet "$ir/lib/modules/$kver")
 	cp "$km/modules.order" "$km/modules.builtin" "$ir/lib/modules/$kver/"

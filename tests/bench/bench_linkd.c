@@ -1,5 +1,12 @@
 /* bench_linkd: NFQUEUE emulator throughput (packets per second per core of linkd's thread) at
- * 0 ms and 20 ms delay, and a configured-vs-measured fidelity table for the available backends.
+ * 0 ms and 20 ms delay, and a configured-vs-measured fidelity table for the available backends:
+ * for nfq once per release precision (timer, spin; netem/linkd.h), with the emulator's own p99
+ * release lateness and its CPU time per row, rows whose probes each follow 1 s or 11 s of idling
+ * (the first packets after a quiet period), and the CPU a link costs at 10k packets/s.
+ *
+ * The probe and echo threads run SCHED_FIFO 5 (below linkd's 10) as the link self-check's probes
+ * do (node/probe): at normal priority a loaded host's run queue delays them by milliseconds, and
+ * that was measured as link delay. STALENET_BENCH_PROBE_RT=0 measures them at normal priority.
  *
  * Two namespaces joined by a veth pair; linkd runs in a thread of this process, its CPU time read
  * from the thread's CPU clock; a sender thread blasts 64-byte UDP datagrams with sendmmsg. Needs
@@ -24,9 +31,11 @@
 #include "netem/link_shaper.h"
 #include "lib/link_verdict.h"
 #include "netem/linkd.h"
+#include "lib/timerlat.h"
 
 static char ns_a[64], ns_b[64], if_a[16], if_b[16], ctl[128], tmpdir[64];
 static struct linkd *lkd;
+static struct link_shaper *cur_nfq; /* the shaper whose emulator is lkd (CPU time is read for it) */
 static pthread_t lkd_thread;
 static clockid_t lkd_clock;
 
@@ -45,6 +54,35 @@ static void *linkd_main(void *arg)
 {
 	linkd_run(arg);
 	return NULL;
+}
+
+static int probe_rt_prio = 5;
+
+static void self_rt(int prio)
+{
+	struct sched_param sp = { .sched_priority = prio };
+
+	if (prio > 0)
+		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+}
+
+/* A fresh emulator thread with this precision (the previous one, if any, stopped). */
+static int lkd_start(enum linkd_precision prec, int64_t margin_ns)
+{
+	if (lkd) {
+		linkd_stop(lkd);
+		pthread_join(lkd_thread, NULL);
+		linkd_destroy(&lkd);
+	}
+	lkd = linkd_new(ctl);
+	if (!lkd)
+		return -1;
+	if (getenv("STALENET_LINKD_RT_PRIO")) /* compare with the normal scheduler: =0 */
+		linkd_set_rt_priority(lkd, atoi(getenv("STALENET_LINKD_RT_PRIO")));
+	linkd_set_precision(lkd, prec, margin_ns);
+	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
+	pthread_getcpuclockid(lkd_thread, &lkd_clock);
+	return 0;
 }
 
 struct sockreq {
@@ -135,6 +173,55 @@ static void pps(struct link_shaper *s, const struct link_endpoint *ep, uint32_t 
 	link_shaper_remove(s, ep, LINK_DIR_UP);
 }
 
+static const char *loadavg(void)
+{
+	static char buf[64];
+	FILE *f = fopen("/proc/loadavg", "re");
+
+	buf[0] = '\0';
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	buf[strcspn(buf, " ")] = '\0'; /* the 1-minute average */
+	return buf;
+}
+
+/* linkd's CPU for one link carrying rate_pps 64-byte datagrams delayed delay_us, for 3 s. */
+static void pps_paced(struct link_shaper *s, const struct link_endpoint *ep, uint32_t delay_us, int rate_pps,
+		      const char *label)
+{
+	struct link_params p = { .delay_us = delay_us, .limit_pkts = 60000 };
+	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0)
+		return;
+	int rx = sock_in(ns_b, SOCK_DGRAM, 9401, 1 << 20);
+	int tx = sock_in(ns_a, SOCK_DGRAM, 0, 0);
+	struct sockaddr_in to = addr_b(9401);
+	char payload[64] = { 0 };
+	struct link_counters c0, c1;
+	link_shaper_counters(s, ep, LINK_DIR_UP, &c0);
+	double cpu0 = thread_cpu_s();
+	int64_t t0 = clock_now_ns(), end = t0 + 3000000000LL, gap = 1000000000LL / rate_pps, next = t0;
+	while (next < end) {
+		/* 1 ms worth per burst: the sender's own sleeps need not be precise */
+		int64_t burst_end = next + 1000000;
+		for (; next < burst_end && next < end; next += gap)
+			sendto(tx, payload, sizeof payload, 0, (struct sockaddr *)&to, sizeof to);
+		clock_sleep_until_ns(next);
+	}
+	usleep(delay_us + 50000);
+	double cpu = thread_cpu_s() - cpu0, wall = (clock_now_ns() - t0) / 1e9;
+	link_shaper_counters(s, ep, LINK_DIR_UP, &c1);
+	printf("\nlinkd CPU, precision %s, one link at %d packets/s delayed %.0f ms: %.1f%% of a core "
+	       "(%.2f us a packet; %lu packets; late p99 %.3f ms)\n", label, rate_pps, delay_us / 1000.0,
+	       100 * cpu / wall, (c1.packets - c0.packets) ? cpu * 1e6 / (double)(c1.packets - c0.packets) : 0,
+	       (unsigned long)(c1.packets - c0.packets), c1.late_p99_ms);
+	close(rx);
+	close(tx);
+	link_shaper_remove(s, ep, LINK_DIR_UP);
+}
+
 /* RTT statistics over n sequential UDP probes through an echo in ns_b. */
 struct echo {
 	int fd;
@@ -145,6 +232,7 @@ static void *echo_main(void *arg)
 {
 	struct echo *e = arg;
 	char buf[256];
+	self_rt(probe_rt_prio);
 	while (!e->stop) {
 		struct pollfd p = { .fd = e->fd, .events = POLLIN };
 		if (poll(&p, 1, 50) <= 0)
@@ -158,28 +246,22 @@ static void *echo_main(void *arg)
 	return NULL;
 }
 
-static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, struct link_params p, int n)
+/* n sequential probes (each after idle_ms of silence when > 0); a probe is lost after wait_ms.
+ * Mean and sd of the round trips in ms; returns the number answered. */
+static int probe_series(int c, const struct sockaddr_in *to, int n, int idle_ms, int64_t wait_ms, double *mean,
+			double *sd)
 {
-	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0 || link_shaper_apply(s, ep, LINK_DIR_DOWN, &p) < 0) {
-		printf("| %5.1f | %5.1f | %-6s | %5.2f%% | this backend could not shape the link (see the log) |\n",
-		       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4);
-		return;
-	}
-	struct echo e = { .fd = sock_in(ns_b, SOCK_DGRAM, 9500, 0) };
-	pthread_t t;
-	pthread_create(&t, NULL, echo_main, &e);
-	int c = sock_in(ns_a, SOCK_DGRAM, 0, 0);
-	struct sockaddr_in to = addr_b(9500);
 	double sum = 0, sum2 = 0;
 	int got = 0;
-	struct link_verdict_expect ex;
-	link_verdict_expect_from(&p, &p, &ex);
-	/* a probe is lost once it is 4 expected RTTs (+ 50 ms) late */
-	int64_t wait_ms = (int64_t)(4 * (ex.rtt_mean_ms + 3 * ex.rtt_sd_ms)) + 50;
+
 	for (int i = 0; i < n; i++) {
+		if (idle_ms > 0) {
+			struct timespec ts = { idle_ms / 1000, (idle_ms % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+		}
 		int64_t t0 = clock_now_ns();
 		uint32_t seq = (uint32_t)i, back = UINT32_MAX;
-		sendto(c, &seq, sizeof seq, 0, (struct sockaddr *)&to, sizeof to);
+		sendto(c, &seq, sizeof seq, 0, (const struct sockaddr *)to, sizeof *to);
 		for (;;) {
 			struct pollfd pf = { .fd = c, .events = POLLIN };
 			int64_t left = wait_ms - (clock_now_ns() - t0) / 1000000;
@@ -195,23 +277,69 @@ static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, 
 			got++;
 		}
 	}
+	*mean = got ? sum / got : 0;
+	*sd = got > 1 ? sqrt(fmax(0, (sum2 - sum * sum / got) / (got - 1))) : 0;
+	return got;
+}
+
+/* One row: the unshaped path's own round trip first (base: sockets, veth, the echo's wake-up;
+ * added to the expectation as tests/netns/test_linkd_fidelity does), then n probes through the
+ * shaped link. Errors are one-way: half the round trip's mean error, the sd's over sqrt 2. */
+static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, struct link_params p, int n,
+			 int idle_ms)
+{
+	struct echo e = { .fd = sock_in(ns_b, SOCK_DGRAM, 9500, 0) };
+	pthread_t t;
+	pthread_create(&t, NULL, echo_main, &e);
+	int c = sock_in(ns_a, SOCK_DGRAM, 0, 0);
+	struct sockaddr_in to = addr_b(9500);
+	double base = 0, base_sd = 0, mean, sd;
+
+	probe_series(c, &to, 50, 0, 1000, &base, &base_sd);
+	if (link_shaper_apply(s, ep, LINK_DIR_UP, &p) < 0 || link_shaper_apply(s, ep, LINK_DIR_DOWN, &p) < 0) {
+		printf("| %5.1f | %5.1f | %-6s | %5.2f%% | this backend could not shape the link (see the log) |\n",
+		       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4);
+		goto out;
+	}
+	struct link_verdict_expect ex;
+	link_verdict_expect_from(&p, &p, &ex);
+	/* a probe is lost once it is 4 expected RTTs (+ 50 ms) late */
+	int64_t wait_ms = (int64_t)(4 * (ex.rtt_mean_ms + 3 * ex.rtt_sd_ms)) + 50;
+	struct link_counters lc;
+	link_shaper_counters(s, ep, LINK_DIR_UP, &lc); /* the emulator's lateness interval starts here */
+	link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc);
+	double cpu0 = s == cur_nfq ? thread_cpu_s() : 0;
+	int64_t w0 = clock_now_ns();
+	int got = probe_series(c, &to, n, idle_ms, wait_ms, &mean, &sd);
+	double cpu_ms_per_s = s == cur_nfq ? (thread_cpu_s() - cpu0) * 1e3 / ((clock_now_ns() - w0) / 1e9) : NAN;
+	double late = NAN;
+	if (link_shaper_counters(s, ep, LINK_DIR_UP, &lc) == 0 && lc.late_known)
+		late = lc.late_p99_ms;
+	if (link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc) == 0 && lc.late_known && !(lc.late_p99_ms <= late))
+		late = lc.late_p99_ms;
+	double loss = 1 - (double)got / n;
+	struct link_verdict_expect eb = ex;
+	eb.rtt_mean_ms += base;
+	eb.rtt_sd_ms = sqrt(ex.rtt_sd_ms * ex.rtt_sd_ms + base_sd * base_sd);
+	bool ok = link_verdict_verdict(&eb, (uint32_t)n, mean, sd, loss, NULL, 0);
+	double mean_err = (mean - eb.rtt_mean_ms) / 2, sd_err = (sd - eb.rtt_sd_ms) / sqrt(2);
+	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %-5s | %5.3f | %7.2f | %6.2f | %7.2f | %6.2f | %+6.3f | %+6.3f | %6.2f%% | %6.2f%% | %6.3f | %5.1f | %s |\n",
+	       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4,
+	       idle_ms >= 10000 ? "11 s" : idle_ms ? "1 s" : "-", base, ex.rtt_mean_ms, ex.rtt_sd_ms, mean, sd, mean_err, sd_err, ex.loss * 100,
+	       loss * 100, late, cpu_ms_per_s, ok ? "ok" : "off");
+	link_shaper_remove(s, ep, LINK_DIR_UP);
+	link_shaper_remove(s, ep, LINK_DIR_DOWN);
+out:
 	e.stop = 1;
 	pthread_join(t, NULL);
 	close(e.fd);
 	close(c);
-	double mean = got ? sum / got : 0, sd = got > 1 ? sqrt((sum2 - sum * sum / got) / (got - 1)) : 0;
-	double loss = 1 - (double)got / n;
-	bool ok = link_verdict_verdict(&ex, (uint32_t)n, mean, sd, loss, NULL, 0);
-	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %7.2f | %6.2f | %7.2f | %6.2f | %6.2f%% | %6.2f%% | %s |\n",
-	       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4,
-	       ex.rtt_mean_ms, ex.rtt_sd_ms, mean, sd, ex.loss * 100, loss * 100, ok ? "ok" : "off");
-	link_shaper_remove(s, ep, LINK_DIR_UP);
-	link_shaper_remove(s, ep, LINK_DIR_DOWN);
 }
 
 int main(void)
 {
 	log_init("bench", LOG_WARN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (geteuid() != 0) {
 		printf("bench_linkd: needs root (namespaces, NFQUEUE): skipped\n");
 		return 0;
@@ -234,19 +362,17 @@ int main(void)
 	if (!mkdtemp(tmpdir))
 		goto out;
 	snprintf(ctl, sizeof ctl, "%s/linkd.sock", tmpdir);
-	lkd = linkd_new(ctl);
-	if (!lkd)
+	if (getenv("STALENET_BENCH_PROBE_RT"))
+		probe_rt_prio = atoi(getenv("STALENET_BENCH_PROBE_RT"));
+	if (lkd_start(LINKD_PRECISION_TIMER, 0) < 0)
 		goto out;
-	if (getenv("STALENET_LINKD_RT_PRIO")) /* compare with the normal scheduler: =0 */
-		linkd_set_rt_priority(lkd, atoi(getenv("STALENET_LINKD_RT_PRIO")));
-	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
-	pthread_getcpuclockid(lkd_thread, &lkd_clock);
 	struct link_endpoint ep = { ns_a, if_a, ns_b, if_b };
 	struct link_shaper_opts o = { .backend = LINK_BACKEND_NFQ, .linkd_ctl = ctl };
 	s = link_shaper_new(&o);
 	if (!s)
 		goto out;
-	printf("\nnfq backend throughput (64-byte UDP, 3 s, one linkd thread)\n\n");
+	cur_nfq = s;
+	printf("\nnfq backend throughput (64-byte UDP, 3 s, one linkd thread; load %s)\n\n", loadavg());
 	printf("| delay | sent | verdicted | dropped | wall s | cpu s | pkts/s | pkts/s per core |\n");
 	printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
 	pps(s, &ep, 0);
@@ -258,21 +384,58 @@ int main(void)
 		{ .delay_us = 20000, .loss_ppm = 10000 }, { .delay_us = 5000, .loss_ppm = 50000 },
 	};
 	int kernel = link_shaper_probe_kernel() == 1;
-	for (int b = 0; b < 1 + kernel; b++) {
+	struct timerlat_opts to = TIMERLAT_OPTS_QUICK;
+	struct timerlat_result tr;
+	timerlat_measure(&to, &tr);
+	int64_t margin = tr.warm.p99_ns;
+	if (tr.idle.p99_ns > margin)
+		margin = tr.idle.p99_ns;
+	if (tr.load.p99_ns > margin)
+		margin = tr.load.p99_ns;
+	margin += 50000;
+	printf("\nhost timers (lib/timerlat, %s): p99 busy %.3f ms, after idle %.3f ms, under load %.3f ms; "
+	       "spin margin %.3f ms\n", tr.rt ? "real-time" : "no real-time priority", tr.warm.p99_ns / 1e6,
+	       tr.idle.p99_ns / 1e6, tr.load.p99_ns / 1e6, margin / 1e6);
+	static const char *const prec_names[] = { "timer", "spin" };
+	for (int b = 0; b < 2 + kernel; b++) {
 		struct link_shaper *fs = s;
-		if (b == 1) {
+		if (b == 2) {
 			struct link_shaper_opts ko = { .backend = LINK_BACKEND_KERNEL };
 			fs = link_shaper_new(&ko);
 			if (!fs)
 				break;
+		} else {
+			link_shaper_destroy(&s);
+			if (lkd_start(b ? LINKD_PRECISION_SPIN : LINKD_PRECISION_TIMER, margin) < 0)
+				goto out;
+			s = link_shaper_new(&o);
+			if (!s)
+				goto out;
+			cur_nfq = fs = s;
 		}
-		printf("\n%s backend fidelity: both directions shaped, RTT over UDP probes (userspace clock)\n\n",
-		       b ? "kernel" : "nfq");
-		printf("| delay ms | jitter ms | dist | loss | exp RTT | exp sd | RTT | sd | exp loss | loss | verdict |\n");
-		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+		printf("\n%s backend fidelity%s%s: both directions shaped, RTT over UDP probes (userspace clock, "
+		       "probes %s), load %s\n\n", b == 2 ? "kernel" : "nfq", b < 2 ? ", precision " : "",
+		       b < 2 ? prec_names[b] : "", probe_rt_prio > 0 ? "SCHED_FIFO" : "normal priority", loadavg());
+		printf("| delay ms | jitter ms | dist | loss | idle before | base RTT | exp RTT | exp sd | RTT | sd | one-way mean err | one-way sd err | exp loss | loss | linkd late p99 ms | linkd cpu ms/s | verdict |\n");
+		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+		self_rt(probe_rt_prio);
 		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-			fidelity_row(fs, &ep, rows[i], rows[i].loss_ppm ? 2000 : 200);
-		if (b == 1)
+			fidelity_row(fs, &ep, rows[i], rows[i].loss_ppm ? 2000 : 200, 0);
+		/* the first packets after a quiet period: 1 s, and 11 s (longer than the emulator's
+		 * LINKD_WARM_NS of wake-ups after the latest packet: its timer starts cold) */
+		fidelity_row(fs, &ep, rows[0], 20, 1000);
+		fidelity_row(fs, &ep, rows[0], 5, 11000);
+		self_rt(0);
+		if (b < 2)
+			pps_paced(s, &ep, 20000, 10000, prec_names[b]);
+		if (b == 1) {
+			printf("\nnfq backend throughput, precision spin (load %s)\n\n", loadavg());
+			printf("| delay | sent | verdicted | dropped | wall s | cpu s | pkts/s | pkts/s per core |\n");
+			printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+			pps(s, &ep, 0);
+			pps(s, &ep, 20000);
+		}
+		if (b == 2)
 			link_shaper_destroy(&fs);
 	}
 	if (!kernel)

@@ -642,3 +642,65 @@ Test(linkd_fidelity, kernel_qdisc_reads_back)
 	cr_expect_not_null(strstr(up, "loss 10%"), "after change: %s", up);
 }
 #endif
+
+/* The emulator's release lateness: every probe held in each direction is counted in the stats
+ * of that direction, with mean <= max and p99 <= max; the interval starts again after each read.
+ * In spin precision a packet is never released before its time, so the mean is not negative. */
+static void lateness_of(int n, bool spin)
+{
+	struct link_params p = { .delay_us = 10000 };
+	struct link_counters up, down;
+	double mean, sd, loss;
+
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &p), 0);
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_DOWN, &p), 0);
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &up), 0);   /* interval starts */
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_DOWN, &down), 0);
+	rtt_probe(n, &mean, &sd, &loss);
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &up), 0);
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_DOWN, &down), 0);
+	const struct link_counters *c[] = { &up, &down };
+	for (int i = 0; i < 2; i++) {
+		cr_assert(c[i]->late_known);
+		cr_assert_geq(c[i]->late_n, (uint64_t)((1.0 - loss) * n), "%s: %lu released", i ? "down" : "up",
+			      (unsigned long)c[i]->late_n);
+		cr_assert_leq(c[i]->late_n, (uint64_t)n + 2); /* the probes and the untimed first one */
+		cr_assert_geq(c[i]->late_p99_ms, 0.0);
+		cr_assert_leq(c[i]->late_p99_ms, c[i]->late_max_ms);
+		cr_assert_leq(c[i]->late_mean_ms, c[i]->late_max_ms);
+		/* the round trip holds both releases: their lateness cannot exceed what it measured */
+		cr_assert_lt(c[i]->late_mean_ms, mean - 20.0 + 1.0, "mean lateness %.3f ms, rtt %.3f ms",
+			     c[i]->late_mean_ms, mean);
+		if (spin)
+			cr_assert_geq(c[i]->late_mean_ms, 0.0, "spin released early: %.3f ms", c[i]->late_mean_ms);
+		cr_log_info("%s %s: %lu released, lateness mean %.3f p99 %.3f max %.3f ms (rtt %.3f ms)",
+			    spin ? "spin" : "timer", i ? "down" : "up", (unsigned long)c[i]->late_n,
+			    c[i]->late_mean_ms, c[i]->late_p99_ms, c[i]->late_max_ms, mean);
+	}
+	/* read again at once: nothing was released in between */
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &up), 0);
+	cr_assert_eq(up.late_n, 0);
+	cr_assert_eq(up.late_max_ms, 0.0);
+	link_shaper_remove(shaper, &ep, LINK_DIR_UP);
+	link_shaper_remove(shaper, &ep, LINK_DIR_DOWN);
+}
+
+Test(linkd_fidelity, lateness_counted_per_direction_timer_and_spin)
+{
+	if (SHAPER_TEST_BACKEND != LINK_BACKEND_NFQ)
+		return; /* the kernel's qdisc timers are not observable */
+	lateness_of(200, false);
+	/* the same link on an emulator in spin precision */
+	link_shaper_destroy(&shaper);
+	linkd_stop(lkd);
+	pthread_join(lkd_thread, NULL);
+	linkd_destroy(&lkd);
+	lkd = linkd_new(ctl);
+	cr_assert_not_null(lkd);
+	linkd_set_precision(lkd, LINKD_PRECISION_SPIN, 200000);
+	cr_assert_eq(pthread_create(&lkd_thread, NULL, linkd_main, lkd), 0);
+	struct link_shaper_opts o = { .backend = LINK_BACKEND_NFQ, .linkd_ctl = ctl };
+	shaper = link_shaper_new(&o);
+	cr_assert_not_null(shaper);
+	lateness_of(200, true);
+}

@@ -553,10 +553,11 @@ static int netns_with_prefix(const char *prefix)
 struct lc_row {
 	char node[64], dir[8], verdict[8];
 	int probes;
-	double cfg_delay_ms, cfg_jitter_ms, cfg_loss, rtt_mean_ms, rtt_sd_ms, loss;
+	double cfg_delay_ms, cfg_jitter_ms, cfg_loss, rtt_mean_ms, rtt_sd_ms, loss, late_p99_ms;
 };
 
-#define LC_HEADER "node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
+#define LC_HEADER \
+	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,late_p99_ms,verdict"
 
 /* Parse linkcheck.csv; checks the exact header. Returns the number of rows. */
 static int read_linkcheck(const char *dir, struct lc_row *rows, int max)
@@ -573,10 +574,11 @@ static int read_linkcheck(const char *dir, struct lc_row *rows, int max)
 	while (n < max && fgets(line, sizeof line, f)) {
 		struct lc_row *r = &rows[n++];
 
-		cr_assert_eq(sscanf(line, "%63[^,],%7[^,],%d,%lf,%lf,%lf,%lf,%lf,%lf,%7[^,\n]", r->node, r->dir,
+		/* late_p99_ms is filled in by the orchestrator after the probes: never empty here */
+		cr_assert_eq(sscanf(line, "%63[^,],%7[^,],%d,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%7[^,\n]", r->node, r->dir,
 				    &r->probes, &r->cfg_delay_ms, &r->cfg_jitter_ms, &r->cfg_loss, &r->rtt_mean_ms,
-				    &r->rtt_sd_ms, &r->loss, r->verdict),
-			     10, "bad linkcheck row: %s", line);
+				    &r->rtt_sd_ms, &r->loss, &r->late_p99_ms, r->verdict),
+			     11, "bad linkcheck row: %s", line);
 	}
 	fclose(f);
 	return n;
@@ -616,6 +618,16 @@ static void assert_linkcheck(const char *dir, const struct lc_expect *want, int 
 					      r->node, r->dir, r->rtt_mean_ms, cfg);
 				cr_expect_leq(r->rtt_mean_ms, cfg + slack_ms, "%s %s: %.3f ms, configured %.3f", r->node,
 					      r->dir, r->rtt_mean_ms, cfg);
+				/* the emulator's p99 lateness: known, not negative, and not beyond what the
+				 * measured mean leaves room for (a late release shows in the round trip) */
+				cr_expect_geq(r->late_p99_ms, 0.0, "%s %s: late_p99_ms %.3f", r->node, r->dir,
+					      r->late_p99_ms);
+				cr_expect_leq(r->late_p99_ms, slack_ms + 50.0, "%s %s: late_p99_ms %.3f", r->node, r->dir,
+					      r->late_p99_ms);
+				cr_expect(!strcmp(r->verdict, "ok") || !strcmp(r->verdict, "off") ||
+					  !strcmp(r->verdict, "late"), "%s %s: verdict %s", r->node, r->dir, r->verdict);
+				cr_expect_eq(!strcmp(r->verdict, "late"), r->late_p99_ms > 0.5, "%s %s: %s with p99 %.3f",
+					     r->node, r->dir, r->verdict, r->late_p99_ms);
 			}
 			cr_assert_eq(found, 1, "%s %s: %d rows", want[i].node, dirs[d], found);
 		}
@@ -1173,6 +1185,34 @@ Test(run, training_lasts_stop_time_on_the_shared_clock)
 			cr_assert(exists(path), "no %s in the run directory", files[i]);
 		}
 		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	}
+	/* The emulator's release lateness per link and second: the shaped links carried training
+	 * traffic, so some rows have it, each with mean <= max and p99 <= max. */
+	{
+		char line[512];
+		int with = 0;
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/links.csv", dir);
+		f = fopen(path, "re");
+		cr_assert_not_null(f);
+		while (fgets(line, sizeof line, f)) {
+			double mean, p99, max;
+			char *p = line;
+
+			for (int k = 0; k < 8 && p; k++)
+				p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+			if (!p || sscanf(p, "%lf,%lf,%lf", &mean, &p99, &max) != 3)
+				continue;
+			with++;
+			cr_expect_geq(p99, 0.0, "%s", line);
+			cr_expect_leq(p99, max + 1e-9, "%s", line);
+			cr_expect_leq(mean, max + 1e-9, "%s", line);
+			cr_expect_lt(max, 1000.0, "%s", line);
+		}
+		fclose(f);
+		if (meta_value(dir, "backend", prefix, sizeof prefix) && !strcmp(prefix, "nfq"))
+			cr_expect_gt(with, 0, "no links.csv row with lateness");
 	}
 
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));

@@ -137,18 +137,34 @@ Test(linkd_ctl, del_and_stats)
 
 Test(linkd_ctl, stats_line_round_trip)
 {
-	struct linkd_counters c = { 1, 2, 3, 4, 5, 6, UINT64_MAX }, back;
-	char line[256], name[32];
+	struct linkd_counters c = { 1, 2, 3, 4, 5, 6, UINT64_MAX, 9, -12, 40, 1500 }, back;
+	char line[LINKD_CTL_STATS_LINE_MAX], name[32];
 
 	cr_assert_eq(linkd_ctl_stats_line("a>b", &c, line, sizeof line), (int)strlen(line));
-	cr_assert_str_eq(line, "a>b 1 2 3 4 5 6 18446744073709551615\n");
+	cr_assert_str_eq(line, "a>b 1 2 3 4 5 6 18446744073709551615 9 -12 40 1500\n");
 	cr_assert_eq(linkd_ctl_parse_stats_line(line, name, sizeof name, &back), 0);
 	cr_assert_str_eq(name, "a>b");
 	cr_assert_eq(memcmp(&c, &back, sizeof c), 0);
-	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6", name, sizeof name, &back), -EINVAL);
-	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 8", name, sizeof name, &back), -EINVAL);
-	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 -7", name, sizeof name, &back), -EINVAL);
-	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 99999999999999999999", name, sizeof name,
+	/* the longest line fits LINKD_CTL_STATS_LINE_MAX */
+	struct linkd_counters big = { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX,
+				      UINT64_MAX, UINT64_MAX, INT64_MIN, UINT64_MAX, UINT64_MAX };
+	char longname[LINKD_CTL_NAME_MAX];
+	memset(longname, 'n', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	cr_assert_lt(linkd_ctl_stats_line(longname, &big, line, sizeof line), (int)sizeof line);
+	cr_assert_eq(linkd_ctl_parse_stats_line(line, longname, sizeof longname, &back), 0);
+	cr_assert_eq(back.late_mean_us, INT64_MIN);
+	/* the seven counters alone (an older emulator) are refused, as is anything else malformed */
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 8 9 10", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 8 9 10 11 12", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 -7 0 0 0 0", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 0 0 -1 0", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 0 - 0 0", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 0 +3 0 0", name, sizeof name, &back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 7 0 -99999999999999999999 0 0", name, sizeof name,
+						&back), -EINVAL);
+	cr_assert_eq(linkd_ctl_parse_stats_line("a 1 2 3 4 5 6 99999999999999999999 0 0 0 0", name, sizeof name,
 						&back), -EINVAL);
 }
 
@@ -210,9 +226,11 @@ Test(linkd_ctl, stats_reply_of_4096_links_round_trips)
 		snprintf(names[i], 12, "n%05u/veth", (unsigned)i % 100000u);
 		names[i][11] = 'x';
 		uint64_t *v[] = { &want[i].packets, &want[i].bytes, &want[i].dropped, &want[i].held,
-				  &want[i].dup, &want[i].corrupt, &want[i].reordered };
-		for (size_t k = 0; k < 7; k++)
+				  &want[i].dup, &want[i].corrupt, &want[i].reordered, &want[i].late_n,
+				  &want[i].late_p99_us, &want[i].late_max_us };
+		for (size_t k = 0; k < 10; k++)
 			*v[k] = i % 3 == 0 ? UINT64_MAX - (uint64_t)k : rnd64(&x) >> (rnd64(&x) % 64);
+		want[i].late_mean_us = i % 3 == 0 ? INT64_MIN : (int64_t)rnd64(&x);
 		off += (size_t)linkd_ctl_stats_line(names[i], &want[i], text + off, cap - off);
 		cr_assert_lt(off, cap);
 	}
@@ -260,17 +278,17 @@ Test(linkd_ctl, stats_reply_is_strict)
 		int rc;
 	} cases[] = {
 		{ "ok\nend\n", 0 },
-		{ "ok\na 1 2 3 4 5 6 7\nend\n", 1 },
+		{ "ok\na 1 2 3 4 5 6 7 0 0 0 0\nend\n", 1 },
 		{ "err no link x", -EIO },
 		{ "", -EINVAL },
 		{ "ok", -EINVAL },
 		{ "ok\n", -EINVAL },                           /* no end: cut short */
-		{ "ok\na 1 2 3 4 5 6 7\n", -EINVAL },          /* no end: a message lost */
-		{ "ok\na 1 2 3 4 5 6 7\nend", -EINVAL },       /* end without its newline */
-		{ "ok\nend\nb 1 2 3 4 5 6 7\n", -EINVAL },     /* text after the end */
-		{ "ok\na 1 2 3 4 5 6\nend\n", -EINVAL },       /* a counter missing */
-		{ "ok\na 1 2 3 4 5 6 x\nend\n", -EINVAL },
-		{ "ok\na 1 2 3 4 5 6 18446744073709551616\nend\n", -EINVAL },
+		{ "ok\na 1 2 3 4 5 6 7 0 0 0 0\n", -EINVAL },          /* no end: a message lost */
+		{ "ok\na 1 2 3 4 5 6 7 0 0 0 0\nend", -EINVAL },       /* end without its newline */
+		{ "ok\nend\nb 1 2 3 4 5 6 7 0 0 0 0\n", -EINVAL },     /* text after the end */
+		{ "ok\na 1 2 3 4 5 6 7\nend\n", -EINVAL },     /* the lateness missing */
+		{ "ok\na 1 2 3 4 5 6 x 0 0 0 0\nend\n", -EINVAL },
+		{ "ok\na 1 2 3 4 5 6 18446744073709551616 0 0 0 0\nend\n", -EINVAL },
 		{ "ok\n\nend\n", -EINVAL },
 		{ "nope\nend\n", -EINVAL },
 	};
@@ -287,8 +305,8 @@ Test(linkd_ctl, stats_reply_is_strict)
 	cr_assert(linkd_ctl_reply_done("ok", 2, true));
 	cr_assert(linkd_ctl_reply_done("err x", 5, true));
 	cr_assert(linkd_ctl_reply_done("ok\nend\n", 7, true));
-	cr_assert(!linkd_ctl_reply_done("ok\na 1 2 3 4 5 6 7\n", 19, true));
-	cr_assert(!linkd_ctl_reply_done("a 1 2 3 4 5 6 7\n", 16, false));
+	cr_assert(!linkd_ctl_reply_done("ok\na 1 2 3 4 5 6 7 0 0 0 0\n", 27, true));
+	cr_assert(!linkd_ctl_reply_done("a 1 2 3 4 5 6 7 0 0 0 0\n", 24, false));
 	cr_assert(!linkd_ctl_reply_done("xend\n", 5, false));
 	cr_assert(linkd_ctl_reply_done("end\n", 4, false));
 	cr_assert(linkd_ctl_reply_done("a 1 2 3 4 5 6 7\nend\n", 20, false));

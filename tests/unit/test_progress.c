@@ -146,3 +146,25 @@ Test(progress, sweep_eta)
 	/* nothing known yet */
 	cr_assert_lt(progress_sweep_eta_s(3, -1, 4, 0, 0), 0);
 }
+
+/* p99 release lateness over PROGRESS_LATE_WARN_MS is shown in both views; at or under it, or
+ * unknown (NAN), nothing is said. */
+Test(progress, lateness_warning)
+{
+	struct progress_state st = sample();
+	char buf[1024];
+
+	st.late_p99_ms = 0.5;
+	progress_format_line(&st, buf, sizeof buf);
+	cr_assert_null(strstr(buf, "LATE"), "%s", buf);
+	progress_format_block(&st, 100, buf, sizeof buf);
+	cr_assert_null(strstr(buf, "LATE"), "%s", buf);
+	st.late_p99_ms = __builtin_nan("");
+	progress_format_line(&st, buf, sizeof buf);
+	cr_assert_null(strstr(buf, "LATE"), "%s", buf);
+	st.late_p99_ms = 2.345;
+	progress_format_line(&st, buf, sizeof buf);
+	cr_assert_not_null(strstr(buf, " drops=1234 LATE_p99=2.35ms eta="), "%s", buf);
+	progress_format_block(&st, 100, buf, sizeof buf);
+	cr_assert_not_null(strstr(buf, "link drops 1234  LATE p99 2.35 ms: delays inexact\n"), "%s", buf);
+}

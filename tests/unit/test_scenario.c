@@ -35,6 +35,7 @@ static const char *full =
 	"  cc: reno\n"
 	"  subnet: 10.20.0.0/16\n"
 	"  mtu: 9000\n"
+	"  precision: spin\n"
 	"stragglers:\n"
 	"  - {nodes: worker1, compute: {slowdown: 2.5, delay: {dist: gamma, shape: 2, scale: 10ms}}}\n"
 	"  - {nodes: worker2, pause: {every: 30s, for: 5s}, crash: {at: 40s, restart: 50s}}\n"
@@ -117,6 +118,7 @@ Test(scenario, full_document)
 	cr_expect_eq(sc->network.subnet, (10u << 24) | (20u << 16));
 	cr_expect_eq(sc->network.prefix_len, 16);
 	cr_expect_eq(sc->network.mtu, 9000);
+	cr_expect_eq(sc->network.precision, SCENARIO_PRECISION_SPIN);
 
 	cr_assert_eq(sc->n_stragglers, 3);
 	const struct scenario_straggler *s0 = &sc->stragglers[0], *s1 = &sc->stragglers[1], *s2 = &sc->stragglers[2];

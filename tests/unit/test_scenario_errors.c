@@ -127,6 +127,7 @@ static const struct bad cases[] = {
 	{ S "network:\n  tcp: {wmem: [8KiB, 4KiB, 8MiB]}\n", 3, 22, "below the value before it" },
 	{ S "network:\n  tcp: {rmem: [4KiB, 8KiB, 2GiB]}\n", 3, 28, "out of range" },
 	{ S "network:\n  tcp: {rmem: [4KiB, 8 parsecs, 8MiB]}\n", 3, 22, "expected a size" },
+	{ S "network: {precision: exact}\n", 2, 22, "network.precision 'exact' is not one of the choices (expected auto|timer|spin)" },
 	{ S "topology: {kind: allreduce}\nstragglers:\n  - {nodes: peer1, crash: {at: 5s}}\n", 4, 13,
 	  "crash with topology allreduce" },
 	{ S "topology: {kind: allreduce}\nstragglers:\n  - {nodes: peer1, leave: {at: 5s}}\n", 4, 13,

@@ -83,10 +83,10 @@ static void make_run(const char *dir, const char *id, const char *barrier, int r
 		"4,server0,20,0.2,1280,0.9,0.5,0.6\n"
 		"5,peer1,22,0.2,1280,0.6,0.9,\n");
 	put(dir, "links.csv", TRACE_HEADER_LINKS "\n"
-		"1,worker0,up,10,1000,1,0,0\n"
-		"1,worker0,down,10,1000,0,0,0\n"
-		"2,worker0,up,20,2000,4,0,0\n"
-		"2,worker0,down,20,2000,2,0,3\n");
+		"1,worker0,up,10,1000,1,0,0,0.010,0.120,0.300\n"
+		"1,worker0,down,10,1000,0,0,0,,,\n"
+		"2,worker0,up,20,2000,4,0,0,-0.002,0.040,0.050\n"
+		"2,worker0,down,20,2000,2,0,3,0.100,0.700,1.900\n");
 }
 
 Test(summary, median_and_percentile)
@@ -133,6 +133,8 @@ Test(summary, hand_computed_run)
 	cr_assert_eq(row.bad_frames, 3);
 	cr_assert(row.has_links);
 	cr_assert_eq(row.link_drops, 6);
+	/* the largest late_p99_ms of any row; empty fields are no sample */
+	cr_assert_float_eq(row.late_p99_worst_ms, 0.7, 1e-12);
 	rm_rf(dir);
 }
 
@@ -162,16 +164,16 @@ Test(summary, append_union_header_and_rebuild)
 	text = slurp(path);
 	cr_assert_str_eq(text,
 		"consistency.barrier,workers,train.lr," SUMMARY_FIXED_HEADER "\n"
-		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete,,,,,\n"
-		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed,,,,,\n");
+		"bsp,3,,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,0.700,complete,,,,,\n"
+		"asp,,0.05,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,0.700,failed,,,,,\n");
 	free(text);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 2, "%s", err);
 	text = slurp(path);
 	/* name order: asp-r1 first; keys in order of first appearance */
 	cr_assert_str_eq(text,
 		"consistency.barrier,train.lr,workers," SUMMARY_FIXED_HEADER "\n"
-		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,failed,,,,,\n"
-		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,complete,,,,,\n");
+		"asp,0.05,,asp-r1,1,8,kernel,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,0.700,failed,,,,,\n"
+		"bsp,,3,bsp-r0,0,7,nfq,0.7500,0.8000,4.000,6,1,2,3,0.2143,53.960,99,2010,3,6,0.700,complete,,,,,\n");
 	free(text);
 	rm_rf(dir);
 }
@@ -190,7 +192,7 @@ Test(summary, empty_run_leaves_fields_empty)
 	snprintf(path, sizeof path, "%s/s.csv", dir);
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 	text = slurp(path);
-	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,,,,,,\n");
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\nx,0,0,,,,,0,,,,,,,0,0,,,,,,,,\n");
 	free(text);
 	rm_rf(dir);
 }
@@ -231,8 +233,14 @@ Test(schema, bad_traces)
 		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,3,1.5,0.5\n", ":2: column runq_wait_frac" },
 		{ "progress.csv", TRACE_HEADER_PROGRESS "\n1,4,1,2,2.5,3,0.5,x\n", ":2: column host_cpu_frac" },
 		{ "progress.csv", TRACE_HEADER_PROGRESS_V1 "\n1,4,1,2,2.5,-3\n", ":2: column max_step" },
-		{ "links.csv", TRACE_HEADER_LINKS "\n1,w0,sideways,1,1,0,0,0\n", ":2: column direction" },
-		{ "linkcheck.csv", TRACE_HEADER_LINKCHECK "\nw0,up,10,20,5,0.01,20,5,0,maybe\n",
+		{ "links.csv", TRACE_HEADER_LINKS "\n1,w0,sideways,1,1,0,0,0,,,\n", ":2: column direction" },
+		{ "links.csv", TRACE_HEADER_LINKS "\n1,w0,up,1,1,0,0,0,0.1,-0.2,0.3\n", ":2: column late_p99_ms" },
+		{ "links.csv", TRACE_HEADER_LINKS_V1 "\n1,w0,up,1,1,0,0,x\n", ":2: column held_pkts" },
+		{ "linkcheck.csv", TRACE_HEADER_LINKCHECK "\nw0,up,10,20,5,0.01,20,5,0,-1,ok\n",
+		  ":2: column late_p99_ms" },
+		{ "linkcheck.csv", TRACE_HEADER_LINKCHECK_V1 "\nw0,up,10,20,5,0.01,20,5,0,maybe\n",
+		  ":2: column verdict" },
+		{ "linkcheck.csv", TRACE_HEADER_LINKCHECK "\nw0,up,10,20,5,0.01,20,5,0,,maybe\n",
 		  ":2: column verdict" },
 		{ "events.csv", TRACE_HEADER_EVENTS "\nnan,start,,\n", ":2: column t_s" },
 		{ "partition.csv", TRACE_HEADER_PARTITION "\nw0,1\n", ":2: 2 fields" },
@@ -387,7 +395,8 @@ static void fixed_field(const char *text, size_t nkeys, size_t i, char *buf, siz
 /* Every column the summary reads, dropped from one trace of the hand-computed run: exactly the
  * fields computed from it come out empty (not 0), every other field as with the column, and
  * the run's lacks say which. Fixed fields: 4-6 accuracy and time to target, 7 total_steps,
- * 8-10 steps, 11 wait_fraction, 12-13 staleness, 14 bytes_moved, 15 bad_frames, 16 link_drops. */
+ * 8-10 steps, 11 wait_fraction, 12-13 staleness, 14 bytes_moved, 15 bad_frames, 16 link_drops,
+ * 17 late_p99_worst_ms. */
 Test(summary, each_missing_column_empties_its_fields)
 {
 	static const struct {
@@ -406,9 +415,10 @@ Test(summary, each_missing_column_empties_its_fields)
 		{ "eval.csv", "node", SUMMARY_LACKS_EVAL_NODE, { 4, 5, 6, -1 } },
 		{ "eval.csv", "test_accuracy", SUMMARY_LACKS_EVAL_ACCURACY, { 4, 5, 6, -1 } },
 		{ "eval.csv", "updates", SUMMARY_LACKS_EVAL_UPDATES, { -1 } },
-		{ "links.csv", "node", SUMMARY_LACKS_LINKS_NODE, { 16, -1 } },
-		{ "links.csv", "direction", SUMMARY_LACKS_LINKS_DIRECTION, { 16, -1 } },
-		{ "links.csv", "dropped", SUMMARY_LACKS_LINKS_DROPPED, { 16, -1 } },
+		{ "links.csv", "node", SUMMARY_LACKS_LINKS_NODE, { 16, 17, -1 } },
+		{ "links.csv", "direction", SUMMARY_LACKS_LINKS_DIRECTION, { 16, 17, -1 } },
+		{ "links.csv", "dropped", SUMMARY_LACKS_LINKS_DROPPED, { 16, 17, -1 } },
+		{ "links.csv", "late_p99_ms", SUMMARY_LACKS_LINKS_LATE, { 17, -1 } },
 	};
 	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], path[600], err[512], desc[512];
 	char a[64], b[64], *full;
@@ -439,7 +449,7 @@ Test(summary, each_missing_column_empties_its_fields)
 		snprintf(path, sizeof path, "%s/s%zu.csv", dir, i);
 		cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 		text = slurp(path);
-		for (size_t f = 0; f < 18; f++) {
+		for (size_t f = 0; f < 19; f++) {
 			bool blank = false;
 
 			for (int k = 0; k < 5 && cases[i].blank[k] >= 0; k++)
@@ -582,7 +592,7 @@ Test(summary, host_guard_columns)
 	snprintf(path, sizeof path, "%s/s.csv", dir);
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 	text = slurp(path);
-	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\ng,0,0,,,,,0,,,,,,,0,0,,,0.0712,0.2500,0.9800,1.0000,1\n");
+	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\ng,0,0,,,,,0,,,,,,,0,0,,,,0.0712,0.2500,0.9800,1.0000,1\n");
 	free(text);
 	/* a guard that measured nothing: fractions null, the flag 0 */
 	put(dir, "meta.json", "{\"run_id\":\"h\",\"host_guard\":{\"runq_wait_mean\":null,"
@@ -592,7 +602,7 @@ Test(summary, host_guard_columns)
 	cr_assert(row.meta.has_guard && !row.meta.saturated && isnan(row.meta.host_cpu_max));
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 	text = slurp(path);
-	cr_assert(strstr(text, "\nh,0,0,,,,,0,,,,,,,0,0,,,,,,,0\n"), "%s", text);
+	cr_assert(strstr(text, "\nh,0,0,,,,,0,,,,,,,0,0,,,,,,,,0\n"), "%s", text);
 	free(text);
 	put(dir, "meta.json", "{\"run_id\":\"b\",\"host_guard\":{\"runq_wait_mean\":1.5,\"saturated\":true}}");
 	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), -EINVAL);
@@ -623,8 +633,8 @@ Test(summary, append_to_older_header)
 	cr_assert_eq(summary_append(path, &row, err, sizeof err), 0, "%s", err);
 	text = slurp(path);
 	cr_assert_str_eq(text, SUMMARY_FIXED_HEADER "\n"
-			 "old,1,2,nfq,0.5,0.5,,3,1,1,1,0.1,,,10,0,,complete,,,,,\n"
-			 "new,0,0,,,,,0,,,,,,,0,0,,,0.0100,0.0200,0.5000,0.6000,0\n");
+			 "old,1,2,nfq,0.5,0.5,,3,1,1,1,0.1,,,10,0,,,complete,,,,,\n"
+			 "new,0,0,,,,,0,,,,,,,0,0,,,,0.0100,0.0200,0.5000,0.6000,0\n");
 	free(text);
 	rm_rf(dir);
 }

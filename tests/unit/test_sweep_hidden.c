@@ -90,7 +90,7 @@ static void check_summary(const char *sweep, const struct plan *p, const char *l
 	cid = table_col(t, "run_id");
 	cst = table_col(t, "status");
 	cr_assert(ck == 0 && cid == 1 && cst > cid, "columns %d %d %d", ck, cid, cst);
-	cr_assert_eq(table_cols(t), 24, "one sweep key and the fixed columns");
+	cr_assert_eq(table_cols(t), 25, "one sweep key and the fixed columns");
 	for (size_t i = 0; i < plan_n_runs(p); i++) {
 		const struct plan_run *r = plan_run(p, i);
 
