@@ -3,8 +3,8 @@
  * Hot path per wake-up: recvmmsg up to RX_BATCH packet messages from a ready queue socket, decide
  * each (drop = NF_DROP verdict now; otherwise push onto the heap, or verdict now when its release
  * time has already passed), pop every due heap entry, and send each queue's accumulated verdicts
- * with one sendto. Never VERDICT_BATCH: it accepts every id up to the given one, which would
- * release held packets early. NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns
+ * with one sendto. VERDICT_BATCH accepts every queued id up to the given one: it is used only for
+ * releases that are each the oldest id the queue holds (linkd_pkt_order), never past a held one. NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns
  * us (the kernel then drops at the queue, counted by it, not by us); the receive buffer is forced
  * large and the queue's maxlen raised to the kernel's cap. */
 #include "netem/linkd.h"
@@ -79,6 +79,7 @@ struct lq {
 	struct evtag tag;
 	char name[96], netns[64], ifname[32];
 	uint16_t qnum;
+	uint16_t slot;          /* index in linkd.q */
 	uint32_t gen;
 	struct mnl_socket *nl;
 	int fd;
@@ -105,6 +106,7 @@ struct linkd {
 	char config_path[512];
 	char counters_path[512];
 	struct lq *q[MAX_QUEUES];
+	size_t q_hi;            /* one past the highest slot in use: the hot path looks no further */
 	uint32_t next_gen;
 	struct netem_heap heap;
 	uint64_t seq;
@@ -391,7 +393,10 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 	rc = epoll_add(d, q->fd, &q->tag, EV_QUEUE, q);
 	if (rc < 0)
 		goto fail;
+	q->slot = (uint16_t)slot;
 	d->q[slot] = q;
+	if (slot + 1 > d->q_hi)
+		d->q_hi = slot + 1;
 	log_info("linkd: %s: queue %u in %s (%s)", name, queue, q->netns[0] ? q->netns : "-", q->ifname);
 	return 0;
 fail:
@@ -410,6 +415,8 @@ int linkd_del(struct linkd *d, const char *name)
 	nfq_config(q, NFQNL_CFG_CMD_UNBIND, false);
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, q->fd, NULL);
 	d->q[slot] = NULL;
+	while (d->q_hi && !d->q[d->q_hi - 1])
+		d->q_hi--;
 	lq_close(q);
 	return 0;
 }
@@ -571,7 +578,7 @@ static void arm_timer(struct linkd *d)
 
 static void flush_all(struct linkd *d)
 {
-	for (size_t i = 0; i < MAX_QUEUES; i++)
+	for (size_t i = 0; i < d->q_hi; i++)
 		if (d->q[i] && d->q[i]->dirty)
 			flush(d->q[i]);
 }
@@ -655,9 +662,7 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 
 static void serve_queue(struct linkd *d, struct lq *q)
 {
-	size_t idx = 0;
-	for (; idx < MAX_QUEUES && d->q[idx] != q; idx++)
-		;
+	size_t idx = q->slot;
 	size_t bufsz = q->copy_packet ? RX_PKT_BUF : RX_META_BUF;
 	for (int round = 0; round < 16; round++) {
 		for (int i = 0; i < RX_BATCH; i++) {
