@@ -1,7 +1,8 @@
 /* Unit tests for netem/linkd_pkt: verdict and configuration messages byte for byte against
  * libnetfilter_queue's builders, packet messages parsed (real length of a header-only copy and of
  * a segmentation-offload packet, malformed attributes refused), and the held-id order against a
- * naive model, across the 2^32 wrap and through ring growth. */
+ * naive model, across the 2^32 wrap and through ring growth; batch verdicts against a simulated
+ * kernel queue (none may take a packet still held). */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -282,4 +283,124 @@ Test(linkd_pkt, order_refuses_old_ids_and_grows)
 	cr_assert(linkd_pkt_order_done(&o, 100));
 	cr_assert_eq(o.n, 0);
 	linkd_pkt_order_free(&o);
+}
+
+/* The kernel's side of batch verdicts, simulated: its queue holds every id not yet given a
+ * verdict, in id order; a batch verdict up to x takes every queued id up to x. The emulator's
+ * rule (as in netem/linkd): a release joins the open batch when linkd_pkt_order_done says it
+ * was the oldest held id; any other verdict first closes the batch. No id may ever leave the
+ * kernel's queue before the emulator released or dropped it. */
+struct kq {
+	uint32_t id[8192];
+	size_t n;
+	char state[8192];  /* by id - first: 'h' held, 'r' released or dropped, 'g' gone from the kernel */
+	uint32_t first;
+	uint64_t batches, batched;
+};
+
+static void kq_verdict(struct kq *k, uint32_t id)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (k->id[i] == id) {
+			cr_assert_eq(k->state[id - k->first], 'r', "id %u got a verdict while held", id);
+			k->state[id - k->first] = 'g';
+			memmove(k->id + i, k->id + i + 1, (k->n - i - 1) * sizeof k->id[0]);
+			k->n--;
+			return;
+		}
+	cr_assert_fail("verdict for id %u not queued", id);
+}
+
+static void kq_batch(struct kq *k, uint32_t max_id)
+{
+	size_t i = 0;
+	while (i < k->n && (int32_t)(k->id[i] - max_id) <= 0) {
+		cr_assert_eq(k->state[k->id[i] - k->first], 'r', "batch up to %u takes held id %u", max_id, k->id[i]);
+		k->state[k->id[i] - k->first] = 'g';
+		i++;
+	}
+	memmove(k->id, k->id + i, (k->n - i) * sizeof k->id[0]);
+	k->n -= i;
+	k->batches++;
+	k->batched += i;
+}
+
+struct batcher {
+	uint32_t id, n;
+};
+
+static void close_batch(struct kq *k, struct batcher *b)
+{
+	if (b->n > 1)
+		kq_batch(k, b->id);
+	else if (b->n == 1)
+		kq_verdict(k, b->id);
+	b->n = 0;
+}
+
+static void batch_sim(uint32_t first, int jitter_pct, unsigned seed)
+{
+	static struct kq k;
+	static uint32_t held[8192];
+	size_t nheld = 0;
+	struct linkd_pkt_order o;
+	struct batcher b = { 0 };
+	uint32_t next = first;
+
+	memset(&k, 0, sizeof k);
+	k.first = first;
+	srand(seed);
+	cr_assert_eq(linkd_pkt_order_init(&o, 64), 0);
+	for (int step = 0; step < 16000; step++) {
+		int r = rand() % 100;
+		if (r < 45 && next - first < 8000) {           /* a packet arrives */
+			uint32_t id = next++;
+			k.id[k.n++] = id;
+			if (rand() % 10 == 0) {                     /* dropped at once */
+				k.state[id - first] = 'r';
+				close_batch(&k, &b);
+				kq_verdict(&k, id);
+			} else {
+				k.state[id - first] = 'h';
+				cr_assert_eq(linkd_pkt_order_hold(&o, id), 0);
+				held[nheld++] = id;
+			}
+		} else if (r < 95 && nheld) {                   /* a held packet is due */
+			size_t i = rand() % 100 < jitter_pct ? (size_t)rand() % nheld : 0;
+			uint32_t id = held[i];
+			memmove(held + i, held + i + 1, (nheld - i - 1) * sizeof held[0]);
+			nheld--;
+			k.state[id - first] = 'r';
+			bool corrupt = rand() % 20 == 0;            /* a verdict with a payload never joins */
+			if (linkd_pkt_order_done(&o, id) && !corrupt) {
+				b.id = id;
+				b.n++;
+			} else {
+				close_batch(&k, &b);
+				kq_verdict(&k, id);
+			}
+		} else {                                        /* the wake-up ends: send */
+			close_batch(&k, &b);
+		}
+	}
+	close_batch(&k, &b);
+	while (nheld) {
+		uint32_t id = held[--nheld];
+		k.state[id - first] = 'r';
+		linkd_pkt_order_done(&o, id);
+		kq_verdict(&k, id);
+	}
+	cr_assert_eq(k.n, 0);
+	cr_log_info("jitter %d%%: %lu batch verdicts for %lu packets", jitter_pct, (unsigned long)k.batches,
+		    (unsigned long)k.batched);
+	if (jitter_pct == 0)
+		cr_assert_gt(k.batched, 2 * k.batches, "in-order releases must batch");
+	linkd_pkt_order_free(&o);
+}
+
+Test(linkd_pkt, batch_verdicts_never_take_a_held_packet)
+{
+	batch_sim(1, 0, 11);              /* constant delay: releases in arrival order */
+	batch_sim(0xfffff000u, 30, 12);   /* jitter, across the id wrap */
+	batch_sim(77, 100, 13);           /* any order */
 }
