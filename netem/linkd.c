@@ -4,9 +4,10 @@
  * each (drop = NF_DROP verdict now; otherwise push onto the heap, or verdict now when its release
  * time has already passed), pop every due heap entry, and send each queue's accumulated verdicts
  * with one sendto. VERDICT_BATCH accepts every queued id up to the given one: it is used only for
- * releases that are each the oldest id the queue holds (linkd_pkt_order), never past a held one. NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns
- * us (the kernel then drops at the queue, counted by it, not by us); the receive buffer is forced
- * large and the queue's maxlen raised to the kernel's cap. */
+ * releases that are each the oldest id the queue holds (linkd_pkt_order), never past a held one.
+ * NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns us (the kernel then drops
+ * at the queue, counted by it, not by us); the receive buffer is forced large and the queue's
+ * maxlen raised to the kernel's cap. */
 #include "netem/linkd.h"
 
 #include <arpa/inet.h>
@@ -461,14 +462,16 @@ static int flush(struct lq *q)
 }
 
 /* Append one message to q's pending verdicts (sending them first when it would not fit). */
-static void put_verdict(struct lq *q, bool batch, uint32_t id, int verdict, const void *pkt, uint32_t len)
+static void put_verdict(struct lq *q, bool batch, uint32_t id, int verdict, const void *pkt,
+			uint32_t len)
 {
 	size_t need = linkd_pkt_verdict_size(pkt ? len : 0);
 	if (q->txlen + need > TX_BUF)
 		flush(q); /* no batch is open here: callers close it first */
-	size_t n = batch ? linkd_pkt_batch_put(q->tx + q->txlen, TX_BUF - q->txlen, q->qnum, id, (uint32_t)verdict)
-			 : linkd_pkt_verdict_put(q->tx + q->txlen, TX_BUF - q->txlen, q->qnum, id,
-						 (uint32_t)verdict, pkt, len);
+	char *at = q->tx + q->txlen;
+	size_t room = TX_BUF - q->txlen;
+	size_t n = batch ? linkd_pkt_batch_put(at, room, q->qnum, id, (uint32_t)verdict)
+			 : linkd_pkt_verdict_put(at, room, q->qnum, id, (uint32_t)verdict, pkt, len);
 	q->txlen += n;
 	q->dirty = q->dirty || n > 0;
 }

@@ -138,7 +138,8 @@ size_t linkd_pkt_verdict_put(void *buf, size_t room, uint16_t qnum, uint32_t id,
 	return put_verdict(buf, room, NFQNL_MSG_VERDICT, qnum, id, verdict, payload, payload_len);
 }
 
-size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_id, uint32_t verdict)
+size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_id,
+			   uint32_t verdict)
 {
 	return put_verdict(buf, room, NFQNL_MSG_VERDICT_BATCH, qnum, max_id, verdict, NULL, 0);
 }

@@ -50,7 +50,8 @@ size_t linkd_pkt_verdict_put(void *buf, size_t room, uint16_t qnum, uint32_t id,
 
 /* Write one batch verdict: verdict for every packet of queue qnum still queued with an id up to
  * max_id (in the kernel's serial order). Returns LINKD_PKT_VERDICT_LEN or 0 (no room). */
-size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_id, uint32_t verdict);
+size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_id,
+			   uint32_t verdict);
 
 /* Copy range for a queue: 0xffff when whole packets are needed, else the IPv4 header's 20 bytes. */
 uint32_t linkd_pkt_copy_range(bool whole);
@@ -74,11 +75,13 @@ struct linkd_pkt_order {
 	uint32_t n;             /* held ids */
 };
 
-/* Allocate an empty order of cap ids (rounded up to a power of two, >= 64). Returns 0 or -ENOMEM. */
+/* Allocate an empty order of cap ids (rounded up to a power of two, >= 64; it grows as needed).
+ * Returns 0 or -ENOMEM. */
 int linkd_pkt_order_init(struct linkd_pkt_order *o, uint32_t cap);
 void linkd_pkt_order_free(struct linkd_pkt_order *o);
-/* Record id as held. Ids must come in the kernel's order; an id more than cap past the oldest
- * held one cannot be tracked: returns -ERANGE (the caller then never batches it: see _done). */
+/* Record id as held. Ids must come in the kernel's order (an id not after the newest held one:
+ * -ERANGE); the ring grows to span every held id (-ENOMEM when it cannot). On an error the
+ * order no longer covers every held id: the caller must stop batching that queue. */
 int linkd_pkt_order_hold(struct linkd_pkt_order *o, uint32_t id);
 /* id got its verdict (or is about to). Returns true when id was the oldest held id, i.e. a
  * verdict for it may be merged into a batch verdict "up to id" with the ones before it. */
