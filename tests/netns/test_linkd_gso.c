@@ -131,12 +131,15 @@ struct result {
 	int rx, n;
 	int got[256];             /* datagrams received per send */
 	int total;
-	int64_t t_first, t_last;  /* arrival of the first and last datagram, ns */
+	int64_t t_first, t_last;  /* kernel receive time of the first and last datagram, ns */
 	uint64_t bytes_after_first;
 	struct linkd_counters c;  /* the emulator's counters for the sends (warm-up excluded) */
+	bool no_stamp;            /* a datagram came without its receive timestamp */
 };
 
-/* The receiver, in a thread of its own so that arrival times are taken as datagrams arrive. */
+/* The receiver, in a thread of its own. Arrival times are the kernel's receive timestamps,
+ * taken as the switch's interface receives each datagram (before the emulator's queue, after
+ * the sender's rate): a busy host delaying this thread does not move them. */
 static void *receive_main(void *arg)
 {
 	struct result *res = arg;
@@ -145,10 +148,27 @@ static void *receive_main(void *arg)
 		if (poll(&p, 1, 2000) <= 0)
 			break;
 		uint8_t d[SEG + 16];
-		ssize_t len = recv(res->rx, d, sizeof d, 0);
+		union {
+			char buf[CMSG_SPACE(sizeof(struct timespec))];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = { d, sizeof d };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+				     .msg_controllen = sizeof cbuf.buf };
+		ssize_t len = recvmsg(res->rx, &mh, 0);
 		if (len != SEG || d[0] >= res->n || d[1] >= SEGS)
 			continue;
-		int64_t now = clock_now_ns();
+		int64_t now = 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+				struct timespec ts;
+				memcpy(&ts, CMSG_DATA(c), sizeof ts);
+				now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+			}
+		if (!now) {
+			res->no_stamp = true; /* asserted by the test's thread */
+			continue;
+		}
 		if (res->total++ == 0)
 			res->t_first = now;
 		else
@@ -168,6 +188,8 @@ static void send_offloaded(int n, struct result *res)
 	int rx = udp_in(ns_sw, PORT), tx = udp_in(ns_node, 0);
 	int big = 16 << 20, small = 40000, seg = SEG;
 	setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+	int one = 1;
+	cr_assert_eq(setsockopt(rx, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one), 0);
 	/* a blocking sender with room for about one 64 KB send in flight: it goes at the link's
 	 * pace and never overfills a rate's queue */
 	setsockopt(tx, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
@@ -203,6 +225,7 @@ static void send_offloaded(int n, struct result *res)
 		cr_assert_eq(send(tx, buf, sizeof buf, 0), (ssize_t)sizeof buf, "send %d: %s", i, strerror(errno));
 	}
 	pthread_join(t, NULL);
+	cr_assert(!res->no_stamp, "a datagram without a receive timestamp");
 	struct linkd_counters c1;
 	cr_assert_eq(linkd_counters(lkd, link_name, &c1), 0);
 	res->c = (struct linkd_counters){ .packets = c1.packets - c0.packets, .bytes = c1.bytes - c0.bytes,
