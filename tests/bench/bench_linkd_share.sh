@@ -54,4 +54,5 @@ awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts"
 	printf "bench_linkd_share: 10 workers + server, MLP 784-256-10, ASP, 5 ms +- 1 ms, 0.1%% loss, %d s of training\n", s
 	printf "  stalenet-linkd: %.2f s CPU over %.1f s = %.1f%% of one core (%.1f%% of the 2-core machine); %d packets through its queues (%.0f pkts/s, %.1f MB/s)\n",
 	       cpu, wall, 100 * cpu / wall, 50 * cpu / wall, p, p / wall, b / wall / 1e6
+	if (b > 0) printf "  %.2f s of emulator CPU per GB carried (comparable when the training moves more or less)\n", cpu / (b / 1e9)
 }'
