@@ -3,10 +3,11 @@
  * Hot path per wake-up: recvmmsg up to RX_BATCH packet messages from a ready queue socket, decide
  * each (drop = NF_DROP verdict now; otherwise push onto the heap, or verdict now when its release
  * time has already passed), pop every due heap entry, and send each queue's accumulated verdicts
- * with one sendto. Never VERDICT_BATCH: it accepts every id up to the given one, which would
- * release held packets early. NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns
- * us (the kernel then drops at the queue, counted by it, not by us); the receive buffer is forced
- * large and the queue's maxlen raised to the kernel's cap. */
+ * with one sendto. VERDICT_BATCH accepts every queued id up to the given one: it is used only for
+ * releases that are each the oldest id the queue holds (linkd_pkt_order), never past a held one.
+ * NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns us (the kernel then drops
+ * at the queue, counted by it, not by us); the receive buffer is forced large and the queue's
+ * maxlen raised to the kernel's cap. */
 #include "netem/linkd.h"
 
 #include <arpa/inet.h>
@@ -44,6 +45,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/safefile.h"
+#include "netem/linkd_pkt.h"
 #include "netem/netem_heap.h"
 #include "netem/netem_model.h"
 
@@ -79,6 +81,7 @@ struct lq {
 	struct evtag tag;
 	char name[96], netns[64], ifname[32];
 	uint16_t qnum;
+	uint16_t slot;          /* index in linkd.q */
 	uint32_t gen;
 	struct mnl_socket *nl;
 	int fd;
@@ -92,6 +95,10 @@ struct lq {
 	char *tx;               /* pending verdicts */
 	size_t txlen;
 	bool dirty;
+	struct linkd_pkt_order order; /* held ids in arrival order (for batch verdicts) */
+	bool order_ok;          /* order tracks every held id; false: every verdict on its own */
+	uint32_t batch_id;      /* an open batch: accept every held id up to batch_id */
+	uint32_t batch_n;       /* verdicts merged into it, 0 = none open */
 	bool mark;              /* config reload bookkeeping */
 };
 
@@ -102,6 +109,7 @@ struct linkd {
 	char config_path[512];
 	char counters_path[512];
 	struct lq *q[MAX_QUEUES];
+	size_t q_hi;            /* one past the highest slot in use: the hot path looks no further */
 	uint32_t next_gen;
 	struct netem_heap heap;
 	uint64_t seq;
@@ -192,6 +200,7 @@ static void lq_close(struct lq *q)
 	if (q->rawfd >= 0)
 		close(q->rawfd);
 	free(q->tx);
+	linkd_pkt_order_free(&q->order);
 	free(q);
 }
 
@@ -220,22 +229,19 @@ void linkd_destroy(struct linkd **self)
 
 /* --- netlink queue setup ------------------------------------------------------------------ */
 
-/* Whole packets when duplicating or corrupting, else just the IPv4 header: its total length
- * is what the byte counters need, and 20 bytes cost little more than metadata alone. */
-static uint32_t copy_range(const struct lq *q)
-{
-	return q->copy_packet ? 0xffff : (uint32_t)sizeof(struct iphdr);
-}
-
+/* The queue's copy mode and flags are linkd_pkt's choice: whole, segmented packets when
+ * duplicating or corrupting, else the IPv4 header of packets taken whole even when segmentation-
+ * offloaded (the real length comes with each). */
 static int nfq_config(struct lq *q, uint8_t cmd, bool with_params)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, q->qnum);
-	if (cmd != NFQNL_CFG_CMD_NONE)
-		nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, cmd);
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
 	if (with_params) {
-		nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_PACKET, copy_range(q));
-		nfq_nlmsg_cfg_put_qmaxlen(nlh, QUEUE_MAXLEN);
+		if (!linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, QUEUE_MAXLEN))
+			return -EMSGSIZE;
+	} else {
+		nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, q->qnum);
+		nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, cmd);
 	}
 	nlh->nlmsg_flags |= NLM_F_ACK;
 	if (mnl_socket_sendto(q->nl, nlh, nlh->nlmsg_len) < 0)
@@ -261,10 +267,9 @@ static int nfq_config(struct lq *q, uint8_t cmd, bool with_params)
 
 static int set_copy_mode(struct lq *q)
 {
-	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, q->qnum);
-	nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_PACKET, copy_range(q));
-	if (mnl_socket_sendto(q->nl, nlh, nlh->nlmsg_len) < 0)
+	char buf[256];
+	size_t n = linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, 0);
+	if (mnl_socket_sendto(q->nl, buf, n) < 0)
 		return -errno;
 	return 0;
 }
@@ -374,6 +379,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 		return -ENOMEM;
 	q->fd = q->rawfd = -1;
 	q->tx = malloc(TX_BUF);
+	q->order_ok = linkd_pkt_order_init(&q->order, 4096) == 0;
 	snprintf(q->name, sizeof q->name, "%s", name);
 	snprintf(q->netns, sizeof q->netns, "%s", netns ? netns : "");
 	snprintf(q->ifname, sizeof q->ifname, "%s", ifname ? ifname : "");
@@ -394,7 +400,10 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 	rc = epoll_add(d, q->fd, &q->tag, EV_QUEUE, q);
 	if (rc < 0)
 		goto fail;
+	q->slot = (uint16_t)slot;
 	d->q[slot] = q;
+	if (slot + 1 > d->q_hi)
+		d->q_hi = slot + 1;
 	log_info("linkd: %s: queue %u in %s (%s)", name, queue, q->netns[0] ? q->netns : "-", q->ifname);
 	return 0;
 fail:
@@ -413,6 +422,8 @@ int linkd_del(struct linkd *d, const char *name)
 	nfq_config(q, NFQNL_CFG_CMD_UNBIND, false);
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, q->fd, NULL);
 	d->q[slot] = NULL;
+	while (d->q_hi && !d->q[d->q_hi - 1])
+		d->q_hi--;
 	lq_close(q);
 	return 0;
 }
@@ -428,8 +439,11 @@ int linkd_counters(const struct linkd *d, const char *name, struct linkd_counter
 
 /* --- hot path ------------------------------------------------------------------------------ */
 
+static void close_batch(struct lq *q);
+
 static int flush(struct lq *q)
 {
+	close_batch(q);
 	if (!q->txlen)
 		return 0;
 	ssize_t n = sendto(q->fd, q->tx, q->txlen, 0, NULL, 0);
@@ -453,21 +467,50 @@ static int flush(struct lq *q)
 	return rc;
 }
 
+/* Append one message to q's pending verdicts (sending them first when it would not fit). */
+static void put_verdict(struct lq *q, bool batch, uint32_t id, int verdict, const void *pkt,
+			uint32_t len)
+{
+	size_t need = linkd_pkt_verdict_size(pkt ? len : 0);
+	if (q->txlen + need > TX_BUF)
+		flush(q); /* no batch is open here: callers close it first */
+	char *at = q->tx + q->txlen;
+	size_t room = TX_BUF - q->txlen;
+	size_t n = batch ? linkd_pkt_batch_put(at, room, q->qnum, id, (uint32_t)verdict)
+			 : linkd_pkt_verdict_put(at, room, q->qnum, id, (uint32_t)verdict, pkt, len);
+	q->txlen += n;
+	q->dirty = q->dirty || n > 0;
+}
+
+/* Write the open batch: one verdict, or one batch verdict for all its ids. */
+static void close_batch(struct lq *q)
+{
+	uint32_t n = q->batch_n;
+	if (!n)
+		return;
+	q->batch_n = 0;
+	put_verdict(q, n > 1, q->batch_id, NF_ACCEPT, NULL, 0);
+}
+
+/* A verdict of its own, after the open batch (the kernel sees them in the order decided). */
 static void add_verdict(struct lq *q, uint32_t id, int verdict, const void *pkt, uint32_t len)
 {
-	size_t need = MNL_ALIGN(sizeof(struct nlmsghdr)) + MNL_ALIGN(sizeof(struct nfgenmsg)) +
-		      MNL_ALIGN(MNL_ATTR_HDRLEN + sizeof(struct nfqnl_msg_verdict_hdr)) +
-		      (pkt ? MNL_ALIGN(MNL_ATTR_HDRLEN + len) : 0);
-	if (q->txlen + need > TX_BUF)
-		flush(q);
-	if (need > TX_BUF)
+	close_batch(q);
+	put_verdict(q, false, id, verdict, pkt, len);
+}
+
+/* The verdict of a held packet. When it is the oldest held id of its queue and accepted as it
+ * came, it joins the open batch: a run of such releases costs the kernel one message. */
+static void release_verdict(struct lq *q, uint32_t id, const void *pkt, uint32_t len)
+{
+	bool oldest = q->order_ok && linkd_pkt_order_done(&q->order, id);
+	if (oldest && !pkt) {
+		q->batch_id = id;
+		q->batch_n++;
+		q->dirty = true;
 		return;
-	struct nlmsghdr *nlh = nfq_nlmsg_put(q->tx + q->txlen, NFQNL_MSG_VERDICT, q->qnum);
-	nfq_nlmsg_verdict_put(nlh, (int)id, verdict);
-	if (pkt)
-		nfq_nlmsg_verdict_put_pkt(nlh, pkt, len);
-	q->txlen += MNL_ALIGN(nlh->nlmsg_len);
-	q->dirty = true;
+	}
+	add_verdict(q, id, NF_ACCEPT, pkt, len);
 }
 
 static struct lq *queue_by_index(struct linkd *d, uint16_t idx, uint32_t gen)
@@ -504,7 +547,7 @@ static void release_due(struct linkd *d, int64_t now)
 			if (e.flags & HF_INJECT) {
 				inject(q, e.data, e.len);
 			} else {
-				add_verdict(q, e.id, NF_ACCEPT, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
+				release_verdict(q, e.id, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
 				q->c.held--;
 				latehist_add(&q->late, now - e.t_ns);
 			}
@@ -548,7 +591,7 @@ static void arm_timer(struct linkd *d)
 
 static void flush_all(struct linkd *d)
 {
-	for (size_t i = 0; i < MAX_QUEUES; i++)
+	for (size_t i = 0; i < d->q_hi; i++)
 		if (d->q[i] && d->q[i]->dirty)
 			flush(d->q[i]);
 }
@@ -564,24 +607,25 @@ static void push(struct linkd *d, struct lq *q, uint16_t idx, int64_t t, uint32_
 			add_verdict(q, id, NF_ACCEPT, NULL, 0); /* out of memory: let it pass */
 			q->c.held--;
 		}
+		return;
+	}
+	if (!(flags & HF_INJECT) && q->order_ok && linkd_pkt_order_hold(&q->order, id) < 0) {
+		/* not trackable (out of memory): no batch may cover ids from now on */
+		log_warn("linkd: %s: batch verdicts off", q->name);
+		q->order_ok = false;
 	}
 }
 
 static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const struct nlmsghdr *nlh,
 			  int64_t now)
 {
-	struct nlattr *attr[NFQA_MAX + 1] = { 0 };
-	if (nfq_nlmsg_parse(nlh, attr) < 0 || !attr[NFQA_PACKET_HDR])
+	struct linkd_pkt pk;
+	if (linkd_pkt_parse(nlh, nlh->nlmsg_len, &pk) != 1)
 		return;
-	const struct nfqnl_msg_packet_hdr *ph = mnl_attr_get_payload(attr[NFQA_PACKET_HDR]);
-	uint32_t id = ntohl(ph->packet_id);
-	const uint8_t *payload = attr[NFQA_PAYLOAD] ? mnl_attr_get_payload(attr[NFQA_PAYLOAD]) : NULL;
-	uint32_t plen = attr[NFQA_PAYLOAD] ? mnl_attr_get_payload_len(attr[NFQA_PAYLOAD]) : 0;
-	uint32_t len = attr[NFQA_CAP_LEN] ? ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN])) : plen;
-	if (payload && plen >= sizeof(struct iphdr) && ((const struct iphdr *)payload)->version == 4)
-		len = ntohs(((const struct iphdr *)payload)->tot_len);
-	if (plen < len)
-		payload = NULL; /* a header-only copy (mode being switched): never duplicate or mangle it */
+	uint32_t id = pk.id, len = pk.len;
+	/* only a whole copy is duplicated or mangled (not a header-only one while the mode changes) */
+	const uint8_t *payload = pk.whole ? pk.data : NULL;
+	uint32_t plen = pk.whole ? pk.data_len : 0;
 	q->c.packets++;
 	q->c.bytes += len;
 	struct netem_decision dec;
@@ -631,9 +675,7 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 
 static void serve_queue(struct linkd *d, struct lq *q)
 {
-	size_t idx = 0;
-	for (; idx < MAX_QUEUES && d->q[idx] != q; idx++)
-		;
+	size_t idx = q->slot;
 	size_t bufsz = q->copy_packet ? RX_PKT_BUF : RX_META_BUF;
 	for (int round = 0; round < 16; round++) {
 		for (int i = 0; i < RX_BATCH; i++) {

@@ -5,8 +5,9 @@
  * iptables rule at that namespace's PREROUTING (added by link_shaper) sends the packets arriving
  * on the interface to the queue. Each packet gets netem's decisions (netem_model); held packets sit
  * in one min-heap of release times served by an absolute timerfd; verdicts are written out of
- * order, batched into one sendto per queue per wake-up. Copy mode META (no payload copy) unless
- * corrupt or duplicate needs the bytes. Duplicates are re-injected through a raw IPv4 socket in
+ * order, batched into one sendto per queue per wake-up (a run of in-order releases as one batch
+ * verdict). Only the IPv4 header is copied, and segmentation-offloaded packets come whole, unless
+ * corrupt or duplicate needs the bytes (then whole, segmented packets; netem/linkd_pkt). Duplicates are re-injected through a raw IPv4 socket in
  * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
  *
  * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply, in the protocol of

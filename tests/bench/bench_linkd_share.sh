@@ -29,12 +29,13 @@ YAML
 run=$!
 tick=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-# Training has started once progress.csv has rows; linkd is the run's only stalenet-linkd.
+# Training has started once progress.csv has rows; linkd is the run's child stalenet-linkd (other
+# runs on the host have their own: never measure those).
 for _ in $(seq 1 600); do
 	[ -s "$dir/out/progress.csv" ] && [ "$(wc -l < "$dir/out/progress.csv")" -gt 1 ] && break
 	sleep 0.1
 done
-pid=$(pgrep -f "stalenet-linkd.*linkd-sn" | head -1 || true)
+pid=$(pgrep -P "$run" -f "stalenet-linkd" | head -1 || true)
 [ -n "$pid" ] || { echo "bench_linkd_share: no stalenet-linkd found"; kill "$run" 2>/dev/null; exit 1; }
 c0=$(cpu "$pid"); t0=$(date +%s.%N)
 last=$c0
@@ -44,10 +45,14 @@ while kill -0 "$pid" 2>/dev/null; do
 	sleep 0.2
 done
 wait "$run" || { echo "bench_linkd_share: run failed"; tail -20 "$dir/log"; exit 1; }
+# links.csv: packets are what the emulator was handed (a segmentation-offload packet passed whole
+# counts once), bytes their true length: the bytes show the load is the same across versions.
 pkts=$(awk -F, 'NR > 1 { last[$2 "," $3] = $4 } END { for (k in last) s += last[k]; print s + 0 }' "$dir/out/links.csv")
-awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts" -v s="$SECS" 'BEGIN {
+bytes=$(awk -F, 'NR > 1 { last[$2 "," $3] = $5 } END { for (k in last) s += last[k]; printf "%.0f", s + 0 }' "$dir/out/links.csv")
+awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts" -v b="$bytes" -v s="$SECS" 'BEGIN {
 	cpu = (c1 - c0) / hz; wall = t1 - t0
 	printf "bench_linkd_share: 10 workers + server, MLP 784-256-10, ASP, 5 ms +- 1 ms, 0.1%% loss, %d s of training\n", s
-	printf "  stalenet-linkd: %.2f s CPU over %.1f s = %.1f%% of one core (%.1f%% of the 2-core machine); %d packets through its queues (%.0f pkts/s)\n",
-	       cpu, wall, 100 * cpu / wall, 50 * cpu / wall, p, p / wall
+	printf "  stalenet-linkd: %.2f s CPU over %.1f s = %.1f%% of one core (%.1f%% of the 2-core machine); %d packets through its queues (%.0f pkts/s, %.1f MB/s)\n",
+	       cpu, wall, 100 * cpu / wall, 50 * cpu / wall, p, p / wall, b / wall / 1e6
+	if (b > 0) printf "  %.2f s of emulator CPU per GB carried (comparable when the training moves more or less)\n", cpu / (b / 1e9)
 }'

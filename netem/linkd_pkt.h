@@ -1,0 +1,90 @@
+/* netem/linkd_pkt: the NFQUEUE wire format of the emulator's packet path, without I/O.
+ *
+ * linkd receives one netlink message per queued packet and answers with verdict messages; this
+ * module reads the former and writes the latter straight into the caller's buffers (no
+ * allocation, no attribute table: the hot path walks each message's attributes once), and
+ * decides what the kernel must copy to us per queue:
+ * - a link that corrupts or duplicates needs whole packets (the bytes to flip or to inject) and
+ *   takes them segmented, each at most one MTU (segmentation offload off for that queue);
+ * - every other link needs only the IPv4 header, and takes segmentation-offloaded packets whole
+ *   (NFQA_CFG_F_GSO): one message and one verdict for up to 64 KB instead of one per segment.
+ *   Such a packet's real length is NFQA_CAP_LEN, never the bytes copied.
+ * Fail-open stays off in both: a packet the kernel cannot queue to us is dropped, as a full
+ * link drops it, never passed unshaped.
+ *
+ * Verdicts of packets released together in arrival order can be one NFQNL_MSG_VERDICT_BATCH
+ * (the kernel accepts every queued id up to the given one); linkd_pkt_order tracks which ids are
+ * still held so the caller knows when a release is such a prefix. */
+#ifndef STALENET_LINKD_PKT_H
+#define STALENET_LINKD_PKT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes of one verdict message without a payload (nlmsghdr, nfgenmsg, verdict attribute). */
+#define LINKD_PKT_VERDICT_LEN 32u
+
+/* One queued packet, as read from its NFQNL_MSG_PACKET message. Pointers are into the message. */
+struct linkd_pkt {
+	uint32_t id;            /* the queue's packet id (host order) */
+	uint32_t len;           /* the packet's real length in bytes (IPv4 header onwards) */
+	const uint8_t *data;    /* the bytes copied to us, NULL when none */
+	uint32_t data_len;
+	bool whole;             /* data holds the whole packet (data_len == len) */
+	bool gso;               /* a segmentation-offload super-packet, passed whole */
+};
+
+/* Parse one netlink message of msg_len bytes. Returns 1 for a packet (*out filled), 0 for a
+ * message of another type (skip it), -EBADMSG for a malformed one. */
+int linkd_pkt_parse(const void *msg, size_t msg_len, struct linkd_pkt *out);
+
+/* Bytes linkd_pkt_verdict_put needs for a verdict carrying payload_len bytes (0 = none). */
+size_t linkd_pkt_verdict_size(uint32_t payload_len);
+
+/* Write one verdict (NF_ACCEPT, NF_DROP) for packet id of queue qnum at buf, replacing the packet
+ * by payload[0..payload_len) when payload is not NULL. Returns the bytes written (a multiple of
+ * 4), or 0 when room is too small (nothing written). */
+size_t linkd_pkt_verdict_put(void *buf, size_t room, uint16_t qnum, uint32_t id, uint32_t verdict,
+			     const void *payload, uint32_t payload_len);
+
+/* Write one batch verdict: verdict for every packet of queue qnum still queued with an id up to
+ * max_id (in the kernel's serial order). Returns LINKD_PKT_VERDICT_LEN or 0 (no room). */
+size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_id,
+			   uint32_t verdict);
+
+/* Copy range for a queue: 0xffff when whole packets are needed, else the IPv4 header's 20 bytes. */
+uint32_t linkd_pkt_copy_range(bool whole);
+/* NFQA_CFG_FLAGS value for a queue (under linkd_pkt_cfg_mask): F_GSO unless whole packets are
+ * needed; never F_FAIL_OPEN. */
+uint32_t linkd_pkt_cfg_flags(bool whole);
+uint32_t linkd_pkt_cfg_mask(void);
+/* Write the configuration message for queue qnum: copy mode COPY_PACKET with the range and the
+ * flags above, and, when maxlen is not 0, the queue's length. Returns bytes written or 0. */
+size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, uint32_t maxlen);
+
+/* Ids of one queue the emulator has received and not yet given a verdict, in arrival order.
+ * The kernel numbers a queue's packets serially (wrapping at 2^32) and keeps them in that order;
+ * a batch verdict up to id x is right only when every held id up to x is being released. A ring
+ * of cap bits (a power of two, at least the queue's maxlen) starting at the oldest held id. */
+struct linkd_pkt_order {
+	uint64_t *bits;         /* held ids, bit (id & (cap - 1)) */
+	uint32_t cap;
+	uint32_t base;          /* the oldest held id (valid when n > 0) */
+	uint32_t next;          /* one past the newest id received */
+	uint32_t n;             /* held ids */
+};
+
+/* Allocate an empty order of cap ids (rounded up to a power of two, >= 64; it grows as needed).
+ * Returns 0 or -ENOMEM. */
+int linkd_pkt_order_init(struct linkd_pkt_order *o, uint32_t cap);
+void linkd_pkt_order_free(struct linkd_pkt_order *o);
+/* Record id as held. Ids must come in the kernel's order (an id not after the newest held one:
+ * -ERANGE); the ring grows to span every held id (-ENOMEM when it cannot). On an error the
+ * order no longer covers every held id: the caller must stop batching that queue. */
+int linkd_pkt_order_hold(struct linkd_pkt_order *o, uint32_t id);
+/* id got its verdict (or is about to). Returns true when id was the oldest held id, i.e. a
+ * verdict for it may be merged into a batch verdict "up to id" with the ones before it. */
+bool linkd_pkt_order_done(struct linkd_pkt_order *o, uint32_t id);
+
+#endif
