@@ -87,6 +87,7 @@ struct lq {
 	int fd;
 	int rawfd;              /* raw IPv4 socket in the namespace, for duplicates; -1 until needed */
 	bool copy_packet;
+	bool segment;           /* wire-sized segments, not offloaded packets (linkd_pkt_cfg_flags) */
 	struct link_params params;
 	struct netem_model model;
 	uint32_t limit;
@@ -237,7 +238,8 @@ static int nfq_config(struct lq *q, uint8_t cmd, bool with_params)
 	char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
 	if (with_params) {
-		if (!linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, QUEUE_MAXLEN))
+		if (!linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, q->segment,
+					  QUEUE_MAXLEN))
 			return -EMSGSIZE;
 	} else {
 		nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, q->qnum);
@@ -268,7 +270,7 @@ static int nfq_config(struct lq *q, uint8_t cmd, bool with_params)
 static int set_copy_mode(struct lq *q)
 {
 	char buf[256];
-	size_t n = linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, 0);
+	size_t n = linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, q->segment, 0);
 	if (mnl_socket_sendto(q->nl, buf, n) < 0)
 		return -errno;
 	return 0;
@@ -335,13 +337,17 @@ static int apply_params(struct linkd *d, struct lq *q, const struct link_params 
 	q->params = *p;
 	q->limit = p->limit_pkts ? p->limit_pkts : DEFAULT_LIMIT;
 	bool want_packet = p->corrupt_ppm || p->dup_ppm;
+	/* A loss, like a duplicate or a corruption, happens to a wire-sized packet: a 64 KB
+	 * offloaded send lost whole would be a burst of about 45 segments at once. */
+	bool want_segment = want_packet || p->loss_ppm;
 	if (want_packet && q->rawfd < 0 && p->dup_ppm) {
 		rc = netns_call(q->netns, open_raw_in_ns, q);
 		if (rc < 0)
 			return rc;
 	}
-	if (want_packet != q->copy_packet) {
+	if (want_packet != q->copy_packet || want_segment != q->segment) {
 		q->copy_packet = want_packet;
+		q->segment = want_segment;
 		rc = set_copy_mode(q);
 		if (rc < 0)
 			return rc;
@@ -390,6 +396,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 		goto fail;
 	}
 	q->copy_packet = p->corrupt_ppm || p->dup_ppm;
+	q->segment = q->copy_packet || p->loss_ppm;
 	rc = netns_call(q->netns, open_queue_in_ns, q);
 	if (rc < 0)
 		goto fail;

@@ -149,9 +149,9 @@ uint32_t linkd_pkt_copy_range(bool whole)
 	return whole ? WHOLE_RANGE : IPV4_HDR_LEN;
 }
 
-uint32_t linkd_pkt_cfg_flags(bool whole)
+uint32_t linkd_pkt_cfg_flags(bool segment)
 {
-	return whole ? 0 : NFQA_CFG_F_GSO;
+	return segment ? 0 : NFQA_CFG_F_GSO;
 }
 
 uint32_t linkd_pkt_cfg_mask(void)
@@ -159,7 +159,8 @@ uint32_t linkd_pkt_cfg_mask(void)
 	return NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN;
 }
 
-size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, uint32_t maxlen)
+size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, bool segment,
+			    uint32_t maxlen)
 {
 	uint8_t *b = buf;
 	size_t need = HDR_LEN + ALIGN4(sizeof(struct nlattr) + sizeof(struct nfqnl_msg_config_params)) +
@@ -175,7 +176,7 @@ size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, u
 		uint32_t v = htonl(maxlen);
 		off += put_attr(b + off, NFQA_CFG_QUEUE_MAXLEN, &v, sizeof v);
 	}
-	uint32_t flags = htonl(linkd_pkt_cfg_flags(whole)), mask = htonl(linkd_pkt_cfg_mask());
+	uint32_t flags = htonl(linkd_pkt_cfg_flags(whole || segment)), mask = htonl(linkd_pkt_cfg_mask());
 	off += put_attr(b + off, NFQA_CFG_FLAGS, &flags, sizeof flags);
 	off += put_attr(b + off, NFQA_CFG_MASK, &mask, sizeof mask);
 	return off;

@@ -55,13 +55,17 @@ size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_i
 
 /* Copy range for a queue: 0xffff when whole packets are needed, else the IPv4 header's 20 bytes. */
 uint32_t linkd_pkt_copy_range(bool whole);
-/* NFQA_CFG_FLAGS value for a queue (under linkd_pkt_cfg_mask): F_GSO unless whole packets are
- * needed; never F_FAIL_OPEN. */
-uint32_t linkd_pkt_cfg_flags(bool whole);
+/* NFQA_CFG_FLAGS value for a queue (under linkd_pkt_cfg_mask): F_GSO (segmentation-offloaded
+ * packets taken whole) unless the queue must see wire-sized segments (segment: a link that
+ * loses, duplicates or corrupts decides per packet as it would be on a wire); never
+ * F_FAIL_OPEN. */
+uint32_t linkd_pkt_cfg_flags(bool segment);
 uint32_t linkd_pkt_cfg_mask(void);
-/* Write the configuration message for queue qnum: copy mode COPY_PACKET with the range and the
- * flags above, and, when maxlen is not 0, the queue's length. Returns bytes written or 0. */
-size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, uint32_t maxlen);
+/* Write the configuration message for queue qnum: copy mode COPY_PACKET with the range of
+ * linkd_pkt_copy_range(whole) and the flags of linkd_pkt_cfg_flags(segment) (whole implies
+ * segment), and, when maxlen is not 0, the queue's length. Returns bytes written or 0. */
+size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, bool segment,
+			    uint32_t maxlen);
 
 /* Ids of one queue the emulator has received and not yet given a verdict, in arrival order.
  * The kernel numbers a queue's packets serially (wrapping at 2^32) and keeps them in that order;

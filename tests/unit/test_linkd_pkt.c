@@ -104,7 +104,7 @@ static struct cfg_seen parse_cfg(const char *buf, size_t n, uint16_t qnum)
 Test(linkd_pkt, config_per_queue)
 {
 	char buf[128];
-	size_t n = linkd_pkt_config_put(buf, sizeof buf, 42, false, 65536);
+	size_t n = linkd_pkt_config_put(buf, sizeof buf, 42, false, false, 65536);
 	cr_assert_gt(n, 0);
 	struct cfg_seen s = parse_cfg(buf, n, 42);
 	cr_assert(s.params && s.maxlen && s.flags && s.mask);
@@ -114,12 +114,19 @@ Test(linkd_pkt, config_per_queue)
 	cr_assert_eq(s.fl, NFQA_CFG_F_GSO);
 	cr_assert_eq(s.mk & (NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN), NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN);
 
-	n = linkd_pkt_config_put(buf, sizeof buf, 9, true, 0);
+	/* a lossy link: the header only, but wire-sized segments */
+	n = linkd_pkt_config_put(buf, sizeof buf, 7, false, true, 0);
+	s = parse_cfg(buf, n, 7);
+	cr_assert_eq(s.range, 20);
+	cr_assert_eq(s.fl, 0);
+	cr_assert_eq(s.mk & NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
+
+	n = linkd_pkt_config_put(buf, sizeof buf, 9, true, false, 0);
 	s = parse_cfg(buf, n, 9);
 	cr_assert(s.params && !s.maxlen && s.flags && s.mask);
 	cr_assert_eq(s.range, 0xffff);
 	cr_assert_eq(s.fl, 0); /* segmented, whole packets; never fail-open */
-	cr_assert_eq(linkd_pkt_config_put(buf, 16, 9, true, 0), 0);
+	cr_assert_eq(linkd_pkt_config_put(buf, 16, 9, true, false, 0), 0);
 }
 
 /* A packet message as the kernel builds it: header, then the given attributes. */
