@@ -172,6 +172,24 @@ static bool proc_of_run(pid_t pid, const char *run_dir, const char *prefix, char
 	return tied;
 }
 
+/* A journalled process that is still there and not of the run. A process in the middle of its
+ * exit has released its executable before it becomes a zombie (/proc/PID/exe unreadable while
+ * the state is not yet Z): such a one is watched for up to a second (poll's timeout, no clock
+ * read) until it is gone or readable, so that a kill -9 of the orchestrator whose children are
+ * dying at that instant does not make the whole journal untrusted. */
+static bool foreign_proc(pid_t pid, uint64_t start, const char *run_dir, const char *prefix,
+			 char *what, size_t wlen)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		if (!cleanup_proc_alive(pid, start) || proc_of_run(pid, run_dir, prefix, what, wlen))
+			return false;
+		if (strcmp(what, "?") != 0)
+			return true; /* a readable executable, not ours */
+		poll(NULL, 0, 10);
+	}
+	return true;
+}
+
 static int open_pidfd(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
@@ -207,6 +225,9 @@ static int undo_proc(const struct journal_parsed *p, const struct journal_record
 	if (!cleanup_proc_alive(pid, st))
 		goto out;
 	if (!proc_of_run(pid, p->run_dir, p->prefix, what, sizeof what)) {
+		/* no executable: in the middle of its exit (see foreign_proc) */
+		if (!strcmp(what, "?") && pidfd_wait(pidfd, 1000))
+			goto out;
 		log_error("cleanup: pid %d now runs %s, not a program of run %s; left alone", (int)pid,
 			  what, p->prefix);
 		rc = -EPERM;
@@ -499,7 +520,7 @@ int cleanup_check(const struct journal_parsed *p, char *why, size_t whylen)
 
 			if (pid < 2 || pid == getpid() || st == 0)
 				return WHY("line %d: pid %d is never a process of a run", r->line, (int)pid);
-			if (cleanup_proc_alive(pid, st) && !proc_of_run(pid, p->run_dir, p->prefix, what, sizeof what))
+			if (foreign_proc(pid, st, p->run_dir, p->prefix, what, sizeof what))
 				return WHY("line %d: pid %d runs %s, not a stalenet program of run %s", r->line,
 					   (int)pid, what, p->prefix);
 			break;
