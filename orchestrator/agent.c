@@ -16,8 +16,16 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "lib/clock.h"
+#include "lib/ctl.h"
+#include "lib/kv.h"
 #include "lib/rtdir.h"
+#include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/overlay.h"
@@ -34,6 +42,15 @@ struct agent_state {
 	int echo_fd;                    /* UDP on LOCAL:AGENT_PROBE_PORT after a build, else -1 */
 	uint32_t remotes[OVERLAY_MAX_REMOTES];  /* the only sources the echo answers */
 	size_t n_remotes;
+	/* the nodes of the build: their configuration (from "conf"), process, control relay */
+	char names[AGENT_MAX_NODES][32];
+	struct kv *conf[AGENT_MAX_NODES];
+	pid_t pid[AGENT_MAX_NODES];
+	size_t n_nodes;
+	struct ctl_server *ctl;
+	char ctl_ep[512];
+	char node_bin[PATH_MAX];
+	int out_fd;
 };
 
 #define PROBE_MAGIC "snprobe1"
@@ -69,6 +86,16 @@ static int parse_i64(const char *s, int64_t *out)
 
 static void teardown(struct agent_state *st)
 {
+	for (size_t i = 0; i < st->n_nodes; i++) {
+		if (st->pid[i] > 0) {
+			kill(st->pid[i], SIGKILL);
+			waitpid(st->pid[i], NULL, 0);
+			st->pid[i] = 0;
+		}
+		kv_destroy(&st->conf[i]);
+	}
+	st->n_nodes = 0;
+	ctl_server_close(&st->ctl);
 	if (st->echo_fd >= 0)
 		close(st->echo_fd);
 	st->echo_fd = -1;
@@ -87,6 +114,19 @@ static bool valid_prefix(const char *p)
 		return false;
 	for (size_t i = 0; i + 1 < n; i++)
 		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* A node name as it may appear in a path: 1..31 of [A-Za-z0-9_-]. */
+static bool valid_name(const char *p)
+{
+	size_t n = strlen(p);
+	if (n < 1 || n > 31)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') ||
+		      p[i] == '_' || p[i] == '-'))
 			return false;
 	return true;
 }
@@ -145,6 +185,10 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 		}
 		*colon = 0;
 		index[i] = (uint32_t)idx;
+		if (!valid_name(names[i])) {
+			snprintf(msg, len, "build: bad node name");
+			return -EINVAL;
+		}
 	}
 	for (int i = 0; i < n_rem; i++)
 		if (inet_pton(AF_INET, rem[i], &remotes[i]) != 1) {
@@ -205,6 +249,25 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	}
 	memcpy(st->remotes, remotes, (size_t)n_rem * sizeof remotes[0]);
 	st->n_remotes = (size_t)n_rem;
+	/* the nodes' run directory and their control socket, in this host's runtime directory */
+	char d[sizeof st->rundir + 16];
+	snprintf(d, sizeof d, "%s/run", st->rundir);
+	mkdir(d, 0700);
+	snprintf(d, sizeof d, "%s/run/nodes", st->rundir);
+	mkdir(d, 0700);
+	snprintf(d, sizeof d, "%s/run/logs", st->rundir);
+	mkdir(d, 0700);
+	if (ctl_endpoint_for(st->rundir, f[0], st->ctl_ep, sizeof st->ctl_ep) < 0 ||
+	    !(st->ctl = ctl_server_open(st->ctl_ep))) {
+		snprintf(msg, len, "build: control socket");
+		teardown(st);
+		return -EIO;
+	}
+	for (int i = 0; i < n_names; i++) {
+		snprintf(st->names[i], sizeof st->names[i], "%s", names[i]);
+		st->pid[i] = 0;
+	}
+	st->n_nodes = (size_t)n_names;
 	snprintf(msg, len, "ok %s %d %s %d", testbed_switch_netns(st->tb), mtu, ifname, umtu);
 	return 0;
 }
@@ -290,6 +353,207 @@ static int probe(struct agent_state *st, const char *args, char *msg, size_t len
 	return 0;
 }
 
+static int node_of(const struct agent_state *st, const char *name)
+{
+	for (size_t i = 0; i < st->n_nodes; i++)
+		if (!strcmp(st->names[i], name))
+			return (int)i;
+	return -1;
+}
+
+/* An event line to the orchestrator: "ev NAME WHAT" (control characters made spaces). */
+static int event(struct agent_state *st, const char *name, const char *what)
+{
+	char buf[AGENT_LINE_MAX];
+	int n = snprintf(buf, sizeof buf, "ev %s %s", name, what);
+	if (n < 0)
+		return -EIO;
+	if ((size_t)n >= sizeof buf - 1)
+		n = (int)sizeof buf - 2;
+	for (int i = 0; i < n; i++)
+		if ((unsigned char)buf[i] < ' ')
+			buf[i] = ' ';
+	buf[n++] = '\n';
+	return write_all(st->out_fd, buf, (size_t)n);
+}
+
+/* "conf NAME KEY VALUE": one key of node NAME's configuration. */
+static int conf(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *sp1 = strchr(args, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp2) {
+		snprintf(msg, len, "conf: expected NAME KEY VALUE");
+		return -EINVAL;
+	}
+	*sp1 = *sp2 = 0;
+	int i = node_of(st, args);
+	const char *key = sp1 + 1;
+	bool key_ok = *key != 0;
+	for (const char *p = key; *p; p++)
+		key_ok = key_ok && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_');
+	if (i < 0 || !key_ok || st->pid[i]) {
+		snprintf(msg, len, "conf: %s", i < 0 ? "no such node here" : !key_ok ? "bad key" : "node running");
+		return -EINVAL;
+	}
+	if (!st->conf[i] && !(st->conf[i] = kv_new()))
+		return -ENOMEM;
+	if (kv_set(st->conf[i], key, sp2 + 1) < 0) {
+		snprintf(msg, len, "conf: bad value");
+		return -EINVAL;
+	}
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
+static int record_node(void *arg, pid_t pid, uint64_t start_time, const char *name)
+{
+	struct agent_state *st = arg;
+	return journal_proc(st->j, pid, start_time, name);
+}
+
+/* "launch NAME": start node NAME (its "conf" keys, with this host's run directory and control
+ * socket) in its namespace. Answered by events: "ev NAME launched PID" or "ev NAME exit -1 WHY". */
+static int launch(struct agent_state *st, const char *name)
+{
+	char path[PATH_MAX], logp[PATH_MAX], what[128];
+	int i = node_of(st, name);
+	if (i < 0 || !st->conf[i] || st->pid[i] > 0)
+		return event(st, valid_name(name) ? name : "?", i < 0 ? "exit -1 no such node here" :
+							    !st->conf[i] ? "exit -1 no configuration" : "exit -1 running");
+	if (!st->node_bin[0]) {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
+		if (slash) {
+			*slash = 0;
+			snprintf(st->node_bin, sizeof st->node_bin, "%.*s/stalenet-node", (int)(sizeof st->node_bin - 16), self);
+		}
+	}
+	snprintf(path, sizeof path, "%s/run", st->rundir);
+	kv_set(st->conf[i], "run.dir", path);
+	kv_set(st->conf[i], "ctl.endpoint", st->ctl_ep);
+	snprintf(path, sizeof path, "%s/run/nodes/%s.conf", st->rundir, st->names[i]);
+	snprintf(logp, sizeof logp, "%s/run/logs/%s.log", st->rundir, st->names[i]);
+	int rc = kv_save(st->conf[i], path);
+	if (rc < 0 || access(st->node_bin, X_OK) < 0) {
+		snprintf(what, sizeof what, "exit -1 %s", rc < 0 ? "cannot write its configuration" : "stalenet-node not found");
+		return event(st, name, what);
+	}
+	const char *argv[] = { st->node_bin, path, NULL };
+	struct launch_spec ls = { .name = name, .netns = testbed_node_netns(st->tb, i), .argv = argv, .log_path = logp,
+				  .record = record_node, .record_arg = st };
+	pid_t pid = launch_spawn(&ls);
+	if (pid < 0) {
+		snprintf(what, sizeof what, "exit -1 launch: %s", strerror((int)-pid));
+		return event(st, name, what);
+	}
+	st->pid[i] = pid;
+	snprintf(what, sizeof what, "launched %d", (int)pid);
+	return event(st, name, what);
+}
+
+/* "send NAME MSG": relay a control message (start, stop) to node NAME; no answer. */
+static void relay_send(struct agent_state *st, char *args)
+{
+	char *sp = strchr(args, ' ');
+	if (!sp)
+		return;
+	*sp = 0;
+	if (node_of(st, args) >= 0 && st->ctl)
+		ctl_server_send(st->ctl, args, sp + 1);
+}
+
+/* "kill NAME": SIGKILL node NAME (a planned crash); its exit comes as an event. */
+static void relay_kill(struct agent_state *st, const char *name)
+{
+	int i = node_of(st, name);
+	if (i >= 0 && st->pid[i] > 0)
+		kill(st->pid[i], SIGKILL);
+}
+
+static void on_node_exit(void *arg, pid_t pid, int status)
+{
+	struct agent_state *st = arg;
+	for (size_t i = 0; i < st->n_nodes; i++)
+		if (st->pid[i] == pid) {
+			char what[64];
+			st->pid[i] = 0;
+			snprintf(what, sizeof what, "exit %d", status);
+			event(st, st->names[i], what);
+		}
+}
+
+/* Node messages to the orchestrator as events, and node exits. */
+static void relay_nodes(struct agent_state *st)
+{
+	char node[64], m[AGENT_LINE_MAX - 128];
+	while (st->ctl && ctl_server_recv(st->ctl, node, sizeof node, m, sizeof m, 0) == 1)
+		if (node_of(st, node) >= 0)
+			event(st, node, m);
+	launch_reap(on_node_exit, st);
+}
+
+static bool safe_file_name(const char *n)
+{
+	if (n[0] == '.' || strlen(n) > 100)
+		return false;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		      *p == '-' || *p == '.'))
+			return false;
+	return true;
+}
+
+/* Send one file as "file REL" then "l LINE" per complete line. */
+static int send_file(struct agent_state *st, const char *dir, const char *rel)
+{
+	char path[PATH_MAX], line[AGENT_LINE_MAX];
+	snprintf(path, sizeof path, "%.3000s/%.200s", dir, rel);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int n = snprintf(line, sizeof line, "file %s\n", rel);
+	int rc = write_all(st->out_fd, line, (size_t)n);
+	line[0] = 'l';
+	line[1] = ' ';
+	while (!rc && fgets(line + 2, (int)sizeof line - 2, f)) {
+		size_t l = strlen(line);
+		if (line[l - 1] != '\n')
+			break;          /* an unfinished or overlong last row: left out */
+		rc = write_all(st->out_fd, line, l);
+	}
+	fclose(f);
+	return rc;
+}
+
+/* "fetch": the node run directory's files (top level, nodes/, logs/), each as send_file, then
+ * "fetched". */
+static int fetch(struct agent_state *st)
+{
+	static const char *const subs[] = { "", "nodes/", "logs/" };
+	char dir[PATH_MAX];
+	int rc = 0;
+	if (!st->tb)
+		return write_all(st->out_fd, "fetched\n", 8);
+	for (size_t k = 0; !rc && k < sizeof subs / sizeof subs[0]; k++) {
+		snprintf(dir, sizeof dir, "%s/run/%s", st->rundir, subs[k]);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		while (!rc && d && (e = readdir(d))) {
+			char rel[160];
+			if (e->d_type != DT_REG || !safe_file_name(e->d_name))
+				continue;
+			char base[PATH_MAX];
+			snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name);
+			snprintf(base, sizeof base, "%s/run", st->rundir);
+			rc = send_file(st, base, rel) ? -EIO : 0;
+		}
+		if (d)
+			closedir(d);
+	}
+	return rc ? rc : write_all(st->out_fd, "fetched\n", 8);
+}
+
 /* Answer one request line (without its newline). 1 = quit, 0 = go on, <0 = error. */
 static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 {
@@ -306,6 +570,29 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
+	if (!strncmp(line, "conf ", 5)) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (conf(st, line + 5, msg, sizeof msg) < 0) {
+			char why[AGENT_LINE_MAX - 16];
+			msg[sizeof why - 1] = 0;
+			memcpy(why, msg, sizeof why);
+			snprintf(msg, sizeof msg, "fail %s", why);
+		}
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
+	if (!strncmp(line, "launch ", 7))
+		return launch(st, line + 7);
+	if (!strncmp(line, "send ", 5)) {
+		relay_send(st, line + 5);
+		return 0;
+	}
+	if (!strncmp(line, "kill ", 5)) {
+		relay_kill(st, line + 5);
+		return 0;
+	}
+	if (!strcmp(line, "fetch"))
+		return fetch(st);
 	if (!strcmp(line, "cleanup")) {
 		struct cleanup_report rep = { 0 };
 		int rc = cleanup_run(NULL, 0, &rep);
@@ -361,7 +648,7 @@ const char *agent_commit(void)
 int agent_serve(int in_fd, int out_fd)
 {
 	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
-	struct agent_state st = { .echo_fd = -1 };
+	struct agent_state st = { .echo_fd = -1, .out_fd = out_fd };
 	size_t have = 0;
 	int rc;
 
@@ -388,11 +675,18 @@ static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_
 	for (;;) {
 		/* requests, and the other hosts' underlay probes once built */
 		struct pollfd p[2] = { { .fd = in_fd, .events = POLLIN }, { .fd = st->echo_fd, .events = POLLIN } };
-		if (poll(p, st->echo_fd >= 0 ? 2 : 1, -1) < 0) {
+		/* with nodes running, their control messages and exits are relayed every 5 ms */
+		bool relay = st->ctl != NULL;
+		int pr = poll(p, st->echo_fd >= 0 ? 2 : 1, relay ? 5 : -1);
+		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
+		if (relay)
+			relay_nodes(st);
+		if (pr == 0)
+			continue;
 		if (st->echo_fd >= 0 && (p[1].revents & POLLIN))
 			echo_once(st);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))

@@ -31,8 +31,8 @@
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 
-#define AGENT_PROTO    1
-#define AGENT_LINE_MAX 256      /* one protocol line, newline included */
+#define AGENT_PROTO    2
+#define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 
 /* This build's version and commit, as the greeting carries them ("0.1.0", "abc1234"); one
