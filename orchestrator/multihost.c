@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/clocksync.h"
+#include "lib/kv.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 
@@ -44,6 +46,7 @@ static int open_link(const struct multihost_opts *o, size_t i, struct agentlink 
 struct multihost {
 	const struct hosts *hosts;
 	struct agentlink **links;       /* one per host */
+	struct clocksync_estimate *clock; /* one per host */
 	bool built;
 };
 
@@ -51,8 +54,11 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 {
 	struct multihost *self = calloc(1, sizeof *self);
 	int bad = 0;
-	if (!self || !(self->links = calloc(o->hosts->n, sizeof *self->links))) {
+	if (!self || !(self->links = calloc(o->hosts->n, sizeof *self->links)) ||
+	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock))) {
 		fprintf(err_out, "stalenet: out of memory\n");
+		if (self)
+			free(self->links);
 		free(self);
 		return NULL;
 	}
@@ -74,6 +80,7 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 			agentlink_close(&self->links[i], 5000);
 			continue;
 		}
+		self->clock[i] = e;
 		fprintf(out, "host %s (%s): ok, hostname %s, clock offset %+.6f s +- %.6f s (min round trip %.6f s)\n",
 			h->name, h->ssh, agentlink_remote_hostname(self->links[i]), e.offset_ns / 1e9, e.bound_ns / 1e9,
 			e.min_delay_ns / 1e9);
@@ -224,6 +231,7 @@ void multihost_close(struct multihost **self)
 	for (size_t h = 0; h < (*self)->hosts->n; h++)
 		agentlink_close(&(*self)->links[h], 10000);
 	free((*self)->links);
+	free((*self)->clock);
 	free(*self);
 	*self = NULL;
 }
@@ -251,4 +259,226 @@ int multihost_cleanup(const struct multihost_opts *o, FILE *out, FILE *err_out)
 		agentlink_close(&l, 5000);
 	}
 	return bad ? -EIO : 0;
+}
+
+const struct clocksync_estimate *multihost_clock(const struct multihost *self, size_t i)
+{
+	return &self->clock[i];
+}
+
+/* Host h's CLOCK_MONOTONIC at our t (ns), by its measured offset and drift. */
+static int64_t to_host_clock(const struct multihost *self, size_t h, int64_t t)
+{
+	return t + clocksync_offset_at(&self->clock[h], t);
+}
+
+/* Where a fetched file goes: REL is "NAME", "nodes/NAME" or "logs/NAME" with a safe NAME. */
+static bool safe_rel(const char *rel)
+{
+	const char *n = !strncmp(rel, "nodes/", 6) ? rel + 6 : !strncmp(rel, "logs/", 5) ? rel + 5 : rel;
+	if (!*n || n[0] == '.' || strlen(n) > 100)
+		return false;
+	for (const char *q = n; *q; q++)
+		if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_' ||
+		      *q == '-' || *q == '.'))
+			return false;
+	/* the orchestrator's own files are not overwritten by a host's */
+	return strcmp(n, "meta.json") && strcmp(n, "journal") && strcmp(n, "events.csv") && strcmp(n, "progress.csv");
+}
+
+/* Copy host h's run files into dir: "file REL", "l LINE"..., "fetched". Appends, so files of
+ * several hosts with the same name (eval.csv has one writer) are joined. */
+static int fetch_host(struct multihost *self, size_t h, const char *dir, FILE *err_out)
+{
+	char line[AGENT_LINE_MAX];
+	FILE *f = NULL;
+	int rc, files = 0;
+	if ((rc = agentlink_send(self->links[h], "fetch")))
+		return rc;
+	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000))) {
+		if (!strcmp(line, "fetched"))
+			break;
+		if (!strncmp(line, "l ", 2)) {
+			if (f)
+				fprintf(f, "%s\n", line + 2);
+			continue;
+		}
+		if (f)
+			fclose(f);
+		f = NULL;
+		if (strncmp(line, "file ", 5))
+			continue;
+		char path[PATH_MAX];
+		if (!safe_rel(line + 5)) {
+			fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, line + 5);
+			continue;
+		}
+		snprintf(path, sizeof path, "%.3000s/%.200s", dir, line + 5);
+		/* a header row is written once: a second host's rows are appended under it */
+		bool exists = access(path, F_OK) == 0;
+		f = fopen(path, "ae");
+		files++;
+		if (f && exists) {
+			/* skip this host's header: read the next line and drop it if it is one */
+			if ((rc = agentlink_recv(self->links[h], line, sizeof line, 60000)))
+				break;
+			if (!strncmp(line, "l ", 2) && !strncmp(line + 2, "t_s", 3))
+				continue;
+			if (!strncmp(line, "l ", 2))
+				fprintf(f, "%s\n", line + 2);
+		}
+	}
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
+			FILE *err_out)
+{
+	const struct plan_run *run = o->run;
+	const struct hosts *hs = self->hosts;
+	size_t n = run->n_nodes, alive = 0, ready = 0;
+	int result = 0;
+	bool started = false, stopping = false;
+	char line[AGENT_LINE_MAX];
+	bool *up = calloc(n, sizeof *up), *is_ready = calloc(n, sizeof *is_ready), *host_lost = calloc(hs->n, sizeof *host_lost);
+	if (!up || !is_ready || !host_lost) {
+		free(up);
+		free(is_ready);
+		free(host_lost);
+		return 1;
+	}
+	*origin_ns = 0;
+	/* configurations, then every node launched */
+	for (size_t i = 0; i < n && !result; i++) {
+		size_t h = o->p->host_of[i];
+		struct kv *kv = nodeconf_build(run, i, o->nc, NULL);
+		for (size_t k = 0; kv && k < kv_count(kv) && !result; k++) {
+			const char *key, *val;
+			kv_entry(kv, k, &key, &val);
+			if ((size_t)snprintf(line, sizeof line, "conf %s %s %s", run->nodes[i].name, key, val) >= sizeof line ||
+			    strchr(val, '\n')) {
+				fprintf(err_out, "stalenet: node %s: configuration key %s too long for a host\n",
+					run->nodes[i].name, key);
+				result = 1;
+				break;
+			}
+			char reply[AGENT_LINE_MAX];
+			if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
+				result = 1;
+			}
+		}
+		if (!kv)
+			result = 1;
+		kv_destroy(&kv);
+	}
+	for (size_t i = 0; i < n && !result; i++) {
+		snprintf(line, sizeof line, "launch %s", run->nodes[i].name);
+		if (agentlink_send(self->links[o->p->host_of[i]], line))
+			result = 1;
+		else
+			up[i] = true, alive++;
+	}
+	if (result)
+		stopping = true;
+	int64_t t_launch = clock_now_ns(), stop_sent = 0;
+	while (alive) {
+		int64_t now = clock_now_ns();
+		if (!stopping && ((o->interrupted && *o->interrupted) ||
+				  (!started && now - t_launch > (int64_t)o->ready_timeout_ms * 1000000) ||
+				  (started && o->stop_after_ns && now - *origin_ns >= o->stop_after_ns))) {
+			if (o->interrupted && *o->interrupted)
+				result = 2;
+			else if (!started) {
+				fprintf(err_out, "stalenet: nodes not ready within %d ms\n", o->ready_timeout_ms);
+				result = 1;
+			}
+			stopping = true;
+		}
+		if (stopping && !stop_sent) {
+			stop_sent = now;
+			for (size_t i = 0; i < n; i++)
+				if (up[i] && !host_lost[o->p->host_of[i]]) {
+					snprintf(line, sizeof line, "send %s stop", run->nodes[i].name);
+					agentlink_send(self->links[o->p->host_of[i]], line);
+				}
+		}
+		if (stop_sent && now - stop_sent > 30000000000LL) {
+			/* a node that ignores stop for 30 s is killed */
+			for (size_t i = 0; i < n; i++)
+				if (up[i] && !host_lost[o->p->host_of[i]]) {
+					snprintf(line, sizeof line, "kill %s", run->nodes[i].name);
+					agentlink_send(self->links[o->p->host_of[i]], line);
+				}
+			stop_sent = now;
+		}
+		for (size_t h = 0; h < hs->n; h++) {
+			if (host_lost[h] || !host_used(o->p, h))
+				continue;
+			int rc;
+			while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 2))) {
+				char name[64], what[AGENT_LINE_MAX];
+				int st = 0;
+				if (sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
+					continue;
+				size_t i = 0;
+				while (i < n && (o->p->host_of[i] != h || strcmp(run->nodes[i].name, name)))
+					i++;
+				if (i == n)
+					continue;
+				if (!strcmp(what, "ready") && !is_ready[i]) {
+					is_ready[i] = true;
+					ready++;
+				} else if (sscanf(what, "exit %d", &st) == 1 && up[i]) {
+					up[i] = false;
+					alive--;
+					if (st != 0) {
+						fprintf(err_out, "stalenet: node %s on host %s died: %s\n", name, hs->list[h].name, what);
+						if (!o->on_failure_continue && !stopping) {
+							result = 1;
+							stopping = true;
+						}
+					}
+				}
+			}
+			if (rc != -ETIMEDOUT) {
+				/* the agent is gone: its nodes with it (they die with it) */
+				host_lost[h] = true;
+				fprintf(err_out, "stalenet: host %s: agent lost (%s); its nodes are lost\n", hs->list[h].name,
+					strerror(-rc));
+				for (size_t i = 0; i < n; i++)
+					if (o->p->host_of[i] == h && up[i]) {
+						up[i] = false;
+						alive--;
+					}
+				if (!o->on_failure_continue && !stopping) {
+					result = 1;
+					stopping = true;
+				}
+			}
+		}
+		if (!started && !stopping && ready == n) {
+			/* one origin on our clock, each host's node told it on its own clock */
+			started = true;
+			*origin_ns = clock_now_ns();
+			for (size_t i = 0; i < n; i++) {
+				size_t h = o->p->host_of[i];
+				snprintf(line, sizeof line, "send %s start %lld", run->nodes[i].name,
+					 (long long)to_host_clock(self, h, *origin_ns));
+				agentlink_send(self->links[h], line);
+			}
+			fprintf(err_out, "stalenet: %zu nodes ready on %zu hosts: started\n", n, hs->n);
+		}
+	}
+	for (size_t h = 0; h < hs->n; h++)
+		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, o->run_dir, err_out)) {
+			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
+			result = result ? result : 1;
+		}
+	free(up);
+	free(is_ready);
+	free(host_lost);
+	return result;
 }

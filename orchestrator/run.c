@@ -970,6 +970,134 @@ out:
 	return rc;
 }
 
+/* One run of a scenario across hosts: the testbed built by the agents (multihost_build), the
+ * nodes launched and supervised through them (multihost_run_nodes), their files fetched into
+ * the run directory, the summary computed as for one host. Returns a CLI exit code. */
+static int run_multihost_one(const struct run_opts *o, const struct plan_run *run, const struct hosts *hosts,
+			     struct multihost *mh, const char *dir, const char *sweep_dir)
+{
+	const struct scenario *sc = run->scenario;
+	struct rundir_meta meta = { .duration_s = -1, .status = "running", .backend = "kernel" };
+	struct rundir_host *rh = calloc(hosts->n, sizeof *rh);
+	char **addrs = calloc(run->n_nodes + 1, sizeof *addrs);
+	char err[512], prefix[16];
+	uint32_t vni = 0;
+	int64_t t0 = clock_now_ns(), origin = 0;
+	int res = 1;
+	struct placement *pl = NULL;
+
+	(void)o;
+	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
+		goto out;
+	if (sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) {
+		fprintf(stderr, "stalenet run: network.subnet other than 198.18.0.0/15 is not supported across hosts yet\n");
+		goto out;
+	}
+	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it) */
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)i + 1) };
+		char b[INET_ADDRSTRLEN];
+		if (!(addrs[i] = strdup(inet_ntop(AF_INET, &a, b, sizeof b))))
+			goto out;
+	}
+	pl = placement_new(hosts, run, err, sizeof err);
+	if (!pl) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	if (testbed_random_prefix(prefix, sizeof prefix) < 0 || getrandom(&vni, sizeof vni, 0) != (ssize_t)sizeof vni)
+		goto out;
+	vni = (vni % ((1u << 24) - 1)) + 1;
+	meta.prefix = prefix;
+	meta.hosts = rh;
+	meta.n_hosts = hosts->n;
+	for (size_t h = 0; h < hosts->n; h++) {
+		const struct clocksync_estimate *e = multihost_clock(mh, h);
+		rh[h] = (struct rundir_host){ .name = hosts->list[h].name, .offset_ns = e->offset_ns,
+					      .bound_ns = e->bound_ns, .drift_ppm = e->drift_ppm };
+	}
+	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0) {
+		struct nodeconf_ctx nc = {
+			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
+			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
+			.addrs = (const char *const *)addrs, .port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
+		};
+		struct multihost_nodes_opts no = {
+			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .stop_after_ns = (int64_t)sc->stop_time_us * 1000,
+			.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+			.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
+		};
+		res = multihost_run_nodes(mh, &no, &origin, stderr);
+	}
+	if (multihost_teardown(mh, stderr) < 0 && res == 0)
+		res = 1;
+	meta.origin_ns = origin;
+	meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - origin);
+	for (size_t h = 0; h < hosts->n; h++)
+		rh[h].offset_ns = clocksync_offset_at(multihost_clock(mh, h), origin);
+out:
+	meta.duration_s = (double)(clock_now_ns() - t0) / 1e9;
+	meta.status = res == 0 ? "complete" : res == 2 ? "interrupted" : "failed";
+	if (rh && rundir_write_meta(dir, run, &meta) < 0)
+		log_error("write %s/meta.json failed", dir);
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && res != 2) {
+		struct summary_row row;
+		char summary_path[PATH_MAX + 32];
+
+		snprintf(summary_path, sizeof summary_path, "%s/summary.csv", sweep_dir);
+		if (summary_compute(dir, &row, err, sizeof err) == 0) {
+			if (summary_append(summary_path, &row, err, sizeof err) < 0)
+				log_warn("summary: %s", err);
+		} else {
+			log_warn("summary of %s: %s", dir, err);
+		}
+	}
+	if (res == 0)
+		rundir_mark_complete(dir);
+	for (size_t i = 0; addrs && i <= run->n_nodes; i++)
+		free(addrs[i]);
+	free(addrs);
+	free(rh);
+	placement_destroy(&pl);
+	return res == 0 ? CLI_EXIT_OK : res == 2 ? CLI_EXIT_INTERRUPTED : CLI_EXIT_FAILED;
+}
+
+/* Every run of the plan across the connected hosts, one after another. */
+static int run_across_hosts(const struct run_opts *o, const struct scenario *sc, const struct plan *plan,
+			    const struct hosts *hosts, struct multihost *mh)
+{
+	char out[PATH_MAX], abs_out[PATH_MAX], dir[RUN_DIR_MAX];
+	size_t nruns = plan_n_runs(plan);
+	int rc = CLI_EXIT_OK;
+
+	if (o->out_dir)
+		snprintf(out, sizeof out, "%s", o->out_dir);
+	else
+		rundir_default(sc->name, out, sizeof out);
+	if (rundir_mkdirs(out, false) < 0 || !realpath(out, abs_out) ||
+	    strlen(abs_out) > RUN_DIR_MAX - PLAN_RUN_ID_MAX - 2) {
+		fprintf(stderr, "stalenet run: cannot use %s\n", out);
+		return CLI_EXIT_FAILED;
+	}
+	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
+		const struct plan_run *run = plan_run(plan, i);
+		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
+			snprintf(dir, sizeof dir, "%s", abs_out);
+		else
+			snprintf(dir, sizeof dir, "%s/%.*s", abs_out, PLAN_RUN_ID_MAX, run->id);
+		if (rundir_is_complete(dir))
+			continue;
+		int r = run_multihost_one(o, run, hosts, mh, dir, abs_out);
+		if (r == CLI_EXIT_INTERRUPTED)
+			return r;
+		if (r != CLI_EXIT_OK)
+			rc = CLI_EXIT_FAILED;
+	}
+	fprintf(stderr, "%s: %zu run(s) across %zu hosts; results in %s\n",
+		rc == CLI_EXIT_OK ? "done" : "finished with failures", nruns, hosts->n, abs_out);
+	return rc;
+}
+
 int run_main(const struct run_opts *o)
 {
 	char err[SCENARIO_ERR_MAX], out[PATH_MAX], abs_out[PATH_MAX];
@@ -1007,22 +1135,8 @@ int run_main(const struct run_opts *o)
 		rc = CLI_EXIT_HOST;
 		struct multihost *mh = multihost_connect(&mo, stderr, stderr);
 		if (mh) {
-			/* the first run's testbed, built across the hosts, checked and torn down */
-			const struct plan_run *run = plan_run(plan, 0);
-			struct placement *pl = placement_new(hosts, run, err, sizeof err);
-			char prefix[16];
-			uint32_t vni = 0;
-			int brc = !pl ? -EINVAL : testbed_random_prefix(prefix, sizeof prefix);
-			if (!brc && getrandom(&vni, sizeof vni, 0) != (ssize_t)sizeof vni)
-				brc = -errno;
-			vni = (vni % ((1u << 24) - 1)) + 1;
-			if (!brc)
-				brc = multihost_build(mh, run, pl, prefix, vni, stderr, stderr);
-			int trc = multihost_teardown(mh, stderr);
-			if (!brc && !trc)
-				fprintf(stderr, "stalenet run: the testbed of run %s was built across the hosts and torn "
-					"down again; launching nodes across hosts is not built yet\n", run->id);
-			placement_destroy(&pl);
+			install_signals();
+			rc = run_across_hosts(o, sc, plan, hosts, mh);
 			multihost_close(&mh);
 		}
 		hosts_destroy(&fh);

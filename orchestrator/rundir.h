@@ -22,6 +22,14 @@ void rundir_default(const char *name, char *out, size_t outlen);
 /* Create RUN_DIR with logs/ and nodes/, write scenario.yaml. Returns 0 or -errno (logged). */
 int rundir_prepare(const char *dir, const struct plan_run *run);
 
+/* One host of a run across hosts: its clock against the orchestrator's (remote - local). */
+struct rundir_host {
+	const char *name;
+	int64_t offset_ns;              /* at the run's origin */
+	int64_t bound_ns;               /* |error| of the offset, at most */
+	double drift_ppm;
+};
+
 struct rundir_meta {
 	const char *backend;            /* kernel | nfq */
 	const char *prefix;             /* host object prefix of this run */
@@ -29,6 +37,9 @@ struct rundir_meta {
 	int64_t wall_start_ns;          /* CLOCK_REALTIME at the origin */
 	double duration_s;              /* < 0 while running */
 	const char *status;             /* running | complete | failed | interrupted */
+	const struct rundir_host *hosts; /* a run across hosts: "hosts": [{name, clock_offset_ns,
+					    clock_bound_ns, clock_drift_ppm}]; NULL = one host */
+	size_t n_hosts;
 };
 
 /* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */
