@@ -290,17 +290,21 @@ static bool safe_rel(const char *rel)
  * several hosts with the same name (eval.csv has one writer) are joined. */
 static int fetch_host(struct multihost *self, size_t h, const char *dir, FILE *err_out)
 {
-	char line[AGENT_LINE_MAX];
+	char line[AGENT_LINE_MAX], first[AGENT_LINE_MAX] = "";
 	FILE *f = NULL;
-	int rc, files = 0;
+	bool first_row = false;
+	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
 	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000))) {
 		if (!strcmp(line, "fetched"))
 			break;
 		if (!strncmp(line, "l ", 2)) {
-			if (f)
+			/* a header row is written once: a second host's rows of the same file
+			 * (partition.csv has a writer on every host) go under the first one's header */
+			if (f && !(first_row && first[0] && !strcmp(line + 2, first)))
 				fprintf(f, "%s\n", line + 2);
+			first_row = false;
 			continue;
 		}
 		if (f)
@@ -314,19 +318,16 @@ static int fetch_host(struct multihost *self, size_t h, const char *dir, FILE *e
 			continue;
 		}
 		snprintf(path, sizeof path, "%.3000s/%.200s", dir, line + 5);
-		/* a header row is written once: a second host's rows are appended under it */
-		bool exists = access(path, F_OK) == 0;
-		f = fopen(path, "ae");
-		files++;
-		if (f && exists) {
-			/* skip this host's header: read the next line and drop it if it is one */
-			if ((rc = agentlink_recv(self->links[h], line, sizeof line, 60000)))
-				break;
-			if (!strncmp(line, "l ", 2) && !strncmp(line + 2, "t_s", 3))
-				continue;
-			if (!strncmp(line, "l ", 2))
-				fprintf(f, "%s\n", line + 2);
+		first[0] = 0;
+		FILE *ex = fopen(path, "re");
+		if (ex) {
+			if (!fgets(first, sizeof first, ex))
+				first[0] = 0;
+			first[strcspn(first, "\n")] = 0;
+			fclose(ex);
 		}
+		f = fopen(path, "ae");
+		first_row = true;
 	}
 	if (f)
 		fclose(f);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collectors/schema.h"
 #include "lib/netns.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
@@ -106,12 +107,34 @@ static int count(const char *text, const char *needle)
 	return n;
 }
 
-static void system_ls(const char *dir)
+/* The first line of dir/rel and the number of lines after it; NULL when missing. */
+static char *head_of(const char *rel, int *rows)
 {
-	char cmd[2400];
-	snprintf(cmd, sizeof cmd, "ls -lR %s >&2; cat %s/meta.json %s/summary.csv >&2; head -3 %s/nodes/*.csv >&2", dir, dir, dir, dir);
-	if (system(cmd) < 0)
-		cr_log_warn("ls failed");
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *t = support_read_file(path, &len);
+	if (!t)
+		return NULL;
+	*rows = -1;
+	for (size_t i = 0; i < len; i++)
+		*rows += t[i] == '\n';
+	t[strcspn(t, "\n")] = 0;
+	return t;
+}
+
+/* t_s of the first data row of dir/rel. */
+static double first_t(const char *rel)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *t = support_read_file(path, &len);
+	cr_assert(t, "%s", path);
+	char *nl = strchr(t, '\n');
+	double v = nl ? strtod(nl + 1, NULL) : -1;
+	free(t);
+	return v;
 }
 
 Test(multihost_cli, run_checks_every_host_then_stops)
@@ -134,7 +157,59 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 	cr_expect(strstr(t, "underlay h0 -> h1: base one-way delay ") && strstr(t, "underlay h0 -> h2: base one-way delay "),
 		  "%s", t);
 	cr_expect(strstr(t, "5 nodes ready on 3 hosts: started"), "%s", t);
-	system_ls(run_dir);
+	/* one run directory with the one-host schema, from the three hosts' files */
+	int rows = 0;
+	char *hd = head_of("nodes/server0.csv", &rows);
+	cr_assert(hd, "nodes/server0.csv (from h0)");
+	cr_expect_str_eq(hd, TRACE_HEADER_SERVER);
+	cr_expect_gt(rows, 10, "server0 applied updates");
+	free(hd);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		hd = head_of(rel, &rows);
+		cr_assert(hd, "%s missing", rel);
+		cr_expect_str_eq(hd, TRACE_HEADER_NODE, "%s", rel);
+		cr_expect_gt(rows, 10, "%s: worker stepped (%d rows)", rel, rows);
+		free(hd);
+		/* every host's t_s on one clock: the first step of each worker within 2 s of the origin */
+		double t0 = first_t(rel);
+		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
+	}
+	hd = head_of("eval.csv", &rows);
+	cr_assert(hd, "eval.csv");
+	cr_expect_str_eq(hd, TRACE_HEADER_EVAL);
+	cr_expect_gt(rows, 0);
+	free(hd);
+	size_t len;
+	char path[600];
+	snprintf(path, sizeof path, "%s/partition.csv", run_dir);
+	char *part = support_read_file(path, &len);
+	cr_assert(part, "partition.csv");
+	cr_expect_eq(count(part, TRACE_HEADER_PARTITION), 1, "one header over the hosts' rows: %s", part);
+	cr_expect_geq(count(part, "worker3,"), 1, "worker3's rows from h2: %s", part);
+	free(part);
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	cr_expect(strstr(meta, "\"status\": \"complete\""), "%s", meta);
+	cr_expect_eq(count(meta, "\"clock_offset_ns\""), 3, "%s", meta);
+	cr_expect_eq(count(meta, "\"clock_bound_ns\""), 3, "%s", meta);
+	free(meta);
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &len);
+	cr_assert(sum, "summary.csv");
+	cr_expect(strstr(sum, ",complete\n"), "%s", sum);
+	/* steps_min (10th column) > 0: every worker stepped */
+	char *row = strchr(sum, '\n');
+	cr_assert(row);
+	int col = 0;
+	char *p = row + 1;
+	while (col < 9 && (p = strchr(p, ',')))
+		p++, col++;
+	cr_assert(p, "%s", sum);
+	cr_expect_gt(atol(p), 0, "steps_min: %s", sum);
+	free(sum);
 	for (size_t i = 0; i < 3; i++) {
 		char dir[128];
 		snprintf(dir, sizeof dir, "/proc/%d/root/run/netns", (int)hs.host[i].sshd_pid);
