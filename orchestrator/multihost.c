@@ -129,6 +129,11 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		size_t pos = 0, count = 0, n_rem = 0;
 		if (!host_used(p, h))
 			continue;       /* a host without nodes of this run takes no part */
+		if (!self->links[h]) {
+			fprintf(err_out, "stalenet: host %s: its agent was lost in an earlier run\n", hs->list[h].name);
+			rc = -EHOSTDOWN;
+			break;
+		}
 		bool ok = appendf(req, sizeof req, &pos, "build %s %u %s", prefix, vni, hs->list[h].address);
 		for (size_t i = 0; ok && i < p->n_nodes; i++)
 			if (p->host_of[i] == h)
@@ -449,6 +454,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				host_lost[h] = true;
 				fprintf(err_out, "stalenet: host %s: agent lost (%s); its nodes are lost\n", hs->list[h].name,
 					strerror(-rc));
+				/* what it built stays in its journal there, for `stalenet cleanup --hosts` */
+				agentlink_close(&self->links[h], 5000);
 				for (size_t i = 0; i < n; i++)
 					if (o->p->host_of[i] == h && up[i]) {
 						up[i] = false;

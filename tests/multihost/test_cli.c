@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "tests/support/fixture.h"
 #include "tests/support/hostsim.h"
 #include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 static struct hostsim hs;
 static char stalenet[PATH_MAX + 16], scen[400], hosts_file[400], out_file[400], run_dir[400];
@@ -38,7 +40,9 @@ static void setup(void)
 		*strrchr(exe, '/') = 0;
 	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
 	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
-	if (hostsim_start(&hs, "l", 3, NULL, why, sizeof why))
+	/* each host's monotonic clock far from ours: a trace not mapped onto one clock shows it */
+	static const int64_t offsets[3] = { 0, 1000250000000ll, -2125000000ll };
+	if (hostsim_start(&hs, "l", 3, offsets, why, sizeof why))
 		support_skip_or_fail("hosts: %s", why);
 	snprintf(scen, sizeof scen, "%s/s.yaml", hs.dir);
 	snprintf(hosts_file, sizeof hosts_file, "%s/hosts.yaml", hs.dir);
@@ -68,8 +72,8 @@ static void write_hosts(const char *h1_address, const char *h2_name)
 	support_write_file(hosts_file, text);
 }
 
-/* Run stalenet with args in the control namespace; stdout+stderr into out_file. Exit code. */
-static int run_cli(const char *const *args)
+/* Start stalenet with args in the control namespace; stdout+stderr into out_file. */
+static pid_t start_cli(const char *const *args)
 {
 	const char *argv[24];
 	size_t a = 0;
@@ -86,9 +90,31 @@ static int run_cli(const char *const *args)
 		execv(stalenet, (char *const *)argv);
 		_exit(121);
 	}
+	return pid;
+}
+
+/* Run stalenet with args in the control namespace; stdout+stderr into out_file. Exit code. */
+static int run_cli(const char *const *args)
+{
+	pid_t pid = start_cli(args);
 	int st = 0;
 	cr_assert_eq(support_wait_pid(pid, &st, 120000), 0, "stalenet did not finish");
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Namespaces of ours ("sn...") on host i. */
+static int netns_left(size_t i)
+{
+	char dir[128];
+	snprintf(dir, sizeof dir, "/proc/%d/root/run/netns", (int)hs.host[i].sshd_pid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int left = 0;
+	while (d && (e = readdir(d)))
+		left += !strncmp(e->d_name, "sn", 2);
+	if (d)
+		closedir(d);
+	return left;
 }
 
 static char *output(void)
@@ -268,5 +294,74 @@ Test(multihost_cli, bad_hosts_one_error_each)
 	cr_expect_eq(rc, 2, "%s", t);
 	cr_expect(strstr(t, want), "want %s in %s", want, t);
 	cr_expect(!strstr(t, "Permission denied"), "nothing was contacted: %s", t);
+	free(t);
+}
+
+static bool run_started(void *arg)
+{
+	(void)arg;
+	size_t len;
+	char *t = support_read_file(out_file, &len);
+	bool yes = t && strstr(t, "nodes ready on 3 hosts: started");
+	free(t);
+	return yes;
+}
+
+/* The stalenet agent serving host i (in its network namespace, argv[1] "agent"), or 0. */
+static pid_t agent_of(size_t i)
+{
+	pid_t pids[256];
+	size_t n = hostsim_host_pids(&hs, i, pids, 256);
+	for (size_t k = 0; k < n; k++) {
+		char path[64], cmd[512];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[k]);
+		FILE *f = fopen(path, "re");
+		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		cmd[r] = 0;
+		if (r && !strcmp(cmd, stalenet) && strlen(cmd) + 1 < r && !strcmp(cmd + strlen(cmd) + 1, "agent"))
+			return pids[k];
+	}
+	return 0;
+}
+
+Test(multihost_cli, killed_agent_stops_the_run)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 60s}\nworkers: 4\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
+	pid_t agent = agent_of(2);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	int64_t t_kill = support_now_ms();
+	cr_assert_eq(kill(agent, SIGKILL), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	int64_t took = support_now_ms() - t_kill;
+	char *t = output();
+	fprintf(stderr, "%s(stopped %lld ms after the kill)\n", t, (long long)took);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit 1: %s", t);
+	cr_expect(strstr(t, "host h2: agent lost"), "%s", t);
+	cr_expect_lt(took, 45000, "stopped long before the 60 s stop time");
+	/* the surviving hosts were torn down by their agents; h2's share is in its journal */
+	cr_expect_eq(netns_left(0), 0, "h0 torn down");
+	cr_expect_eq(netns_left(1), 0, "h1 torn down");
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"failed\""), "%s", meta ? meta : "no meta.json");
+	free(meta);
+	free(t);
+	const char *cl[] = { "cleanup", "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			     hs.known_hosts, NULL };
+	int rc = run_cli(cl);
+	t = output();
+	cr_expect_eq(rc, 0, "%s", t);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu: namespaces left after cleanup", i);
 	free(t);
 }
