@@ -14,6 +14,9 @@
 #include "lib/kv.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
+#include "orchestrator/supervise.h"
+#include "collectors/csv.h"
+#include "collectors/schema.h"
 
 /* Start ssh to host i (agentlink_start); its greeting is awaited by agentlink_ready. */
 static int start_link(const struct multihost_opts *o, size_t i, struct agentlink **out, char *err, size_t errlen)
@@ -339,6 +342,34 @@ static int fetch_host(struct multihost *self, size_t h, const char *dir, FILE *e
 	return rc;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* One progress.csv row, as a one-host run writes it: the workers' (and peers') steps. */
+static void progress_row(struct csv_writer *w, const struct plan_run *run, const int64_t *step, const bool *waiting,
+			 const bool *up, int64_t now_rel)
+{
+	int64_t steps[MULTIHOST_MAX_NODES];
+	size_t counted = 0, alive = 0, nwait = 0;
+	for (size_t i = 0; i < run->n_nodes && counted < MULTIHOST_MAX_NODES; i++) {
+		enum scenario_role r = run->nodes[i].role;
+		if (r != SCENARIO_ROLE_WORKER && r != SCENARIO_ROLE_PEER && r != SCENARIO_ROLE_CENTRAL)
+			continue;
+		steps[counted++] = step[i];
+		if (up[i]) {
+			alive++;
+			nwait += waiting[i];
+		}
+	}
+	qsort(steps, counted, sizeof steps[0], cmp_i64);
+	double med = !counted ? 0 : counted % 2 ? (double)steps[counted / 2] : (steps[counted / 2 - 1] + steps[counted / 2]) / 2.0;
+	csv_writer_row(w, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9, alive, nwait, counted ? (long)steps[0] : 0,
+		       med, counted ? (long)steps[counted - 1] : 0);
+}
+
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out)
 {
@@ -349,10 +380,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	bool started = false, stopping = false;
 	char line[AGENT_LINE_MAX];
 	bool *up = calloc(n, sizeof *up), *is_ready = calloc(n, sizeof *is_ready), *host_lost = calloc(hs->n, sizeof *host_lost);
-	if (!up || !is_ready || !host_lost) {
+	bool *waiting = calloc(n, sizeof *waiting);
+	int64_t *step = calloc(n, sizeof *step), next_progress = 0;
+	struct csv_writer *progress = NULL;
+	if (!up || !is_ready || !host_lost || !waiting || !step || n > MULTIHOST_MAX_NODES) {
 		free(up);
 		free(is_ready);
 		free(host_lost);
+		free(waiting);
+		free(step);
 		return 1;
 	}
 	*origin_ns = 0;
@@ -392,6 +428,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	int64_t t_launch = clock_now_ns(), stop_sent = 0;
 	while (alive) {
 		int64_t now = clock_now_ns();
+		if (started && progress && now - *origin_ns >= next_progress) {
+			progress_row(progress, run, step, waiting, up, now - *origin_ns);
+			next_progress = now - *origin_ns + 100000000;
+		}
 		if (!stopping && ((o->interrupted && *o->interrupted) ||
 				  (!started && now - t_launch > (int64_t)o->ready_timeout_ms * 1000000) ||
 				  (started && o->stop_after_ns && now - *origin_ns >= o->stop_after_ns))) {
@@ -405,6 +445,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		}
 		if (stopping && !stop_sent) {
 			stop_sent = now;
+			if (started)
+				supervise_event(o->run_dir, "stop", "all", result == 2 ? "interrupted" : result ? "failure" : "time");
 			for (size_t i = 0; i < n; i++)
 				if (up[i] && !host_lost[o->p->host_of[i]]) {
 					snprintf(line, sizeof line, "send %s stop", run->nodes[i].name);
@@ -434,13 +476,22 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					i++;
 				if (i == n)
 					continue;
+				long long stp = 0;
+				int wt = 0;
+				char state[16];
 				if (!strcmp(what, "ready") && !is_ready[i]) {
 					is_ready[i] = true;
 					ready++;
+				} else if (sscanf(what, "status %lld %15s %d", &stp, state, &wt) == 3) {
+					step[i] = stp;
+					waiting[i] = wt != 0;
 				} else if (sscanf(what, "exit %d", &st) == 1 && up[i]) {
 					up[i] = false;
 					alive--;
 					if (st != 0) {
+						char d[160];
+						snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
+						supervise_event(o->run_dir, "node_failed", name, d);
 						fprintf(err_out, "stalenet: node %s on host %s died: %s\n", name, hs->list[h].name, what);
 						if (!o->on_failure_continue && !stopping) {
 							result = 1;
@@ -458,6 +509,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				agentlink_close(&self->links[h], 5000);
 				for (size_t i = 0; i < n; i++)
 					if (o->p->host_of[i] == h && up[i]) {
+						char d[96];
+						snprintf(d, sizeof d, "host %s lost", hs->list[h].name);
+						supervise_event(o->run_dir, "node_failed", run->nodes[i].name, d);
 						up[i] = false;
 						alive--;
 					}
@@ -471,6 +525,11 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			/* one origin on our clock, each host's node told it on its own clock */
 			started = true;
 			*origin_ns = clock_now_ns();
+			clock_set_origin_ns(*origin_ns);
+			char path[PATH_MAX];
+			snprintf(path, sizeof path, "%.3000s/progress.csv", o->run_dir);
+			progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
+			supervise_event(o->run_dir, "start", "all", "");
 			for (size_t i = 0; i < n; i++) {
 				size_t h = o->p->host_of[i];
 				snprintf(line, sizeof line, "send %s start %lld", run->nodes[i].name,
@@ -480,6 +539,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			fprintf(err_out, "stalenet: %zu nodes ready on %zu hosts: started\n", n, hs->n);
 		}
 	}
+	if (progress)
+		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
+	csv_writer_close(&progress);
 	for (size_t h = 0; h < hs->n; h++)
 		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, o->run_dir, err_out)) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
@@ -488,5 +550,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	free(up);
 	free(is_ready);
 	free(host_lost);
+	free(waiting);
+	free(step);
 	return result;
 }

@@ -27,6 +27,7 @@
 
 #define MULTIHOST_CLOCK_EXCHANGES 100
 #define MULTIHOST_PROBES 50
+#define MULTIHOST_MAX_NODES 4096  /* nodes of one run across hosts, at most */
 
 struct multihost_opts {
 	const struct hosts *hosts;

@@ -202,6 +202,15 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 		double t0 = first_t(rel);
 		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
 	}
+	hd = head_of("progress.csv", &rows);
+	cr_assert(hd, "progress.csv");
+	cr_expect_str_eq(hd, TRACE_HEADER_PROGRESS);
+	cr_expect_gt(rows, 10, "a row every 100 ms over 5 s: %d", rows);
+	free(hd);
+	hd = head_of("events.csv", &rows);
+	cr_assert(hd, "events.csv");
+	cr_expect_str_eq(hd, TRACE_HEADER_EVENTS);
+	free(hd);
 	hd = head_of("eval.csv", &rows);
 	cr_assert(hd, "eval.csv");
 	cr_expect_str_eq(hd, TRACE_HEADER_EVAL);
@@ -355,6 +364,10 @@ Test(multihost_cli, killed_agent_stops_the_run)
 	char *meta = support_read_file(path, &len);
 	cr_expect(meta && strstr(meta, "\"status\": \"failed\""), "%s", meta ? meta : "no meta.json");
 	free(meta);
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && strstr(ev, ",node_failed,worker3,host h2 lost"), "%s", ev ? ev : "no events.csv");
+	free(ev);
 	free(t);
 	const char *cl[] = { "cleanup", "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
 			     hs.known_hosts, NULL };
