@@ -378,3 +378,51 @@ Test(multihost_cli, killed_agent_stops_the_run)
 		cr_expect_eq(netns_left(i), 0, "host h%zu: namespaces left after cleanup", i);
 	free(t);
 }
+
+Test(multihost_cli, p2p_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	/* 6 peers on 2 cores each: two per host, the ring cut at every host boundary */
+	support_write_file(scen, "name: mhp\nstop: {time: 5s}\ntopology: {kind: p2p}\nworkers: 6\n"
+				 "consistency: {barrier: asp, fanout: 1}\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect(strstr(t, "6 nodes ready on 3 hosts: started"), "%s", t);
+	for (int w = 0; w < 6; w++) {
+		char rel[64];
+		int rows = 0;
+		snprintf(rel, sizeof rel, "nodes/peer%d.csv", w);
+		char *hd = head_of(rel, &rows);
+		cr_assert(hd, "%s missing", rel);
+		cr_expect_str_eq(hd, TRACE_HEADER_NODE, "%s", rel);
+		cr_expect_gt(rows, 10, "%s: peer stepped (%d rows)", rel, rows);
+		free(hd);
+		double t0 = first_t(rel);
+		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &len);
+	cr_expect(sum && strstr(sum, ",complete\n"), "%s", sum ? sum : "no summary.csv");
+	free(sum);
+	free(t);
+}
+
+Test(multihost_cli, shaped_links_refused_before_any_host)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno, default: {delay: 10ms}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	cr_expect_eq(rc, 2, "%s", t);
+	cr_expect(strstr(t, "links are not shaped across hosts yet"), "%s", t);
+	cr_expect_null(strstr(t, "host h0 ("), "no host contacted: %s", t);
+	free(t);
+}
