@@ -163,6 +163,59 @@ static double first_t(const char *rel)
 	return v;
 }
 
+/* Over every update of worker w the server handled: the median of (the worker's t_s of that
+ * step - the server's t_s of handling it). Worker and server stamp on different hosts' clocks
+ * mapped onto one: the two rows of one step lie within a step's time of each other, so a
+ * median beyond a fraction of a second means a wrong mapping (the hosts' clocks are 1000.25 s
+ * and 2.125 s apart). Not a measure of the mapping error: the rows are not causally ordered. */
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median_step_lag(int w)
+{
+	char rel[600], path[600];
+	size_t len;
+	snprintf(rel, sizeof rel, "%s/nodes/worker%d.csv", run_dir, w);
+	char *wt = support_read_file(rel, &len);
+	snprintf(path, sizeof path, "%s/nodes/server0.csv", run_dir);
+	char *st = support_read_file(path, &len);
+	cr_assert(wt && st);
+	static double at[200000];
+	long max_step = 0;
+	for (char *l = strchr(wt, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double t = strtod(l + 1, NULL);
+		char *c = strchr(l + 1, ',');
+		c = c ? strchr(c + 1, ',') : NULL;
+		long stp = c ? atol(c + 1) : 0;
+		if (stp > 0 && stp < 200000) {
+			at[stp] = t;
+			max_step = stp > max_step ? stp : max_step;
+		}
+	}
+	char who[16];
+	snprintf(who, sizeof who, ",worker%d,", w);
+	static double lags[200000];
+	size_t nl = 0;
+	for (char *l = strchr(st, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		char *c = strstr(l + 1, who), *eol = strchr(l + 1, '\n');
+		if (!c || (eol && c > eol))
+			continue;
+		long stp = atol(c + strlen(who));
+		if (stp > 0 && stp <= max_step && at[stp] > 0) {
+			if (nl < 200000)
+				lags[nl++] = at[stp] - strtod(l + 1, NULL);
+		}
+	}
+	free(wt);
+	free(st);
+	cr_assert_gt(nl, 0, "worker%d: no matched steps", w);
+	qsort(lags, nl, sizeof lags[0], cmp_d);
+	return lags[nl / 2];
+}
+
 Test(multihost_cli, run_checks_every_host_then_stops)
 {
 	write_hosts(hs.host[1].address, "h2");
@@ -201,6 +254,12 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 		/* every host's t_s on one clock: the first step of each worker within 2 s of the origin */
 		double t0 = first_t(rel);
 		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
+	}
+	/* worker0 shares h0 with the server; worker1-2 on h1 (+1000.25 s), worker3 on h2 (-2.125 s) */
+	for (int w = 0; w < 4; w++) {
+		double lag = median_step_lag(w);
+		fprintf(stderr, "worker%d: median(worker t_s - server t_s) of a step = %.1f us\n", w, lag * 1e6);
+		cr_expect(lag > -0.25 && lag < 0.25, "worker%d: %.6f s", w, lag);
 	}
 	hd = head_of("progress.csv", &rows);
 	cr_assert(hd, "progress.csv");
