@@ -485,3 +485,46 @@ Test(multihost_cli, shaped_links_refused_before_any_host)
 	cr_expect_null(strstr(t, "host h0 ("), "no host contacted: %s", t);
 	free(t);
 }
+
+Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 8s}\nworkers: 4\non_node_failure: continue\n"
+				 "consistency: {barrier: asp}\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
+	pid_t agent = agent_of(2);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGKILL), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the others went on to the stop time: %s", t);
+	cr_expect(strstr(t, "host h2: agent lost"), "%s", t);
+	for (int w = 0; w < 3; w++) {
+		char rel[64];
+		int rows = 0;
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		char *hd = head_of(rel, &rows);
+		cr_assert(hd, "%s", rel);
+		cr_expect_gt(rows, 10, "%s kept stepping (%d rows)", rel, rows);
+		free(hd);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && strstr(ev, ",node_failed,worker3,host h2 lost"), "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && strstr(ev, ",stop,all,time"), "%s", ev ? ev : "no events.csv");
+	free(ev);
+	cr_expect_eq(netns_left(0), 0, "h0 torn down");
+	cr_expect_eq(netns_left(1), 0, "h1 torn down");
+	free(t);
+	const char *cl[] = { "cleanup", "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			     hs.known_hosts, NULL };
+	cr_expect_eq(run_cli(cl), 0);
+	cr_expect_eq(netns_left(2), 0, "h2 cleaned");
+}
