@@ -984,6 +984,11 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 			snprintf(why, len, "network.trace is not replayed across hosts yet");
 			return -ENOTSUP;
 		}
+		if ((sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) ||
+		    (sc->network.prefix_len && sc->network.prefix_len != 15)) {
+			snprintf(why, len, "network.subnet other than 198.18.0.0/15 is not supported across hosts yet");
+			return -ENOTSUP;
+		}
 		for (size_t i = 0; i < r->n_nodes; i++) {
 			const struct scenario_straggler *st = &r->nodes[i].straggler;
 			if (!link_unshaped(&r->nodes[i].up) || !link_unshaped(&r->nodes[i].down)) {
@@ -1025,10 +1030,6 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	(void)o;
 	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
 		goto out;
-	if (sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) {
-		fprintf(stderr, "stalenet run: network.subnet other than 198.18.0.0/15 is not supported across hosts yet\n");
-		goto out;
-	}
 	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it) */
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)i + 1) };
@@ -1071,7 +1072,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		res = 1;
 	meta.origin_ns = origin;
 	meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - origin);
-	for (size_t h = 0; h < hosts->n; h++)
+	for (size_t h = 0; origin && h < hosts->n; h++)
 		rh[h].offset_ns = clocksync_offset_at(multihost_clock(mh, h), origin);
 out:
 	meta.duration_s = (double)(clock_now_ns() - t0) / 1e9;
