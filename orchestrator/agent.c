@@ -32,6 +32,8 @@
 #include "orchestrator/testbed.h"
 
 #define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+#define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
+#define AGENT_STREAM_NS 500000000LL
 
 /* What the agent built on this host: its journal (in its own run directory under the runtime
  * directory, so `stalenet cleanup` on this host finds it) and its share of the testbed. */
@@ -49,6 +51,9 @@ struct agent_state {
 	size_t n_nodes;
 	struct ctl_server *ctl;
 	char ctl_ep[512];
+	struct { char rel[160]; off_t off; } streams[AGENT_MAX_STREAMS];  /* files sent so far */
+	size_t n_streams;
+	int64_t next_stream_ns;         /* while nodes run: files streamed every AGENT_STREAM_NS */
 	char node_bin[PATH_MAX];
 	int out_fd;
 };
@@ -95,6 +100,7 @@ static void teardown(struct agent_state *st)
 		kv_destroy(&st->conf[i]);
 	}
 	st->n_nodes = 0;
+	st->n_streams = 0;
 	ctl_server_close(&st->ctl);
 	if (st->echo_fd >= 0)
 		close(st->echo_fd);
@@ -504,37 +510,60 @@ static bool safe_file_name(const char *n)
 	return true;
 }
 
-/* Send one file as "file REL" then "l LINE" per complete line. */
-static int send_file(struct agent_state *st, const char *dir, const char *rel)
+/* Send what file REL (under the nodes' run directory) gained since last time: "file REL" then
+ * "l LINE" per complete line; an unfinished last line waits for the next time. */
+static int stream_file(struct agent_state *st, const char *base, const char *rel)
 {
 	char path[PATH_MAX], line[AGENT_LINE_MAX];
-	snprintf(path, sizeof path, "%.3000s/%.200s", dir, rel);
+	size_t k = 0;
+	while (k < st->n_streams && strcmp(st->streams[k].rel, rel))
+		k++;
+	if (k == st->n_streams) {
+		if (k == AGENT_MAX_STREAMS)
+			return 0;       /* more files than we follow: the rest are not sent */
+		snprintf(st->streams[k].rel, sizeof st->streams[k].rel, "%s", rel);
+		st->streams[k].off = 0;
+		st->n_streams++;
+	}
+	snprintf(path, sizeof path, "%.3000s/%.200s", base, rel);
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return 0;
-	int n = snprintf(line, sizeof line, "file %s\n", rel);
-	int rc = write_all(st->out_fd, line, (size_t)n);
+	if (fseeko(f, st->streams[k].off, SEEK_SET) < 0) {
+		fclose(f);
+		return 0;
+	}
+	int rc = 0;
+	bool announced = false;
 	line[0] = 'l';
 	line[1] = ' ';
 	while (!rc && fgets(line + 2, (int)sizeof line - 2, f)) {
 		size_t l = strlen(line);
 		if (line[l - 1] != '\n')
-			break;          /* an unfinished or overlong last row: left out */
-		rc = write_all(st->out_fd, line, l);
+			break;          /* unfinished (or overlong) row: not yet */
+		if (!announced) {
+			char hdr[200];
+			int n = snprintf(hdr, sizeof hdr, "file %s\n", rel);
+			if ((rc = write_all(st->out_fd, hdr, (size_t)n)))
+				break;
+			announced = true;
+		}
+		if (!(rc = write_all(st->out_fd, line, l)))
+			st->streams[k].off += (off_t)(l - 2);
 	}
 	fclose(f);
 	return rc;
 }
 
-/* "fetch": the node run directory's files (top level, nodes/, logs/), each as send_file, then
- * "fetched". */
-static int fetch(struct agent_state *st)
+/* Every file of the nodes' run directory (top level, nodes/, logs/): what it gained. */
+static int stream_all(struct agent_state *st)
 {
 	static const char *const subs[] = { "", "nodes/", "logs/" };
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], base[PATH_MAX];
 	int rc = 0;
 	if (!st->tb)
-		return write_all(st->out_fd, "fetched\n", 8);
+		return 0;
+	snprintf(base, sizeof base, "%s/run", st->rundir);
 	for (size_t k = 0; !rc && k < sizeof subs / sizeof subs[0]; k++) {
 		snprintf(dir, sizeof dir, "%s/run/%s", st->rundir, subs[k]);
 		DIR *d = opendir(dir);
@@ -543,14 +572,19 @@ static int fetch(struct agent_state *st)
 			char rel[160];
 			if (e->d_type != DT_REG || !safe_file_name(e->d_name))
 				continue;
-			char base[PATH_MAX];
 			snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name);
-			snprintf(base, sizeof base, "%s/run", st->rundir);
-			rc = send_file(st, base, rel) ? -EIO : 0;
+			rc = stream_file(st, base, rel) ? -EIO : 0;
 		}
 		if (d)
 			closedir(d);
 	}
+	return rc;
+}
+
+/* "fetch": what the files gained since they were last streamed, then "fetched". */
+static int fetch(struct agent_state *st)
+{
+	int rc = stream_all(st);
 	return rc ? rc : write_all(st->out_fd, "fetched\n", 8);
 }
 
@@ -683,8 +717,18 @@ static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_
 				continue;
 			return -errno;
 		}
-		if (relay)
+		if (relay) {
 			relay_nodes(st);
+			bool running = false;
+			for (size_t i = 0; i < st->n_nodes && !running; i++)
+				running = st->pid[i] > 0;
+			if (running && clock_now_ns() >= st->next_stream_ns) {
+				/* the traces as they grow: a host lost later loses only the last moments */
+				if (stream_all(st))
+					return -EIO;
+				st->next_stream_ns = clock_now_ns() + AGENT_STREAM_NS;
+			}
+		}
 		if (pr == 0)
 			continue;
 		if (st->echo_fd >= 0 && (p[1].revents & POLLIN))

@@ -294,51 +294,65 @@ static bool safe_rel(const char *rel)
 	return strcmp(n, "meta.json") && strcmp(n, "journal") && strcmp(n, "events.csv") && strcmp(n, "progress.csv");
 }
 
-/* Copy host h's run files into dir: "file REL", "l LINE"..., "fetched". Appends, so files of
- * several hosts with the same name (eval.csv has one writer) are joined. */
-static int fetch_host(struct multihost *self, size_t h, const char *dir, FILE *err_out)
+/* Where one host's streamed file lines go: the file being written and its first line. */
+struct sink {
+	FILE *f;
+	bool first_row;                 /* the next row is the first of this chunk */
+	char first[AGENT_LINE_MAX];     /* the file's first line when the chunk began, "" if new */
+};
+
+static void sink_close(struct sink *k)
 {
-	char line[AGENT_LINE_MAX], first[AGENT_LINE_MAX] = "";
-	FILE *f = NULL;
-	bool first_row = false;
+	if (k->f)
+		fclose(k->f);
+	k->f = NULL;
+}
+
+/* A "file REL" or "l LINE" line of host h into dir (appended: the host streams each file's new
+ * rows in chunks). Returns true when the line was one of those. */
+static bool sink_line(struct multihost *self, size_t h, struct sink *k, const char *dir, const char *line, FILE *err_out)
+{
+	if (!strncmp(line, "l ", 2)) {
+		/* a header row is written once: a second host's rows of the same file
+		 * (partition.csv has a writer on every host) go under the first one's header */
+		if (k->f && !(k->first_row && k->first[0] && !strcmp(line + 2, k->first)))
+			fprintf(k->f, "%s\n", line + 2);
+		k->first_row = false;
+		return true;
+	}
+	if (strncmp(line, "file ", 5))
+		return false;
+	sink_close(k);
+	if (!safe_rel(line + 5)) {
+		fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, line + 5);
+		return true;
+	}
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%.3000s/%.200s", dir, line + 5);
+	k->first[0] = 0;
+	FILE *ex = fopen(path, "re");
+	if (ex) {
+		if (!fgets(k->first, sizeof k->first, ex))
+			k->first[0] = 0;
+		k->first[strcspn(k->first, "\n")] = 0;
+		fclose(ex);
+	}
+	if (!(k->f = fopen(path, "ae")))
+		fprintf(err_out, "stalenet: %s: %s\n", path, strerror(errno));
+	k->first_row = true;
+	return true;
+}
+
+/* The rest of host h's run files into dir: "fetch", then file lines until "fetched". */
+static int fetch_host(struct multihost *self, size_t h, struct sink *k, const char *dir, FILE *err_out)
+{
+	char line[AGENT_LINE_MAX];
 	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
-	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000))) {
-		if (!strcmp(line, "fetched"))
-			break;
-		if (!strncmp(line, "l ", 2)) {
-			/* a header row is written once: a second host's rows of the same file
-			 * (partition.csv has a writer on every host) go under the first one's header */
-			if (f && !(first_row && first[0] && !strcmp(line + 2, first)))
-				fprintf(f, "%s\n", line + 2);
-			first_row = false;
-			continue;
-		}
-		if (f)
-			fclose(f);
-		f = NULL;
-		if (strncmp(line, "file ", 5))
-			continue;
-		char path[PATH_MAX];
-		if (!safe_rel(line + 5)) {
-			fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, line + 5);
-			continue;
-		}
-		snprintf(path, sizeof path, "%.3000s/%.200s", dir, line + 5);
-		first[0] = 0;
-		FILE *ex = fopen(path, "re");
-		if (ex) {
-			if (!fgets(first, sizeof first, ex))
-				first[0] = 0;
-			first[strcspn(first, "\n")] = 0;
-			fclose(ex);
-		}
-		f = fopen(path, "ae");
-		first_row = true;
-	}
-	if (f)
-		fclose(f);
+	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000)) && strcmp(line, "fetched"))
+		sink_line(self, h, k, dir, line, err_out);
+	sink_close(k);
 	return rc;
 }
 
@@ -383,7 +397,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	bool *waiting = calloc(n, sizeof *waiting);
 	int64_t *step = calloc(n, sizeof *step), next_progress = 0;
 	struct csv_writer *progress = NULL;
-	if (!up || !is_ready || !host_lost || !waiting || !step || n > MULTIHOST_MAX_NODES) {
+	struct sink *sinks = calloc(hs->n, sizeof *sinks);
+	if (!up || !is_ready || !host_lost || !waiting || !step || !sinks || n > MULTIHOST_MAX_NODES) {
+		free(sinks);
 		free(up);
 		free(is_ready);
 		free(host_lost);
@@ -469,7 +485,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 2))) {
 				char name[64], what[AGENT_LINE_MAX];
 				int st = 0;
-				if (sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
+				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
+				    sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
 					continue;
 				size_t i = 0;
 				while (i < n && (o->p->host_of[i] != h || strcmp(run->nodes[i].name, name)))
@@ -503,6 +520,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
 				host_lost[h] = true;
+				sink_close(&sinks[h]);
 				fprintf(err_out, "stalenet: host %s: agent lost (%s); its nodes are lost\n", hs->list[h].name,
 					strerror(-rc));
 				/* what it built stays in its journal there, for `stalenet cleanup --hosts` */
@@ -543,13 +561,16 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
 	csv_writer_close(&progress);
 	for (size_t h = 0; h < hs->n; h++)
-		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, o->run_dir, err_out)) {
+		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], o->run_dir, err_out)) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
 	free(up);
 	free(is_ready);
 	free(host_lost);
+	for (size_t h = 0; h < hs->n; h++)
+		sink_close(&sinks[h]);
+	free(sinks);
 	free(waiting);
 	free(step);
 	return result;

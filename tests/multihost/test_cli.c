@@ -251,6 +251,18 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 		cr_expect_str_eq(hd, TRACE_HEADER_NODE, "%s", rel);
 		cr_expect_gt(rows, 10, "%s: worker stepped (%d rows)", rel, rows);
 		free(hd);
+		/* streamed in chunks, yet every step once: rows 1..N */
+		char p2[600];
+		size_t l2;
+		snprintf(p2, sizeof p2, "%s/%s", run_dir, rel);
+		char *all = support_read_file(p2, &l2);
+		cr_assert(all && l2 > 1);
+		all[l2 - 1] = 0;
+		char *last = strrchr(all, '\n');
+		char *c = last ? strchr(last + 1, ',') : NULL;
+		c = c ? strchr(c + 1, ',') : NULL;
+		cr_expect(c && atol(c + 1) == rows, "%s: %d rows, last step %ld", rel, rows, c ? atol(c + 1) : -1);
+		free(all);
 		/* every host's t_s on one clock: the first step of each worker within 2 s of the origin */
 		double t0 = first_t(rel);
 		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
@@ -486,6 +498,15 @@ Test(multihost_cli, shaped_links_refused_before_any_host)
 	free(t);
 }
 
+static bool worker3_streamed(void *arg)
+{
+	(void)arg;
+	int rows = 0;
+	char *hd = head_of("nodes/worker3.csv", &rows);
+	free(hd);
+	return hd && rows >= 10;
+}
+
 Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
 {
 	write_hosts(hs.host[1].address, "h2");
@@ -495,6 +516,8 @@ Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
 			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
 	pid_t pid = start_cli(args);
 	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
+	/* worker3's trace streamed from h2 while it runs: rows here before the host is lost */
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no streamed rows of worker3");
 	pid_t agent = agent_of(2);
 	cr_assert_gt(agent, 0, "no agent on h2");
 	cr_assert_eq(kill(agent, SIGKILL), 0);
@@ -503,6 +526,11 @@ Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
 	char *t = output();
 	fprintf(stderr, "%s", t);
 	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the others went on to the stop time: %s", t);
+	int w3rows = 0;
+	char *w3 = head_of("nodes/worker3.csv", &w3rows);
+	cr_expect(w3 && !strcmp(w3, TRACE_HEADER_NODE), "worker3's streamed trace kept");
+	cr_expect_geq(w3rows, 10, "worker3's rows until its host was lost: %d", w3rows);
+	free(w3);
 	cr_expect(strstr(t, "host h2: agent lost"), "%s", t);
 	for (int w = 0; w < 3; w++) {
 		char rel[64];
