@@ -34,9 +34,10 @@
  *   "send NAME MSG"   -> no answer: MSG ("start ORIGIN", "stop") to node NAME's control socket;
  *                        ORIGIN is on this host's clock (the orchestrator maps it)
  *   "kill NAME"       -> no answer: SIGKILL to node NAME (its exit comes as an event)
- *   "fetch"           -> "file REL" then "l LINE" per complete line of that file, for every
- *                        regular file of the nodes' run directory (top level, nodes/, logs/),
- *                        then "fetched"
+ *   "fetch"           -> "file REL" then "l LINE" per complete line that file gained since
+ *                        it was last sent, for every regular file of the nodes' run directory
+ *                        (top level, nodes/, logs/), then "fetched". While nodes run the agent
+ *                        sends the same "file"/"l" lines unasked every 0.5 s (streaming).
  *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
  *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
  *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
