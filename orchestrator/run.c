@@ -1132,6 +1132,14 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 		if (r != CLI_EXIT_OK)
 			rc = CLI_EXIT_FAILED;
 	}
+	if (o->plot && !run_interrupted) {
+		char err[512];
+		int figs = plot_dir(abs_out, err, sizeof err);
+		if (figs < 0)
+			log_warn("plot: %s", err);
+		else
+			log_info("%d figures in %s/plots", figs, abs_out);
+	}
 	fprintf(stderr, "%s: %zu run(s) across %zu hosts; results in %s\n",
 		rc == CLI_EXIT_OK ? "done" : "finished with failures", nruns, hosts->n, abs_out);
 	return rc;

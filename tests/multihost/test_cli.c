@@ -556,3 +556,26 @@ Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
 	cr_expect_eq(run_cli(cl), 0);
 	cr_expect_eq(netns_left(2), 0, "h2 cleaned");
 }
+
+Test(multihost_cli, a_sweep_runs_each_point_across_the_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhs\nstop: {time: 3s}\nworkers: 4\nnetwork: {cc: reno}\n"
+				 "sweep: {consistency.barrier: [bsp, asp]}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect_eq(count(t, "5 nodes ready on 3 hosts: started"), 2, "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &len);
+	cr_expect(sum && count(sum, ",complete\n") == 2, "two complete rows: %s", sum ? sum : "no summary.csv");
+	free(sum);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu torn down", i);
+	free(t);
+}
