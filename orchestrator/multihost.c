@@ -414,7 +414,13 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		struct kv *kv = nodeconf_build(run, i, o->nc, NULL);
 		for (size_t k = 0; kv && k < kv_count(kv) && !result; k++) {
 			const char *key, *val;
+			char mapped[32];
 			kv_entry(kv, k, &key, &val);
+			if (!strcmp(key, "run.origin_ns")) {
+				/* the provisional origin (before start) on the node's host's clock */
+				snprintf(mapped, sizeof mapped, "%lld", (long long)to_host_clock(self, h, o->nc->origin_ns));
+				val = mapped;
+			}
 			if ((size_t)snprintf(line, sizeof line, "conf %s %s %s", run->nodes[i].name, key, val) >= sizeof line ||
 			    strchr(val, '\n')) {
 				fprintf(err_out, "stalenet: node %s: configuration key %s too long for a host\n",
