@@ -25,6 +25,9 @@
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/rtdir.h"
+#include "lib/link_params.h"
+#include "netem/link_shaper.h"
+#include "netem/linkd.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
@@ -41,6 +44,8 @@ struct agent_state {
 	struct journal *j;
 	struct testbed *tb;
 	char rundir[128];
+	char prefix[TESTBED_PREFIX_MAX];
+	char bindir[PATH_MAX - 32];     /* where this program is: stalenet-node, stalenet-linkd */
 	int echo_fd;                    /* UDP on LOCAL:AGENT_PROBE_PORT after a build, else -1 */
 	uint32_t remotes[OVERLAY_MAX_REMOTES];  /* the only sources the echo answers */
 	size_t n_remotes;
@@ -50,11 +55,15 @@ struct agent_state {
 	pid_t pid[AGENT_MAX_NODES];
 	size_t n_nodes;
 	struct ctl_server *ctl;
+	struct link_shaper *shaper;     /* this host's node links, NULL = none shaped yet */
+	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
+	char linkd_ctl[256];
 	char ctl_ep[512];
 	struct { char rel[160]; off_t off; } streams[AGENT_MAX_STREAMS];  /* files sent so far */
 	size_t n_streams;
 	int64_t next_stream_ns;         /* while nodes run: files streamed every AGENT_STREAM_NS */
 	char node_bin[PATH_MAX];
+	char linkd_bin[PATH_MAX];
 	int out_fd;
 };
 
@@ -101,6 +110,12 @@ static void teardown(struct agent_state *st)
 	}
 	st->n_nodes = 0;
 	st->n_streams = 0;
+	link_shaper_destroy(&st->shaper);
+	if (st->linkd_pid > 0) {
+		kill(st->linkd_pid, SIGTERM);
+		waitpid(st->linkd_pid, NULL, 0);
+		st->linkd_pid = 0;
+	}
 	ctl_server_close(&st->ctl);
 	if (st->echo_fd >= 0)
 		close(st->echo_fd);
@@ -269,6 +284,7 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 		teardown(st);
 		return -EIO;
 	}
+	snprintf(st->prefix, sizeof st->prefix, "%s", f[0]);
 	for (int i = 0; i < n_names; i++) {
 		snprintf(st->names[i], sizeof st->names[i], "%s", names[i]);
 		st->pid[i] = 0;
@@ -426,15 +442,6 @@ static int launch(struct agent_state *st, const char *name)
 	if (i < 0 || !st->conf[i] || st->pid[i] > 0)
 		return event(st, valid_name(name) ? name : "?", i < 0 ? "exit -1 no such node here" :
 							    !st->conf[i] ? "exit -1 no configuration" : "exit -1 running");
-	if (!st->node_bin[0]) {
-		char self[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-		char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
-		if (slash) {
-			*slash = 0;
-			snprintf(st->node_bin, sizeof st->node_bin, "%.*s/stalenet-node", (int)(sizeof st->node_bin - 16), self);
-		}
-	}
 	snprintf(path, sizeof path, "%s/run", st->rundir);
 	kv_set(st->conf[i], "run.dir", path);
 	kv_set(st->conf[i], "ctl.endpoint", st->ctl_ep);
@@ -456,6 +463,101 @@ static int launch(struct agent_state *st, const char *name)
 	st->pid[i] = pid;
 	snprintf(what, sizeof what, "launched %d", (int)pid);
 	return event(st, name, what);
+}
+
+/* Journal the iptables rules of the userspace emulator (their undo), as a one-host run does. */
+static int record_shaping(void *arg, const char *kind, const char *netns, const char *const *undo)
+{
+	struct agent_state *st = arg;
+	const char *table = "filter", *chain = NULL, *rule[JOURNAL_MAX_FIELDS];
+	int n = 0;
+	if (strcmp(kind, "iptables"))
+		return 0;
+	for (int i = 1; undo[i]; i++) {
+		if (!strcmp(undo[i], "-t") && undo[i + 1])
+			table = undo[++i];
+		else if (!strcmp(undo[i], "-D") && undo[i + 1])
+			chain = undo[++i];
+		else if (strcmp(undo[i], "-w") && n < JOURNAL_MAX_FIELDS - 8)
+			rule[n++] = undo[i];
+	}
+	return chain ? journal_iptables(st->j, netns, table, chain, n, rule) : -EINVAL;
+}
+
+/* This host's shaper: kernel netem when the kernel has it, else stalenet-linkd (beside this
+ * program) on NFQUEUE, started and journalled here. */
+static int make_shaper(struct agent_state *st, const char *prefix, char *msg, size_t len)
+{
+	struct link_shaper_opts so = { .backend = LINK_BACKEND_KERNEL, .record = record_shaping, .record_ctx = st };
+	if (link_shaper_probe_kernel() != 1) {
+		char logp[PATH_MAX];
+		const char *bin = st->linkd_bin;
+		snprintf(st->linkd_ctl, sizeof st->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), prefix);
+		snprintf(logp, sizeof logp, "%s/run/logs/linkd.log", st->rundir);
+		const char *argv[] = { bin, "--ctl", st->linkd_ctl, NULL };
+		struct launch_spec ls = { .name = "linkd", .argv = argv, .log_path = logp, .record = record_node,
+					  .record_arg = st };
+		pid_t pid = launch_spawn(&ls);
+		if (pid < 0) {
+			snprintf(msg, len, "shape: stalenet-linkd: %s", strerror((int)-pid));
+			return (int)pid;
+		}
+		st->linkd_pid = pid;
+		int64_t deadline = clock_now_ns() + 10000000000LL;
+		char reply[64];
+		while (linkd_request(st->linkd_ctl, "ping", reply, sizeof reply, 100) != 0) {
+			if (waitpid(pid, NULL, WNOHANG) == pid || clock_now_ns() > deadline) {
+				st->linkd_pid = waitpid(pid, NULL, WNOHANG) == 0 ? pid : 0;
+				snprintf(msg, len, "shape: stalenet-linkd did not start (see its log)");
+				return -EIO;
+			}
+			poll(NULL, 0, 10);      /* it is binding its socket */
+		}
+		so.backend = LINK_BACKEND_NFQ;
+		so.linkd_ctl = st->linkd_ctl;
+	}
+	if (!(st->shaper = link_shaper_new(&so))) {
+		snprintf(msg, len, "shape: no link emulation on this host");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* "shape NAME up|down TOKEN...": node NAME's link in that direction shaped (kernel netem, as
+ * one host shapes it: on the node's veth pair to its host's switch) with the link_params
+ * tokens (link_params_format). */
+static int shape(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
+	int i = name ? node_of(st, name) : -1;
+	struct link_params lp = { 0 };
+	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down"))) {
+		snprintf(msg, len, "shape: expected NAME up|down TOKEN... for a node of the build");
+		return -EINVAL;
+	}
+	for (char *t = strtok_r(NULL, " ", &save); t; t = strtok_r(NULL, " ", &save))
+		if (link_params_parse_token(&lp, t) < 0) {
+			snprintf(msg, len, "shape: bad link parameter");
+			return -EINVAL;
+		}
+	const char *bad = link_params_validate(&lp);
+	if (bad) {
+		snprintf(msg, len, "shape: %s", bad);
+		return -EINVAL;
+	}
+	int rc;
+	if (!st->shaper && (rc = make_shaper(st, st->prefix, msg, len)) < 0)
+		return rc;
+	struct link_endpoint ep = { .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
+				    .switch_netns = testbed_switch_netns(st->tb),
+				    .switch_ifname = testbed_node_switch_ifname(st->tb, i) };
+	rc = link_shaper_apply(st->shaper, &ep, strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP, &lp);
+	if (rc < 0) {
+		snprintf(msg, len, "shape: %s %s: %s", name, dir, strerror(-rc));
+		return rc;
+	}
+	snprintf(msg, len, "ok");
+	return 0;
 }
 
 /* "send NAME MSG": relay a control message (start, stop) to node NAME; no answer. */
@@ -615,6 +717,17 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
+	if (!strncmp(line, "shape ", 6)) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (shape(st, line + 6, msg, sizeof msg) < 0) {
+			char why[AGENT_LINE_MAX - 16];
+			msg[sizeof why - 1] = 0;
+			memcpy(why, msg, sizeof why);
+			snprintf(msg, sizeof msg, "fail %s", why);
+		}
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
 	if (!strncmp(line, "launch ", 7))
 		return launch(st, line + 7);
 	if (!strncmp(line, "send ", 5)) {
@@ -683,6 +796,15 @@ int agent_serve(int in_fd, int out_fd)
 {
 	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
 	struct agent_state st = { .echo_fd = -1, .out_fd = out_fd };
+	char self[PATH_MAX];
+	ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+	char *slash = sn > 0 ? (self[sn] = 0, strrchr(self, '/')) : NULL;
+	if (slash) {
+		*slash = 0;
+		snprintf(st.bindir, sizeof st.bindir, "%.*s", (int)sizeof st.bindir - 1, self);
+		snprintf(st.node_bin, sizeof st.node_bin, "%s/stalenet-node", st.bindir);
+		snprintf(st.linkd_bin, sizeof st.linkd_bin, "%s/stalenet-linkd", st.bindir);
+	}
 	size_t have = 0;
 	int rc;
 

@@ -12,6 +12,7 @@
 #include "lib/clock.h"
 #include "lib/clocksync.h"
 #include "lib/kv.h"
+#include "lib/link_params.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "orchestrator/supervise.h"
@@ -267,6 +268,29 @@ int multihost_cleanup(const struct multihost_opts *o, FILE *out, FILE *err_out)
 		agentlink_close(&l, 5000);
 	}
 	return bad ? -EIO : 0;
+}
+
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p, FILE *err_out)
+{
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		const struct link_params *dirs[2] = { &run->nodes[i].up, &run->nodes[i].down };
+		for (int d = 0; d < 2; d++) {
+			char tokens[1024], req[AGENT_LINE_MAX], reply[AGENT_LINE_MAX];
+			int n = link_params_format(dirs[d], tokens, sizeof tokens);
+			if (n < 0 || (size_t)n >= sizeof tokens)
+				return -EINVAL;
+			if (n == 0)
+				continue;       /* unshaped: left alone, as on one host */
+			size_t h = p->host_of[i];
+			snprintf(req, sizeof req, "shape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
+			int rc = agentlink_request(self->links[h], req, reply, sizeof reply, 30000);
+			if (rc || strcmp(reply, "ok")) {
+				fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
+				return rc ? rc : -EIO;
+			}
+		}
+	}
+	return 0;
 }
 
 const struct clocksync_estimate *multihost_clock(const struct multihost *self, size_t i)

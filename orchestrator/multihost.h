@@ -50,6 +50,12 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out);
 
+/* Shape every node's links on its host (kernel netem, as on one host: each node's up and down
+ * on its veth pair to its host's switch; a path across hosts is the sender's up, the underlay,
+ * the receiver's down). Unshaped directions are left alone. Returns 0 or -errno after an error
+ * line. */
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p, FILE *err_out);
+
 /* The nodes of a built run, launched by the agents and supervised from here. */
 struct multihost_nodes_opts {
 	const struct plan_run *run;

@@ -984,6 +984,10 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 			snprintf(why, len, "network.trace is not replayed across hosts yet");
 			return -ENOTSUP;
 		}
+		if (r->n_events) {
+			snprintf(why, len, "link changes during a run (timeline) are not applied across hosts yet");
+			return -ENOTSUP;
+		}
 		if ((sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) ||
 		    (sc->network.prefix_len && sc->network.prefix_len != 15)) {
 			snprintf(why, len, "network.subnet other than 198.18.0.0/15 is not supported across hosts yet");
@@ -991,11 +995,6 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 		}
 		for (size_t i = 0; i < r->n_nodes; i++) {
 			const struct scenario_straggler *st = &r->nodes[i].straggler;
-			if (!link_unshaped(&r->nodes[i].up) || !link_unshaped(&r->nodes[i].down)) {
-				snprintf(why, len, "node %s: links are not shaped across hosts yet (delay, loss, rate)",
-					 r->nodes[i].name);
-				return -ENOTSUP;
-			}
 			if (st->set & (SCENARIO_STRAG_JOIN | SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_LEAVE)) {
 				snprintf(why, len, "node %s: planned join/crash/restart/leave are not supported across hosts yet",
 					 r->nodes[i].name);
@@ -1055,7 +1054,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	}
 	if (sc->linkcheck)
 		log_info("run %s: the link self-check is not run across hosts yet (skipped)", run->id);
-	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0) {
+	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, stderr) == 0) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
@@ -1166,17 +1165,24 @@ int run_main(const struct run_opts *o)
 		goto out;
 	}
 	if (o->hosts_path || sc->hosts) {
-		/* Multi-host: the host list and every run's placement are validated (exit 2 on an
-		 * error), then every host is reached and checked (exit 3, one line per bad host);
-		 * building a testbed across hosts is not implemented in `run` yet. */
+		/* Multi-host: the host list and every run's placement are validated, and what cannot
+		 * run across hosts yet is refused (exit 2), then every host is reached and checked
+		 * (exit 3, one line per bad host) before every run is run across them. */
 		struct hosts *fh = o->hosts_path ? hosts_load(o->hosts_path, err, sizeof err) : NULL;
 		const struct hosts *hosts = fh ? fh : sc->hosts;
 		int prc = o->hosts_path && !fh ? -EINVAL : placement_plan(hosts, plan, NULL, err, sizeof err);
-		if (!prc && (prc = across_hosts_unsupported(plan, err, sizeof err)))
-			fprintf(stderr, "stalenet run: %s\n", err), err[0] = 0;
+		if (!prc && o->backend == RUN_BACKEND_NFQ) {
+			snprintf(err, sizeof err, "stalenet run: --backend nfq is not available across hosts yet "
+				 "(links are shaped by kernel netem)");
+			prc = -ENOTSUP;
+		}
+		if (!prc && (prc = across_hosts_unsupported(plan, err, sizeof err))) {
+			char why[sizeof err];
+			snprintf(why, sizeof why, "%s", err);
+			snprintf(err, sizeof err, "stalenet run: %.*s", (int)sizeof err - 16, why);
+		}
 		if (prc) {
-			if (err[0])
-				fprintf(stderr, "%s\n", err);
+			fprintf(stderr, "%s\n", err);
 			hosts_destroy(&fh);
 			goto out;
 		}

@@ -484,16 +484,41 @@ Test(multihost_cli, p2p_across_hosts)
 	free(t);
 }
 
-Test(multihost_cli, shaped_links_refused_before_any_host)
+Test(multihost_cli, links_shaped_on_every_host)
 {
 	write_hosts(hs.host[1].address, "h2");
-	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno, default: {delay: 10ms}}\n");
+	/* 100 ms each way on every node's link: a step of a worker is at least its update's way
+	 * up and the server's way down, and back: 400 ms, on whichever hosts the two are */
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno, default: {delay: 100ms}}\n");
 	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
 			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
 	int rc = run_cli(args);
 	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		int rows = 0;
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		char *hd = head_of(rel, &rows);
+		cr_assert(hd, "%s", rel);
+		free(hd);
+		/* unshaped, the same run makes thousands of steps */
+		fprintf(stderr, "%s: %d steps in 5 s, first at t_s %.3f\n", rel, rows, first_t(rel));
+		cr_expect(rows >= 3 && rows <= 14, "%s: %d steps in 5 s at >= 400 ms each", rel, rows);
+	}
+	free(t);
+}
+
+Test(multihost_cli, nfq_backend_refused_before_any_host)
+{
+	write_hosts(hs.host[1].address, "h2");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", "--backend", "nfq", NULL };
+	int rc = run_cli(args);
+	char *t = output();
 	cr_expect_eq(rc, 2, "%s", t);
-	cr_expect(strstr(t, "links are not shaped across hosts yet"), "%s", t);
+	cr_expect(strstr(t, "--backend nfq is not available across hosts yet"), "%s", t);
 	cr_expect_null(strstr(t, "host h0 ("), "no host contacted: %s", t);
 	free(t);
 }
