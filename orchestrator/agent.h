@@ -25,6 +25,10 @@
  *   "conf NAME KEY VALUE" -> "ok" or "fail WHY": one key of node NAME's configuration (NAME a
  *                        node of the build; run.dir and ctl.endpoint are replaced by this
  *                        host's own: RTDIR/agent-PREFIX/run and a control socket beside it)
+ *   "shape NAME up|down TOKEN..." -> "ok" or "fail WHY": node NAME's link in that direction
+ *                        shaped as on one host (netem/link_shaper; TOKENs as link_params_format
+ *                        writes them); kernel netem, or stalenet-linkd on NFQUEUE started by the
+ *                        agent (rules journalled) when the kernel has no netem
  *   "launch NAME"     -> no answer line; events follow. The agent starts stalenet-node (beside
  *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
  *                        journalled), serves the nodes' control socket and relays:
