@@ -112,7 +112,8 @@ static void teardown(struct agent_state *st)
 	st->n_streams = 0;
 	link_shaper_destroy(&st->shaper);
 	if (st->linkd_pid > 0) {
-		kill(st->linkd_pid, SIGTERM);
+		/* its rules are gone with the shaper: nothing of it to flush */
+		kill(st->linkd_pid, SIGKILL);
 		waitpid(st->linkd_pid, NULL, 0);
 		st->linkd_pid = 0;
 	}
