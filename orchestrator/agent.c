@@ -557,7 +557,7 @@ static int shape(struct agent_state *st, char *args, char *msg, size_t len)
 		snprintf(msg, len, "shape: %s %s: %s", name, dir, strerror(-rc));
 		return rc;
 	}
-	snprintf(msg, len, "ok");
+	snprintf(msg, len, "ok %s", link_shaper_backend(st->shaper) == LINK_BACKEND_NFQ ? "nfq" : "kernel");
 	return 0;
 }
 

@@ -25,7 +25,7 @@
  *   "conf NAME KEY VALUE" -> "ok" or "fail WHY": one key of node NAME's configuration (NAME a
  *                        node of the build; run.dir and ctl.endpoint are replaced by this
  *                        host's own: RTDIR/agent-PREFIX/run and a control socket beside it)
- *   "shape NAME up|down TOKEN..." -> "ok" or "fail WHY": node NAME's link in that direction
+ *   "shape NAME up|down TOKEN..." -> "ok kernel|nfq" or "fail WHY": node NAME's link in that direction
  *                        shaped as on one host (netem/link_shaper; TOKENs as link_params_format
  *                        writes them); kernel netem, or stalenet-linkd on NFQUEUE started by the
  *                        agent (rules journalled) when the kernel has no netem

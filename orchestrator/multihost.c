@@ -270,7 +270,8 @@ int multihost_cleanup(const struct multihost_opts *o, FILE *out, FILE *err_out)
 	return bad ? -EIO : 0;
 }
 
-int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p, FILE *err_out)
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
+		    const char **backend, FILE *err_out)
 {
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		const struct link_params *dirs[2] = { &run->nodes[i].up, &run->nodes[i].down };
@@ -284,10 +285,16 @@ int multihost_shape(struct multihost *self, const struct plan_run *run, const st
 			size_t h = p->host_of[i];
 			snprintf(req, sizeof req, "shape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
 			int rc = agentlink_request(self->links[h], req, reply, sizeof reply, 30000);
-			if (rc || strcmp(reply, "ok")) {
+			if (rc || strncmp(reply, "ok ", 3)) {
 				fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
 				return rc ? rc : -EIO;
 			}
+			const char *b = !strcmp(reply + 3, "nfq") ? "nfq" : "kernel";
+			if (*backend && strcmp(*backend, b))
+				fprintf(err_out, "stalenet: host %s shapes links with %s, others with %s (meta.json says %s)\n",
+					self->hosts->list[h].name, b, *backend, *backend);
+			else
+				*backend = b;
 		}
 	}
 	return 0;

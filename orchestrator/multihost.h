@@ -52,9 +52,11 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 
 /* Shape every node's links on its host (kernel netem, as on one host: each node's up and down
  * on its veth pair to its host's switch; a path across hosts is the sender's up, the underlay,
- * the receiver's down). Unshaped directions are left alone. Returns 0 or -errno after an error
- * line. */
-int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p, FILE *err_out);
+ * the receiver's down). Unshaped directions are left alone. *backend: "kernel" or "nfq", what
+ * the first host that shaped a link used (unchanged when nothing was shaped). Returns 0 or
+ * -errno after an error line. */
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
+		    const char **backend, FILE *err_out);
 
 /* The nodes of a built run, launched by the agents and supervised from here. */
 struct multihost_nodes_opts {

@@ -1017,7 +1017,8 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 			     struct multihost *mh, const char *dir, const char *sweep_dir)
 {
 	const struct scenario *sc = run->scenario;
-	struct rundir_meta meta = { .duration_s = -1, .status = "running", .backend = "kernel" };
+	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
+	const char *backend = NULL;
 	struct rundir_host *rh = calloc(hosts->n, sizeof *rh);
 	char **addrs = calloc(run->n_nodes + 1, sizeof *addrs);
 	char err[512], prefix[16];
@@ -1054,7 +1055,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	}
 	if (sc->linkcheck)
 		log_info("run %s: the link self-check is not run across hosts yet (skipped)", run->id);
-	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, stderr) == 0) {
+	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, &backend, stderr) == 0) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
@@ -1074,6 +1075,8 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	for (size_t h = 0; origin && h < hosts->n; h++)
 		rh[h].offset_ns = clocksync_offset_at(multihost_clock(mh, h), origin);
 out:
+	/* no link shaped: what this host would have used, as a one-host run reports it */
+	meta.backend = backend ? backend : link_shaper_probe_kernel() == 1 ? "kernel" : "nfq";
 	meta.duration_s = (double)(clock_now_ns() - t0) / 1e9;
 	meta.status = res == 0 ? "complete" : res == 2 ? "interrupted" : "failed";
 	if (rh && rundir_write_meta(dir, run, &meta) < 0)

@@ -18,6 +18,7 @@
 
 #include "collectors/schema.h"
 #include "lib/netns.h"
+#include "netem/link_shaper.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/hostsim.h"
@@ -507,6 +508,15 @@ Test(multihost_cli, links_shaped_on_every_host)
 		fprintf(stderr, "%s: %d steps in 5 s, first at t_s %.3f\n", rel, rows, first_t(rel));
 		cr_expect(rows >= 3 && rows <= 14, "%s: %d steps in 5 s at >= 400 ms each", rel, rows);
 	}
+	/* meta.json names the emulator the hosts used, as a one-host run does */
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	cr_expect(strstr(meta, link_shaper_probe_kernel() == 1 ? "\"backend\": \"kernel\"" : "\"backend\": \"nfq\""),
+		  "%s", meta);
+	free(meta);
 	free(t);
 }
 
