@@ -16,14 +16,27 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "lib/clock.h"
+#include "lib/ctl.h"
+#include "lib/kv.h"
 #include "lib/rtdir.h"
+#include "lib/link_params.h"
+#include "netem/link_shaper.h"
+#include "netem/linkd.h"
+#include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/overlay.h"
 #include "orchestrator/testbed.h"
 
 #define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+#define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
+#define AGENT_STREAM_NS 500000000LL
 
 /* What the agent built on this host: its journal (in its own run directory under the runtime
  * directory, so `stalenet cleanup` on this host finds it) and its share of the testbed. */
@@ -31,9 +44,27 @@ struct agent_state {
 	struct journal *j;
 	struct testbed *tb;
 	char rundir[128];
+	char prefix[TESTBED_PREFIX_MAX];
+	char bindir[PATH_MAX - 32];     /* where this program is: stalenet-node, stalenet-linkd */
 	int echo_fd;                    /* UDP on LOCAL:AGENT_PROBE_PORT after a build, else -1 */
 	uint32_t remotes[OVERLAY_MAX_REMOTES];  /* the only sources the echo answers */
 	size_t n_remotes;
+	/* the nodes of the build: their configuration (from "conf"), process, control relay */
+	char names[AGENT_MAX_NODES][32];
+	struct kv *conf[AGENT_MAX_NODES];
+	pid_t pid[AGENT_MAX_NODES];
+	size_t n_nodes;
+	struct ctl_server *ctl;
+	struct link_shaper *shaper;     /* this host's node links, NULL = none shaped yet */
+	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
+	char linkd_ctl[256];
+	char ctl_ep[512];
+	struct { char rel[160]; off_t off; } streams[AGENT_MAX_STREAMS];  /* files sent so far */
+	size_t n_streams;
+	int64_t next_stream_ns;         /* while nodes run: files streamed every AGENT_STREAM_NS */
+	char node_bin[PATH_MAX];
+	char linkd_bin[PATH_MAX];
+	int out_fd;
 };
 
 #define PROBE_MAGIC "snprobe1"
@@ -69,6 +100,24 @@ static int parse_i64(const char *s, int64_t *out)
 
 static void teardown(struct agent_state *st)
 {
+	for (size_t i = 0; i < st->n_nodes; i++) {
+		if (st->pid[i] > 0) {
+			kill(st->pid[i], SIGKILL);
+			waitpid(st->pid[i], NULL, 0);
+			st->pid[i] = 0;
+		}
+		kv_destroy(&st->conf[i]);
+	}
+	st->n_nodes = 0;
+	st->n_streams = 0;
+	link_shaper_destroy(&st->shaper);
+	if (st->linkd_pid > 0) {
+		/* its rules are gone with the shaper: nothing of it to flush */
+		kill(st->linkd_pid, SIGKILL);
+		waitpid(st->linkd_pid, NULL, 0);
+		st->linkd_pid = 0;
+	}
+	ctl_server_close(&st->ctl);
 	if (st->echo_fd >= 0)
 		close(st->echo_fd);
 	st->echo_fd = -1;
@@ -87,6 +136,19 @@ static bool valid_prefix(const char *p)
 		return false;
 	for (size_t i = 0; i + 1 < n; i++)
 		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* A node name as it may appear in a path: 1..31 of [A-Za-z0-9_-]. */
+static bool valid_name(const char *p)
+{
+	size_t n = strlen(p);
+	if (n < 1 || n > 31)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') ||
+		      p[i] == '_' || p[i] == '-'))
 			return false;
 	return true;
 }
@@ -145,6 +207,10 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 		}
 		*colon = 0;
 		index[i] = (uint32_t)idx;
+		if (!valid_name(names[i])) {
+			snprintf(msg, len, "build: bad node name");
+			return -EINVAL;
+		}
 	}
 	for (int i = 0; i < n_rem; i++)
 		if (inet_pton(AF_INET, rem[i], &remotes[i]) != 1) {
@@ -205,6 +271,26 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	}
 	memcpy(st->remotes, remotes, (size_t)n_rem * sizeof remotes[0]);
 	st->n_remotes = (size_t)n_rem;
+	/* the nodes' run directory and their control socket, in this host's runtime directory */
+	char d[sizeof st->rundir + 16];
+	snprintf(d, sizeof d, "%s/run", st->rundir);
+	mkdir(d, 0700);
+	snprintf(d, sizeof d, "%s/run/nodes", st->rundir);
+	mkdir(d, 0700);
+	snprintf(d, sizeof d, "%s/run/logs", st->rundir);
+	mkdir(d, 0700);
+	if (ctl_endpoint_for(st->rundir, f[0], st->ctl_ep, sizeof st->ctl_ep) < 0 ||
+	    !(st->ctl = ctl_server_open(st->ctl_ep))) {
+		snprintf(msg, len, "build: control socket");
+		teardown(st);
+		return -EIO;
+	}
+	snprintf(st->prefix, sizeof st->prefix, "%s", f[0]);
+	for (int i = 0; i < n_names; i++) {
+		snprintf(st->names[i], sizeof st->names[i], "%s", names[i]);
+		st->pid[i] = 0;
+	}
+	st->n_nodes = (size_t)n_names;
 	snprintf(msg, len, "ok %s %d %s %d", testbed_switch_netns(st->tb), mtu, ifname, umtu);
 	return 0;
 }
@@ -290,6 +376,321 @@ static int probe(struct agent_state *st, const char *args, char *msg, size_t len
 	return 0;
 }
 
+static int node_of(const struct agent_state *st, const char *name)
+{
+	for (size_t i = 0; i < st->n_nodes; i++)
+		if (!strcmp(st->names[i], name))
+			return (int)i;
+	return -1;
+}
+
+/* An event line to the orchestrator: "ev NAME WHAT" (control characters made spaces). */
+static int event(struct agent_state *st, const char *name, const char *what)
+{
+	char buf[AGENT_LINE_MAX];
+	int n = snprintf(buf, sizeof buf, "ev %s %s", name, what);
+	if (n < 0)
+		return -EIO;
+	if ((size_t)n >= sizeof buf - 1)
+		n = (int)sizeof buf - 2;
+	for (int i = 0; i < n; i++)
+		if ((unsigned char)buf[i] < ' ')
+			buf[i] = ' ';
+	buf[n++] = '\n';
+	return write_all(st->out_fd, buf, (size_t)n);
+}
+
+/* "conf NAME KEY VALUE": one key of node NAME's configuration. */
+static int conf(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *sp1 = strchr(args, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp2) {
+		snprintf(msg, len, "conf: expected NAME KEY VALUE");
+		return -EINVAL;
+	}
+	*sp1 = *sp2 = 0;
+	int i = node_of(st, args);
+	const char *key = sp1 + 1;
+	bool key_ok = *key != 0;
+	for (const char *p = key; *p; p++)
+		key_ok = key_ok && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_');
+	if (i < 0 || !key_ok || st->pid[i]) {
+		snprintf(msg, len, "conf: %s", i < 0 ? "no such node here" : !key_ok ? "bad key" : "node running");
+		return -EINVAL;
+	}
+	if (!st->conf[i] && !(st->conf[i] = kv_new()))
+		return -ENOMEM;
+	if (kv_set(st->conf[i], key, sp2 + 1) < 0) {
+		snprintf(msg, len, "conf: bad value");
+		return -EINVAL;
+	}
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
+static int record_node(void *arg, pid_t pid, uint64_t start_time, const char *name)
+{
+	struct agent_state *st = arg;
+	return journal_proc(st->j, pid, start_time, name);
+}
+
+/* "launch NAME": start node NAME (its "conf" keys, with this host's run directory and control
+ * socket) in its namespace. Answered by events: "ev NAME launched PID" or "ev NAME exit -1 WHY". */
+static int launch(struct agent_state *st, const char *name)
+{
+	char path[PATH_MAX], logp[PATH_MAX], what[128];
+	int i = node_of(st, name);
+	if (i < 0 || !st->conf[i] || st->pid[i] > 0)
+		return event(st, valid_name(name) ? name : "?", i < 0 ? "exit -1 no such node here" :
+							    !st->conf[i] ? "exit -1 no configuration" : "exit -1 running");
+	snprintf(path, sizeof path, "%s/run", st->rundir);
+	kv_set(st->conf[i], "run.dir", path);
+	kv_set(st->conf[i], "ctl.endpoint", st->ctl_ep);
+	snprintf(path, sizeof path, "%s/run/nodes/%s.conf", st->rundir, st->names[i]);
+	snprintf(logp, sizeof logp, "%s/run/logs/%s.log", st->rundir, st->names[i]);
+	int rc = kv_save(st->conf[i], path);
+	if (rc < 0 || access(st->node_bin, X_OK) < 0) {
+		snprintf(what, sizeof what, "exit -1 %s", rc < 0 ? "cannot write its configuration" : "stalenet-node not found");
+		return event(st, name, what);
+	}
+	const char *argv[] = { st->node_bin, path, NULL };
+	struct launch_spec ls = { .name = name, .netns = testbed_node_netns(st->tb, i), .argv = argv, .log_path = logp,
+				  .record = record_node, .record_arg = st };
+	pid_t pid = launch_spawn(&ls);
+	if (pid < 0) {
+		snprintf(what, sizeof what, "exit -1 launch: %s", strerror((int)-pid));
+		return event(st, name, what);
+	}
+	st->pid[i] = pid;
+	snprintf(what, sizeof what, "launched %d", (int)pid);
+	return event(st, name, what);
+}
+
+/* Journal the iptables rules of the userspace emulator (their undo), as a one-host run does. */
+static int record_shaping(void *arg, const char *kind, const char *netns, const char *const *undo)
+{
+	struct agent_state *st = arg;
+	const char *table = "filter", *chain = NULL, *rule[JOURNAL_MAX_FIELDS];
+	int n = 0;
+	if (strcmp(kind, "iptables"))
+		return 0;
+	for (int i = 1; undo[i]; i++) {
+		if (!strcmp(undo[i], "-t") && undo[i + 1])
+			table = undo[++i];
+		else if (!strcmp(undo[i], "-D") && undo[i + 1])
+			chain = undo[++i];
+		else if (strcmp(undo[i], "-w") && n < JOURNAL_MAX_FIELDS - 8)
+			rule[n++] = undo[i];
+	}
+	return chain ? journal_iptables(st->j, netns, table, chain, n, rule) : -EINVAL;
+}
+
+/* This host's shaper: kernel netem when the kernel has it, else stalenet-linkd (beside this
+ * program) on NFQUEUE, started and journalled here. */
+static int make_shaper(struct agent_state *st, const char *prefix, char *msg, size_t len)
+{
+	struct link_shaper_opts so = { .backend = LINK_BACKEND_KERNEL, .record = record_shaping, .record_ctx = st };
+	if (link_shaper_probe_kernel() != 1) {
+		char logp[PATH_MAX];
+		const char *bin = st->linkd_bin;
+		snprintf(st->linkd_ctl, sizeof st->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), prefix);
+		snprintf(logp, sizeof logp, "%s/run/logs/linkd.log", st->rundir);
+		const char *argv[] = { bin, "--ctl", st->linkd_ctl, NULL };
+		struct launch_spec ls = { .name = "linkd", .argv = argv, .log_path = logp, .record = record_node,
+					  .record_arg = st };
+		pid_t pid = launch_spawn(&ls);
+		if (pid < 0) {
+			snprintf(msg, len, "shape: stalenet-linkd: %s", strerror((int)-pid));
+			return (int)pid;
+		}
+		st->linkd_pid = pid;
+		int64_t deadline = clock_now_ns() + 10000000000LL;
+		char reply[64];
+		while (linkd_request(st->linkd_ctl, "ping", reply, sizeof reply, 100) != 0) {
+			if (waitpid(pid, NULL, WNOHANG) == pid || clock_now_ns() > deadline) {
+				st->linkd_pid = waitpid(pid, NULL, WNOHANG) == 0 ? pid : 0;
+				snprintf(msg, len, "shape: stalenet-linkd did not start (see its log)");
+				return -EIO;
+			}
+			poll(NULL, 0, 10);      /* it is binding its socket */
+		}
+		so.backend = LINK_BACKEND_NFQ;
+		so.linkd_ctl = st->linkd_ctl;
+	}
+	if (!(st->shaper = link_shaper_new(&so))) {
+		snprintf(msg, len, "shape: no link emulation on this host");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* "shape NAME up|down TOKEN...": node NAME's link in that direction shaped (kernel netem, as
+ * one host shapes it: on the node's veth pair to its host's switch) with the link_params
+ * tokens (link_params_format). */
+static int shape(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
+	int i = name ? node_of(st, name) : -1;
+	struct link_params lp = { 0 };
+	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down"))) {
+		snprintf(msg, len, "shape: expected NAME up|down TOKEN... for a node of the build");
+		return -EINVAL;
+	}
+	for (char *t = strtok_r(NULL, " ", &save); t; t = strtok_r(NULL, " ", &save))
+		if (link_params_parse_token(&lp, t) < 0) {
+			snprintf(msg, len, "shape: bad link parameter");
+			return -EINVAL;
+		}
+	const char *bad = link_params_validate(&lp);
+	if (bad) {
+		snprintf(msg, len, "shape: %s", bad);
+		return -EINVAL;
+	}
+	int rc;
+	if (!st->shaper && (rc = make_shaper(st, st->prefix, msg, len)) < 0)
+		return rc;
+	struct link_endpoint ep = { .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
+				    .switch_netns = testbed_switch_netns(st->tb),
+				    .switch_ifname = testbed_node_switch_ifname(st->tb, i) };
+	rc = link_shaper_apply(st->shaper, &ep, strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP, &lp);
+	if (rc < 0) {
+		snprintf(msg, len, "shape: %s %s: %s", name, dir, strerror(-rc));
+		return rc;
+	}
+	snprintf(msg, len, "ok %s", link_shaper_backend(st->shaper) == LINK_BACKEND_NFQ ? "nfq" : "kernel");
+	return 0;
+}
+
+/* "send NAME MSG": relay a control message (start, stop) to node NAME; no answer. */
+static void relay_send(struct agent_state *st, char *args)
+{
+	char *sp = strchr(args, ' ');
+	if (!sp)
+		return;
+	*sp = 0;
+	if (node_of(st, args) >= 0 && st->ctl)
+		ctl_server_send(st->ctl, args, sp + 1);
+}
+
+/* "kill NAME": SIGKILL node NAME (a planned crash); its exit comes as an event. */
+static void relay_kill(struct agent_state *st, const char *name)
+{
+	int i = node_of(st, name);
+	if (i >= 0 && st->pid[i] > 0)
+		kill(st->pid[i], SIGKILL);
+}
+
+static void on_node_exit(void *arg, pid_t pid, int status)
+{
+	struct agent_state *st = arg;
+	for (size_t i = 0; i < st->n_nodes; i++)
+		if (st->pid[i] == pid) {
+			char what[64];
+			st->pid[i] = 0;
+			snprintf(what, sizeof what, "exit %d", status);
+			event(st, st->names[i], what);
+		}
+}
+
+/* Node messages to the orchestrator as events, and node exits. */
+static void relay_nodes(struct agent_state *st)
+{
+	char node[64], m[AGENT_LINE_MAX - 128];
+	while (st->ctl && ctl_server_recv(st->ctl, node, sizeof node, m, sizeof m, 0) == 1)
+		if (node_of(st, node) >= 0)
+			event(st, node, m);
+	launch_reap(on_node_exit, st);
+}
+
+static bool safe_file_name(const char *n)
+{
+	if (n[0] == '.' || strlen(n) > 100)
+		return false;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		      *p == '-' || *p == '.'))
+			return false;
+	return true;
+}
+
+/* Send what file REL (under the nodes' run directory) gained since last time: "file REL" then
+ * "l LINE" per complete line; an unfinished last line waits for the next time. */
+static int stream_file(struct agent_state *st, const char *base, const char *rel)
+{
+	char path[PATH_MAX], line[AGENT_LINE_MAX];
+	size_t k = 0;
+	while (k < st->n_streams && strcmp(st->streams[k].rel, rel))
+		k++;
+	if (k == st->n_streams) {
+		if (k == AGENT_MAX_STREAMS)
+			return 0;       /* more files than we follow: the rest are not sent */
+		snprintf(st->streams[k].rel, sizeof st->streams[k].rel, "%s", rel);
+		st->streams[k].off = 0;
+		st->n_streams++;
+	}
+	snprintf(path, sizeof path, "%.3000s/%.200s", base, rel);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fseeko(f, st->streams[k].off, SEEK_SET) < 0) {
+		fclose(f);
+		return 0;
+	}
+	int rc = 0;
+	bool announced = false;
+	line[0] = 'l';
+	line[1] = ' ';
+	while (!rc && fgets(line + 2, (int)sizeof line - 2, f)) {
+		size_t l = strlen(line);
+		if (line[l - 1] != '\n')
+			break;          /* unfinished (or overlong) row: not yet */
+		if (!announced) {
+			char hdr[200];
+			int n = snprintf(hdr, sizeof hdr, "file %s\n", rel);
+			if ((rc = write_all(st->out_fd, hdr, (size_t)n)))
+				break;
+			announced = true;
+		}
+		if (!(rc = write_all(st->out_fd, line, l)))
+			st->streams[k].off += (off_t)(l - 2);
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Every file of the nodes' run directory (top level, nodes/, logs/): what it gained. */
+static int stream_all(struct agent_state *st)
+{
+	static const char *const subs[] = { "", "nodes/", "logs/" };
+	char dir[PATH_MAX], base[PATH_MAX];
+	int rc = 0;
+	if (!st->tb)
+		return 0;
+	snprintf(base, sizeof base, "%s/run", st->rundir);
+	for (size_t k = 0; !rc && k < sizeof subs / sizeof subs[0]; k++) {
+		snprintf(dir, sizeof dir, "%s/run/%s", st->rundir, subs[k]);
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		while (!rc && d && (e = readdir(d))) {
+			char rel[160];
+			if (e->d_type != DT_REG || !safe_file_name(e->d_name))
+				continue;
+			snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name);
+			rc = stream_file(st, base, rel) ? -EIO : 0;
+		}
+		if (d)
+			closedir(d);
+	}
+	return rc;
+}
+
+/* "fetch": what the files gained since they were last streamed, then "fetched". */
+static int fetch(struct agent_state *st)
+{
+	int rc = stream_all(st);
+	return rc ? rc : write_all(st->out_fd, "fetched\n", 8);
+}
+
 /* Answer one request line (without its newline). 1 = quit, 0 = go on, <0 = error. */
 static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 {
@@ -306,6 +707,40 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
+	if (!strncmp(line, "conf ", 5)) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (conf(st, line + 5, msg, sizeof msg) < 0) {
+			char why[AGENT_LINE_MAX - 16];
+			msg[sizeof why - 1] = 0;
+			memcpy(why, msg, sizeof why);
+			snprintf(msg, sizeof msg, "fail %s", why);
+		}
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
+	if (!strncmp(line, "shape ", 6)) {
+		char msg[AGENT_LINE_MAX - 8];
+		if (shape(st, line + 6, msg, sizeof msg) < 0) {
+			char why[AGENT_LINE_MAX - 16];
+			msg[sizeof why - 1] = 0;
+			memcpy(why, msg, sizeof why);
+			snprintf(msg, sizeof msg, "fail %s", why);
+		}
+		int n = snprintf(buf, sizeof buf, "%s\n", msg);
+		return write_all(out_fd, buf, (size_t)n);
+	}
+	if (!strncmp(line, "launch ", 7))
+		return launch(st, line + 7);
+	if (!strncmp(line, "send ", 5)) {
+		relay_send(st, line + 5);
+		return 0;
+	}
+	if (!strncmp(line, "kill ", 5)) {
+		relay_kill(st, line + 5);
+		return 0;
+	}
+	if (!strcmp(line, "fetch"))
+		return fetch(st);
 	if (!strcmp(line, "cleanup")) {
 		struct cleanup_report rep = { 0 };
 		int rc = cleanup_run(NULL, 0, &rep);
@@ -361,7 +796,16 @@ const char *agent_commit(void)
 int agent_serve(int in_fd, int out_fd)
 {
 	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
-	struct agent_state st = { .echo_fd = -1 };
+	struct agent_state st = { .echo_fd = -1, .out_fd = out_fd };
+	char self[PATH_MAX];
+	ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+	char *slash = sn > 0 ? (self[sn] = 0, strrchr(self, '/')) : NULL;
+	if (slash) {
+		*slash = 0;
+		snprintf(st.bindir, sizeof st.bindir, "%.*s", (int)sizeof st.bindir - 1, self);
+		snprintf(st.node_bin, sizeof st.node_bin, "%s/stalenet-node", st.bindir);
+		snprintf(st.linkd_bin, sizeof st.linkd_bin, "%s/stalenet-linkd", st.bindir);
+	}
 	size_t have = 0;
 	int rc;
 
@@ -388,11 +832,28 @@ static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_
 	for (;;) {
 		/* requests, and the other hosts' underlay probes once built */
 		struct pollfd p[2] = { { .fd = in_fd, .events = POLLIN }, { .fd = st->echo_fd, .events = POLLIN } };
-		if (poll(p, st->echo_fd >= 0 ? 2 : 1, -1) < 0) {
+		/* with nodes running, their control messages and exits are relayed every 5 ms */
+		bool relay = st->ctl != NULL;
+		int pr = poll(p, st->echo_fd >= 0 ? 2 : 1, relay ? 5 : -1);
+		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
+		if (relay) {
+			relay_nodes(st);
+			bool running = false;
+			for (size_t i = 0; i < st->n_nodes && !running; i++)
+				running = st->pid[i] > 0;
+			if (running && clock_now_ns() >= st->next_stream_ns) {
+				/* the traces as they grow: a host lost later loses only the last moments */
+				if (stream_all(st))
+					return -EIO;
+				st->next_stream_ns = clock_now_ns() + AGENT_STREAM_NS;
+			}
+		}
+		if (pr == 0)
+			continue;
 		if (st->echo_fd >= 0 && (p[1].revents & POLLIN))
 			echo_once(st);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))

@@ -22,17 +22,39 @@
  *                        answers probes from its build's REMOTES only) -> the underlay's base
  *                        one-way delay, MIN_NS / 2, for delay compensation
  *   "teardown"        -> "ok": that share removed (also when the connection ends in any way)
+ *   "conf NAME KEY VALUE" -> "ok" or "fail WHY": one key of node NAME's configuration (NAME a
+ *                        node of the build; run.dir and ctl.endpoint are replaced by this
+ *                        host's own: RTDIR/agent-PREFIX/run and a control socket beside it)
+ *   "shape NAME up|down TOKEN..." -> "ok kernel|nfq" or "fail WHY": node NAME's link in that direction
+ *                        shaped as on one host (netem/link_shaper; TOKENs as link_params_format
+ *                        writes them); kernel netem, or stalenet-linkd on NFQUEUE started by the
+ *                        agent (rules journalled) when the kernel has no netem
+ *   "launch NAME"     -> no answer line; events follow. The agent starts stalenet-node (beside
+ *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
+ *                        journalled), serves the nodes' control socket and relays:
+ *                          "ev NAME launched PID", "ev NAME ready", "ev NAME status STEP STATE W",
+ *                          "ev NAME done", "ev NAME exit STATUS" (waitpid status; -1 and a
+ *                          reason when it could not be started)
+ *   "send NAME MSG"   -> no answer: MSG ("start ORIGIN", "stop") to node NAME's control socket;
+ *                        ORIGIN is on this host's clock (the orchestrator maps it)
+ *   "kill NAME"       -> no answer: SIGKILL to node NAME (its exit comes as an event)
+ *   "fetch"           -> "file REL" then "l LINE" per complete line that file gained since
+ *                        it was last sent, for every regular file of the nodes' run directory
+ *                        (top level, nodes/, logs/), then "fetched". While nodes run the agent
+ *                        sends the same "file"/"l" lines unasked every 0.5 s (streaming).
  *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
  *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
  *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
  *   anything else     -> "error MESSAGE", then the agent exits 2
  * The clock exchange is the NTP-style one of lib/clocksync: the orchestrator stamps T1 and T4.
- * Launching nodes and streaming traces back are not part of the agent yet. */
+ * Events may come between any two answers once nodes are launched; the orchestrator sends no
+ * answered request (other than "fetch" after every node exited) while they run. When the
+ * connection ends, running nodes are killed and the share torn down. */
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 
-#define AGENT_PROTO    1
-#define AGENT_LINE_MAX 256      /* one protocol line, newline included */
+#define AGENT_PROTO    2
+#define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 
 /* This build's version and commit, as the greeting carries them ("0.1.0", "abc1234"); one

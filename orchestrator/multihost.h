@@ -9,20 +9,25 @@
  * build: nodes keep the run's addresses, one VXLAN segment), checks that all hosts agree on the
  * node MTU, and measures the underlay's base delay from the first host to every other (the
  * figure delay compensation subtracts). multihost_teardown undoes it on every host.
- * multihost_cleanup asks every host's agent for its `stalenet cleanup`. Launching the nodes
- * across hosts, the control plane and the traces are not implemented yet. */
+ * multihost_run_nodes launches the nodes through the agents and relays their control plane.
+ * multihost_cleanup asks every host's agent for its `stalenet cleanup`. */
 #ifndef STALENET_MULTIHOST_H
 #define STALENET_MULTIHOST_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/clocksync.h"
+#include "orchestrator/nodeconf.h"
 #include "orchestrator/hosts.h"
 #include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 
 #define MULTIHOST_CLOCK_EXCHANGES 100
 #define MULTIHOST_PROBES 50
+#define MULTIHOST_MAX_NODES 4096  /* nodes of one run across hosts, at most */
 
 struct multihost_opts {
 	const struct hosts *hosts;
@@ -44,6 +49,39 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
  * -errno after an error line to err_out (what was built stays for multihost_teardown). */
 int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out);
+
+/* Shape every node's links on its host (kernel netem, as on one host: each node's up and down
+ * on its veth pair to its host's switch; a path across hosts is the sender's up, the underlay,
+ * the receiver's down). Unshaped directions are left alone. *backend: "kernel" or "nfq", what
+ * the first host that shaped a link used (unchanged when nothing was shaped). Returns 0 or
+ * -errno after an error line. */
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
+		    const char **backend, FILE *err_out);
+
+/* The nodes of a built run, launched by the agents and supervised from here. */
+struct multihost_nodes_opts {
+	const struct plan_run *run;
+	const struct placement *p;
+	const struct nodeconf_ctx *nc;  /* run.dir and ctl.endpoint are replaced by each agent's */
+	const char *run_dir;            /* the orchestrator's run directory: files fetched into it */
+	int64_t stop_after_ns;          /* stop.time; 0 = none */
+	bool on_failure_continue;       /* a lost node or host does not stop the others */
+	int ready_timeout_ms;
+	volatile sig_atomic_t *interrupted;
+};
+
+/* Launch every node on its host (each agent writes its configuration and starts it in its
+ * namespace), relay the control plane ("ready" from all -> "start ORIGIN" with ORIGIN mapped
+ * onto each host's clock by its measured offset; "stop" at stop.time), until every node has
+ * exited; then copy every host's run files (node traces, eval.csv, logs) into o->run_dir. An
+ * agent whose connection ends loses its nodes (exit status -1 each) and stops the run unless
+ * on_failure_continue. *origin_ns: the run's origin on this clock. Returns 0 (every node exited
+ * 0), 1 (failed), 2 (interrupted); progress lines to err_out. */
+int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
+			FILE *err_out);
+
+/* Host i's clock estimate (remote - local), as measured by multihost_connect. */
+const struct clocksync_estimate *multihost_clock(const struct multihost *self, size_t i);
 
 /* Tear the built testbed down on every host. Returns 0 or -EIO after error lines. */
 int multihost_teardown(struct multihost *self, FILE *err_out);

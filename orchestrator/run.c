@@ -1131,6 +1131,183 @@ out:
 	return rc;
 }
 
+/* What a run across hosts cannot do yet, named before any host is contacted (0 = runnable). */
+static int across_hosts_unsupported(const struct plan *plan, char *why, size_t len)
+{
+	for (size_t k = 0; k < plan_n_runs(plan); k++) {
+		const struct plan_run *r = plan_run(plan, k);
+		const struct scenario *sc = r->scenario;
+		if (sc->workload != SCENARIO_WORKLOAD_TRAIN) {
+			snprintf(why, len, "only training runs across hosts so far (not the link self-check workload)");
+			return -ENOTSUP;
+		}
+		if (sc->network.trace) {
+			snprintf(why, len, "network.trace is not replayed across hosts yet");
+			return -ENOTSUP;
+		}
+		if (r->n_events) {
+			snprintf(why, len, "link changes during a run (timeline) are not applied across hosts yet");
+			return -ENOTSUP;
+		}
+		if ((sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) ||
+		    (sc->network.prefix_len && sc->network.prefix_len != 15)) {
+			snprintf(why, len, "network.subnet other than 198.18.0.0/15 is not supported across hosts yet");
+			return -ENOTSUP;
+		}
+		for (size_t i = 0; i < r->n_nodes; i++) {
+			const struct scenario_straggler *st = &r->nodes[i].straggler;
+			if (st->set & (SCENARIO_STRAG_JOIN | SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_LEAVE)) {
+				snprintf(why, len, "node %s: planned join/crash/restart/leave are not supported across hosts yet",
+					 r->nodes[i].name);
+				return -ENOTSUP;
+			}
+			if (r->nodes[i].resources.set) {
+				snprintf(why, len, "node %s: resources (cgroup limits) are not applied across hosts yet",
+					 r->nodes[i].name);
+				return -ENOTSUP;
+			}
+		}
+	}
+	return 0;
+}
+
+/* One run of a scenario across hosts: the testbed built by the agents (multihost_build), the
+ * nodes launched and supervised through them (multihost_run_nodes), their files fetched into
+ * the run directory, the summary computed as for one host. Returns a CLI exit code. */
+static int run_multihost_one(const struct run_opts *o, const struct plan_run *run, const struct hosts *hosts,
+			     struct multihost *mh, const char *dir, const char *sweep_dir)
+{
+	const struct scenario *sc = run->scenario;
+	struct rundir_meta meta = { .duration_s = -1, .status = "running" };
+	const char *backend = NULL;
+	struct rundir_host *rh = calloc(hosts->n, sizeof *rh);
+	char **addrs = calloc(run->n_nodes + 1, sizeof *addrs);
+	char err[512], prefix[16];
+	uint32_t vni = 0;
+	int64_t t0 = clock_now_ns(), origin = 0;
+	int res = 1;
+	struct placement *pl = NULL;
+
+	(void)o;
+	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
+		goto out;
+	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it) */
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)i + 1) };
+		char b[INET_ADDRSTRLEN];
+		if (!(addrs[i] = strdup(inet_ntop(AF_INET, &a, b, sizeof b))))
+			goto out;
+	}
+	pl = placement_new(hosts, run, err, sizeof err);
+	if (!pl) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	if (testbed_random_prefix(prefix, sizeof prefix) < 0 || getrandom(&vni, sizeof vni, 0) != (ssize_t)sizeof vni)
+		goto out;
+	vni = (vni % ((1u << 24) - 1)) + 1;
+	meta.prefix = prefix;
+	meta.hosts = rh;
+	meta.n_hosts = hosts->n;
+	for (size_t h = 0; h < hosts->n; h++) {
+		const struct clocksync_estimate *e = multihost_clock(mh, h);
+		rh[h] = (struct rundir_host){ .name = hosts->list[h].name, .offset_ns = e->offset_ns,
+					      .bound_ns = e->bound_ns, .drift_ppm = e->drift_ppm };
+	}
+	if (sc->linkcheck)
+		log_info("run %s: the link self-check is not run across hosts yet (skipped)", run->id);
+	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, &backend, stderr) == 0) {
+		struct nodeconf_ctx nc = {
+			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
+			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
+			.addrs = (const char *const *)addrs, .port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
+		};
+		struct multihost_nodes_opts no = {
+			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .stop_after_ns = (int64_t)sc->stop_time_us * 1000,
+			.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+			.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
+		};
+		res = multihost_run_nodes(mh, &no, &origin, stderr);
+	}
+	if (multihost_teardown(mh, stderr) < 0 && res == 0)
+		res = 1;
+	meta.origin_ns = origin;
+	meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - origin);
+	for (size_t h = 0; origin && h < hosts->n; h++)
+		rh[h].offset_ns = clocksync_offset_at(multihost_clock(mh, h), origin);
+out:
+	/* no link shaped: what this host would have used, as a one-host run reports it */
+	meta.backend = backend ? backend : link_shaper_probe_kernel() == 1 ? "kernel" : "nfq";
+	meta.duration_s = (double)(clock_now_ns() - t0) / 1e9;
+	meta.status = res == 0 ? "complete" : res == 2 ? "interrupted" : "failed";
+	if (rh && rundir_write_meta(dir, run, &meta) < 0)
+		log_error("write %s/meta.json failed", dir);
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && res != 2) {
+		struct summary_row row;
+		char summary_path[PATH_MAX + 32];
+
+		snprintf(summary_path, sizeof summary_path, "%s/summary.csv", sweep_dir);
+		if (summary_compute(dir, &row, err, sizeof err) == 0) {
+			if (summary_append(summary_path, &row, err, sizeof err) < 0)
+				log_warn("summary: %s", err);
+		} else {
+			log_warn("summary of %s: %s", dir, err);
+		}
+	}
+	if (res == 0)
+		rundir_mark_complete(dir);
+	for (size_t i = 0; addrs && i <= run->n_nodes; i++)
+		free(addrs[i]);
+	free(addrs);
+	free(rh);
+	placement_destroy(&pl);
+	return res == 0 ? CLI_EXIT_OK : res == 2 ? CLI_EXIT_INTERRUPTED : CLI_EXIT_FAILED;
+}
+
+/* Every run of the plan across the connected hosts, one after another. */
+static int run_across_hosts(const struct run_opts *o, const struct scenario *sc, const struct plan *plan,
+			    const struct hosts *hosts, struct multihost *mh)
+{
+	char out[PATH_MAX], abs_out[PATH_MAX], dir[RUN_DIR_MAX];
+	size_t nruns = plan_n_runs(plan);
+	int rc = CLI_EXIT_OK;
+
+	if (o->out_dir)
+		snprintf(out, sizeof out, "%s", o->out_dir);
+	else
+		rundir_default(sc->name, out, sizeof out);
+	if (rundir_mkdirs(out, false) < 0 || !realpath(out, abs_out) ||
+	    strlen(abs_out) > RUN_DIR_MAX - PLAN_RUN_ID_MAX - 2) {
+		fprintf(stderr, "stalenet run: cannot use %s\n", out);
+		return CLI_EXIT_FAILED;
+	}
+	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
+		const struct plan_run *run = plan_run(plan, i);
+		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
+			snprintf(dir, sizeof dir, "%s", abs_out);
+		else
+			snprintf(dir, sizeof dir, "%s/%.*s", abs_out, PLAN_RUN_ID_MAX, run->id);
+		if (rundir_is_complete(dir))
+			continue;
+		int r = run_multihost_one(o, run, hosts, mh, dir, abs_out);
+		if (r == CLI_EXIT_INTERRUPTED)
+			return r;
+		if (r != CLI_EXIT_OK)
+			rc = CLI_EXIT_FAILED;
+	}
+	if (o->plot && !run_interrupted) {
+		char err[512];
+		int figs = plot_dir(abs_out, err, sizeof err);
+		if (figs < 0)
+			log_warn("plot: %s", err);
+		else
+			log_info("%d figures in %s/plots", figs, abs_out);
+	}
+	fprintf(stderr, "%s: %zu run(s) across %zu hosts; results in %s\n",
+		rc == CLI_EXIT_OK ? "done" : "finished with failures", nruns, hosts->n, abs_out);
+	return rc;
+}
+
 int run_main(const struct run_opts *o)
 {
 	char err[SCENARIO_ERR_MAX], out[PATH_MAX], abs_out[PATH_MAX];
@@ -1152,12 +1329,22 @@ int run_main(const struct run_opts *o)
 		goto out;
 	}
 	if (o->hosts_path || sc->hosts) {
-		/* Multi-host: the host list and every run's placement are validated (exit 2 on an
-		 * error), then every host is reached and checked (exit 3, one line per bad host);
-		 * building a testbed across hosts is not implemented in `run` yet. */
+		/* Multi-host: the host list and every run's placement are validated, and what cannot
+		 * run across hosts yet is refused (exit 2), then every host is reached and checked
+		 * (exit 3, one line per bad host) before every run is run across them. */
 		struct hosts *fh = o->hosts_path ? hosts_load(o->hosts_path, err, sizeof err) : NULL;
 		const struct hosts *hosts = fh ? fh : sc->hosts;
 		int prc = o->hosts_path && !fh ? -EINVAL : placement_plan(hosts, plan, NULL, err, sizeof err);
+		if (!prc && o->backend == RUN_BACKEND_NFQ) {
+			snprintf(err, sizeof err, "stalenet run: --backend nfq is not available across hosts yet "
+				 "(links are shaped by kernel netem)");
+			prc = -ENOTSUP;
+		}
+		if (!prc && (prc = across_hosts_unsupported(plan, err, sizeof err))) {
+			char why[sizeof err];
+			snprintf(why, sizeof why, "%s", err);
+			snprintf(err, sizeof err, "stalenet run: %.*s", (int)sizeof err - 16, why);
+		}
 		if (prc) {
 			fprintf(stderr, "%s\n", err);
 			hosts_destroy(&fh);
@@ -1168,22 +1355,8 @@ int run_main(const struct run_opts *o)
 		rc = CLI_EXIT_HOST;
 		struct multihost *mh = multihost_connect(&mo, stderr, stderr);
 		if (mh) {
-			/* the first run's testbed, built across the hosts, checked and torn down */
-			const struct plan_run *run = plan_run(plan, 0);
-			struct placement *pl = placement_new(hosts, run, err, sizeof err);
-			char prefix[16];
-			uint32_t vni = 0;
-			int brc = !pl ? -EINVAL : testbed_random_prefix(prefix, sizeof prefix);
-			if (!brc && getrandom(&vni, sizeof vni, 0) != (ssize_t)sizeof vni)
-				brc = -errno;
-			vni = (vni % ((1u << 24) - 1)) + 1;
-			if (!brc)
-				brc = multihost_build(mh, run, pl, prefix, vni, stderr, stderr);
-			int trc = multihost_teardown(mh, stderr);
-			if (!brc && !trc)
-				fprintf(stderr, "stalenet run: the testbed of run %s was built across the hosts and torn "
-					"down again; launching nodes across hosts is not built yet\n", run->id);
-			placement_destroy(&pl);
+			install_signals();
+			rc = run_across_hosts(o, sc, plan, hosts, mh);
 			multihost_close(&mh);
 		}
 		hosts_destroy(&fh);

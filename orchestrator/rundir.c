@@ -253,6 +253,21 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 	if (m->guard)
 		rc |= put(root, "host_guard", guard_doc(m->guard));
 	rc |= put(root, "status", json_string(m->status ? m->status : "running"));
+	if (m->hosts) {
+		json_t *hs = json_array();
+		for (size_t h = 0; hs && h < m->n_hosts; h++) {
+			json_t *o = json_object();
+			rc |= o ? 0 : -ENOMEM;
+			if (!o)
+				break;
+			rc |= put(o, "name", json_string(m->hosts[h].name));
+			rc |= put(o, "clock_offset_ns", json_integer(m->hosts[h].offset_ns));
+			rc |= put(o, "clock_bound_ns", json_integer(m->hosts[h].bound_ns));
+			rc |= put(o, "clock_drift_ppm", json_real(m->hosts[h].drift_ppm));
+			rc |= json_array_append_new(hs, o) ? -ENOMEM : 0;
+		}
+		rc |= put(root, "hosts", hs);
+	}
 	if (rc) {
 		json_decref(root);
 		return NULL;

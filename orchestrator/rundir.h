@@ -24,6 +24,14 @@ void rundir_default(const char *name, char *out, size_t outlen);
 /* Create RUN_DIR with logs/ and nodes/, write scenario.yaml. Returns 0 or -errno (logged). */
 int rundir_prepare(const char *dir, const struct plan_run *run);
 
+/* One host of a run across hosts: its clock against the orchestrator's (remote - local). */
+struct rundir_host {
+	const char *name;
+	int64_t offset_ns;              /* at the run's origin */
+	int64_t bound_ns;               /* |error| of the offset, at most */
+	double drift_ppm;
+};
+
 struct rundir_meta {
 	const char *backend;            /* kernel | nfq */
 	const char *prefix;             /* host object prefix of this run */
@@ -34,6 +42,9 @@ struct rundir_meta {
 	const struct hostload_summary *guard; /* "host_guard" of a trained run; NULL = none */
 	const char *precision;          /* network.precision in force (timer | spin), NULL = none */
 	const struct timerlat_result *host_timers; /* measured at the start, NULL = not measured */
+	const struct rundir_host *hosts; /* a run across hosts: "hosts": [{name, clock_offset_ns,
+					    clock_bound_ns, clock_drift_ppm}]; NULL = one host */
+	size_t n_hosts;
 };
 
 /* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */

@@ -12,14 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collectors/schema.h"
 #include "lib/netns.h"
+#include "netem/link_shaper.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/hostsim.h"
 #include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 static struct hostsim hs;
 static char stalenet[PATH_MAX + 16], scen[400], hosts_file[400], out_file[400], run_dir[400];
@@ -37,7 +41,9 @@ static void setup(void)
 		*strrchr(exe, '/') = 0;
 	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
 	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
-	if (hostsim_start(&hs, "l", 3, NULL, why, sizeof why))
+	/* each host's monotonic clock far from ours: a trace not mapped onto one clock shows it */
+	static const int64_t offsets[3] = { 0, 1000250000000ll, -2125000000ll };
+	if (hostsim_start(&hs, "l", 3, offsets, why, sizeof why))
 		support_skip_or_fail("hosts: %s", why);
 	snprintf(scen, sizeof scen, "%s/s.yaml", hs.dir);
 	snprintf(hosts_file, sizeof hosts_file, "%s/hosts.yaml", hs.dir);
@@ -67,8 +73,8 @@ static void write_hosts(const char *h1_address, const char *h2_name)
 	support_write_file(hosts_file, text);
 }
 
-/* Run stalenet with args in the control namespace; stdout+stderr into out_file. Exit code. */
-static int run_cli(const char *const *args)
+/* Start stalenet with args in the control namespace; stdout+stderr into out_file. */
+static pid_t start_cli(const char *const *args)
 {
 	const char *argv[24];
 	size_t a = 0;
@@ -85,9 +91,31 @@ static int run_cli(const char *const *args)
 		execv(stalenet, (char *const *)argv);
 		_exit(121);
 	}
+	return pid;
+}
+
+/* Run stalenet with args in the control namespace; stdout+stderr into out_file. Exit code. */
+static int run_cli(const char *const *args)
+{
+	pid_t pid = start_cli(args);
 	int st = 0;
 	cr_assert_eq(support_wait_pid(pid, &st, 120000), 0, "stalenet did not finish");
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Namespaces of ours ("sn...") on host i. */
+static int netns_left(size_t i)
+{
+	char dir[128];
+	snprintf(dir, sizeof dir, "/proc/%d/root/run/netns", (int)hs.host[i].sshd_pid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int left = 0;
+	while (d && (e = readdir(d)))
+		left += !strncmp(e->d_name, "sn", 2);
+	if (d)
+		closedir(d);
+	return left;
 }
 
 static char *output(void)
@@ -106,6 +134,89 @@ static int count(const char *text, const char *needle)
 	return n;
 }
 
+/* The first line of dir/rel and the number of lines after it; NULL when missing. */
+static char *head_of(const char *rel, int *rows)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *t = support_read_file(path, &len);
+	if (!t)
+		return NULL;
+	*rows = -1;
+	for (size_t i = 0; i < len; i++)
+		*rows += t[i] == '\n';
+	t[strcspn(t, "\n")] = 0;
+	return t;
+}
+
+/* t_s of the first data row of dir/rel. */
+static double first_t(const char *rel)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *t = support_read_file(path, &len);
+	cr_assert(t, "%s", path);
+	char *nl = strchr(t, '\n');
+	double v = nl ? strtod(nl + 1, NULL) : -1;
+	free(t);
+	return v;
+}
+
+/* Over every update of worker w the server handled: the median of (the worker's t_s of that
+ * step - the server's t_s of handling it). Worker and server stamp on different hosts' clocks
+ * mapped onto one: the two rows of one step lie within a step's time of each other, so a
+ * median beyond a fraction of a second means a wrong mapping (the hosts' clocks are 1000.25 s
+ * and 2.125 s apart). Not a measure of the mapping error: the rows are not causally ordered. */
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median_step_lag(int w)
+{
+	char rel[600], path[600];
+	size_t len;
+	snprintf(rel, sizeof rel, "%s/nodes/worker%d.csv", run_dir, w);
+	char *wt = support_read_file(rel, &len);
+	snprintf(path, sizeof path, "%s/nodes/server0.csv", run_dir);
+	char *st = support_read_file(path, &len);
+	cr_assert(wt && st);
+	static double at[200000];
+	long max_step = 0;
+	for (char *l = strchr(wt, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double t = strtod(l + 1, NULL);
+		char *c = strchr(l + 1, ',');
+		c = c ? strchr(c + 1, ',') : NULL;
+		long stp = c ? atol(c + 1) : 0;
+		if (stp > 0 && stp < 200000) {
+			at[stp] = t;
+			max_step = stp > max_step ? stp : max_step;
+		}
+	}
+	char who[16];
+	snprintf(who, sizeof who, ",worker%d,", w);
+	static double lags[200000];
+	size_t nl = 0;
+	for (char *l = strchr(st, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		char *c = strstr(l + 1, who), *eol = strchr(l + 1, '\n');
+		if (!c || (eol && c > eol))
+			continue;
+		long stp = atol(c + strlen(who));
+		if (stp > 0 && stp <= max_step && at[stp] > 0) {
+			if (nl < 200000)
+				lags[nl++] = at[stp] - strtod(l + 1, NULL);
+		}
+	}
+	free(wt);
+	free(st);
+	cr_assert_gt(nl, 0, "worker%d: no matched steps", w);
+	qsort(lags, nl, sizeof lags[0], cmp_d);
+	return lags[nl / 2];
+}
+
 Test(multihost_cli, run_checks_every_host_then_stops)
 {
 	write_hosts(hs.host[1].address, "h2");
@@ -114,7 +225,7 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 	int rc = run_cli(args);
 	char *t = output();
 	fprintf(stderr, "%s", t);
-	cr_expect_eq(rc, 3, "exit 3 (not built yet): %s", t);
+	cr_expect_eq(rc, 0, "the run across hosts completes: %s", t);
 	for (int i = 0; i < 3; i++) {
 		char want[128];
 		snprintf(want, sizeof want, "host h%d (root@198.18.250.%d): ok, hostname h%d, clock offset", i, i + 1, i);
@@ -125,8 +236,87 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 	cr_expect(strstr(t, "host h2: built worker3 (node MTU 1450"), "%s", t);
 	cr_expect(strstr(t, "underlay h0 -> h1: base one-way delay ") && strstr(t, "underlay h0 -> h2: base one-way delay "),
 		  "%s", t);
-	cr_expect(strstr(t, "was built across the hosts and torn down again"), "%s", t);
-	cr_expect_neq(access(run_dir, F_OK), 0, "no run directory yet");
+	cr_expect(strstr(t, "5 nodes ready on 3 hosts: started"), "%s", t);
+	/* one run directory with the one-host schema, from the three hosts' files */
+	int rows = 0;
+	char *hd = head_of("nodes/server0.csv", &rows);
+	cr_assert(hd, "nodes/server0.csv (from h0)");
+	cr_expect_str_eq(hd, TRACE_HEADER_SERVER);
+	cr_expect_gt(rows, 10, "server0 applied updates");
+	free(hd);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		hd = head_of(rel, &rows);
+		cr_assert(hd, "%s missing", rel);
+		cr_expect_str_eq(hd, TRACE_HEADER_NODE, "%s", rel);
+		cr_expect_gt(rows, 10, "%s: worker stepped (%d rows)", rel, rows);
+		free(hd);
+		/* streamed in chunks, yet every step once: rows 1..N */
+		char p2[600];
+		size_t l2;
+		snprintf(p2, sizeof p2, "%s/%s", run_dir, rel);
+		char *all = support_read_file(p2, &l2);
+		cr_assert(all && l2 > 1);
+		all[l2 - 1] = 0;
+		char *last = strrchr(all, '\n');
+		char *c = last ? strchr(last + 1, ',') : NULL;
+		c = c ? strchr(c + 1, ',') : NULL;
+		cr_expect(c && atol(c + 1) == rows, "%s: %d rows, last step %ld", rel, rows, c ? atol(c + 1) : -1);
+		free(all);
+		/* every host's t_s on one clock: the first step of each worker within 2 s of the origin */
+		double t0 = first_t(rel);
+		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
+	}
+	/* worker0 shares h0 with the server; worker1-2 on h1 (+1000.25 s), worker3 on h2 (-2.125 s) */
+	for (int w = 0; w < 4; w++) {
+		double lag = median_step_lag(w);
+		fprintf(stderr, "worker%d: median(worker t_s - server t_s) of a step = %.1f us\n", w, lag * 1e6);
+		cr_expect(lag > -0.25 && lag < 0.25, "worker%d: %.6f s", w, lag);
+	}
+	hd = head_of("progress.csv", &rows);
+	cr_assert(hd, "progress.csv");
+	cr_expect_str_eq(hd, TRACE_HEADER_PROGRESS);
+	cr_expect_gt(rows, 10, "a row every 100 ms over 5 s: %d", rows);
+	free(hd);
+	hd = head_of("events.csv", &rows);
+	cr_assert(hd, "events.csv");
+	cr_expect_str_eq(hd, TRACE_HEADER_EVENTS);
+	free(hd);
+	hd = head_of("eval.csv", &rows);
+	cr_assert(hd, "eval.csv");
+	cr_expect_str_eq(hd, TRACE_HEADER_EVAL);
+	cr_expect_gt(rows, 0);
+	free(hd);
+	size_t len;
+	char path[600];
+	snprintf(path, sizeof path, "%s/partition.csv", run_dir);
+	char *part = support_read_file(path, &len);
+	cr_assert(part, "partition.csv");
+	cr_expect_eq(count(part, TRACE_HEADER_PARTITION), 1, "one header over the hosts' rows: %s", part);
+	cr_expect_geq(count(part, "worker3,"), 1, "worker3's rows from h2: %s", part);
+	free(part);
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	cr_expect(strstr(meta, "\"status\": \"complete\""), "%s", meta);
+	cr_expect_eq(count(meta, "\"clock_offset_ns\""), 3, "%s", meta);
+	cr_expect_eq(count(meta, "\"clock_bound_ns\""), 3, "%s", meta);
+	free(meta);
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &len);
+	cr_assert(sum, "summary.csv");
+	cr_expect(strstr(sum, ",complete\n"), "%s", sum);
+	/* steps_min (10th column) > 0: every worker stepped */
+	char *row = strchr(sum, '\n');
+	cr_assert(row);
+	int col = 0;
+	char *p = row + 1;
+	while (col < 9 && (p = strchr(p, ',')))
+		p++, col++;
+	cr_assert(p, "%s", sum);
+	cr_expect_gt(atol(p), 0, "steps_min: %s", sum);
+	free(sum);
 	for (size_t i = 0; i < 3; i++) {
 		char dir[128];
 		snprintf(dir, sizeof dir, "/proc/%d/root/run/netns", (int)hs.host[i].sshd_pid);
@@ -185,5 +375,242 @@ Test(multihost_cli, bad_hosts_one_error_each)
 	cr_expect_eq(rc, 2, "%s", t);
 	cr_expect(strstr(t, want), "want %s in %s", want, t);
 	cr_expect(!strstr(t, "Permission denied"), "nothing was contacted: %s", t);
+	free(t);
+}
+
+static bool run_started(void *arg)
+{
+	(void)arg;
+	size_t len;
+	char *t = support_read_file(out_file, &len);
+	bool yes = t && strstr(t, "nodes ready on 3 hosts: started");
+	free(t);
+	return yes;
+}
+
+/* The stalenet agent serving host i (in its network namespace, argv[1] "agent"), or 0. */
+static pid_t agent_of(size_t i)
+{
+	pid_t pids[256];
+	size_t n = hostsim_host_pids(&hs, i, pids, 256);
+	for (size_t k = 0; k < n; k++) {
+		char path[64], cmd[512];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[k]);
+		FILE *f = fopen(path, "re");
+		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		cmd[r] = 0;
+		if (r && !strcmp(cmd, stalenet) && strlen(cmd) + 1 < r && !strcmp(cmd + strlen(cmd) + 1, "agent"))
+			return pids[k];
+	}
+	return 0;
+}
+
+Test(multihost_cli, killed_agent_stops_the_run)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 60s}\nworkers: 4\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
+	pid_t agent = agent_of(2);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	int64_t t_kill = support_now_ms();
+	cr_assert_eq(kill(agent, SIGKILL), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	int64_t took = support_now_ms() - t_kill;
+	char *t = output();
+	fprintf(stderr, "%s(stopped %lld ms after the kill)\n", t, (long long)took);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit 1: %s", t);
+	cr_expect(strstr(t, "host h2: agent lost"), "%s", t);
+	cr_expect_lt(took, 45000, "stopped long before the 60 s stop time");
+	/* the surviving hosts were torn down by their agents; h2's share is in its journal */
+	cr_expect_eq(netns_left(0), 0, "h0 torn down");
+	cr_expect_eq(netns_left(1), 0, "h1 torn down");
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"failed\""), "%s", meta ? meta : "no meta.json");
+	free(meta);
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && strstr(ev, ",node_failed,worker3,host h2 lost"), "%s", ev ? ev : "no events.csv");
+	free(ev);
+	free(t);
+	const char *cl[] = { "cleanup", "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			     hs.known_hosts, NULL };
+	int rc = run_cli(cl);
+	t = output();
+	cr_expect_eq(rc, 0, "%s", t);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu: namespaces left after cleanup", i);
+	free(t);
+}
+
+Test(multihost_cli, p2p_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	/* 6 peers on 2 cores each: two per host, the ring cut at every host boundary */
+	support_write_file(scen, "name: mhp\nstop: {time: 5s}\ntopology: {kind: p2p}\nworkers: 6\n"
+				 "consistency: {barrier: asp, fanout: 1}\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect(strstr(t, "6 nodes ready on 3 hosts: started"), "%s", t);
+	for (int w = 0; w < 6; w++) {
+		char rel[64];
+		int rows = 0;
+		snprintf(rel, sizeof rel, "nodes/peer%d.csv", w);
+		char *hd = head_of(rel, &rows);
+		cr_assert(hd, "%s missing", rel);
+		cr_expect_str_eq(hd, TRACE_HEADER_NODE, "%s", rel);
+		cr_expect_gt(rows, 10, "%s: peer stepped (%d rows)", rel, rows);
+		free(hd);
+		double t0 = first_t(rel);
+		cr_expect(t0 >= 0 && t0 < 2.0, "%s: first t_s %.6f", rel, t0);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &len);
+	cr_expect(sum && strstr(sum, ",complete\n"), "%s", sum ? sum : "no summary.csv");
+	free(sum);
+	free(t);
+}
+
+Test(multihost_cli, links_shaped_on_every_host)
+{
+	write_hosts(hs.host[1].address, "h2");
+	/* 100 ms each way on every node's link: a step of a worker is at least its update's way
+	 * up and the server's way down, and back: 400 ms, on whichever hosts the two are */
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno, default: {delay: 100ms}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		int rows = 0;
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		char *hd = head_of(rel, &rows);
+		cr_assert(hd, "%s", rel);
+		free(hd);
+		/* unshaped, the same run makes thousands of steps */
+		fprintf(stderr, "%s: %d steps in 5 s, first at t_s %.3f\n", rel, rows, first_t(rel));
+		cr_expect(rows >= 3 && rows <= 14, "%s: %d steps in 5 s at >= 400 ms each", rel, rows);
+	}
+	/* meta.json names the emulator the hosts used, as a one-host run does */
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	cr_expect(strstr(meta, link_shaper_probe_kernel() == 1 ? "\"backend\": \"kernel\"" : "\"backend\": \"nfq\""),
+		  "%s", meta);
+	free(meta);
+	free(t);
+}
+
+Test(multihost_cli, nfq_backend_refused_before_any_host)
+{
+	write_hosts(hs.host[1].address, "h2");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", "--backend", "nfq", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	cr_expect_eq(rc, 2, "%s", t);
+	cr_expect(strstr(t, "--backend nfq is not available across hosts yet"), "%s", t);
+	cr_expect_null(strstr(t, "host h0 ("), "no host contacted: %s", t);
+	free(t);
+}
+
+static bool worker3_streamed(void *arg)
+{
+	(void)arg;
+	int rows = 0;
+	char *hd = head_of("nodes/worker3.csv", &rows);
+	free(hd);
+	return hd && rows >= 10;
+}
+
+Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 8s}\nworkers: 4\non_node_failure: continue\n"
+				 "consistency: {barrier: asp}\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
+	/* worker3's trace streamed from h2 while it runs: rows here before the host is lost */
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no streamed rows of worker3");
+	pid_t agent = agent_of(2);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGKILL), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the others went on to the stop time: %s", t);
+	int w3rows = 0;
+	char *w3 = head_of("nodes/worker3.csv", &w3rows);
+	cr_expect(w3 && !strcmp(w3, TRACE_HEADER_NODE), "worker3's streamed trace kept");
+	cr_expect_geq(w3rows, 10, "worker3's rows until its host was lost: %d", w3rows);
+	free(w3);
+	cr_expect(strstr(t, "host h2: agent lost"), "%s", t);
+	for (int w = 0; w < 3; w++) {
+		char rel[64];
+		int rows = 0;
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		char *hd = head_of(rel, &rows);
+		cr_assert(hd, "%s", rel);
+		cr_expect_gt(rows, 10, "%s kept stepping (%d rows)", rel, rows);
+		free(hd);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && strstr(ev, ",node_failed,worker3,host h2 lost"), "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && strstr(ev, ",stop,all,time"), "%s", ev ? ev : "no events.csv");
+	free(ev);
+	cr_expect_eq(netns_left(0), 0, "h0 torn down");
+	cr_expect_eq(netns_left(1), 0, "h1 torn down");
+	free(t);
+	const char *cl[] = { "cleanup", "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			     hs.known_hosts, NULL };
+	cr_expect_eq(run_cli(cl), 0);
+	cr_expect_eq(netns_left(2), 0, "h2 cleaned");
+}
+
+Test(multihost_cli, a_sweep_runs_each_point_across_the_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhs\nstop: {time: 3s}\nworkers: 4\nnetwork: {cc: reno}\n"
+				 "sweep: {consistency.barrier: [bsp, asp]}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect_eq(count(t, "5 nodes ready on 3 hosts: started"), 2, "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &len);
+	cr_expect(sum && count(sum, ",complete\n") == 2, "two complete rows: %s", sum ? sum : "no summary.csv");
+	free(sum);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu torn down", i);
 	free(t);
 }

@@ -132,6 +132,24 @@ Test(agent, bad_builds_refused_and_the_agent_goes_on)
 	cr_expect_eq(finish(&s), 0);
 }
 
+Test(agent, node_requests_without_a_build_are_refused)
+{
+	struct conn s;
+	start(&s);
+	next_line(&s);
+	cr_expect_str_eq(ask(&s, "conf worker0 node.name worker0\n"), "fail conf: no such node here");
+	cr_expect_str_eq(ask(&s, "conf worker0 ../x 1\n"), "fail conf: no such node here");
+	cr_expect_str_eq(ask(&s, "conf worker0\n"), "fail conf: expected NAME KEY VALUE");
+	cr_expect_str_eq(ask(&s, "launch worker0\n"), "ev worker0 exit -1 no such node here");
+	cr_expect_str_eq(ask(&s, "launch ../../bin/sh\n"), "ev ? exit -1 no such node here");
+	/* relays to unknown nodes are dropped without an answer; the agent goes on */
+	static const char relays[] = "send worker0 stop\nkill worker0\nsend x\n";
+	cr_expect_eq(write(s.to, relays, sizeof relays - 1), (ssize_t)sizeof relays - 1);
+	cr_expect_str_eq(ask(&s, "fetch\n"), "fetched");
+	cr_expect_str_eq(ask(&s, "quit\n"), "bye");
+	cr_expect_eq(finish(&s), 0);
+}
+
 Test(agent, unknown_request_ends_the_agent)
 {
 	struct conn s;
