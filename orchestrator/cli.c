@@ -11,6 +11,7 @@
 #include "lib/log.h"
 #include "orchestrator/cmd.h"
 #include "orchestrator/plan.h"
+#include "orchestrator/recover.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
 
@@ -27,6 +28,7 @@ static const char usage_main[] =
 	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
 	"  plot DIR            draw the figures of a run or sweep directory\n"
 	"  summary DIR         rebuild summary.csv of a run or sweep directory from its traces\n"
+	"  recover RUN_DIR ... rebuild and verify a fleet device's model from the registry's store\n"
 	"\n"
 	"Run 'stalenet COMMAND --help' for a command's options.\n"
 	"\n"
@@ -84,6 +86,16 @@ static const char usage_summary[] =
 	"Traces of an older schema are read as they are: a missing column leaves the fields that\n"
 	"need it empty (each such file is named on stderr). Needs no privileges. Exit 2 when DIR\n"
 	"holds no run.\n";
+
+static const char usage_recover[] =
+	"usage: stalenet recover RUN_DIR DEVICE[@VERSION] [--out FILE]\n"
+	"       stalenet recover RUN_DIR --all\n"
+	"\n"
+	"Rebuild a fleet device's model (topology fleet) at VERSION (default: its latest) from\n"
+	"RUN_DIR/fleet.sqlite, replaying the stored frames from the last full snapshot, and\n"
+	"verify its BLAKE2b-256 hash. --out writes the model as raw little-endian float32.\n"
+	"--all rebuilds and verifies every stored version of every device. One line per version;\n"
+	"exit 1 when a version does not verify or does not exist. Opens the store read-only.\n";
 
 static int want_help(int argc, char **argv)
 {
@@ -209,6 +221,7 @@ static const struct command commands[] = {
 	{ "doctor", usage_doctor, cmd_doctor },
 	{ "plot", usage_plot, cmd_plot },
 	{ "summary", usage_summary, cmd_summary },
+	{ "recover", usage_recover, recover_cmd },
 };
 
 int cli_main(int argc, char **argv)
