@@ -136,7 +136,7 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 	struct link_params *cur_up = NULL, *cur_down = NULL;
 	struct ev_order *order = NULL;
 	size_t n = 0;
-	uint32_t per_role[5] = { 0 };
+	uint32_t per_role[SCENARIO_ROLE_DEVICE + 1] = { 0 };
 	int rc = -ENOMEM;
 	char why[256];
 	const char *rule;
