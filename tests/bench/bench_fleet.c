@@ -58,6 +58,7 @@ static void one_model(const char *kind, int warm, int steps, int syncs)
 	kv_set(k, "workers.count", "4");
 	kv_set(k, "workers.addrs", "127.0.0.1,127.0.0.1,127.0.0.1,127.0.0.1");
 	kv_set(k, "run.seed", "5");
+	kv_set(k, "stop.steps", "1000000");
 	kv_set(k, "model.kind", kind);
 	kv_set(k, "model.hidden", strcmp(kind, "softmax") ? "128" : "");
 	kv_set(k, "train.batch", "32");

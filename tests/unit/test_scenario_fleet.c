@@ -101,6 +101,7 @@ static const struct bad cases[] = {
 	{ HEAD "fleet: {strategy: sparse, sparse_k: 0%}\n", 4, 37, "sends nothing" },
 	{ HEAD "fleet: {base: file}\n", 4, 15, "needs fleet.base_file" },
 	{ HEAD "fleet: {base_steps: 5}\n", 4, 21, "applies to base trained" },
+	{ HEAD "fleet: {base: trained}\n", 4, 15, "not implemented yet" },
 	{ HEAD "fleet: {stratgy: full}\n", 4, 9, "did you mean 'strategy'?" },
 	{ "stop: {time: 30s}\nfleet: {strategy: full}\n", 2, 8, "applies to topology fleet" },
 	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nnodes:\n  - {name: a, role: device}\n", 4, 3,
