@@ -38,8 +38,12 @@
 #include "node/wire.h"
 
 #define FLEET_WINDOW 4             /* versions a device has in flight, at most */
-#define FLEET_RESEND_MIN_S 2.0     /* silence before a device sends its queue again */
-#define FLEET_RESEND_MAX_S 16.0
+/* Silence (no ack) before a device sends its in-flight versions again. TCP recovers lost
+ * segments and a reconnect triggers a resend of its own (the handshake event), so this only
+ * covers a registry that took a version without answering (a failed commit): long enough
+ * that a slow link still delivering the window is not flooded with copies. */
+#define FLEET_RESEND_MIN_S 15.0
+#define FLEET_RESEND_MAX_S 60.0
 #define FLEET_DRAIN_S 5.0          /* after stop: time to deliver (device) / take (registry) */
 #define FLEET_HEARTBEAT_IVL_MS 2000
 #define FLEET_HEARTBEAT_TIMEOUT_MS 20000
