@@ -870,10 +870,21 @@ static int dev_join(struct device *d)
 	}
 }
 
+/* One eval.csv row: this device's own model (for sparse, the model it adopted, which is the
+ * registry's copy) on the test set and a sample of its share. */
+static void dev_eval(struct device *d, struct csv_writer *ev, int64_t step)
+{
+	struct eval_result te, tr;
+
+	if (ev && engine_work_eval(d->wk, d->wk->model, &te, &tr) == 0)
+		engine_eval_row(ev, &d->fc.ec, d->wk, (uint64_t)step, d->wk->samples, &te, &tr);
+}
+
 int engine_fleet_device_run(const struct kv *cfg)
 {
 	struct device d;
-	struct csv_writer *trace = NULL;
+	struct csv_writer *trace = NULL, *ev = NULL;
+	double next_eval_s;
 	char path[4200], err[512], rid[32];
 	int64_t step = 0, since = 0;
 	uint64_t row_tx = 0, row_rx = 0, row_bad = 0;
@@ -883,7 +894,7 @@ int engine_fleet_device_run(const struct kv *cfg)
 	memset(&d, 0, sizeof d);
 	if ((rc = conf_read(cfg, &d.fc)))
 		return rc;
-	if ((rc = engine_work_open(cfg, &d.fc.ec, false, &d.wk)))
+	if ((rc = engine_work_open(cfg, &d.fc.ec, true, &d.wk)))
 		goto out;
 	d.n = model_nparams(d.wk->model);
 	d.k = d.fc.sparse_k > 0 ? (size_t)d.fc.sparse_k : (size_t)ceil(d.fc.sparse_fraction * (double)d.n);
@@ -897,7 +908,8 @@ int engine_fleet_device_run(const struct kv *cfg)
 	}
 	/* The trace's open makes RUN_DIR/nodes/, where the queue lives. */
 	trace = engine_trace_open(&d.fc.ec);
-	if (!trace) {
+	ev = engine_eval_open(&d.fc.ec);
+	if (!trace || !ev) {
 		rc = -EIO;
 		goto out;
 	}
@@ -943,6 +955,7 @@ int engine_fleet_device_run(const struct kv *cfg)
 	d.last_heard_s = run_s(&d.fc.ec);
 	dev_pump(&d); /* what a restart found queued */
 	next_sync_s = run_s(&d.fc.ec) + d.fc.sync_s;
+	next_eval_s = run_s(&d.fc.ec) + d.fc.ec.eval_every_s;
 	while (!(d.ctl && ctl_client_should_stop(d.ctl)) && !d.bye &&
 	       !engine_conf_stop_reached(&d.fc.ec, step)) {
 		double loss = 0, compute_s;
@@ -973,12 +986,17 @@ int engine_fleet_device_run(const struct kv *cfg)
 		row_tx = d.bytes_tx;
 		row_rx = d.bytes_rx;
 		row_bad = d.bad;
+		if (d.fc.ec.eval_every_s > 0 && run_s(&d.fc.ec) >= next_eval_s) {
+			dev_eval(&d, ev, step);
+			next_eval_s = run_s(&d.fc.ec) + d.fc.ec.eval_every_s;
+		}
 	}
 	if (rc < 0)
 		goto done;
 	/* The last steps become a version too, then the queue gets FLEET_DRAIN_S to drain. */
 	if (since > 0 && !d.bye)
 		dev_version(&d, d.fc.strategy);
+	dev_eval(&d, ev, step);
 	{
 		double until = run_s(&d.fc.ec) + FLEET_DRAIN_S;
 
@@ -1016,6 +1034,7 @@ out:
 	if (d.ctx)
 		zmq_ctx_term(d.ctx);
 	csv_writer_close(&trace);
+	csv_writer_close(&ev);
 	ctl_client_close(&d.ctl);
 	fleet_queue_close(&d.q);
 	engine_work_destroy(&d.wk);

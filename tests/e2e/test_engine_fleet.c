@@ -3,7 +3,8 @@
  * the run left: the registry's store (through `stalenet recover`'s code), fleet.csv and each
  * device's durable state:
  *   delta, sparse  every version of every device is stored, 1..V without a hole, each rebuilds
- *         and verifies (recover --all exits 0), and the registry's latest version of a device
+ *         and verifies (recover --all exits 0), fleet.csv and eval.csv follow their schema, and
+ *         the registry's latest version of a device
  *         is bit for bit the model the device holds at the end (for sparse: the model it
  *         adopted), so nothing is queued unacknowledged
  *   registry crash  the registry is killed (SIGKILL) once it has acknowledged versions, and
@@ -174,6 +175,9 @@ static int64_t check_store(void)
 	cr_assert_eq(recover_cmd(3, argv), CLI_EXIT_OK);
 	snprintf(path, sizeof path, "%s/fleet.csv", dir);
 	cr_assert_eq(trace_schema_check_file(path, "fleet", err, sizeof err), 0, "%s", err);
+	/* Each device evaluated its own model at its end (eval.csv). */
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	cr_assert_eq(trace_schema_check_file(path, "eval", err, sizeof err), 0, "%s", err);
 	return total;
 }
 
