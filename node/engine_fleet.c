@@ -28,6 +28,7 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "lib/rfile.h"
+#include "node/data.h"
 #include "node/engine_common.h"
 #include "node/fleet_codec.h"
 #include "node/fleet_proto.h"
@@ -84,7 +85,7 @@ static int conf_read(const struct kv *cfg, struct fleet_conf *fc)
 	if (rc)
 		goto fail;
 	if (fleet_strategy_parse(strat ? strat : "delta", &fc->strategy) < 0) {
-		log_error("engine_fleet: fleet.strategy '%s' (expected full, delta or sparse)", strat);
+		log_error("engine_fleet: fleet.strategy '%s' (expected full, delta, sparse or replay)", strat);
 		goto fail;
 	}
 	if ((fc->sync_steps <= 0 && !(fc->sync_s > 0)) || fc->snapshot_every < 1 ||
@@ -230,6 +231,7 @@ static int msg_recv(void *sock, bool router, size_t max_payload, int timeout_ms,
 /* --- registry ------------------------------------------------------------------------------- */
 
 struct reg_dev {
+	struct engine_work *wk; /* the device's share and model, to recompute replay frames */
 	bool loaded, bye;
 	int64_t latest;      /* last stored version (0 = the base) */
 	uint32_t chain;      /* its chain_len */
@@ -247,7 +249,8 @@ struct registry {
 	void *ctx, *sock;
 	struct csv_writer *trace;
 	struct ctl_client *ctl;
-	uint64_t bad, stored, dups, rejected, bytes_rx, bytes_tx;
+	uint64_t bad, stored, dups, rejected, bytes_rx, bytes_tx, replayed, replay_failed;
+	const struct kv *cfg;
 };
 
 /* The base model: the seed's initial parameters, or a file of raw float32. */
@@ -363,6 +366,63 @@ static void reg_hello(struct registry *r, uint32_t i)
 	free(frame);
 }
 
+/* Recompute a replay frame on top of the device's latest model into r->scratch: its share
+ * (opened once, the same deterministic partition the device trains on), the same minibatches,
+ * the same optimiser rule. Returns 1 when the result has the frame's hash, 0 when it does not
+ * (the device's optimiser state or schedule differs: momentum, a decayed lr), -EBADMSG for a
+ * frame that does not check out, or negative errno. */
+static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size_t len)
+{
+	struct reg_dev *d = &r->dev[i];
+	struct fleet_frame_info in;
+	uint32_t *sizes = NULL, *idx = NULL;
+	size_t steps, k, off = 0;
+	uint8_t h[FLEET_HASH_BYTES];
+	float *params;
+	int rc;
+
+	if ((rc = fleet_codec_peek(frame, len, &in)) < 0)
+		return rc;
+	if ((rc = fleet_codec_replay_parse(frame, len, d->model, r->n, &sizes, &steps, &idx, &k)) < 0)
+		return rc == -ENOMEM ? rc : -EBADMSG;
+	if (!d->wk) {
+		struct engine_conf c = r->fc.ec; /* a shallow copy: the device's index */
+
+		c.index = i;
+		if ((rc = engine_work_open(r->cfg, &c, false, &d->wk)) < 0)
+			goto out;
+		if (model_nparams(d->wk->model) != r->n) {
+			rc = -EINVAL;
+			goto out;
+		}
+	}
+	params = model_params(d->wk->model);
+	memcpy(params, d->model, r->n * sizeof(float));
+	for (size_t s = 0; s < steps; s++) {
+		double loss;
+
+		rc = -EBADMSG;
+		if (sizes[s] > d->wk->batch)
+			goto out;
+		for (size_t j = 0; j < sizes[s]; j++)
+			if (idx[off + j] >= d->wk->train->n)
+				goto out;
+		data_batch(d->wk->train, idx + off, sizes[s], d->wk->x, d->wk->y);
+		if ((rc = model_gradient(d->wk->model, d->wk->x, d->wk->y, sizes[s], d->wk->grad, &loss)) < 0)
+			goto out;
+		optim_step(d->wk->optim, params, d->wk->grad);
+		off += sizes[s];
+	}
+	memcpy(r->scratch, params, r->n * sizeof(float));
+	if ((rc = fleet_hash(r->scratch, r->n, h)) < 0)
+		goto out;
+	rc = memcmp(h, in.hash, FLEET_HASH_BYTES) ? 0 : 1;
+out:
+	free(sizes);
+	free(idx);
+	return rc;
+}
+
 static void reg_sync(struct registry *r, uint32_t i, struct rmsg *m)
 {
 	struct reg_dev *d = &r->dev[i];
@@ -400,8 +460,37 @@ static void reg_sync(struct registry *r, uint32_t i, struct rmsg *m)
 		return;
 	}
 	t0 = run_s(&r->fc.ec);
-	rc = fleet_store_ingest(r->store, name, v, d->latest, d->chain, d->model, frame, len,
-				m->h.t_sent, t0, r->scratch, &row);
+	if (in.strategy == FLEET_REPLAY) {
+		uint8_t *delta = NULL;
+		size_t dlen;
+
+		if (!(v == d->latest + 1 && m->h.parent == d->latest)) {
+			reg_ack(r, i, v, FLEET_ACK_OUT_OF_ORDER);
+			return;
+		}
+		rc = reg_replay(r, i, frame, len);
+		if (rc <= 0) {
+			now = run_s(&r->fc.ec);
+			r->replay_failed += rc == 0;
+			r->rejected += rc < 0;
+			csv_writer_row(r->trace, "%.6f,%s,%lld,replay,%zu,0,%.6f,%.6f,0,%.6f,%u", now, name,
+				       (long long)v, len + FLEET_PROTO_HEADER_BYTES, fmax(m->h.encode_s, 0),
+				       now - t0, fmax(now - m->h.t_sent, 0), d->chain);
+			reg_ack(r, i, v, rc == 0 ? FLEET_ACK_REPLAY_FAILED : FLEET_ACK_REJECTED);
+			return;
+		}
+		/* Recomputed exactly: store it as the delta from its parent (recover then needs
+		 * neither the data nor the recomputation). */
+		r->replayed++;
+		rc = fleet_codec_encode(FLEET_DELTA, r->scratch, d->model, r->n, &delta, &dlen);
+		if (rc == 0)
+			rc = fleet_store_ingest(r->store, name, v, d->latest, d->chain, d->model, delta, dlen,
+						m->h.t_sent, t0, r->scratch, &row);
+		free(delta);
+	} else {
+		rc = fleet_store_ingest(r->store, name, v, d->latest, d->chain, d->model, frame, len,
+					m->h.t_sent, t0, r->scratch, &row);
+	}
 	now = run_s(&r->fc.ec);
 	apply_s = now - t0;
 	if (rc == -EBADMSG || rc == -ESTALE || rc == -EINVAL) {
@@ -479,6 +568,7 @@ int engine_fleet_registry_run(const struct kv *cfg)
 	int rc;
 
 	memset(&r, 0, sizeof r);
+	r.cfg = cfg;
 	if ((rc = conf_read(cfg, &r.fc)))
 		return rc;
 	if (!r.fc.ec.names) {
@@ -547,6 +637,15 @@ int engine_fleet_registry_run(const struct kv *cfg)
 		log_info("engine_fleet: registry on %s, %u devices, %zu params, snapshot every %lld",
 			 ep, r.fc.ec.n, r.n, (long long)r.fc.snapshot_every);
 	}
+	/* replay: each device's share is loaded now, not at its first version (a blocked
+	 * registry answers no one). */
+	for (uint32_t i = 0; r.fc.strategy == FLEET_REPLAY && i < r.fc.ec.n; i++) {
+		struct engine_conf c = r.fc.ec; /* a shallow copy: the device's index */
+
+		c.index = i;
+		if ((rc = engine_work_open(cfg, &c, false, &r.dev[i].wk)) < 0)
+			goto out;
+	}
 	rc = engine_ctl_start(cfg, &r.fc.ec, &r.ctl);
 	if (rc == -ECANCELED) {
 		rc = 0;
@@ -588,9 +687,11 @@ int engine_fleet_registry_run(const struct kv *cfg)
 			reg_reply(&r, i, &bye, NULL);
 	}
 	log_info("engine_fleet: registry done: %llu versions stored, %llu duplicates, %llu rejected, "
-		 "%llu bad messages, %llu bytes in", (unsigned long long)r.stored,
+		 "%llu bad messages, %llu bytes in, %llu replays recomputed, %llu replays that did not "
+		 "match", (unsigned long long)r.stored,
 		 (unsigned long long)r.dups, (unsigned long long)r.rejected, (unsigned long long)r.bad,
-		 (unsigned long long)r.bytes_rx);
+		 (unsigned long long)r.bytes_rx, (unsigned long long)r.replayed,
+		 (unsigned long long)r.replay_failed);
 	if (r.ctl) {
 		ctl_client_status(r.ctl, (int64_t)r.stored, CTL_DONE, false);
 		ctl_client_done(r.ctl);
@@ -605,8 +706,10 @@ out:
 	csv_writer_close(&r.trace);
 	ctl_client_close(&r.ctl);
 	fleet_store_close(&r.store);
-	for (uint32_t i = 0; r.dev && i < r.fc.ec.n; i++)
+	for (uint32_t i = 0; r.dev && i < r.fc.ec.n; i++) {
 		free(r.dev[i].model);
+		engine_work_destroy(&r.dev[i].wk);
+	}
 	free(r.dev);
 	free(r.base);
 	free(r.scratch);
@@ -629,6 +732,11 @@ struct device {
 	double last_heard_s, resend_s;
 	double *t_made;         /* by version: run seconds it was made, seconds encoding it */
 	double *enc_s;
+	uint8_t **rframe;       /* by version: its replay frame (strategy replay; memory only) */
+	size_t *rlen;
+	uint32_t *bsizes, *bidx; /* the minibatches since the last version (strategy replay) */
+	size_t nb_steps, nb_idx, cap_steps, cap_idx;
+	uint64_t replay_failed;
 	size_t t_cap;
 	struct ctl_client *ctl;
 	uint64_t bad, bytes_tx, bytes_rx, resent, rejected;
@@ -650,6 +758,8 @@ static void t_made_set(struct device *d, int64_t v, double t, double enc_s)
 	if ((size_t)v >= d->t_cap) {
 		size_t cap = d->t_cap ? d->t_cap : 64;
 		double *p, *e;
+		uint8_t **rf;
+		size_t *rl;
 
 		while (cap <= (size_t)v)
 			cap *= 2;
@@ -659,10 +769,18 @@ static void t_made_set(struct device *d, int64_t v, double t, double enc_s)
 		e = realloc(d->enc_s, cap * sizeof *e);
 		if (e)
 			d->enc_s = e;
-		if (!p || !e)
+		rf = realloc(d->rframe, cap * sizeof *rf);
+		if (rf)
+			d->rframe = rf;
+		rl = realloc(d->rlen, cap * sizeof *rl);
+		if (rl)
+			d->rlen = rl;
+		if (!p || !e || !rf || !rl)
 			return;
 		memset(p + d->t_cap, 0, (cap - d->t_cap) * sizeof *p);
 		memset(e + d->t_cap, 0, (cap - d->t_cap) * sizeof *e);
+		memset(rf + d->t_cap, 0, (cap - d->t_cap) * sizeof *rf);
+		memset(rl + d->t_cap, 0, (cap - d->t_cap) * sizeof *rl);
 		d->t_cap = cap;
 	}
 	d->t_made[v] = t;
@@ -681,6 +799,12 @@ static void dev_pump(struct device *d)
 	while (d->next_send <= last && d->next_send - first < FLEET_WINDOW) {
 		const uint8_t *frame;
 		size_t len = fleet_queue_frame(d->q, d->next_send, &frame);
+
+		/* A replay frame goes first; the queued weights only if its recomputation failed. */
+		if ((size_t)d->next_send < d->t_cap && d->rframe[d->next_send]) {
+			frame = d->rframe[d->next_send];
+			len = d->rlen[d->next_send];
+		}
 		struct fleet_msg m = { .type = FLEET_MSG_SYNC, .device = d->fc.ec.index,
 				       .payload_len = (uint32_t)len, .version = d->next_send,
 				       .parent = d->next_send - 1,
@@ -694,15 +818,69 @@ static void dev_pump(struct device *d)
 }
 
 /* Make a version of the current model: encode, queue durably, send. */
+static void replay_drop(struct device *d, int64_t v)
+{
+	if (v >= 0 && (size_t)v < d->t_cap && d->rframe[v]) {
+		free(d->rframe[v]);
+		d->rframe[v] = NULL;
+		d->rlen[v] = 0;
+	}
+}
+
+/* Remember the minibatch of the step just taken (strategy replay): its positions in the share.
+ * engine_work_gradient took them from order[pos - n .. pos). */
+static int replay_note(struct device *d, size_t n)
+{
+	const uint32_t *at = d->wk->order + d->wk->pos - n;
+
+	if (d->nb_steps == d->cap_steps) {
+		size_t cap = d->cap_steps ? d->cap_steps * 2 : 64;
+		uint32_t *p = realloc(d->bsizes, cap * sizeof *p);
+
+		if (!p)
+			return -ENOMEM;
+		d->bsizes = p;
+		d->cap_steps = cap;
+	}
+	if (d->nb_idx + n > d->cap_idx) {
+		size_t cap = d->cap_idx ? d->cap_idx : 1024;
+		uint32_t *p;
+
+		while (cap < d->nb_idx + n)
+			cap *= 2;
+		p = realloc(d->bidx, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		d->bidx = p;
+		d->cap_idx = cap;
+	}
+	d->bsizes[d->nb_steps++] = (uint32_t)n;
+	memcpy(d->bidx + d->nb_idx, at, n * sizeof *at);
+	d->nb_idx += n;
+	return 0;
+}
+
 static int dev_version(struct device *d, enum fleet_strategy s)
 {
 	float *params = model_params(d->wk->model);
-	uint8_t *frame = NULL;
-	size_t len;
+	uint8_t *frame = NULL, *rframe = NULL;
+	size_t len, rlen = 0;
 	int64_t t0 = clock_now_ns();
 	double enc_s;
 	int rc;
 
+	if (s == FLEET_REPLAY) {
+		/* The weights (a delta) are queued as always, for a failed recomputation or a
+		 * restart; the replay frame is what is sent first. */
+		uint8_t h[FLEET_HASH_BYTES];
+
+		s = FLEET_DELTA;
+		if (d->nb_steps && fleet_hash(params, d->n, h) == 0 &&
+		    fleet_codec_encode_replay(h, d->last, d->n, d->bsizes, d->nb_steps, d->bidx, d->nb_idx,
+					      &rframe, &rlen) < 0)
+			rframe = NULL;
+	}
+	d->nb_steps = d->nb_idx = 0;
 	if (s == FLEET_SPARSE)
 		rc = fleet_codec_encode_sparse(params, d->last, d->residual, d->n, d->k, &frame, &len);
 	else
@@ -715,12 +893,19 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 	rc = fleet_queue_push(d->q, frame, len, params, d->residual);
 	free(frame);
 	if (rc < 0) {
+		free(rframe);
 		log_error("engine_fleet: queue version %lld: %s", (long long)fleet_queue_version(d->q) + 1,
 			  strerror(-rc));
 		return rc;
 	}
 	memcpy(d->last, params, d->n * sizeof(float));
 	t_made_set(d, fleet_queue_version(d->q), run_s(&d->fc.ec), enc_s);
+	if (rframe && (size_t)fleet_queue_version(d->q) < d->t_cap) {
+		d->rframe[fleet_queue_version(d->q)] = rframe;
+		d->rlen[fleet_queue_version(d->q)] = rlen;
+	} else {
+		free(rframe);
+	}
 	dev_pump(d);
 	return 0;
 }
@@ -735,8 +920,16 @@ static void dev_ack(struct device *d, const struct fleet_msg *h)
 	case FLEET_ACK_STORED:
 	case FLEET_ACK_DUPLICATE:
 		fleet_queue_ack(d->q, h->version);
+		for (int64_t v = d->acked + 1; v <= h->version; v++)
+			replay_drop(d, v);
 		if (h->version > d->acked)
 			d->acked = h->version;
+		break;
+	case FLEET_ACK_REPLAY_FAILED:
+		d->replay_failed++;
+		replay_drop(d, h->version);
+		if (h->version < d->next_send)
+			d->next_send = h->version;
 		break;
 	case FLEET_ACK_REJECTED:
 		d->rejected++;
@@ -966,6 +1159,8 @@ int engine_fleet_device_run(const struct kv *cfg)
 			ctl_client_status(d.ctl, step, CTL_RUN, false);
 		if ((rc = engine_work_gradient(d.wk, &loss, &nb)) < 0)
 			break;
+		if (d.fc.strategy == FLEET_REPLAY && (rc = replay_note(&d, nb)) < 0)
+			break;
 		optim_step(d.wk->optim, model_params(d.wk->model), d.wk->grad);
 		compute_s = (double)(clock_now_ns() - t0) / 1e9;
 		compute_s += engine_work_straggle(d.wk, &d.fc.ec, step, compute_s);
@@ -1003,6 +1198,9 @@ int engine_fleet_device_run(const struct kv *cfg)
 		while (fleet_queue_pending(d.q) && !d.bye && run_s(&d.fc.ec) < until)
 			if ((rc = dev_poll(&d, 100)) < 0)
 				break;
+		if (fleet_queue_pending(d.q))
+			log_warn("engine_fleet: %s stops with %zu versions unacknowledged (kept in its "
+				 "queue for a restart)", d.fc.ec.name, fleet_queue_pending(d.q));
 	}
 	rc = 0;
 done:
@@ -1014,10 +1212,12 @@ done:
 		msg_send(d.sock, NULL, 0, &bye, NULL, &d.bytes_tx);
 	}
 	log_info("engine_fleet: %s done after %lld steps: version %lld, acknowledged %lld, %zu queued, "
-		 "%llu resends, %llu rejected, %llu bad messages, %llu bytes out", d.fc.ec.name,
+		 "%llu resends, %llu rejected, %llu replays not matched, %llu bad messages, %llu bytes out",
+		 d.fc.ec.name,
 		 (long long)step, (long long)(d.q ? fleet_queue_version(d.q) : 0), (long long)d.acked,
 		 d.q ? fleet_queue_pending(d.q) : 0, (unsigned long long)d.resent,
-		 (unsigned long long)d.rejected, (unsigned long long)d.bad, (unsigned long long)d.bytes_tx);
+		 (unsigned long long)d.rejected, (unsigned long long)d.replay_failed,
+		 (unsigned long long)d.bad, (unsigned long long)d.bytes_tx);
 	if (d.ctl && rc == 0) {
 		ctl_client_status(d.ctl, step, CTL_DONE, false);
 		ctl_client_done(d.ctl);
@@ -1040,6 +1240,12 @@ out:
 	engine_work_destroy(&d.wk);
 	free(d.last);
 	free(d.residual);
+	for (size_t v = 0; v < d.t_cap; v++)
+		free(d.rframe[v]);
+	free(d.rframe);
+	free(d.rlen);
+	free(d.bsizes);
+	free(d.bidx);
 	free(d.t_made);
 	free(d.enc_s);
 	engine_conf_free(&d.fc.ec);

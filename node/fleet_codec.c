@@ -22,11 +22,13 @@
 #endif
 
 #define ZSTD_LEVEL 3
+#define FLEET_CODEC_REPLAY_MAX (16u << 20) /* sample positions in one replay frame */
 
 static const char *const strategy_names[FLEET_STRATEGY_END] = {
 	[FLEET_FULL] = "full",
 	[FLEET_DELTA] = "delta",
 	[FLEET_SPARSE] = "sparse",
+	[FLEET_REPLAY] = "replay",
 };
 
 const char *fleet_strategy_name(enum fleet_strategy s)
@@ -302,6 +304,11 @@ int fleet_codec_peek(const uint8_t *f, size_t len, struct fleet_frame_info *info
 	if (in.strategy == FLEET_SPARSE) {
 		if (in.k > in.n || (uint64_t)in.raw_len != (uint64_t)in.k * 8)
 			return -EBADMSG;
+	} else if (in.strategy == FLEET_REPLAY) {
+		/* steps <= k: every step has at least one sample. */
+		if (in.raw_len % 4 || in.raw_len < 4 || (uint64_t)in.raw_len > 4 + 8 * (uint64_t)in.k ||
+		    in.k > FLEET_CODEC_REPLAY_MAX)
+			return -EBADMSG;
 	} else if (in.k != 0 || (uint64_t)in.raw_len != (uint64_t)in.n * 4) {
 		return -EBADMSG;
 	}
@@ -328,6 +335,8 @@ int fleet_codec_decode(const uint8_t *frame, size_t len, const float *base, size
 		return rc;
 	if (in.n != n)
 		return -EBADMSG;
+	if (in.strategy == FLEET_REPLAY)
+		return -ENOTSUP;
 	if (in.strategy == FLEET_FULL) {
 		if (memcmp(in.base_hash, zero, FLEET_HASH_BYTES))
 			return -EBADMSG;
@@ -386,5 +395,99 @@ int fleet_codec_decode(const uint8_t *frame, size_t len, const float *base, size
 out:
 	free(raw);
 	free(words);
+	return rc;
+}
+
+int fleet_codec_encode_replay(const uint8_t hash[FLEET_HASH_BYTES], const float *base, size_t n,
+			      const uint32_t *sizes, size_t steps, const uint32_t *idx, size_t k,
+			      uint8_t **frame, size_t *len)
+{
+	uint8_t base_hash[FLEET_HASH_BYTES];
+	uint32_t *raw;
+	size_t sum = 0;
+	int rc;
+
+	if (n == 0 || n > LIMITS_MAX_PARAMS || !base || steps == 0 || steps > k ||
+	    k > FLEET_CODEC_REPLAY_MAX)
+		return -EINVAL;
+	for (size_t s = 0; s < steps; s++) {
+		if (!sizes[s])
+			return -EINVAL;
+		sum += sizes[s];
+	}
+	if (sum != k)
+		return -EINVAL;
+	if ((rc = fleet_hash(base, n, base_hash)) < 0)
+		return rc;
+	raw = malloc((1 + steps + k) * 4);
+	if (!raw)
+		return -ENOMEM;
+	raw[0] = (uint32_t)steps;
+	memcpy(raw + 1, sizes, steps * 4);
+	memcpy(raw + 1 + steps, idx, k * 4);
+	rc = frame_build(FLEET_REPLAY, (uint32_t)n, (uint32_t)k, (const uint8_t *)raw,
+			 (1 + steps + k) * 4, base_hash, hash, frame, len);
+	free(raw);
+	return rc;
+}
+
+int fleet_codec_replay_parse(const uint8_t *frame, size_t len, const float *base, size_t n,
+			     uint32_t **sizes, size_t *steps, uint32_t **idx, size_t *k)
+{
+	struct fleet_frame_info in;
+	uint8_t h[FLEET_HASH_BYTES];
+	const uint8_t *payload = frame + FLEET_CODEC_HEADER_BYTES;
+	uint32_t *raw = NULL, *sz = NULL, *ix = NULL;
+	uint64_t sum = 0;
+	size_t got, ns;
+	int rc;
+
+	if ((rc = fleet_codec_peek(frame, len, &in)) < 0)
+		return rc;
+	if (in.strategy != FLEET_REPLAY || in.n != n)
+		return -EBADMSG;
+	if (!base)
+		return -ESTALE;
+	if ((rc = fleet_hash(base, n, h)) < 0)
+		return rc;
+	if (memcmp(h, in.base_hash, FLEET_HASH_BYTES))
+		return -ESTALE;
+	if (ZSTD_getFrameContentSize(payload, in.comp_len) != in.raw_len ||
+	    ZSTD_findFrameCompressedSize(payload, in.comp_len) != in.comp_len)
+		return -EBADMSG;
+	raw = malloc(in.raw_len);
+	if (!raw)
+		return -ENOMEM;
+	rc = -EBADMSG;
+	got = ZSTD_decompress(raw, in.raw_len, payload, in.comp_len);
+	if (ZSTD_isError(got) || got != in.raw_len)
+		goto out;
+	ns = raw[0];
+	if (ns == 0 || ns > in.k || (1 + ns + (uint64_t)in.k) * 4 != in.raw_len)
+		goto out;
+	for (size_t s = 0; s < ns; s++) {
+		if (!raw[1 + s])
+			goto out;
+		sum += raw[1 + s];
+	}
+	if (sum != in.k)
+		goto out;
+	sz = malloc(ns * 4);
+	ix = malloc(in.k * 4);
+	rc = -ENOMEM;
+	if (!sz || !ix)
+		goto out;
+	memcpy(sz, raw + 1, ns * 4);
+	memcpy(ix, raw + 1 + ns, (size_t)in.k * 4);
+	*sizes = sz;
+	*idx = ix;
+	*steps = ns;
+	*k = in.k;
+	sz = ix = NULL;
+	rc = 0;
+out:
+	free(raw);
+	free(sz);
+	free(ix);
 	return rc;
 }

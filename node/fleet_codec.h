@@ -24,6 +24,12 @@
  * new values, both byte-planed. Decoding is lossless for all three: the decoded vector's hash
  * must equal the header's, so any corruption the checks before it miss is caught there.
  *
+ * `replay` carries no weights but how to recompute them: the minibatches of the SGD steps since
+ * the base, as sample positions in the device's training share (a u32 step count, one u32
+ * size per step, then the positions; k = positions). fleet_codec_decode cannot apply it (it
+ * needs the data and the model): fleet_codec_replay_parse checks it and returns the steps, the
+ * caller recomputes, and the header's hash says whether the recomputation is the device's model.
+ *
  * Sparse with error feedback (top-k of the delta): the device adds its residual to its model,
  * keeps the k largest changes against the base, ADOPTS base + those changes as its own model and
  * keeps what it did not send as the new residual. Registry and device then hold bit-identical
@@ -43,6 +49,7 @@ enum fleet_strategy {
 	FLEET_FULL = 1,
 	FLEET_DELTA,
 	FLEET_SPARSE,
+	FLEET_REPLAY,
 	FLEET_STRATEGY_END
 };
 
@@ -54,7 +61,7 @@ struct fleet_frame_info {
 	uint8_t hash[FLEET_HASH_BYTES];
 };
 
-/* "full", "delta", "sparse"; NULL for anything else. */
+/* "full", "delta", "sparse", "replay"; NULL for anything else. */
 const char *fleet_strategy_name(enum fleet_strategy s);
 /* Name -> strategy. Returns 0 or -EINVAL. */
 int fleet_strategy_parse(const char *name, enum fleet_strategy *out);
@@ -78,13 +85,27 @@ int fleet_codec_encode(enum fleet_strategy s, const float *model, const float *b
 int fleet_codec_encode_sparse(float *model, const float *base, float *residual, size_t n, size_t k,
 			      uint8_t **frame, size_t *len);
 
+/* A replay frame for a model of n floats whose hash is `hash`, made against base (n floats):
+ * steps minibatches, sizes[s] positions each, positions idx (k = the sum of sizes). Returns like
+ * fleet_codec_encode. */
+int fleet_codec_encode_replay(const uint8_t hash[FLEET_HASH_BYTES], const float *base, size_t n,
+			      const uint32_t *sizes, size_t steps, const uint32_t *idx, size_t k,
+			      uint8_t **frame, size_t *len);
+
+/* Check a replay frame against base (n floats) and return its steps: *sizes (steps entries)
+ * and *idx (the positions), both malloc'd (the caller frees them). Returns 0, -EBADMSG (corrupt,
+ * not a replay frame, sizes that do not add up or a step of 0 samples), -ESTALE (another base),
+ * -ENOMEM. */
+int fleet_codec_replay_parse(const uint8_t *frame, size_t len, const float *base, size_t n,
+			     uint32_t **sizes, size_t *steps, uint32_t **idx, size_t *k);
+
 /* Check and parse a frame's header (sizes consistent with len). Returns 0 or -EBADMSG. */
 int fleet_codec_peek(const uint8_t *frame, size_t len, struct fleet_frame_info *info);
 
 /* Decode a frame of a model of n floats into out (n floats) against base (n floats; may be
  * NULL for a full frame). Returns 0; -EBADMSG when the frame is corrupt, truncated or for
- * another size; -ESTALE when base is not the base the frame was made against; -ENOMEM. out is
- * garbage on failure. */
+ * another size; -ESTALE when base is not the base the frame was made against; -ENOTSUP for a
+ * replay frame (see fleet_codec_replay_parse); -ENOMEM. out is garbage on failure. */
 int fleet_codec_decode(const uint8_t *frame, size_t len, const float *base, size_t n, float *out);
 
 #endif

@@ -47,6 +47,8 @@ enum fleet_ack_status {
 	FLEET_ACK_REJECTED,     /* the frame did not verify: send it again */
 	FLEET_ACK_OUT_OF_ORDER, /* not the next version: send from parent + 1 (the registry's latest) */
 	FLEET_ACK_CONFLICT,     /* another model is stored under this version */
+	FLEET_ACK_REPLAY_FAILED, /* recomputing a replay frame did not give its hash: send the
+				  * version's weights (its queued frame) instead */
 	FLEET_ACK_END
 };
 

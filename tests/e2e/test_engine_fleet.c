@@ -37,6 +37,7 @@
 #define NPARAMS 7850 /* softmax on 28x28, 10 classes */
 
 static char dir[256];
+static const char *registry_lr = "0.05"; /* another value makes every replay diverge */
 static int port;
 static int64_t origin;
 
@@ -67,7 +68,7 @@ static struct kv *conf(int i, const char *strategy, int steps)
 	kv_setf(k, "port.data", "%d", port);
 	kv_set(k, "model.kind", "softmax");
 	kv_set(k, "train.batch", "32");
-	kv_set(k, "train.lr", "0.05");
+	kv_set(k, "train.lr", i < 0 ? registry_lr : "0.05");
 	kv_set(k, "data.train_limit", "3000");
 	kv_set(k, "data.partition.scheme", "classes");
 	kv_set(k, "data.partition.per_node", "3");
@@ -187,7 +188,7 @@ static void plain_run(const char *strategy)
 
 	pids[0] = start(-1, strategy, 40, 0);
 	for (int i = 0; i < ND; i++)
-		pids[i + 1] = start(i, strategy, 40, 0);
+		pids[i + 1] = start(i, strategy, 40, 20);
 	wait_ok(pids, ND + 1, 100000);
 	/* 40 steps, a version every 5: 8 versions per device. */
 	cr_assert_eq(check_store(), ND * 8);
@@ -196,6 +197,55 @@ static void plain_run(const char *strategy)
 Test(engine_fleet, delta, .init = setup, .fini = teardown, .timeout = 150) { plain_run("delta"); }
 Test(engine_fleet, sparse, .init = setup, .fini = teardown, .timeout = 150) { plain_run("sparse"); }
 Test(engine_fleet, full, .init = setup, .fini = teardown, .timeout = 150) { plain_run("full"); }
+
+/* fleet.csv rows of a strategy with verify_ok ok (1 stored, 0 not). */
+static int rows_of(const char *strategy, int ok)
+{
+	char path[512], want[32];
+	size_t len;
+	char *text, *line, *save = NULL;
+	int rows = 0;
+
+	snprintf(path, sizeof path, "%s/fleet.csv", dir);
+	text = support_slurp(path, &len);
+	snprintf(want, sizeof want, ",%s,", strategy);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *at = strstr(line, want);
+		int col = 0;
+
+		if (!at)
+			continue;
+		/* verify_ok is column 9 (1-based) */
+		for (const char *c = line; *c && col < 8; c++)
+			if (*c == ',' && ++col == 8 && atoi(c + 1) == ok)
+				rows++;
+	}
+	free(text);
+	return rows;
+}
+
+/* replay: the registry recomputes every version from the minibatches (plain SGD, the same
+ * share): every version arrives as a replay and verifies; nothing falls back. */
+Test(engine_fleet, replay, .init = setup, .fini = teardown, .timeout = 150)
+{
+	plain_run("replay");
+	cr_assert_eq(rows_of("replay", 1), ND * 8);
+	cr_assert_eq(rows_of("replay", 0), 0);
+}
+
+/* A forced divergence (the registry recomputes with another learning rate): every replay is
+ * detected as not matching, and the device sends the version's weights instead. */
+Test(engine_fleet, replay_diverges_falls_back, .init = setup, .fini = teardown, .timeout = 150)
+{
+	registry_lr = "0.07";
+	plain_run("replay");
+	registry_lr = "0.05";
+	cr_assert_eq(rows_of("replay", 1), 0);
+	/* Every version's replay failed at least once (a replay already in flight behind a failed
+	 * one is answered out of order and sent again), and every version was stored as weights. */
+	cr_assert_geq(rows_of("replay", 0), ND * 8, "%d replay rows", rows_of("replay", 0));
+	cr_assert_eq(rows_of("delta", 1), ND * 8, "%d delta rows", rows_of("delta", 1));
+}
 
 /* Rows of fleet.csv with verify_ok 1: (device, version) pairs the registry committed. */
 static int committed(int64_t *max_version)

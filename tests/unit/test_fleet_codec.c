@@ -219,3 +219,45 @@ Test(fleet_codec, names)
 	cr_assert_eq(fleet_strategy_parse("Delta", &s), -EINVAL);
 	cr_assert_null(fleet_strategy_name(0));
 }
+
+Test(fleet_codec, replay_frames)
+{
+	float base[50], other[50];
+	uint8_t h[FLEET_HASH_BYTES] = { 7 }, *f;
+	uint32_t sizes[3] = { 4, 4, 2 }, idx[10] = { 5, 1, 9, 0, 3, 3, 2, 8, 7, 6 };
+	uint32_t *gs, *gi;
+	size_t len, steps, k;
+	struct fleet_frame_info in;
+	float out[50];
+
+	for (int i = 0; i < 50; i++) {
+		base[i] = (float)i;
+		other[i] = (float)-i;
+	}
+	cr_assert_eq(fleet_codec_encode_replay(h, base, 50, sizes, 3, idx, 10, &f, &len), 0);
+	cr_assert_eq(fleet_codec_peek(f, len, &in), 0);
+	cr_assert_eq(in.strategy, FLEET_REPLAY);
+	cr_assert_eq(in.k, 10);
+	cr_assert_eq(memcmp(in.hash, h, sizeof h), 0);
+	cr_assert_eq(fleet_codec_replay_parse(f, len, base, 50, &gs, &steps, &gi, &k), 0);
+	cr_assert_eq(steps, 3);
+	cr_assert_eq(k, 10);
+	cr_assert_eq(memcmp(gs, sizes, sizeof sizes), 0);
+	cr_assert_eq(memcmp(gi, idx, sizeof idx), 0);
+	free(gs);
+	free(gi);
+	cr_assert_eq(fleet_codec_replay_parse(f, len, other, 50, &gs, &steps, &gi, &k), -ESTALE);
+	cr_assert_eq(fleet_codec_decode(f, len, base, 50, out), -ENOTSUP);
+	for (size_t byte = 0; byte < len; byte++) {
+		f[byte] ^= 0x10;
+		cr_assert_neq(fleet_codec_replay_parse(f, len, base, 50, &gs, &steps, &gi, &k), 0,
+			      "flip at %zu accepted", byte);
+		f[byte] ^= 0x10;
+	}
+	free(f);
+	/* Sizes that do not add up, or an empty step, are not encoded. */
+	sizes[2] = 3;
+	cr_assert_eq(fleet_codec_encode_replay(h, base, 50, sizes, 3, idx, 10, &f, &len), -EINVAL);
+	sizes[2] = 0;
+	cr_assert_eq(fleet_codec_encode_replay(h, base, 50, sizes, 3, idx, 10, &f, &len), -EINVAL);
+}
