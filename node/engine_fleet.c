@@ -31,6 +31,7 @@
 #include "node/data.h"
 #include "node/engine_common.h"
 #include "node/fleet_codec.h"
+#include "node/fleet_cost.h"
 #include "node/fleet_proto.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
@@ -51,7 +52,8 @@
 
 struct fleet_conf {
 	struct engine_conf ec;
-	enum fleet_strategy strategy;
+	enum fleet_strategy strategy; /* auto: FLEET_REPLAY with auto_choose */
+	bool auto_choose;
 	int64_t sync_steps;
 	double sync_s;
 	int64_t snapshot_every;
@@ -84,8 +86,12 @@ static int conf_read(const struct kv *cfg, struct fleet_conf *fc)
 	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
 	if (rc)
 		goto fail;
-	if (fleet_strategy_parse(strat ? strat : "delta", &fc->strategy) < 0) {
-		log_error("engine_fleet: fleet.strategy '%s' (expected full, delta, sparse or replay)", strat);
+	if (strat && !strcmp(strat, "auto")) {
+		fc->auto_choose = true;
+		fc->strategy = FLEET_REPLAY;
+	} else if (fleet_strategy_parse(strat ? strat : "delta", &fc->strategy) < 0) {
+		log_error("engine_fleet: fleet.strategy '%s' (expected full, delta, sparse, replay or auto)",
+			  strat);
 		goto fail;
 	}
 	if ((fc->sync_steps <= 0 && !(fc->sync_s > 0)) || fc->snapshot_every < 1 ||
@@ -734,6 +740,10 @@ struct device {
 	double *enc_s;
 	uint8_t **rframe;       /* by version: its replay frame (strategy replay; memory only) */
 	size_t *rlen;
+	double *send_t;         /* by version: run seconds of its last send, and its bytes */
+	size_t *send_b;
+	struct fleet_cost cost; /* auto: goodput and step time */
+	uint64_t sent_replay, sent_weights;
 	uint32_t *bsizes, *bidx; /* the minibatches since the last version (strategy replay) */
 	size_t nb_steps, nb_idx, cap_steps, cap_idx;
 	uint64_t replay_failed;
@@ -775,6 +785,20 @@ static void t_made_set(struct device *d, int64_t v, double t, double enc_s)
 		rl = realloc(d->rlen, cap * sizeof *rl);
 		if (rl)
 			d->rlen = rl;
+		{
+			double *st = realloc(d->send_t, cap * sizeof *st);
+			size_t *sb;
+
+			if (st)
+				d->send_t = st;
+			sb = realloc(d->send_b, cap * sizeof *sb);
+			if (sb)
+				d->send_b = sb;
+			if (!st || !sb)
+				return;
+			memset(st + d->t_cap, 0, (cap - d->t_cap) * sizeof *st);
+			memset(sb + d->t_cap, 0, (cap - d->t_cap) * sizeof *sb);
+		}
 		if (!p || !e || !rf || !rl)
 			return;
 		memset(p + d->t_cap, 0, (cap - d->t_cap) * sizeof *p);
@@ -813,6 +837,10 @@ static void dev_pump(struct device *d)
 
 		if (!len || msg_send(d->sock, NULL, 0, &m, frame, &d->bytes_tx) < 0)
 			break;
+		if ((size_t)d->next_send < d->t_cap) {
+			d->send_t[d->next_send] = run_s(&d->fc.ec);
+			d->send_b[d->next_send] = len + FLEET_PROTO_HEADER_BYTES;
+		}
 		d->next_send++;
 	}
 }
@@ -867,6 +895,7 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 	size_t len, rlen = 0;
 	int64_t t0 = clock_now_ns();
 	double enc_s;
+	size_t steps = d->nb_steps;
 	int rc;
 
 	if (s == FLEET_REPLAY) {
@@ -890,6 +919,15 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 		return rc;
 	}
 	enc_s = (double)(clock_now_ns() - t0) / 1e9;
+	/* auto: keep the replay only when the cost model says it reaches the registry sooner. */
+	if (rframe && d->fc.auto_choose && !fleet_cost_prefer_replay(&d->cost, len, rlen, steps)) {
+		free(rframe);
+		rframe = NULL;
+	}
+	if (rframe)
+		d->sent_replay++;
+	else
+		d->sent_weights++;
 	rc = fleet_queue_push(d->q, frame, len, params, d->residual);
 	free(frame);
 	if (rc < 0) {
@@ -919,6 +957,10 @@ static void dev_ack(struct device *d, const struct fleet_msg *h)
 	switch (h->aux) {
 	case FLEET_ACK_STORED:
 	case FLEET_ACK_DUPLICATE:
+		if (h->aux == FLEET_ACK_STORED && h->version >= 0 && (size_t)h->version < d->t_cap &&
+		    d->send_t[h->version] > 0)
+			fleet_cost_goodput(&d->cost, (double)d->send_b[h->version],
+					   run_s(&d->fc.ec) - d->send_t[h->version]);
 		fleet_queue_ack(d->q, h->version);
 		for (int64_t v = d->acked + 1; v <= h->version; v++)
 			replay_drop(d, v);
@@ -1142,6 +1184,7 @@ int engine_fleet_device_run(const struct kv *cfg)
 	if (rc)
 		goto out;
 	d.resend_s = FLEET_RESEND_MIN_S;
+	fleet_cost_init(&d.cost);
 	rc = dev_join(&d);
 	if (rc <= 0)
 		goto done;
@@ -1163,6 +1206,7 @@ int engine_fleet_device_run(const struct kv *cfg)
 			break;
 		optim_step(d.wk->optim, model_params(d.wk->model), d.wk->grad);
 		compute_s = (double)(clock_now_ns() - t0) / 1e9;
+		fleet_cost_step(&d.cost, compute_s); /* what the registry would redo */
 		compute_s += engine_work_straggle(d.wk, &d.fc.ec, step, compute_s);
 		step++;
 		since++;
@@ -1212,12 +1256,13 @@ done:
 		msg_send(d.sock, NULL, 0, &bye, NULL, &d.bytes_tx);
 	}
 	log_info("engine_fleet: %s done after %lld steps: version %lld, acknowledged %lld, %zu queued, "
-		 "%llu resends, %llu rejected, %llu replays not matched, %llu bad messages, %llu bytes out",
-		 d.fc.ec.name,
+		 "%llu resends, %llu rejected, %llu replays not matched, %llu bad messages, %llu bytes out, "
+		 "%llu versions sent as replay, %llu as weights", d.fc.ec.name,
 		 (long long)step, (long long)(d.q ? fleet_queue_version(d.q) : 0), (long long)d.acked,
 		 d.q ? fleet_queue_pending(d.q) : 0, (unsigned long long)d.resent,
 		 (unsigned long long)d.rejected, (unsigned long long)d.replay_failed,
-		 (unsigned long long)d.bad, (unsigned long long)d.bytes_tx);
+		 (unsigned long long)d.bad, (unsigned long long)d.bytes_tx,
+		 (unsigned long long)d.sent_replay, (unsigned long long)d.sent_weights);
 	if (d.ctl && rc == 0) {
 		ctl_client_status(d.ctl, step, CTL_DONE, false);
 		ctl_client_done(d.ctl);
@@ -1244,6 +1289,8 @@ out:
 		free(d.rframe[v]);
 	free(d.rframe);
 	free(d.rlen);
+	free(d.send_t);
+	free(d.send_b);
 	free(d.bsizes);
 	free(d.bidx);
 	free(d.t_made);

@@ -937,9 +937,6 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 		if ((rc = get_enum(cv, v, fleet_strategy_names, "fleet.strategy", &idx)))
 			return rc;
 		sc->fleet.strategy = (enum scenario_fleet_strategy)idx;
-		if (idx == SCENARIO_FLEET_AUTO)
-			return fail(cv, v, "fleet.strategy %s is not implemented yet (expected full, delta, "
-				    "sparse or replay)", fleet_strategy_names[idx]);
 	}
 	if ((v = GET(m, "sync"))) {
 		size_t len;

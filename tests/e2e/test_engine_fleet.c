@@ -233,6 +233,14 @@ Test(engine_fleet, replay, .init = setup, .fini = teardown, .timeout = 150)
 	cr_assert_eq(rows_of("replay", 0), 0);
 }
 
+/* auto on 127.0.0.1: every version is stored (as a replay or as weights, whichever the cost
+ * model picked) and verifies. */
+Test(engine_fleet, auto_strategy, .init = setup, .fini = teardown, .timeout = 150)
+{
+	plain_run("auto");
+	cr_assert_eq(rows_of("replay", 1) + rows_of("delta", 1), ND * 8);
+}
+
 /* A forced divergence (the registry recomputes with another learning rate): every replay is
  * detected as not matching, and the device sends the version's weights instead. */
 Test(engine_fleet, replay_diverges_falls_back, .init = setup, .fini = teardown, .timeout = 150)

@@ -92,7 +92,6 @@ struct bad {
 
 static const struct bad cases[] = {
 	{ HEAD "fleet: {strategy: zip}\n", 4, 19, "fleet.strategy 'zip' is not one of the choices" },
-	{ HEAD "fleet: {strategy: auto}\n", 4, 19, "not implemented yet" },
 	{ HEAD "fleet: {sync: 0 steps}\n", 4, 15, "step count" },
 	{ HEAD "fleet: {sync: 5 stepz}\n", 4, 15, "fleet.sync" },
 	{ HEAD "fleet: {sync: 1ms}\n", 4, 15, "below 10ms" },
