@@ -15,9 +15,14 @@ static double ewma(double old, double x, bool have)
 
 void fleet_cost_goodput(struct fleet_cost *c, double bytes, double secs)
 {
+	double xfer;
+
 	if (!(bytes > 0) || !(secs > 0) || !isfinite(bytes / secs))
 		return;
-	c->goodput_Bps = ewma(c->goodput_Bps, bytes / secs, c->have_goodput);
+	if (c->floor_s == 0 || secs < c->floor_s)
+		c->floor_s = secs;
+	xfer = fmax(secs - c->floor_s, FLEET_COST_MIN_XFER_S);
+	c->goodput_Bps = ewma(c->goodput_Bps, bytes / xfer, c->have_goodput);
 	c->have_goodput = true;
 }
 
