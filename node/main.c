@@ -9,6 +9,7 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_allreduce.h"
+#include "node/engine_fleet.h"
 #include "node/engine_p2p.h"
 #include "node/engine_ps.h"
 #include "node/probe.h"
@@ -45,6 +46,8 @@ static const struct node_role roles[] = {
 	{ "server", engine_ps_server_run },
 	{ "worker", worker_run },
 	{ "peer", peer_run },
+	{ "registry", engine_fleet_registry_run },
+	{ "device", engine_fleet_device_run },
 };
 
 int main(int argc, char **argv)

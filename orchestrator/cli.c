@@ -15,6 +15,7 @@
 #include "orchestrator/hosts.h"
 #include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
+#include "orchestrator/recover.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
 
@@ -32,6 +33,7 @@ static const char usage_main[] =
 	"  plot DIR            draw the figures of a run or sweep directory\n"
 	"  summary DIR         rebuild summary.csv of a run or sweep directory from its traces\n"
 	"  agent               a host's end of a run across hosts (started over ssh, not by hand)\n"
+	"  recover RUN_DIR ... rebuild and verify a fleet device's model from the registry's store\n"
 	"\n"
 	"Run 'stalenet COMMAND --help' for a command's options.\n"
 	"\n"
@@ -121,6 +123,15 @@ static int cmd_agent(int argc, char **argv)
 	/* the protocol owns stdout; nothing else may write there */
 	return agent_serve(0, 1) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
+static const char usage_recover[] =
+	"usage: stalenet recover RUN_DIR DEVICE[@VERSION] [--out FILE]\n"
+	"       stalenet recover RUN_DIR --all\n"
+	"\n"
+	"Rebuild a fleet device's model (topology fleet) at VERSION (default: its latest) from\n"
+	"RUN_DIR/fleet.sqlite, replaying the stored frames from the last full snapshot, and\n"
+	"verify its BLAKE2b-256 hash. --out writes the model as raw little-endian float32.\n"
+	"--all rebuilds and verifies every stored version of every device. One line per version;\n"
+	"exit 1 when a version does not verify or does not exist. Opens the store read-only.\n";
 
 static int want_help(int argc, char **argv)
 {
@@ -319,6 +330,7 @@ static const struct command commands[] = {
 	{ "plot", usage_plot, cmd_plot },
 	{ "summary", usage_summary, cmd_summary },
 	{ "agent", usage_agent, cmd_agent },
+	{ "recover", usage_recover, recover_cmd },
 };
 
 int cli_main(int argc, char **argv)

@@ -29,7 +29,7 @@ static void set_role_lists(struct kv *kv, const struct plan_run *run, const stru
 
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		enum scenario_role r = run->nodes[i].role;
-		int is_worker = r == SCENARIO_ROLE_WORKER || r == SCENARIO_ROLE_PEER;
+		int is_worker = r == SCENARIO_ROLE_WORKER || r == SCENARIO_ROLE_PEER || r == SCENARIO_ROLE_DEVICE;
 
 		if (r == SCENARIO_ROLE_CENTRAL || r == SCENARIO_ROLE_PROBE)
 			continue;
@@ -159,6 +159,19 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 	 * stall BSP forever); live workers send keep-alives every second while they wait. */
 	kv_set(kv, "consistency.dead_after", "10");
 	kv_set(kv, "on_node_failure", sc->on_node_failure == SCENARIO_ON_FAILURE_STOP ? "stop" : "continue");
+
+	if (sc->topology.kind == SCENARIO_TOPO_FLEET) {
+		kv_set(kv, "fleet.strategy", scenario_fleet_strategy_name(sc->fleet.strategy));
+		kv_setf(kv, "fleet.sync_steps", "%llu", (unsigned long long)sc->fleet.sync_steps);
+		kv_setf(kv, "fleet.sync_s", "%.6f", us_to_s(sc->fleet.sync_us));
+		kv_setf(kv, "fleet.snapshot_every", "%u", sc->fleet.snapshot_every);
+		kv_setf(kv, "fleet.sparse_k", "%llu", (unsigned long long)sc->fleet.sparse_k);
+		kv_setf(kv, "fleet.sparse_fraction", "%.9g", sc->fleet.sparse_ppm / 1e6);
+		kv_set(kv, "fleet.base", scenario_fleet_base_name(sc->fleet.base));
+		if (sc->fleet.base_file)
+			kv_set(kv, "fleet.base_file", sc->fleet.base_file);
+		kv_setf(kv, "fleet.base_steps", "%llu", (unsigned long long)sc->fleet.base_steps);
+	}
 
 	kv_setf(kv, "linkcheck.probes", "%u", sc->linkcheck_probes);
 	set_link_check(kv, "up", &n->up);

@@ -136,7 +136,7 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 	struct link_params *cur_up = NULL, *cur_down = NULL;
 	struct ev_order *order = NULL;
 	size_t n = 0;
-	uint32_t per_role[5] = { 0 };
+	uint32_t per_role[SCENARIO_ROLE_DEVICE + 1] = { 0 };
 	int rc = -ENOMEM;
 	char why[256];
 	const char *rule;
@@ -529,14 +529,25 @@ int plan_print(FILE *out, const struct plan *self)
 		fprintf(out, ", linkcheck %s", sc->linkcheck ? "on" : "off");
 		if (sc->linkcheck)
 			fprintf(out, " (%u probes)", sc->linkcheck_probes);
-		fprintf(out, "\n  training  %s, barrier %s", scenario_topology_name(sc->topology.kind),
-			scenario_barrier_name(sc->consistency.barrier));
-		if (sc->consistency.barrier == SCENARIO_BARRIER_SSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
-			fprintf(out, " staleness %u", sc->consistency.staleness);
-		if (sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
-			fprintf(out, " sample %u", sc->consistency.sample);
-		if (sc->consistency.backup)
-			fprintf(out, " backup %u", sc->consistency.backup);
+		fprintf(out, "\n  training  %s", scenario_topology_name(sc->topology.kind));
+		if (sc->topology.kind == SCENARIO_TOPO_FLEET) {
+			/* A fleet has no barrier: its devices sync to the registry on their own. */
+			fprintf(out, " strategy %s, sync ", scenario_fleet_strategy_name(sc->fleet.strategy));
+			if (sc->fleet.sync_steps)
+				fprintf(out, "%llu steps", (unsigned long long)sc->fleet.sync_steps);
+			else
+				fprintf(out, "%.3gs", (double)sc->fleet.sync_us / 1e6);
+			fprintf(out, ", snapshot every %u, base %s", sc->fleet.snapshot_every,
+				scenario_fleet_base_name(sc->fleet.base));
+		} else {
+			fprintf(out, ", barrier %s", scenario_barrier_name(sc->consistency.barrier));
+			if (sc->consistency.barrier == SCENARIO_BARRIER_SSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
+				fprintf(out, " staleness %u", sc->consistency.staleness);
+			if (sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
+				fprintf(out, " sample %u", sc->consistency.sample);
+			if (sc->consistency.backup)
+				fprintf(out, " backup %u", sc->consistency.backup);
+		}
 		fprintf(out, ", model %s", scenario_model_name(sc->model.kind));
 		for (size_t h = 0; h < sc->model.n_hidden; h++)
 			fprintf(out, "%s%u%s", h ? "," : " [", sc->model.hidden[h], h + 1 == sc->model.n_hidden ? "]" : "");

@@ -812,7 +812,8 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 		ph.nodes[i] = (struct supervise_node){
 			.name = r->nodes[i].name, .netns = testbed_node_netns(c->tb, (int)i), .conf_path = ph.conf[i],
 			.log_path = ph.log[i],
-			.is_worker = role == SCENARIO_ROLE_WORKER || role == SCENARIO_ROLE_PEER || role == SCENARIO_ROLE_CENTRAL,
+			.is_worker = role == SCENARIO_ROLE_WORKER || role == SCENARIO_ROLE_PEER || role == SCENARIO_ROLE_CENTRAL ||
+				     role == SCENARIO_ROLE_DEVICE,
 			.join_at_ns = us_or_none(st->set, SCENARIO_STRAG_JOIN, st->join_at_us),
 			.crash_at_ns = us_or_none(st->set, SCENARIO_STRAG_CRASH, st->crash_at_us),
 			.restart_at_ns = us_or_none(st->set, SCENARIO_STRAG_RESTART, st->restart_at_us),

@@ -347,13 +347,17 @@ static const char *const set_names[] = { "fashion-mnist", "mnist", NULL };
 static const char *const scheme_names[] = { "iid", "classes", "dirichlet", "sizes", NULL };
 static const char *const model_names[] = { "softmax", "mlp", "cnn", NULL };
 static const char *const lr_names[] = { "constant", "step", "inverse", NULL };
-static const char *const topo_names[] = { "parameter-server", "p2p", "allreduce", "centralized", NULL };
+static const char *const topo_names[] = { "parameter-server", "p2p", "allreduce", "centralized", "fleet",
+					  NULL };
 static const char *const barrier_names[] = { "bsp", "ssp", "asp", "pbsp", "pssp", NULL };
 static const char *const weighting_names[] = { "none", "inverse", "exp", NULL };
 static const char *const combine_names[] = { "none", "average", "ensemble", NULL };
 static const char *const workload_names[] = { "train", "linkcheck", NULL };
 static const char *const failure_names[] = { "stop", "continue", NULL };
-static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", NULL };
+static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", "registry",
+					  "device", NULL };
+static const char *const fleet_strategy_names[] = { "full", "delta", "sparse", "replay", "auto", NULL };
+static const char *const fleet_base_names[] = { "init", "trained", "file", NULL };
 static const char *const dist_names[] = { "none", "constant", "uniform", "exponential", "gamma", "normal",
 					  "pareto", NULL };
 /* netem's delay tables; index = enum link_dist */
@@ -371,6 +375,8 @@ const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return NAME
 const char *scenario_weighting_name(enum scenario_weighting w) { return NAME_OF(weighting_names, w); }
 const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(combine_names, c); }
 const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
+const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return NAME_OF(fleet_strategy_names, s); }
+const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return NAME_OF(fleet_base_names, b); }
 
 /* --- link parameters --------------------------------------------------------------------- */
 
@@ -913,6 +919,102 @@ static int sec_topology(struct cv *cv, const struct yamltree_node *m)
 			return fail(cv, v, "topology.servers %u: the parameter server is one node (key-range "
 				    "sharding over several servers is not implemented; expected 1)",
 				    sc->topology.servers);
+	}
+	return 0;
+}
+
+/* fleet: {strategy, sync, snapshot_every, sparse_k, base, base_file, base_steps}. */
+static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	const char *s;
+	int rc, idx;
+
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "fleet")) ||
+	    (rc = check_keys(cv, m, KEYS("strategy", "sync", "snapshot_every", "sparse_k", "base",
+					 "base_file", "base_steps"), "fleet")))
+		return rc;
+	if (sc->topology.kind != SCENARIO_TOPO_FLEET)
+		return fail(cv, m, "fleet applies to topology fleet (topology: {kind: fleet})");
+	if ((v = GET(m, "strategy"))) {
+		if ((rc = get_enum(cv, v, fleet_strategy_names, "fleet.strategy", &idx)))
+			return rc;
+		sc->fleet.strategy = (enum scenario_fleet_strategy)idx;
+	}
+	if ((v = GET(m, "sync"))) {
+		size_t len;
+
+		if (!(s = scalar(cv, v, "fleet.sync")))
+			return -EINVAL;
+		len = strlen(s);
+		if (len > 6 && !strcmp(s + len - 6, " steps")) {
+			char num[32];
+			const char *why = NULL;
+			uint64_t steps;
+
+			if (len - 6 >= sizeof num)
+				return fail(cv, v, "fleet.sync '%s' is too long", s);
+			memcpy(num, s, len - 6);
+			num[len - 6] = '\0';
+			if (units_parse_count(num, &steps, &why) || steps < 1 || steps > 100000000)
+				return fail(cv, v, "fleet.sync '%s': %s (expected a step count 1..100000000 "
+					    "like '20 steps', or a time like 5s)", s, why ? why : "out of range");
+			sc->fleet.sync_steps = steps;
+			sc->fleet.sync_us = 0;
+		} else {
+			uint64_t us;
+
+			if ((rc = get_time(cv, v, 86400ull * 1000000, "fleet.sync", &us)))
+				return rc;
+			if (us < 10000)
+				return fail(cv, v, "fleet.sync %s is below 10ms (expected e.g. '20 steps' or 5s)", s);
+			sc->fleet.sync_us = us;
+			sc->fleet.sync_steps = 0;
+		}
+	}
+	if ((v = GET(m, "snapshot_every")) &&
+	    (rc = get_u32(cv, v, 1, 65536, "fleet.snapshot_every", &sc->fleet.snapshot_every)))
+		return rc;
+	if ((v = GET(m, "sparse_k"))) {
+		if (!(s = scalar(cv, v, "fleet.sparse_k")))
+			return -EINVAL;
+		if (strchr(s, '%')) {
+			if ((rc = get_prob(cv, v, "fleet.sparse_k", &sc->fleet.sparse_ppm)))
+				return rc;
+			if (!sc->fleet.sparse_ppm)
+				return fail(cv, v, "fleet.sparse_k %s sends nothing (expected a count >= 1 or a "
+					    "percentage above 0%%)", s);
+			sc->fleet.sparse_k = 0;
+		} else {
+			if ((rc = get_count(cv, v, 1, LIMITS_MAX_PARAMS, "fleet.sparse_k", &sc->fleet.sparse_k)))
+				return rc;
+			sc->fleet.sparse_ppm = 0;
+		}
+		if (sc->fleet.strategy != SCENARIO_FLEET_SPARSE)
+			return fail(cv, v, "fleet.sparse_k applies to strategy sparse");
+	}
+	if ((v = GET(m, "base"))) {
+		if ((rc = get_enum(cv, v, fleet_base_names, "fleet.base", &idx)))
+			return rc;
+		sc->fleet.base = (enum scenario_fleet_base)idx;
+		if (idx == SCENARIO_FLEET_BASE_TRAINED)
+			return fail(cv, v, "fleet.base trained is not implemented yet (expected init or file)");
+	}
+	if ((v = GET(m, "base_file"))) {
+		if (sc->fleet.base != SCENARIO_FLEET_BASE_FILE)
+			return fail(cv, v, "fleet.base_file applies to base file");
+		if ((rc = get_path(cv, v, "fleet.base_file", &sc->fleet.base_file)))
+			return rc;
+	} else if (sc->fleet.base == SCENARIO_FLEET_BASE_FILE) {
+		return fail(cv, GET(m, "base"), "fleet.base file needs fleet.base_file (raw float32 "
+			    "parameters, as train.save_model writes them)");
+	}
+	if ((v = GET(m, "base_steps"))) {
+		if (sc->fleet.base != SCENARIO_FLEET_BASE_TRAINED)
+			return fail(cv, v, "fleet.base_steps applies to base trained");
+		if ((rc = get_count(cv, v, 1, 10000000, "fleet.base_steps", &sc->fleet.base_steps)))
+			return rc;
 	}
 	return 0;
 }
@@ -1528,7 +1630,8 @@ static int sec_sweep(struct cv *cv, const struct yamltree_node *m)
 	const struct yamltree_node *zip = NULL;
 	static const char *const top[] = { "name", "seed", "stop", "target", "data", "model", "train", "topology",
 					   "consistency", "workers", "nodes", "workload", "linkcheck", "eval",
-					   "network", "stragglers", "resources", "on_node_failure", "description", NULL };
+					   "network", "stragglers", "resources", "on_node_failure", "description",
+					   "fleet", NULL };
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "sweep")))
 		return rc;
 	size_t n_axes = 0;
@@ -1664,6 +1767,11 @@ int scenario_node_list(const struct scenario *sc, struct scenario_node **out, si
 		role = SCENARIO_ROLE_WORKER;
 		servers = sc->topology.servers;
 		count = sc->workers;
+	} else if (sc->topology.kind == SCENARIO_TOPO_FLEET) {
+		prefix = "device";
+		role = SCENARIO_ROLE_DEVICE;
+		servers = 1;
+		count = sc->workers;
 	} else {
 		prefix = "peer";
 		role = SCENARIO_ROLE_PEER;
@@ -1672,6 +1780,11 @@ int scenario_node_list(const struct scenario *sc, struct scenario_node **out, si
 	if (!(nodes = calloc(servers + count + 1, sizeof *nodes)))
 		return -ENOMEM;
 	for (size_t i = 0; i < servers; i++) {
+		if (sc->topology.kind == SCENARIO_TOPO_FLEET) {
+			snprintf(nodes[i].name, sizeof nodes[i].name, "registry");
+			nodes[i].role = SCENARIO_ROLE_REGISTRY;
+			continue;
+		}
 		snprintf(nodes[i].name, sizeof nodes[i].name, "server%zu", i);
 		nodes[i].role = SCENARIO_ROLE_SERVER;
 	}
@@ -1740,6 +1853,8 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 				ok = r == SCENARIO_ROLE_SERVER || r == SCENARIO_ROLE_WORKER;
 			else if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED)
 				ok = r == SCENARIO_ROLE_CENTRAL;
+			else if (sc->topology.kind == SCENARIO_TOPO_FLEET)
+				ok = r == SCENARIO_ROLE_REGISTRY || r == SCENARIO_ROLE_DEVICE;
 			else
 				ok = r == SCENARIO_ROLE_PEER;
 			if (!ok) {
@@ -1748,8 +1863,12 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 					    role_names[r], sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
 					    : topo_names[sc->topology.kind]);
 			}
-			servers += r == SCENARIO_ROLE_SERVER;
+			servers += r == SCENARIO_ROLE_SERVER || r == SCENARIO_ROLE_REGISTRY;
 		}
+		if (sc->topology.kind == SCENARIO_TOPO_FLEET && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
+		    (servers != 1 || servers == sc->n_nodes))
+			return fail(cv, cv->nodes_node, "fleet needs exactly one node with role registry and at "
+				    "least one with role device in nodes");
 		if (sc->topology.kind == SCENARIO_TOPO_PS && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
 		    (servers == 0 || servers == sc->n_nodes))
 			return fail(cv, cv->nodes_node, "parameter-server needs at least one server and one worker "
@@ -1761,8 +1880,8 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 			return fail(cv, cv->nodes_node, "centralized has exactly one node (role central)");
 		sc->workers = (uint32_t)(sc->n_nodes - servers);
 		sc->topology.servers = (uint32_t)servers;
-	} else if (sc->workers + (sc->topology.kind == SCENARIO_TOPO_PS ? sc->topology.servers : 0) >
-		   SCENARIO_MAX_NODES) {
+	} else if (sc->workers + (sc->topology.kind == SCENARIO_TOPO_PS ? sc->topology.servers :
+				  sc->topology.kind == SCENARIO_TOPO_FLEET ? 1 : 0) > SCENARIO_MAX_NODES) {
 		return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
 			    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
 	}
@@ -1976,7 +2095,7 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	static const char *const top[] = { "name", "description", "seed", "stop", "target", "data", "model", "train",
 					   "topology", "consistency", "workers", "nodes", "workload", "linkcheck",
 					   "eval", "network", "stragglers", "resources", "on_node_failure", "sweep",
-					   "hosts", NULL };
+					   "hosts", "fleet", NULL };
 
 	/* defaults (docs/scenario.md lists them) */
 	sc->seed = 1;
@@ -2000,6 +2119,12 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	sc->consistency.local_steps = 1;
 	sc->consistency.fanout = 1;
 	sc->workers = 4;
+	sc->fleet.strategy = SCENARIO_FLEET_DELTA;
+	sc->fleet.sync_steps = 20;
+	sc->fleet.snapshot_every = 10;
+	sc->fleet.sparse_ppm = 10000; /* 1% */
+	sc->fleet.base = SCENARIO_FLEET_BASE_INIT;
+	sc->fleet.base_steps = 200;
 	sc->workload = SCENARIO_WORKLOAD_TRAIN;
 	sc->linkcheck = true;
 	sc->linkcheck_probes = 100;
@@ -2055,6 +2180,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	if ((v = GET(root, "topology")) && (rc = sec_topology(cv, v)))
 		return rc;
 	if ((v = GET(root, "consistency")) && (rc = sec_consistency(cv, v)))
+		return rc;
+	if ((v = GET(root, "fleet")) && (rc = sec_fleet(cv, v)))
 		return rc;
 	if ((v = GET(root, "workers"))) {
 		if (GET(root, "nodes"))

@@ -39,7 +39,7 @@ enum scenario_partition { SCENARIO_PART_IID = 0, SCENARIO_PART_CLASSES, SCENARIO
 enum scenario_model { SCENARIO_MODEL_SOFTMAX = 0, SCENARIO_MODEL_MLP, SCENARIO_MODEL_CNN };
 enum scenario_lr_schedule { SCENARIO_LR_CONSTANT = 0, SCENARIO_LR_STEP, SCENARIO_LR_INVERSE };
 enum scenario_topology { SCENARIO_TOPO_PS = 0, SCENARIO_TOPO_P2P, SCENARIO_TOPO_ALLREDUCE,
-			 SCENARIO_TOPO_CENTRALIZED };
+			 SCENARIO_TOPO_CENTRALIZED, SCENARIO_TOPO_FLEET };
 enum scenario_barrier { SCENARIO_BARRIER_BSP = 0, SCENARIO_BARRIER_SSP, SCENARIO_BARRIER_ASP,
 			SCENARIO_BARRIER_PBSP, SCENARIO_BARRIER_PSSP };
 enum scenario_weighting { SCENARIO_WEIGHT_NONE = 0, SCENARIO_WEIGHT_INVERSE, SCENARIO_WEIGHT_EXP };
@@ -47,7 +47,13 @@ enum scenario_combine { SCENARIO_COMBINE_NONE = 0, SCENARIO_COMBINE_AVERAGE, SCE
 enum scenario_workload { SCENARIO_WORKLOAD_TRAIN = 0, SCENARIO_WORKLOAD_LINKCHECK };
 enum scenario_on_failure { SCENARIO_ON_FAILURE_STOP = 0, SCENARIO_ON_FAILURE_CONTINUE };
 enum scenario_role { SCENARIO_ROLE_SERVER = 0, SCENARIO_ROLE_WORKER, SCENARIO_ROLE_PEER,
-		     SCENARIO_ROLE_CENTRAL, SCENARIO_ROLE_PROBE };
+		     SCENARIO_ROLE_CENTRAL, SCENARIO_ROLE_PROBE, SCENARIO_ROLE_REGISTRY,
+		     SCENARIO_ROLE_DEVICE };
+/* topology fleet: how a device sends a version (node/fleet_codec), what the registry deploys. */
+enum scenario_fleet_strategy { SCENARIO_FLEET_FULL = 0, SCENARIO_FLEET_DELTA, SCENARIO_FLEET_SPARSE,
+			       SCENARIO_FLEET_REPLAY, SCENARIO_FLEET_AUTO };
+enum scenario_fleet_base { SCENARIO_FLEET_BASE_INIT = 0, SCENARIO_FLEET_BASE_TRAINED,
+			   SCENARIO_FLEET_BASE_FILE };
 /* Extra per-step compute delay of a straggler. Parameters a, b (seconds unless noted):
  * constant {value: a}, uniform {min: a, max: b}, exponential {mean: a},
  * gamma {shape: a (dimensionless), scale: b}, normal {mean: a, sd: b},
@@ -201,6 +207,18 @@ struct scenario {
 		enum scenario_combine combine;
 	} consistency;
 
+	struct {                                /* topology fleet (docs/scenario.md `fleet`) */
+		enum scenario_fleet_strategy strategy;
+		uint64_t sync_steps;            /* sync every N training steps, or */
+		uint64_t sync_us;               /* every this long (exactly one is non-zero) */
+		uint32_t snapshot_every;        /* a full snapshot every K versions */
+		uint64_t sparse_k;              /* sparse: entries per sync, or */
+		uint32_t sparse_ppm;            /* that fraction of the parameters (one is non-zero) */
+		enum scenario_fleet_base base;
+		char *base_file;                /* base file: raw float32 parameters */
+		uint64_t base_steps;            /* base trained: steps the registry trains first */
+	} fleet;
+
 	uint32_t workers;                       /* count of workers (peers); with `nodes`, derived */
 	struct scenario_node *nodes;            /* explicit node list, NULL = derived from counts */
 	size_t n_nodes;
@@ -276,8 +294,8 @@ int scenario_write_yaml(const struct scenario *self, FILE *out);
 void scenario_destroy(struct scenario **self);
 
 /* The scenario's node list: the explicit `nodes`, or derived from the topology and counts
- * (server0.., worker0..; peer0.. for p2p and allreduce; trainer for centralized; probe0.. for
- * the linkcheck workload). *out is malloc'd, the caller frees it. Returns 0 or -ENOMEM. */
+ * (server0.., worker0..; peer0.. for p2p and allreduce; trainer for centralized; registry and
+ * device0.. for fleet; probe0.. for the linkcheck workload). *out is malloc'd, the caller frees it. Returns 0 or -ENOMEM. */
 int scenario_node_list(const struct scenario *self, struct scenario_node **out, size_t *n);
 
 /* Copy the fields src gave explicitly (src->set) onto dst, as a per-node override layers onto
@@ -300,5 +318,7 @@ const char *scenario_lr_schedule_name(enum scenario_lr_schedule s);
 const char *scenario_weighting_name(enum scenario_weighting w);
 const char *scenario_combine_name(enum scenario_combine c);
 const char *scenario_dist_name(enum scenario_dist d);
+const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s);
+const char *scenario_fleet_base_name(enum scenario_fleet_base b);
 
 #endif

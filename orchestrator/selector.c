@@ -166,7 +166,9 @@ static int term(struct ctx *c, const char *t)
 	if (!strcmp(t, "all") || !strcmp(t, "servers") || !strcmp(t, "workers")) {
 		bool srv = !strcmp(t, "servers"), all = !strcmp(t, "all"), any = false;
 		for (size_t i = 0; c->sorted && i < c->n; i++)
-			if (all || (c->roles[i] == SCENARIO_ROLE_SERVER) == srv) {
+			/* A fleet's registry is its server; its devices are its workers. */
+			if (all || (c->roles[i] == SCENARIO_ROLE_SERVER ||
+				    c->roles[i] == SCENARIO_ROLE_REGISTRY) == srv) {
 				mark(c, i);
 				any = true;
 			}

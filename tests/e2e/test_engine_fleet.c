@@ -1,0 +1,367 @@
+/* The fleet engine end to end on 127.0.0.1: a forked registry and three devices fine-tune
+ * softmax regression on slices of Fashion-MNIST and sync every few steps. The checks read what
+ * the run left: the registry's store (through `stalenet recover`'s code), fleet.csv and each
+ * device's durable state:
+ *   delta, sparse  every version of every device is stored, 1..V without a hole, each rebuilds
+ *         and verifies (recover --all exits 0), fleet.csv and eval.csv follow their schema, and
+ *         the registry's latest version of a device
+ *         is bit for bit the model the device holds at the end (for sparse: the model it
+ *         adopted), so nothing is queued unacknowledged
+ *   registry crash  the registry is killed (SIGKILL) once it has acknowledged versions, and
+ *         started again: every version fleet.csv recorded before the kill is still stored, the
+ *         devices' chains continue without a hole, and all of it verifies
+ *   device crash  a device killed mid-run and started again resumes from its durable queue:
+ *         its chain has no hole and ends at the model it holds */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collectors/schema.h"
+#include "lib/clock.h"
+#include "lib/kv.h"
+#include "lib/log.h"
+#include "node/engine_fleet.h"
+#include "node/fleet_queue.h"
+#include "node/fleet_store.h"
+#include "orchestrator/cli.h"
+#include "orchestrator/recover.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
+
+#define ND 3
+#define NPARAMS 7850 /* softmax on 28x28, 10 classes */
+
+static char dir[256];
+static const char *registry_lr = "0.05"; /* another value makes every replay diverge */
+static int port;
+static int64_t origin;
+
+static void setup(void)
+{
+	cr_assert_not_null(support_tmpdir(dir, sizeof dir, "fleet_e2e"));
+	port = 23000 + (int)(getpid() % 20000);
+	origin = clock_now_ns();
+}
+
+static void teardown(void)
+{
+	support_rm_rf(dir);
+}
+
+static struct kv *conf(int i, const char *strategy, int steps)
+{
+	struct kv *k = kv_new();
+
+	kv_set(k, "run.dir", dir);
+	kv_setf(k, "run.origin_ns", "%lld", (long long)origin);
+	kv_set(k, "run.seed", "11");
+	kv_setf(k, "workers.count", "%d", ND);
+	kv_set(k, "workers.addrs", "127.0.0.1,127.0.0.1,127.0.0.1");
+	kv_set(k, "workers.names", "device0,device1,device2");
+	kv_set(k, "servers.addrs", "127.0.0.1");
+	kv_set(k, "node.addr", "127.0.0.1");
+	kv_setf(k, "port.data", "%d", port);
+	kv_set(k, "model.kind", "softmax");
+	kv_set(k, "train.batch", "32");
+	kv_set(k, "train.lr", i < 0 ? registry_lr : "0.05");
+	kv_set(k, "data.train_limit", "3000");
+	kv_set(k, "data.partition.scheme", "classes");
+	kv_set(k, "data.partition.per_node", "3");
+	kv_setf(k, "stop.steps", "%d", steps);
+	kv_set(k, "stop.time", "60");
+	kv_set(k, "fleet.strategy", strategy);
+	kv_set(k, "fleet.sync_steps", "5");
+	kv_set(k, "fleet.snapshot_every", "3");
+	kv_set(k, "fleet.sparse_fraction", "0.05");
+	if (i < 0) {
+		kv_set(k, "node.name", "registry");
+		kv_set(k, "node.role", "registry");
+		kv_set(k, "node.index", "0");
+	} else {
+		kv_setf(k, "node.name", "device%d", i);
+		kv_set(k, "node.role", "device");
+		kv_setf(k, "node.index", "%d", i);
+	}
+	return k;
+}
+
+/* Fork node i (-1 = the registry). slow_ms: extra delay per step (a straggler), so a run lasts
+ * long enough to be cut in the middle. */
+static pid_t start(int i, const char *strategy, int steps, int slow_ms)
+{
+	struct kv *k = conf(i, strategy, steps);
+	pid_t pid;
+
+	if (slow_ms > 0) {
+		kv_set(k, "straggler.delay.dist", "constant");
+		kv_setf(k, "straggler.delay.a", "%.3f", slow_ms / 1000.0);
+	}
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		log_init(i < 0 ? "registry" : "device", LOG_WARN);
+		_exit((i < 0 ? engine_fleet_registry_run(k) : engine_fleet_device_run(k)) == 0 ? 0 : 1);
+	}
+	kv_destroy(&k);
+	return pid;
+}
+
+static void wait_ok(const pid_t *pids, int n, int timeout_ms)
+{
+	int st[8];
+
+	support_wait_children(pids, n, st, timeout_ms);
+	for (int i = 0; i < n; i++)
+		cr_assert(st[i] != -1 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0,
+			  "process %d failed (status %d)", i, st[i]);
+}
+
+struct chain_check {
+	int64_t next[ND];
+};
+
+static int chain_row(const struct fleet_version *v, void *arg)
+{
+	struct chain_check *c = arg;
+	int i = v->device[6] - '0';
+
+	cr_assert(i >= 0 && i < ND, "device %s", v->device);
+	cr_assert_eq(v->version, c->next[i] + 1, "%s: version %lld after %lld", v->device,
+		     (long long)v->version, (long long)c->next[i]);
+	c->next[i] = v->version;
+	return 0;
+}
+
+/* Every device: versions 1..V stored without a hole, the registry's V is the device's model,
+ * nothing left queued; recover --all verifies everything. Returns the total versions. */
+static int64_t check_store(void)
+{
+	char path[512], err[256];
+	struct fleet_store *s;
+	struct chain_check c = { { 0 } };
+	int64_t total = 0;
+	char *argv[] = { "recover", dir, "--all", NULL };
+
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(fleet_store_each(s, chain_row, &c), 0);
+	for (int i = 0; i < ND; i++) {
+		char name[16], qdir[512];
+		float *reg = malloc(NPARAMS * 4), *dev = malloc(NPARAMS * 4);
+		struct fleet_queue *q;
+
+		snprintf(name, sizeof name, "device%d", i);
+		snprintf(qdir, sizeof qdir, "%s/nodes/%s.fleet", dir, name);
+		q = fleet_queue_open(qdir, NPARAMS, err, sizeof err);
+		cr_assert_not_null(q, "%s", err);
+		cr_assert_gt(c.next[i], 2, "%s stored only %lld versions", name, (long long)c.next[i]);
+		cr_assert_eq(fleet_queue_version(q), c.next[i], "%s made %lld, registry holds %lld", name,
+			     (long long)fleet_queue_version(q), (long long)c.next[i]);
+		cr_assert_eq(fleet_queue_pending(q), 0);
+		fleet_queue_state(q, dev, NULL);
+		cr_assert_eq(fleet_store_rebuild(s, name, c.next[i], reg, NULL), 0);
+		cr_assert_eq(memcmp(reg, dev, NPARAMS * 4), 0, "%s: registry and device differ", name);
+		total += c.next[i];
+		fleet_queue_close(&q);
+		free(reg);
+		free(dev);
+	}
+	fleet_store_close(&s);
+	cr_assert_eq(recover_cmd(3, argv), CLI_EXIT_OK);
+	snprintf(path, sizeof path, "%s/fleet.csv", dir);
+	cr_assert_eq(trace_schema_check_file(path, "fleet", err, sizeof err), 0, "%s", err);
+	/* Each device evaluated its own model at its end (eval.csv). */
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	cr_assert_eq(trace_schema_check_file(path, "eval", err, sizeof err), 0, "%s", err);
+	return total;
+}
+
+static void plain_run(const char *strategy)
+{
+	pid_t pids[ND + 1];
+
+	pids[0] = start(-1, strategy, 40, 0);
+	for (int i = 0; i < ND; i++)
+		pids[i + 1] = start(i, strategy, 40, 20);
+	wait_ok(pids, ND + 1, 100000);
+	/* 40 steps, a version every 5: 8 versions per device. */
+	cr_assert_eq(check_store(), ND * 8);
+}
+
+Test(engine_fleet, delta, .init = setup, .fini = teardown, .timeout = 150) { plain_run("delta"); }
+Test(engine_fleet, sparse, .init = setup, .fini = teardown, .timeout = 150) { plain_run("sparse"); }
+Test(engine_fleet, full, .init = setup, .fini = teardown, .timeout = 150) { plain_run("full"); }
+
+/* fleet.csv rows of a strategy with verify_ok ok (1 stored, 0 not). */
+static int rows_of(const char *strategy, int ok)
+{
+	char path[512], want[32];
+	size_t len;
+	char *text, *line, *save = NULL;
+	int rows = 0;
+
+	snprintf(path, sizeof path, "%s/fleet.csv", dir);
+	text = support_slurp(path, &len);
+	snprintf(want, sizeof want, ",%s,", strategy);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *at = strstr(line, want);
+		int col = 0;
+
+		if (!at)
+			continue;
+		/* verify_ok is column 9 (1-based) */
+		for (const char *c = line; *c && col < 8; c++)
+			if (*c == ',' && ++col == 8 && atoi(c + 1) == ok)
+				rows++;
+	}
+	free(text);
+	return rows;
+}
+
+/* replay: the registry recomputes every version from the minibatches (plain SGD, the same
+ * share): every version arrives as a replay and verifies; nothing falls back. */
+Test(engine_fleet, replay, .init = setup, .fini = teardown, .timeout = 150)
+{
+	plain_run("replay");
+	cr_assert_eq(rows_of("replay", 1), ND * 8);
+	cr_assert_eq(rows_of("replay", 0), 0);
+}
+
+/* auto on 127.0.0.1: every version is stored (as a replay or as weights, whichever the cost
+ * model picked) and verifies. */
+Test(engine_fleet, auto_strategy, .init = setup, .fini = teardown, .timeout = 150)
+{
+	plain_run("auto");
+	cr_assert_eq(rows_of("replay", 1) + rows_of("delta", 1), ND * 8);
+}
+
+/* A forced divergence (the registry recomputes with another learning rate): every replay is
+ * detected as not matching, and the device sends the version's weights instead. */
+Test(engine_fleet, replay_diverges_falls_back, .init = setup, .fini = teardown, .timeout = 150)
+{
+	registry_lr = "0.07";
+	plain_run("replay");
+	registry_lr = "0.05";
+	cr_assert_eq(rows_of("replay", 1), 0);
+	/* Every version's replay failed at least once (a replay already in flight behind a failed
+	 * one is answered out of order and sent again), and every version was stored as weights. */
+	cr_assert_geq(rows_of("replay", 0), ND * 8, "%d replay rows", rows_of("replay", 0));
+	cr_assert_eq(rows_of("delta", 1), ND * 8, "%d delta rows", rows_of("delta", 1));
+}
+
+/* Rows of fleet.csv with verify_ok 1: (device, version) pairs the registry committed. */
+static int committed(int64_t *max_version)
+{
+	char path[512];
+	size_t len;
+	char *text, *line, *save = NULL;
+	int rows = 0;
+
+	snprintf(path, sizeof path, "%s/fleet.csv", dir);
+	text = support_read_file(path, &len);
+	for (int i = 0; i < ND; i++)
+		max_version[i] = 0;
+	if (!text)
+		return 0;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		int dev;
+		long long v;
+		int ok;
+		char strat[16];
+
+		if (sscanf(line, "%*[^,],device%d,%lld,%15[^,],%*[^,],%*[^,],%*[^,],%*[^,],%d", &dev, &v,
+			   strat, &ok) == 4 && ok == 1 && dev >= 0 && dev < ND) {
+			rows++;
+			if (v > max_version[dev])
+				max_version[dev] = v;
+		}
+	}
+	free(text);
+	return rows;
+}
+
+static bool some_committed(void *arg)
+{
+	int64_t mv[ND];
+
+	return committed(mv) >= *(int *)arg;
+}
+
+Test(engine_fleet, registry_crash_loses_nothing, .init = setup, .fini = teardown, .timeout = 200)
+{
+	pid_t reg, devs[ND];
+	int want = 6, st;
+	int64_t before[ND];
+	char path[512], err[256];
+	struct fleet_store *s;
+
+	reg = start(-1, "delta", 60, 0);
+	for (int i = 0; i < ND; i++)
+		devs[i] = start(i, "delta", 60, 100);
+	cr_assert(support_wait_until(some_committed, &want, 60000), "no versions committed in 60 s");
+	kill(reg, SIGKILL);
+	cr_assert_eq(support_wait_pid(reg, &st, 10000), 0);
+	committed(before);
+	/* What the registry committed before the kill is in the store, read from disk now. */
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	for (int i = 0; i < ND; i++) {
+		char name[16];
+		struct fleet_version v;
+
+		snprintf(name, sizeof name, "device%d", i);
+		for (int64_t k = 1; k <= before[i]; k++)
+			cr_assert_eq(fleet_store_get(s, name, k, &v), 0, "%s@%lld lost", name, (long long)k);
+	}
+	fleet_store_close(&s);
+	reg = start(-1, "delta", 60, 0);
+	{
+		pid_t all[ND + 1] = { reg, devs[0], devs[1], devs[2] };
+
+		wait_ok(all, ND + 1, 150000);
+	}
+	/* 60 steps, a version every 5: 12 each, all stored after the restart. */
+	cr_assert_eq(check_store(), ND * 12);
+}
+
+static bool device1_committed(void *arg)
+{
+	int64_t mv[ND];
+
+	committed(mv);
+	return mv[1] >= *(int *)arg;
+}
+
+Test(engine_fleet, device_crash_resumes, .init = setup, .fini = teardown, .timeout = 200)
+{
+	pid_t reg, devs[ND];
+	int want = 2, st;
+	int64_t before[ND];
+
+	reg = start(-1, "sparse", 40, 0);
+	for (int i = 0; i < ND; i++)
+		devs[i] = start(i, "sparse", 40, i == 1 ? 60 : 0);
+	cr_assert(support_wait_until(device1_committed, &want, 60000),
+		  "device1 committed no 2 versions in 60 s");
+	kill(devs[1], SIGKILL);
+	cr_assert_eq(support_wait_pid(devs[1], &st, 10000), 0);
+	/* Started again: it resumes at its last version (its step count restarts: 40 more). */
+	devs[1] = start(1, "sparse", 40, 0);
+	{
+		pid_t all[ND + 1] = { reg, devs[0], devs[1], devs[2] };
+
+		wait_ok(all, ND + 1, 150000);
+	}
+	/* device1 made >= 2 versions before the kill, then 8 more (40 steps): its chain goes on
+	 * from where its queue was, without a hole (check_store). */
+	committed(before);
+	cr_assert_geq(before[1], 10, "device1 ends at version %lld", (long long)before[1]);
+	cr_assert_geq(check_store(), ND * 8 + 2);
+}

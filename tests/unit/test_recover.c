@@ -1,0 +1,112 @@
+/* orchestrator/recover: `stalenet recover` on a store written through node/fleet_store: every
+ * version verifies, --out writes exactly the model, a tampered version fails with exit 1, bad
+ * arguments exit 2. */
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/fleet_store.h"
+#include "node/rng.h"
+#include "orchestrator/cli.h"
+#include "orchestrator/recover.h"
+#include "tests/support/files.h"
+
+#define N 500
+
+static char dir[256], path[512];
+static float models[6][N];
+
+static void setup(void)
+{
+	char err[256];
+	struct fleet_store *s;
+	struct rng r;
+	uint8_t *f;
+	size_t len;
+	uint32_t chain = 0;
+	float got[N];
+
+	cr_assert_not_null(support_tmpdir(dir, sizeof dir, "recover"));
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, true, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(fleet_store_set_meta(s, N, 3), 0);
+	rng_seed(&r, 9, 9);
+	for (int i = 0; i < N; i++)
+		models[0][i] = (float)rng_normal(&r);
+	cr_assert_eq(fleet_codec_encode(FLEET_FULL, models[0], NULL, N, &f, &len), 0);
+	cr_assert_eq(fleet_store_put_base(s, f, len), 0);
+	free(f);
+	for (const char *dev = "device0"; dev; dev = strcmp(dev, "device0") ? NULL : "device1") {
+		chain = 0;
+		for (int v = 1; v <= 5; v++) {
+			struct fleet_version row;
+
+			for (int i = 0; i < N; i++)
+				models[v][i] = models[v - 1][i] + 0.01f * (float)rng_normal(&r);
+			cr_assert_eq(fleet_codec_encode(FLEET_DELTA, models[v], models[v - 1], N, &f, &len), 0);
+			cr_assert_eq(fleet_store_ingest(s, dev, v, v - 1, chain, models[v - 1], f, len, 0, 0,
+							got, &row), 0);
+			chain = row.chain_len;
+			free(f);
+		}
+	}
+	fleet_store_close(&s);
+}
+
+static void teardown(void)
+{
+	support_rm_rf(dir);
+}
+
+static int run(const char *a1, const char *a2, const char *a3, const char *a4)
+{
+	char *argv[6] = { "recover", (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL };
+	int argc = 1;
+
+	while (argc < 5 && argv[argc])
+		argc++;
+	return recover_cmd(argc, argv);
+}
+
+Test(recover, all_one_and_out, .init = setup, .fini = teardown)
+{
+	char out[600];
+	size_t len;
+	float *got;
+
+	cr_assert_eq(run(dir, "--all", NULL, NULL), CLI_EXIT_OK);
+	snprintf(out, sizeof out, "%s/m.bin", dir);
+	cr_assert_eq(run(dir, "device1@4", "--out", out), CLI_EXIT_OK);
+	got = (float *)support_read_file(out, &len);
+	cr_assert_not_null(got);
+	cr_assert_eq(len, sizeof models[4]);
+	cr_assert_eq(memcmp(got, models[4], len), 0);
+	free(got);
+	cr_assert_eq(run(dir, "device1", "--out", out), CLI_EXIT_OK); /* latest = 5 (models[] holds device1) */
+	got = (float *)support_read_file(out, &len);
+	cr_assert_eq(memcmp(got, models[5], len), 0);
+	free(got);
+	cr_assert_eq(run(dir, "device0@6", NULL, NULL), CLI_EXIT_FAILED);
+	cr_assert_eq(run(dir, "device9", NULL, NULL), CLI_EXIT_FAILED);
+}
+
+Test(recover, tampered_and_usage, .init = setup, .fini = teardown)
+{
+	sqlite3 *db;
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "UPDATE versions SET hash = zeroblob(32) WHERE device = 'device1'"
+				      " AND version = 2", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	cr_assert_eq(run(dir, "device0@5", NULL, NULL), CLI_EXIT_OK);
+	cr_assert_eq(run(dir, "device1@2", NULL, NULL), CLI_EXIT_FAILED);
+	cr_assert_eq(run(dir, "--all", NULL, NULL), CLI_EXIT_FAILED);
+	cr_assert_eq(run(dir, NULL, NULL, NULL), CLI_EXIT_USAGE);
+	cr_assert_eq(run(dir, "device0@0", NULL, NULL), CLI_EXIT_USAGE);
+	cr_assert_eq(run(dir, "../etc@1", NULL, NULL), CLI_EXIT_USAGE);
+	cr_assert_eq(run(dir, "device0", "--all", NULL), CLI_EXIT_USAGE);
+	cr_assert_eq(run("/nonexistent-run", "--all", NULL, NULL), CLI_EXIT_FAILED);
+}

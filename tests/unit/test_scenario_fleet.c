@@ -1,0 +1,121 @@
+/* orchestrator/scenario, topology fleet: the node list (registry, device0..), the fleet: keys
+ * and their defaults, what the node configuration carries, selectors addressing devices like
+ * workers, and every bad fleet: value refused at its FILE:LINE:COL. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/kv.h"
+#include "orchestrator/nodeconf.h"
+#include "orchestrator/plan.h"
+#include "orchestrator/scenario.h"
+
+#define HEAD "stop: {time: 30s}\ntopology: {kind: fleet}\nworkers: 3\n"
+
+static struct scenario *parse(const char *yaml, char *err, size_t len)
+{
+	return scenario_parse(yaml, strlen(yaml), "f.yaml", err, len);
+}
+
+Test(scenario_fleet, nodes_and_defaults)
+{
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = parse(HEAD, err, sizeof err);
+	struct scenario_node *n;
+	size_t count;
+
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->topology.kind, SCENARIO_TOPO_FLEET);
+	cr_assert_eq(sc->fleet.strategy, SCENARIO_FLEET_DELTA);
+	cr_assert_eq(sc->fleet.sync_steps, 20);
+	cr_assert_eq(sc->fleet.snapshot_every, 10);
+	cr_assert_eq(scenario_node_list(sc, &n, &count), 0);
+	cr_assert_eq(count, 4);
+	cr_assert_str_eq(n[0].name, "registry");
+	cr_assert_eq(n[0].role, SCENARIO_ROLE_REGISTRY);
+	cr_assert_str_eq(n[3].name, "device2");
+	cr_assert_eq(n[3].role, SCENARIO_ROLE_DEVICE);
+	cr_assert_str_eq(scenario_role_name(SCENARIO_ROLE_DEVICE), "device");
+	free(n);
+	scenario_destroy(&sc);
+}
+
+Test(scenario_fleet, keys_plan_and_conf)
+{
+	static const char y[] = HEAD
+		"fleet: {strategy: sparse, sync: 2s, snapshot_every: 4, sparse_k: 5%}\n"
+		"network:\n  links:\n    - {nodes: workers, delay: 100ms}\n"
+		"stragglers:\n  - {nodes: registry, crash: {at: 5s, restart: 8s}}\n"
+		"  - {nodes: 'device[1-2]', compute: {slowdown: 2}}\n";
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = parse(y, err, sizeof err);
+	struct plan *p;
+	struct nodeconf_ctx ctx = { .run_dir = "/tmp/r", .port_data = 7000 };
+	struct kv *kv;
+
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.strategy, SCENARIO_FLEET_SPARSE);
+	cr_assert_eq(sc->fleet.sync_us, 2000000);
+	cr_assert_eq(sc->fleet.sync_steps, 0);
+	cr_assert_eq(sc->fleet.sparse_ppm, 50000);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	const struct plan_run *r = plan_run(p, 0);
+	cr_assert_eq(r->n_nodes, 4);
+	/* 'workers' selects the devices, not the registry. */
+	cr_assert_eq(r->nodes[0].up.delay_us, 0);
+	cr_assert_eq(r->nodes[1].up.delay_us, 100000);
+	cr_assert(r->nodes[0].straggler.set & SCENARIO_STRAG_CRASH);
+	cr_assert(r->nodes[3].straggler.set & SCENARIO_STRAG_SLOWDOWN);
+	kv = nodeconf_build(r, 2, &ctx, NULL);
+	cr_assert_not_null(kv);
+	cr_assert_str_eq(kv_get(kv, "node.role"), "device");
+	cr_assert_str_eq(kv_get(kv, "node.index"), "1");
+	cr_assert_str_eq(kv_get(kv, "workers.count"), "3");
+	cr_assert_str_eq(kv_get(kv, "servers.names"), "registry");
+	cr_assert_str_eq(kv_get(kv, "topology.kind"), "fleet");
+	cr_assert_str_eq(kv_get(kv, "fleet.strategy"), "sparse");
+	cr_assert_str_eq(kv_get(kv, "fleet.sync_s"), "2.000000");
+	cr_assert_str_eq(kv_get(kv, "fleet.sparse_fraction"), "0.05");
+	cr_assert_str_eq(kv_get(kv, "fleet.snapshot_every"), "4");
+	kv_destroy(&kv);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+}
+
+struct bad {
+	const char *yaml;
+	unsigned line, col;
+	const char *substr;
+};
+
+static const struct bad cases[] = {
+	{ HEAD "fleet: {strategy: zip}\n", 4, 19, "fleet.strategy 'zip' is not one of the choices" },
+	{ HEAD "fleet: {sync: 0 steps}\n", 4, 15, "step count" },
+	{ HEAD "fleet: {sync: 5 stepz}\n", 4, 15, "fleet.sync" },
+	{ HEAD "fleet: {sync: 1ms}\n", 4, 15, "below 10ms" },
+	{ HEAD "fleet: {snapshot_every: 0}\n", 4, 25, "out of range" },
+	{ HEAD "fleet: {sparse_k: 10}\n", 4, 19, "applies to strategy sparse" },
+	{ HEAD "fleet: {strategy: sparse, sparse_k: 0%}\n", 4, 37, "sends nothing" },
+	{ HEAD "fleet: {base: file}\n", 4, 15, "needs fleet.base_file" },
+	{ HEAD "fleet: {base_steps: 5}\n", 4, 21, "applies to base trained" },
+	{ HEAD "fleet: {base: trained}\n", 4, 15, "not implemented yet" },
+	{ HEAD "fleet: {stratgy: full}\n", 4, 9, "did you mean 'strategy'?" },
+	{ "stop: {time: 30s}\nfleet: {strategy: full}\n", 2, 8, "applies to topology fleet" },
+	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nnodes:\n  - {name: a, role: device}\n", 4, 3,
+	  "exactly one node with role registry" },
+};
+
+Test(scenario_fleet, errors_at_their_position)
+{
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char err[SCENARIO_ERR_MAX], want[64];
+		struct scenario *sc = parse(cases[i].yaml, err, sizeof err);
+
+		cr_assert_null(sc, "case %zu accepted", i);
+		snprintf(want, sizeof want, "f.yaml:%u:%u: error:", cases[i].line, cases[i].col);
+		cr_expect(!strncmp(err, want, strlen(want)), "case %zu: '%s' (want %s)", i, err, want);
+		cr_expect(strstr(err, cases[i].substr), "case %zu: '%s' lacks '%s'", i, err, cases[i].substr);
+	}
+}
