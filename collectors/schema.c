@@ -86,7 +86,7 @@ static const struct filespec SPECS[] = {
 	  { { "t_s", T_FPOS }, { "event", T_S }, { "target", T_S_E }, { "detail", T_S_E } } },
 	{ "partition", "partition.csv", TRACE_HEADER_PARTITION, false, NULL, NULL,
 	  { { "node", T_S }, { "class", T_U }, { "samples", T_U } } },
-	{ "fleet", "fleet.csv", TRACE_HEADER_FLEET, true, NULL,
+	{ "fleet", "fleet.csv", TRACE_HEADER_FLEET, true, NULL, NULL,
 	  { { "t_s", T_FPOS }, { "device", T_S }, { "version", T_U }, { "strategy", T_S },
 	    { "bytes_tx", T_U }, { "bytes_stored", T_U }, { "encode_s", T_FPOS }, { "apply_s", T_FPOS },
 	    { "verify_ok", T_U }, { "registry_lag_s", T_FPOS }, { "chain_len", T_U } } },
