@@ -19,6 +19,8 @@
 	"node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,verdict"
 #define TRACE_HEADER_EVENTS "t_s,event,target,detail"
 #define TRACE_HEADER_PARTITION "node,class,samples"
+/* stalenet simulate: one row per worker at the end of the run (docs/traces.md) */
+#define TRACE_HEADER_WORKERS "node,final_step,compute_s,wait_s,staleness_mean,staleness_max"
 
 /* Check every known trace file of run_dir (nodes/NAME.csv, eval.csv, progress.csv, links.csv,
  * linkcheck.csv, events.csv, partition.csv; a nodes/NAME.csv whose header is

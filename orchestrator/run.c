@@ -24,6 +24,7 @@
 #include "lib/clock.h"
 #include "lib/ctl.h"
 #include "lib/kv.h"
+#include "lib/limits.h"
 #include "lib/log.h"
 #include "lib/rtdir.h"
 #include "netem/link_shaper.h"
@@ -986,6 +987,14 @@ int run_main(const struct run_opts *o)
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
+	/* A simulation: section lifts the node limit for `stalenet simulate` only. */
+	for (size_t i = 0; i < plan_n_runs(plan); i++)
+		if (plan_run(plan, i)->n_nodes > LIMITS_MAX_NODES) {
+			fprintf(stderr, "stalenet run: run %s has %zu nodes; at most %d can be emulated "
+				"(use stalenet simulate)\n", plan_run(plan, i)->id, plan_run(plan, i)->n_nodes,
+				LIMITS_MAX_NODES);
+			goto out;
+		}
 	rc = CLI_EXIT_HOST;
 	if (geteuid() != 0) {
 		fprintf(stderr, "stalenet run: needs root (network namespaces, links, qdiscs); try: sudo %s\n",

@@ -182,6 +182,8 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 	if (m->duration_s >= 0)
 		rc |= put(root, "duration_s", json_real(round(m->duration_s * 1000) / 1000));
 	rc |= put(root, "status", json_string(m->status ? m->status : "running"));
+	if (m->mode)
+		rc |= put(root, "mode", json_string(m->mode));
 	if (rc) {
 		json_decref(root);
 		return NULL;

@@ -29,6 +29,7 @@ struct rundir_meta {
 	int64_t wall_start_ns;          /* CLOCK_REALTIME at the origin */
 	double duration_s;              /* < 0 while running */
 	const char *status;             /* running | complete | failed | interrupted */
+	const char *mode;               /* NULL: emulation (no key); "simulation" (stalenet simulate) */
 };
 
 /* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */
