@@ -1722,9 +1722,7 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 				    "of a simulation (SCENARIO_MAX_SIM_WORKERS)", sc->workers,
 				    sc->topology.servers, SCENARIO_MAX_SIM_WORKERS);
 		return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
-			    "(SCENARIO_MAX_NODES; a scenario with a simulation: section may have up to %u "
-			    "for stalenet simulate)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES,
-			    SCENARIO_MAX_SIM_WORKERS);
+			    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
 	}
 	data_nodes = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? 1 : sc->workers;
 
@@ -2020,9 +2018,9 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	if ((v = GET(root, "workers"))) {
 		if (GET(root, "nodes"))
 			return fail(cv, v, "workers and nodes exclude each other (nodes lists every node)");
-		/* a simulation takes far more workers than a host can emulate (checked again in
-		 * check_nodes, once the simulation: section is known) */
-		if ((rc = get_u32(cv, v, 1, SCENARIO_MAX_SIM_WORKERS, "workers", &sc->workers)))
+		/* a simulation takes far more workers than a host can emulate */
+		if ((rc = get_u32(cv, v, 1, GET(root, "simulation") ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES,
+				  "workers", &sc->workers)))
 			return rc;
 		cv->workers_node = v;
 	}
