@@ -15,11 +15,12 @@
  * join) and LINK (a network.timeline change). A generation tag per worker cancels the events
  * of a crashed worker's lost process. Nothing runs past stop.time.
  *
- * Memory per worker, train none: struct sim_worker (56 bytes), two links (32), the core's share
- * (node/core_ps.h) and at most two heap entries (48). */
+ * Memory per worker, train none: struct sim_worker (40 bytes), its plan index (4), two links
+ * (32), about one heap entry (24) and the core's share (node/core_ps.h). */
 #include "sim/sim.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,8 +52,8 @@ enum sim_msg { MSG_NONE = 0, MSG_JOIN, MSG_PUSH };
 enum sim_state { W_OFF = 0, W_UP, W_DONE };
 
 struct sim_worker {
-	double compute_s, wait_s;   /* sums over the trace rows */
-	double stale_sum;           /* of its updates that had a staleness (stale_n of them) */
+	float compute_s, wait_s;    /* sums over the trace rows, s */
+	float stale_sum;            /* of its updates that had a staleness (stale_n of them) */
 	float cur_compute, cur_wait; /* the step in progress (s) */
 	uint32_t step;              /* clock: steps completed */
 	uint32_t version;           /* model version of the model it holds */
@@ -83,7 +84,7 @@ struct sim {
 	size_t hist_len;
 	uint32_t live;
 	/* staleness histogram (every update's), for the mean and the p99 */
-	uint64_t *stale_hist;
+	uint32_t *stale_hist;        /* counts per staleness value (O(largest staleness)) */
 	size_t stale_len;
 	uint64_t stale_n;
 	double stale_sum;
@@ -334,7 +335,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 			s->bytes_moved += s->model_bytes * 2 + SIM_SMALL_BYTES;
 			if (x->aux >= 0) {
 				stale_add(s, (uint64_t)x->aux);
-				w->stale_sum += (double)x->aux;
+				w->stale_sum += (float)x->aux;
 				w->stale_n++;
 				if ((uint32_t)x->aux > w->stale_max)
 					w->stale_max = (uint32_t)x->aux;
@@ -692,10 +693,10 @@ static int write_workers(struct sim *s)
 		char mean[32] = "", max[16] = "";
 
 		if (w->stale_n) {
-			snprintf(mean, sizeof mean, "%.4f", w->stale_sum / w->stale_n);
+			snprintf(mean, sizeof mean, "%.4f", (double)w->stale_sum / w->stale_n);
 			snprintf(max, sizeof max, "%u", w->stale_max);
 		}
-		if (csv_writer_row(f, "%s,%u,%.6f,%.6f,%s,%s", s->run->nodes[s->node_of[i]].name, w->step,
+		if (csv_writer_row(f, "%s,%u,%.4f,%.4f,%s,%s", s->run->nodes[s->node_of[i]].name, w->step,
 				   w->compute_s, w->wait_s, mean, max) < 0)
 			fail(s, -EIO, "write %s failed", path);
 	}
@@ -766,6 +767,13 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	size_t np;
 	uint32_t k;
 
+	size_t held0;
+
+	{
+		struct mallinfo2 mi = mallinfo2();
+
+		held0 = mi.uordblks + mi.hblkhd;
+	}
 	if (errlen)
 		err[0] = '\0';
 	if ((why = unsupported(run))) {
@@ -799,7 +807,8 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	s.up = calloc(run->n_nodes, sizeof *s.up);
 	s.down = calloc(run->n_nodes, sizeof *s.down);
 	late = calloc(s.n, sizeof *late);
-	s.heap = sim_heap_new(2 * (size_t)s.n + 64);
+	/* a worker has one event pending at a time (its churn aside): n + a few, grown if not */
+	s.heap = sim_heap_new((size_t)s.n + 64);
 	if (!s.node_of || !s.w || !s.up || !s.down || !late || !s.heap) {
 		fail(&s, -ENOMEM, "out of memory");
 		goto out;
@@ -875,8 +884,13 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	if (!s.rc)
 		write_workers(&s);
 	if (!s.rc) {
+		struct mallinfo2 mi = mallinfo2();
+
 		fill_result(&s, res);
 		res->sim_end_s = (s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns) / 1e9;
+		/* everything the simulation holds at its end (it only grows): the core, workers,
+		 * links, the event heap, histograms, output buffers and, when real, training */
+		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;
 	}
 out:
 	if (s.trace)

@@ -37,7 +37,9 @@ struct sim_result {
 	uint64_t events;              /* events processed */
 	uint64_t updates;             /* pushes the server took */
 	size_t workers;
-	size_t state_bytes;           /* memory of the simulation state (core, workers, links, heap) */
+	size_t state_bytes;           /* memory of the simulator's own arrays (workers, links, heap) */
+	size_t held_bytes;            /* heap memory the whole simulation held at its end (malloc's
+				       * count; includes the consistency core and, when real, training) */
 	double steps_min, steps_median, steps_max;
 	uint64_t total_steps;
 	double wait_fraction;         /* sum wait / (sum wait + sum compute) */
