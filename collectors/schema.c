@@ -70,6 +70,9 @@ static const struct filespec SPECS[] = {
 	  { { "t_s", T_FPOS }, { "event", T_S }, { "target", T_S_E }, { "detail", T_S_E } } },
 	{ "partition", "partition.csv", TRACE_HEADER_PARTITION, false, NULL,
 	  { { "node", T_S }, { "class", T_U }, { "samples", T_U } } },
+	{ "workers", "workers.csv", TRACE_HEADER_WORKERS, false, NULL,
+	  { { "node", T_S }, { "final_step", T_U }, { "compute_s", T_FPOS }, { "wait_s", T_FPOS },
+	    { "staleness_mean", T_FPOS_E }, { "staleness_max", T_U_E } } },
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
