@@ -31,7 +31,7 @@
  * -errno when a file cannot be read. */
 int trace_schema_check_dir(const char *run_dir, char *err, size_t errlen);
 
-/* Check one file against the schema of the named kind ("node", "server", "eval", "progress", "links", "workers",
+/* Check one file against the schema of the named kind ("node", "server", "eval", "progress", "links",
  * "linkcheck", "events", "partition", "workers"). Same returns as trace_schema_check_dir; -ENOENT when the
  * file does not exist, -EINVAL for an unknown kind. */
 int trace_schema_check_file(const char *path, const char *kind, char *err, size_t errlen);
