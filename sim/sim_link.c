@@ -10,6 +10,7 @@
 
 #define SIM_LINK_RTO_MAX_NS 120000000000ll /* TCP_RTO_MAX */
 #define SIM_LINK_MAX_RETRIES 15            /* tcp_retries2: the connection would die after it */
+#define SIM_LINK_WINDOW 10                 /* segments in flight: Linux's initial window (IW10) */
 
 double sim_link_loss_prob(const struct link_params *p)
 {
@@ -57,8 +58,11 @@ int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rt
 			if (rng_uniform(r) >= p)
 				break;
 		}
-		/* window collapse: slow start from one segment for the rest of the message; the
-		 * window doubles each round trip, so r segments take ceil(log2(r + 1)) of them */
+		/* window collapse: the segments that were already in flight when the loss happened
+		 * (a window of SIM_LINK_WINDOW after it) arrived and wait in the receiver's buffer;
+		 * the rest of the message goes in slow start from one segment, the window doubling
+		 * each round trip: r segments take ceil(log2(r + 1)) of them */
+		rest = rest > SIM_LINK_WINDOW ? rest - SIM_LINK_WINDOW : 0;
 		while (rounds < 32 && ((1ull << rounds) - 1) < (uint64_t)rest)
 			rounds++;
 		cost += (int64_t)rounds * rtt_ns;

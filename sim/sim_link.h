@@ -14,9 +14,11 @@
  *                             retransmission timeout RTO = rtt + max(rto_min, 4 jitter) (how
  *                             Linux bounds its RTO), each further loss of the same segment
  *                             doubling it (exponential backoff, at most 120 s, as TCP_RTO_MAX);
- *                             after a timeout the congestion window is 1, so the r segments
- *                             after the lost one need ceil(log2(r + 1)) more round trips of slow
- *                             start (window collapse). Fast retransmit is not modelled.
+ *                             after a timeout the congestion window is 1: the segments already
+ *                             in flight behind the lost one (a window of 10, Linux's initial
+ *                             window) wait in the receiver's buffer, and the r segments beyond
+ *                             them need ceil(log2(r + 1)) more round trips of slow start
+ *                             (window collapse). Fast retransmit is not modelled.
  * Pure apart from the link's own "busy until" time; randomness comes from the caller's rng. */
 #ifndef STALENET_SIM_LINK_H
 #define STALENET_SIM_LINK_H

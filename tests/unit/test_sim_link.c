@@ -2,7 +2,8 @@
  *   serialisation and FIFO queueing exact; delay exact without jitter
  *   jitter within [delay - jitter, delay + jitter]; mean of the max of k uniforms
  *   loss: the fraction of segments lost; a one-segment message costs 0, rto, 3 rto, 7 rto ...
- *   (backoff); a single loss in a longer message costs rto + ceil(log2(rest + 1)) rtt */
+ *   (backoff); a single loss in a longer message costs rto + ceil(log2(r + 1)) rtt, r the
+ *   segments beyond the 10 in flight behind it */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -100,7 +101,7 @@ Test(sim_link, loss_fraction_and_backoff)
 Test(sim_link, window_collapse_after_a_timeout)
 {
 	struct rng r;
-	int singles = 0;
+	int singles = 0, hist[7] = { 0 };
 
 	rng_seed(&r, 4, 0);
 	for (int i = 0; i < 200000 && singles < 2000; i++) {
@@ -112,11 +113,18 @@ Test(sim_link, window_collapse_after_a_timeout)
 			continue; /* one segment lost once */
 		singles++;
 		cr_assert_geq(c, rto);
-		/* the rest of the message (0..63 segments) in slow start: 0..6 round trips */
+		/* the rest of the message beyond the window (0..53 segments) in slow start: 0..6
+		 * round trips */
 		cr_assert_eq((c - rto) % rtt, 0);
 		cr_assert_leq((c - rto) / rtt, 6);
+		hist[(c - rto) / rtt]++;
 	}
 	cr_assert_gt(singles, 500);
+	/* a loss among the last 11 segments leaves nothing beyond the window: no extra round
+	 * trip (11 of 64 positions); one among the first leaves 53: 6 round trips */
+	cr_assert_gt(hist[0], singles * 11 / 64 / 2);
+	cr_assert_lt(hist[0], singles * 11 / 64 * 2);
+	cr_assert_gt(hist[6], 0);
 	/* a loss at the very first of 64 segments: 63 left = 6 rounds (1+2+4+8+16+32 = 63) */
 	{
 		struct link_params p = { .loss_ppm = 1000000 };
