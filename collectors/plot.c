@@ -547,9 +547,11 @@ static int fig_steps_cdf(struct ctx *c)
 		fputs("step\t", d);
 		put_label(d, s->points[p].label);
 		fputc('\n', d);
-		/* a step function: up by 1/m at each worker's final step */
+		/* a step function: up by 1/m at each worker's final step; one point per distinct
+		 * step (the fraction at or below it), so 100,000 workers make a small file */
 		for (size_t i = 0; i < m; i++)
-			fprintf(d, "%.6g\t%.6g\n", xs[i], (double)(i + 1) / (double)m);
+			if (i + 1 == m || xs[i + 1] != xs[i])
+				fprintf(d, "%.6g\t%.6g\n", xs[i], (double)(i + 1) / (double)m);
 		if (m == 0)
 			fputs("NaN\tNaN\n", d);
 		if (fclose(d) != 0) {
