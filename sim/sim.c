@@ -38,6 +38,7 @@
 #include "node/wire.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_link.h"
+#include "sim/sim_profile.h"
 #include "sim/sim_train.h"
 
 #define SIM_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
@@ -75,6 +76,9 @@ struct sim {
 	struct core_ps *core;
 	struct sim_heap *heap;
 	struct sim_train *train;
+	struct sim_profile *profile;  /* simulation.profile, NULL = none */
+	const double **prof_compute;  /* per worker: quantiles of its step time (NULL: the model) */
+	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
 	struct sim_link_tcp tcp;
 	struct rng link_rng;
 	int64_t srv_busy_ns, stop_ns;
@@ -191,11 +195,14 @@ static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
 	return 2 * d * 1000;
 }
 
-/* A message of bytes from plan node a to plan node b, sent at now: when it arrives. */
-static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now)
+/* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
+ * arrives. With a calibration profile for w: half a draw of its measured round trip. */
+static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w)
 {
 	int64_t rtt = path_rtt(s, a, b), t;
 
+	if (s->prof_transfer && w < s->n && s->prof_transfer[w])
+		return now + (int64_t)(1e9 * sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2);
 	t = sim_link_send(&s->up[a], &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
 	return sim_link_send(&s->down[b], &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
 }
@@ -207,6 +214,12 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 	const struct scenario_straggler *st = &s->run->nodes[s->node_of[w]].straggler;
 	double t = (double)s->o->step_cost_ns;
 
+	if (s->prof_compute && s->prof_compute[w]) {
+		struct rng r;
+
+		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		return (int64_t)(1e9 * sim_profile_draw(s->prof_compute[w], rng_uniform(&r)));
+	}
 	if (st->set & SCENARIO_STRAG_SLOWDOWN)
 		t *= st->slowdown;
 	if ((st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE) {
@@ -320,7 +333,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 
 		switch (x->kind) {
 		case CORE_PS_ACK: {
-			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now);
+			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker);
 
 			if (x->reply || !w)
 				break;
@@ -364,7 +377,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 		case CORE_PS_RELEASE:
 		case CORE_PS_MODEL: {
 			uint32_t to = s->node_of[x->worker];
-			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now);
+			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker);
 
 			if (!w || w->state != W_UP)
 				break;
@@ -427,7 +440,7 @@ static void to_server(struct sim *s, uint32_t i, enum sim_msg m, uint64_t bytes,
 	struct sim_worker *w = &s->w[i];
 
 	w->msg = (uint8_t)m;
-	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now), i, EV_ARRIVE, w->gen);
+	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i), i, EV_ARRIVE, w->gen);
 }
 
 static void leave(struct sim *s, uint32_t i, enum core_ps_leave why, int64_t now)
@@ -641,8 +654,6 @@ static const char *unsupported(const struct plan_run *run)
 		return "model averaging is not simulated yet (expected combine none, local_steps 1)";
 	if (sc->network.trace)
 		return "network.trace is not simulated yet";
-	if (sc->simulation.profile)
-		return "simulation.profile: calibration profiles are not read yet";
 	for (size_t i = 0; i < run->n_nodes; i++)
 		if (run->nodes[i].straggler.set & SCENARIO_STRAG_TRACE)
 			return "stragglers compute.trace is not simulated yet";
@@ -835,6 +846,21 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		fail(&s, -EINVAL, "consistency core: bad configuration");
 		goto out;
 	}
+	if (sc->simulation.profile) {
+		s.profile = sim_profile_load(sc->simulation.profile, err, errlen);
+		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
+		s.prof_transfer = calloc(s.n, sizeof *s.prof_transfer);
+		if (!s.profile || !s.prof_compute || !s.prof_transfer) {
+			s.rc = -EINVAL;
+			goto out;
+		}
+		for (uint32_t i = 0; i < s.n; i++) {
+			const char *name = run->nodes[s.node_of[i]].name;
+
+			s.prof_compute[i] = sim_profile_compute(s.profile, name);
+			s.prof_transfer[i] = sim_profile_transfer(s.profile, name);
+		}
+	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);
 
@@ -900,6 +926,9 @@ out:
 	csv_writer_close(&s.progress);
 	csv_writer_close(&s.eval);
 	sim_train_destroy(&s.train);
+	sim_profile_destroy(&s.profile);
+	free(s.prof_compute);
+	free(s.prof_transfer);
 	core_ps_destroy(&s.core);
 	sim_heap_destroy(&s.heap);
 	free(s.node_of);
