@@ -100,6 +100,34 @@ Test(simulate, run_directory, .timeout = 300)
 		free(a);
 		free(b);
 	}
+	/* calibrate on the SSP run, simulate it again from the profile (the profile overrides the
+	 * step and link models): the median final step comes back within 10% */
+	cr_assert_eq(support_sh("%s calibrate '%s' 2>/dev/null && grep -q '^worker3.transfer_s = ' '%s/profile.conf'",
+				bin(), run, run), 0);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s/cal' --quiet --set simulation.train=none "
+				"--set 'simulation.profile=%s/profile.conf' --set 'sweep.consistency.barrier=[ssp]' "
+				"2>/dev/null", bin(), yaml, dir, run), 0);
+	{
+		char p2[700];
+		double med[2];
+
+		for (int k = 0; k < 2; k++) {
+			struct table *t;
+			bool missing;
+
+			snprintf(p2, sizeof p2, "%s/summary.csv", k ? out : dir);
+			if (!k)
+				snprintf(p2, sizeof p2, "%s/cal/summary.csv", dir);
+			t = table_load(p2, &missing, err, sizeof err);
+			cr_assert_not_null(t, "%s", err);
+			med[k] = table_double_or(t, 0, (size_t)table_col(t, "steps_median"), -1);
+			table_destroy(&t);
+		}
+		cr_assert_gt(med[1], 0);
+		cr_assert_lt(med[0] > med[1] ? med[0] - med[1] : med[1] - med[0], 0.1 * med[1],
+			     "calibrated median %g against %g", med[0], med[1]);
+	}
+	cr_assert_eq(support_sh("%s calibrate '%s' --out '%s/x.conf' 2>/dev/null; test $? = 2", bin(), dir, dir), 0);
 	support_rm_rf(dir);
 }
 
