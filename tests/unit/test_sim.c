@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "collectors/schema.h"
+#include "collectors/summary.h"
 #include "collectors/table.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/scenario.h"
@@ -307,6 +308,21 @@ Test(sim, many_workers_use_workers_csv, .timeout = 60)
 	cr_assert_eq(table_rows(t), 100);
 	cr_assert_eq(r.workers, 100);
 	table_destroy(&t);
+	/* the summary is rebuilt from workers.csv (steps and wait; staleness is not in it) */
+	{
+		char err[512], meta[400];
+		struct summary_row row;
+
+		snprintf(meta, sizeof meta, "%s/meta.json", dir);
+		support_write_file(meta, "{\"run_id\": \"r\", \"status\": \"complete\"}\n");
+		cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+		cr_assert_eq(row.workers, 100);
+		cr_assert_eq(row.steps_median, r.steps_median);
+		cr_assert_eq(row.steps_min, r.steps_min);
+		cr_assert_eq(row.total_steps, r.total_steps);
+		cr_assert_lt(fabs(row.wait_fraction - r.wait_fraction), 1e-4);
+		cr_assert(isnan(row.staleness_mean));
+	}
 	scenario_destroy(&sc);
 	support_rm_rf(dir);
 }
