@@ -77,6 +77,8 @@ struct sim {
 	struct sim_heap *heap;
 	struct sim_train *train;
 	struct sim_profile *profile;  /* simulation.profile, NULL = none */
+	struct straggler **strag;     /* per worker with a compute.trace: node/straggler's model
+				       * (NULL array when no worker has one) */
 	const double **prof_compute;  /* per worker: quantiles of its step time (NULL: the model) */
 	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
 	struct sim_link_tcp tcp;
@@ -214,6 +216,13 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 	const struct scenario_straggler *st = &s->run->nodes[s->node_of[w]].straggler;
 	double t = (double)s->o->step_cost_ns;
 
+	if (s->strag && s->strag[w]) {
+		/* a replayed trace: the emulator's own model (stretch to the trace's time,
+		 * slowdown, one delay draw from the node's stream) on top of step_cost */
+		double c = t / 1e9;
+
+		return (int64_t)(1e9 * (c + straggler_step_extra_s(s->strag[w], step, c)));
+	}
 	if (s->prof_compute && s->prof_compute[w]) {
 		struct rng r;
 
@@ -654,9 +663,6 @@ static const char *unsupported(const struct plan_run *run)
 		return "model averaging is not simulated yet (expected combine none, local_steps 1)";
 	if (sc->network.trace)
 		return "network.trace is not simulated yet";
-	for (size_t i = 0; i < run->n_nodes; i++)
-		if (run->nodes[i].straggler.set & SCENARIO_STRAG_TRACE)
-			return "stragglers compute.trace is not simulated yet";
 	if (!sc->stop_time_us && !sc->stop_steps)
 		return "a simulation needs stop.time or stop.steps (stop.accuracy alone might never end)";
 	return NULL;
@@ -846,6 +852,28 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		fail(&s, -EINVAL, "consistency core: bad configuration");
 		goto out;
 	}
+	for (uint32_t i = 0; i < s.n; i++) {
+		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
+		struct straggler_params sp;
+
+		if (!(st->set & SCENARIO_STRAG_TRACE) || !st->trace)
+			continue;
+		if (!s.strag && !(s.strag = calloc(s.n, sizeof *s.strag))) {
+			fail(&s, -ENOMEM, "out of memory");
+			goto out;
+		}
+		sp = (struct straggler_params){ .slowdown = (st->set & SCENARIO_STRAG_SLOWDOWN) ? st->slowdown : 1.0,
+						.dist = (st->set & SCENARIO_STRAG_DELAY) ? (enum straggler_dist)st->delay_dist
+											   : STRAGGLER_NONE,
+						.a = st->delay_a, .b = st->delay_b, .trace = st->trace };
+		/* seeded as the emulated worker seeds its model (node/engine_common) */
+		s.strag[i] = straggler_new(&sp, run->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
+		if (!s.strag[i]) {
+			fail(&s, -EINVAL, "%s: stragglers compute.trace %s cannot be read", run->nodes[s.node_of[i]].name,
+			     st->trace);
+			goto out;
+		}
+	}
 	if (sc->simulation.profile) {
 		s.profile = sim_profile_load(sc->simulation.profile, err, errlen);
 		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
@@ -927,6 +955,9 @@ out:
 	csv_writer_close(&s.eval);
 	sim_train_destroy(&s.train);
 	sim_profile_destroy(&s.profile);
+	for (uint32_t i = 0; s.strag && i < s.n; i++)
+		straggler_destroy(&s.strag[i]);
+	free(s.strag);
 	free(s.prof_compute);
 	free(s.prof_transfer);
 	core_ps_destroy(&s.core);

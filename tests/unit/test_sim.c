@@ -327,6 +327,37 @@ Test(sim, many_workers_use_workers_csv, .timeout = 60)
 	support_rm_rf(dir);
 }
 
+Test(sim, compute_trace_replayed, .timeout = 60)
+{
+	char dir[256], trace[300], buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+	struct sim_result r;
+	struct table *t;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(trace, sizeof trace, "%s/trace.csv", dir);
+	support_write_file(trace, "step,compute_s\n0,0.25\n1,0.5\n2,0.75\n");
+	snprintf(buf, sizeof buf,
+		 "stop: {time: 20s}\nconsistency: {barrier: asp}\nworkers: 2\nlinkcheck: off\n"
+		 "stragglers:\n  - {nodes: worker0, compute: {trace: '%s', slowdown: 2}}\n"
+		 "simulation: {step_cost: 10ms, server_cost: 10us}\n", trace);
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, dir, &r);
+	t = load(dir, "nodes/worker0.csv");
+	cr_assert_gt(table_rows(t), 10);
+	/* the trace's times, cyclically, stretched by the slowdown: 0.5, 1.0, 1.5, 0.5, ... */
+	for (size_t i = 0; i < table_rows(t); i++)
+		cr_assert_float_eq(cell(t, i, "compute_s"), 0.5 * (double)(i % 3 + 1), 1e-5, "row %zu: %g", i,
+				   cell(t, i, "compute_s"));
+	table_destroy(&t);
+	t = load(dir, "nodes/worker1.csv");
+	cr_assert_float_eq(cell(t, 0, "compute_s"), 0.01, 1e-6);
+	table_destroy(&t);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
 /* --- input errors -------------------------------------------------------------------------- */
 
 static void bad(const char *sim, const char *want_pos, const char *want)
