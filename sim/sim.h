@@ -5,9 +5,12 @@
  * ZeroMQ server runs, fed with the simulated events. What is modelled (docs/simulation.md):
  *   workers   a step takes step_cost x slowdown + one draw of the straggler's delay
  *             distribution, drawn from a stream keyed by (seed, worker, step), so the same step
- *             of the same worker takes the same time under every barrier; a pause window delays
- *             the start of a step to its end; crash, restart, late join and leave
- *   links     sim/sim_link on every node's up and down direction (timeline changes applied)
+ *             of the same worker takes the same time under every barrier (a compute.trace:
+ *             node/straggler's own model); a pause window delays the start of a step to its
+ *             end; crash, restart, late join and leave; or, with simulation.profile, draws
+ *             from the step times fitted to an emulated run (sim/sim_profile)
+ *   links     sim/sim_link on every node's up and down direction (timeline changes applied);
+ *             with a profile, half a draw of the worker's fitted round trip per message
  *   server    one FIFO queue taking server_cost per message (join, push)
  *   training  none (steps only), or real (sim/sim_train: the real model, data split and
  *             optimiser; each gradient computed on the model version the worker read)
