@@ -36,6 +36,7 @@
 #include "node/rng.h"
 #include "node/straggler.h"
 #include "node/wire.h"
+#include "orchestrator/linktrace.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_link.h"
 #include "sim/sim_profile.h"
@@ -46,7 +47,7 @@
 
 enum sim_ev {
 	EV_JOIN = 1, EV_ARRIVE, EV_HANDLE, EV_MODEL, EV_COMPUTE, EV_SAMPLE, EV_EVAL, EV_CRASH,
-	EV_RESTART, EV_LEAVE, EV_LINK,
+	EV_RESTART, EV_LEAVE, EV_LINK, EV_TRACE,
 };
 
 enum sim_msg { MSG_NONE = 0, MSG_JOIN, MSG_PUSH };
@@ -73,6 +74,9 @@ struct sim {
 	uint32_t *node_of;          /* worker -> plan node index */
 	struct sim_worker *w;
 	struct sim_link *up, *down; /* per plan node */
+	struct linktrace *ltrace;   /* network.trace, NULL = none */
+	struct link_params *cur_up, *cur_down; /* per plan node, only with a trace: the current
+					       * parameters the trace's rows change */
 	struct core_ps *core;
 	struct sim_heap *heap;
 	struct sim_train *train;
@@ -542,10 +546,23 @@ static void dispatch(struct sim *s, const struct sim_event *e)
 	case EV_LINK: {
 		const struct plan_event *pe = &s->run->events[e->who];
 
-		s->up[pe->node].p = &pe->up;
-		s->down[pe->node].p = &pe->down;
+		if (s->cur_up) {
+			s->cur_up[pe->node] = pe->up;
+			s->cur_down[pe->node] = pe->down;
+		} else {
+			s->up[pe->node].p = &pe->up;
+			s->down[pe->node].p = &pe->down;
+		}
 		break;
 	}
+	case EV_TRACE:
+		/* a network.trace row: delay, loss and rate of every link, both directions, as
+		 * the orchestrator applies it */
+		for (size_t i = 0; i < s->run->n_nodes; i++) {
+			linktrace_apply(&s->ltrace->rows[e->who], &s->cur_up[i]);
+			linktrace_apply(&s->ltrace->rows[e->who], &s->cur_down[i]);
+		}
+		break;
 	}
 }
 
@@ -661,8 +678,6 @@ static const char *unsupported(const struct plan_run *run)
 		       "centralized: not yet)";
 	if (sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1)
 		return "model averaging is not simulated yet (expected combine none, local_steps 1)";
-	if (sc->network.trace)
-		return "network.trace is not simulated yet";
 	if (!sc->stop_time_us && !sc->stop_steps)
 		return "a simulation needs stop.time or stop.steps (stop.accuracy alone might never end)";
 	return NULL;
@@ -830,10 +845,25 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		fail(&s, -ENOMEM, "out of memory");
 		goto out;
 	}
+	if (sc->network.trace) {
+		s.ltrace = linktrace_load(sc->network.trace, err, errlen);
+		s.cur_up = calloc(run->n_nodes, sizeof *s.cur_up);
+		s.cur_down = calloc(run->n_nodes, sizeof *s.cur_down);
+		if (!s.ltrace || !s.cur_up || !s.cur_down) {
+			s.rc = s.ltrace ? -ENOMEM : -EINVAL;
+			goto out;
+		}
+	}
 	k = 0;
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		s.up[i].p = &run->nodes[i].up;
 		s.down[i].p = &run->nodes[i].down;
+		if (s.cur_up) {
+			s.cur_up[i] = run->nodes[i].up;
+			s.cur_down[i] = run->nodes[i].down;
+			s.up[i].p = &s.cur_up[i];
+			s.down[i].p = &s.cur_down[i];
+		}
 		if (run->nodes[i].role == SCENARIO_ROLE_WORKER) {
 			s.node_of[k] = (uint32_t)i;
 			late[k] = (run->nodes[i].straggler.set & SCENARIO_STRAG_JOIN) != 0;
@@ -922,6 +952,8 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	for (size_t i = 0; i < run->n_events; i++)
 		push_ev(&s, (int64_t)run->events[i].at_us * 1000, (uint32_t)i, EV_LINK, 0);
+	for (size_t i = 0; s.ltrace && i < s.ltrace->n; i++)
+		push_ev(&s, (int64_t)s.ltrace->rows[i].at_us * 1000, (uint32_t)i, EV_TRACE, 0);
 	push_ev(&s, 0, 0, EV_SAMPLE, 0);
 	if (s.train)
 		push_ev(&s, 0, 0, EV_EVAL, 0);
@@ -966,6 +998,9 @@ out:
 	free(s.w);
 	free(s.up);
 	free(s.down);
+	free(s.cur_up);
+	free(s.cur_down);
+	linktrace_destroy(&s.ltrace);
 	free(late);
 	free(s.hist);
 	free(s.stale_hist);

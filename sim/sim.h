@@ -9,7 +9,8 @@
  *             node/straggler's own model); a pause window delays the start of a step to its
  *             end; crash, restart, late join and leave; or, with simulation.profile, draws
  *             from the step times fitted to an emulated run (sim/sim_profile)
- *   links     sim/sim_link on every node's up and down direction (timeline changes applied);
+ *   links     sim/sim_link on every node's up and down direction (timeline changes and
+ *             network.trace rows applied);
  *             with a profile, half a draw of the worker's fitted round trip per message
  *   server    one FIFO queue taking server_cost per message (join, push)
  *   training  none (steps only), or real (sim/sim_train: the real model, data split and

@@ -358,6 +358,48 @@ Test(sim, compute_trace_replayed, .timeout = 60)
 	support_rm_rf(dir);
 }
 
+Test(sim, network_trace_changes_every_link, .timeout = 60)
+{
+	char dir[256], trace[300], buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+	struct sim_result r;
+	struct table *t;
+	double before = 0, after = 0;
+	size_t nb = 0, na = 0;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(trace, sizeof trace, "%s/net.csv", dir);
+	/* 5 ms one way for 10 s, then 100 ms: a step's round trip goes from ~20 ms to ~400 ms
+	 * (four link directions) */
+	support_write_file(trace, "t_s,delay,loss,rate\n0,5ms,,\n10,100ms,,\n");
+	snprintf(buf, sizeof buf,
+		 "stop: {time: 20s}\nconsistency: {barrier: asp}\nworkers: 2\nlinkcheck: off\n"
+		 "network: {default: {delay: 1ms}, trace: '%s'}\n"
+		 "simulation: {step_cost: 10ms, server_cost: 10us}\n", trace);
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, dir, &r);
+	t = load(dir, "nodes/worker0.csv");
+	for (size_t i = 1; i < table_rows(t); i++) {
+		double t0 = cell(t, i - 1, "t_s"), dt = cell(t, i, "t_s") - t0;
+
+		if (t0 > 1 && t0 < 9) {
+			before += dt;
+			nb++;
+		} else if (t0 > 11) {
+			after += dt;
+			na++;
+		}
+	}
+	table_destroy(&t);
+	cr_assert_gt(nb, 50);
+	cr_assert_gt(na, 5);
+	cr_assert_lt(fabs(before / nb - 0.030), 0.003, "step %g s before", before / nb);
+	cr_assert_lt(fabs(after / na - 0.410), 0.01, "step %g s after", after / na);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
 /* --- input errors -------------------------------------------------------------------------- */
 
 static void bad(const char *sim, const char *want_pos, const char *want)
