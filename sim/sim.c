@@ -73,7 +73,9 @@ struct sim {
 	uint32_t srv;               /* plan index of the server */
 	uint32_t *node_of;          /* worker -> plan node index */
 	struct sim_worker *w;
-	struct sim_link *up, *down; /* per plan node */
+	struct sim_link *up, *down; /* per plan node; NULL when no link ever has a rate and no
+				     * timeline or trace changes one: then a transmitter is never
+				     * busy and the plan's parameters serve (32 bytes per node less) */
 	struct linktrace *ltrace;   /* network.trace, NULL = none */
 	struct link_params *cur_up, *cur_down; /* per plan node, only with a trace: the current
 					       * parameters the trace's rows change */
@@ -190,27 +192,37 @@ static void stale_add(struct sim *s, uint64_t v)
 
 /* --- time of things ------------------------------------------------------------------------ */
 
+/* The parameters of node i's up (or down) direction now. */
+static const struct link_params *lp(const struct sim *s, uint32_t i, bool up)
+{
+	if (s->up)
+		return up ? s->up[i].p : s->down[i].p;
+	return up ? &s->run->nodes[i].up : &s->run->nodes[i].down;
+}
+
 static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
 {
-	int64_t d = 0;
-
-	if (s->up[a].p)
-		d += s->up[a].p->delay_us;
-	if (s->down[b].p)
-		d += s->down[b].p->delay_us;
-	return 2 * d * 1000;
+	return 2 * ((int64_t)lp(s, a, true)->delay_us + lp(s, b, false)->delay_us) * 1000;
 }
 
 /* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
  * arrives. With a calibration profile for w: half a draw of its measured round trip. */
 static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w)
 {
-	int64_t rtt = path_rtt(s, a, b), t;
+	int64_t rtt, t;
+	struct sim_link la, lb;
 
 	if (s->prof_transfer && w < s->n && s->prof_transfer[w])
 		return now + (int64_t)(1e9 * sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2);
-	t = sim_link_send(&s->up[a], &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
-	return sim_link_send(&s->down[b], &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
+	rtt = path_rtt(s, a, b);
+	if (s->up) {
+		t = sim_link_send(&s->up[a], &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
+		return sim_link_send(&s->down[b], &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
+	}
+	la = (struct sim_link){ .p = lp(s, a, true) };
+	lb = (struct sim_link){ .p = lp(s, b, false) };
+	t = sim_link_send(&la, &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
+	return sim_link_send(&lb, &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
 }
 
 /* Compute time of worker w's step `step` (0-based), ns: step_cost x slowdown + a delay draw
@@ -783,7 +795,7 @@ static void fill_result(struct sim *s, struct sim_result *res)
 	res->bytes_moved = s->bytes_moved;
 	res->stopped_accuracy = s->stop_acc;
 	res->state_bytes = sizeof *s + s->n * (sizeof *s->w + sizeof *s->node_of) +
-			   2 * s->run->n_nodes * sizeof *s->up + sim_heap_bytes(s->heap) +
+			   (s->up ? 2 * s->run->n_nodes * sizeof *s->up : 0) + sim_heap_bytes(s->heap) +
 			   s->hist_len * sizeof *s->hist + s->stale_len * sizeof *s->stale_hist;
 }
 
@@ -836,12 +848,24 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	s.node_of = calloc(s.n, sizeof *s.node_of);
 	s.w = calloc(s.n, sizeof *s.w);
-	s.up = calloc(run->n_nodes, sizeof *s.up);
-	s.down = calloc(run->n_nodes, sizeof *s.down);
+	{
+		bool links = run->n_events || sc->network.trace;
+
+		for (size_t i = 0; i < run->n_nodes && !links; i++)
+			links = run->nodes[i].up.rate_bps || run->nodes[i].down.rate_bps;
+		if (links) {
+			s.up = calloc(run->n_nodes, sizeof *s.up);
+			s.down = calloc(run->n_nodes, sizeof *s.down);
+			if (!s.up || !s.down) {
+				fail(&s, -ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+	}
 	late = calloc(s.n, sizeof *late);
 	/* a worker has one event pending at a time (its churn aside): n + a few, grown if not */
 	s.heap = sim_heap_new((size_t)s.n + 64);
-	if (!s.node_of || !s.w || !s.up || !s.down || !late || !s.heap) {
+	if (!s.node_of || !s.w || !late || !s.heap) {
 		fail(&s, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -856,8 +880,10 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	k = 0;
 	for (size_t i = 0; i < run->n_nodes; i++) {
-		s.up[i].p = &run->nodes[i].up;
-		s.down[i].p = &run->nodes[i].down;
+		if (s.up) {
+			s.up[i].p = &run->nodes[i].up;
+			s.down[i].p = &run->nodes[i].down;
+		}
 		if (s.cur_up) {
 			s.cur_up[i] = run->nodes[i].up;
 			s.cur_down[i] = run->nodes[i].down;
