@@ -15,8 +15,9 @@
  * join) and LINK (a network.timeline change). A generation tag per worker cancels the events
  * of a crashed worker's lost process. Nothing runs past stop.time.
  *
- * Memory per worker, train none: struct sim_worker (40 bytes), its plan index (4), two links
- * (32), about one heap entry (24) and the core's share (node/core_ps.h). */
+ * Memory per worker, train none: struct sim_worker (40 bytes), its plan index (4), about one
+ * heap entry (24), two link directions (32, only when a transmitter can be busy or links
+ * change) and the core's share (node/core_ps.h). */
 #include "sim/sim.h"
 
 #include <errno.h>

@@ -442,6 +442,10 @@ Test(sim, bad_input)
 		cr_assert_eq(sc->simulation.node_files, 64);
 		cr_assert_eq(sc->simulation.train, SCENARIO_SIM_TRAIN_NONE);
 		scenario_destroy(&sc);
+		t = "stop: {time: 10s}\nworkers: 300000\nsimulation: {}\n";
+		sc = scenario_parse(t, strlen(t), "w.yaml", err, sizeof err);
+		cr_assert_null(sc);
+		cr_assert_not_null(strstr(err, "w.yaml:2:10:"), "%s", err);
 	}
 }
 
