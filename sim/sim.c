@@ -91,6 +91,8 @@ struct sim {
 	struct sim_link_tcp tcp;
 	struct rng link_rng;
 	int64_t srv_busy_ns, stop_ns;
+	uint32_t h;                 /* local steps per push: consistency.local_steps when model
+				     * averaging, else 1 */
 	uint64_t model_bytes;
 	/* step histogram of the live workers, for progress.csv's min/median/max */
 	uint32_t *hist;
@@ -345,6 +347,41 @@ static void eval_row(struct sim *s, int64_t t)
 
 /* --- the server ---------------------------------------------------------------------------- */
 
+/* Worker i completed a step at t (its clock is now `step`): the sums and its trace row.
+ * stale < 0: none; pushed: the step ended with the push (bytes of the update, the model and
+ * the ACK), else a local step of a model-averaging round. */
+static void step_row(struct sim *s, uint32_t i, int64_t t, uint32_t step, int64_t stale, bool pushed)
+{
+	struct sim_worker *w = &s->w[i];
+	uint32_t pnode = s->node_of[i];
+	uint64_t tx = pushed ? s->model_bytes : 0, rx = pushed ? s->model_bytes + SIM_SMALL_BYTES : 0;
+
+	set_step(s, w, step);
+	s->compute_sum += w->cur_compute;
+	s->wait_sum += w->cur_wait;
+	w->compute_s += w->cur_compute;
+	w->wait_s += w->cur_wait;
+	s->bytes_moved += tx + rx;
+	if (stale >= 0) {
+		stale_add(s, (uint64_t)stale);
+		w->stale_sum += (float)stale;
+		w->stale_n++;
+		if ((uint32_t)stale > w->stale_max)
+			w->stale_max = (uint32_t)stale;
+	}
+	if (s->trace && s->trace[i]) {
+		char st[24] = "";
+
+		if (stale >= 0)
+			snprintf(st, sizeof st, "%lld", (long long)stale);
+		if (csv_writer_row(s->trace[i], "%.6f,%s,%u,%.6f,%.6f,%s,%u,,%llu,%llu,0", t / 1e9,
+				   s->run->nodes[pnode].name, w->step, w->cur_compute, w->cur_wait, st, w->version,
+				   (unsigned long long)tx, (unsigned long long)rx) < 0)
+			fail(s, -EIO, "write nodes/%s.csv failed", s->run->nodes[pnode].name);
+	}
+	w->cur_wait = 0;
+}
+
 static void carry_out(struct sim *s, uint32_t from, int64_t now)
 {
 	size_t na, k;
@@ -366,39 +403,14 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 			/* the trace row of the step just pushed, when its ACK is back */
 			if (t > s->stop_ns || w->state != W_UP)
 				break;
-			set_step(s, w, (uint32_t)x->step);
-			s->compute_sum += w->cur_compute;
-			s->wait_sum += w->cur_wait;
-			w->compute_s += w->cur_compute;
-			w->wait_s += w->cur_wait;
-			s->bytes_moved += s->model_bytes * 2 + SIM_SMALL_BYTES;
-			if (x->aux >= 0) {
-				stale_add(s, (uint64_t)x->aux);
-				w->stale_sum += (float)x->aux;
-				w->stale_n++;
-				if ((uint32_t)x->aux > w->stale_max)
-					w->stale_max = (uint32_t)x->aux;
-			}
-			if (s->trace && s->trace[x->worker]) {
-				char stale[24] = "";
-
-				if (x->aux >= 0)
-					snprintf(stale, sizeof stale, "%lld", (long long)x->aux);
-				if (csv_writer_row(s->trace[x->worker], "%.6f,%s,%u,%.6f,%.6f,%s,%u,,%llu,%llu,0",
-						   t / 1e9, s->run->nodes[pnode].name, w->step, w->cur_compute,
-						   w->cur_wait, stale, w->version,
-						   (unsigned long long)s->model_bytes,
-						   (unsigned long long)(s->model_bytes + SIM_SMALL_BYTES)) < 0)
-					fail(s, -EIO, "write nodes/%s.csv failed", s->run->nodes[pnode].name);
-			}
-			w->cur_wait = 0;
+			step_row(s, x->worker, t, (uint32_t)(x->step * s->h), x->aux, true);
 			if (s->sc->stop_steps && w->step >= s->sc->stop_steps)
 				push_ev(s, t, x->worker, EV_LEAVE, w->gen);
 			break;
 		}
 		case CORE_PS_HELLO:
 			if (w && w->state == W_UP)
-				set_step(s, w, (uint32_t)x->step);
+				set_step(s, w, (uint32_t)(x->step * s->h));
 			break;
 		case CORE_PS_RELEASE:
 		case CORE_PS_MODEL: {
@@ -428,7 +440,8 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 				rc = sim_train_round_close(s->train, (double)x->aux);
 			break;
 		case CORE_PS_FOLD:
-			rc = -EINVAL;
+			if (s->train)
+				rc = -EINVAL; /* refused before the run: averaging trains no real model yet */
 			break;
 		default:
 			break;
@@ -448,7 +461,9 @@ static void handle(struct sim *s, uint32_t i, int64_t now)
 		rc = core_ps_on_hello(s->core, i, CORE_PS_JOIN, now);
 		break;
 	case MSG_PUSH:
-		rc = core_ps_on_push(s->core, i, (int64_t)w->step + 1, w->version, s->sc->train.batch, now);
+		/* the round this push ends (averaging: H local steps; else the step) */
+		rc = core_ps_on_push(s->core, i, (int64_t)(w->step / s->h) + 1, w->version,
+				     (int64_t)s->sc->train.batch * s->h, now);
 		break;
 	default:
 		return;
@@ -497,6 +512,16 @@ static void start(struct sim *s, uint32_t i, int64_t now)
 
 /* --- the loop ------------------------------------------------------------------------------ */
 
+/* Worker i starts a step at now (after a pause window it falls in). */
+static void local_step(struct sim *s, uint32_t i, int64_t now)
+{
+	struct sim_worker *w = &s->w[i];
+	int64_t t0 = after_pause(s, i, now), c = step_ns(s, i, w->step);
+
+	w->cur_compute = (float)(c / 1e9);
+	push_ev(s, t0 + c, i, EV_COMPUTE, w->gen);
+}
+
 static void dispatch(struct sim *s, const struct sim_event *e)
 {
 	struct sim_worker *w = e->who < s->n ? &s->w[e->who] : NULL;
@@ -520,21 +545,26 @@ static void dispatch(struct sim *s, const struct sim_event *e)
 		if (w->gen == e->gen && w->state == W_UP)
 			handle(s, e->who, now);
 		break;
-	case EV_MODEL: {
-		int64_t t0, c;
+	case EV_MODEL:
+		/* the model arrived: a round starts (averaging: its first local step) */
+		if (w->gen == e->gen && w->state == W_UP)
+			local_step(s, e->who, now);
+		break;
+	case EV_COMPUTE: {
+		bool last;
 
 		if (w->gen != e->gen || w->state != W_UP)
 			break;
-		t0 = after_pause(s, e->who, now);
-		c = step_ns(s, e->who, w->step);
-		w->cur_compute = (float)(c / 1e9);
-		push_ev(s, t0 + c, e->who, EV_COMPUTE, w->gen);
+		last = (w->step + 1) % s->h == 0 || (s->sc->stop_steps && w->step + 1 >= s->sc->stop_steps);
+		if (last) {
+			to_server(s, e->who, MSG_PUSH, s->model_bytes, now);
+			break;
+		}
+		/* a local step of an averaging round: its row, then the next one at once */
+		step_row(s, e->who, now, w->step + 1, -1, false);
+		local_step(s, e->who, now);
 		break;
 	}
-	case EV_COMPUTE:
-		if (w->gen == e->gen && w->state == W_UP)
-			to_server(s, e->who, MSG_PUSH, s->model_bytes, now);
-		break;
 	case EV_SAMPLE:
 		progress_row(s, now);
 		if (now + SIM_SAMPLE_NS <= s->stop_ns)
@@ -689,8 +719,10 @@ static const char *unsupported(const struct plan_run *run)
 	if (sc->topology.kind != SCENARIO_TOPO_PS)
 		return "only topology parameter-server is simulated so far (p2p, allreduce and "
 		       "centralized: not yet)";
-	if (sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1)
-		return "model averaging is not simulated yet (expected combine none, local_steps 1)";
+	if ((sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1) &&
+	    sc->simulation.train == SCENARIO_SIM_TRAIN_REAL)
+		return "model averaging with simulation.train real is not simulated yet (train none counts "
+		       "its steps)";
 	if (!sc->stop_time_us && !sc->stop_steps)
 		return "a simulation needs stop.time or stop.steps (stop.accuracy alone might never end)";
 	return NULL;
@@ -897,8 +929,11 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			k++;
 		}
 	}
+	s.h = sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1
+		       ? (sc->consistency.local_steps ? sc->consistency.local_steps : 1) : 1;
 	cc = (struct core_ps_conf){
 		.n = s.n,
+		.average = s.h > 1 || sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
 		.bp = { .kind = (enum barrier_kind)sc->consistency.barrier, .staleness = sc->consistency.staleness,
 			.sample = sc->consistency.sample, .backup = sc->consistency.backup },
 		.weighting = (enum core_ps_weighting)sc->consistency.weighting,

@@ -15,6 +15,8 @@
  *   server    one FIFO queue taking server_cost per message (join, push)
  *   training  none (steps only), or real (sim/sim_train: the real model, data split and
  *             optimiser; each gradient computed on the model version the worker read)
+ * Model averaging (local_steps H > 1): H local steps per round, one push per round (train
+ * none only).
  * Outputs go to the run directory through collectors/csv in the emulator's schema
  * (docs/traces.md): nodes/<worker>.csv (when there are at most node_files workers),
  * workers.csv (one row per worker), progress.csv, eval.csv (train real); t_s is simulated

@@ -327,6 +327,44 @@ Test(sim, many_workers_use_workers_csv, .timeout = 60)
 	support_rm_rf(dir);
 }
 
+Test(sim, model_averaging_rounds, .timeout = 60)
+{
+	char dir[256], buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+	struct sim_result r;
+	struct table *t;
+	size_t waits = 0;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(buf, sizeof buf,
+		 "stop: {time: 30s}\nconsistency: {barrier: bsp, local_steps: 4}\nworkers: 5\nlinkcheck: off\n"
+		 "network: {default: {delay: 2ms}}\n"
+		 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 50ms}}}\n"
+		 "simulation: {step_cost: 1ms, server_cost: 10us}\n");
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, dir, &r);
+	/* a round is 4 local steps; BSP holds every worker to the same round */
+	cr_assert_gt(r.steps_min, 40);
+	cr_assert_leq(r.steps_max - r.steps_min, 4);
+	t = load(dir, "nodes/worker2.csv");
+	for (size_t i = 0; i < table_rows(t); i++) {
+		double step = cell(t, i, "step");
+		bool push = fmod(step, 4) == 0;
+
+		/* only a round's first step waits, only its last moves the models */
+		if (cell(t, i, "wait_s") > 0) {
+			cr_assert_eq(fmod(step, 4), 1, "step %g waited", step);
+			waits++;
+		}
+		cr_assert_eq(cell(t, i, "bytes_tx") > 0, push, "step %g", step);
+	}
+	cr_assert_gt(waits, 5);
+	table_destroy(&t);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
 Test(sim, compute_trace_replayed, .timeout = 60)
 {
 	char dir[256], trace[300], buf[2048], err[SCENARIO_ERR_MAX];
