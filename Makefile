@@ -40,7 +40,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -MMD -MP -I. $(PKG_CFLAGS) \
 LDLIBS  += $(PKG_LIBS) -lm -lpthread
 
 MAINS    := orchestrator/main.c node/main.c netem/linkd_main.c
-MOD_SRCS := $(filter-out $(MAINS),$(wildcard lib/*.c orchestrator/*.c node/*.c netem/*.c collectors/*.c))
+MOD_SRCS := $(filter-out $(MAINS),$(wildcard lib/*.c orchestrator/*.c node/*.c netem/*.c collectors/*.c sim/*.c))
 MOD_OBJS := $(MOD_SRCS:%.c=$(BUILD)/%.o)
 LIBA     := $(BUILD)/libstalenet.a
 
@@ -172,7 +172,7 @@ fuzz: $(FUZZERS)
 	  grep -E '^Done|#[0-9]+.*DONE' $(BUILD)/fuzz/$$n.log | tail -1; done; exit $$fail
 
 # Each header must compile on its own.
-HEADERS := $(wildcard lib/*.h orchestrator/*.h node/*.h netem/*.h collectors/*.h tests/support/*.h)
+HEADERS := $(wildcard lib/*.h orchestrator/*.h node/*.h netem/*.h collectors/*.h sim/*.h tests/support/*.h)
 check-headers: | deps-ok
 	@fail=0; for h in $(HEADERS); do \
 	  echo "#include \"$$h\"" | $(CC) -std=c11 -D_GNU_SOURCE $(WARN) -I. $(PKG_CFLAGS) -x c -fsyntax-only - \

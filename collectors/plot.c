@@ -37,7 +37,7 @@
 #include "lib/log.h"
 
 const char *const PLOT_FIGURES[] = {
-	"accuracy_time", "accuracy_updates", "steps_final", "progress",
+	"accuracy_time", "accuracy_updates", "steps_final", "steps_cdf", "progress",
 	"staleness_hist", "link_drops", "linkcheck_delay", NULL,
 };
 
@@ -504,6 +504,89 @@ out:
 	return rc;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The PSP chapter's form: the CDF of nodes over their final step, one line per sweep point
+ * (repeats pooled). */
+static int fig_steps_cdf(struct ctx *c)
+{
+	const struct plot_set *s = c->set;
+	struct plot_step *v = NULL;
+	double *xs = NULL;
+	size_t n = 0;
+	FILE *f = NULL, *d = NULL;
+	int rc;
+
+	rc = plot_data_steps_final(s, &v, &n, c->err, c->errlen);
+	if (rc < 0 || n == 0)
+		goto out;
+	xs = malloc(n * sizeof *xs);
+	if (!xs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t p = 0; p < s->npoints; p++) {
+		char name[64];
+		size_t m = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (v[i].point == p)
+				xs[m++] = v[i].step;
+		qsort(xs, m, sizeof *xs, cmp_double);
+		snprintf(name, sizeof name, "steps_cdf_%zu.dat", p);
+		d = tmp_open(c, "steps_cdf_%zu.dat", p);
+		if (!d) {
+			rc = -EIO;
+			goto out;
+		}
+		fputs("step\t", d);
+		put_label(d, s->points[p].label);
+		fputc('\n', d);
+		/* a step function: up by 1/m at each worker's final step; one point per distinct
+		 * step (the fraction at or below it), so 100,000 workers make a small file */
+		for (size_t i = 0; i < m; i++)
+			if (i + 1 == m || xs[i + 1] != xs[i])
+				fprintf(d, "%.6g\t%.6g\n", xs[i], (double)(i + 1) / (double)m);
+		if (m == 0)
+			fputs("NaN\tNaN\n", d);
+		if (fclose(d) != 0) {
+			d = NULL;
+			rc = -EIO;
+			snprintf(c->err, c->errlen, "write %s: %s", name, strerror(errno));
+			goto out;
+		}
+		d = NULL;
+	}
+	f = fig_begin(c, "steps_cdf");
+	if (!f) {
+		rc = -EIO;
+		goto out;
+	}
+	fprintf(f, "set title \"Distribution of the workers' final steps (CDF; repeats pooled)\"\n");
+	fprintf(f, "set xlabel 'steps completed at the end of the run (count)'\n");
+	fprintf(f, "set ylabel 'fraction of workers with at most x steps'\n");
+	fprintf(f, "set yrange [0:1]\nset xrange [0:*]\nset key outside right top\n");
+	fprintf(f, "plot ");
+	for (size_t p = 0; p < s->npoints; p++)
+		fprintf(f, "'steps_cdf_%zu.dat' using 1:2 with steps lw 2 lc rgb '%s' dt %zu title "
+			   "columnheader(2)%s", p, color(p), 1 + p / NCOLORS, p + 1 < s->npoints ? ", " : "\n");
+	rc = fig_end(c, "steps_cdf", f, 1200, 620);
+	f = NULL;
+out:
+	if (d)
+		fclose(d);
+	if (f)
+		fclose(f);
+	free(xs);
+	free(v);
+	return rc;
+}
+
 /* Step spread and waiting workers over time, first repeat of each sweep point. */
 static int fig_progress(struct ctx *c)
 {
@@ -822,7 +905,7 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 {
 	struct plot_set set;
 	struct ctx c = { .set = &set, .err = err, .errlen = errlen, .plotsfd = -1, .tmpfd = -1 };
-	int (*const figs[])(struct ctx *) = { fig_steps_final, fig_progress, fig_staleness,
+	int (*const figs[])(struct ctx *) = { fig_steps_final, fig_steps_cdf, fig_progress, fig_staleness,
 					      fig_link_drops, fig_linkcheck };
 	struct stat st;
 	int rc = 0, written = 0;

@@ -383,6 +383,49 @@ static int worker_files(const struct plot_run *r, char ***out, size_t *nout)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+static int add_step(struct plot_step **v, size_t *n, size_t *cap, size_t p, size_t k, size_t i, double last)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		struct plot_step *nv = realloc(*v, nc * sizeof *nv);
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = (struct plot_step){
+		.point = p,
+		.repeat = k,
+		.x = (double)p + ((double)((i * 7 + k * 3) % 11) / 10.0 - 0.5) * 0.36,
+		.step = last,
+	};
+	return 0;
+}
+
+/* A simulation's workers.csv (one row per worker, final_step): 1 when it gave the run's
+ * workers, 0 when the run has none (or it lacks the column), -ENOMEM. */
+static int steps_from_workers(const struct plot_run *r, size_t p, size_t k, struct plot_step **v,
+			      size_t *n, size_t *cap)
+{
+	char path[8192];
+	struct table *t = NULL;
+	int cs, rc = 0;
+
+	snprintf(path, sizeof path, "%s/workers.csv", r->dir);
+	if (access(path, F_OK) != 0 || load_node_table(r, "workers.csv", &t) < 0)
+		return 0;
+	cs = table_col(t, "final_step");
+	for (size_t row = 0; cs >= 0 && row < table_rows(t) && rc == 0; row++) {
+		double x = table_double_or(t, row, (size_t)cs, -1);
+
+		if (x >= 0)
+			rc = add_step(v, n, cap, p, k, row, x);
+	}
+	table_destroy(&t);
+	return rc < 0 ? rc : cs >= 0;
+}
+
 int plot_data_steps_final(const struct plot_set *set, struct plot_step **out, size_t *nout,
 			  char *err, size_t errlen)
 {
@@ -400,6 +443,15 @@ int plot_data_steps_final(const struct plot_set *set, struct plot_step **out, si
 			char **names = NULL;
 			size_t nn = 0;
 
+			rc = steps_from_workers(r, p, k, &v, &n, &cap);
+			if (rc < 0) {
+				snprintf(err, errlen, "out of memory");
+				goto out;
+			}
+			if (rc == 1) {
+				rc = 0;
+				continue;
+			}
 			rc = worker_files(r, &names, &nn);
 			if (rc < 0) {
 				snprintf(err, errlen, "%s/nodes: %s", r->dir, strerror(-rc));
@@ -424,25 +476,12 @@ int plot_data_steps_final(const struct plot_set *set, struct plot_step **out, si
 				table_destroy(&t);
 				if (last < 0)
 					continue;
-				if (n == cap) {
-					struct plot_step *nv =
-						realloc(v, (cap = cap ? 2 * cap : 64) * sizeof *nv);
-
-					if (!nv) {
-						snprintf(err, errlen, "out of memory");
-						free_names(names, nn);
-						rc = -ENOMEM;
-						goto out;
-					}
-					v = nv;
+				if (add_step(&v, &n, &cap, p, k, i, last) < 0) {
+					snprintf(err, errlen, "out of memory");
+					free_names(names, nn);
+					rc = -ENOMEM;
+					goto out;
 				}
-				v[n++] = (struct plot_step){
-					.point = p,
-					.repeat = k,
-					.x = (double)p +
-					     ((double)((i * 7 + k * 3) % 11) / 10.0 - 0.5) * 0.36,
-					.step = last,
-				};
 			}
 			free_names(names, nn);
 		}

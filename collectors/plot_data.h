@@ -87,7 +87,8 @@ int plot_data_accuracy(const struct plot_set *set, bool by_updates, struct plot_
 int plot_data_link_drops(const struct plot_set *set, struct plot_band *bands, char *err,
 			 size_t errlen);
 
-/* One worker's last step (nodes/NAME.csv, NAME not starting with "server"). x is the point's
+/* One worker's last step (nodes/NAME.csv, NAME not starting with "server"; or, when the run
+ * has one, a simulation's workers.csv final_step, one row per worker). x is the point's
  * index plus a deterministic sideways offset (by worker and repeat) so equal values stay
  * visible. */
 struct plot_step {

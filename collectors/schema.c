@@ -90,6 +90,9 @@ static const struct filespec SPECS[] = {
 	  { { "t_s", T_FPOS }, { "device", T_S }, { "version", T_U }, { "strategy", T_S },
 	    { "bytes_tx", T_U }, { "bytes_stored", T_U }, { "encode_s", T_FPOS }, { "apply_s", T_FPOS },
 	    { "verify_ok", T_U }, { "registry_lag_s", T_FPOS }, { "chain_len", T_U } } },
+	{ "workers", "workers.csv", TRACE_HEADER_WORKERS, false, NULL, NULL,
+	  { { "node", T_S }, { "final_step", T_U }, { "compute_s", T_FPOS }, { "wait_s", T_FPOS },
+	    { "staleness_mean", T_FPOS_E }, { "staleness_max", T_U_E } } },
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 

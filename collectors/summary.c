@@ -484,6 +484,50 @@ out:
 	return rc;
 }
 
+/* A simulation above simulation.node_files workers has no worker traces but workers.csv (one row
+ * per worker): the step and wait fields from it; staleness and bytes cannot be rebuilt from it
+ * (empty; the row `stalenet simulate` wrote itself has them). */
+static int summarise_workers_csv(const char *run_dir, struct summary_row *out, char *err, size_t errlen)
+{
+	char path[8192];
+	struct table *t;
+	bool missing = false;
+	int cs, cc, cw;
+	size_t rows;
+	double *v = NULL, sc = 0, sw = 0;
+
+	snprintf(path, sizeof path, "%s/workers.csv", run_dir);
+	t = table_load(path, &missing, err, errlen);
+	if (!t)
+		return missing ? 0 : -EINVAL;
+	cs = table_col(t, "final_step");
+	cc = table_col(t, "compute_s");
+	cw = table_col(t, "wait_s");
+	rows = table_rows(t);
+	if (cs < 0 || cc < 0 || cw < 0 || rows == 0 || !(v = malloc(rows * sizeof *v))) {
+		table_destroy(&t);
+		return 0;
+	}
+	out->total_steps = 0;
+	for (size_t r = 0; r < rows; r++) {
+		v[r] = table_double_or(t, r, (size_t)cs, 0);
+		out->total_steps += (uint64_t)v[r];
+		sc += table_double_or(t, r, (size_t)cc, 0);
+		sw += table_double_or(t, r, (size_t)cw, 0);
+	}
+	out->workers = rows;
+	out->steps_median = summary_median(v, rows); /* sorts v */
+	out->steps_min = v[0];
+	out->steps_max = v[rows - 1];
+	out->wait_fraction = sw + sc > 0 ? sw / (sw + sc) : NAN;
+	out->staleness_mean = out->staleness_p99 = NAN;
+	out->unknown = SUMMARY_UNKNOWN_BYTES_MOVED | SUMMARY_UNKNOWN_BAD_FRAMES;
+	out->lacks &= ~SUMMARY_LACKS_STEP;
+	free(v);
+	table_destroy(&t);
+	return 0;
+}
+
 int summary_compute(const char *run_dir, struct summary_row *out, char *err, size_t errlen)
 {
 	double *ts = NULL, *us = NULL, *as = NULL;
@@ -515,6 +559,8 @@ int summary_compute(const char *run_dir, struct summary_row *out, char *err, siz
 	free(as);
 	rc = summarise_nodes(run_dir, out, err, errlen);
 	if (rc < 0)
+		return rc;
+	if (out->workers == 0 && (rc = summarise_workers_csv(run_dir, out, err, errlen)) < 0)
 		return rc;
 	return summarise_links(run_dir, out, err, errlen);
 }

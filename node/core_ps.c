@@ -31,6 +31,8 @@
 /* The seed of worker i's sampling stream (what the emulator's server always used). */
 #define CORE_PS_RNG_STREAM 0x62617272ull
 
+#define CORE_PS_ACT_CAP 1024 /* actions' room made at creation, at most */
+
 struct cw {
 	int64_t held_c;        /* the held request's clock */
 	int64_t held_since_ns;
@@ -100,7 +102,8 @@ static void emit(struct core_ps *c, enum core_ps_action_kind kind, uint32_t w, i
 	struct core_ps_action *a;
 
 	if (c->nact == c->cap) {
-		/* Only when one event does more than the room made at creation (2n + 16). */
+		/* Only when one event does more than the room made at creation
+		 * (min(2n + 16, CORE_PS_ACT_CAP)): a BSP round of more than ~500 workers, once. */
 		size_t cap = c->cap * 2;
 		struct core_ps_action *p = realloc(c->act, cap * sizeof *p);
 
@@ -907,7 +910,10 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 	c->w = calloc(n, sizeof *c->w);
 	c->clocks = calloc(n, sizeof *c->clocks);
 	c->alive = calloc(n, sizeof *c->alive);
-	c->cap = 2 * (size_t)n + 16;
+	/* Room for every action of an event of up to ~500 workers; a larger run (a simulation
+	 * of thousands) grows it on the first event that needs more, rather than holding 96
+	 * bytes per worker for a BSP round close it may never have. */
+	c->cap = 2 * (size_t)n + 16 < CORE_PS_ACT_CAP ? 2 * (size_t)n + 16 : CORE_PS_ACT_CAP;
 	c->act = calloc(c->cap, sizeof *c->act);
 	c->fen = calloc((size_t)n + 1, sizeof *c->fen);
 	c->cand = calloc(n, sizeof *c->cand);

@@ -13,8 +13,9 @@
  * Shape (after ngtcp2's connection core): create with a struct core_ps_conf, feed events
  * (core_ps_on_*), read the actions of that call (core_ps_actions), repeat. Actions are valid
  * until the next event. Per worker the core keeps about 110 bytes plus, for pBSP/pSSP, 12
- * bytes per sampled worker (the sample and its waiter links); no event allocates (unless one
- * event makes more than 2n + 16 actions). An event costs O(1) amortised for BSP/SSP/ASP and
+ * bytes per sampled worker (the sample and its waiter links); no event allocates unless it
+ * makes more than min(2n + 16, 1024) actions (a BSP round close of more than ~500 workers: the
+ * room grows once, by doubling). An event costs O(1) amortised for BSP/SSP/ASP and
  * O(beta (beta + log n)) for a pBSP/pSSP crossing; O(n) when liveness changes, a BSP round
  * closes or the smallest clock rises (each once per many events).
  *

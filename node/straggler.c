@@ -177,31 +177,35 @@ void straggler_destroy(struct straggler **self)
 	*self = NULL;
 }
 
-double straggler_delay_s(struct straggler *self)
+double straggler_dist_draw(enum straggler_dist dist, double a, double b, struct rng *r)
 {
-	const struct straggler_params *p = &self->p;
 	double u, v;
 
-	switch (p->dist) {
+	switch (dist) {
 	case STRAGGLER_CONSTANT:
-		return p->a;
+		return a;
 	case STRAGGLER_UNIFORM:
-		return p->a + (p->b - p->a) * rng_uniform(&self->rng);
+		return a + (b - a) * rng_uniform(r);
 	case STRAGGLER_EXPONENTIAL:
-		return -p->a * log1p(-rng_uniform(&self->rng));
+		return -a * log1p(-rng_uniform(r));
 	case STRAGGLER_GAMMA:
-		return p->b * rng_gamma(&self->rng, p->a);
+		return b * rng_gamma(r, a);
 	case STRAGGLER_NORMAL:
-		v = p->a + p->b * rng_normal(&self->rng);
+		v = a + b * rng_normal(r);
 		return v > 0 ? v : 0;
 	case STRAGGLER_PARETO:
 		/* Inverse CDF: x_m / U^(1/alpha), U in (0, 1]. */
-		u = 1.0 - rng_uniform(&self->rng);
-		return p->a / pow(u, 1.0 / p->b);
+		u = 1.0 - rng_uniform(r);
+		return a / pow(u, 1.0 / b);
 	case STRAGGLER_NONE:
 	default:
 		return 0;
 	}
+}
+
+double straggler_delay_s(struct straggler *self)
+{
+	return straggler_dist_draw(self->p.dist, self->p.a, self->p.b, &self->rng);
 }
 
 double straggler_step_extra_s(struct straggler *self, int64_t step, double compute_s)

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 struct kv;
+struct rng;
 
 enum straggler_dist {
 	STRAGGLER_NONE = 0,
@@ -54,6 +55,10 @@ struct straggler;
  * trace if any. NULL (logged) on a bad trace file or no memory. */
 struct straggler *straggler_new(const struct straggler_params *p, uint64_t seed);
 void straggler_destroy(struct straggler **self);
+
+/* One draw from dist with parameters a, b (as straggler_params) using r: the distributions
+ * of straggler_delay_s, for a caller that keeps its own random stream (the simulator). */
+double straggler_dist_draw(enum straggler_dist dist, double a, double b, struct rng *r);
 
 /* One draw of the per-step extra delay, seconds (0 for STRAGGLER_NONE). */
 double straggler_delay_s(struct straggler *self);

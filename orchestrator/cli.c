@@ -18,6 +18,8 @@
 #include "orchestrator/recover.h"
 #include "orchestrator/run.h"
 #include "orchestrator/scenario.h"
+#include "orchestrator/simulate.h"
+#include "sim/sim_profile.h"
 
 static const char usage_main[] =
 	"usage: stalenet <command> [options]\n"
@@ -28,6 +30,8 @@ static const char usage_main[] =
 	"commands:\n"
 	"  check SCENARIO      validate a scenario and print the expanded plan (touches nothing)\n"
 	"  run SCENARIO        build the testbed, run every planned run, collect traces (root)\n"
+	"  simulate SCENARIO   discrete-event simulation of the same runs (no privileges)\n"
+	"  calibrate RUN_DIR   fit a simulation profile to an emulated run's traces\n"
 	"  cleanup             remove what crashed runs left behind (root)\n"
 	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
 	"  plot DIR            draw the figures of a run or sweep directory\n"
@@ -76,6 +80,29 @@ static const char usage_run[] =
 	"\n"
 	"Needs root. Leaves the host as it found it, also on Ctrl-C or a node crash; after a\n"
 	"kill -9 of stalenet itself, run 'stalenet cleanup'.\n";
+
+static const char usage_simulate[] =
+	"usage: stalenet simulate SCENARIO [options]\n"
+	"\n"
+	"Simulate every planned run of SCENARIO on a virtual clock (docs/simulation.md): the same\n"
+	"barrier decisions as the emulated server, links, stragglers and churn as modelled, into the\n"
+	"same run directory layout (meta.json says \"mode\": \"simulation\"; t_s is simulated\n"
+	"seconds). Settings of the scenario's simulation: section apply. Complete runs in the output\n"
+	"directory are skipped.\n"
+	"\n"
+	"  --out DIR               run (or sweep) directory (default runs/<name>-<UTC time>)\n"
+	"  --set key.path=value    override a scenario value (repeatable), validated as the file;\n"
+	"                          change the sweep with --set 'sweep.KEY=[v1, v2]'\n"
+	"  --plot                  draw the figures at the end\n"
+	"  --quiet                 no per-run lines\n";
+
+static const char usage_calibrate[] =
+	"usage: stalenet calibrate RUN_DIR [--out FILE]\n"
+	"\n"
+	"Fit step-time and message-time distributions to the worker traces of an emulated run\n"
+	"(RUN_DIR/nodes/*.csv), per worker and pooled, and write them as a profile (default\n"
+	"RUN_DIR/profile.conf) that 'stalenet simulate' draws from with simulation.profile: FILE\n"
+	"(docs/simulation.md).\n";
 
 static const char usage_cleanup[] =
 	"usage: stalenet cleanup [--dry-run] [RUNS_DIR...]\n"
@@ -316,6 +343,91 @@ out:
 	return rc;
 }
 
+static int cmd_simulate(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "set", required_argument, NULL, 's' }, { "out", required_argument, NULL, 'o' },
+		{ "plot", no_argument, NULL, 'p' },      { "quiet", no_argument, NULL, 'q' },
+		{ 0 },
+	};
+	struct simulate_opts o = { 0 };
+	const char **sets = calloc((size_t)argc, sizeof *sets);
+	int c, rc = CLI_EXIT_USAGE;
+
+	if (!sets)
+		return CLI_EXIT_FAILED;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			sets[o.n_sets++] = optarg;
+			break;
+		case 'o':
+			o.out_dir = optarg;
+			break;
+		case 'p':
+			o.plot = true;
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		default:
+			fputs(usage_simulate, stderr);
+			goto out;
+		}
+	}
+	if (optind != argc - 1) {
+		fputs(usage_simulate, stderr);
+		goto out;
+	}
+	o.scenario_path = argv[optind];
+	o.sets = sets;
+	rc = simulate_main(&o);
+out:
+	free(sets);
+	return rc;
+}
+
+static int cmd_calibrate(int argc, char **argv)
+{
+	static const struct option opts[] = { { "out", required_argument, NULL, 'o' }, { 0 } };
+	const char *out = NULL;
+	char path[4200], err[1024];
+	FILE *f;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'o') {
+			fputs(usage_calibrate, stderr);
+			return CLI_EXIT_USAGE;
+		}
+		out = optarg;
+	}
+	if (optind != argc - 1) {
+		fputs(usage_calibrate, stderr);
+		return CLI_EXIT_USAGE;
+	}
+	snprintf(path, sizeof path, "%s/profile.conf", argv[optind]);
+	if (!out)
+		out = path;
+	f = fopen(out, "we");
+	if (!f) {
+		fprintf(stderr, "stalenet calibrate: %s: %s\n", out, strerror(errno));
+		return CLI_EXIT_FAILED;
+	}
+	rc = sim_profile_fit(argv[optind], f, err, sizeof err);
+	if (fclose(f) != 0 && rc >= 0)
+		rc = -EIO;
+	if (rc < 0) {
+		fprintf(stderr, "stalenet calibrate: %s\n", err);
+		unlink(out);
+		return rc == -ENOENT || rc == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+	}
+	fprintf(stderr, "stalenet calibrate: %d workers fitted; profile in %s\n", rc, out);
+	return CLI_EXIT_OK;
+}
+
 struct command {
 	const char *name;
 	const char *usage;
@@ -325,6 +437,8 @@ struct command {
 static const struct command commands[] = {
 	{ "check", usage_check, cmd_check },
 	{ "run", usage_run, cmd_run },
+	{ "simulate", usage_simulate, cmd_simulate },
+	{ "calibrate", usage_calibrate, cmd_calibrate },
 	{ "cleanup", usage_cleanup, cmd_cleanup },
 	{ "doctor", usage_doctor, cmd_doctor },
 	{ "plot", usage_plot, cmd_plot },

@@ -27,6 +27,7 @@
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/link_verdict.h"
+#include "lib/limits.h"
 #include "lib/log.h"
 #include "lib/rtdir.h"
 #include "lib/timerlat.h"
@@ -1329,6 +1330,14 @@ int run_main(const struct run_opts *o)
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
+	/* A simulation: section lifts the node limit for `stalenet simulate` only. */
+	for (size_t i = 0; i < plan_n_runs(plan); i++)
+		if (plan_run(plan, i)->n_nodes > LIMITS_MAX_NODES) {
+			fprintf(stderr, "stalenet run: run %s has %zu nodes; at most %d can be emulated "
+				"(use stalenet simulate)\n", plan_run(plan, i)->id, plan_run(plan, i)->n_nodes,
+				LIMITS_MAX_NODES);
+			goto out;
+		}
 	if (o->hosts_path || sc->hosts) {
 		/* Multi-host: the host list and every run's placement are validated, and what cannot
 		 * run across hosts yet is refused (exit 2), then every host is reached and checked

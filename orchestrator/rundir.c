@@ -268,6 +268,8 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 		}
 		rc |= put(root, "hosts", hs);
 	}
+	if (m->mode)
+		rc |= put(root, "mode", json_string(m->mode));
 	if (rc) {
 		json_decref(root);
 		return NULL;

@@ -45,6 +45,7 @@ struct rundir_meta {
 	const struct rundir_host *hosts; /* a run across hosts: "hosts": [{name, clock_offset_ns,
 					    clock_bound_ns, clock_drift_ppm}]; NULL = one host */
 	size_t n_hosts;
+	const char *mode;               /* NULL: emulation (no key); "simulation" (stalenet simulate) */
 };
 
 /* Write RUN_DIR/meta.json atomically. Returns 0 or -errno. */

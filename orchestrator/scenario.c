@@ -354,6 +354,7 @@ static const char *const weighting_names[] = { "none", "inverse", "exp", NULL };
 static const char *const combine_names[] = { "none", "average", "ensemble", NULL };
 static const char *const workload_names[] = { "train", "linkcheck", NULL };
 static const char *const failure_names[] = { "stop", "continue", NULL };
+static const char *const sim_train_names[] = { "none", "real", NULL };
 static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", "registry",
 					  "device", NULL };
 static const char *const fleet_strategy_names[] = { "full", "delta", "sparse", "replay", "auto", NULL };
@@ -377,6 +378,7 @@ const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(comb
 const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
 const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return NAME_OF(fleet_strategy_names, s); }
 const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return NAME_OF(fleet_base_names, b); }
+const char *scenario_sim_train_name(enum scenario_sim_train t) { return NAME_OF(sim_train_names, t); }
 
 /* --- link parameters --------------------------------------------------------------------- */
 
@@ -1623,6 +1625,52 @@ static int sec_resources(struct cv *cv, const struct yamltree_node *m)
 	return 0;
 }
 
+/* simulation: settings of `stalenet simulate` (docs/simulation.md); `stalenet run` ignores them. */
+static int sec_simulation(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "simulation")) ||
+	    (rc = check_keys(cv, m, KEYS("train", "step_cost", "server_cost", "rto_min", "mss", "node_files",
+				       "profile"), "simulation")))
+		return rc;
+	sc->simulation.present = true;
+	if ((v = GET(m, "train"))) {
+		if ((rc = get_enum(cv, v, sim_train_names, "simulation.train", &idx)))
+			return rc;
+		sc->simulation.train = (enum scenario_sim_train)idx;
+	}
+	if ((v = GET(m, "step_cost"))) {
+		if ((rc = get_time(cv, v, 3600ull * 1000000, "simulation.step_cost", &sc->simulation.step_cost_us)))
+			return rc;
+		if (!sc->simulation.step_cost_us)
+			return fail(cv, v, "simulation.step_cost is 0 (expected at least 1us; leave it out to "
+				    "measure the model on this host)");
+	}
+	if ((v = GET(m, "server_cost"))) {
+		if ((rc = get_time(cv, v, 60ull * 1000000, "simulation.server_cost", &sc->simulation.server_cost_us)))
+			return rc;
+		if (!sc->simulation.server_cost_us)
+			return fail(cv, v, "simulation.server_cost is 0 (expected at least 1us; leave it out to "
+				    "measure the update on this host)");
+	}
+	if ((v = GET(m, "rto_min"))) {
+		if ((rc = get_time(cv, v, 60ull * 1000000, "simulation.rto_min", &sc->simulation.rto_min_us)))
+			return rc;
+		if (sc->simulation.rto_min_us < 1000)
+			return fail(cv, v, "simulation.rto_min below 1ms (expected e.g. 200ms, Linux's default)");
+	}
+	if ((v = GET(m, "mss")) && (rc = get_u32(cv, v, 88, 65495, "simulation.mss", &sc->simulation.mss)))
+		return rc;
+	if ((v = GET(m, "node_files")) &&
+	    (rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "simulation.node_files", &sc->simulation.node_files)))
+		return rc;
+	if ((v = GET(m, "profile")) && (rc = get_path(cv, v, "simulation.profile", &sc->simulation.profile)))
+		return rc;
+	return 0;
+}
+
 static int sec_sweep(struct cv *cv, const struct yamltree_node *m)
 {
 	struct scenario *sc = cv->sc;
@@ -1631,7 +1679,7 @@ static int sec_sweep(struct cv *cv, const struct yamltree_node *m)
 	static const char *const top[] = { "name", "seed", "stop", "target", "data", "model", "train", "topology",
 					   "consistency", "workers", "nodes", "workload", "linkcheck", "eval",
 					   "network", "stragglers", "resources", "on_node_failure", "description",
-					   "fleet", NULL };
+					   "fleet", "simulation", NULL };
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "sweep")))
 		return rc;
 	size_t n_axes = 0;
@@ -1881,7 +1929,12 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 		sc->workers = (uint32_t)(sc->n_nodes - servers);
 		sc->topology.servers = (uint32_t)servers;
 	} else if (sc->workers + (sc->topology.kind == SCENARIO_TOPO_PS ? sc->topology.servers :
-				  sc->topology.kind == SCENARIO_TOPO_FLEET ? 1 : 0) > SCENARIO_MAX_NODES) {
+				  sc->topology.kind == SCENARIO_TOPO_FLEET ? 1 : 0) >
+		   (sc->simulation.present ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES)) {
+		if (sc->simulation.present)
+			return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %u nodes "
+				    "of a simulation (SCENARIO_MAX_SIM_WORKERS)", sc->workers,
+				    sc->topology.servers, SCENARIO_MAX_SIM_WORKERS);
 		return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
 			    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
 	}
@@ -1983,6 +2036,7 @@ static void free_contents(struct scenario *sc)
 		free(sc->network.timeline[i].nodes);
 	free(sc->network.timeline);
 	free(sc->network.trace);
+	free(sc->simulation.profile);
 	free(sc->network.cc);
 	for (size_t i = 0; i < sc->n_stragglers; i++) {
 		free(sc->stragglers[i].nodes);
@@ -2094,8 +2148,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	int rc, idx;
 	static const char *const top[] = { "name", "description", "seed", "stop", "target", "data", "model", "train",
 					   "topology", "consistency", "workers", "nodes", "workload", "linkcheck",
-					   "eval", "network", "stragglers", "resources", "on_node_failure", "sweep",
-					   "hosts", "fleet", NULL };
+					   "eval", "network", "stragglers", "resources", "on_node_failure", "simulation",
+					   "sweep", "hosts", "fleet", NULL };
 
 	/* defaults (docs/scenario.md lists them) */
 	sc->seed = 1;
@@ -2134,6 +2188,9 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	sc->network.tcp.slow_start_after_idle = -1;
 	sc->network.tcp.ecn = -1;
 	sc->sweep.repeat = 1;
+	sc->simulation.rto_min_us = 200000;
+	sc->simulation.mss = 1448;
+	sc->simulation.node_files = 64;
 
 	if ((rc = check_keys(cv, root, top, "the scenario")))
 		return rc;
@@ -2186,7 +2243,9 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	if ((v = GET(root, "workers"))) {
 		if (GET(root, "nodes"))
 			return fail(cv, v, "workers and nodes exclude each other (nodes lists every node)");
-		if ((rc = get_u32(cv, v, 1, SCENARIO_MAX_NODES, "workers", &sc->workers)))
+		/* a simulation takes far more workers than a host can emulate */
+		if ((rc = get_u32(cv, v, 1, GET(root, "simulation") ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES,
+				  "workers", &sc->workers)))
 			return rc;
 		cv->workers_node = v;
 	}
@@ -2212,6 +2271,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 			return rc;
 		sc->on_node_failure = (enum scenario_on_failure)idx;
 	}
+	if ((v = GET(root, "simulation")) && (rc = sec_simulation(cv, v)))
+		return rc;
 	if ((v = GET(root, "sweep")) && (rc = sec_sweep(cv, v)))
 		return rc;
 	if ((v = GET(root, "hosts")) && !(sc->hosts = hosts_from_tree(v, cv->file, cv->err, cv->errlen)))

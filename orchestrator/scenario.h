@@ -32,6 +32,8 @@
 #define SCENARIO_ERR_MAX        512             /* a comfortable err buffer size */
 #define SCENARIO_MAX_RUNS       10000           /* runs one sweep may expand to (with repeat) */
 #define SCENARIO_MAX_DELAY_US   60000000u       /* link delay and jitter: 60 s */
+#define SCENARIO_MAX_SIM_WORKERS 200000u        /* workers of a scenario with a simulation: section
+						  * (the plan holds ~800 bytes per node) */
 
 enum scenario_data_set { SCENARIO_DATA_FASHION_MNIST = 0, SCENARIO_DATA_MNIST };
 enum scenario_partition { SCENARIO_PART_IID = 0, SCENARIO_PART_CLASSES, SCENARIO_PART_DIRICHLET,
@@ -46,6 +48,7 @@ enum scenario_weighting { SCENARIO_WEIGHT_NONE = 0, SCENARIO_WEIGHT_INVERSE, SCE
 enum scenario_combine { SCENARIO_COMBINE_NONE = 0, SCENARIO_COMBINE_AVERAGE, SCENARIO_COMBINE_ENSEMBLE };
 enum scenario_workload { SCENARIO_WORKLOAD_TRAIN = 0, SCENARIO_WORKLOAD_LINKCHECK };
 enum scenario_on_failure { SCENARIO_ON_FAILURE_STOP = 0, SCENARIO_ON_FAILURE_CONTINUE };
+enum scenario_sim_train { SCENARIO_SIM_TRAIN_NONE = 0, SCENARIO_SIM_TRAIN_REAL };
 enum scenario_role { SCENARIO_ROLE_SERVER = 0, SCENARIO_ROLE_WORKER, SCENARIO_ROLE_PEER,
 		     SCENARIO_ROLE_CENTRAL, SCENARIO_ROLE_PROBE, SCENARIO_ROLE_REGISTRY,
 		     SCENARIO_ROLE_DEVICE };
@@ -256,6 +259,20 @@ struct scenario {
 	size_t n_resources;
 
 	enum scenario_on_failure on_node_failure;
+
+	/* `simulation:` (stalenet simulate only; docs/simulation.md). present: the section exists
+	 * (it also lifts the node limit to SCENARIO_MAX_SIM_WORKERS). */
+	struct {
+		bool present;
+		enum scenario_sim_train train;  /* default none */
+		uint64_t step_cost_us;          /* base compute time of one step, 0 = measure */
+		uint64_t server_cost_us;        /* server time per message, 0 = measure */
+		uint64_t rto_min_us;            /* TCP minimum retransmission timeout, default 200 ms */
+		uint32_t mss;                   /* TCP segment payload bytes, default 1448 */
+		uint32_t node_files;            /* nodes/<worker>.csv up to this many workers, default 64 */
+		char *profile;                  /* calibration profile (not read yet), NULL = none */
+	} simulation;
+
 	struct scenario_sweep sweep;
 	struct hosts *hosts;                    /* `hosts` section (orchestrator/hosts), NULL = this host */
 
@@ -320,5 +337,6 @@ const char *scenario_combine_name(enum scenario_combine c);
 const char *scenario_dist_name(enum scenario_dist d);
 const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s);
 const char *scenario_fleet_base_name(enum scenario_fleet_base b);
+const char *scenario_sim_train_name(enum scenario_sim_train t);
 
 #endif

@@ -119,7 +119,7 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 	snprintf(sweep, sizeof sweep, "%s/sweep", dir);
 	copy_tree("tests/data/sweep_small", sweep);
 	n = plot_dir(sweep, err, sizeof err);
-	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
+	cr_assert_eq(n, 8, "plot_dir: %d %s", n, n < 0 ? err : "");
 	for (size_t i = 0; PLOT_FIGURES[i]; i++) {
 		snprintf(path, sizeof path, "%s/plots/%s.png", sweep, PLOT_FIGURES[i]);
 		check_png(path, 800, 500);
@@ -145,8 +145,8 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 		}
 		free(svg);
 	}
-	/* temporary data is cleaned up: only the 14 figures remain */
-	snprintf(path, sizeof path, "ls -A '%s/plots' | wc -l | grep -qx 14", sweep);
+	/* temporary data is cleaned up: only the 16 figures remain */
+	snprintf(path, sizeof path, "ls -A '%s/plots' | wc -l | grep -qx 16", sweep);
 	cr_assert_eq(system(path), 0, "plots/ holds more than the figures");
 	rm_rf(dir);
 }
@@ -160,7 +160,7 @@ Test(plot, single_run, .timeout = 120)
 	snprintf(run, sizeof run, "%s/run", dir);
 	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", run);
 	n = plot_dir(run, err, sizeof err);
-	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
+	cr_assert_eq(n, 8, "plot_dir: %d %s", n, n < 0 ? err : "");
 	snprintf(path, sizeof path, "%s/plots/accuracy_time.png", run);
 	check_png(path, 800, 500);
 	rm_rf(dir);
@@ -412,7 +412,7 @@ Test(plot, hostile_sweep_runs_nothing, .timeout = 180)
 	cr_assert_eq(unlink(canary), 0);
 
 	n = plot_dir(sweep, err, sizeof err);
-	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
+	cr_assert_eq(n, 8, "plot_dir: %d %s", n, n < 0 ? err : "");
 	cr_assert_neq(access(canary, F_OK), 0, "a string from the directory ran a command");
 	check_all_figures(sweep);
 	/* the keys carry the labels' text ('"' shown as '\'', '\\' as '/', newline as ' ') */
@@ -457,7 +457,7 @@ Test(plot, hostile_run_runs_nothing, .timeout = 120)
 	write_meta(run, id, NULL, NULL);
 	poison_nodes(run);
 	n = plot_dir(run, err, sizeof err);
-	cr_assert_eq(n, 7, "plot_dir: %d %s", n, n < 0 ? err : "");
+	cr_assert_eq(n, 8, "plot_dir: %d %s", n, n < 0 ? err : "");
 	cr_assert_neq(access(canary, F_OK), 0, "a string from the directory ran a command");
 	check_all_figures(run);
 	snprintf(a, sizeof a, "%s/plots/linkcheck_delay.svg", run);

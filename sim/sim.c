@@ -1,0 +1,1070 @@
+/* sim/sim: see sim.h.
+ *
+ * One event loop over sim/sim_heap. A worker's life is the emulated worker's loop
+ * (node/engine_ps) with the waiting replaced by events:
+ *   JOIN     -> the join travels to the server (worker's up link, server's down link)
+ *   ARRIVE   -> a message reaches the server and queues (FIFO, server_cost each)
+ *   HANDLE   -> the server takes it: the event goes into node/core_ps, whose actions are
+ *               carried out here: ACK (the trace row, at the time the ACK reaches the
+ *               worker), RELEASE (the model travels back: server's up link, worker's down
+ *               link, with the ns the core held the request as the step's wait), APPLY /
+ *               ROUND_ADD / ROUND_CLOSE (the training, when real)
+ *   MODEL    -> the model arrived: the step starts (after a pause window, if one is open)
+ *   COMPUTE  -> the step is computed: the push travels to the server
+ * plus SAMPLE (progress.csv every 100 ms), EVAL (eval.csv), churn (crash, restart, leave,
+ * join) and LINK (a network.timeline change). A generation tag per worker cancels the events
+ * of a crashed worker's lost process. Nothing runs past stop.time.
+ *
+ * Memory per worker, train none: struct sim_worker (40 bytes), its plan index (4), about one
+ * heap entry (24), two link directions (32, only when a transmitter can be busy or links
+ * change) and the core's share (node/core_ps.h). */
+#include "sim/sim.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collectors/csv.h"
+#include "collectors/schema.h"
+#include "lib/log.h"
+#include "node/core_ps.h"
+#include "node/model.h"
+#include "node/rng.h"
+#include "node/straggler.h"
+#include "node/wire.h"
+#include "orchestrator/linktrace.h"
+#include "sim/sim_heap.h"
+#include "sim/sim_link.h"
+#include "sim/sim_profile.h"
+#include "sim/sim_train.h"
+
+#define SIM_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
+#define SIM_SMALL_BYTES WIRE_HEADER_BYTES
+
+enum sim_ev {
+	EV_JOIN = 1, EV_ARRIVE, EV_HANDLE, EV_MODEL, EV_COMPUTE, EV_SAMPLE, EV_EVAL, EV_CRASH,
+	EV_RESTART, EV_LEAVE, EV_LINK, EV_TRACE,
+};
+
+enum sim_msg { MSG_NONE = 0, MSG_JOIN, MSG_PUSH };
+enum sim_state { W_OFF = 0, W_UP, W_DONE };
+
+struct sim_worker {
+	float compute_s, wait_s;    /* sums over the trace rows, s */
+	float stale_sum;            /* of its updates that had a staleness (stale_n of them) */
+	float cur_compute, cur_wait; /* the step in progress (s) */
+	uint32_t step;              /* clock: steps completed */
+	uint32_t version;           /* model version of the model it holds */
+	uint32_t stale_max, stale_n;
+	uint16_t gen;
+	uint8_t msg;                /* enum sim_msg in flight to the server */
+	uint8_t state;              /* enum sim_state */
+};
+
+struct sim {
+	const struct sim_opts *o;
+	const struct plan_run *run;
+	const struct scenario *sc;
+	uint32_t n;                 /* workers */
+	uint32_t srv;               /* plan index of the server */
+	uint32_t *node_of;          /* worker -> plan node index */
+	struct sim_worker *w;
+	struct sim_link *up, *down; /* per plan node; NULL when no link ever has a rate and no
+				     * timeline or trace changes one: then a transmitter is never
+				     * busy and the plan's parameters serve (32 bytes per node less) */
+	struct linktrace *ltrace;   /* network.trace, NULL = none */
+	struct link_params *cur_up, *cur_down; /* per plan node, only with a trace: the current
+					       * parameters the trace's rows change */
+	struct core_ps *core;
+	struct sim_heap *heap;
+	struct sim_train *train;
+	struct sim_profile *profile;  /* simulation.profile, NULL = none */
+	struct straggler **strag;     /* per worker with a compute.trace: node/straggler's model
+				       * (NULL array when no worker has one) */
+	const double **prof_compute;  /* per worker: quantiles of its step time (NULL: the model) */
+	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
+	struct sim_link_tcp tcp;
+	struct rng link_rng;
+	int64_t srv_busy_ns, stop_ns;
+	uint32_t h;                 /* local steps per push: consistency.local_steps when model
+				     * averaging, else 1 */
+	uint64_t model_bytes;
+	/* step histogram of the live workers, for progress.csv's min/median/max */
+	uint32_t *hist;
+	size_t hist_len;
+	uint32_t live;
+	/* staleness histogram (every update's), for the mean and the p99 */
+	uint32_t *stale_hist;        /* counts per staleness value (O(largest staleness)) */
+	size_t stale_len;
+	uint64_t stale_n;
+	double stale_sum;
+	double compute_sum, wait_sum;
+	uint64_t bytes_moved, events;
+	bool stop_acc;
+	struct csv_writer **trace;  /* per worker, NULL above node_files */
+	struct csv_writer *progress, *eval;
+	char *err;
+	size_t errlen;
+	int rc;
+};
+
+static int fail(struct sim *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct sim *s, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->rc)
+		return s->rc;
+	va_start(ap, fmt);
+	vsnprintf(s->err, s->errlen, fmt, ap);
+	va_end(ap);
+	s->rc = rc;
+	return rc;
+}
+
+static void push_ev(struct sim *s, int64_t t, uint32_t who, enum sim_ev kind, uint16_t gen)
+{
+	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, gen) < 0)
+		fail(s, -ENOMEM, "out of memory (event queue)");
+}
+
+/* --- histograms ---------------------------------------------------------------------------- */
+
+static int grow(void **a, size_t *len, size_t need, size_t elem)
+{
+	size_t n = *len ? *len : 64;
+	void *p;
+
+	while (n <= need)
+		n *= 2;
+	p = realloc(*a, n * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + *len * elem, 0, (n - *len) * elem);
+	*a = p;
+	*len = n;
+	return 0;
+}
+
+static void hist_add(struct sim *s, uint32_t step, int d)
+{
+	if (step >= s->hist_len && grow((void **)&s->hist, &s->hist_len, step, sizeof *s->hist) < 0) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	s->hist[step] += (uint32_t)d;
+}
+
+/* A live worker's clock changes from a to b. */
+static void set_step(struct sim *s, struct sim_worker *w, uint32_t b)
+{
+	if (w->state == W_UP) {
+		hist_add(s, w->step, -1);
+		hist_add(s, b, 1);
+	}
+	w->step = b;
+}
+
+static void set_state(struct sim *s, struct sim_worker *w, enum sim_state st)
+{
+	if (w->state == W_UP && st != W_UP) {
+		hist_add(s, w->step, -1);
+		s->live--;
+	} else if (w->state != W_UP && st == W_UP) {
+		hist_add(s, w->step, 1);
+		s->live++;
+	}
+	w->state = (uint8_t)st;
+}
+
+static void stale_add(struct sim *s, uint64_t v)
+{
+	if (v >= s->stale_len && grow((void **)&s->stale_hist, &s->stale_len, v, sizeof *s->stale_hist) < 0) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	s->stale_hist[v]++;
+	s->stale_n++;
+	s->stale_sum += (double)v;
+}
+
+/* --- time of things ------------------------------------------------------------------------ */
+
+/* The parameters of node i's up (or down) direction now. */
+static const struct link_params *lp(const struct sim *s, uint32_t i, bool up)
+{
+	if (s->up)
+		return up ? s->up[i].p : s->down[i].p;
+	return up ? &s->run->nodes[i].up : &s->run->nodes[i].down;
+}
+
+static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
+{
+	return 2 * ((int64_t)lp(s, a, true)->delay_us + lp(s, b, false)->delay_us) * 1000;
+}
+
+/* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
+ * arrives. With a calibration profile for w: half a draw of its measured round trip. */
+static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w)
+{
+	int64_t rtt, t;
+	struct sim_link la, lb;
+
+	if (s->prof_transfer && w < s->n && s->prof_transfer[w])
+		return now + (int64_t)(1e9 * sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2);
+	rtt = path_rtt(s, a, b);
+	if (s->up) {
+		t = sim_link_send(&s->up[a], &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
+		return sim_link_send(&s->down[b], &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
+	}
+	la = (struct sim_link){ .p = lp(s, a, true) };
+	lb = (struct sim_link){ .p = lp(s, b, false) };
+	t = sim_link_send(&la, &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
+	return sim_link_send(&lb, &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
+}
+
+/* Compute time of worker w's step `step` (0-based), ns: step_cost x slowdown + a delay draw
+ * from a stream of its own, so it does not depend on the order of events. */
+static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
+{
+	const struct scenario_straggler *st = &s->run->nodes[s->node_of[w]].straggler;
+	double t = (double)s->o->step_cost_ns;
+
+	if (s->strag && s->strag[w]) {
+		/* a replayed trace: the emulator's own model (stretch to the trace's time,
+		 * slowdown, one delay draw from the node's stream) on top of step_cost */
+		double c = t / 1e9;
+
+		return (int64_t)(1e9 * (c + straggler_step_extra_s(s->strag[w], step, c)));
+	}
+	if (s->prof_compute && s->prof_compute[w]) {
+		struct rng r;
+
+		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		return (int64_t)(1e9 * sim_profile_draw(s->prof_compute[w], rng_uniform(&r)));
+	}
+	if (st->set & SCENARIO_STRAG_SLOWDOWN)
+		t *= st->slowdown;
+	if ((st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE) {
+		struct rng r;
+
+		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		t += 1e9 * straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a, st->delay_b, &r);
+	}
+	return t > 0 ? (int64_t)t : 0;
+}
+
+/* When a step wanted at t can start: after the pause window t falls in, if any. */
+static int64_t after_pause(const struct sim *s, uint32_t w, int64_t t)
+{
+	const struct scenario_straggler *st = &s->run->nodes[s->node_of[w]].straggler;
+	int64_t every, len, ph;
+
+	if (!(st->set & SCENARIO_STRAG_PAUSE) || !st->pause_every_us || !st->pause_for_us)
+		return t;
+	every = (int64_t)st->pause_every_us * 1000;
+	len = (int64_t)st->pause_for_us * 1000;
+	if (t < every)
+		return t;
+	ph = t % every;
+	return ph < len ? t - ph + len : t;
+}
+
+/* --- outputs ------------------------------------------------------------------------------- */
+
+static void progress_row(struct sim *s, int64_t t)
+{
+	uint32_t lo = 0, hi = 0, seen = 0, half;
+	double median = 0;
+	size_t i;
+
+	if (!s->progress)
+		return;
+	if (s->live) {
+		for (i = 0; i < s->hist_len && !s->hist[i]; i++)
+			;
+		lo = (uint32_t)i;
+		for (i = s->hist_len; i > 0 && !s->hist[i - 1]; i--)
+			;
+		hi = (uint32_t)(i - 1);
+		/* median: the mean of the two middle clocks for an even count */
+		half = s->live / 2;
+		{
+			uint32_t a = 0, b = 0;
+			bool got_a = false;
+
+			for (i = lo; i <= hi; i++) {
+				uint32_t c = s->hist[i];
+
+				if (!got_a && seen + c > (s->live % 2 ? half : half - 1)) {
+					a = (uint32_t)i;
+					got_a = true;
+				}
+				if (seen + c > half) {
+					b = (uint32_t)i;
+					break;
+				}
+				seen += c;
+			}
+			median = s->live % 2 ? b : (a + b) / 2.0;
+		}
+	}
+	if (csv_writer_row(s->progress, "%.3f,%u,%u,%u,%g,%u", t / 1e9, s->live,
+			   core_ps_waiting(s->core), lo, median, hi) < 0)
+		fail(s, -EIO, "write progress.csv failed");
+}
+
+static void eval_row(struct sim *s, int64_t t)
+{
+	struct eval_result test, train;
+	struct core_ps_stats cs;
+	uint64_t samples;
+
+	if (!s->train)
+		return;
+	if (sim_train_eval(s->train, &test, &train) < 0) {
+		fail(s, -ENOMEM, "evaluation failed");
+		return;
+	}
+	core_ps_stats(s->core, &cs);
+	samples = sim_train_samples(s->train);
+	if (s->eval &&
+	    csv_writer_row(s->eval, "%.3f,%s,%llu,%.6f,%llu,%.6f,%.6f,%.6f", t / 1e9,
+			   s->run->nodes[s->srv].name, (unsigned long long)cs.updates_in,
+			   (double)samples / (double)sim_train_set_size(s->train), (unsigned long long)samples,
+			   test.accuracy, test.loss, train.loss) < 0)
+		fail(s, -EIO, "write eval.csv failed");
+	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy) {
+		s->stop_acc = true;
+		s->stop_ns = t;
+	}
+}
+
+/* --- the server ---------------------------------------------------------------------------- */
+
+/* Worker i completed a step at t (its clock is now `step`): the sums and its trace row.
+ * stale < 0: none; pushed: the step ended with the push (bytes of the update, the model and
+ * the ACK), else a local step of a model-averaging round. */
+static void step_row(struct sim *s, uint32_t i, int64_t t, uint32_t step, int64_t stale, bool pushed)
+{
+	struct sim_worker *w = &s->w[i];
+	uint32_t pnode = s->node_of[i];
+	uint64_t tx = pushed ? s->model_bytes : 0, rx = pushed ? s->model_bytes + SIM_SMALL_BYTES : 0;
+
+	set_step(s, w, step);
+	s->compute_sum += w->cur_compute;
+	s->wait_sum += w->cur_wait;
+	w->compute_s += w->cur_compute;
+	w->wait_s += w->cur_wait;
+	s->bytes_moved += tx + rx;
+	if (stale >= 0) {
+		stale_add(s, (uint64_t)stale);
+		w->stale_sum += (float)stale;
+		w->stale_n++;
+		if ((uint32_t)stale > w->stale_max)
+			w->stale_max = (uint32_t)stale;
+	}
+	if (s->trace && s->trace[i]) {
+		char st[24] = "";
+
+		if (stale >= 0)
+			snprintf(st, sizeof st, "%lld", (long long)stale);
+		if (csv_writer_row(s->trace[i], "%.6f,%s,%u,%.6f,%.6f,%s,%u,,%llu,%llu,0", t / 1e9,
+				   s->run->nodes[pnode].name, w->step, w->cur_compute, w->cur_wait, st, w->version,
+				   (unsigned long long)tx, (unsigned long long)rx) < 0)
+			fail(s, -EIO, "write nodes/%s.csv failed", s->run->nodes[pnode].name);
+	}
+	w->cur_wait = 0;
+}
+
+static void carry_out(struct sim *s, uint32_t from, int64_t now)
+{
+	size_t na, k;
+	const struct core_ps_action *a = core_ps_actions(s->core, &na);
+	uint32_t pnode = s->node_of[from];
+
+	for (k = 0; k < na && !s->rc; k++) {
+		const struct core_ps_action *x = &a[k];
+		struct sim_worker *w = x->worker < s->n ? &s->w[x->worker] : NULL;
+		double loss = 0;
+		int rc = 0;
+
+		switch (x->kind) {
+		case CORE_PS_ACK: {
+			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker);
+
+			if (x->reply || !w)
+				break;
+			/* the trace row of the step just pushed, when its ACK is back */
+			if (t > s->stop_ns || w->state != W_UP)
+				break;
+			step_row(s, x->worker, t, (uint32_t)(x->step * s->h), x->aux, true);
+			if (s->sc->stop_steps && w->step >= s->sc->stop_steps)
+				push_ev(s, t, x->worker, EV_LEAVE, w->gen);
+			break;
+		}
+		case CORE_PS_HELLO:
+			if (w && w->state == W_UP)
+				set_step(s, w, (uint32_t)(x->step * s->h));
+			break;
+		case CORE_PS_RELEASE:
+		case CORE_PS_MODEL: {
+			uint32_t to = s->node_of[x->worker];
+			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker);
+
+			if (!w || w->state != W_UP)
+				break;
+			w->version = (uint32_t)x->version;
+			if (x->kind == CORE_PS_RELEASE && x->reply == CORE_PS_REPLY_MODEL)
+				w->cur_wait = (float)(x->aux / 1e9);
+			if (s->train)
+				rc = sim_train_take(s->train, x->worker);
+			push_ev(s, t, x->worker, EV_MODEL, w->gen);
+			break;
+		}
+		case CORE_PS_APPLY:
+			if (s->train)
+				rc = sim_train_apply(s->train, x->worker, x->x, &loss);
+			break;
+		case CORE_PS_ROUND_ADD:
+			if (s->train)
+				rc = sim_train_round_add(s->train, x->worker, x->x, &loss);
+			break;
+		case CORE_PS_ROUND_CLOSE:
+			if (s->train)
+				rc = sim_train_round_close(s->train, (double)x->aux);
+			break;
+		case CORE_PS_FOLD:
+			if (s->train)
+				rc = -EINVAL; /* refused before the run: averaging trains no real model yet */
+			break;
+		default:
+			break;
+		}
+		if (rc < 0)
+			fail(s, rc, "training: %s", strerror(-rc));
+	}
+}
+
+static void handle(struct sim *s, uint32_t i, int64_t now)
+{
+	struct sim_worker *w = &s->w[i];
+	int rc = 0;
+
+	switch (w->msg) {
+	case MSG_JOIN:
+		rc = core_ps_on_hello(s->core, i, CORE_PS_JOIN, now);
+		break;
+	case MSG_PUSH:
+		/* the round this push ends (averaging: H local steps; else the step) */
+		rc = core_ps_on_push(s->core, i, (int64_t)(w->step / s->h) + 1, w->version,
+				     (int64_t)s->sc->train.batch * s->h, now);
+		break;
+	default:
+		return;
+	}
+	w->msg = MSG_NONE;
+	if (rc < 0) {
+		fail(s, rc, "consistency core refused an event of worker %u", i);
+		return;
+	}
+	carry_out(s, i, now);
+}
+
+static void to_server(struct sim *s, uint32_t i, enum sim_msg m, uint64_t bytes, int64_t now)
+{
+	struct sim_worker *w = &s->w[i];
+
+	w->msg = (uint8_t)m;
+	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i), i, EV_ARRIVE, w->gen);
+}
+
+static void leave(struct sim *s, uint32_t i, enum core_ps_leave why, int64_t now)
+{
+	struct sim_worker *w = &s->w[i];
+
+	if (w->state != W_UP)
+		return;
+	set_state(s, w, why == CORE_PS_LEAVE_BYE ? W_DONE : W_OFF);
+	w->gen++;
+	w->msg = MSG_NONE;
+	if (core_ps_on_leave(s->core, i, why, now) < 0)
+		fail(s, -EINVAL, "consistency core refused the leave of worker %u", i);
+	else
+		carry_out(s, i, now);
+}
+
+static void start(struct sim *s, uint32_t i, int64_t now)
+{
+	struct sim_worker *w = &s->w[i];
+
+	if (w->state == W_UP)
+		return;
+	set_state(s, w, W_UP);
+	w->gen++;
+	to_server(s, i, MSG_JOIN, SIM_SMALL_BYTES, now);
+}
+
+/* --- the loop ------------------------------------------------------------------------------ */
+
+/* Worker i starts a step at now (after a pause window it falls in). */
+static void local_step(struct sim *s, uint32_t i, int64_t now)
+{
+	struct sim_worker *w = &s->w[i];
+	int64_t t0 = after_pause(s, i, now), c = step_ns(s, i, w->step);
+
+	w->cur_compute = (float)(c / 1e9);
+	push_ev(s, t0 + c, i, EV_COMPUTE, w->gen);
+}
+
+static void dispatch(struct sim *s, const struct sim_event *e)
+{
+	struct sim_worker *w = e->who < s->n ? &s->w[e->who] : NULL;
+	int64_t now = e->t_ns;
+
+	switch ((enum sim_ev)e->kind) {
+	case EV_JOIN:
+		start(s, e->who, now);
+		break;
+	case EV_ARRIVE: {
+		int64_t done;
+
+		if (w->gen != e->gen || w->state != W_UP)
+			break;
+		done = (now > s->srv_busy_ns ? now : s->srv_busy_ns) + s->o->server_cost_ns;
+		s->srv_busy_ns = done;
+		push_ev(s, done, e->who, EV_HANDLE, e->gen);
+		break;
+	}
+	case EV_HANDLE:
+		if (w->gen == e->gen && w->state == W_UP)
+			handle(s, e->who, now);
+		break;
+	case EV_MODEL:
+		/* the model arrived: a round starts (averaging: its first local step) */
+		if (w->gen == e->gen && w->state == W_UP)
+			local_step(s, e->who, now);
+		break;
+	case EV_COMPUTE: {
+		bool last;
+
+		if (w->gen != e->gen || w->state != W_UP)
+			break;
+		last = (w->step + 1) % s->h == 0 || (s->sc->stop_steps && w->step + 1 >= s->sc->stop_steps);
+		if (last) {
+			to_server(s, e->who, MSG_PUSH, s->model_bytes, now);
+			break;
+		}
+		/* a local step of an averaging round: its row, then the next one at once */
+		step_row(s, e->who, now, w->step + 1, -1, false);
+		local_step(s, e->who, now);
+		break;
+	}
+	case EV_SAMPLE:
+		progress_row(s, now);
+		if (now + SIM_SAMPLE_NS <= s->stop_ns)
+			push_ev(s, now + SIM_SAMPLE_NS, 0, EV_SAMPLE, 0);
+		break;
+	case EV_EVAL:
+		eval_row(s, now);
+		if (!s->stop_acc && now + (int64_t)s->sc->eval_every_us * 1000 <= s->stop_ns)
+			push_ev(s, now + (int64_t)s->sc->eval_every_us * 1000, 0, EV_EVAL, 0);
+		break;
+	case EV_CRASH:
+		leave(s, e->who, CORE_PS_LEAVE_CLOSED, now);
+		break;
+	case EV_RESTART:
+		if (w->state == W_OFF)
+			start(s, e->who, now);
+		break;
+	case EV_LEAVE:
+		if (e->gen == w->gen || e->gen == UINT16_MAX)
+			leave(s, e->who, CORE_PS_LEAVE_BYE, now);
+		break;
+	case EV_LINK: {
+		const struct plan_event *pe = &s->run->events[e->who];
+
+		if (s->cur_up) {
+			s->cur_up[pe->node] = pe->up;
+			s->cur_down[pe->node] = pe->down;
+		} else {
+			s->up[pe->node].p = &pe->up;
+			s->down[pe->node].p = &pe->down;
+		}
+		break;
+	}
+	case EV_TRACE:
+		/* a network.trace row: delay, loss and rate of every link, both directions, as
+		 * the orchestrator applies it */
+		for (size_t i = 0; i < s->run->n_nodes; i++) {
+			linktrace_apply(&s->ltrace->rows[e->who], &s->cur_up[i]);
+			linktrace_apply(&s->ltrace->rows[e->who], &s->cur_down[i]);
+		}
+		break;
+	}
+}
+
+/* --- setup --------------------------------------------------------------------------------- */
+
+static void model_spec_of(const struct scenario *sc, struct model_spec *spec)
+{
+	memset(spec, 0, sizeof *spec);
+	spec->kind = sc->model.kind == SCENARIO_MODEL_MLP ? MODEL_MLP :
+		     sc->model.kind == SCENARIO_MODEL_CNN ? MODEL_CNN : MODEL_SOFTMAX;
+	spec->rows = 28;
+	spec->cols = 28;
+	spec->nclasses = 10;
+	spec->channels = 32;
+	spec->kernel = 5;
+	if (spec->kind != MODEL_SOFTMAX) {
+		spec->nhidden = (uint32_t)sc->model.n_hidden;
+		for (size_t i = 0; i < sc->model.n_hidden && i < MODEL_MAX_HIDDEN; i++)
+			spec->hidden[i] = sc->model.hidden[i];
+	}
+}
+
+size_t sim_model_params(const struct scenario *sc)
+{
+	struct model_spec spec;
+	struct model *m;
+	size_t n;
+
+	model_spec_of(sc, &spec);
+	m = model_new(&spec, 1);
+	n = m ? model_nparams(m) : 0;
+	model_destroy(&m);
+	return n;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int sim_measure_costs(const struct scenario *sc, int64_t *step_ns_out, int64_t *server_ns_out)
+{
+	struct model_spec spec;
+	struct model *m = NULL;
+	float *x = NULL, *g = NULL, *p;
+	uint8_t *y = NULL;
+	size_t np, dim, batch = sc->train.batch ? sc->train.batch : 64;
+	int64_t t[7], u[7];
+	struct rng r;
+	double loss;
+	int rc = -ENOMEM;
+
+	model_spec_of(sc, &spec);
+	m = model_new(&spec, 1);
+	if (!m)
+		goto out;
+	np = model_nparams(m);
+	dim = model_input_dim(m);
+	x = malloc(batch * dim * sizeof *x);
+	y = malloc(batch);
+	g = malloc(np * sizeof *g);
+	if (!x || !y || !g)
+		goto out;
+	rng_seed(&r, 1, 0);
+	for (size_t i = 0; i < batch * dim; i++)
+		x[i] = (float)rng_uniform(&r);
+	for (size_t i = 0; i < batch; i++)
+		y[i] = (uint8_t)rng_below(&r, 10);
+	model_gradient(m, x, y, batch, g, &loss); /* warm up */
+	p = model_params(m);
+	for (int k = 0; k < 7; k++) {
+		int64_t t0 = now_ns();
+
+		if (model_gradient(m, x, y, batch, g, &loss) < 0)
+			goto out;
+		t[k] = now_ns() - t0;
+		t0 = now_ns();
+		for (size_t i = 0; i < np; i++)
+			p[i] -= 1e-9f * g[i];
+		u[k] = now_ns() - t0;
+	}
+	qsort(t, 7, sizeof t[0], cmp_i64);
+	qsort(u, 7, sizeof u[0], cmp_i64);
+	*step_ns_out = t[3] > 0 ? t[3] : 1;
+	*server_ns_out = u[3] > 0 ? u[3] : 1;
+	rc = 0;
+out:
+	free(x);
+	free(y);
+	free(g);
+	model_destroy(&m);
+	return rc;
+}
+
+static const char *unsupported(const struct plan_run *run)
+{
+	const struct scenario *sc = run->scenario;
+
+	if (sc->workload != SCENARIO_WORKLOAD_TRAIN)
+		return "workload linkcheck is not simulated (expected train)";
+	if (sc->topology.kind != SCENARIO_TOPO_PS)
+		return "only topology parameter-server is simulated so far (p2p, allreduce and "
+		       "centralized: not yet)";
+	if ((sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1) &&
+	    sc->simulation.train == SCENARIO_SIM_TRAIN_REAL)
+		return "model averaging with simulation.train real is not simulated yet (train none counts "
+		       "its steps)";
+	if (!sc->stop_time_us && !sc->stop_steps)
+		return "a simulation needs stop.time or stop.steps (stop.accuracy alone might never end)";
+	return NULL;
+}
+
+static int open_outputs(struct sim *s)
+{
+	char path[4096];
+	uint32_t nf = s->sc->simulation.node_files;
+
+	if (!s->o->dir)
+		return 0;
+	snprintf(path, sizeof path, "%s/progress.csv", s->o->dir);
+	if (!(s->progress = csv_writer_open(path, TRACE_HEADER_PROGRESS)))
+		return fail(s, -EIO, "cannot open %s", path);
+	if (s->train) {
+		snprintf(path, sizeof path, "%s/eval.csv", s->o->dir);
+		if (!(s->eval = csv_writer_open(path, TRACE_HEADER_EVAL)))
+			return fail(s, -EIO, "cannot open %s", path);
+	}
+	if (s->n > nf)
+		return 0;
+	if (!(s->trace = calloc(s->n, sizeof *s->trace)))
+		return fail(s, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < s->n; i++) {
+		snprintf(path, sizeof path, "%s/nodes/%s.csv", s->o->dir, s->run->nodes[s->node_of[i]].name);
+		if (!(s->trace[i] = csv_writer_open(path, TRACE_HEADER_NODE)))
+			return fail(s, -EIO, "cannot open %s", path);
+	}
+	return 0;
+}
+
+static int write_workers(struct sim *s)
+{
+	char path[4096];
+	struct csv_writer *f;
+
+	if (!s->o->dir)
+		return 0;
+	snprintf(path, sizeof path, "%s/workers.csv", s->o->dir);
+	if (!(f = csv_writer_open(path, TRACE_HEADER_WORKERS)))
+		return fail(s, -EIO, "cannot open %s", path);
+	for (uint32_t i = 0; i < s->n && !s->rc; i++) {
+		const struct sim_worker *w = &s->w[i];
+		char mean[32] = "", max[16] = "";
+
+		if (w->stale_n) {
+			snprintf(mean, sizeof mean, "%.4f", (double)w->stale_sum / w->stale_n);
+			snprintf(max, sizeof max, "%u", w->stale_max);
+		}
+		if (csv_writer_row(f, "%s,%u,%.4f,%.4f,%s,%s", s->run->nodes[s->node_of[i]].name, w->step,
+				   w->compute_s, w->wait_s, mean, max) < 0)
+			fail(s, -EIO, "write %s failed", path);
+	}
+	csv_writer_close(&f);
+	return s->rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void fill_result(struct sim *s, struct sim_result *res)
+{
+	uint32_t *v = malloc(s->n * sizeof *v);
+	struct core_ps_stats cs;
+
+	memset(res, 0, sizeof *res);
+	core_ps_stats(s->core, &cs);
+	res->events = s->events;
+	res->updates = cs.updates_in;
+	res->workers = s->n;
+	res->total_steps = 0;
+	for (uint32_t i = 0; i < s->n; i++)
+		res->total_steps += s->w[i].step;
+	res->steps_min = res->steps_median = res->steps_max = NAN;
+	if (v) {
+		for (uint32_t i = 0; i < s->n; i++)
+			v[i] = s->w[i].step;
+		qsort(v, s->n, sizeof *v, cmp_u32);
+		res->steps_min = v[0];
+		res->steps_max = v[s->n - 1];
+		res->steps_median = s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + (double)v[s->n / 2]) / 2;
+		free(v);
+	}
+	res->wait_fraction = s->wait_sum + s->compute_sum > 0 ? s->wait_sum / (s->wait_sum + s->compute_sum) : NAN;
+	res->staleness_mean = res->staleness_p99 = NAN;
+	if (s->stale_n) {
+		uint64_t rank = (uint64_t)ceil(0.99 * (double)s->stale_n), seen = 0;
+
+		res->staleness_mean = s->stale_sum / (double)s->stale_n;
+		for (size_t k = 0; k < s->stale_len; k++) {
+			seen += s->stale_hist[k];
+			if (seen >= rank) {
+				res->staleness_p99 = (double)k;
+				break;
+			}
+		}
+	}
+	res->bytes_moved = s->bytes_moved;
+	res->stopped_accuracy = s->stop_acc;
+	res->state_bytes = sizeof *s + s->n * (sizeof *s->w + sizeof *s->node_of) +
+			   (s->up ? 2 * s->run->n_nodes * sizeof *s->up : 0) + sim_heap_bytes(s->heap) +
+			   s->hist_len * sizeof *s->hist + s->stale_len * sizeof *s->stale_hist;
+}
+
+int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t errlen)
+{
+	const struct plan_run *run = o->run;
+	const struct scenario *sc = run->scenario;
+	struct sim s = { .o = o, .run = run, .sc = sc, .err = err, .errlen = errlen };
+	struct core_ps_conf cc;
+	bool *late = NULL;
+	const char *why;
+	struct sim_event e;
+	size_t np;
+	uint32_t k;
+
+	size_t held0;
+
+	{
+		struct mallinfo2 mi = mallinfo2();
+
+		held0 = mi.uordblks + mi.hblkhd;
+	}
+	if (errlen)
+		err[0] = '\0';
+	if ((why = unsupported(run))) {
+		snprintf(err, errlen, "%s", why);
+		return -EINVAL;
+	}
+	np = sim_model_params(sc);
+	if (!np) {
+		snprintf(err, errlen, "cannot build the model");
+		return -EINVAL;
+	}
+	s.model_bytes = np * sizeof(float) + WIRE_HEADER_BYTES;
+	s.tcp = (struct sim_link_tcp){ .rto_min_ns = (int64_t)sc->simulation.rto_min_us * 1000,
+				       .mss = sc->simulation.mss };
+	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
+	rng_seed(&s.link_rng, run->seed, 0x4c494e4bull);
+	s.n = 0;
+	s.srv = UINT32_MAX;
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		if (run->nodes[i].role == SCENARIO_ROLE_WORKER)
+			s.n++;
+		else if (run->nodes[i].role == SCENARIO_ROLE_SERVER && s.srv == UINT32_MAX)
+			s.srv = (uint32_t)i;
+	}
+	if (!s.n || s.srv == UINT32_MAX) {
+		snprintf(err, errlen, "a parameter-server run needs a server and workers");
+		return -EINVAL;
+	}
+	s.node_of = calloc(s.n, sizeof *s.node_of);
+	s.w = calloc(s.n, sizeof *s.w);
+	{
+		bool links = run->n_events || sc->network.trace;
+
+		for (size_t i = 0; i < run->n_nodes && !links; i++)
+			links = run->nodes[i].up.rate_bps || run->nodes[i].down.rate_bps;
+		if (links) {
+			s.up = calloc(run->n_nodes, sizeof *s.up);
+			s.down = calloc(run->n_nodes, sizeof *s.down);
+			if (!s.up || !s.down) {
+				fail(&s, -ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+	}
+	late = calloc(s.n, sizeof *late);
+	/* a worker has one event pending at a time (its churn aside): n + a few, grown if not */
+	s.heap = sim_heap_new((size_t)s.n + 64);
+	if (!s.node_of || !s.w || !late || !s.heap) {
+		fail(&s, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (sc->network.trace) {
+		s.ltrace = linktrace_load(sc->network.trace, err, errlen);
+		s.cur_up = calloc(run->n_nodes, sizeof *s.cur_up);
+		s.cur_down = calloc(run->n_nodes, sizeof *s.cur_down);
+		if (!s.ltrace || !s.cur_up || !s.cur_down) {
+			s.rc = s.ltrace ? -ENOMEM : -EINVAL;
+			goto out;
+		}
+	}
+	k = 0;
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		if (s.up) {
+			s.up[i].p = &run->nodes[i].up;
+			s.down[i].p = &run->nodes[i].down;
+		}
+		if (s.cur_up) {
+			s.cur_up[i] = run->nodes[i].up;
+			s.cur_down[i] = run->nodes[i].down;
+			s.up[i].p = &s.cur_up[i];
+			s.down[i].p = &s.cur_down[i];
+		}
+		if (run->nodes[i].role == SCENARIO_ROLE_WORKER) {
+			s.node_of[k] = (uint32_t)i;
+			late[k] = (run->nodes[i].straggler.set & SCENARIO_STRAG_JOIN) != 0;
+			k++;
+		}
+	}
+	s.h = sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1
+		       ? (sc->consistency.local_steps ? sc->consistency.local_steps : 1) : 1;
+	cc = (struct core_ps_conf){
+		.n = s.n,
+		.average = s.h > 1 || sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
+		.bp = { .kind = (enum barrier_kind)sc->consistency.barrier, .staleness = sc->consistency.staleness,
+			.sample = sc->consistency.sample, .backup = sc->consistency.backup },
+		.weighting = (enum core_ps_weighting)sc->consistency.weighting,
+		.seed = run->seed, .late = late,
+	};
+	s.core = core_ps_new(&cc);
+	if (!s.core) {
+		fail(&s, -EINVAL, "consistency core: bad configuration");
+		goto out;
+	}
+	for (uint32_t i = 0; i < s.n; i++) {
+		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
+		struct straggler_params sp;
+
+		if (!(st->set & SCENARIO_STRAG_TRACE) || !st->trace)
+			continue;
+		if (!s.strag && !(s.strag = calloc(s.n, sizeof *s.strag))) {
+			fail(&s, -ENOMEM, "out of memory");
+			goto out;
+		}
+		sp = (struct straggler_params){ .slowdown = (st->set & SCENARIO_STRAG_SLOWDOWN) ? st->slowdown : 1.0,
+						.dist = (st->set & SCENARIO_STRAG_DELAY) ? (enum straggler_dist)st->delay_dist
+											   : STRAGGLER_NONE,
+						.a = st->delay_a, .b = st->delay_b, .trace = st->trace };
+		/* seeded as the emulated worker seeds its model (node/engine_common) */
+		s.strag[i] = straggler_new(&sp, run->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
+		if (!s.strag[i]) {
+			fail(&s, -EINVAL, "%s: stragglers compute.trace %s cannot be read", run->nodes[s.node_of[i]].name,
+			     st->trace);
+			goto out;
+		}
+	}
+	if (sc->simulation.profile) {
+		s.profile = sim_profile_load(sc->simulation.profile, err, errlen);
+		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
+		s.prof_transfer = calloc(s.n, sizeof *s.prof_transfer);
+		if (!s.profile || !s.prof_compute || !s.prof_transfer) {
+			s.rc = -EINVAL;
+			goto out;
+		}
+		for (uint32_t i = 0; i < s.n; i++) {
+			const char *name = run->nodes[s.node_of[i]].name;
+
+			s.prof_compute[i] = sim_profile_compute(s.profile, name);
+			s.prof_transfer[i] = sim_profile_transfer(s.profile, name);
+		}
+	}
+	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
+		const char **names = calloc(s.n, sizeof *names);
+
+		for (uint32_t i = 0; names && i < s.n; i++)
+			names[i] = run->nodes[s.node_of[i]].name;
+		s.train = names ? sim_train_new(sc, s.n, run->seed, o->dir, names, err, errlen) : NULL;
+		free(names);
+		if (!s.train) {
+			s.rc = -EINVAL;
+			goto out;
+		}
+	}
+	if (open_outputs(&s) < 0)
+		goto out;
+
+	/* t = 0: every worker not joining late joins; churn and link changes as planned */
+	for (uint32_t i = 0; i < s.n; i++) {
+		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
+
+		if (st->set & SCENARIO_STRAG_JOIN)
+			push_ev(&s, (int64_t)st->join_at_us * 1000, i, EV_JOIN, 0);
+		else
+			push_ev(&s, 0, i, EV_JOIN, 0);
+		if (st->set & SCENARIO_STRAG_CRASH) {
+			push_ev(&s, (int64_t)st->crash_at_us * 1000, i, EV_CRASH, 0);
+			if (st->set & SCENARIO_STRAG_RESTART)
+				push_ev(&s, (int64_t)st->restart_at_us * 1000, i, EV_RESTART, 0);
+		}
+		if (st->set & SCENARIO_STRAG_LEAVE)
+			push_ev(&s, (int64_t)st->leave_at_us * 1000, i, EV_LEAVE, UINT16_MAX);
+	}
+	for (size_t i = 0; i < run->n_events; i++)
+		push_ev(&s, (int64_t)run->events[i].at_us * 1000, (uint32_t)i, EV_LINK, 0);
+	for (size_t i = 0; s.ltrace && i < s.ltrace->n; i++)
+		push_ev(&s, (int64_t)s.ltrace->rows[i].at_us * 1000, (uint32_t)i, EV_TRACE, 0);
+	push_ev(&s, 0, 0, EV_SAMPLE, 0);
+	if (s.train)
+		push_ev(&s, 0, 0, EV_EVAL, 0);
+	/* A pBSP/pSSP (or SSP) crossing releases in the order the core says; EV_SAMPLE and
+	 * EV_EVAL at equal times come after the workers' events pushed before them. */
+	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
+		if (e.t_ns > s.stop_ns)
+			break;
+		s.events++;
+		dispatch(&s, &e);
+		if (s.stop_acc)
+			break;
+	}
+	if (!s.rc)
+		write_workers(&s);
+	if (!s.rc) {
+		struct mallinfo2 mi = mallinfo2();
+
+		fill_result(&s, res);
+		res->sim_end_s = (s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns) / 1e9;
+		/* everything the simulation holds at its end (it only grows): the core, workers,
+		 * links, the event heap, histograms, output buffers and, when real, training */
+		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;
+	}
+out:
+	if (s.trace)
+		for (uint32_t i = 0; i < s.n; i++)
+			csv_writer_close(&s.trace[i]);
+	free(s.trace);
+	csv_writer_close(&s.progress);
+	csv_writer_close(&s.eval);
+	sim_train_destroy(&s.train);
+	sim_profile_destroy(&s.profile);
+	for (uint32_t i = 0; s.strag && i < s.n; i++)
+		straggler_destroy(&s.strag[i]);
+	free(s.strag);
+	free(s.prof_compute);
+	free(s.prof_transfer);
+	core_ps_destroy(&s.core);
+	sim_heap_destroy(&s.heap);
+	free(s.node_of);
+	free(s.w);
+	free(s.up);
+	free(s.down);
+	free(s.cur_up);
+	free(s.cur_down);
+	linktrace_destroy(&s.ltrace);
+	free(late);
+	free(s.hist);
+	free(s.stale_hist);
+	return s.rc;
+}

@@ -1,0 +1,108 @@
+/* sim/sim_link: see sim_link.h. Lost segments are found by geometric skipping (the gap to the
+ * next loss is floor(log U / log(1 - p))), so a message costs O(losses), not O(segments). */
+#include "sim/sim_link.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#include "netem/netem_model.h"
+#include "node/rng.h"
+
+#define SIM_LINK_RTO_MAX_NS 120000000000ll /* TCP_RTO_MAX */
+#define SIM_LINK_MAX_RETRIES 15            /* tcp_retries2: the connection would die after it */
+#define SIM_LINK_WINDOW 10                 /* segments in flight: Linux's initial window (IW10) */
+
+double sim_link_loss_prob(const struct link_params *p)
+{
+	if (!p)
+		return 0;
+	if (p->loss_model == LINK_LOSS_GEMODEL)
+		return netem_model_ge_loss_rate(p->ge_p_ppm, p->ge_r_ppm, p->ge_1h_ppm, p->ge_1k_ppm);
+	return p->loss_ppm / 1e6;
+}
+
+/* Segments passed before the next loss: geometric with success probability p. */
+static uint64_t gap(double log1mp, struct rng *r)
+{
+	double u = 1.0 - rng_uniform(r); /* (0, 1] */
+	double g = floor(log(u) / log1mp);
+
+	return g > 1e18 ? (uint64_t)1e18 : (uint64_t)g;
+}
+
+int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
+			 uint32_t *lost)
+{
+	int64_t cost = 0;
+	uint32_t nlost = 0;
+	double l1mp;
+	uint64_t i;
+
+	if (p > 0.999999)
+		p = 0.999999;
+	if (!(p > 0) || segments == 0) {
+		if (lost)
+			*lost = 0;
+		return 0;
+	}
+	l1mp = log1p(-p);
+	for (i = gap(l1mp, r); i < segments; i += 1 + gap(l1mp, r)) {
+		int64_t rto = rto_ns;
+		uint32_t rest = segments - 1 - (uint32_t)i, rounds = 0;
+
+		nlost++;
+		/* the first timeout, then one more (doubled) for every retransmission lost again */
+		for (int k = 0; k < SIM_LINK_MAX_RETRIES; k++) {
+			cost += rto;
+			rto = rto * 2 > SIM_LINK_RTO_MAX_NS ? SIM_LINK_RTO_MAX_NS : rto * 2;
+			if (rng_uniform(r) >= p)
+				break;
+		}
+		/* window collapse: the segments that were already in flight when the loss happened
+		 * (a window of SIM_LINK_WINDOW after it) arrived and wait in the receiver's buffer;
+		 * the rest of the message goes in slow start from one segment, the window doubling
+		 * each round trip: r segments take ceil(log2(r + 1)) of them */
+		rest = rest > SIM_LINK_WINDOW ? rest - SIM_LINK_WINDOW : 0;
+		while (rounds < 32 && ((1ull << rounds) - 1) < (uint64_t)rest)
+			rounds++;
+		cost += (int64_t)rounds * rtt_ns;
+	}
+	if (lost)
+		*lost = nlost;
+	return cost;
+}
+
+int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64_t bytes, int64_t now_ns,
+		      int64_t rtt_ns, struct rng *r, struct sim_link_cost *cost)
+{
+	const struct link_params *p = l->p;
+	uint32_t mss = tcp->mss ? tcp->mss : 1448, k = (uint32_t)((bytes + mss - 1) / mss), lost = 0;
+	int64_t start = now_ns > l->busy_ns ? now_ns : l->busy_ns, serial = 0, prop = 0, loss = 0;
+	int64_t jitter = p ? (int64_t)p->jitter_us * 1000 : 0, rto;
+
+	if (k == 0)
+		k = 1;
+	if (p && p->rate_bps)
+		serial = (int64_t)((double)bytes * 8e9 / (double)p->rate_bps);
+	l->busy_ns = start + serial;
+	if (p) {
+		prop = (int64_t)p->delay_us * 1000;
+		if (jitter > 0) {
+			double z;
+
+			if (p->dist == LINK_DIST_NONE || p->dist == LINK_DIST_UNIFORM)
+				z = 2.0 * pow(rng_uniform(r), 1.0 / k) - 1.0; /* max of k uniforms on [-1, 1] */
+			else
+				z = rng_normal(r);
+			prop += (int64_t)(z * (double)jitter);
+			if (prop < 0)
+				prop = 0;
+		}
+		rto = rtt_ns + (tcp->rto_min_ns > 4 * jitter ? tcp->rto_min_ns : 4 * jitter);
+		loss = sim_link_loss_ns(sim_link_loss_prob(p), k, rto, rtt_ns, r, &lost);
+	}
+	if (cost)
+		*cost = (struct sim_link_cost){ .queue_ns = start - now_ns, .serial_ns = serial, .prop_ns = prop,
+						.loss_ns = loss, .segments = k, .lost = lost };
+	return start + serial + prop + loss;
+}

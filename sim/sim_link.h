@@ -1,0 +1,67 @@
+/* sim/sim_link: the time a message takes to cross one direction of an emulated link.
+ *
+ * The model (docs/simulation.md, "Links") follows what the emulator's links do to a TCP
+ * connection carrying a message of B bytes, cut into k = ceil(B / mss) segments:
+ *   queueing + serialisation  the link sends one message at a time at rate_bps (FIFO: a
+ *                             message waits until the one before it has left; rate 0 = none)
+ *   propagation               delay plus jitter drawn as netem draws it: uniform in
+ *                             [delay - jitter, delay + jitter] per packet (no table), so the
+ *                             message is complete when the latest of its k packets arrives
+ *                             (max of k uniforms); other distributions: one normal draw with
+ *                             sd = jitter. Never below 0.
+ *   loss as TCP sees it       each segment is lost with p (loss, or the long-run rate of a
+ *                             Gilbert-Elliott chain); a lost segment is recovered only by a
+ *                             retransmission timeout RTO = rtt + max(rto_min, 4 jitter) (how
+ *                             Linux bounds its RTO), each further loss of the same segment
+ *                             doubling it (exponential backoff, at most 120 s, as TCP_RTO_MAX);
+ *                             after a timeout the congestion window is 1: the segments already
+ *                             in flight behind the lost one (a window of 10, Linux's initial
+ *                             window) wait in the receiver's buffer, and the r segments beyond
+ *                             them need ceil(log2(r + 1)) more round trips of slow start
+ *                             (window collapse). Fast retransmit is not modelled.
+ * Pure apart from the link's own "busy until" time; randomness comes from the caller's rng. */
+#ifndef STALENET_SIM_LINK_H
+#define STALENET_SIM_LINK_H
+
+#include <stdint.h>
+
+#include "lib/link_params.h"
+
+struct rng;
+
+/* TCP settings of the model. */
+struct sim_link_tcp {
+	int64_t rto_min_ns;  /* simulation.rto_min (Linux: 200 ms) */
+	uint32_t mss;        /* bytes of payload per segment (1448 on Ethernet with timestamps) */
+};
+
+/* One direction of a link: its parameters (borrowed; a timeline change swaps the pointer) and
+ * the time its transmitter is free again. */
+struct sim_link {
+	const struct link_params *p;
+	int64_t busy_ns;
+};
+
+/* What sim_link_send spent (for tests and calibration); all ns. */
+struct sim_link_cost {
+	int64_t queue_ns, serial_ns, prop_ns, loss_ns;
+	uint32_t segments, lost;
+};
+
+/* Loss cost of one message of `segments` segments on a link losing each with probability p
+ * (0 <= p < 1; p >= 1 counts as 0.999999): retransmission timeouts with backoff plus slow start
+ * after each, as above. rto_ns is the first timeout, rtt_ns the round trip. *lost (may be NULL)
+ * gets the number of segments lost at least once. */
+int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
+			 uint32_t *lost);
+
+/* The per-segment loss probability of p's loss settings (random loss, or Gilbert-Elliott's
+ * long-run rate). */
+double sim_link_loss_prob(const struct link_params *p);
+
+/* Send `bytes` into l at now_ns over a path of round trip rtt_ns: returns the time the message
+ * has crossed the link (>= now_ns) and advances l->busy_ns. cost (may be NULL) gets the parts. */
+int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64_t bytes, int64_t now_ns,
+		      int64_t rtt_ns, struct rng *r, struct sim_link_cost *cost);
+
+#endif

@@ -1,0 +1,42 @@
+/* sim/sim_profile: step-time and message-time distributions fitted to an emulated run, for
+ * `stalenet calibrate` (which writes them) and `simulation.profile` (which the simulator draws
+ * from instead of its own step and link models).
+ *
+ * From every worker trace nodes/<worker>.csv of an emulated run: the compute time of each step
+ * (compute_s: the gradient plus the straggler's stretch) and the transfer time of each step
+ * after the first (t_s - previous t_s - compute_s - wait_s: one request/reply round trip with the
+ * update and the model, and any pause), each kept as SIM_PROFILE_Q quantiles (0%, 5%, ..., 100%),
+ * per worker and pooled over all workers ("all"). A draw is the inverse of the piecewise-linear
+ * CDF through the quantiles. The file is the flat `key = value` text of lib/kv:
+ *   profile.source = RUN_DIR            profile.workers = 8
+ *   worker3.compute_s = q0 q5 ... q100  worker3.transfer_s = ...   (seconds)
+ *   all.compute_s = ...                 all.transfer_s = ... */
+#ifndef STALENET_SIM_PROFILE_H
+#define STALENET_SIM_PROFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define SIM_PROFILE_Q 21
+
+struct sim_profile;
+
+/* Fit a profile to the worker traces of run_dir and write it to out (kv text). Returns the
+ * number of workers fitted, or -errno with err filled ("path: what"; -ENOENT: no worker trace
+ * with two rows). */
+int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen);
+
+/* Read a profile file (everything in it is checked: SIM_PROFILE_Q finite, non-negative,
+ * non-decreasing numbers per key). NULL with err filled. */
+struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen);
+void sim_profile_destroy(struct sim_profile **p);
+
+/* The quantile table of worker `name` (its own, else the pooled "all"), or NULL when the
+ * profile has neither. Owned by the profile. */
+const double *sim_profile_compute(const struct sim_profile *p, const char *name);
+const double *sim_profile_transfer(const struct sim_profile *p, const char *name);
+
+/* Inverse CDF of a quantile table at u in [0, 1), seconds. */
+double sim_profile_draw(const double *q, double u);
+
+#endif

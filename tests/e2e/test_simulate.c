@@ -1,0 +1,146 @@
+/* `stalenet simulate` end to end: a small parameter-server scenario with real training, its
+ * run directory (scenario.yaml, meta.json in simulation mode, the traces in the emulator's
+ * schema, workers.csv, summary.csv, the figures), a resumed sweep skipping complete runs, and
+ * byte-identical traces from a second simulation of the same scenario. Needs the data set
+ * and build/stalenet; no privileges. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectors/schema.h"
+#include "collectors/table.h"
+#include "tests/support/files.h"
+#include "tests/support/proc.h"
+
+#define SCENARIO                                                                                 \
+	"name: simtest\nseed: 3\nstop: {time: 20s}\ntarget: 0.6\n"                                \
+	"model: {kind: softmax}\ntrain: {batch: 32, lr: 0.05}\n"                                 \
+	"consistency: {barrier: ssp, staleness: 2}\nworkers: 4\nlinkcheck: off\neval: {every: 2s}\n" \
+	"network: {default: {delay: 5ms, jitter: 1ms}}\n"                                           \
+	"stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 50ms}}}\n"    \
+	"simulation: {train: real, step_cost: 2ms, server_cost: 20us}\n"                             \
+	"sweep: {consistency.barrier: [ssp, asp]}\n"
+
+static const char *bin(void)
+{
+	static char path[512];
+	const char *b = getenv("BUILD");
+
+	snprintf(path, sizeof path, "%s/stalenet", b && *b ? b : "build");
+	return path;
+}
+
+static double last_accuracy(const char *run)
+{
+	char path[700], err[256];
+	bool missing;
+	struct table *t;
+	double acc = -1;
+
+	snprintf(path, sizeof path, "%s/eval.csv", run);
+	t = table_load(path, &missing, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	cr_assert_gt(table_rows(t), 5, "eval rows");
+	table_double(t, table_rows(t) - 1, (size_t)table_col(t, "test_accuracy"), &acc);
+	table_destroy(&t);
+	return acc;
+}
+
+Test(simulate, run_directory, .timeout = 300)
+{
+	char dir[256], yaml[300], out[300], out2[300], run[400], path[600], err[512];
+	char *meta, *a, *b;
+	size_t la, lb;
+
+	if (access(bin(), X_OK) != 0 || access("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", R_OK) != 0)
+		cr_skip_test("needs %s and the data set", bin());
+	support_tmpdir(dir, sizeof dir, "simulate");
+	snprintf(yaml, sizeof yaml, "%s/s.yaml", dir);
+	snprintf(out, sizeof out, "%s/out", dir);
+	snprintf(out2, sizeof out2, "%s/out2", dir);
+	support_write_file(yaml, SCENARIO);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --plot --quiet 2>'%s/log'", bin(), yaml, out, dir), 0);
+	snprintf(run, sizeof run, "%s/consistency.barrier=ssp+rep=1", out);
+	snprintf(path, sizeof path, "%s/meta.json", run);
+	meta = support_slurp(path, NULL);
+	cr_assert_not_null(strstr(meta, "\"mode\": \"simulation\""), "%s", meta);
+	cr_assert_not_null(strstr(meta, "\"status\": \"complete\""), "%s", meta);
+	free(meta);
+	snprintf(path, sizeof path, "%s/scenario.yaml", run);
+	cr_assert_eq(access(path, R_OK), 0);
+	cr_assert_eq(trace_schema_check_dir(run, err, sizeof err), 0, "%s", err);
+	/* real training in simulated time: the softmax model learns */
+	cr_assert_gt(last_accuracy(run), 0.6);
+	snprintf(path, sizeof path, "%s/workers.csv", run);
+	a = support_slurp(path, NULL);
+	cr_assert_eq(strncmp(a, TRACE_HEADER_WORKERS "\n", strlen(TRACE_HEADER_WORKERS) + 1), 0, "%s", a);
+	free(a);
+	snprintf(path, sizeof path, "%s/summary.csv", out);
+	a = support_slurp(path, NULL);
+	cr_assert_not_null(strstr(a, "consistency.barrier=asp+rep=1"), "%s", a);
+	cr_assert_not_null(strstr(a, "simulation"), "backend column: %s", a);
+	free(a);
+	snprintf(path, sizeof path, "%s/plots/steps_cdf.png", out);
+	cr_assert_eq(access(path, R_OK), 0, "no steps_cdf figure");
+	/* resume: both runs are complete, nothing is simulated again */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' 2>'%s/log2'", bin(), yaml, out, dir), 0);
+	cr_assert_eq(support_sh("grep -q '0 simulation(s) done, 2 skipped' '%s/log2'", dir), 0);
+	/* determinism: the same scenario again into another directory, byte for byte */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet 2>/dev/null", bin(), yaml, out2), 0);
+	for (int k = 0; k < 4; k++) {
+		static const char *const f[] = { "eval.csv", "progress.csv", "workers.csv", "nodes/worker2.csv" };
+
+		snprintf(path, sizeof path, "%s/%s", run, f[k]);
+		a = support_slurp(path, &la);
+		snprintf(path, sizeof path, "%s/consistency.barrier=ssp+rep=1/%s", out2, f[k]);
+		b = support_slurp(path, &lb);
+		cr_assert(la == lb && memcmp(a, b, la) == 0, "%s differs between two simulations", f[k]);
+		free(a);
+		free(b);
+	}
+	/* calibrate on the SSP run, simulate it again from the profile (the profile overrides the
+	 * step and link models): the median final step comes back within 10% */
+	cr_assert_eq(support_sh("%s calibrate '%s' 2>/dev/null && grep -q '^worker3.transfer_s = ' '%s/profile.conf'",
+				bin(), run, run), 0);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s/cal' --quiet --set simulation.train=none "
+				"--set 'simulation.profile=%s/profile.conf' --set 'sweep.consistency.barrier=[ssp]' "
+				"2>/dev/null", bin(), yaml, dir, run), 0);
+	{
+		char p2[700];
+		double med[2];
+
+		for (int k = 0; k < 2; k++) {
+			struct table *t;
+			bool missing;
+
+			snprintf(p2, sizeof p2, "%s/summary.csv", k ? out : dir);
+			if (!k)
+				snprintf(p2, sizeof p2, "%s/cal/summary.csv", dir);
+			t = table_load(p2, &missing, err, sizeof err);
+			cr_assert_not_null(t, "%s", err);
+			med[k] = table_double_or(t, 0, (size_t)table_col(t, "steps_median"), -1);
+			table_destroy(&t);
+		}
+		cr_assert_gt(med[1], 0);
+		cr_assert_lt(med[0] > med[1] ? med[0] - med[1] : med[1] - med[0], 0.1 * med[1],
+			     "calibrated median %g against %g", med[0], med[1]);
+	}
+	cr_assert_eq(support_sh("%s calibrate '%s' --out '%s/x.conf' 2>/dev/null; test $? = 2", bin(), dir, dir), 0);
+	support_rm_rf(dir);
+}
+
+Test(simulate, bad_input_exit_2, .timeout = 60)
+{
+	char dir[256], yaml[300];
+
+	if (access(bin(), X_OK) != 0)
+		cr_skip_test("needs %s", bin());
+	support_tmpdir(dir, sizeof dir, "simulate");
+	snprintf(yaml, sizeof yaml, "%s/s.yaml", dir);
+	support_write_file(yaml, "stop: {time: 10s}\nworkers: 4\nsimulation:\n  rto_min: soon\n");
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s/o' 2>'%s/err'; test $? = 2", bin(), yaml, dir, dir), 0);
+	cr_assert_eq(support_sh("grep -q 's.yaml:4:12: error: simulation.rto_min' '%s/err'", dir), 0);
+	support_rm_rf(dir);
+}

@@ -1,0 +1,509 @@
+/* sim/sim: the simulator holds the emulator's invariants, is deterministic, and its scenario
+ * settings are validated.
+ *   BSP       at every progress sample the spread of the workers' clocks is at most 1 (a
+ *             round in flight), and every worker ends within one step of the others
+ *   SSP(s)    the spread never exceeds s + 1
+ *   ASP       nobody ever waits (wait_s 0 in every row, progress waiting 0)
+ *   pBSP(0)   is ASP: the same trace files, byte for byte
+ *   pBSP(N-1) is BSP: the same steps, waits and progress, sample for sample
+ *   determinism  the same scenario and seed give byte-identical files
+ *   errors    bad simulation: values get FILE:LINE:COL messages at the value */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectors/schema.h"
+#include "collectors/summary.h"
+#include "collectors/table.h"
+#include "orchestrator/plan.h"
+#include "orchestrator/scenario.h"
+#include "sim/sim.h"
+#include "tests/support/files.h"
+
+/* A small PS scenario: n workers with exponential step times, a lossy jittery link on one. */
+static struct scenario *scen(const char *barrier, unsigned n, unsigned sample, unsigned staleness,
+			     const char *extra)
+{
+	char buf[4096], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+
+	snprintf(buf, sizeof buf,
+		 "name: t\nseed: 11\nstop: {time: 30s}\nmodel: {kind: softmax}\n"
+		 "consistency: {barrier: %s, staleness: %u, sample: %u}\nworkers: %u\nlinkcheck: off\n"
+		 "network:\n  default: {delay: 2ms, jitter: 1ms, rate: 100mbit}\n"
+		 "  links:\n    - {nodes: worker1, delay: 20ms, loss: 2%%}\n"
+		 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 100ms}}}\n"
+		 "  - {nodes: worker2, compute: {slowdown: 3}}\n"
+		 "simulation: {train: none, step_cost: 5ms, server_cost: 50us, node_files: 64}\n%s",
+		 barrier, staleness, sample, n, extra ? extra : "");
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	return sc;
+}
+
+/* Simulate sc into dir (created), results in *res. */
+static void simulate(const struct scenario *sc, const char *dir, struct sim_result *res)
+{
+	char err[512], path[600];
+	struct plan *p = plan_new(sc, err, sizeof err);
+	struct sim_opts o;
+	int rc;
+
+	cr_assert_not_null(p, "%s", err);
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir,
+			       .step_cost_ns = (int64_t)sc->simulation.step_cost_us * 1000,
+			       .server_cost_ns = (int64_t)sc->simulation.server_cost_us * 1000 };
+	rc = sim_run(&o, res, err, sizeof err);
+	cr_assert_eq(rc, 0, "sim_run: %s", err);
+	plan_destroy(&p);
+}
+
+static struct table *load(const char *dir, const char *file)
+{
+	char path[600], err[512];
+	bool missing = false;
+	struct table *t;
+
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	t = table_load(path, &missing, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	return t;
+}
+
+static double cell(const struct table *t, size_t r, const char *col)
+{
+	double v = NAN;
+	int c = table_col(t, col);
+
+	cr_assert_geq(c, 0, "no column %s", col);
+	table_double(t, r, (size_t)c, &v);
+	return v;
+}
+
+/* max over progress samples of (max_step - min_step); *waited = any sample with waiting > 0 */
+static double max_spread(const char *dir, bool *waited)
+{
+	struct table *t = load(dir, "progress.csv");
+	double m = 0;
+
+	*waited = false;
+	cr_assert_gt(table_rows(t), 250);
+	for (size_t r = 0; r < table_rows(t); r++) {
+		double s = cell(t, r, "max_step") - cell(t, r, "min_step");
+
+		m = s > m ? s : m;
+		*waited |= cell(t, r, "waiting") > 0;
+	}
+	table_destroy(&t);
+	return m;
+}
+
+static bool same_file(const char *a, const char *b, const char *file)
+{
+	char pa[600], pb[600];
+	size_t la, lb;
+	char *x, *y;
+	bool same;
+
+	snprintf(pa, sizeof pa, "%s/%s", a, file);
+	snprintf(pb, sizeof pb, "%s/%s", b, file);
+	x = support_slurp(pa, &la);
+	y = support_slurp(pb, &lb);
+	same = la == lb && memcmp(x, y, la) == 0;
+	free(x);
+	free(y);
+	return same;
+}
+
+Test(sim, bsp_spread_at_most_one_round, .timeout = 60)
+{
+	char dir[256], err[512];
+	struct scenario *sc = scen("bsp", 6, 2, 0, NULL);
+	struct sim_result r;
+	bool waited;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	simulate(sc, dir, &r);
+	cr_assert_leq(r.steps_max - r.steps_min, 1);
+	cr_assert_gt(r.steps_min, 20, "steps %g", r.steps_min);
+	cr_assert_leq(max_spread(dir, &waited), 1);
+	cr_assert(waited);
+	cr_assert_gt(r.wait_fraction, 0.2);
+	cr_assert_eq(r.staleness_mean, 0);
+	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+Test(sim, ssp_bound, .timeout = 60)
+{
+	char dir[256];
+	struct sim_result r;
+	bool waited;
+
+	for (unsigned s = 0; s <= 3; s++) {
+		struct scenario *sc = scen("ssp", 6, 2, s, NULL);
+		double spread;
+
+		support_tmpdir(dir, sizeof dir, "sim");
+		simulate(sc, dir, &r);
+		spread = max_spread(dir, &waited);
+		cr_assert_leq(spread, s + 1, "SSP(%u): spread %g", s, spread);
+		cr_assert(waited, "SSP(%u) never held anybody (slowdown 3 on worker2)", s);
+		scenario_destroy(&sc);
+		support_rm_rf(dir);
+	}
+}
+
+Test(sim, asp_never_waits, .timeout = 60)
+{
+	char dir[256];
+	struct scenario *sc = scen("asp", 6, 2, 0, NULL);
+	struct sim_result r;
+	struct table *t;
+	bool waited;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	simulate(sc, dir, &r);
+	max_spread(dir, &waited);
+	cr_assert_not(waited);
+	cr_assert_eq(r.wait_fraction, 0);
+	t = load(dir, "nodes/worker3.csv");
+	cr_assert_gt(table_rows(t), 50);
+	for (size_t i = 0; i < table_rows(t); i++)
+		cr_assert_eq(cell(t, i, "wait_s"), 0);
+	table_destroy(&t);
+	/* the slowed worker falls far behind: nothing holds the others back */
+	cr_assert_gt(r.steps_max - r.steps_min, 20);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+Test(sim, pbsp0_is_asp, .timeout = 60)
+{
+	char a[256], b[256];
+	struct scenario *x = scen("asp", 5, 0, 0, NULL), *y = scen("pbsp", 5, 0, 0, NULL);
+	struct sim_result ra, rb;
+	static const char *const files[] = { "progress.csv", "workers.csv", "nodes/worker0.csv",
+					     "nodes/worker1.csv", "nodes/worker4.csv" };
+
+	support_tmpdir(a, sizeof a, "sim");
+	support_tmpdir(b, sizeof b, "sim");
+	simulate(x, a, &ra);
+	simulate(y, b, &rb);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		cr_assert(same_file(a, b, files[i]), "%s differs", files[i]);
+	cr_assert_eq(ra.events, rb.events);
+	scenario_destroy(&x);
+	scenario_destroy(&y);
+	support_rm_rf(a);
+	support_rm_rf(b);
+}
+
+Test(sim, pbsp_all_is_bsp, .timeout = 60)
+{
+	char a[256], b[256];
+	struct scenario *x = scen("bsp", 5, 4, 0, NULL), *y = scen("pbsp", 5, 4, 0, NULL);
+	struct sim_result ra, rb;
+	struct table *ta, *tb;
+
+	support_tmpdir(a, sizeof a, "sim");
+	support_tmpdir(b, sizeof b, "sim");
+	simulate(x, a, &ra);
+	simulate(y, b, &rb);
+	cr_assert(same_file(a, b, "progress.csv"), "progress.csv differs");
+	ta = load(a, "workers.csv");
+	tb = load(b, "workers.csv");
+	cr_assert_eq(table_rows(ta), 5);
+	cr_assert_eq(table_rows(tb), 5);
+	for (size_t i = 0; i < 5; i++) {
+		cr_assert_eq(cell(ta, i, "final_step"), cell(tb, i, "final_step"));
+		cr_assert_eq(cell(ta, i, "wait_s"), cell(tb, i, "wait_s"));
+		cr_assert_eq(cell(ta, i, "compute_s"), cell(tb, i, "compute_s"));
+	}
+	table_destroy(&ta);
+	table_destroy(&tb);
+	cr_assert_eq(ra.steps_median, rb.steps_median);
+	scenario_destroy(&x);
+	scenario_destroy(&y);
+	support_rm_rf(a);
+	support_rm_rf(b);
+}
+
+Test(sim, deterministic, .timeout = 60)
+{
+	char a[256], b[256];
+	struct scenario *sc = scen("pssp", 12, 3, 2,
+				   "  # churn\n");
+	struct sim_result ra, rb;
+	static const char *const files[] = { "progress.csv", "workers.csv", "nodes/worker0.csv",
+					     "nodes/worker1.csv", "nodes/worker11.csv" };
+
+	support_tmpdir(a, sizeof a, "sim");
+	support_tmpdir(b, sizeof b, "sim");
+	simulate(sc, a, &ra);
+	simulate(sc, b, &rb);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		cr_assert(same_file(a, b, files[i]), "%s differs", files[i]);
+	cr_assert_eq(ra.events, rb.events);
+	scenario_destroy(&sc);
+	support_rm_rf(a);
+	support_rm_rf(b);
+}
+
+Test(sim, churn_crash_restart_late_join_leave, .timeout = 60)
+{
+	char dir[256];
+	struct scenario *sc = scen("ssp", 6, 2, 2,
+				   "  # (stragglers below are merged in order)\n");
+	struct sim_result r;
+	struct table *t;
+	char buf[4096], err[SCENARIO_ERR_MAX];
+
+	scenario_destroy(&sc);
+	snprintf(buf, sizeof buf,
+		 "name: t\nseed: 5\nstop: {time: 30s}\nconsistency: {barrier: ssp, staleness: 2}\nworkers: 6\n"
+		 "linkcheck: off\nnetwork: {default: {delay: 1ms}}\n"
+		 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 100ms}}}\n"
+		 "  - {nodes: worker1, crash: {at: 5s, restart: 10s}}\n"
+		 "  - {nodes: worker2, join: {at: 8s}}\n  - {nodes: worker3, leave: {at: 12s}}\n"
+		 "simulation: {step_cost: 5ms, server_cost: 50us}\n");
+	sc = scenario_parse(buf, strlen(buf), "c.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	support_tmpdir(dir, sizeof dir, "sim");
+	simulate(sc, dir, &r);
+	t = load(dir, "workers.csv");
+	/* the others went on without the crashed worker and the one that left, and were not held
+	 * for ever by the late one: about 30 s / 105 ms */
+	cr_assert_gt(cell(t, 0, "final_step"), 200);
+	/* worker3 left at 12 s: about 12 s worth of steps */
+	cr_assert_lt(cell(t, 3, "final_step"), 0.6 * cell(t, 0, "final_step"));
+	/* the late joiner resumed at the slowest clock, so it is within the SSP bound at the end */
+	cr_assert_geq(cell(t, 2, "final_step"), cell(t, 0, "final_step") - 4);
+	cr_assert_geq(cell(t, 1, "final_step"), cell(t, 0, "final_step") - 4);
+	table_destroy(&t);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+Test(sim, many_workers_use_workers_csv, .timeout = 60)
+{
+	char dir[256], path[300];
+	struct scenario *sc = scen("pbsp", 100, 5, 0, "");
+	struct sim_result r;
+	struct table *t;
+
+	cr_assert_eq(scenario_set(sc, "simulation.node_files=10", path, sizeof path), 0, "%s", path);
+	support_tmpdir(dir, sizeof dir, "sim");
+	simulate(sc, dir, &r);
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	cr_assert_neq(access(path, F_OK), 0, "100 workers > node_files 10: no per-worker trace");
+	t = load(dir, "workers.csv");
+	cr_assert_eq(table_rows(t), 100);
+	cr_assert_eq(r.workers, 100);
+	table_destroy(&t);
+	/* the summary is rebuilt from workers.csv (steps and wait; staleness is not in it) */
+	{
+		char err[512], meta[400];
+		struct summary_row row;
+
+		snprintf(meta, sizeof meta, "%s/meta.json", dir);
+		support_write_file(meta, "{\"run_id\": \"r\", \"status\": \"complete\"}\n");
+		cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
+		cr_assert_eq(row.workers, 100);
+		cr_assert_eq(row.steps_median, r.steps_median);
+		cr_assert_eq(row.steps_min, r.steps_min);
+		cr_assert_eq(row.total_steps, r.total_steps);
+		cr_assert_lt(fabs(row.wait_fraction - r.wait_fraction), 1e-4);
+		cr_assert(isnan(row.staleness_mean));
+	}
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+Test(sim, model_averaging_rounds, .timeout = 60)
+{
+	char dir[256], buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+	struct sim_result r;
+	struct table *t;
+	size_t waits = 0;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(buf, sizeof buf,
+		 "stop: {time: 30s}\nconsistency: {barrier: bsp, local_steps: 4}\nworkers: 5\nlinkcheck: off\n"
+		 "network: {default: {delay: 2ms}}\n"
+		 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 50ms}}}\n"
+		 "simulation: {step_cost: 1ms, server_cost: 10us}\n");
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, dir, &r);
+	/* a round is 4 local steps; BSP holds every worker to the same round */
+	cr_assert_gt(r.steps_min, 40);
+	cr_assert_leq(r.steps_max - r.steps_min, 4);
+	t = load(dir, "nodes/worker2.csv");
+	for (size_t i = 0; i < table_rows(t); i++) {
+		double step = cell(t, i, "step");
+		bool push = fmod(step, 4) == 0;
+
+		/* only a round's first step waits, only its last moves the models */
+		if (cell(t, i, "wait_s") > 0) {
+			cr_assert_eq(fmod(step, 4), 1, "step %g waited", step);
+			waits++;
+		}
+		cr_assert_eq(cell(t, i, "bytes_tx") > 0, push, "step %g", step);
+	}
+	cr_assert_gt(waits, 5);
+	table_destroy(&t);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+Test(sim, compute_trace_replayed, .timeout = 60)
+{
+	char dir[256], trace[300], buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+	struct sim_result r;
+	struct table *t;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(trace, sizeof trace, "%s/trace.csv", dir);
+	support_write_file(trace, "step,compute_s\n0,0.25\n1,0.5\n2,0.75\n");
+	snprintf(buf, sizeof buf,
+		 "stop: {time: 20s}\nconsistency: {barrier: asp}\nworkers: 2\nlinkcheck: off\n"
+		 "stragglers:\n  - {nodes: worker0, compute: {trace: '%s', slowdown: 2}}\n"
+		 "simulation: {step_cost: 10ms, server_cost: 10us}\n", trace);
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, dir, &r);
+	t = load(dir, "nodes/worker0.csv");
+	cr_assert_gt(table_rows(t), 10);
+	/* the trace's times, cyclically, stretched by the slowdown: 0.5, 1.0, 1.5, 0.5, ... */
+	for (size_t i = 0; i < table_rows(t); i++)
+		cr_assert_float_eq(cell(t, i, "compute_s"), 0.5 * (double)(i % 3 + 1), 1e-5, "row %zu: %g", i,
+				   cell(t, i, "compute_s"));
+	table_destroy(&t);
+	t = load(dir, "nodes/worker1.csv");
+	cr_assert_float_eq(cell(t, 0, "compute_s"), 0.01, 1e-6);
+	table_destroy(&t);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+Test(sim, network_trace_changes_every_link, .timeout = 60)
+{
+	char dir[256], trace[300], buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+	struct sim_result r;
+	struct table *t;
+	double before = 0, after = 0;
+	size_t nb = 0, na = 0;
+
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(trace, sizeof trace, "%s/net.csv", dir);
+	/* 5 ms one way for 10 s, then 100 ms: a step's round trip goes from ~20 ms to ~400 ms
+	 * (four link directions) */
+	support_write_file(trace, "t_s,delay,loss,rate\n0,5ms,,\n10,100ms,,\n");
+	snprintf(buf, sizeof buf,
+		 "stop: {time: 20s}\nconsistency: {barrier: asp}\nworkers: 2\nlinkcheck: off\n"
+		 "network: {default: {delay: 1ms}, trace: '%s'}\n"
+		 "simulation: {step_cost: 10ms, server_cost: 10us}\n", trace);
+	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, dir, &r);
+	t = load(dir, "nodes/worker0.csv");
+	for (size_t i = 1; i < table_rows(t); i++) {
+		double t0 = cell(t, i - 1, "t_s"), dt = cell(t, i, "t_s") - t0;
+
+		if (t0 > 1 && t0 < 9) {
+			before += dt;
+			nb++;
+		} else if (t0 > 11) {
+			after += dt;
+			na++;
+		}
+	}
+	table_destroy(&t);
+	cr_assert_gt(nb, 50);
+	cr_assert_gt(na, 5);
+	cr_assert_lt(fabs(before / nb - 0.030), 0.003, "step %g s before", before / nb);
+	cr_assert_lt(fabs(after / na - 0.410), 0.01, "step %g s after", after / na);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+/* --- input errors -------------------------------------------------------------------------- */
+
+static void bad(const char *sim, const char *want_pos, const char *want)
+{
+	char buf[2048], err[SCENARIO_ERR_MAX];
+	struct scenario *sc;
+
+	snprintf(buf, sizeof buf, "stop: {time: 10s}\nworkers: 4\n%s", sim);
+	sc = scenario_parse(buf, strlen(buf), "s.yaml", err, sizeof err);
+	cr_assert_null(sc, "accepted: %s", sim);
+	cr_assert_not_null(strstr(err, want_pos), "'%s' lacks position %s", err, want_pos);
+	cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+}
+
+Test(sim, bad_input)
+{
+	bad("simulation: {trian: real}\n", "s.yaml:3:14:", "did you mean 'train'");
+	bad("simulation: {train: maybe}\n", "s.yaml:3:21:", "simulation.train");
+	bad("simulation:\n  step_cost: 0\n", "s.yaml:4:14:", "simulation.step_cost is 0");
+	bad("simulation:\n  step_cost: fast\n", "s.yaml:4:14:", "simulation.step_cost");
+	bad("simulation:\n  server_cost: -1ms\n", "s.yaml:4:16:", "simulation.server_cost");
+	bad("simulation:\n  rto_min: 10us\n", "s.yaml:4:12:", "below 1ms");
+	bad("simulation:\n  mss: 10\n", "s.yaml:4:8:", "out of range");
+	bad("simulation:\n  node_files: 5000\n", "s.yaml:4:15:", "out of range");
+	bad("simulation: [none]\n", "s.yaml:3:13:", "simulation");
+	/* without a simulation: section the emulation limit holds */
+	{
+		char err[SCENARIO_ERR_MAX];
+		const char *t = "stop: {time: 10s}\nworkers: 5000\n";
+		struct scenario *sc = scenario_parse(t, strlen(t), "w.yaml", err, sizeof err);
+
+		cr_assert_null(sc);
+		cr_assert_not_null(strstr(err, "w.yaml:2:10:"), "%s", err);
+		t = "stop: {time: 10s}\nworkers: 5000\nsimulation: {}\n";
+		sc = scenario_parse(t, strlen(t), "w.yaml", err, sizeof err);
+		cr_assert_not_null(sc, "%s", err);
+		cr_assert_eq(sc->workers, 5000);
+		cr_assert_eq(sc->simulation.rto_min_us, 200000);
+		cr_assert_eq(sc->simulation.mss, 1448);
+		cr_assert_eq(sc->simulation.node_files, 64);
+		cr_assert_eq(sc->simulation.train, SCENARIO_SIM_TRAIN_NONE);
+		scenario_destroy(&sc);
+		t = "stop: {time: 10s}\nworkers: 300000\nsimulation: {}\n";
+		sc = scenario_parse(t, strlen(t), "w.yaml", err, sizeof err);
+		cr_assert_null(sc);
+		cr_assert_not_null(strstr(err, "w.yaml:2:10:"), "%s", err);
+	}
+}
+
+Test(sim, unsupported_is_named)
+{
+	char buf[512], err[512];
+	struct scenario *sc;
+	struct plan *p;
+	struct sim_opts o;
+	struct sim_result r;
+
+	snprintf(buf, sizeof buf, "stop: {time: 10s}\nworkers: 4\ntopology: {kind: p2p}\n"
+				  "consistency: {barrier: pbsp, sample: 2}\nlinkcheck: off\nsimulation: {}\n");
+	sc = scenario_parse(buf, strlen(buf), "p.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p);
+	o = (struct sim_opts){ .run = plan_run(p, 0), .step_cost_ns = 1000000 };
+	cr_assert_eq(sim_run(&o, &r, err, sizeof err), -EINVAL);
+	cr_assert_not_null(strstr(err, "p2p"), "%s", err);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+}

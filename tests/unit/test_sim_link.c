@@ -1,0 +1,134 @@
+/* sim/sim_link: the parts of a message's time, each against its closed form.
+ *   serialisation and FIFO queueing exact; delay exact without jitter
+ *   jitter within [delay - jitter, delay + jitter]; mean of the max of k uniforms
+ *   loss: the fraction of segments lost; a one-segment message costs 0, rto, 3 rto, 7 rto ...
+ *   (backoff); a single loss in a longer message costs rto + ceil(log2(r + 1)) rtt, r the
+ *   segments beyond the 10 in flight behind it */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "node/rng.h"
+#include "sim/sim_link.h"
+
+static const struct sim_link_tcp TCP = { .rto_min_ns = 200000000, .mss = 1000 };
+
+Test(sim_link, serialisation_queueing_delay)
+{
+	struct link_params p = { .delay_us = 5000, .rate_bps = 8000000 }; /* 1 byte per us */
+	struct sim_link l = { .p = &p };
+	struct sim_link_cost c;
+	struct rng r;
+	int64_t t1, t2;
+
+	rng_seed(&r, 1, 0);
+	t1 = sim_link_send(&l, &TCP, 10000, 1000, 0, &r, &c);
+	cr_assert_eq(c.serial_ns, 10000000);
+	cr_assert_eq(c.queue_ns, 0);
+	cr_assert_eq(c.segments, 10);
+	cr_assert_eq(t1, 1000 + 10000000 + 5000000);
+	/* sent while the first is still on the wire: waits for it */
+	t2 = sim_link_send(&l, &TCP, 1000, 2000, 0, &r, &c);
+	cr_assert_eq(c.queue_ns, 1000 + 10000000 - 2000);
+	cr_assert_eq(t2, 1000 + 10000000 + 1000000 + 5000000);
+	/* no link parameters: instantaneous */
+	{
+		struct sim_link z = { .p = NULL };
+
+		cr_assert_eq(sim_link_send(&z, &TCP, 123456, 77, 0, &r, NULL), 77);
+	}
+}
+
+Test(sim_link, jitter_is_netem_uniform_max_of_packets)
+{
+	struct link_params p = { .delay_us = 10000, .jitter_us = 4000 };
+	struct sim_link l = { .p = &p };
+	struct sim_link_cost c;
+	struct rng r;
+	double sum1 = 0, sum8 = 0;
+	const int N = 40000;
+
+	rng_seed(&r, 2, 0);
+	for (int i = 0; i < N; i++) {
+		sim_link_send(&l, &TCP, 500, 0, 0, &r, &c); /* one packet */
+		cr_assert_geq(c.prop_ns, 6000000);
+		cr_assert_leq(c.prop_ns, 14000000);
+		sum1 += (double)c.prop_ns;
+		sim_link_send(&l, &TCP, 8000, 0, 0, &r, &c); /* 8 packets: the latest counts */
+		sum8 += (double)c.prop_ns;
+	}
+	/* E[max of k uniforms on [-1, 1]] = (k - 1) / (k + 1) */
+	cr_assert_lt(fabs(sum1 / N - 10e6), 0.03e6, "mean %g", sum1 / N);
+	cr_assert_lt(fabs(sum8 / N - (10e6 + 4e6 * 7.0 / 9.0)), 0.03e6, "mean %g", sum8 / N);
+}
+
+Test(sim_link, loss_fraction_and_backoff)
+{
+	struct rng r;
+	const int64_t rto = 1000003, rtt = 10;
+	uint64_t lost = 0, segs = 0;
+	int hist[5] = { 0 };
+	const int N = 200000;
+
+	rng_seed(&r, 3, 0);
+	cr_assert_eq(sim_link_loss_ns(0, 100, rto, rtt, &r, NULL), 0);
+	/* one-segment messages: cost = rto (2^j - 1) after j losses in a row */
+	for (int i = 0; i < N; i++) {
+		uint32_t l;
+		int64_t c = sim_link_loss_ns(0.3, 1, rto, rtt, &r, &l);
+		int64_t q = c / rto;
+
+		cr_assert_eq(c % rto, 0, "a one-segment message has no slow start after the timeout");
+		cr_assert(q == 0 || q == 1 || q == 3 || q == 7 || q == 15 || q == 31 || q == 63 || q >= 127,
+			  "cost %lld rto", (long long)q);
+		cr_assert_eq(l, q > 0);
+		hist[q == 0 ? 0 : q == 1 ? 1 : q == 3 ? 2 : q == 7 ? 3 : 4]++;
+	}
+	/* P(lost j times in a row, then not) = 0.3^j 0.7 */
+	cr_assert_lt(fabs(hist[0] / (double)N - 0.7), 0.005);
+	cr_assert_lt(fabs(hist[1] / (double)N - 0.21), 0.005);
+	cr_assert_lt(fabs(hist[2] / (double)N - 0.063), 0.003);
+	/* longer messages: the fraction of segments lost is p */
+	for (int i = 0; i < 20000; i++) {
+		uint32_t l;
+
+		sim_link_loss_ns(0.02, 200, rto, rtt, &r, &l);
+		lost += l;
+		segs += 200;
+	}
+	cr_assert_lt(fabs((double)lost / (double)segs - 0.02), 0.001, "fraction %g", (double)lost / segs);
+}
+
+Test(sim_link, window_collapse_after_a_timeout)
+{
+	struct rng r;
+	int singles = 0, hist[7] = { 0 };
+
+	rng_seed(&r, 4, 0);
+	for (int i = 0; i < 200000 && singles < 2000; i++) {
+		uint32_t l;
+		const int64_t rto = 1000003, rtt = 10;
+		int64_t c = sim_link_loss_ns(0.005, 64, rto, rtt, &r, &l);
+
+		if (l != 1 || c >= 2 * rto)
+			continue; /* one segment lost once */
+		singles++;
+		cr_assert_geq(c, rto);
+		/* the rest of the message beyond the window (0..53 segments) in slow start: 0..6
+		 * round trips */
+		cr_assert_eq((c - rto) % rtt, 0);
+		cr_assert_leq((c - rto) / rtt, 6);
+		hist[(c - rto) / rtt]++;
+	}
+	cr_assert_gt(singles, 500);
+	/* a loss among the last 11 segments leaves nothing beyond the window: no extra round
+	 * trip (11 of 64 positions); one among the first leaves 53: 6 round trips */
+	cr_assert_gt(hist[0], singles * 11 / 64 / 2);
+	cr_assert_lt(hist[0], singles * 11 / 64 * 2);
+	cr_assert_gt(hist[6], 0);
+	/* a loss at the very first of 64 segments: 63 left = 6 rounds (1+2+4+8+16+32 = 63) */
+	{
+		struct link_params p = { .loss_ppm = 1000000 };
+
+		cr_assert_gt(sim_link_loss_prob(&p), 0.99);
+	}
+}

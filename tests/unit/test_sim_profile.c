@@ -1,0 +1,150 @@
+/* sim/sim_profile: quantiles of known samples, the inverse CDF between them, hostile profile
+ * files refused, and a simulation calibrated on a run reproducing it (median final step within
+ * 10%, wait fraction within 0.05: the issue's bounds). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/plan.h"
+#include "orchestrator/scenario.h"
+#include "sim/sim.h"
+#include "sim/sim_profile.h"
+#include "tests/support/files.h"
+
+/* A run directory with one worker trace: step k (1..101) at t = k * 0.5 s, compute (k-1)/100
+ * s, wait 0.1 s: transfers 0.4 - (k-1)/100 ... */
+static void fake_run(const char *dir)
+{
+	char path[600];
+	FILE *f;
+
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames\n");
+	for (int k = 0; k <= 101; k++)
+		fprintf(f, "%.3f,worker0,%d,%.3f,0.100,,,,0,0,0\n", k * 0.5, k, k ? (k - 1) / 100.0 : 0.0);
+	fclose(f);
+	/* a server trace is not a worker's */
+	snprintf(path, sizeof path, "%s/nodes/server0.csv", dir);
+	support_write_file(path, "t_s,node,worker,worker_step,staleness,model_version,updates,dropped,live,waiting\n");
+}
+
+Test(sim_profile, fit_and_draw)
+{
+	char dir[256], path[300], err[512];
+	FILE *f;
+	struct sim_profile *p;
+	const double *c, *t;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	fake_run(dir);
+	snprintf(path, sizeof path, "%s/p.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_eq(sim_profile_fit(dir, f, err, sizeof err), 1, "%s", err);
+	fclose(f);
+	p = sim_profile_load(path, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	c = sim_profile_compute(p, "worker0");
+	t = sim_profile_transfer(p, "worker0");
+	cr_assert_not_null(c);
+	cr_assert_not_null(t);
+	/* rows 1..101 give compute 0.00 .. 1.00 (the first row has no previous t_s) */
+	cr_assert_float_eq(c[0], 0.0, 1e-9);
+	cr_assert_float_eq(c[SIM_PROFILE_Q - 1], 1.0, 1e-9);
+	cr_assert_float_eq(c[10], 0.5, 1e-9, "median %g", c[10]);
+	/* transfer = 0.5 - compute - 0.1, clamped at 0 */
+	cr_assert_float_eq(t[0], 0.0, 1e-9);
+	cr_assert_float_eq(t[SIM_PROFILE_Q - 1], 0.4, 1e-6);
+	/* inverse CDF: linear between quantiles */
+	cr_assert_float_eq(sim_profile_draw(c, 0.525), (c[10] + c[11]) / 2, 1e-9);
+	cr_assert_float_eq(sim_profile_draw(c, 0.0), c[0], 1e-12);
+	cr_assert_float_eq(sim_profile_draw(c, 0.999999), c[SIM_PROFILE_Q - 1], 1e-4);
+	/* another worker falls back to the pooled table */
+	cr_assert_eq(sim_profile_compute(p, "worker9")[10], sim_profile_compute(p, "all")[10]);
+	sim_profile_destroy(&p);
+	cr_assert_null(p);
+	support_rm_rf(dir);
+}
+
+Test(sim_profile, hostile_files_refused)
+{
+	static const char *const bad[] = {
+		"worker0.compute_s = 1 2 3\n",
+		"worker0.compute_s = 3 2 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n",
+		"worker0.compute_s = -1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		"worker0.compute_s = nan 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 7\n",
+		"# nothing\nprofile.source = x\n",
+	};
+	char dir[256], path[300], err[512];
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(path, sizeof path, "%s/p.conf", dir);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		support_write_file(path, bad[i]);
+		cr_assert_null(sim_profile_load(path, err, sizeof err), "accepted: %s", bad[i]);
+		cr_assert_not_null(strstr(err, path), "%s", err);
+	}
+	snprintf(path, sizeof path, "%s/none", dir);
+	cr_assert_null(sim_profile_load(path, err, sizeof err));
+	support_rm_rf(dir);
+}
+
+/* Simulate text into dir. */
+static void simulate(const char *text, const char *dir, struct sim_result *res)
+{
+	char err[512], cmd[600];
+	struct scenario *sc = scenario_parse(text, strlen(text), "c.yaml", err, sizeof err);
+	struct plan *p;
+	struct sim_opts o;
+
+	cr_assert_not_null(sc, "%s", err);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(cmd), 0);
+	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir, .step_cost_ns = 1000000, .server_cost_ns = 20000 };
+	cr_assert_eq(sim_run(&o, res, err, sizeof err), 0, "%s", err);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+}
+
+Test(sim_profile, calibrated_simulation_reproduces_its_source, .timeout = 60)
+{
+	char src[256], dst[256], prof[300], text[2048], err[512];
+	struct sim_result a, b;
+	FILE *f;
+#define BASE "name: c\nseed: 4\nstop: {time: 120s}\nconsistency: {barrier: ssp, staleness: 2}\n"         \
+	     "workers: 8\nlinkcheck: off\nnetwork: {default: {delay: 20ms, jitter: 5ms, loss: 1%%}}\n"     \
+	     "stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 100ms}}}\n"       \
+	     "  - {nodes: worker7, compute: {delay: {dist: constant, value: 400ms}}}\n"                     \
+	     "simulation: {step_cost: 1ms, server_cost: 20us%s}\n"
+
+	support_tmpdir(src, sizeof src, "prof");
+	support_tmpdir(dst, sizeof dst, "prof");
+	snprintf(text, sizeof text, BASE, "");
+	simulate(text, src, &a);
+	snprintf(prof, sizeof prof, "%s/profile.conf", src);
+	f = fopen(prof, "w");
+	cr_assert_eq(sim_profile_fit(src, f, err, sizeof err), 8, "%s", err);
+	fclose(f);
+	{
+		char extra[400];
+
+		snprintf(extra, sizeof extra, ", profile: '%s', rto_min: 1s", prof);
+		snprintf(text, sizeof text, BASE, extra);
+	}
+	/* a very different loss model (rto_min 1 s) is ignored: the profile's times replace it */
+	simulate(text, dst, &b);
+	cr_assert_lt(fabs(b.steps_median - a.steps_median), 0.10 * a.steps_median, "median %g against %g",
+		     b.steps_median, a.steps_median);
+	cr_assert_lt(fabs(b.wait_fraction - a.wait_fraction), 0.05, "wait %g against %g", b.wait_fraction,
+		     a.wait_fraction);
+	support_rm_rf(src);
+	support_rm_rf(dst);
+}
