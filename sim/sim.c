@@ -314,7 +314,8 @@ static void progress_row(struct sim *s, int64_t t)
 			median = s->live % 2 ? b : (a + b) / 2.0;
 		}
 	}
-	if (csv_writer_row(s->progress, "%.3f,%u,%u,%u,%g,%u", t / 1e9, s->live,
+	/* runq_wait_frac and host_cpu_frac: a simulated host has none (empty) */
+	if (csv_writer_row(s->progress, "%.3f,%u,%u,%u,%g,%u,,", t / 1e9, s->live,
 			   core_ps_waiting(s->core), lo, median, hi) < 0)
 		fail(s, -EIO, "write progress.csv failed");
 }
