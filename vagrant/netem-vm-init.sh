@@ -7,7 +7,14 @@ export PATH=/sbin:/bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 arg() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 WORK=$(arg workdir)
-for m in virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf; do modprobe $m || echo "modprobe $m failed"; done
+# The nfq backend's netfilter up front: iptables-nft's NFQUEUE and physdev (through nft_compat)
+# and the queue itself; br_netfilter also makes the sysctl net.bridge.bridge-nf-call-iptables that
+# the backend writes. nf_tables needs libcrc32c, whose crc32c (crc32c_generic) busybox's modprobe
+# does not load by itself (a soft dependency).
+for m in virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf \
+	br_netfilter crc32c_generic nf_tables nft_compat nfnetlink_queue xt_NFQUEUE xt_physdev; do
+	modprobe $m || echo "modprobe $m failed"
+done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host || { echo "9p root mount failed"; poweroff -f; }
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mkdir -p /host/dev/pts /host/dev/shm; mount -t devpts devpts /host/dev/pts; mount -t tmpfs shm /host/dev/shm
