@@ -174,6 +174,7 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 	}
 
 	kv_setf(kv, "linkcheck.probes", "%u", sc->linkcheck_probes);
+	kv_setf(kv, "linkcheck.interval", "%.6f", (double)sc->linkcheck_interval_us / 1e6);
 	set_link_check(kv, "up", &n->up);
 	set_link_check(kv, "down", &n->down);
 

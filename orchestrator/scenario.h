@@ -229,6 +229,7 @@ struct scenario {
 	enum scenario_workload workload;
 	bool linkcheck;                         /* run the link self-check (linkcheck: off = false) */
 	uint32_t linkcheck_probes;              /* probes per link */
+	uint64_t linkcheck_interval_us;         /* between two probes of one node */
 	uint64_t eval_every_us;
 
 	struct {

@@ -7,11 +7,14 @@ export PATH=/sbin:/bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 arg() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 WORK=$(arg workdir)
-for m in virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf; do modprobe $m || echo "modprobe $m failed"; done
-# A whole run (orchestrator/testbed, the nfq backend): the bridge and netfilter's queue (nf_tables
-# needs crc32c); an initramfs built before these were packed lacks them: it says so.
-for m in crc32c_generic bridge br_netfilter nfnetlink_queue nf_tables nft_compat nft_chain_nat xt_NFQUEUE xt_physdev xt_mark ip_tables iptable_mangle ip6table_mangle; do
-	modprobe $m 2>/dev/null || echo "netem-vm: modprobe $m failed"
+# The nfq backend's netfilter up front: iptables-nft's NFQUEUE and physdev (through nft_compat)
+# and the queue itself; the bridge for the testbed's switch; br_netfilter also makes the sysctl
+# net.bridge.bridge-nf-call-iptables that the backend writes. nf_tables needs libcrc32c, whose
+# crc32c (crc32c_generic) busybox's modprobe does not load by itself (a soft dependency).
+for m in virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf \
+	crc32c_generic bridge br_netfilter nf_tables nft_compat nft_chain_nat nfnetlink_queue \
+	xt_NFQUEUE xt_physdev xt_mark ip_tables iptable_mangle ip6table_mangle; do
+	modprobe $m || echo "modprobe $m failed"
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host || { echo "9p root mount failed"; poweroff -f; }
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev

@@ -13,6 +13,11 @@
 # hypervisors like PVM cannot run a stock kernel, and TCG needs nothing from the host.
 set -euo pipefail
 
+# What the cached VM holds; bump it when the initramfs gains modules, so a VM cached by an older
+# script is rebuilt instead of failing (2: bridge and netfilter for `stalenet run` and the nfq
+# backend).
+VM_LAYOUT=4
+
 die() { echo "netem-vm: $*" >&2; exit 1; }
 cmd=${1:-}; shift || true
 VMDIR=build/netem-vm
@@ -33,7 +38,8 @@ need_pkgs() {
 }
 
 setup() {
-	if [ -f "$VMDIR/ready" ]; then return 0; fi
+	if [ -f "$VMDIR/ready" ] && [ "$(cat "$VMDIR/ready")" = "layout $VM_LAYOUT" ]; then return 0; fi
+	rm -f "$VMDIR/ready"
 	need_pkgs
 	mkdir -p "$VMDIR"
 	local vm; vm=$(realpath "$VMDIR")
@@ -63,16 +69,17 @@ if at < 0:
 open(sys.argv[2], 'wb').write(lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[at:]))
 PY
 	fi
-	# initramfs: busybox + the modules for 9p, virtio, veth, ifb and every qdisc, with their own
-	# modules.dep so the kernel's request_module() loads qdiscs on demand.
+	# initramfs: busybox + the modules for 9p, virtio, veth, ifb and every qdisc, the bridge (the
+	# testbed's switch) and netfilter (iptables-nft's NFQUEUE and physdev for the nfq backend),
+	# with their own modules.dep so the kernel's request_module() loads them on demand.
 	local ir="$vm/initramfs" km="$vm/kpkg/root/lib/modules/$kver"
 	rm -rf "$ir" && mkdir -p "$ir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,host} "$ir/lib/modules/$kver"
 	# bridge, llc/stp and netfilter (iptables-nft, NFQUEUE): what a whole `stalenet run` needs.
 	(cd "$km" && find kernel/drivers/virtio kernel/fs/9p kernel/fs/netfs kernel/fs/fscache kernel/net/9p \
-		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko kernel/net/bridge \
-		kernel/net/llc kernel/net/802 kernel/net/netfilter kernel/net/ipv4/netfilter \
-		kernel/net/ipv6/netfilter kernel/lib kernel/crypto/crc32c_generic.ko -name '*.ko*' 2>/dev/null \
-		| grep -v -E '9pnet_(rdma|xen)|virtio_(mem|balloon|input|vdpa|mmio|dma_buf)' \
+		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko \
+		kernel/net/bridge kernel/net/802 kernel/net/llc kernel/net/netfilter kernel/net/ipv4/netfilter \
+		kernel/net/ipv6/netfilter kernel/lib/libcrc32c.ko kernel/crypto/crc32c_generic.ko -name '*.ko*' 2>/dev/null \
+		| grep -v -E '9pnet_(rdma|xen)|virtio_(mem|balloon|input|vdpa|mmio|dma_buf)|netfilter/(ipvs|ipset)/' \
 		| cpio -pdm --quiet "$ir/lib/modules/$kver")
 	cp "$km/modules.order" "$km/modules.builtin" "$ir/lib/modules/$kver/"
 	busybox depmod -b "$ir" "$kver" || die "depmod failed"
@@ -82,12 +89,12 @@ PY
 	(cd "$ir" && find . | cpio -o -H newc --quiet | gzip -1) > "$vm/initramfs.cpio.gz"
 	echo "$kver" > "$vm/kver"
 	rm -rf "$vm/kpkg" "$ir"
-	touch "$vm/ready"
+	echo "layout $VM_LAYOUT" > "$vm/ready"
 	echo "netem-vm: ready in $VMDIR ($(du -sh "$vm" | cut -f1))"
 }
 
 run() {
-	[ -f "$VMDIR/ready" ] || die "no VM in $VMDIR: run vagrant/netem-vm.sh setup first"
+	[ "$(cat "$VMDIR/ready" 2>/dev/null)" = "layout $VM_LAYOUT" ] || die "no current VM in $VMDIR: run vagrant/netem-vm.sh setup first"
 	command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
 	local work; work=$(realpath "${1:?WORKDIR}"); shift
 	local vm; vm=$(realpath "$VMDIR")

@@ -21,7 +21,7 @@ static const char *full =
 	"topology: {kind: parameter-server, servers: 1}\n"
 	"consistency: {barrier: pssp, staleness: 4, sample: 3, backup: 1, weighting: inverse}\n"
 	"workers: 8\n"
-	"linkcheck: {probes: 50}\n"
+	"linkcheck: {probes: 50, interval: 20ms}\n"
 	"eval: {every: 500ms}\n"
 	"on_node_failure: continue\n"
 	"network:\n"
@@ -80,6 +80,7 @@ Test(scenario, full_document)
 	cr_expect_eq(sc->workers, 8);
 	cr_expect(sc->linkcheck);
 	cr_expect_eq(sc->linkcheck_probes, 50);
+	cr_expect_eq(sc->linkcheck_interval_us, 20000);
 	cr_expect_eq(sc->eval_every_us, 500000);
 	cr_expect_eq(sc->on_node_failure, SCENARIO_ON_FAILURE_CONTINUE);
 
@@ -198,6 +199,7 @@ Test(scenario, defaults)
 	cr_expect_eq(sc->network.tcp.wmem[2], 0);
 	cr_expect_eq(sc->network.up.set, 0);
 	cr_expect_eq(sc->eval_every_us, 2000000);
+	cr_expect_eq(sc->linkcheck_interval_us, 5000);
 	cr_expect_eq(sc->sweep.repeat, 1);
 	cr_expect_eq(sc->on_node_failure, SCENARIO_ON_FAILURE_STOP);
 	scenario_destroy(&sc);

@@ -55,6 +55,8 @@ static const struct bad cases[] = {
 	{ S "network:\n  default: {loss: 0.00000001}\n", 3, 19, "resolution" },
 	{ S "eval: {every: 0}\n", 2, 15, "eval.every is 0" },
 	{ S "linkcheck: maybe\n", 2, 12, "not a boolean" },
+	{ S "linkcheck: {interval: 50us}\n", 2, 23, "below 100us" },
+	{ S "linkcheck: {interval: 2s}\n", 2, 23, "exceeds the limit" },
 	/* netem cross-field rules */
 	{ S "network:\n  default: {reorder: 10%}\n", 3, 22, "reorder needs delay" },
 	{ S "network:\n  default: {delay: 10ms, gap: 5}\n", 3, 31, "gap needs reorder" },
