@@ -172,10 +172,25 @@ static int read_rows(const char *backend, struct row *rows, int max)
 	while (n < max && fgets(line, sizeof line, f)) {
 		struct row *r = &rows[n++];
 
-		cr_assert_eq(sscanf(line, "%63[^,],%7[^,],%d,%lf,%lf,%lf,%lf,%lf,%lf,%7[^,\n]", r->node, r->dir,
-				    &r->probes, &r->cfg_delay_ms, &r->cfg_jitter_ms, &r->cfg_loss, &r->mean_ms, &r->sd_ms,
-				    &r->loss, r->verdict),
-			     10, "%s: bad linkcheck row: %s", backend, line);
+		char *fld[12], *rest = line;
+		int nf = 0;
+
+		line[strcspn(line, "\n")] = '\0';
+		while (nf < 12 && (fld[nf] = strsep(&rest, ",")))
+			nf++;
+		/* node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,
+		 * late_p99_ms (empty when not measured),verdict */
+		cr_assert_eq(nf, 11, "%s: bad linkcheck row: %s", backend, line);
+		snprintf(r->node, sizeof r->node, "%s", fld[0]);
+		snprintf(r->dir, sizeof r->dir, "%s", fld[1]);
+		snprintf(r->verdict, sizeof r->verdict, "%s", fld[10]);
+		r->probes = atoi(fld[2]);
+		r->cfg_delay_ms = atof(fld[3]);
+		r->cfg_jitter_ms = atof(fld[4]);
+		r->cfg_loss = atof(fld[5]);
+		r->mean_ms = atof(fld[6]);
+		r->sd_ms = atof(fld[7]);
+		r->loss = atof(fld[8]);
 	}
 	fclose(f);
 	return n;
