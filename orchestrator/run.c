@@ -822,6 +822,7 @@ static enum supervise_result training_phase(struct run_ctx *c, const struct node
 			.pause_every_ns = (st->set & SCENARIO_STRAG_PAUSE) ? (int64_t)st->pause_every_us * 1000 : 0,
 			.pause_for_ns = (st->set & SCENARIO_STRAG_PAUSE) ? (int64_t)st->pause_for_us * 1000 : 0,
 			.straggler = ph.strag[i],
+			.cpu_limited = c->cg && (r->nodes[i].resources.set & SCENARIO_RES_CPU),
 		};
 		plan_format_straggler(st, ph.strag[i], sizeof ph.strag[i]);
 	}

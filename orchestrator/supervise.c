@@ -241,7 +241,8 @@ static void sample_progress(struct sup *s, int64_t now_rel)
 	}
 }
 
-/* The guard's sample: every running node's main thread. The warning comes once, when the
+/* The guard's sample: every running node's main thread but those under a cpu quota (their
+ * throttled time is run-queue wait in schedstat, and it is the scenario's). The warning comes once, when the
  * run-wide share (not one noisy second) first exceeds the line; the live view starts a fresh
  * block below it. */
 static void sample_guard(struct sup *s)
@@ -251,7 +252,7 @@ static void sample_guard(struct sup *s)
 	size_t m = 0;
 
 	for (size_t i = 0; i < s->n; i++)
-		if (s->p[i].state == P_RUNNING)
+		if (s->p[i].state == P_RUNNING && !s->p[i].spec->cpu_limited)
 			pids[m++] = s->p[i].pid;
 	if (hostload_sample(s->o->guard, pids, m, clock_now_ns(), &s->guard_pt) < 0)
 		return;

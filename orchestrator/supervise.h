@@ -38,6 +38,9 @@ struct supervise_node {
 	int64_t leave_at_ns;         /* send "stop" at this time; -1 = never */
 	int64_t pause_every_ns, pause_for_ns; /* planned pauses (the node takes them): logged */
 	const char *straggler;       /* its straggler profile, logged at the start; NULL = none */
+	bool cpu_limited;            /* under a resources cpu quota: left out of the host-saturation
+					guard (a throttled thread counts as waiting for a core, but it
+					waits for its own quota, which is the scenario) */
 };
 
 struct supervise_hooks {
