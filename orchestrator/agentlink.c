@@ -24,6 +24,7 @@ struct agentlink {
 	int to_fd, from_fd, err_fd;
 	char name[64], dest[160];
 	char remote_host[64];
+	char prog[16];                  /* "ssh" or the launcher's program, for messages */
 	char buf[AGENT_LINE_MAX];
 	size_t have;
 	char errtext[1024];             /* ssh's stderr, as much as fits */
@@ -265,6 +266,9 @@ struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, siz
 	argv[a++] = o->agent_path;
 	argv[a++] = "agent";
 	argv[a] = NULL;
+	const char *const *run_argv = o->launch_argv ? o->launch_argv : argv;
+	const char *base = strrchr(run_argv[0], '/');
+	snprintf(self->prog, sizeof self->prog, "%s", base ? base + 1 : run_argv[0]);
 
 	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(er, O_CLOEXEC | O_NONBLOCK)) {
 		snprintf(err, errlen, "host %s: pipe: %s", self->name, strerror(errno));
@@ -283,8 +287,8 @@ struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, siz
 			fcntl(er[1], F_SETFL, fl & ~O_NONBLOCK);
 		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(er[1], 2) < 0)
 			_exit(127);
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+		execvp(run_argv[0], (char *const *)run_argv);
+		dprintf(2, "exec %s: %s\n", run_argv[0], strerror(errno));
 		_exit(127);
 	}
 	self->pid = pid;
@@ -332,7 +336,7 @@ int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 				snprintf(err, errlen, "host %s (%s): %s not found there (%s)", self->name, self->dest,
 					 self->agent_path, *why ? why : "exit 127");
 			else
-				snprintf(err, errlen, "host %s (%s): ssh failed (exit %d)%s%s", self->name, self->dest,
+				snprintf(err, errlen, "host %s (%s): %s failed (exit %d)%s%s", self->name, self->dest, self->prog,
 					 code, *why ? ": " : "", why);
 		}
 		self->pid = -1;

@@ -1,6 +1,6 @@
 /* orchestrator/agentlink: the orchestrator's end of one host's `stalenet agent`, started over
  * the system's OpenSSH client (ssh) and spoken to on the channel's stdin/stdout (protocol in
- * orchestrator/agent.h).
+ * orchestrator/agent.h), or over another launcher's argv (srun: orchestrator/slurm).
  *
  * ssh gets an argv, never a shell line on this side: BatchMode (no password prompt can hang a
  * run), ConnectTimeout, the identity and known-hosts file when given, then "--", the
@@ -25,6 +25,9 @@ struct agentlink_opts {
 	const char *agent_path;         /* stalenet on the remote host (absolute) */
 	const char *ssh_program;        /* NULL = "ssh" from PATH */
 	int timeout_ms;                 /* connection and greeting, > 0 */
+	const char *const *launch_argv; /* NULL = ssh as above; else the command (NULL-terminated argv)
+					 * whose stdin/stdout are the agent's channel, e.g. srun
+					 * (orchestrator/slurm); ssh_dest then only names it in messages */
 };
 
 struct agentlink;

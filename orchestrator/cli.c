@@ -13,6 +13,7 @@
 #include "orchestrator/cmd.h"
 #include "orchestrator/cpuneed.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/slurm.h"
 #include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/recover.h"
@@ -243,7 +244,15 @@ static int cmd_check(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
-	const struct hosts *hosts = file_hosts ? file_hosts : sc->hosts;
+	struct hosts *hosts = file_hosts ? file_hosts : sc->hosts;
+	/* with slurm, the hosts are completed from the allocation (outside one: an error) */
+	if (hosts && hosts->launcher == HOSTS_LAUNCHER_SLURM) {
+		struct slurm_env env = slurm_env_get();
+		if (slurm_resolve(hosts, &env, err, sizeof err)) {
+			fprintf(stderr, "%s\n", err);
+			goto out;
+		}
+	}
 	/* every run is placed before anything is printed, so a bad map is one error line */
 	if (hosts && placement_plan(hosts, plan, NULL, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);

@@ -13,6 +13,7 @@
 #include "orchestrator/cli.h"
 #include "orchestrator/doctor.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/slurm.h"
 #include "orchestrator/multihost.h"
 #include "orchestrator/resummary.h"
 
@@ -46,6 +47,24 @@ static int cleanup_hosts(int argc, char **argv)
 	if (!h) {
 		fprintf(stderr, "%s\n", err);
 		return CLI_EXIT_USAGE;
+	}
+	if (h->launcher == HOSTS_LAUNCHER_SLURM) {
+		/* inside an allocation every host's agent is a job step; outside (the job that left
+		 * the leftovers is over), the same hosts over ssh, which needs their addresses */
+		struct slurm_env env = slurm_env_get();
+		bool listed = h->n > 0;
+		for (size_t i = 0; i < h->n; i++)
+			listed = listed && h->list[i].addr;
+		if (slurm_in_allocation(&env) || !listed) {
+			if (slurm_resolve(h, &env, err, sizeof err)) {
+				fprintf(stderr, "%s\n", err);
+				hosts_destroy(&h);
+				return CLI_EXIT_USAGE;
+			}
+		} else {
+			fprintf(stderr, "stalenet cleanup: not inside a Slurm allocation: reaching the hosts over ssh\n");
+			h->launcher = HOSTS_LAUNCHER_SSH;
+		}
 	}
 	mo.hosts = h;
 	int rc = multihost_cleanup(&mo, stdout, stderr);

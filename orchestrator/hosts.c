@@ -155,7 +155,7 @@ static int parse_cores(struct hv *hv, const struct yamltree_node *v, uint32_t *o
 	return 0;
 }
 
-static int parse_host(struct hv *hv, const struct yamltree_node *m, struct hosts_host *h)
+static int parse_host(struct hv *hv, const struct yamltree_node *m, struct hosts_host *h, bool slurm)
 {
 	static const char *const keys[] = { "name", "address", "ssh", "cores", NULL };
 	const struct yamltree_node *v;
@@ -177,9 +177,11 @@ static int parse_host(struct hv *hv, const struct yamltree_node *m, struct hosts
 		return fail(hv, v, "host name '%s' is not valid (expected lower-case letters, digits and '-', "
 			    "starting with a letter or digit, at most %d characters)", s, HOSTS_NAME_MAX - 1);
 	snprintf(h->name, sizeof h->name, "%s", s);
-	if (!(v = yamltree_get(m, "address")))
+	/* with slurm, a missing address is resolved from the node name, missing cores come from
+	 * the allocation (orchestrator/slurm) */
+	if (!(v = yamltree_get(m, "address")) && !slurm)
 		return fail(hv, m, "host '%s' has no address (expected its IPv4 underlay address)", h->name);
-	if ((rc = parse_address(hv, v, h)))
+	if (v && (rc = parse_address(hv, v, h)))
 		return rc;
 	if ((v = yamltree_get(m, "ssh"))) {
 		if (!(s = scalar(hv, v, "ssh")))
@@ -188,10 +190,12 @@ static int parse_host(struct hv *hv, const struct yamltree_node *m, struct hosts
 			return fail(hv, v, "ssh '%s' is not a destination (expected [user@]host: user of "
 				    "a-z 0-9 _ -, host of letters, digits, '.', '-', not starting with '-')", s);
 		snprintf(h->ssh, sizeof h->ssh, "%s", s);
-	} else {
+	} else if (h->addr) {
 		snprintf(h->ssh, sizeof h->ssh, "root@%s", h->address);
 	}
-	if (!(v = yamltree_get(m, "cores")))
+	if (!(v = yamltree_get(m, "cores")) && slurm)
+		return 0;
+	if (!v)
 		return fail(hv, m, "host '%s' has no cores (expected how many nodes it may hold)", h->name);
 	return parse_cores(hv, v, &h->cores);
 }
@@ -248,7 +252,9 @@ static int convert(struct hv *hv, const struct yamltree_node *m, struct hosts *s
 		else
 			return fail(hv, v, "launcher '%s' is not one of the choices (expected ssh|slurm)", s);
 	}
-	if (!(v = yamltree_get(m, "list")))
+	if (!(v = yamltree_get(m, "list")) && self->launcher == HOSTS_LAUNCHER_SLURM)
+		goto placement;         /* the allocation's nodes (orchestrator/slurm) */
+	if (!v)
 		return fail(hv, m, "hosts has no list (expected list: [{name, address, ssh, cores}, ...])");
 	if (v->kind != YAMLTREE_SEQ || !v->n)
 		return fail(hv, v, "hosts.list is %s (expected a non-empty list of hosts)",
@@ -259,7 +265,7 @@ static int convert(struct hv *hv, const struct yamltree_node *m, struct hosts *s
 		return fail(hv, v, "out of memory");
 	for (size_t i = 0; i < v->n; i++) {
 		struct hosts_host *h = &self->list[i];
-		if ((rc = parse_host(hv, v->items[i].value, h)))
+		if ((rc = parse_host(hv, v->items[i].value, h, self->launcher == HOSTS_LAUNCHER_SLURM)))
 			return rc;
 		for (size_t k = 0; k < i; k++) {
 			const struct hosts_host *o = &self->list[k];
@@ -267,13 +273,17 @@ static int convert(struct hv *hv, const struct yamltree_node *m, struct hosts *s
 						    .origin = v->items[i].value->origin };
 			if (!strcmp(o->name, h->name))
 				return fail(hv, &at, "duplicate host name '%s' (first at line %u)", h->name, o->line);
-			if (o->addr == h->addr)
+			if (h->addr && o->addr == h->addr)
 				return fail(hv, &at, "host '%s' has the address %s of host '%s' (line %u)",
 					    h->name, h->address, o->name, o->line);
 		}
 		self->n++;
 	}
+placement:
 	if ((v = yamltree_get(m, "placement"))) {
+		if (v->kind == YAMLTREE_MAP && !self->n)
+			return fail(hv, v, "a placement map needs hosts.list (without a list the hosts are the "
+				    "Slurm allocation's nodes: use placement auto)");
 		if (v->kind == YAMLTREE_MAP)
 			return parse_map(hv, v, self);
 		const char *s = scalar(hv, v, "placement");

@@ -9,7 +9,9 @@
  *
  * A host's `address` is its IPv4 underlay address (cross-host links are VXLAN over it), `ssh`
  * the destination handed to the system's ssh client (default root@ADDRESS), `cores` how many
- * nodes it may hold. Names, addresses and ssh destinations are checked here so that nothing
+ * nodes it may hold. With `launcher: slurm` the list, an entry's address and its cores may be
+ * left out: orchestrator/slurm fills them from the allocation (so n may be 0 and a host's
+ * addr 0 until slurm_resolve). Names, addresses and ssh destinations are checked here so that nothing
  * read from the file can reach ssh as an option (a leading '-') or a remote shell as syntax:
  * the accepted alphabets are small and fixed. Which nodes a placement map names is checked
  * against each run's node list by orchestrator/placement. */

@@ -15,11 +15,12 @@
 #include "lib/link_params.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
+#include "orchestrator/slurm.h"
 #include "orchestrator/supervise.h"
 #include "collectors/csv.h"
 #include "collectors/schema.h"
 
-/* Start ssh to host i (agentlink_start); its greeting is awaited by agentlink_ready. */
+/* Start ssh (or srun) to host i (agentlink_start); its greeting is awaited by agentlink_ready. */
 static int start_link(const struct multihost_opts *o, size_t i, struct agentlink **out, char *err, size_t errlen)
 {
 	static char self_path[PATH_MAX];
@@ -37,6 +38,19 @@ static int start_link(const struct multihost_opts *o, size_t i, struct agentlink
 	struct agentlink_opts ao = { .host_name = h->name, .ssh_dest = h->ssh, .identity = o->identity,
 				     .known_hosts = o->known_hosts, .agent_path = agent,
 				     .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000 };
+	/* with slurm, a job step on the host's node instead of ssh (orchestrator/slurm) */
+	struct slurm_argv sa;
+	char dest[HOSTS_NAME_MAX + 8];
+	if (o->hosts->launcher == HOSTS_LAUNCHER_SLURM) {
+		if (slurm_agent_argv(&sa, NULL, h->name, agent)) {
+			snprintf(err, errlen, "host %s: the agent path must be an absolute path of letters, digits, "
+				 "'/', '.', '_', '-'", h->name);
+			return -EINVAL;
+		}
+		snprintf(dest, sizeof dest, "srun %s", h->name);
+		ao.ssh_dest = dest;
+		ao.launch_argv = sa.argv;
+	}
 	*out = agentlink_start(&ao, err, errlen);
 	return *out ? 0 : -EHOSTUNREACH;
 }

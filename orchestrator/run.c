@@ -37,6 +37,7 @@
 #include "orchestrator/cli.h"
 #include "orchestrator/cgroup.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/slurm.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/linkcheck_late.h"
@@ -1344,8 +1345,15 @@ int run_main(const struct run_opts *o)
 		 * run across hosts yet is refused (exit 2), then every host is reached and checked
 		 * (exit 3, one line per bad host) before every run is run across them. */
 		struct hosts *fh = o->hosts_path ? hosts_load(o->hosts_path, err, sizeof err) : NULL;
-		const struct hosts *hosts = fh ? fh : sc->hosts;
-		int prc = o->hosts_path && !fh ? -EINVAL : placement_plan(hosts, plan, NULL, err, sizeof err);
+		struct hosts *hosts = fh ? fh : sc->hosts;
+		int prc = o->hosts_path && !fh ? -EINVAL : 0;
+		if (!prc && hosts->launcher == HOSTS_LAUNCHER_SLURM) {
+			/* the allocation names the hosts (outside one: one error, exit 2) */
+			struct slurm_env env = slurm_env_get();
+			prc = slurm_resolve(hosts, &env, err, sizeof err);
+		}
+		if (!prc)
+			prc = placement_plan(hosts, plan, NULL, err, sizeof err);
 		if (!prc && o->backend == RUN_BACKEND_NFQ) {
 			snprintf(err, sizeof err, "stalenet run: --backend nfq is not available across hosts yet "
 				 "(links are shaped by kernel netem)");
