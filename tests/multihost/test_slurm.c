@@ -1,0 +1,278 @@
+/* The Slurm launcher for real: a Slurm cluster (slurmctld on h0, slurmd and munged on each of
+ * three hosts, tests/support/slurmsim on tests/support/hostsim), `stalenet run` of a parameter
+ * server scenario inside an allocation (salloc, and an sbatch batch job) reaching every host's
+ * agent as a job step, with the same trace schema as the ssh path; outside an allocation one
+ * error; `stalenet cleanup --hosts` through srun inside an allocation and over ssh outside
+ * one. Root, openssh-server, slurm-wlm and munge; skips elsewhere (fails under
+ * STALENET_TESTS_MUST_RUN=1). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collectors/schema.h"
+#include "tests/support/files.h"
+#include "tests/support/fixture.h"
+#include "tests/support/hostsim.h"
+#include "tests/support/slurmsim.h"
+#include "tests/support/wait.h"
+
+static struct hostsim hs;
+static struct slurmsim ss;
+static char stalenet[PATH_MAX + 16], scen[400], hosts_file[400], out_file[400], run_dir[400];
+
+/* each host's monotonic clock far from the others: a trace not mapped onto one clock shows it */
+static const int64_t offsets[3] = { 0, 1000250000000ll, -2125000000ll };
+
+static void setup(void)
+{
+	char exe[PATH_MAX], why[1024];
+	support_require_netns("hsprobe-slurm");
+	if (access("/usr/sbin/sshd", X_OK))
+		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
+	if (*slurmsim_missing())
+		support_skip_or_fail("missing %s (apt-get install slurm-wlm munge)", slurmsim_missing());
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = 0;
+	for (int i = 0; i < 3; i++)
+		*strrchr(exe, '/') = 0;
+	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
+	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
+	if (hostsim_start(&hs, "s", 3, offsets, why, sizeof why))
+		support_skip_or_fail("hosts: %s", why);
+	if (slurmsim_start(&ss, &hs, 4, 30000, why, sizeof why))
+		support_skip_or_fail("slurm: %s", why);
+	fprintf(stderr, "slurm cluster of %zu hosts: every node idle %d ms after the daemons started (load %s)\n",
+		hs.n, ss.start_ms, "see /proc/loadavg");
+	snprintf(scen, sizeof scen, "%s/s.yaml", hs.dir);
+	snprintf(hosts_file, sizeof hosts_file, "%s/hosts.yaml", hs.dir);
+	snprintf(out_file, sizeof out_file, "%s/out.txt", hs.dir);
+	snprintf(run_dir, sizeof run_dir, "%s/runs", hs.dir);
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno}\n");
+	/* h0's address given, h1's and h2's resolved from the node names; cores spread the run */
+	support_write_file(hosts_file, "launcher: slurm\nlist:\n"
+				       "  - {name: h0, address: 198.18.250.1, cores: 2}\n"
+				       "  - {name: h1, cores: 2}\n"
+				       "  - {name: h2, cores: 2}\n");
+}
+
+static void teardown(void)
+{
+	/* every daemon, step and agent lives in the hosts' network namespaces */
+	hostsim_stop(&hs);
+}
+
+TestSuite(slurm, .init = setup, .fini = teardown, .timeout = 240);
+
+static char *output(void)
+{
+	size_t len;
+	char *t = support_read_file(out_file, &len);
+	cr_assert(t);
+	return t;
+}
+
+static int count(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* The first line of dir/rel and the number of lines after it; NULL when missing. */
+static char *head_of(const char *dir, const char *rel, int *rows)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	char *t = support_read_file(path, &len);
+	if (!t)
+		return NULL;
+	*rows = count(t, "\n") - 1;
+	char *nl = strchr(t, '\n');
+	if (nl)
+		*nl = 0;
+	return t;
+}
+
+/* Namespaces of ours ("sn...") left on host i. */
+static int netns_left(size_t i)
+{
+	char dir[128];
+	snprintf(dir, sizeof dir, "/proc/%d/root/run/netns", (int)hs.host[i].sshd_pid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int left = 0;
+	while (d && (e = readdir(d)))
+		left += !strncmp(e->d_name, "sn", 2);
+	if (d)
+		closedir(d);
+	return left;
+}
+
+/* The run directory dir holds the one-host schema, from every host's files. */
+static void check_run(const char *dir)
+{
+	int rows = 0;
+	char *hd = head_of(dir, "nodes/server0.csv", &rows);
+	cr_assert(hd, "%s/nodes/server0.csv", dir);
+	cr_expect_str_eq(hd, TRACE_HEADER_SERVER);
+	cr_expect_gt(rows, 10, "server0 applied updates");
+	free(hd);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		hd = head_of(dir, rel, &rows);
+		cr_assert(hd, "%s missing", rel);
+		cr_expect_str_eq(hd, TRACE_HEADER_NODE, "%s", rel);
+		cr_expect_gt(rows, 10, "%s: worker stepped (%d rows)", rel, rows);
+		fprintf(stderr, "%s: %d steps\n", rel, rows);
+		free(hd);
+	}
+	static const struct {
+		const char *rel, *header;
+	} files[] = { { "progress.csv", TRACE_HEADER_PROGRESS }, { "events.csv", TRACE_HEADER_EVENTS },
+		      { "eval.csv", TRACE_HEADER_EVAL }, { "partition.csv", TRACE_HEADER_PARTITION } };
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		hd = head_of(dir, files[i].rel, &rows);
+		cr_assert(hd, "%s", files[i].rel);
+		cr_expect_str_eq(hd, files[i].header, "%s", files[i].rel);
+		free(hd);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/partition.csv", dir);
+	char *part = support_read_file(path, &len);
+	cr_assert(part);
+	cr_expect_eq(count(part, TRACE_HEADER_PARTITION), 1, "one header over the hosts' rows: %s", part);
+	cr_expect_geq(count(part, "worker3,"), 1, "worker3's rows from h2: %s", part);
+	free(part);
+	snprintf(path, sizeof path, "%s/meta.json", dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	cr_expect(strstr(meta, "\"status\": \"complete\""), "%s", meta);
+	cr_expect_eq(count(meta, "\"clock_offset_ns\""), 3, "%s", meta);
+	free(meta);
+	snprintf(path, sizeof path, "%s/summary.csv", dir);
+	char *sum = support_read_file(path, &len);
+	cr_assert(sum, "summary.csv");
+	cr_expect(strstr(sum, ",complete,"), "%s", sum);
+	free(sum);
+	for (size_t i = 0; i < hs.n; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu: namespaces left", i);
+}
+
+/* The clock offset `run` printed for host i, in seconds (NAN when missing). */
+static double printed_offset(const char *t, size_t i, double *bound)
+{
+	char want[96];
+	snprintf(want, sizeof want, "host h%zu (root@198.18.250.%zu): ok, hostname h%zu, clock offset ", i, i + 1, i);
+	const char *p = strstr(t, want);
+	double off = 0.0 / 0.0;
+	if (p && sscanf(p + strlen(want), "%lf s +- %lf", &off, bound) != 2)
+		off = 0.0 / 0.0;
+	return off;
+}
+
+Test(slurm, run_inside_an_allocation)
+{
+	/* outside an allocation: one error, nothing contacted */
+	const char *bare[] = { stalenet, "run", scen, "--hosts", hosts_file, "--out", run_dir, NULL };
+	int rc = slurmsim_run(&ss, 0, bare, out_file, 30000);
+	char *t = output();
+	cr_expect_eq(rc, 2, "%s", t);
+	cr_expect(strstr(t, "hosts.yaml:1:1: error: launcher slurm needs a Slurm allocation"), "%s", t);
+	cr_expect_eq(count(t, "\n"), 1, "one line: %s", t);
+	free(t);
+
+	const char *args[] = { "/usr/bin/salloc", "-N3", stalenet, "run", scen, "--hosts", hosts_file, "--out",
+			       run_dir, "--quiet", NULL };
+	int64_t t0 = support_now_ms();
+	rc = slurmsim_run(&ss, 0, args, out_file, 120000);
+	int64_t took = support_now_ms() - t0;
+	t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "salloc -N3 stalenet run (5 s of training): %lld ms in all\n", (long long)took);
+	cr_expect_eq(rc, 0, "the run inside the allocation completes: %s", t);
+	cr_expect(strstr(t, "salloc: Granted job allocation"), "%s", t);
+	for (size_t i = 0; i < 3; i++) {
+		double bound = 0, off = printed_offset(t, i, &bound);
+		double want = (offsets[i] - offsets[0]) / 1e9;
+		cr_expect(off == off, "host h%zu: no ok line in %s", i, t);
+		/* the agent is a job step of slurmd, in the host's time namespace */
+		cr_expect(off - want <= bound + 1e-6 && want - off <= bound + 1e-6,
+			  "host h%zu: offset %.6f s, injected %.6f s, bound %.6f s", i, off, want, bound);
+		fprintf(stderr, "host h%zu: offset error %.1f us, bound %.1f us\n", i, (off - want) * 1e6, bound * 1e6);
+	}
+	cr_expect(strstr(t, "host h0: built server0 worker0 (node MTU 1450 over eth0 MTU 1500)"), "%s", t);
+	cr_expect(strstr(t, "host h1: built worker1 worker2 (node MTU 1450"), "%s", t);
+	cr_expect(strstr(t, "host h2: built worker3 (node MTU 1450"), "%s", t);
+	cr_expect(strstr(t, "5 nodes ready on 3 hosts: started"), "%s", t);
+	free(t);
+	check_run(run_dir);
+
+	/* cleanup through srun inside an allocation, on every host */
+	const char *cl[] = { "/usr/bin/salloc", "-N3", stalenet, "cleanup", "--hosts", hosts_file, NULL };
+	rc = slurmsim_run(&ss, 0, cl, out_file, 60000);
+	t = output();
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect_eq(count(t, ": cleanup journals 0 replayed 0 "), 3, "%s", t);
+	free(t);
+
+	/* outside one, over ssh: needs every address in the list */
+	const char *cl_bare[] = { stalenet, "cleanup", "--hosts", hosts_file, NULL };
+	rc = slurmsim_run(&ss, 0, cl_bare, out_file, 60000);
+	t = output();
+	cr_expect_eq(rc, 2, "%s", t);
+	cr_expect(strstr(t, "needs a Slurm allocation"), "%s", t);
+	free(t);
+	char full[400];
+	snprintf(full, sizeof full, "%s/hosts-full.yaml", hs.dir);
+	support_write_file(full, "launcher: slurm\nlist:\n"
+				 "  - {name: h0, address: 198.18.250.1, cores: 2}\n"
+				 "  - {name: h1, address: 198.18.250.2, cores: 2}\n"
+				 "  - {name: h2, address: 198.18.250.3, cores: 2}\n");
+	const char *cl_ssh[] = { stalenet, "cleanup", "--hosts", full, "--identity", hs.identity, "--known-hosts",
+				 hs.known_hosts, NULL };
+	rc = slurmsim_run(&ss, 0, cl_ssh, out_file, 60000);
+	t = output();
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect(strstr(t, "not inside a Slurm allocation: reaching the hosts over ssh"), "%s", t);
+	cr_expect_eq(count(t, ": cleanup journals 0 replayed 0 "), 3, "%s", t);
+	free(t);
+}
+
+Test(slurm, run_as_a_batch_job)
+{
+	char script[400], job_out[400], dir[400], text[6000];
+	snprintf(script, sizeof script, "%s/job.sh", hs.dir);
+	snprintf(job_out, sizeof job_out, "%s/job.out", hs.dir);
+	snprintf(dir, sizeof dir, "%s/batch", hs.dir);
+	snprintf(text, sizeof text, "#!/bin/sh\nexec %s run %s --hosts %s --out %s --quiet\n", stalenet, scen, hosts_file,
+		 dir);
+	support_write_file(script, text);
+	cr_assert_eq(chmod(script, 0700), 0);
+	char output_opt[440];
+	snprintf(output_opt, sizeof output_opt, "--output=%s", job_out);
+	const char *args[] = { "/usr/bin/sbatch", "--wait", "-N3", output_opt, script, NULL };
+	int64_t t0 = support_now_ms();
+	int rc = slurmsim_run(&ss, 0, args, out_file, 120000);
+	int64_t took = support_now_ms() - t0;
+	char *t = output();
+	size_t len;
+	char *j = support_read_file(job_out, &len);
+	fprintf(stderr, "sbatch: %s\njob: %s\nsbatch --wait -N3 (5 s of training): %lld ms\n", t, j ? j : "(none)",
+		(long long)took);
+	cr_expect_eq(rc, 0, "the batch job completes: %s / %s", t, j ? j : "");
+	cr_expect(j && strstr(j, "5 nodes ready on 3 hosts: started"), "%s", j ? j : "");
+	free(j);
+	free(t);
+	check_run(dir);
+}
