@@ -280,8 +280,12 @@ struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, siz
 		goto fail;
 	}
 	if (pid == 0) {
-		/* child: ssh dies with us; its stdio are the three pipes */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		/* child: ssh dies with us; its stdio are the three pipes. A launcher argv (srun) is
+		 * not signalled: a signalled srun cancels its step, whose agent may then be killed
+		 * before it tore its share down, while the end of its stdin (our pipe closes when we
+		 * die) reaches the agent as end of input, as over ssh, and srun ends with the step */
+		if (!o->launch_argv)
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
 		int fl = fcntl(er[1], F_GETFL);
 		if (fl >= 0)
 			fcntl(er[1], F_SETFL, fl & ~O_NONBLOCK);

@@ -2,7 +2,9 @@
 #include "orchestrator/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,22 @@ static const char usage_agent[] =
 	"'stalenet run' on each host). Speaks a line protocol: a greeting with protocol, version\n"
 	"and user, then clock exchanges ('time T1' -> 'time T1 T2 T3') until 'quit'.\n";
 
+/* /dev/null, put in place of the agent's stdin by SIGTERM or SIGHUP (dup2 is
+ * async-signal-safe) */
+static int agent_null_fd = -1;
+
+static void agent_end_input(int sig)
+{
+	(void)sig;
+	if (agent_null_fd >= 0)
+		dup2(agent_null_fd, 0);
+}
+
+static void agent_ignore(int sig)
+{
+	(void)sig;
+}
+
 static int cmd_agent(int argc, char **argv)
 {
 	(void)argv;
@@ -148,6 +166,20 @@ static int cmd_agent(int argc, char **argv)
 		fputs(usage_agent, stderr);
 		return CLI_EXIT_USAGE;
 	}
+	/* SIGTERM (a Slurm step cancelled: srun gone with the orchestrator, the job ended) or
+	 * SIGHUP ends the input as the end of the ssh channel does, so the agent tears its share
+	 * down instead of dying with it built; the handler interrupts the agent's poll (no
+	 * SA_RESTART) and its next read sees end of file. */
+	agent_null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	struct sigaction sa = { .sa_handler = agent_end_input };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* a write to a channel whose other end is gone (srun or sshd closed it) must be an error
+	 * that leads to the teardown, not a SIGPIPE that kills the agent with its share built; a
+	 * handler rather than SIG_IGN, so the nodes it execs get the default back */
+	sa.sa_handler = agent_ignore;
+	sigaction(SIGPIPE, &sa, NULL);
 	/* the protocol owns stdout; nothing else may write there */
 	return agent_serve(0, 1) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }

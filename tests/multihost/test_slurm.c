@@ -12,13 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collectors/schema.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/hostsim.h"
+#include "tests/support/proc.h"
 #include "tests/support/slurmsim.h"
 #include "tests/support/wait.h"
 
@@ -275,4 +278,85 @@ Test(slurm, run_as_a_batch_job)
 	free(j);
 	free(t);
 	check_run(dir);
+}
+
+struct started_arg {
+	int pid;
+};
+
+/* The run's nodes started; its orchestrator's pid from its log lines ("stalenet[PID] I ..."). */
+static bool run_started(void *arg)
+{
+	struct started_arg *a = arg;
+	size_t len;
+	char *t = support_read_file(out_file, &len);
+	const char *p = t ? strstr(t, "stalenet[") : NULL;
+	bool ok = t && strstr(t, "nodes ready on 3 hosts: started") && p && sscanf(p, "stalenet[%d]", &a->pid) == 1;
+	free(t);
+	return ok;
+}
+
+/* No namespace of ours and no agent left on any host. */
+static bool hosts_clean(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < hs.n; i++) {
+		if (netns_left(i))
+			return false;
+		pid_t pids[256];
+		size_t k = hostsim_host_pids(&hs, i, pids, 256);
+		for (size_t j = 0; j < k; j++) {
+			char path[64], cmd[256] = "";
+			snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[j]);
+			FILE *f = fopen(path, "re");
+			size_t n = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+			if (f)
+				fclose(f);
+			cmd[n] = 0;
+			if (n && strstr(cmd, "stalenet") && (n > strlen(cmd) + 1) && !strcmp(cmd + strlen(cmd) + 1, "agent"))
+				return false;
+		}
+	}
+	return true;
+}
+
+Test(slurm, orchestrator_killed_every_host_torn_down)
+{
+	support_write_file(scen, "name: mh\nstop: {time: 60s}\nworkers: 4\nnetwork: {cc: reno}\n");
+	const char *args[] = { "/usr/bin/salloc", "-N3", stalenet, "run", scen, "--hosts", hosts_file, "--out",
+			       run_dir, NULL };
+	pid_t salloc = slurmsim_spawn(&ss, 0, args, out_file);
+	cr_assert_gt(salloc, 0);
+	struct started_arg a = { 0 };
+	bool started = support_wait_until(run_started, &a, 60000);
+	char *t = output();
+	cr_assert(started, "the run did not start: %s", t);
+	free(t);
+	cr_assert_gt(a.pid, 1);
+	int64_t t0 = support_now_ms();
+	/* the orchestrator dies without a word: srun, its child, gets SIGTERM (parent death) and
+	 * cancels its step; slurmstepd sends the agent SIGTERM, which ends its input */
+	cr_assert_eq(kill(a.pid, SIGKILL), 0);
+	bool clean = support_wait_until(hosts_clean, NULL, 30000);
+	fprintf(stderr, "orchestrator killed -> every host torn down, no agent left: %lld ms\n",
+		(long long)(support_now_ms() - t0));
+	if (!clean) {
+		/* what is left, for the failure message */
+		for (size_t i = 0; i < hs.n; i++) {
+			char p[500], tl[1500];
+			snprintf(p, sizeof p, "%s/slurmd-h%zu.log", hs.dir, i);
+			size_t len;
+			char *l = support_read_file(p, &len);
+			snprintf(tl, sizeof tl, "%s", l && len > 1400 ? l + len - 1400 : l ? l : "");
+			free(l);
+			fprintf(stderr, "host h%zu: %d namespaces left; slurmd log ends: %s\n", i, netns_left(i), tl);
+		}
+		support_sh("for p in $(ip netns pids %s); do cat /proc/$p/cmdline | tr '\\0' ' '; echo; done >&2",
+			   hs.host[1].netns);
+	}
+	cr_expect(clean, "namespaces or agents left on the hosts");
+	for (size_t i = 0; i < hs.n; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu", i);
+	int st;
+	cr_expect_eq(support_wait_pid(salloc, &st, 30000), 0, "salloc ends with its command");
 }
