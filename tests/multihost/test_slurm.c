@@ -360,3 +360,106 @@ Test(slurm, orchestrator_killed_every_host_torn_down)
 	int st;
 	cr_expect_eq(support_wait_pid(salloc, &st, 30000), 0, "salloc ends with its command");
 }
+
+/* Setup and teardown against the number of hosts: a cluster of n hosts, `salloc -N n stalenet
+ * run` of a parameter server with 2 nodes per host and no host list (the allocation's nodes,
+ * their CPUs, addresses from the node names), timed from the output as it appears. */
+struct seen_arg {
+	const char *path, *needle;
+	int times;
+};
+
+static bool seen(void *arg)
+{
+	const struct seen_arg *a = arg;
+	size_t len;
+	char *t = support_read_file(a->path, &len);
+	bool ok = t && count(t, a->needle) >= a->times;
+	free(t);
+	return ok;
+}
+
+static void scale_one(size_t n)
+{
+	char why[1024], sc[400], out[400], dir[400], text[256];
+	struct hostsim h;
+	struct slurmsim s;
+	if (hostsim_start(&h, "z", n, NULL, why, sizeof why))
+		support_skip_or_fail("hosts: %s", why);
+	if (slurmsim_start(&s, &h, 2, 60000, why, sizeof why)) {
+		hostsim_stop(&h);
+		support_skip_or_fail("slurm: %s", why);
+	}
+	snprintf(sc, sizeof sc, "%s/s.yaml", h.dir);
+	snprintf(out, sizeof out, "%s/out.txt", h.dir);
+	snprintf(dir, sizeof dir, "%s/runs", h.dir);
+	snprintf(text, sizeof text, "name: scale\nstop: {time: 2s}\nworkers: %zu\nnetwork: {cc: reno}\n"
+				    "hosts: {launcher: slurm}\n", 2 * n - 1);
+	support_write_file(sc, text);
+	char nodes[16];
+	snprintf(nodes, sizeof nodes, "-N%zu", n);
+	const char *args[] = { "/usr/bin/salloc", nodes, stalenet, "run", sc, "--out", dir, "--quiet", NULL };
+	int64_t t0 = support_now_ms(), t_ok = -1, t_started = -1, t_done = -1;
+	pid_t pid = slurmsim_spawn(&s, 0, args, out);
+	cr_assert_gt(pid, 0);
+	struct seen_arg ok = { out, "ok, hostname", (int)n }, st = { out, "started", 1 }, dn = { out, "done:", 1 };
+	if (support_wait_until(seen, &ok, 60000))
+		t_ok = support_now_ms() - t0;
+	if (support_wait_until(seen, &st, 60000))
+		t_started = support_now_ms() - t0;
+	if (support_wait_until(seen, &dn, 60000))
+		t_done = support_now_ms() - t0;
+	int status = 0;
+	int rc = support_wait_pid(pid, &status, 60000);
+	int64_t t_end = support_now_ms() - t0;
+	char load[64] = "";
+	FILE *f = fopen("/proc/loadavg", "re");
+	if (f) {
+		if (!fgets(load, sizeof load, f))
+			load[0] = 0;
+		fclose(f);
+	}
+	char *t = support_read_file(out, &(size_t){ 0 });
+	fprintf(stderr, "slurm %zu hosts x 2 nodes: cluster idle %d ms; salloc -> every agent ok %lld ms; "
+		"-> nodes started %lld ms; stop (2 s) -> done %lld ms; salloc ended %lld ms; load %s",
+		n, s.start_ms, (long long)t_ok, (long long)(t_started - t_ok), (long long)(t_done - t_started - 2000),
+		(long long)t_end, load);
+	cr_expect(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%zu hosts: %s", n, t ? t : "");
+	cr_expect(t_ok > 0 && t_started > 0 && t_done > 0, "%zu hosts: %s", n, t ? t : "");
+	char want[64];
+	snprintf(want, sizeof want, "%zu nodes ready on %zu hosts: started", 2 * n, n);
+	cr_expect(t && strstr(t, want), "%s", t ? t : "");
+	free(t);
+	for (size_t i = 0; i < n; i++) {
+		char p[128];
+		snprintf(p, sizeof p, "/proc/%d/root/run/netns", (int)h.host[i].sshd_pid);
+		DIR *d = opendir(p);
+		struct dirent *e;
+		int left = 0;
+		while (d && (e = readdir(d)))
+			left += !strncmp(e->d_name, "sn", 2);
+		if (d)
+			closedir(d);
+		cr_expect_eq(left, 0, "%zu hosts: host %zu has %d namespaces left", n, i, left);
+	}
+	hostsim_stop(&h);
+}
+
+Test(slurm_scale, setup_and_teardown_against_hosts, .timeout = 600)
+{
+	support_require_netns("hsprobe-slurmz");
+	if (access("/usr/sbin/sshd", X_OK))
+		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
+	if (*slurmsim_missing())
+		support_skip_or_fail("missing %s (apt-get install slurm-wlm munge)", slurmsim_missing());
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	cr_assert_gt(len, 0);
+	exe[len] = 0;
+	for (int i = 0; i < 3; i++)
+		*strrchr(exe, '/') = 0;
+	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
+	static const size_t sizes[] = { 2, 4, 8 };
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+		scale_one(sizes[k]);
+}
