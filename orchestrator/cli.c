@@ -114,7 +114,9 @@ static const char usage_cleanup[] =
 	"Find the teardown journals of runs whose stalenet process is dead (checked by pid and\n"
 	"start time) and undo what they record: processes, iptables rules, namespaces, sysctls.\n"
 	"Never touches anything a journal does not record. With --hosts, do that on every host of\n"
-	"the list through its 'stalenet agent' (over ssh), for what runs across hosts left there.\n";
+	"the list through its 'stalenet agent' (over ssh; with launcher slurm, a job step started\n"
+	"by srun inside an allocation, or ssh to each host's address outside one), for what runs\n"
+	"across hosts left there.\n";
 
 static const char usage_doctor[] =
 	"usage: stalenet doctor\n"
@@ -139,9 +141,10 @@ static const char usage_summary[] =
 static const char usage_agent[] =
 	"usage: stalenet agent\n"
 	"\n"
-	"Serve the orchestrator of a run across hosts on stdin/stdout (started over ssh by\n"
-	"'stalenet run' on each host). Speaks a line protocol: a greeting with protocol, version\n"
-	"and user, then clock exchanges ('time T1' -> 'time T1 T2 T3') until 'quit'.\n";
+	"Serve the orchestrator of a run across hosts on stdin/stdout (started over ssh, or by\n"
+	"srun with launcher slurm, by 'stalenet run' on each host). Speaks a line protocol: a\n"
+	"greeting with protocol, version and user, then clock exchanges ('time T1' ->\n"
+	"'time T1 T2 T3') until 'quit'.\n";
 
 /* /dev/null, put in place of the agent's stdin by SIGTERM or SIGHUP (dup2 is
  * async-signal-safe) */
