@@ -280,9 +280,11 @@ static int cmd_check(int argc, char **argv)
 		goto out;
 	}
 	struct hosts *hosts = file_hosts ? file_hosts : sc->hosts;
-	/* with slurm, the hosts are completed from the allocation (outside one: an error) */
-	if (hosts && hosts->launcher == HOSTS_LAUNCHER_SLURM) {
-		struct slurm_env env = slurm_env_get();
+	/* with slurm, the hosts are completed from the allocation; outside one a complete list
+	 * (addresses and cores) is still placed, anything else is an error */
+	struct slurm_env env = slurm_env_get();
+	if (hosts && hosts->launcher == HOSTS_LAUNCHER_SLURM &&
+	    (slurm_in_allocation(&env) || !slurm_list_complete(hosts))) {
 		if (slurm_resolve(hosts, &env, err, sizeof err)) {
 			fprintf(stderr, "%s\n", err);
 			goto out;

@@ -236,6 +236,14 @@ int slurm_in_allocation(const struct slurm_env *env)
 	return env->job_id && *env->job_id && env->nodelist && *env->nodelist;
 }
 
+int slurm_list_complete(const struct hosts *hosts)
+{
+	for (size_t i = 0; i < hosts->n; i++)
+		if (!hosts->list[i].addr || !hosts->list[i].cores)
+			return 0;
+	return hosts->n > 0;
+}
+
 /* The IPv4 address of node name into h (not loopback). */
 static int resolve_address(const char *file, struct hosts_host *h, uint32_t line, uint32_t col, char *err,
 			   size_t errlen)

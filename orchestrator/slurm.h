@@ -58,6 +58,10 @@ struct slurm_env slurm_env_get(void);
 /* True when env names an allocation (SLURM_JOB_ID and a node list set). */
 int slurm_in_allocation(const struct slurm_env *env);
 
+/* True when hosts lists at least one host and every host has an address and cores (so it can
+ * be placed, or reached over ssh, without an allocation). */
+int slurm_list_complete(const struct hosts *hosts);
+
 /* Complete hosts (launcher slurm) for the allocation env, as described above. Returns 0, or a
  * negative errno with "FILE:LINE:COL: error: ..." in err (outside an allocation: one error
  * saying so). */

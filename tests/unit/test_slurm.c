@@ -278,12 +278,17 @@ Test(slurm, a_list_is_checked_against_the_allocation)
 	struct hosts *h = hosts_of(y, err);
 	cr_assert_eq(h->n, 2);
 	cr_expect_eq(h->list[0].cores, 0, "from the allocation");
+	cr_expect_not(slurm_list_complete(h), "h0 has no cores yet");
 	struct slurm_env env = { .job_id = "9", .nodelist = "h[0-2]", .cpus_per_node = "4(x2),6" };
 	cr_assert_eq(slurm_resolve(h, &env, err, sizeof err), 0, "%s", err);
 	cr_expect_eq(h->list[0].cores, 4);
 	cr_expect_eq(h->list[1].cores, 1, "the list's cores win");
 	cr_expect_str_eq(h->list[1].address, "198.18.250.3");
 	cr_expect_str_eq(h->list[1].ssh, "root@198.18.250.3", "the ssh fallback's destination");
+	cr_expect(slurm_list_complete(h));
+	hosts_destroy(&h);
+	h = hosts_of("stop: {time: 1s}\nworkers: 2\nhosts: {launcher: slurm}\n", err);
+	cr_expect_not(slurm_list_complete(h), "no list");
 	hosts_destroy(&h);
 
 	h = hosts_of(y, err);
