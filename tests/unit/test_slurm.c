@@ -329,3 +329,37 @@ Test(slurm, agent_argv)
 	cr_expect_lt(slurm_agent_argv(&a, NULL, "n1", "/x/stale net"), 0);
 	cr_expect_lt(slurm_agent_argv(&a, NULL, "n1", "/x/$(id)"), 0);
 }
+
+/* Random strings over the list alphabet: each is refused, or every name it gives is a valid,
+ * distinct host name; nothing else (no crash, no name on failure). */
+Test(slurm, random_lists_refused_or_valid)
+{
+	static const char alpha[] = "h0123456789[]-,a";
+	unsigned seed = 99;
+	char list[40], err[512];
+	int ok = 0;
+	for (int round = 0; round < 50000; round++) {
+		size_t len = 1 + (seed = seed * 1103515245u + 12345u) % (sizeof list - 1);
+		for (size_t i = 0; i < len; i++) {
+			seed = seed * 1103515245u + 12345u;
+			list[i] = alpha[(seed >> 16) % (sizeof alpha - 1)];
+		}
+		list[len] = 0;
+		size_t n = 77;
+		int rc = slurm_hostlist_expand(list, names, HOSTS_MAX, &n, err, sizeof err);
+		if (rc) {
+			cr_assert_eq(n, 0, "%s", list);
+			cr_assert(err[0], "%s: no reason", list);
+			continue;
+		}
+		ok++;
+		cr_assert_gt(n, 0, "%s", list);
+		for (size_t i = 0; i < n; i++) {
+			cr_assert(names[i][0] && names[i][0] != '-' && strspn(names[i], "abcdefghijklmnopqrstuvwxyz0123456789-") ==
+					  strlen(names[i]), "%s: '%s'", list, names[i]);
+			for (size_t k = 0; k < i; k++)
+				cr_assert_str_neq(names[i], names[k], "%s", list);
+		}
+	}
+	cr_expect_gt(ok, 100, "some random lists are valid (%d)", ok);
+}
