@@ -51,8 +51,15 @@ static void setup(void)
 		support_skip_or_fail("hosts: %s", why);
 	if (slurmsim_start(&ss, &hs, 4, 30000, why, sizeof why))
 		support_skip_or_fail("slurm: %s", why);
-	fprintf(stderr, "slurm cluster of %zu hosts: every node idle %d ms after the daemons started (load %s)\n",
-		hs.n, ss.start_ms, "see /proc/loadavg");
+	char load[64] = "";
+	FILE *lf = fopen("/proc/loadavg", "re");
+	if (lf) {
+		if (!fgets(load, sizeof load, lf))
+			load[0] = 0;
+		fclose(lf);
+	}
+	fprintf(stderr, "slurm cluster of %zu hosts: every node idle %d ms after the daemons started; load %s",
+		hs.n, ss.start_ms, load);
 	snprintf(scen, sizeof scen, "%s/s.yaml", hs.dir);
 	snprintf(hosts_file, sizeof hosts_file, "%s/hosts.yaml", hs.dir);
 	snprintf(out_file, sizeof out_file, "%s/out.txt", hs.dir);
@@ -196,7 +203,7 @@ Test(slurm, run_inside_an_allocation)
 	free(t);
 
 	const char *args[] = { "/usr/bin/salloc", "-N3", stalenet, "run", scen, "--hosts", hosts_file, "--out",
-			       run_dir, "--quiet", NULL };
+			       run_dir, "--quiet", "--plot", NULL };
 	int64_t t0 = support_now_ms();
 	rc = slurmsim_run(&ss, 0, args, out_file, 120000);
 	int64_t took = support_now_ms() - t0;
@@ -220,6 +227,17 @@ Test(slurm, run_inside_an_allocation)
 	cr_expect(strstr(t, "5 nodes ready on 3 hosts: started"), "%s", t);
 	free(t);
 	check_run(run_dir);
+	/* --plot drew the figures from the hosts' traces */
+	char plots[500];
+	snprintf(plots, sizeof plots, "%s/plots", run_dir);
+	DIR *pd = opendir(plots);
+	struct dirent *pe;
+	int figs = 0;
+	while (pd && (pe = readdir(pd)))
+		figs += pe->d_name[0] != '.';
+	if (pd)
+		closedir(pd);
+	cr_expect_gt(figs, 0, "no figures in %s", plots);
 
 	/* cleanup through srun inside an allocation, on every host */
 	const char *cl[] = { "/usr/bin/salloc", "-N3", stalenet, "cleanup", "--hosts", hosts_file, NULL };
@@ -462,4 +480,59 @@ Test(slurm_scale, setup_and_teardown_against_hosts, .timeout = 600)
 	static const size_t sizes[] = { 2, 4, 8 };
 	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
 		scale_one(sizes[k]);
+}
+
+/* The stalenet agent serving host i (in its network namespace, argv[1] "agent"), or 0. */
+static pid_t agent_of(size_t i)
+{
+	pid_t pids[256];
+	size_t n = hostsim_host_pids(&hs, i, pids, 256);
+	for (size_t k = 0; k < n; k++) {
+		char path[64], cmd[512];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[k]);
+		FILE *f = fopen(path, "re");
+		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		cmd[r] = 0;
+		if (r && !strcmp(cmd, stalenet) && strlen(cmd) + 1 < r && !strcmp(cmd + strlen(cmd) + 1, "agent"))
+			return pids[k];
+	}
+	return 0;
+}
+
+Test(slurm, killed_agent_stops_the_run_and_cleanup_clears_its_host)
+{
+	support_write_file(scen, "name: mh\nstop: {time: 60s}\nworkers: 4\nnetwork: {cc: reno}\n");
+	const char *args[] = { "/usr/bin/salloc", "-N3", stalenet, "run", scen, "--hosts", hosts_file, "--out",
+			       run_dir, "--quiet", NULL };
+	pid_t salloc = slurmsim_spawn(&ss, 0, args, out_file);
+	cr_assert_gt(salloc, 0);
+	struct started_arg a = { 0 };
+	cr_assert(support_wait_until(run_started, &a, 60000), "the run did not start");
+	pid_t agent = agent_of(2);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	int64_t t_kill = support_now_ms();
+	cr_assert_eq(kill(agent, SIGKILL), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(salloc, &st, 60000), 0, "the run did not stop");
+	int64_t took = support_now_ms() - t_kill;
+	char *t = output();
+	fprintf(stderr, "%s(stopped %lld ms after the kill)\n", t, (long long)took);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit 1 (salloc passes the run's code on): %s", t);
+	cr_expect(strstr(t, "host h2: agent lost"), "%s", t);
+	cr_expect_eq(netns_left(0), 0, "h0 torn down");
+	cr_expect_eq(netns_left(1), 0, "h1 torn down");
+	cr_expect_gt(netns_left(2), 0, "h2's share is left, in its journal");
+	free(t);
+	/* its journal, replayed through an srun step on h2 */
+	const char *cl[] = { "/usr/bin/salloc", "-N3", stalenet, "cleanup", "--hosts", hosts_file, NULL };
+	int rc = slurmsim_run(&ss, 0, cl, out_file, 60000);
+	t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect(strstr(t, "host h2: cleanup journals 1 replayed 1 "), "%s", t);
+	for (size_t i = 0; i < hs.n; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu: namespaces left after cleanup", i);
+	free(t);
 }
