@@ -3,8 +3,9 @@
  * server scenario inside an allocation (salloc, and an sbatch batch job) reaching every host's
  * agent as a job step, with the same trace schema as the ssh path; outside an allocation one
  * error; `stalenet cleanup --hosts` through srun inside an allocation and over ssh outside
- * one. Root, openssh-server, slurm-wlm and munge; skips elsewhere (fails under
- * STALENET_TESTS_MUST_RUN=1). */
+ * one; the orchestrator killed (every agent tears down), an agent killed (the run stops, its
+ * host's journal replayed through srun); setup and teardown timed for 2, 4 and 8 hosts. Root,
+ * openssh-server, slurm-wlm and munge; skips elsewhere (fails under STALENET_TESTS_MUST_RUN=1). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
