@@ -837,6 +837,7 @@ static void rep_pulled(struct registry *r, uint32_t h, struct rmsg *m)
 	}
 	o->pulled++;
 	fleet_sync_plan_result(rp->plan, j, v, h, true);
+	fleet_sync_plan_retry(rp->plan, j, v + 1);
 	if (!o->cur_model && !(o->cur_model = malloc(r->n * sizeof(float))))
 		return;
 	memcpy(o->cur_model, r->scratch, r->n * sizeof(float));

@@ -228,6 +228,15 @@ void fleet_sync_plan_result(struct fleet_sync_plan *self, uint32_t device, int64
 	s->n = w;
 }
 
+void fleet_sync_plan_retry(struct fleet_sync_plan *self, uint32_t device, int64_t version)
+{
+	if (device >= self->ndevices)
+		return;
+	for (size_t j = 0; j < self->dev[device].n; j++)
+		if (self->dev[device].o[j].version == version)
+			self->dev[device].o[j].tried = false;
+}
+
 size_t fleet_sync_plan_pending(const struct fleet_sync_plan *self, uint32_t device)
 {
 	const struct offers *s;

@@ -84,6 +84,11 @@ int fleet_sync_plan_next(const struct fleet_sync_plan *self, uint32_t device, in
 void fleet_sync_plan_result(struct fleet_sync_plan *self, uint32_t device, int64_t version,
 			    uint32_t holder, bool ok);
 
+/* Make every offer of device@version untried again: called when its parent was just stored,
+ * since a holder that could not send it without the parent (as a full frame) may now send its
+ * delta. Each stored version retries only its successor once, so retries are bounded. */
+void fleet_sync_plan_retry(struct fleet_sync_plan *self, uint32_t device, int64_t version);
+
 /* Versions of device still wanted with an untried offer. */
 size_t fleet_sync_plan_pending(const struct fleet_sync_plan *self, uint32_t device);
 

@@ -460,6 +460,27 @@ static void repair_sums(uint64_t *pulled, uint64_t *rejected, uint64_t *bytes, i
 	free(text);
 }
 
+/* Both holders of device0 (device1, device2) store its version 3. */
+static bool holders_have_3(void *arg)
+{
+	(void)arg;
+	for (int h = 1; h <= 2; h++) {
+		char path[600], err[256];
+		struct fleet_store *s;
+		struct fleet_version v;
+		int rc;
+
+		snprintf(path, sizeof path, "%s/nodes/device%d.peers.sqlite", dir, h);
+		if (!(s = fleet_store_open(path, false, err, sizeof err)))
+			return false;
+		rc = fleet_store_get(s, "device0", 3, &v);
+		fleet_store_close(&s);
+		if (rc < 0)
+			return false;
+	}
+	return true;
+}
+
 Test(engine_fleet, peers_rebuild_lost_registry, .init = setup, .fini = teardown, .timeout = 240)
 {
 	pid_t reg, devs[ND];
@@ -473,6 +494,7 @@ Test(engine_fleet, peers_rebuild_lost_registry, .init = setup, .fini = teardown,
 	for (int i = 0; i < ND; i++)
 		devs[i] = start(i, "delta", 60, 100);
 	cr_assert(support_wait_until(some_committed, &want, 60000), "no versions committed in 60 s");
+	cr_assert(support_wait_until(holders_have_3, NULL, 60000), "device0@3 not at both peers in 60 s");
 	kill(reg, SIGKILL);
 	cr_assert_eq(support_wait_pid(reg, &st, 10000), 0);
 	/* What the registry acknowledged before the loss. */

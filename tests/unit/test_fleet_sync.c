@@ -196,3 +196,31 @@ Test(fleet_sync, plan_refuses_unknown_device)
 	cr_assert_eq(fleet_sync_plan_add(p, 0, &e, 1, have, NULL, &c), -EINVAL);
 	fleet_sync_plan_destroy(&p);
 }
+
+/* A version whose pulls all failed (e.g. a holder could not make it full while its parent was
+ * missing) is offered again once retried; a stored version is gone for good. */
+Test(fleet_sync, plan_retry_after_parent)
+{
+	struct fleet_sync_plan *p = fleet_sync_plan_new(1);
+	struct fleet_sync_entry e[2] = { { .device = 0, .version = 1 }, { .device = 0, .version = 2 } };
+	struct fleet_sync_counts c = { 0 };
+	int64_t v;
+	uint32_t h;
+	uint8_t hh[FLEET_HASH_BYTES];
+
+	reg_state[1] = reg_state[2] = 0;
+	cr_assert_eq(fleet_sync_plan_add(p, 3, e, 2, have, NULL, &c), 0);
+	fleet_sync_plan_result(p, 0, 1, 3, false);
+	fleet_sync_plan_result(p, 0, 2, 3, false);
+	cr_assert_eq(fleet_sync_plan_next(p, 0, &v, &h, hh), 0);
+	cr_assert_eq(fleet_sync_plan_pending(p, 0), 0);
+	fleet_sync_plan_retry(p, 0, 2);
+	cr_assert_eq(fleet_sync_plan_pending(p, 0), 1);
+	cr_assert_eq(fleet_sync_plan_next(p, 0, &v, &h, hh), 1);
+	cr_assert_eq(v, 2);
+	cr_assert_eq(h, 3u);
+	fleet_sync_plan_result(p, 0, 2, 3, true);
+	fleet_sync_plan_retry(p, 0, 2);
+	cr_assert_eq(fleet_sync_plan_next(p, 0, &v, &h, hh), 0);
+	fleet_sync_plan_destroy(&p);
+}
