@@ -560,14 +560,23 @@ static void reg_sync(struct registry *r, uint32_t i, struct rmsg *m)
  * top of what was rebuilt. One fleet_repair.csv row per device says what it took. */
 
 #define FLEET_REPAIR_WAIT_S 10.0 /* holders that have not answered by then are not waited for */
-#define FLEET_PULL_TIMEOUT_S 10.0
+#define FLEET_PULL_TIMEOUT_S 10.0 /* no answer to the oldest pull: that holder failed it */
+/* Pulls in flight per device: consecutive versions from one holder, which answers them in
+ * order over one connection, so a slow link costs one round trip per window, not per version. */
+#define FLEET_PULL_WINDOW 8
+
+struct rep_pull {
+	int64_t v;
+	uint64_t serial;       /* echoed by the holder: a late answer to a dropped pull is ignored */
+	uint8_t hash[FLEET_HASH_BYTES];
+};
 
 struct rep_dev {
-	bool done, pulling, pull_full;
-	int64_t pull_v;
-	uint32_t pull_h;
-	uint8_t pull_hash[FLEET_HASH_BYTES];
-	double pull_t;
+	bool done;
+	struct rep_pull win[FLEET_PULL_WINDOW];
+	size_t nwin;
+	uint32_t win_h;        /* the holder every pull in the window goes to */
+	double win_t;          /* last progress of the window */
 	int64_t cur;          /* the version cur_model is (-1: none) */
 	uint32_t cur_chain;
 	float *cur_model;
@@ -580,6 +589,7 @@ struct repair {
 	bool *asked, *answered;
 	struct fleet_sync_entry *chunk;
 	double t0;
+	uint64_t serial;
 	struct csv_writer *csv;
 };
 
@@ -762,23 +772,36 @@ static void rep_pump(struct registry *r)
 
 		if (o->done)
 			continue;
-		if (o->pulling && now - o->pull_t > FLEET_PULL_TIMEOUT_S) {
-			fleet_sync_plan_result(rp->plan, j, o->pull_v, o->pull_h, false);
-			o->pulling = false;
+		if (o->nwin && now - o->win_t > FLEET_PULL_TIMEOUT_S) {
+			fleet_sync_plan_result(rp->plan, j, o->win[0].v, o->win_h, false);
+			o->nwin = 0;
 		}
-		if (o->pulling)
+		if (o->nwin)
 			continue;
-		if (fleet_sync_plan_next(rp->plan, j, &o->pull_v, &o->pull_h, o->pull_hash) == 1) {
-			struct fleet_msg q = { .type = FLEET_MSG_PULL, .device = o->pull_h,
-					       .version = o->pull_v, .aux = j };
+		if (fleet_sync_plan_next(rp->plan, j, &o->win[0].v, &o->win_h, o->win[0].hash) == 1) {
+			bool full;
 
 			if (dev_load(r, j) < 0)
 				continue;
-			o->pull_full = rep_parent(r, j, o->pull_v) < 0;
-			q.parent = o->pull_full;
-			o->pulling = true;
-			o->pull_t = now;
-			reg_reply(r, o->pull_h, &q, NULL);
+			/* Only the first may need a full frame: the rest apply on their predecessor. */
+			full = rep_parent(r, j, o->win[0].v) < 0;
+			o->nwin = 1;
+			while (o->nwin < FLEET_PULL_WINDOW &&
+			       fleet_sync_plan_offer(rp->plan, j, o->win[0].v + (int64_t)o->nwin, o->win_h,
+						     o->win[o->nwin].hash) == 1) {
+				o->win[o->nwin].v = o->win[0].v + (int64_t)o->nwin;
+				o->nwin++;
+			}
+			for (size_t w = 0; w < o->nwin; w++) {
+				struct fleet_msg q = { .type = FLEET_MSG_PULL, .device = o->win_h,
+						       .version = o->win[w].v, .aux = j,
+						       .parent = w == 0 && full };
+
+				o->win[w].serial = ++rp->serial;
+				q.t_sent = (double)o->win[w].serial;
+				reg_reply(r, o->win_h, &q, NULL);
+			}
+			o->win_t = now;
 			continue;
 		}
 		for (uint32_t h = 0; h < n; h++)
@@ -797,6 +820,7 @@ static void rep_pulled(struct registry *r, uint32_t h, struct rmsg *m)
 	struct reg_dev *d;
 	struct fleet_frame_info in;
 	struct fleet_version row;
+	struct rep_pull pl;
 	const uint8_t *frame = rmsg_payload(m);
 	size_t len = m->h.payload_len;
 	int64_t v = m->h.version;
@@ -809,17 +833,22 @@ static void rep_pulled(struct registry *r, uint32_t h, struct rmsg *m)
 	}
 	o = &rp->rd[j];
 	d = &r->dev[j];
-	if (o->done || !o->pulling || o->pull_v != v || o->pull_h != h)
+	if (o->done || !o->nwin || o->win_h != h || o->win[0].v != v ||
+	    (double)o->win[0].serial != m->h.t_sent)
 		return; /* late or unasked: ignored */
-	o->pulling = false;
+	pl = o->win[0];
+	memmove(o->win, o->win + 1, (o->nwin - 1) * sizeof *o->win);
+	o->nwin--;
+	o->win_t = run_s(&r->fc.ec);
 	o->bytes_pulled += len + FLEET_PROTO_HEADER_BYTES;
 	if (!frame) {
-		/* Not held after all: try another holder. */
+		/* Not held after all: try another holder; the rest of the window applied on it. */
 		fleet_sync_plan_result(rp->plan, j, v, h, false);
+		o->nwin = 0;
 		return;
 	}
 	if (fleet_codec_peek(frame, len, &in) < 0 || in.n != r->n || in.strategy == FLEET_REPLAY ||
-	    memcmp(in.hash, o->pull_hash, FLEET_HASH_BYTES) ||
+	    memcmp(in.hash, pl.hash, FLEET_HASH_BYTES) ||
 	    (in.strategy != FLEET_FULL && (o->cur != v - 1 || m->h.parent != v - 1))) {
 		rc = -EBADMSG;
 	} else {
@@ -833,6 +862,7 @@ static void rep_pulled(struct registry *r, uint32_t h, struct rmsg *m)
 		log_warn("engine_fleet: %s@%lld pulled from %s does not verify (%s)", r->fc.ec.names[j],
 			 (long long)v, r->fc.ec.names[h], strerror(-rc));
 		fleet_sync_plan_result(rp->plan, j, v, h, false);
+		o->nwin = 0;
 		return;
 	}
 	o->pulled++;
@@ -1536,6 +1566,7 @@ static void peers_serve(struct device *d, const struct fleet_msg *h)
 		a.type = FLEET_MSG_PULLED;
 		a.aux = h->aux;
 		a.version = h->version;
+		a.t_sent = h->t_sent; /* the registry's serial of this pull */
 		if (h->aux >= 0 && h->aux < (int64_t)d->fc.ec.n && h->version >= 1 &&
 		    fleet_store_payload(pe->store, d->fc.ec.names[h->aux], h->version, &row, &buf, &len) == 0) {
 			a.parent = row.parent;

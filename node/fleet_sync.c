@@ -208,6 +208,22 @@ int fleet_sync_plan_next(const struct fleet_sync_plan *self, uint32_t device, in
 	return 0;
 }
 
+int fleet_sync_plan_offer(const struct fleet_sync_plan *self, uint32_t device, int64_t version,
+			  uint32_t holder, uint8_t hash[FLEET_HASH_BYTES])
+{
+	if (device >= self->ndevices)
+		return 0;
+	for (size_t j = 0; j < self->dev[device].n; j++) {
+		const struct offer *o = &self->dev[device].o[j];
+
+		if (o->version == version && o->holder == holder && !o->tried) {
+			memcpy(hash, o->hash, FLEET_HASH_BYTES);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 void fleet_sync_plan_result(struct fleet_sync_plan *self, uint32_t device, int64_t version,
 			    uint32_t holder, bool ok)
 {

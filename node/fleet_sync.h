@@ -79,6 +79,11 @@ int fleet_sync_plan_add(struct fleet_sync_plan *self, uint32_t holder, const str
 int fleet_sync_plan_next(const struct fleet_sync_plan *self, uint32_t device, int64_t *version,
 			 uint32_t *holder, uint8_t hash[FLEET_HASH_BYTES]);
 
+/* 1 with hash filled when holder has an untried offer of device@version, else 0 (to pull a
+ * run of consecutive versions from the same holder). */
+int fleet_sync_plan_offer(const struct fleet_sync_plan *self, uint32_t device, int64_t version,
+			  uint32_t holder, uint8_t hash[FLEET_HASH_BYTES]);
+
 /* The outcome of pulling device@version from holder: ok (stored) drops every offer of that
  * version; not ok marks this holder's offer tried (another holder's is next). */
 void fleet_sync_plan_result(struct fleet_sync_plan *self, uint32_t device, int64_t version,
