@@ -560,6 +560,11 @@ static void reg_sync(struct registry *r, uint32_t i, struct rmsg *m)
  * top of what was rebuilt. One fleet_repair.csv row per device says what it took. */
 
 #define FLEET_REPAIR_WAIT_S 10.0 /* holders that have not answered by then are not waited for */
+/* A device's resent queue says what the registry must hold (everything below its first queued
+ * version); holders still receiving those versions are asked again, every FLEET_REASK_S, for
+ * at most FLEET_REPAIR_MAX_S. */
+#define FLEET_REASK_S 1.0
+#define FLEET_REPAIR_MAX_S 60.0
 #define FLEET_PULL_TIMEOUT_S 10.0 /* no answer to the oldest pull: that holder failed it */
 /* Pulls in flight per device: consecutive versions from one holder, which answers them in
  * order over one connection, so a slow link costs one round trip per window, not per version. */
@@ -577,6 +582,8 @@ struct rep_dev {
 	size_t nwin;
 	uint32_t win_h;        /* the holder every pull in the window goes to */
 	double win_t;          /* last progress of the window */
+	int64_t need;          /* the registry must hold up to this version (-1: not known yet) */
+	double next_ask;
 	int64_t cur;          /* the version cur_model is (-1: none) */
 	uint32_t cur_chain;
 	float *cur_model;
@@ -636,8 +643,10 @@ static int repair_open(struct registry *r)
 	rp->chunk = calloc(FLEET_SYNC_CHUNK, sizeof *rp->chunk);
 	if (!rp->plan || !rp->rd || !rp->asked || !rp->answered || !rp->chunk)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		rp->rd[i].cur = -1;
+		rp->rd[i].need = -1;
+	}
 	snprintf(path, sizeof path, "%s/fleet_repair.csv", r->fc.ec.run_dir);
 	if (!(rp->csv = csv_writer_open(path, TRACE_HEADER_FLEET_REPAIR)))
 		return -EIO;
@@ -806,8 +815,21 @@ static void rep_pump(struct registry *r)
 		}
 		for (uint32_t h = 0; h < n; h++)
 			waiting |= holds_for(n, (uint32_t)r->fc.npeers, h, j) && !rp->answered[h];
-		if (!waiting || now - rp->t0 >= FLEET_REPAIR_WAIT_S)
-			rep_done(r, j);
+		if (waiting && now - rp->t0 < FLEET_REPAIR_WAIT_S)
+			continue;
+		if (o->need > 0 && now - rp->t0 < FLEET_REPAIR_MAX_S && dev_load(r, j) == 0 &&
+		    r->dev[j].latest < o->need) {
+			/* The device's queue starts above what was rebuilt: the holders may still be
+			 * receiving those versions. Ask them again for what lies above. */
+			if (now >= o->next_ask) {
+				for (uint32_t h = 0; h < n; h++)
+					if (holds_for(n, (uint32_t)r->fc.npeers, h, j) && r->dev[h].idlen)
+						rep_ask(r, h, j, r->dev[j].latest);
+				o->next_ask = now + FLEET_REASK_S;
+			}
+			continue;
+		}
+		rep_done(r, j);
 	}
 }
 
@@ -899,8 +921,14 @@ static bool rep_gate(struct registry *r, uint32_t i, struct rmsg *m)
 		rep_pulled(r, i, m);
 		rep_pump(r);
 		return true;
-	case FLEET_MSG_HELLO:
 	case FLEET_MSG_SYNC:
+		/* A device sends its queue from its first unacknowledged version: the registry had
+		 * acknowledged everything below it. */
+		if (!rp->rd[i].done && m->h.version >= 1 &&
+		    (rp->rd[i].need < 0 || m->h.version - 1 < rp->rd[i].need))
+			rp->rd[i].need = m->h.version - 1;
+		return !rp->rd[i].done;
+	case FLEET_MSG_HELLO:
 		return !rp->rd[i].done;
 	default:
 		return false;
