@@ -1077,6 +1077,8 @@ int engine_fleet_registry_run(const struct kv *cfg)
 	}
 	if (rc)
 		goto out;
+	if (r.rep)
+		r.rep->t0 = run_s(&r.fc.ec); /* the control plane's start moved the run's clock */
 	for (;;) {
 		struct rmsg m;
 		double now;
