@@ -12,9 +12,9 @@
  *         devices' chains continue without a hole, and all of it verifies
  *   device crash  a device killed mid-run and started again resumes from its durable queue:
  *         its chain has no hole and ends at the model it holds
- *   peers  fleet.registry peers: the registry is killed, its store deleted, one copy of a
- *         version corrupted in a peer's store, and the registry started again: it rebuilds
- *         from the devices' copies of their peers' versions (refusing the corrupt copy and
+ *   peers  fleet.registry peers: the registry is killed, its store deleted, copies of versions
+ *         corrupted and truncated in the peers' stores, and the registry started again: it rebuilds
+ *         from the devices' copies of their peers' versions (refusing the damaged copies and
  *         taking another), every version acknowledged before the loss is stored again under
  *         the same hash, the chains continue without a hole and recover --all verifies all */
 #include <criterion/criterion.h>
@@ -402,8 +402,9 @@ static void store_rows(const char *path, struct rows *out)
 	fleet_store_close(&s);
 }
 
-/* Flip one byte in the middle of the stored payload of device@version in a peer store. */
-static void corrupt_payload(const char *path, const char *device, int64_t version)
+/* Damage the stored payload of device@version in a peer store: flip one byte in its middle,
+ * or (truncate) cut its second half off. */
+static void corrupt_payload(const char *path, const char *device, int64_t version, bool truncate)
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
@@ -422,7 +423,10 @@ static void corrupt_payload(const char *path, const char *device, int64_t versio
 	copy = malloc((size_t)len);
 	memcpy(copy, sqlite3_column_blob(st, 0), (size_t)len);
 	sqlite3_finalize(st);
-	copy[len / 2] ^= 0x40;
+	if (truncate)
+		len /= 2;
+	else
+		copy[len / 2] ^= 0x40;
 	cr_assert_eq(sqlite3_prepare_v2(db, "UPDATE versions SET payload = ?3 WHERE device = ?1 AND version = ?2",
 					-1, &st, NULL), SQLITE_OK);
 	sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
@@ -508,14 +512,15 @@ Test(engine_fleet, peers_rebuild_lost_registry, .init = setup, .fini = teardown,
 	snprintf(side, sizeof side, "%s-shm", path);
 	unlink(side);
 	/* device1 and device2 hold device0's versions (the ring: device0 sends to both). device1's
-	 * copies of versions 1 and 3 and device2's of version 2 are corrupted: the registry pulls
-	 * each version from the lowest holder that has answered, so in whatever order the two
-	 * answer it meets a corrupt copy, must refuse it and take the other holder's. */
+	 * copies of versions 1 and 3 are corrupted (a flipped byte) and device2's of version 2 is
+	 * truncated: the registry pulls each version from the lowest holder that has answered, so
+	 * in whatever order the two answer it meets a damaged copy, must refuse it and take the
+	 * other holder's. */
 	snprintf(side, sizeof side, "%s/nodes/device1.peers.sqlite", dir);
-	corrupt_payload(side, "device0", 1);
-	corrupt_payload(side, "device0", 3);
+	corrupt_payload(side, "device0", 1, false);
+	corrupt_payload(side, "device0", 3, false);
 	snprintf(side, sizeof side, "%s/nodes/device2.peers.sqlite", dir);
-	corrupt_payload(side, "device0", 2);
+	corrupt_payload(side, "device0", 2, true);
 	reg = start(-1, "delta", 60, 0);
 	{
 		pid_t all[ND + 1] = { reg, devs[0], devs[1], devs[2] };
