@@ -1514,6 +1514,7 @@ Test(run, fleet_peers_rebuild_a_lost_registry_store, .timeout = 150)
 	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], line[512], err[256];
 	struct fleet_store *st;
 	unsigned long long pulled = 0;
+	int rebuilt = 0;
 	char *out, *text;
 	FILE *f;
 	int rc;
@@ -1528,13 +1529,13 @@ Test(run, fleet_peers_rebuild_a_lost_registry_store, .timeout = 150)
 			 "model: {kind: softmax}\n"
 			 "train: {batch: 32, lr: 0.05}\n"
 			 "topology: {kind: fleet}\n"
-			 "fleet: {strategy: delta, sync: 10 steps, snapshot_every: 4, registry: peers, peers: 2}\n"
+			 "fleet: {strategy: delta, sync: 20 steps, snapshot_every: 4, registry: peers, peers: 2}\n"
 			 "workers: 3\n"
 			 "eval: {every: 2s}\n"
 			 "network:\n"
 			 "  default: {delay: 20ms, loss: 2%}\n"
 			 "stragglers:\n"
-			 "  - {nodes: workers, compute: {delay: {dist: constant, value: 10ms}}}\n"
+			 "  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n"
 			 "  - {nodes: registry, crash: {at: 4s, restart: 7s}}\n");
 	snapshot(&before);
 	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
@@ -1579,17 +1580,22 @@ Test(run, fleet_peers_rebuild_a_lost_registry_store, .timeout = 150)
 		if (eol)
 			*eol = '\n';
 	}
-	/* The rebuild pulled them: fleet_repair.csv's rows after the restart. */
+	/* The rebuild pulled them, and every device's rebuild ended within the run:
+	 * fleet_repair.csv has a row per device after the restart. */
 	snprintf(path, sizeof path, "%s/fleet_repair.csv", dir);
 	f = fopen(path, "re");
 	cr_assert_not_null(f);
 	while (fgets(line, sizeof line, f)) {
 		unsigned long long p;
+		double t;
 
-		if (sscanf(line, "%*[^,],%*[^,],%*[^,],%*[^,],%llu,", &p) == 1)
+		if (sscanf(line, "%lf,%*[^,],%*[^,],%*[^,],%llu,", &t, &p) == 2 && t > 7.0) {
 			pulled += p;
+			rebuilt++;
+		}
 	}
 	fclose(f);
+	cr_assert_eq(rebuilt, 3, "%d of 3 devices rebuilt after the restart", rebuilt);
 	cr_assert_geq(pulled, held.n, "pulled %llu versions, %zu were acknowledged", pulled, held.n);
 	free(out);
 	free(text);
