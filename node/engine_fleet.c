@@ -555,9 +555,11 @@ static void reg_sync(struct registry *r, uint32_t i, struct rmsg *m)
  * version of a device first, from whichever holder offers it, and verifies each frame: its
  * decode (hash of the model it applies to and of the result) and the hash the summary
  * offered. A device is "repaired" once every device holding its versions has answered (or
- * FLEET_REPAIR_WAIT_S passed) and nothing it lacks is still offered; until then the registry
- * leaves the device's own syncs and hellos unanswered (it resends), so its chain continues on
- * top of what was rebuilt. One fleet_repair.csv row per device says what it took. */
+ * FLEET_REPAIR_WAIT_S passed), nothing it lacks is still offered, and the registry holds every
+ * version below the first one of the device's resent queue (it had acknowledged those); until
+ * then the registry leaves the device's own syncs and hellos unanswered (it resends), so its
+ * chain continues on top of what was rebuilt. One fleet_repair.csv row per device says what
+ * it took. */
 
 #define FLEET_REPAIR_WAIT_S 10.0 /* holders that have not answered by then are not waited for */
 /* A device's resent queue says what the registry must hold (everything below its first queued
