@@ -1576,7 +1576,8 @@ static void peers_serve(struct device *d, const struct fleet_msg *h)
 		pe->nall = 0;
 		if (fleet_store_each(pe->store, collect_row, d) < 0)
 			pe->nall = 0;
-		qsort(pe->all, pe->nall, sizeof *pe->all, entry_cmp);
+		if (pe->nall)
+			qsort(pe->all, pe->nall, sizeof *pe->all, entry_cmp);
 		while (from < pe->nall && (pe->all[from].device < (uint64_t)h->aux ||
 					   (pe->all[from].device == (uint64_t)h->aux &&
 					    pe->all[from].version <= h->version)))
