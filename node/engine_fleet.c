@@ -931,6 +931,11 @@ static bool rep_gate(struct registry *r, uint32_t i, struct rmsg *m)
 			rp->rd[i].need = m->h.version - 1;
 		return !rp->rd[i].done;
 	case FLEET_MSG_HELLO:
+		/* A device that never made a version has none anywhere: nothing to wait for (a
+		 * fresh run does not wait for late or dead holders). */
+		if (!rp->rd[i].done && m->h.version == 0 && !rp->rd[i].nwin &&
+		    !fleet_sync_plan_pending(rp->plan, i))
+			rep_done(r, i);
 		return !rp->rd[i].done;
 	default:
 		return false;
