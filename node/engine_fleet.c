@@ -35,6 +35,7 @@
 #include "node/fleet_proto.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
+#include "node/fleet_sync.h"
 #include "node/model.h"
 #include "node/optim.h"
 #include "node/wire.h"
@@ -61,11 +62,31 @@ struct fleet_conf {
 	double sparse_fraction;
 	const char *base, *base_file;
 	char registry_ep[128];
+	bool peers;        /* fleet.registry peers: devices keep their peers' versions */
+	int64_t npeers;    /* fleet.peers: how many each device sends its versions to */
 };
 
 static double run_s(const struct engine_conf *c)
 {
 	return (double)(clock_now_ns() - c->origin_ns) / 1e9;
+}
+
+/* fleet.registry central | peers, and fleet.peers 1..N-1 (peers only). */
+static int conf_read_registry(const struct kv *cfg, struct fleet_conf *fc)
+{
+	const char *mode = kv_get(cfg, "fleet.registry");
+
+	fc->peers = mode && !strcmp(mode, "peers");
+	if (mode && !fc->peers && strcmp(mode, "central")) {
+		log_error("engine_fleet: fleet.registry '%s' (expected central or peers)", mode);
+		return -EINVAL;
+	}
+	if (fc->peers && (fc->ec.n < 2 || fc->npeers < 1 || fc->npeers > (int64_t)fc->ec.n - 1)) {
+		log_error("engine_fleet: fleet.peers %lld (expected 1..%u)", (long long)fc->npeers,
+			  fc->ec.n > 1 ? fc->ec.n - 1 : 0);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int conf_read(const struct kv *cfg, struct fleet_conf *fc)
@@ -84,7 +105,10 @@ static int conf_read(const struct kv *cfg, struct fleet_conf *fc)
 	rc = rc ? rc : kv_get_i64(cfg, "fleet.sparse_k", 0, &fc->sparse_k);
 	rc = rc ? rc : kv_get_double(cfg, "fleet.sparse_fraction", 0.01, &fc->sparse_fraction);
 	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
+	rc = rc ? rc : kv_get_i64(cfg, "fleet.peers", 2, &fc->npeers);
 	if (rc)
+		goto fail;
+	if ((rc = conf_read_registry(cfg, fc)) < 0)
 		goto fail;
 	if (strat && !strcmp(strat, "auto")) {
 		fc->auto_choose = true;
@@ -257,6 +281,7 @@ struct registry {
 	struct ctl_client *ctl;
 	uint64_t bad, stored, dups, rejected, bytes_rx, bytes_tx, replayed, replay_failed;
 	const struct kv *cfg;
+	struct repair *rep;  /* fleet.registry peers: the rebuild from the devices */
 };
 
 /* The base model: the seed's initial parameters, or a file of raw float32. */
@@ -523,6 +548,400 @@ static void reg_sync(struct registry *r, uint32_t i, struct rmsg *m)
 	reg_ack(r, i, v, rc == 1 ? FLEET_ACK_DUPLICATE : FLEET_ACK_STORED);
 }
 
+/* --- registry: rebuilding from the peers (fleet.registry peers) ----------------------------
+ *
+ * On every start the registry asks each device, on its first message, for a summary of the
+ * versions it holds of its peers (node/fleet_sync), pulls what its own store lacks, lowest
+ * version of a device first, from whichever holder offers it, and verifies each frame: its
+ * decode (hash of the model it applies to and of the result) and the hash the summary
+ * offered. A device is "repaired" once every device holding its versions has answered (or
+ * FLEET_REPAIR_WAIT_S passed), nothing it lacks is still offered, and the registry holds every
+ * version below the first one of the device's resent queue (it had acknowledged those); until
+ * then the registry leaves the device's own syncs and hellos unanswered (it resends), so its
+ * chain continues on top of what was rebuilt. One fleet_repair.csv row per device says what
+ * it took. */
+
+#define FLEET_REPAIR_WAIT_S 10.0 /* holders that have not answered by then are not waited for */
+/* A device's resent queue says what the registry must hold (everything below its first queued
+ * version); holders still receiving those versions are asked again, every FLEET_REASK_S, for
+ * at most FLEET_REPAIR_MAX_S. */
+#define FLEET_REASK_S 1.0
+#define FLEET_REPAIR_MAX_S 60.0
+#define FLEET_PULL_TIMEOUT_S 10.0 /* no answer to the oldest pull: that holder failed it */
+/* Pulls in flight per device: consecutive versions from one holder, which answers them in
+ * order over one connection, so a slow link costs one round trip per window, not per version. */
+#define FLEET_PULL_WINDOW 8
+
+struct rep_pull {
+	int64_t v;
+	uint64_t serial;       /* echoed by the holder: a late answer to a dropped pull is ignored */
+	uint8_t hash[FLEET_HASH_BYTES];
+};
+
+struct rep_dev {
+	bool done;
+	struct rep_pull win[FLEET_PULL_WINDOW];
+	size_t nwin;
+	uint32_t win_h;        /* the holder every pull in the window goes to */
+	double win_t;          /* last progress of the window */
+	int64_t need;          /* the registry must hold up to this version (-1: not known yet) */
+	double next_ask;
+	int64_t cur;          /* the version cur_model is (-1: none) */
+	uint32_t cur_chain;
+	float *cur_model;
+	uint64_t offered, pulled, bytes_pulled, bytes_summary, rejected, divergent;
+};
+
+struct repair {
+	struct fleet_sync_plan *plan;
+	struct rep_dev *rd;
+	bool *asked, *answered;
+	struct fleet_sync_entry *chunk;
+	double t0;
+	uint64_t serial;
+	struct csv_writer *csv;
+};
+
+/* Devices holding device j's versions: the k before it on the ring (device i pushes to
+ * i+1 .. i+k). */
+static bool holds_for(uint32_t n, uint32_t k, uint32_t holder, uint32_t origin)
+{
+	uint32_t d = (holder + n - origin) % n;
+
+	return d >= 1 && d <= k;
+}
+
+static void repair_destroy(struct repair **p, uint32_t n)
+{
+	struct repair *rp = p ? *p : NULL;
+
+	if (!rp)
+		return;
+	fleet_sync_plan_destroy(&rp->plan);
+	for (uint32_t i = 0; rp->rd && i < n; i++)
+		free(rp->rd[i].cur_model);
+	free(rp->rd);
+	free(rp->asked);
+	free(rp->answered);
+	free(rp->chunk);
+	csv_writer_close(&rp->csv);
+	free(rp);
+	*p = NULL;
+}
+
+static int repair_open(struct registry *r)
+{
+	struct repair *rp = calloc(1, sizeof *rp);
+	uint32_t n = r->fc.ec.n;
+	char path[4200];
+
+	if (!rp)
+		return -ENOMEM;
+	r->rep = rp;
+	rp->plan = fleet_sync_plan_new(n);
+	rp->rd = calloc(n, sizeof *rp->rd);
+	rp->asked = calloc(n, sizeof *rp->asked);
+	rp->answered = calloc(n, sizeof *rp->answered);
+	rp->chunk = calloc(FLEET_SYNC_CHUNK, sizeof *rp->chunk);
+	if (!rp->plan || !rp->rd || !rp->asked || !rp->answered || !rp->chunk)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		rp->rd[i].cur = -1;
+		rp->rd[i].need = -1;
+	}
+	snprintf(path, sizeof path, "%s/fleet_repair.csv", r->fc.ec.run_dir);
+	if (!(rp->csv = csv_writer_open(path, TRACE_HEADER_FLEET_REPAIR)))
+		return -EIO;
+	rp->t0 = run_s(&r->fc.ec);
+	return 0;
+}
+
+static void rep_ask(struct registry *r, uint32_t h, uint32_t after_dev, int64_t after_v)
+{
+	struct fleet_msg q = { .type = FLEET_MSG_SUMMARY_REQ, .device = h, .version = after_v,
+			       .aux = after_dev };
+
+	reg_reply(r, h, &q, NULL);
+}
+
+static int rep_have(void *arg, uint32_t device, int64_t version, uint8_t hash[FLEET_HASH_BYTES])
+{
+	struct registry *r = arg;
+	struct fleet_version row;
+	int rc = fleet_store_get(r->store, r->fc.ec.names[device], version, &row);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	memcpy(hash, row.hash, FLEET_HASH_BYTES);
+	return 1;
+}
+
+/* A summary chunk from holder h: plan what to pull; ask for the next chunk or mark h answered. */
+static void rep_summary(struct registry *r, uint32_t h, struct rmsg *m)
+{
+	struct repair *rp = r->rep;
+	struct fleet_sync_counts c = { 0 };
+	int cnt = fleet_sync_summary_decode(rmsg_payload(m), m->h.payload_len, r->fc.ec.n, rp->chunk,
+					    FLEET_SYNC_CHUNK);
+
+	if (cnt < 0) {
+		r->bad++;
+		rp->answered[h] = true; /* a holder that cannot say what it holds is not waited for */
+		log_warn("engine_fleet: %s sent a summary that does not check out", r->fc.ec.names[h]);
+		return;
+	}
+	for (int e = 0; e < cnt; e++) {
+		struct rep_dev *o = &rp->rd[rp->chunk[e].device];
+		struct fleet_sync_counts one = { 0 };
+
+		if (fleet_sync_plan_add(rp->plan, h, &rp->chunk[e], 1, rep_have, r, &one) < 0)
+			continue;
+		o->offered++;
+		o->divergent += one.divergent;
+		o->bytes_summary += FLEET_SYNC_ENTRY_BYTES;
+		c.divergent += one.divergent;
+	}
+	rp->rd[h].bytes_summary += fleet_sync_summary_bytes(0);
+	if (c.divergent)
+		log_warn("engine_fleet: %s offers %llu versions under another hash than the stored one",
+			 r->fc.ec.names[h], (unsigned long long)c.divergent);
+	if (m->h.aux == 1 || cnt == 0)
+		rp->answered[h] = true;
+	else
+		rep_ask(r, h, rp->chunk[cnt - 1].device, rp->chunk[cnt - 1].version);
+}
+
+/* The model of version v-1 of device j into rd->cur_model, for a delta of v to apply on.
+ * Returns 0, or negative when the registry does not hold it. */
+static int rep_parent(struct registry *r, uint32_t j, int64_t v)
+{
+	struct rep_dev *o = &r->rep->rd[j];
+	struct fleet_version row;
+	uint32_t chain = 0;
+	int rc;
+
+	if (o->cur == v - 1)
+		return 0;
+	if (!o->cur_model && !(o->cur_model = malloc(r->n * sizeof(float))))
+		return -ENOMEM;
+	o->cur = -1;
+	if (v - 1 == 0) {
+		memcpy(o->cur_model, r->base, r->n * sizeof(float));
+		o->cur_chain = 0;
+	} else {
+		if ((rc = fleet_store_get(r->store, r->fc.ec.names[j], v - 1, &row)) < 0 ||
+		    (rc = fleet_store_rebuild(r->store, r->fc.ec.names[j], v - 1, o->cur_model, &chain)) < 0)
+			return rc;
+		o->cur_chain = row.chain_len;
+	}
+	o->cur = v - 1;
+	return 0;
+}
+
+static void rep_done(struct registry *r, uint32_t j)
+{
+	struct rep_dev *o = &r->rep->rd[j];
+	struct reg_dev *d = &r->dev[j];
+	uint32_t holders = 0;
+	double now = run_s(&r->fc.ec);
+
+	o->done = true;
+	for (uint32_t h = 0; h < r->fc.ec.n; h++)
+		holders += holds_for(r->fc.ec.n, (uint32_t)r->fc.npeers, h, j) && r->rep->answered[h];
+	if (dev_load(r, j) < 0)
+		return;
+	csv_writer_row(r->rep->csv, "%.6f,%s,%u,%llu,%llu,%llu,%llu,%llu,%llu,%lld,%.6f", now,
+		       r->fc.ec.names[j], holders, (unsigned long long)o->offered,
+		       (unsigned long long)o->pulled, (unsigned long long)o->bytes_summary,
+		       (unsigned long long)o->bytes_pulled, (unsigned long long)o->rejected,
+		       (unsigned long long)o->divergent, (long long)d->latest, now - r->rep->t0);
+	if (o->pulled)
+		log_info("engine_fleet: %s rebuilt from its peers: %llu versions pulled (%llu bytes, "
+			 "%llu rejected), latest %lld, after %.3f s", r->fc.ec.names[j],
+			 (unsigned long long)o->pulled, (unsigned long long)o->bytes_pulled,
+			 (unsigned long long)o->rejected, (long long)d->latest, now - r->rep->t0);
+	/* The device continues on top of what was rebuilt (its queue below it is acknowledged). */
+	if (d->idlen)
+		reg_ack(r, j, d->latest + 1, FLEET_ACK_OUT_OF_ORDER);
+	free(o->cur_model);
+	o->cur_model = NULL;
+	o->cur = -1;
+}
+
+/* Issue the next pull of each device, time out lost ones, finish repaired devices. */
+static void rep_pump(struct registry *r)
+{
+	struct repair *rp = r->rep;
+	double now = run_s(&r->fc.ec);
+	uint32_t n = r->fc.ec.n;
+
+	for (uint32_t j = 0; j < n; j++) {
+		struct rep_dev *o = &rp->rd[j];
+		bool waiting = false;
+
+		if (o->done)
+			continue;
+		if (o->nwin && now - o->win_t > FLEET_PULL_TIMEOUT_S) {
+			fleet_sync_plan_result(rp->plan, j, o->win[0].v, o->win_h, false);
+			o->nwin = 0;
+		}
+		if (o->nwin)
+			continue;
+		if (fleet_sync_plan_next(rp->plan, j, &o->win[0].v, &o->win_h, o->win[0].hash) == 1) {
+			bool full;
+
+			if (dev_load(r, j) < 0)
+				continue;
+			/* Only the first may need a full frame: the rest apply on their predecessor. */
+			full = rep_parent(r, j, o->win[0].v) < 0;
+			o->nwin = 1;
+			while (o->nwin < FLEET_PULL_WINDOW &&
+			       fleet_sync_plan_offer(rp->plan, j, o->win[0].v + (int64_t)o->nwin, o->win_h,
+						     o->win[o->nwin].hash) == 1) {
+				o->win[o->nwin].v = o->win[0].v + (int64_t)o->nwin;
+				o->nwin++;
+			}
+			for (size_t w = 0; w < o->nwin; w++) {
+				struct fleet_msg q = { .type = FLEET_MSG_PULL, .device = o->win_h,
+						       .version = o->win[w].v, .aux = j,
+						       .parent = w == 0 && full };
+
+				o->win[w].serial = ++rp->serial;
+				q.t_sent = (double)o->win[w].serial;
+				reg_reply(r, o->win_h, &q, NULL);
+			}
+			o->win_t = now;
+			continue;
+		}
+		for (uint32_t h = 0; h < n; h++)
+			waiting |= holds_for(n, (uint32_t)r->fc.npeers, h, j) && !rp->answered[h];
+		if (waiting && now - rp->t0 < FLEET_REPAIR_WAIT_S)
+			continue;
+		if (o->need > 0 && now - rp->t0 < FLEET_REPAIR_MAX_S && dev_load(r, j) == 0 &&
+		    r->dev[j].latest < o->need) {
+			/* The device's queue starts above what was rebuilt: the holders may still be
+			 * receiving those versions. Ask them again for what lies above. */
+			if (now >= o->next_ask) {
+				for (uint32_t h = 0; h < n; h++)
+					if (holds_for(n, (uint32_t)r->fc.npeers, h, j) && r->dev[h].idlen)
+						rep_ask(r, h, j, r->dev[j].latest);
+				o->next_ask = now + FLEET_REASK_S;
+			}
+			continue;
+		}
+		rep_done(r, j);
+	}
+}
+
+/* A pulled frame from holder h. */
+static void rep_pulled(struct registry *r, uint32_t h, struct rmsg *m)
+{
+	struct repair *rp = r->rep;
+	uint32_t j = (uint32_t)m->h.aux;
+	struct rep_dev *o;
+	struct reg_dev *d;
+	struct fleet_frame_info in;
+	struct fleet_version row;
+	struct rep_pull pl;
+	const uint8_t *frame = rmsg_payload(m);
+	size_t len = m->h.payload_len;
+	int64_t v = m->h.version;
+	bool ok = false;
+	int rc;
+
+	if (m->h.aux < 0 || m->h.aux >= (int64_t)r->fc.ec.n) {
+		r->bad++;
+		return;
+	}
+	o = &rp->rd[j];
+	d = &r->dev[j];
+	if (o->done || !o->nwin || o->win_h != h || o->win[0].v != v ||
+	    (double)o->win[0].serial != m->h.t_sent)
+		return; /* late or unasked: ignored */
+	pl = o->win[0];
+	memmove(o->win, o->win + 1, (o->nwin - 1) * sizeof *o->win);
+	o->nwin--;
+	o->win_t = run_s(&r->fc.ec);
+	o->bytes_pulled += len + FLEET_PROTO_HEADER_BYTES;
+	if (!frame) {
+		/* Not held after all: try another holder; the rest of the window applied on it. */
+		fleet_sync_plan_result(rp->plan, j, v, h, false);
+		o->nwin = 0;
+		return;
+	}
+	if (fleet_codec_peek(frame, len, &in) < 0 || in.n != r->n || in.strategy == FLEET_REPLAY ||
+	    memcmp(in.hash, pl.hash, FLEET_HASH_BYTES) ||
+	    (in.strategy != FLEET_FULL && (o->cur != v - 1 || m->h.parent != v - 1))) {
+		rc = -EBADMSG;
+	} else {
+		rc = fleet_store_ingest(r->store, r->fc.ec.names[j], v, v - 1, o->cur_chain,
+					in.strategy == FLEET_FULL ? NULL : o->cur_model, frame, len,
+					run_s(&r->fc.ec), run_s(&r->fc.ec), r->scratch, &row);
+		ok = rc >= 0;
+	}
+	if (!ok) {
+		o->rejected++;
+		log_warn("engine_fleet: %s@%lld pulled from %s does not verify (%s)", r->fc.ec.names[j],
+			 (long long)v, r->fc.ec.names[h], strerror(-rc));
+		fleet_sync_plan_result(rp->plan, j, v, h, false);
+		o->nwin = 0;
+		return;
+	}
+	o->pulled++;
+	fleet_sync_plan_result(rp->plan, j, v, h, true);
+	fleet_sync_plan_retry(rp->plan, j, v + 1);
+	if (!o->cur_model && !(o->cur_model = malloc(r->n * sizeof(float))))
+		return;
+	memcpy(o->cur_model, r->scratch, r->n * sizeof(float));
+	o->cur = v;
+	o->cur_chain = row.chain_len;
+	if (dev_load(r, j) == 0 && v > d->latest) {
+		memcpy(d->model, r->scratch, r->n * sizeof(float));
+		d->latest = v;
+		d->chain = row.chain_len;
+	}
+}
+
+/* Peers mode: called for every message from device i before it is handled. Returns true when
+ * the message is to be left unanswered (the device's own chain waits for its repair). */
+static bool rep_gate(struct registry *r, uint32_t i, struct rmsg *m)
+{
+	struct repair *rp = r->rep;
+
+	if (!rp->asked[i]) {
+		rp->asked[i] = true;
+		rep_ask(r, i, 0, 0);
+	}
+	switch (m->h.type) {
+	case FLEET_MSG_SUMMARY:
+		rep_summary(r, i, m);
+		rep_pump(r);
+		return true;
+	case FLEET_MSG_PULLED:
+		rep_pulled(r, i, m);
+		rep_pump(r);
+		return true;
+	case FLEET_MSG_SYNC:
+		/* A device sends its queue from its first unacknowledged version: the registry had
+		 * acknowledged everything below it. */
+		if (!rp->rd[i].done && m->h.version >= 1 &&
+		    (rp->rd[i].need < 0 || m->h.version - 1 < rp->rd[i].need))
+			rp->rd[i].need = m->h.version - 1;
+		return !rp->rd[i].done;
+	case FLEET_MSG_HELLO:
+		/* A device that never made a version has none anywhere: nothing to wait for (a
+		 * fresh run does not wait for late or dead holders). */
+		if (!rp->rd[i].done && m->h.version == 0 && !rp->rd[i].nwin &&
+		    !fleet_sync_plan_pending(rp->plan, i))
+			rep_done(r, i);
+		return !rp->rd[i].done;
+	default:
+		return false;
+	}
+}
+
 static void reg_handle(struct registry *r, struct rmsg *m)
 {
 	uint32_t i = m->h.device;
@@ -539,6 +958,8 @@ static void reg_handle(struct registry *r, struct rmsg *m)
 	memcpy(d->id, m->id, m->idlen);
 	d->idlen = m->idlen;
 	if (dev_load(r, i) < 0)
+		return;
+	if (r->rep && rep_gate(r, i, m))
 		return;
 	switch (m->h.type) {
 	case FLEET_MSG_HELLO:
@@ -616,6 +1037,10 @@ int engine_fleet_registry_run(const struct kv *cfg)
 		goto out;
 	}
 	maxp = fleet_codec_frame_max(r.n);
+	if (maxp < fleet_sync_summary_max())
+		maxp = fleet_sync_summary_max();
+	if (r.fc.peers && (rc = repair_open(&r)) < 0)
+		goto out;
 	r.ctx = zmq_ctx_new();
 	r.sock = r.ctx ? zmq_socket(r.ctx, ZMQ_ROUTER) : NULL;
 	if (!r.sock || wire_socket_setup(r.sock, maxp) < 0) {
@@ -659,6 +1084,8 @@ int engine_fleet_registry_run(const struct kv *cfg)
 	}
 	if (rc)
 		goto out;
+	if (r.rep)
+		r.rep->t0 = run_s(&r.fc.ec); /* the control plane's start moved the run's clock */
 	for (;;) {
 		struct rmsg m;
 		double now;
@@ -672,6 +1099,8 @@ int engine_fleet_registry_run(const struct kv *cfg)
 			reg_handle(&r, &m);
 			rmsg_close(&m);
 		}
+		if (r.rep)
+			rep_pump(&r);
 		now = run_s(&r.fc.ec);
 		if (r.ctl) {
 			ctl_client_status(r.ctl, (int64_t)r.stored, CTL_RUN, false);
@@ -711,6 +1140,7 @@ out:
 		zmq_ctx_term(r.ctx);
 	csv_writer_close(&r.trace);
 	ctl_client_close(&r.ctl);
+	repair_destroy(&r.rep, r.fc.ec.n);
 	fleet_store_close(&r.store);
 	for (uint32_t i = 0; r.dev && i < r.fc.ec.n; i++) {
 		free(r.dev[i].model);
@@ -751,6 +1181,7 @@ struct device {
 	struct ctl_client *ctl;
 	uint64_t bad, bytes_tx, bytes_rx, resent, rejected;
 	bool bye;
+	struct dev_peers *pe;   /* fleet.registry peers (NULL: central) */
 };
 
 static double t_made_of(struct device *d, int64_t v)
@@ -809,6 +1240,394 @@ static void t_made_set(struct device *d, int64_t v, double t, double enc_s)
 	}
 	d->t_made[v] = t;
 	d->enc_s[v] = enc_s;
+}
+
+/* --- device: keeping the versions of peers (fleet.registry peers) ---------------------------
+ *
+ * Device i sends each version it makes to the next fleet.peers devices on the ring (i+1 ..
+ * i+k), over its own link, and keeps the versions of the k devices before it in its own store
+ * (RUN_DIR/nodes/<device>.peers.sqlite, the registry's node/fleet_store format: WAL, verified
+ * by decoding, snapshots every fleet.snapshot_every). A peer that cannot take a version (it
+ * missed the one before) says so, and the next version goes to it as a full frame. For a
+ * registry that lost its store, the device answers summary requests and pulls from that
+ * store. */
+
+struct dev_peers {
+	struct fleet_store *store;
+	void *rsock;             /* ROUTER: versions from the devices this one holds for */
+	void **out;              /* DEALERs to the k devices this one sends to */
+	bool *out_full;          /* the next version to that peer goes as a full frame */
+	uint32_t k;
+	struct {
+		bool loaded;
+		int64_t latest;
+		uint32_t chain;
+		float *model;
+	} *held;                 /* per device (only those this one holds for are used) */
+	float *scratch;
+	struct fleet_sync_entry *all;
+	size_t nall, capall;
+	uint64_t bytes_tx, bytes_rx, stored, rejected, bad, served;
+};
+
+/* The peer endpoint of device j: port.data + 1 (+ j when devices share an address). */
+static int peer_endpoint(const struct engine_conf *c, uint32_t j, char *out, size_t len)
+{
+	int w = snprintf(out, len, "tcp://%s:%d", c->addrs[j], c->port_base + 1 + (c->port_stride ? (int)j : 0));
+
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+static void peers_close(struct dev_peers **p, uint32_t n)
+{
+	struct dev_peers *pe = p ? *p : NULL;
+
+	if (!pe)
+		return;
+	for (uint32_t i = 0; pe->out && i < pe->k; i++)
+		if (pe->out[i]) {
+			int linger = 0;
+
+			zmq_setsockopt(pe->out[i], ZMQ_LINGER, &linger, sizeof linger);
+			zmq_close(pe->out[i]);
+		}
+	if (pe->rsock) {
+		int linger = 0;
+
+		zmq_setsockopt(pe->rsock, ZMQ_LINGER, &linger, sizeof linger);
+		zmq_close(pe->rsock);
+	}
+	for (uint32_t i = 0; pe->held && i < n; i++)
+		free(pe->held[i].model);
+	free(pe->held);
+	free(pe->out);
+	free(pe->out_full);
+	free(pe->scratch);
+	free(pe->all);
+	fleet_store_close(&pe->store);
+	free(pe);
+	*p = NULL;
+}
+
+/* The base every chain starts from: the seed's initial model (the device's own model before
+ * it trains) or fleet.base_file. */
+static int peers_base(const struct device *d, const float *init, uint8_t **frame, size_t *len)
+{
+	const float *base = init;
+	char *buf = NULL, err[512];
+	size_t blen = 0;
+	int rc;
+
+	if (!strcmp(d->fc.base, "file")) {
+		if (!d->fc.base_file ||
+		    rfile_read(d->fc.base_file, d->n * sizeof(float), &buf, &blen, err, sizeof err) < 0 ||
+		    blen != d->n * sizeof(float) || !wire_payload_finite(buf, d->n)) {
+			free(buf);
+			log_error("engine_fleet: fleet.base_file does not load for the peers' store");
+			return -EINVAL;
+		}
+		base = (const float *)(void *)buf;
+	} else if (strcmp(d->fc.base, "init")) {
+		log_error("engine_fleet: fleet.registry peers needs fleet.base init or file");
+		return -EINVAL;
+	}
+	rc = fleet_codec_encode(FLEET_FULL, base, NULL, d->n, frame, len);
+	free(buf);
+	return rc;
+}
+
+static int peers_open(struct device *d, const struct kv *cfg)
+{
+	struct dev_peers *pe = calloc(1, sizeof *pe);
+	const struct engine_conf *c = &d->fc.ec;
+	char path[4200], err[512], ep[160], rid[32];
+	uint8_t *frame = NULL;
+	size_t len = 0;
+	const char *addr = kv_get(cfg, "node.addr");
+	int rc = -ENOMEM;
+
+	d->pe = pe;
+	if (!pe)
+		return -ENOMEM;
+	pe->k = (uint32_t)d->fc.npeers;
+	pe->held = calloc(c->n, sizeof *pe->held);
+	pe->out = calloc(pe->k, sizeof *pe->out);
+	pe->out_full = calloc(pe->k, sizeof *pe->out_full);
+	pe->scratch = malloc(d->n * sizeof(float));
+	if (!pe->held || !pe->out || !pe->out_full || !pe->scratch)
+		return -ENOMEM;
+	snprintf(path, sizeof path, "%s/nodes/%s.peers.sqlite", c->run_dir, c->name);
+	if (!(pe->store = fleet_store_open(path, true, err, sizeof err))) {
+		log_error("engine_fleet: %s", err);
+		return -EIO;
+	}
+	if ((rc = peers_base(d, model_params(d->wk->model), &frame, &len)) < 0)
+		return rc;
+	if ((rc = fleet_store_set_meta(pe->store, (uint32_t)d->n, (uint32_t)d->fc.snapshot_every)) < 0 ||
+	    (rc = fleet_store_put_base(pe->store, frame, len)) < 0) {
+		free(frame);
+		log_error("engine_fleet: %s holds another run's models", path);
+		return rc;
+	}
+	free(frame);
+	pe->rsock = zmq_socket(d->ctx, ZMQ_ROUTER);
+	if (!pe->rsock || wire_socket_setup(pe->rsock, fleet_codec_frame_max(d->n)) < 0)
+		return -EIO;
+	{
+		int on = 1;
+
+		zmq_setsockopt(pe->rsock, ZMQ_ROUTER_HANDOVER, &on, sizeof on);
+	}
+	snprintf(ep, sizeof ep, "tcp://%s:%d", addr && *addr ? addr : c->addrs[c->index],
+		 c->port_base + 1 + (c->port_stride ? (int)c->index : 0));
+	if (zmq_bind(pe->rsock, ep) < 0) {
+		rc = -zmq_errno();
+		log_error("engine_fleet: bind %s: %s", ep, zmq_strerror(-rc));
+		return rc;
+	}
+	snprintf(rid, sizeof rid, "p%u", c->index);
+	for (uint32_t i = 0; i < pe->k; i++) {
+		uint32_t j = (c->index + 1 + i) % c->n;
+
+		pe->out[i] = zmq_socket(d->ctx, ZMQ_DEALER);
+		if (!pe->out[i] || wire_socket_setup(pe->out[i], fleet_codec_frame_max(d->n)) < 0)
+			return -EIO;
+		zmq_setsockopt(pe->out[i], ZMQ_ROUTING_ID, rid, strlen(rid));
+		if ((rc = peer_endpoint(c, j, ep, sizeof ep)) < 0)
+			return rc;
+		if (zmq_connect(pe->out[i], ep) < 0) {
+			rc = -zmq_errno();
+			log_error("engine_fleet: connect %s: %s", ep, zmq_strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* A version just made (frame against the previous one; params its model): to every peer. */
+static void peers_push(struct device *d, const uint8_t *frame, size_t len, const float *params)
+{
+	struct dev_peers *pe = d->pe;
+	int64_t v = fleet_queue_version(d->q);
+	uint8_t *full = NULL;
+	size_t flen = 0;
+
+	for (uint32_t i = 0; i < pe->k; i++) {
+		struct fleet_msg m = { .type = FLEET_MSG_PEER_SYNC, .device = d->fc.ec.index, .version = v,
+				       .parent = v - 1, .t_sent = run_s(&d->fc.ec) };
+		const uint8_t *f = frame;
+
+		m.payload_len = (uint32_t)len;
+		if (pe->out_full[i]) {
+			if (!full && fleet_codec_encode(FLEET_FULL, params, NULL, d->n, &full, &flen) < 0)
+				continue;
+			f = full;
+			m.payload_len = (uint32_t)flen;
+		}
+		if (msg_send(pe->out[i], NULL, 0, &m, f, &pe->bytes_tx) == 0)
+			pe->out_full[i] = false;
+	}
+	free(full);
+}
+
+static int peers_held_load(struct device *d, uint32_t o)
+{
+	struct dev_peers *pe = d->pe;
+	struct fleet_version last;
+	const char *name = d->fc.ec.names[o];
+	int rc;
+
+	if (pe->held[o].loaded)
+		return 0;
+	if (!pe->held[o].model && !(pe->held[o].model = malloc(d->n * sizeof(float))))
+		return -ENOMEM;
+	rc = fleet_store_latest(pe->store, name, &last);
+	if (rc == -ENOENT) {
+		if ((rc = fleet_store_get_base(pe->store, pe->held[o].model)) < 0)
+			return rc;
+		pe->held[o].latest = 0;
+		pe->held[o].chain = 0;
+	} else if (rc == 0) {
+		if ((rc = fleet_store_rebuild(pe->store, name, last.version, pe->held[o].model, NULL)) < 0)
+			return rc;
+		pe->held[o].latest = last.version;
+		pe->held[o].chain = last.chain_len;
+	} else {
+		return rc;
+	}
+	pe->held[o].loaded = true;
+	return 0;
+}
+
+/* A version from device o: stored when it continues o's chain here (or is full); otherwise
+ * o is told to send the next one full. */
+static void peers_take(struct device *d, struct rmsg *m)
+{
+	struct dev_peers *pe = d->pe;
+	uint32_t o = m->h.device;
+	struct fleet_frame_info in;
+	struct fleet_version row;
+	int64_t v = m->h.version;
+	const uint8_t *frame = rmsg_payload(m);
+	char want[16];
+	int rc;
+
+	snprintf(want, sizeof want, "p%u", o);
+	if (m->h.type != FLEET_MSG_PEER_SYNC || o >= d->fc.ec.n || !frame || m->idlen != strlen(want) ||
+	    memcmp(m->id, want, m->idlen) || !holds_for(d->fc.ec.n, pe->k, d->fc.ec.index, o) || v < 1 ||
+	    fleet_codec_peek(frame, m->h.payload_len, &in) < 0 || in.n != d->n) {
+		pe->bad++;
+		return;
+	}
+	if (peers_held_load(d, o) < 0)
+		return;
+	if (v <= pe->held[o].latest)
+		return; /* a copy (a restarted sender): what is stored stays */
+	if ((v == pe->held[o].latest + 1 && m->h.parent == pe->held[o].latest) || in.strategy == FLEET_FULL) {
+		rc = fleet_store_ingest(pe->store, d->fc.ec.names[o], v, v - 1, pe->held[o].chain,
+					pe->held[o].model, frame, m->h.payload_len, m->h.t_sent,
+					run_s(&d->fc.ec), pe->scratch, &row);
+		if (rc >= 0) {
+			memcpy(pe->held[o].model, pe->scratch, d->n * sizeof(float));
+			pe->held[o].latest = v;
+			pe->held[o].chain = row.chain_len;
+			pe->stored++;
+			return;
+		}
+		pe->rejected++;
+	}
+	{
+		struct fleet_msg a = { .type = FLEET_MSG_PEER_ACK, .device = o, .version = v,
+				       .parent = pe->held[o].latest, .aux = FLEET_ACK_OUT_OF_ORDER };
+
+		msg_send(pe->rsock, m->id, m->idlen, &a, NULL, &pe->bytes_tx);
+	}
+}
+
+/* Read what the peers sent (never waits). */
+static void peers_poll(struct device *d)
+{
+	struct dev_peers *pe = d->pe;
+	struct rmsg m;
+	size_t maxp = fleet_codec_frame_max(d->n);
+
+	while (msg_recv(pe->rsock, true, maxp, 0, &m, &pe->bad, &pe->bytes_rx) == 1) {
+		peers_take(d, &m);
+		rmsg_close(&m);
+	}
+	for (uint32_t i = 0; i < pe->k; i++)
+		while (msg_recv(pe->out[i], false, maxp, 0, &m, &pe->bad, &pe->bytes_rx) == 1) {
+			if (m.h.type == FLEET_MSG_PEER_ACK)
+				pe->out_full[i] = true;
+			rmsg_close(&m);
+		}
+}
+
+static int name_index(const struct device *d, const char *name, uint32_t *out)
+{
+	for (uint32_t i = 0; i < d->fc.ec.n; i++)
+		if (!strcmp(d->fc.ec.names[i], name)) {
+			*out = i;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static int collect_row(const struct fleet_version *v, void *arg)
+{
+	struct device *d = arg;
+	struct dev_peers *pe = d->pe;
+	uint32_t i;
+
+	if (name_index(d, v->device, &i) < 0)
+		return 0;
+	if (pe->nall == pe->capall) {
+		size_t cap = pe->capall ? pe->capall * 2 : 256;
+		struct fleet_sync_entry *p = realloc(pe->all, cap * sizeof *p);
+
+		if (!p)
+			return -ENOMEM;
+		pe->all = p;
+		pe->capall = cap;
+	}
+	pe->all[pe->nall].device = i;
+	pe->all[pe->nall].version = v->version;
+	memcpy(pe->all[pe->nall].hash, v->hash, FLEET_HASH_BYTES);
+	pe->nall++;
+	return 0;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct fleet_sync_entry *x = a, *y = b;
+
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	return x->version < y->version ? -1 : x->version > y->version;
+}
+
+/* The registry asks what this device holds, or for one version it holds. */
+static void peers_serve(struct device *d, const struct fleet_msg *h)
+{
+	struct dev_peers *pe = d->pe;
+	struct fleet_msg a = { .device = d->fc.ec.index };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+
+	if (h->type == FLEET_MSG_SUMMARY_REQ) {
+		size_t from = 0, cnt;
+		int w;
+
+		pe->nall = 0;
+		if (fleet_store_each(pe->store, collect_row, d) < 0)
+			pe->nall = 0;
+		if (pe->nall)
+			qsort(pe->all, pe->nall, sizeof *pe->all, entry_cmp);
+		while (from < pe->nall && (pe->all[from].device < (uint64_t)h->aux ||
+					   (pe->all[from].device == (uint64_t)h->aux &&
+					    pe->all[from].version <= h->version)))
+			from++;
+		cnt = pe->nall - from < FLEET_SYNC_CHUNK ? pe->nall - from : FLEET_SYNC_CHUNK;
+		if (!(buf = malloc(fleet_sync_summary_bytes(cnt))))
+			return;
+		w = fleet_sync_summary_encode(pe->all + from, cnt, buf, fleet_sync_summary_bytes(cnt));
+		if (w < 0) {
+			free(buf);
+			return;
+		}
+		a.type = FLEET_MSG_SUMMARY;
+		a.aux = from + cnt == pe->nall;
+		a.payload_len = (uint32_t)w;
+	} else if (h->type == FLEET_MSG_PULL) {
+		struct fleet_version row;
+
+		a.type = FLEET_MSG_PULLED;
+		a.aux = h->aux;
+		a.version = h->version;
+		a.t_sent = h->t_sent; /* the registry's serial of this pull */
+		if (h->aux >= 0 && h->aux < (int64_t)d->fc.ec.n && h->version >= 1 &&
+		    fleet_store_payload(pe->store, d->fc.ec.names[h->aux], h->version, &row, &buf, &len) == 0) {
+			a.parent = row.parent;
+			if (h->parent == 1 && row.strategy != FLEET_FULL) {
+				/* The registry lacks the parent: the version's model, full. */
+				free(buf);
+				buf = NULL;
+				if (fleet_store_rebuild(pe->store, d->fc.ec.names[h->aux], h->version,
+							pe->scratch, NULL) < 0 ||
+				    fleet_codec_encode(FLEET_FULL, pe->scratch, NULL, d->n, &buf, &len) < 0) {
+					free(buf);
+					buf = NULL;
+					len = 0;
+				}
+			}
+			a.payload_len = (uint32_t)len;
+			pe->served += len > 0;
+		}
+	} else {
+		return;
+	}
+	msg_send(d->sock, NULL, 0, &a, buf, &d->bytes_tx);
+	free(buf);
 }
 
 /* Send pending versions from next_send while the window allows. */
@@ -929,6 +1748,8 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 	else
 		d->sent_weights++;
 	rc = fleet_queue_push(d->q, frame, len, params, d->residual);
+	if (rc >= 0 && d->pe)
+		peers_push(d, frame, len, params);
 	free(frame);
 	if (rc < 0) {
 		free(rframe);
@@ -1011,11 +1832,15 @@ static int dev_poll(struct device *d, int timeout_ms)
 	uint32_t val;
 	int rc;
 
+	if (d->pe)
+		peers_poll(d);
 	while ((rc = msg_recv(d->sock, false, fleet_codec_frame_max(d->n), timeout_ms, &m, &d->bad,
 			      &d->bytes_rx)) == 1) {
 		timeout_ms = 0;
 		if (m.h.type == FLEET_MSG_ACK)
 			dev_ack(d, &m.h);
+		else if (d->pe && (m.h.type == FLEET_MSG_SUMMARY_REQ || m.h.type == FLEET_MSG_PULL))
+			peers_serve(d, &m.h);
 		else if (m.h.type == FLEET_MSG_BYE)
 			d->bye = true;
 		rmsg_close(&m);
@@ -1060,11 +1885,18 @@ static int dev_join(struct device *d)
 			msg_send(d->sock, NULL, 0, &h, NULL, &d->bytes_tx);
 			next_hello = now + 2.0;
 		}
+		if (d->pe)
+			peers_poll(d);
 		rc = msg_recv(d->sock, false, fleet_codec_frame_max(d->n), 200, &m, &d->bad, &d->bytes_rx);
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
 			continue;
+		if (d->pe && (m.h.type == FLEET_MSG_SUMMARY_REQ || m.h.type == FLEET_MSG_PULL)) {
+			peers_serve(d, &m.h);
+			rmsg_close(&m);
+			continue;
+		}
 		if (m.h.type == FLEET_MSG_DEPLOY && rmsg_payload(&m)) {
 			float *params = model_params(d->wk->model);
 			int64_t mine = fleet_queue_version(d->q);
@@ -1171,6 +2003,8 @@ int engine_fleet_device_run(const struct kv *cfg)
 	}
 	if ((rc = wire_monitor_open(d.ctx, d.sock, ZMQ_EVENT_HANDSHAKE_SUCCEEDED, "fleet-device", &d.mon)) < 0)
 		goto out;
+	if (d.fc.peers && (rc = peers_open(&d, cfg)) < 0)
+		goto out;
 	if (zmq_connect(d.sock, d.fc.registry_ep) < 0) {
 		rc = -zmq_errno();
 		log_error("engine_fleet: connect %s: %s", d.fc.registry_ep, zmq_strerror(-rc));
@@ -1263,11 +2097,18 @@ done:
 		 (unsigned long long)d.rejected, (unsigned long long)d.replay_failed,
 		 (unsigned long long)d.bad, (unsigned long long)d.bytes_tx,
 		 (unsigned long long)d.sent_replay, (unsigned long long)d.sent_weights);
+	if (d.pe)
+		log_info("engine_fleet: %s peers: %llu versions of peers stored, %llu refused, %llu bad "
+			 "messages, %llu bytes to peers, %llu versions served to the registry",
+			 d.fc.ec.name, (unsigned long long)d.pe->stored, (unsigned long long)d.pe->rejected,
+			 (unsigned long long)d.pe->bad, (unsigned long long)d.pe->bytes_tx,
+			 (unsigned long long)d.pe->served);
 	if (d.ctl && rc == 0) {
 		ctl_client_status(d.ctl, step, CTL_DONE, false);
 		ctl_client_done(d.ctl);
 	}
 out:
+	peers_close(&d.pe, d.fc.ec.n);
 	if (d.mon)
 		zmq_close(d.mon);
 	if (d.sock) {

@@ -13,6 +13,12 @@
  * restart. Versions form one chain per device: the registry takes version v only on top of v-1
  * and answers anything else with the version to continue from.
  *
+ * With fleet.registry peers, each device also sends its versions to the next fleet.peers
+ * devices on the ring, over its own link, and keeps theirs in RUN_DIR/nodes/<device>.peers.sqlite;
+ * a registry that starts without its store rebuilds it from those copies (node/fleet_sync,
+ * RUN_DIR/fleet_repair.csv). The peer endpoint of device i is port.data + 1 (+ i when devices
+ * share an address).
+ *
  * Messages: node/fleet_proto over ZeroMQ (ROUTER on the registry at servers.addrs[0]:port.data,
  * a DEALER per device), on the emulated links. */
 #ifndef STALENET_ENGINE_FLEET_H

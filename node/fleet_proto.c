@@ -10,6 +10,9 @@
 static const char *const names[FLEET_MSG_TYPE_END] = {
 	[FLEET_MSG_HELLO] = "hello", [FLEET_MSG_DEPLOY] = "deploy", [FLEET_MSG_SYNC] = "sync",
 	[FLEET_MSG_ACK] = "ack",     [FLEET_MSG_BYE] = "bye",
+	[FLEET_MSG_PEER_SYNC] = "peer_sync", [FLEET_MSG_PEER_ACK] = "peer_ack",
+	[FLEET_MSG_SUMMARY_REQ] = "summary_req", [FLEET_MSG_SUMMARY] = "summary",
+	[FLEET_MSG_PULL] = "pull", [FLEET_MSG_PULLED] = "pulled",
 };
 
 const char *fleet_proto_type_name(int type)

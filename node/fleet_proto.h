@@ -13,7 +13,8 @@
  *    8   4   device       device index
  *   12   4   payload_len  bytes of the payload frame (0 = none)
  *   16   8   version      HELLO: the device's last version; DEPLOY: the version the payload is;
- *                         SYNC: the version sent; ACK: the version answered
+ *                         SYNC: the version sent; ACK: the version answered (the peer messages
+ *                         below say what their fields carry)
  *   24   8   parent       SYNC: the version it was made against; ACK/DEPLOY: the registry's
  *                         latest stored version of the device
  *   32   8   aux          ACK: enum fleet_ack_status; DEPLOY: chain length of that version
@@ -38,6 +39,17 @@ enum fleet_msg_type {
 	FLEET_MSG_SYNC,      /* device -> registry: one version (a frame against `parent`) */
 	FLEET_MSG_ACK,       /* registry -> device: what became of version `version` */
 	FLEET_MSG_BYE,       /* either way: the run is over */
+	/* fleet.registry peers (docs/fleet.md): */
+	FLEET_MSG_PEER_SYNC, /* device -> peer device: one of the sender's versions (as SYNC) */
+	FLEET_MSG_PEER_ACK,  /* peer -> device: version not taken (out of order); parent = the
+			      * peer's latest of the sender: the next version goes full */
+	FLEET_MSG_SUMMARY_REQ, /* registry -> device: list what you hold of your peers, from the
+				* entry after (aux = device, version) */
+	FLEET_MSG_SUMMARY,   /* device -> registry: a node/fleet_sync summary chunk; aux 1 = last */
+	FLEET_MSG_PULL,      /* registry -> device: send device aux's version `version`; parent 1 =
+			      * as a full frame (the registry lacks its parent) */
+	FLEET_MSG_PULLED,    /* device -> registry: aux = the device it belongs to, version, parent
+			      * (the version the frame applies to), payload the frame (none: not held) */
 	FLEET_MSG_TYPE_END
 };
 

@@ -485,6 +485,39 @@ out:
 	return rc;
 }
 
+int fleet_store_payload(struct fleet_store *self, const char *device, int64_t version,
+			struct fleet_version *row, uint8_t **out, size_t *len)
+{
+	sqlite3_stmt *st = NULL;
+	const void *blob;
+	int rc, blen;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = need_n(self)) < 0 || (rc = fleet_store_get(self, device, version, row)) < 0)
+		return rc;
+	if ((rc = prepare(self, "SELECT payload FROM versions WHERE device = ?1 AND version = ?2", &st)) < 0)
+		return rc;
+	sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, version);
+	rc = -EBADMSG;
+	if (sqlite3_step(st) != SQLITE_ROW)
+		goto out;
+	blob = sqlite3_column_blob(st, 0);
+	blen = sqlite3_column_bytes(st, 0);
+	if (!blob || blen <= 0 || (size_t)blen > fleet_codec_frame_max(self->n))
+		goto out;
+	rc = -ENOMEM;
+	if (!(*out = malloc((size_t)blen)))
+		goto out;
+	memcpy(*out, blob, (size_t)blen);
+	*len = (size_t)blen;
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int fleet_store_each(struct fleet_store *self,
 		     int (*fn)(const struct fleet_version *v, void *arg), void *arg)
 {

@@ -93,6 +93,12 @@ int fleet_store_latest(struct fleet_store *self, const char *device, struct flee
 int fleet_store_rebuild(struct fleet_store *self, const char *device, int64_t version, float *out,
 			uint32_t *chain);
 
+/* The stored payload of device@version (a fleet_codec frame against its parent, or a full one)
+ * into *out (malloc'd, the caller frees) and *len; *row gets its row. Returns 0, -ENOENT, or
+ * -EBADMSG (a row or blob that does not check out). */
+int fleet_store_payload(struct fleet_store *self, const char *device, int64_t version,
+			struct fleet_version *row, uint8_t **out, size_t *len);
+
 /* Call fn for every stored version row, ordered by device then version; stops at and returns
  * fn's first non-zero return. Returns 0 or negative errno. */
 int fleet_store_each(struct fleet_store *self,

@@ -171,6 +171,8 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 		if (sc->fleet.base_file)
 			kv_set(kv, "fleet.base_file", sc->fleet.base_file);
 		kv_setf(kv, "fleet.base_steps", "%llu", (unsigned long long)sc->fleet.base_steps);
+		kv_set(kv, "fleet.registry", scenario_fleet_registry_name(sc->fleet.registry));
+		kv_setf(kv, "fleet.peers", "%u", sc->fleet.peers);
 	}
 
 	kv_setf(kv, "linkcheck.probes", "%u", sc->linkcheck_probes);

@@ -539,6 +539,8 @@ int plan_print(FILE *out, const struct plan *self)
 				fprintf(out, "%.3gs", (double)sc->fleet.sync_us / 1e6);
 			fprintf(out, ", snapshot every %u, base %s", sc->fleet.snapshot_every,
 				scenario_fleet_base_name(sc->fleet.base));
+			if (sc->fleet.registry == SCENARIO_FLEET_REGISTRY_PEERS)
+				fprintf(out, ", registry peers (%u each)", sc->fleet.peers);
 		} else {
 			fprintf(out, ", barrier %s", scenario_barrier_name(sc->consistency.barrier));
 			if (sc->consistency.barrier == SCENARIO_BARRIER_SSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)

@@ -359,6 +359,7 @@ static const char *const role_names[] = { "server", "worker", "peer", "central",
 					  "device", NULL };
 static const char *const fleet_strategy_names[] = { "full", "delta", "sparse", "replay", "auto", NULL };
 static const char *const fleet_base_names[] = { "init", "trained", "file", NULL };
+static const char *const fleet_registry_names[] = { "central", "peers", NULL };
 static const char *const dist_names[] = { "none", "constant", "uniform", "exponential", "gamma", "normal",
 					  "pareto", NULL };
 /* netem's delay tables; index = enum link_dist */
@@ -378,6 +379,7 @@ const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(comb
 const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
 const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return NAME_OF(fleet_strategy_names, s); }
 const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return NAME_OF(fleet_base_names, b); }
+const char *scenario_fleet_registry_name(enum scenario_fleet_registry r) { return NAME_OF(fleet_registry_names, r); }
 const char *scenario_sim_train_name(enum scenario_sim_train t) { return NAME_OF(sim_train_names, t); }
 
 /* --- link parameters --------------------------------------------------------------------- */
@@ -925,7 +927,52 @@ static int sec_topology(struct cv *cv, const struct yamltree_node *m)
 	return 0;
 }
 
-/* fleet: {strategy, sync, snapshot_every, sparse_k, base, base_file, base_steps}. */
+/* fleet.registry central | peers and fleet.peers (1..N-1: checked against the device count
+ * in check_fleet_peers, once the nodes are known). */
+static int fleet_registry(struct cv *cv, const struct yamltree_node *m)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *v;
+	int rc, idx;
+
+	if ((v = GET(m, "registry"))) {
+		if ((rc = get_enum(cv, v, fleet_registry_names, "fleet.registry", &idx)))
+			return rc;
+		sc->fleet.registry = (enum scenario_fleet_registry)idx;
+		if (idx == SCENARIO_FLEET_REGISTRY_PEERS && sc->fleet.base == SCENARIO_FLEET_BASE_TRAINED)
+			return fail(cv, v, "fleet.registry peers needs fleet.base init or file");
+	}
+	if ((v = GET(m, "peers"))) {
+		if (sc->fleet.registry != SCENARIO_FLEET_REGISTRY_PEERS)
+			return fail(cv, v, "fleet.peers applies to registry peers");
+		if ((rc = get_u32(cv, v, 1, SCENARIO_MAX_NODES, "fleet.peers", &sc->fleet.peers)))
+			return rc;
+	}
+	return 0;
+}
+
+/* With fleet.registry peers: 1 <= fleet.peers <= devices - 1. */
+static int check_fleet_peers(struct cv *cv, const struct yamltree_node *root)
+{
+	struct scenario *sc = cv->sc;
+	const struct yamltree_node *f = GET(root, "fleet"), *v;
+
+	if (sc->topology.kind != SCENARIO_TOPO_FLEET || sc->fleet.registry != SCENARIO_FLEET_REGISTRY_PEERS)
+		return 0;
+	v = f && GET(f, "peers") ? GET(f, "peers") : f && GET(f, "registry") ? GET(f, "registry") : root;
+	if (sc->workers < 2)
+		return fail(cv, v, "fleet.registry peers needs at least 2 devices (there are %u)", sc->workers);
+	if (sc->fleet.peers > sc->workers - 1) {
+		if (!(f && GET(f, "peers")))
+			sc->fleet.peers = sc->workers - 1; /* the default, for a fleet of 2 */
+		else
+			return fail(cv, v, "fleet.peers %u: a device has %u peers (expected 1..%u)",
+				    sc->fleet.peers, sc->workers - 1, sc->workers - 1);
+	}
+	return 0;
+}
+
+/* fleet: {strategy, sync, snapshot_every, sparse_k, base, base_file, base_steps, registry, peers}. */
 static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 {
 	struct scenario *sc = cv->sc;
@@ -935,7 +982,7 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "fleet")) ||
 	    (rc = check_keys(cv, m, KEYS("strategy", "sync", "snapshot_every", "sparse_k", "base",
-					 "base_file", "base_steps"), "fleet")))
+					 "base_file", "base_steps", "registry", "peers"), "fleet")))
 		return rc;
 	if (sc->topology.kind != SCENARIO_TOPO_FLEET)
 		return fail(cv, m, "fleet applies to topology fleet (topology: {kind: fleet})");
@@ -1012,6 +1059,8 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 		return fail(cv, GET(m, "base"), "fleet.base file needs fleet.base_file (raw float32 "
 			    "parameters, as train.save_model writes them)");
 	}
+	if ((rc = fleet_registry(cv, m)))
+		return rc;
 	if ((v = GET(m, "base_steps"))) {
 		if (sc->fleet.base != SCENARIO_FLEET_BASE_TRAINED)
 			return fail(cv, v, "fleet.base_steps applies to base trained");
@@ -2189,6 +2238,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	sc->fleet.sparse_ppm = 10000; /* 1% */
 	sc->fleet.base = SCENARIO_FLEET_BASE_INIT;
 	sc->fleet.base_steps = 200;
+	sc->fleet.registry = SCENARIO_FLEET_REGISTRY_CENTRAL;
+	sc->fleet.peers = 2;
 	sc->workload = SCENARIO_WORKLOAD_TRAIN;
 	sc->linkcheck = true;
 	sc->linkcheck_probes = 100;
@@ -2293,6 +2344,8 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	    !sc->stop_steps && !(sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->train.epochs))
 		return fail(cv, root, "no stop condition (expected stop: {time: 120s} and/or accuracy, steps)");
 	if ((rc = check_nodes(cv, root)))
+		return rc;
+	if ((rc = check_fleet_peers(cv, root)))
 		return rc;
 	if (cv->check_sweep && sc->sweep.n_axes && (rc = check_sweep_values(cv, root)))
 		return rc;

@@ -57,6 +57,8 @@ enum scenario_fleet_strategy { SCENARIO_FLEET_FULL = 0, SCENARIO_FLEET_DELTA, SC
 			       SCENARIO_FLEET_REPLAY, SCENARIO_FLEET_AUTO };
 enum scenario_fleet_base { SCENARIO_FLEET_BASE_INIT = 0, SCENARIO_FLEET_BASE_TRAINED,
 			   SCENARIO_FLEET_BASE_FILE };
+/* topology fleet: whether devices also keep their peers' versions (docs/fleet.md). */
+enum scenario_fleet_registry { SCENARIO_FLEET_REGISTRY_CENTRAL = 0, SCENARIO_FLEET_REGISTRY_PEERS };
 /* Extra per-step compute delay of a straggler. Parameters a, b (seconds unless noted):
  * constant {value: a}, uniform {min: a, max: b}, exponential {mean: a},
  * gamma {shape: a (dimensionless), scale: b}, normal {mean: a, sd: b},
@@ -220,6 +222,8 @@ struct scenario {
 		enum scenario_fleet_base base;
 		char *base_file;                /* base file: raw float32 parameters */
 		uint64_t base_steps;            /* base trained: steps the registry trains first */
+		enum scenario_fleet_registry registry;
+		uint32_t peers;                 /* registry peers: devices each one sends to (1..N-1) */
 	} fleet;
 
 	uint32_t workers;                       /* count of workers (peers); with `nodes`, derived */
@@ -338,6 +342,7 @@ const char *scenario_combine_name(enum scenario_combine c);
 const char *scenario_dist_name(enum scenario_dist d);
 const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s);
 const char *scenario_fleet_base_name(enum scenario_fleet_base b);
+const char *scenario_fleet_registry_name(enum scenario_fleet_registry r);
 const char *scenario_sim_train_name(enum scenario_sim_train t);
 
 #endif

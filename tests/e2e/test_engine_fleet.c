@@ -11,8 +11,15 @@
  *         started again: every version fleet.csv recorded before the kill is still stored, the
  *         devices' chains continue without a hole, and all of it verifies
  *   device crash  a device killed mid-run and started again resumes from its durable queue:
- *         its chain has no hole and ends at the model it holds */
+ *         its chain has no hole and ends at the model it holds
+ *   peers  fleet.registry peers: the registry is killed, its store deleted, copies of versions
+ *         corrupted and truncated in the peers' stores, and the registry started again: it rebuilds
+ *         from the devices' copies of their peers' versions (refusing the damaged copies and
+ *         taking another), every version acknowledged before the loss is stored again under
+ *         the same hash, the chains continue without a hole and recover --all verifies all */
 #include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +45,7 @@
 
 static char dir[256];
 static const char *registry_lr = "0.05"; /* another value makes every replay diverge */
+static const char *registry_mode = "central"; /* fleet.registry */
 static int port;
 static int64_t origin;
 
@@ -78,6 +86,8 @@ static struct kv *conf(int i, const char *strategy, int steps)
 	kv_set(k, "fleet.sync_steps", "5");
 	kv_set(k, "fleet.snapshot_every", "3");
 	kv_set(k, "fleet.sparse_fraction", "0.05");
+	kv_set(k, "fleet.registry", registry_mode);
+	kv_set(k, "fleet.peers", "2");
 	if (i < 0) {
 		kv_set(k, "node.name", "registry");
 		kv_set(k, "node.role", "registry");
@@ -364,4 +374,197 @@ Test(engine_fleet, device_crash_resumes, .init = setup, .fini = teardown, .timeo
 	committed(before);
 	cr_assert_geq(before[1], 10, "device1 ends at version %lld", (long long)before[1]);
 	cr_assert_geq(check_store(), ND * 8 + 2);
+}
+
+/* The (device, version, hash) rows of a store. */
+struct rows {
+	struct fleet_version v[4096];
+	size_t n;
+};
+
+static int rows_add(const struct fleet_version *v, void *arg)
+{
+	struct rows *r = arg;
+
+	cr_assert_lt(r->n, 4096);
+	r->v[r->n++] = *v;
+	return 0;
+}
+
+static void store_rows(const char *path, struct rows *out)
+{
+	char err[256];
+	struct fleet_store *s = fleet_store_open(path, false, err, sizeof err);
+
+	cr_assert_not_null(s, "%s", err);
+	out->n = 0;
+	cr_assert_eq(fleet_store_each(s, rows_add, out), 0);
+	fleet_store_close(&s);
+}
+
+/* Damage the stored payload of device@version in a peer store: flip one byte in its middle,
+ * or (truncate) cut its second half off. */
+static void corrupt_payload(const char *path, const char *device, int64_t version, bool truncate)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	uint8_t *copy;
+	int len;
+
+	cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT payload FROM versions WHERE device = ?1 AND version = ?2",
+					-1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, version);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s has no %s@%lld", path, device, (long long)version);
+	len = sqlite3_column_bytes(st, 0);
+	cr_assert_gt(len, 100);
+	copy = malloc((size_t)len);
+	memcpy(copy, sqlite3_column_blob(st, 0), (size_t)len);
+	sqlite3_finalize(st);
+	if (truncate)
+		len /= 2;
+	else
+		copy[len / 2] ^= 0x40;
+	cr_assert_eq(sqlite3_prepare_v2(db, "UPDATE versions SET payload = ?3 WHERE device = ?1 AND version = ?2",
+					-1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, device, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, version);
+	sqlite3_bind_blob(st, 3, copy, len, SQLITE_TRANSIENT);
+	cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	free(copy);
+}
+
+/* fleet_repair.csv: the sums of pulled and rejected over the rows of a restart. */
+static void repair_sums(uint64_t *pulled, uint64_t *rejected, uint64_t *bytes, int *rows)
+{
+	char path[512];
+	size_t len;
+	char *text, *line, *save = NULL;
+
+	*pulled = *rejected = *bytes = 0;
+	*rows = 0;
+	snprintf(path, sizeof path, "%s/fleet_repair.csv", dir);
+	text = support_read_file(path, &len);
+	cr_assert_not_null(text, "no fleet_repair.csv");
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long p, b, rj;
+
+		/* t_s,device,holders,offered,pulled,bytes_summary,bytes_pulled,rejected,... */
+		if (sscanf(line, "%*[^,],%*[^,],%*[^,],%*[^,],%llu,%*[^,],%llu,%llu", &p, &b, &rj) == 3) {
+			*pulled += p;
+			*bytes += b;
+			*rejected += rj;
+			(*rows)++;
+		}
+	}
+	free(text);
+}
+
+/* Both holders of device0 (device1, device2) store its version 3. */
+static bool holders_have_3(void *arg)
+{
+	(void)arg;
+	for (int h = 1; h <= 2; h++) {
+		char path[600], err[256];
+		struct fleet_store *s;
+		struct fleet_version v;
+		int rc;
+
+		snprintf(path, sizeof path, "%s/nodes/device%d.peers.sqlite", dir, h);
+		if (!(s = fleet_store_open(path, false, err, sizeof err)))
+			return false;
+		rc = fleet_store_get(s, "device0", 3, &v);
+		fleet_store_close(&s);
+		if (rc < 0)
+			return false;
+	}
+	return true;
+}
+
+Test(engine_fleet, peers_rebuild_lost_registry, .init = setup, .fini = teardown, .timeout = 240)
+{
+	pid_t reg, devs[ND];
+	int want = 9, st, rows;
+	char path[512], side[600];
+	struct rows *before = malloc(sizeof *before), *after = malloc(sizeof *after);
+	uint64_t pulled, rejected, bytes;
+
+	registry_mode = "peers";
+	reg = start(-1, "delta", 60, 0);
+	for (int i = 0; i < ND; i++)
+		devs[i] = start(i, "delta", 60, 100);
+	cr_assert(support_wait_until(some_committed, &want, 60000), "no versions committed in 60 s");
+	cr_assert(support_wait_until(holders_have_3, NULL, 60000), "device0@3 not at both peers in 60 s");
+	kill(reg, SIGKILL);
+	cr_assert_eq(support_wait_pid(reg, &st, 10000), 0);
+	/* What the registry acknowledged before the loss. */
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	store_rows(path, before);
+	cr_assert_geq(before->n, (size_t)want);
+	/* The store is lost: the database and its WAL. */
+	cr_assert_eq(unlink(path), 0);
+	snprintf(side, sizeof side, "%s-wal", path);
+	unlink(side);
+	snprintf(side, sizeof side, "%s-shm", path);
+	unlink(side);
+	/* device1 and device2 hold device0's versions (the ring: device0 sends to both). device1's
+	 * copies of versions 1 and 3 are corrupted (a flipped byte) and device2's of version 2 is
+	 * truncated: the registry pulls each version from the lowest holder that has answered, so
+	 * in whatever order the two answer it meets a damaged copy, must refuse it and take the
+	 * other holder's. */
+	snprintf(side, sizeof side, "%s/nodes/device1.peers.sqlite", dir);
+	corrupt_payload(side, "device0", 1, false);
+	corrupt_payload(side, "device0", 3, false);
+	snprintf(side, sizeof side, "%s/nodes/device2.peers.sqlite", dir);
+	corrupt_payload(side, "device0", 2, true);
+	reg = start(-1, "delta", 60, 0);
+	{
+		pid_t all[ND + 1] = { reg, devs[0], devs[1], devs[2] };
+
+		wait_ok(all, ND + 1, 200000);
+	}
+	registry_mode = "central";
+	/* Every version again, without a hole, equal to the devices' models, verified. */
+	cr_assert_eq(check_store(), ND * 12);
+	store_rows(path, after);
+	for (size_t b = 0; b < before->n; b++) {
+		bool found = false;
+
+		for (size_t a = 0; a < after->n && !found; a++)
+			if (!strcmp(after->v[a].device, before->v[b].device) &&
+			    after->v[a].version == before->v[b].version) {
+				found = true;
+				cr_assert_eq(memcmp(after->v[a].hash, before->v[b].hash, FLEET_HASH_BYTES), 0,
+					     "%s@%lld has another hash after the rebuild", before->v[b].device,
+					     (long long)before->v[b].version);
+			}
+		cr_assert(found, "%s@%lld acknowledged before the loss is missing", before->v[b].device,
+			  (long long)before->v[b].version);
+	}
+	/* The rebuild is in fleet_repair.csv: a row per device and restart, everything pulled
+	 * that was acknowledged before (at least), the corrupt copy refused. */
+	snprintf(path, sizeof path, "%s/fleet_repair.csv", dir);
+	{
+		char err[256];
+
+		cr_assert_eq(trace_schema_check_file(path, "fleet_repair", err, sizeof err), 0, "%s", err);
+	}
+	repair_sums(&pulled, &rejected, &bytes, &rows);
+	{
+		size_t len;
+		char *text = support_read_file(path, &len);
+
+		cr_log_info("fleet_repair.csv:\n%s", text ? text : "");
+		free(text);
+	}
+	cr_assert_eq(rows, 2 * ND, "%d repair rows (a row per device at each of the two starts)", rows);
+	cr_assert_geq(pulled, before->n, "pulled %llu of %zu", (unsigned long long)pulled, before->n);
+	cr_assert_geq(rejected, 1, "the corrupted copy was not refused");
+	cr_assert_gt(bytes, 0);
+	free(before);
+	free(after);
 }

@@ -32,6 +32,7 @@
 #include "lib/netns.h"
 #include "lib/sysctl.h"
 #include "collectors/schema.h"
+#include "node/fleet_store.h"
 #include "orchestrator/cleanup.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
@@ -1448,6 +1449,157 @@ Test(run, fleet_registry_crash_loses_no_acknowledged_version, .timeout = 120)
 	cr_assert_gt(total, (unsigned)committed_before + 3, "%u versions in all, %d before the crash",
 		     total, committed_before);
 	free(out);
+	cr_assert_eq(trace_schema_check_dir(dir, line, sizeof line), 0, "%s", line);
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+}
+
+/* The rows a registry's store holds: "device@version " and "hash=HEX" to look for in
+ * recover's output. */
+struct fleet_row_text {
+	char name[96];
+	char hash[2 * FLEET_HASH_BYTES + 8];
+};
+
+struct fleet_rows {
+	struct fleet_row_text *v;
+	size_t n, cap;
+};
+
+static int fleet_row(const struct fleet_version *v, void *arg)
+{
+	struct fleet_rows *r = arg;
+	int w;
+
+	if (r->n == r->cap) {
+		r->cap = r->cap ? r->cap * 2 : 256;
+		r->v = realloc(r->v, r->cap * sizeof *r->v);
+		cr_assert_not_null(r->v);
+	}
+	snprintf(r->v[r->n].name, sizeof r->v[r->n].name, "\n%s@%lld ", v->device, (long long)v->version);
+	w = snprintf(r->v[r->n].hash, sizeof r->v[r->n].hash, "hash=");
+	for (int i = 0; i < FLEET_HASH_BYTES; i++)
+		w += snprintf(r->v[r->n].hash + w, sizeof r->v[r->n].hash - (size_t)w, "%02x", v->hash[i]);
+	r->n++;
+	return 0;
+}
+
+struct crash_wait {
+	const char *dir;
+	struct proc_run *alive;
+};
+
+static bool registry_crashed(void *arg)
+{
+	struct crash_wait *w = arg;
+	char line[256];
+
+	if (waitpid(w->alive->pid, &w->alive->status, WNOHANG) == w->alive->pid)
+		cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", w->alive->status,
+			       slurp(w->alive->err));
+	return find_event(w->dir, "crash", "registry", line, sizeof line);
+}
+
+/* fleet.registry peers in namespaces over lossy links: the registry is killed (planned crash)
+ * and its store deleted while it is down; restarted, it rebuilds from the devices' copies of
+ * their peers' versions. Every version it had acknowledged before the loss is stored again
+ * with the same hash and verifies (`stalenet recover --all`), and fleet_repair.csv says the
+ * versions came back by pulls. */
+Test(run, fleet_peers_rebuild_a_lost_registry_store, .timeout = 150)
+{
+	static struct host_snapshot before;
+	struct proc_run r, rec;
+	struct fleet_rows held = { 0 };
+	struct crash_wait cw;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], line[512], err[256];
+	struct fleet_store *st;
+	unsigned long long pulled = 0;
+	int rebuilt = 0;
+	char *out, *text;
+	FILE *f;
+	int rc;
+
+	tpath(scen, sizeof scen, "fleet-peers.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: t-fleet-peers\n"
+			 "seed: 9\n"
+			 "stop: {time: 14s}\n"
+			 "linkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: classes, per_node: 3}}\n"
+			 "model: {kind: softmax}\n"
+			 "train: {batch: 32, lr: 0.05}\n"
+			 "topology: {kind: fleet}\n"
+			 "fleet: {strategy: delta, sync: 20 steps, snapshot_every: 4, registry: peers, peers: 2}\n"
+			 "workers: 3\n"
+			 "eval: {every: 2s}\n"
+			 "network:\n"
+			 "  default: {delay: 20ms, loss: 2%}\n"
+			 "stragglers:\n"
+			 "  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n"
+			 "  - {nodes: registry, crash: {at: 4s, restart: 7s}}\n");
+	snapshot(&before);
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	cw.dir = dir;
+	cw.alive = &r;
+	cr_assert(support_wait_until(registry_crashed, &cw, 60000), "the registry did not crash");
+	/* The registry is down (it restarts at 7 s): list what it acknowledged, then lose it. */
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	st = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(st, "%s", err);
+	cr_assert_eq(fleet_store_each(st, fleet_row, &held), 0);
+	fleet_store_close(&st);
+	cr_assert_eq(unlink(path), 0);
+	snprintf(path, sizeof path, "%s/%s-wal", dir, FLEET_STORE_FILE);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/%s-shm", dir, FLEET_STORE_FILE);
+	unlink(path);
+	cr_assert(!find_event(dir, "restart", "registry", line, sizeof line),
+		  "the registry restarted before its store was deleted (host too slow for this test)");
+	cr_assert_gt(held.n, 3, "only %zu versions acknowledged before the crash", held.n);
+	rc = run_stalenet_to_end(&r, 100000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	start_stalenet(&rec, "recover", "recover", dir, "--all", NULL);
+	rc = run_stalenet_to_end(&rec, 60000);
+	out = slurp(rec.out);
+	cr_assert_eq(rc, 0, "recover exit %d:\n%s", rc, out);
+	/* recover prints "DEVICE@V ok strategy=... hash=HEX" per version, a line each */
+	text = malloc(strlen(out) + 2);
+	cr_assert_not_null(text);
+	text[0] = '\n';
+	strcpy(text + 1, out);
+	for (size_t i = 0; i < held.n; i++) {
+		char *at = strstr(text, held.v[i].name), *eol;
+
+		cr_assert_not_null(at, "%s was acknowledged before the loss and is not recovered",
+				   held.v[i].name + 1);
+		eol = strchr(at + 1, '\n');
+		if (eol)
+			*eol = '\0';
+		cr_assert(strstr(at, " ok ") && strstr(at, held.v[i].hash), "%s: not the model acknowledged "
+			  "before the loss: %s", held.v[i].name + 1, at + 1);
+		if (eol)
+			*eol = '\n';
+	}
+	/* The rebuild pulled them, and every device's rebuild ended within the run:
+	 * fleet_repair.csv has a row per device after the restart. */
+	snprintf(path, sizeof path, "%s/fleet_repair.csv", dir);
+	f = fopen(path, "re");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof line, f)) {
+		unsigned long long p;
+		double t;
+
+		if (sscanf(line, "%lf,%*[^,],%*[^,],%*[^,],%llu,", &t, &p) == 2 && t > 7.0) {
+			pulled += p;
+			rebuilt++;
+		}
+	}
+	fclose(f);
+	cr_assert_eq(rebuilt, 3, "%d of 3 devices rebuilt after the restart", rebuilt);
+	cr_assert_geq(pulled, held.n, "pulled %llu versions, %zu were acknowledged", pulled, held.n);
+	free(out);
+	free(text);
+	free(held.v);
 	cr_assert_eq(trace_schema_check_dir(dir, line, sizeof line), 0, "%s", line);
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);

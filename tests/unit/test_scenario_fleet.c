@@ -102,6 +102,12 @@ static const struct bad cases[] = {
 	{ HEAD "fleet: {base_steps: 5}\n", 4, 21, "applies to base trained" },
 	{ HEAD "fleet: {base: trained}\n", 4, 15, "not implemented yet" },
 	{ HEAD "fleet: {stratgy: full}\n", 4, 9, "did you mean 'strategy'?" },
+	{ HEAD "fleet: {registry: mesh}\n", 4, 19, "fleet.registry 'mesh' is not one of the choices" },
+	{ HEAD "fleet: {peers: 1}\n", 4, 16, "applies to registry peers" },
+	{ HEAD "fleet: {registry: peers, peers: 0}\n", 4, 33, "out of range" },
+	{ HEAD "fleet: {registry: peers, peers: 3}\n", 4, 33, "a device has 2 peers (expected 1..2)" },
+	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nworkers: 1\nfleet: {registry: peers}\n", 4, 19,
+	  "at least 2 devices" },
 	{ "stop: {time: 30s}\nfleet: {strategy: full}\n", 2, 8, "applies to topology fleet" },
 	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nnodes:\n  - {name: a, role: device}\n", 4, 3,
 	  "exactly one node with role registry" },
@@ -118,4 +124,44 @@ Test(scenario_fleet, errors_at_their_position)
 		cr_expect(!strncmp(err, want, strlen(want)), "case %zu: '%s' (want %s)", i, err, want);
 		cr_expect(strstr(err, cases[i].substr), "case %zu: '%s' lacks '%s'", i, err, cases[i].substr);
 	}
+}
+
+/* fleet.registry peers: parsed, the default of 2 peers (1 in a fleet of 2), carried to every
+ * node's configuration; central by default. */
+Test(scenario_fleet, registry_peers)
+{
+	static const char y[] = HEAD "fleet: {registry: peers}\n";
+	static const char y2[] = "stop: {time: 30s}\ntopology: {kind: fleet}\nworkers: 2\n"
+				 "fleet: {registry: peers}\n";
+	static const char y3[] = HEAD "fleet: {registry: peers, peers: 1}\n";
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = parse(HEAD, err, sizeof err);
+	struct nodeconf_ctx ctx = { .run_dir = "/tmp/r", .port_data = 7000 };
+	struct plan *p;
+	struct kv *kv;
+
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.registry, SCENARIO_FLEET_REGISTRY_CENTRAL);
+	scenario_destroy(&sc);
+	sc = parse(y, err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.registry, SCENARIO_FLEET_REGISTRY_PEERS);
+	cr_assert_eq(sc->fleet.peers, 2);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	kv = nodeconf_build(plan_run(p, 0), 0, &ctx, NULL);
+	cr_assert_not_null(kv);
+	cr_assert_str_eq(kv_get(kv, "fleet.registry"), "peers");
+	cr_assert_str_eq(kv_get(kv, "fleet.peers"), "2");
+	kv_destroy(&kv);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+	sc = parse(y2, err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.peers, 1);
+	scenario_destroy(&sc);
+	sc = parse(y3, err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.peers, 1);
+	scenario_destroy(&sc);
 }
