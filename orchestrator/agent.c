@@ -56,6 +56,7 @@ struct agent_state {
 	size_t n_nodes;
 	struct ctl_server *ctl;
 	struct link_shaper *shaper;     /* this host's node links, NULL = none shaped yet */
+	enum link_backend want;         /* "shaper": AUTO (kernel when it has netem), KERNEL, NFQ */
 	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
 	char linkd_ctl[256];
 	char ctl_ep[512];
@@ -111,6 +112,7 @@ static void teardown(struct agent_state *st)
 	st->n_nodes = 0;
 	st->n_streams = 0;
 	link_shaper_destroy(&st->shaper);
+	st->want = LINK_BACKEND_AUTO;
 	if (st->linkd_pid > 0) {
 		/* its rules are gone with the shaper: nothing of it to flush */
 		kill(st->linkd_pid, SIGKILL);
@@ -490,7 +492,11 @@ static int record_shaping(void *arg, const char *kind, const char *netns, const 
 static int make_shaper(struct agent_state *st, const char *prefix, char *msg, size_t len)
 {
 	struct link_shaper_opts so = { .backend = LINK_BACKEND_KERNEL, .record = record_shaping, .record_ctx = st };
-	if (link_shaper_probe_kernel() != 1) {
+	if (st->want == LINK_BACKEND_KERNEL && link_shaper_probe_kernel() != 1) {
+		snprintf(msg, len, "shape: this host's kernel has no sch_netem (the kernel backend was asked for)");
+		return -ENOTSUP;
+	}
+	if (st->want == LINK_BACKEND_NFQ || link_shaper_probe_kernel() != 1) {
 		char logp[PATH_MAX];
 		const char *bin = st->linkd_bin;
 		snprintf(st->linkd_ctl, sizeof st->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), prefix);
@@ -524,6 +530,44 @@ static int make_shaper(struct agent_state *st, const char *prefix, char *msg, si
 	return 0;
 }
 
+/* The link_params tokens from save on (strtok_r), validated; 0 or -EINVAL with msg. */
+static int parse_tokens(char **save, struct link_params *lp, char *msg, size_t len)
+{
+	*lp = (struct link_params){ 0 };
+	for (char *t = strtok_r(NULL, " ", save); t; t = strtok_r(NULL, " ", save))
+		if (link_params_parse_token(lp, t) < 0) {
+			snprintf(msg, len, "shape: bad link parameter");
+			return -EINVAL;
+		}
+	const char *bad = link_params_validate(lp);
+	if (bad) {
+		snprintf(msg, len, "shape: %s", bad);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static struct link_endpoint endpoint_of(const struct agent_state *st, int i)
+{
+	return (struct link_endpoint){ .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
+				       .switch_netns = testbed_switch_netns(st->tb),
+				       .switch_ifname = testbed_node_switch_ifname(st->tb, i) };
+}
+
+/* "shaper auto|kernel|nfq": the backend of this build's shaping (before its first "shape"). */
+static int shaper(struct agent_state *st, const char *args, char *msg, size_t len)
+{
+	enum link_backend b = !strcmp(args, "kernel") ? LINK_BACKEND_KERNEL : !strcmp(args, "nfq") ? LINK_BACKEND_NFQ
+			      : LINK_BACKEND_AUTO;
+	if (!st->tb || st->shaper || (b == LINK_BACKEND_AUTO && strcmp(args, "auto"))) {
+		snprintf(msg, len, "shaper: expected auto|kernel|nfq after a build, before any shape");
+		return -EINVAL;
+	}
+	st->want = b;
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
 /* "shape NAME up|down TOKEN...": node NAME's link in that direction shaped (kernel netem, as
  * one host shapes it: on the node's veth pair to its host's switch) with the link_params
  * tokens (link_params_format). */
@@ -531,33 +575,72 @@ static int shape(struct agent_state *st, char *args, char *msg, size_t len)
 {
 	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
 	int i = name ? node_of(st, name) : -1;
-	struct link_params lp = { 0 };
+	struct link_params lp;
 	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down"))) {
 		snprintf(msg, len, "shape: expected NAME up|down TOKEN... for a node of the build");
 		return -EINVAL;
 	}
-	for (char *t = strtok_r(NULL, " ", &save); t; t = strtok_r(NULL, " ", &save))
-		if (link_params_parse_token(&lp, t) < 0) {
-			snprintf(msg, len, "shape: bad link parameter");
-			return -EINVAL;
-		}
-	const char *bad = link_params_validate(&lp);
-	if (bad) {
-		snprintf(msg, len, "shape: %s", bad);
-		return -EINVAL;
-	}
-	int rc;
+	int rc = parse_tokens(&save, &lp, msg, len);
+	if (rc < 0)
+		return rc;
 	if (!st->shaper && (rc = make_shaper(st, st->prefix, msg, len)) < 0)
 		return rc;
-	struct link_endpoint ep = { .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
-				    .switch_netns = testbed_switch_netns(st->tb),
-				    .switch_ifname = testbed_node_switch_ifname(st->tb, i) };
+	struct link_endpoint ep = endpoint_of(st, i);
 	rc = link_shaper_apply(st->shaper, &ep, strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP, &lp);
 	if (rc < 0) {
 		snprintf(msg, len, "shape: %s %s: %s", name, dir, strerror(-rc));
 		return rc;
 	}
 	snprintf(msg, len, "ok %s", link_shaper_backend(st->shaper) == LINK_BACKEND_NFQ ? "nfq" : "kernel");
+	return 0;
+}
+
+/* "shapepeers NAME up|down TAG ADDRS TOKEN...": within node NAME's shaped direction, the
+ * packets to (up) or from (down) the node addresses ADDRS (a comma list inside the testbed's
+ * 198.18.0.0/15) get a class TAG of their own with these parameters (link_shaper_apply_peers):
+ * the cross-host paths, shaped with their delay less the underlay's. */
+static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
+	char *tag = dir ? strtok_r(NULL, " ", &save) : NULL, *list = tag ? strtok_r(NULL, " ", &save) : NULL;
+	int i = name ? node_of(st, name) : -1;
+	uint32_t peers[LINK_SHAPER_MAX_PEERS];
+	size_t n = 0;
+	struct link_params lp;
+	if (i < 0 || !list || (strcmp(dir, "up") && strcmp(dir, "down"))) {
+		snprintf(msg, len, "shapepeers: expected NAME up|down TAG ADDRS TOKEN... for a node of the build");
+		return -EINVAL;
+	}
+	for (const char *t = tag; *t; t++)
+		if (!((*t >= 'a' && *t <= 'z') || (*t >= '0' && *t <= '9')) || t - tag >= 16) {
+			snprintf(msg, len, "shapepeers: bad tag");
+			return -EINVAL;
+		}
+	char *s2 = NULL;
+	for (char *a = strtok_r(list, ",", &s2); a; a = strtok_r(NULL, ",", &s2)) {
+		struct in_addr in;
+		if (n == LINK_SHAPER_MAX_PEERS || inet_pton(AF_INET, a, &in) != 1 ||
+		    (ntohl(in.s_addr) & 0xfffe0000u) != TESTBED_DEFAULT_SUBNET) {
+			snprintf(msg, len, "shapepeers: bad or too many peer addresses");
+			return -EINVAL;
+		}
+		peers[n++] = in.s_addr;
+	}
+	int rc = parse_tokens(&save, &lp, msg, len);
+	if (rc < 0)
+		return rc;
+	if (!st->shaper) {
+		snprintf(msg, len, "shapepeers: %s %s is not shaped", name, dir);
+		return -ENOENT;
+	}
+	struct link_endpoint ep = endpoint_of(st, i);
+	rc = link_shaper_apply_peers(st->shaper, &ep, strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP, tag, peers, n, &lp);
+	if (rc < 0) {
+		snprintf(msg, len, "shapepeers: %s %s: %s", name, dir,
+			 rc == -ENOTSUP ? "per-peer classes need the nfq backend" : strerror(-rc));
+		return rc;
+	}
+	snprintf(msg, len, "ok");
 	return 0;
 }
 
@@ -718,9 +801,11 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
-	if (!strncmp(line, "shape ", 6)) {
+	if (!strncmp(line, "shape ", 6) || !strncmp(line, "shapepeers ", 11) || !strncmp(line, "shaper ", 7)) {
 		char msg[AGENT_LINE_MAX - 8];
-		if (shape(st, line + 6, msg, sizeof msg) < 0) {
+		int src = line[5] == ' ' ? shape(st, line + 6, msg, sizeof msg)
+			  : line[5] == 'p' ? shape_peers(st, line + 11, msg, sizeof msg) : shaper(st, line + 7, msg, sizeof msg);
+		if (src < 0) {
 			char why[AGENT_LINE_MAX - 16];
 			msg[sizeof why - 1] = 0;
 			memcpy(why, msg, sizeof why);

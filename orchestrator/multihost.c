@@ -1,6 +1,7 @@
 /* orchestrator/multihost: see multihost.h. */
 #include "orchestrator/multihost.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "orchestrator/supervise.h"
+#include "orchestrator/testbed.h"
 #include "collectors/csv.h"
 #include "collectors/schema.h"
 
@@ -51,6 +53,7 @@ struct multihost {
 	const struct hosts *hosts;
 	struct agentlink **links;       /* one per host */
 	struct clocksync_estimate *clock; /* one per host */
+	int64_t *underlay_ns;           /* [a * n + b]: base one-way delay a -> b, 0 = not measured */
 	bool built;
 };
 
@@ -59,10 +62,13 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	struct multihost *self = calloc(1, sizeof *self);
 	int bad = 0;
 	if (!self || !(self->links = calloc(o->hosts->n, sizeof *self->links)) ||
-	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock))) {
+	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock)) ||
+	    !(self->underlay_ns = calloc(o->hosts->n * o->hosts->n, sizeof *self->underlay_ns))) {
 		fprintf(err_out, "stalenet: out of memory\n");
-		if (self)
+		if (self) {
 			free(self->links);
+			free(self->clock);
+		}
 		free(self);
 		return NULL;
 	}
@@ -186,28 +192,28 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		}
 		mtu = m;
 	}
-	/* the underlay's base delay from the first host with nodes to every other */
-	size_t first = hs->n;
-	for (size_t h = 0; h < hs->n && first == hs->n; h++)
-		if (sent[h])
-			first = h;
-	for (size_t h = first + 1; !rc && first < hs->n && h < hs->n; h++) {
-		char req[64], reply[AGENT_LINE_MAX], a[32];
-		int got = 0;
-		long long mn = 0, md = 0;
-		if (!sent[h])
-			continue;
-		snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
-		if (agentlink_request(self->links[first], req, reply, sizeof reply, 60000) ||
-		    sscanf(reply, "probe %31s %d %lld %lld", a, &got, &mn, &md) != 4) {
-			fprintf(err_out, "stalenet: underlay %s -> %s: %s\n", hs->list[first].name, hs->list[h].name, reply);
-			rc = -EHOSTUNREACH;
-			break;
+	/* the underlay's base delay between every two hosts with nodes (each pair probed from the
+	 * first of the two; the path is taken as symmetric) */
+	memset(self->underlay_ns, 0, hs->n * hs->n * sizeof *self->underlay_ns);
+	for (size_t a = 0; !rc && a < hs->n; a++)
+		for (size_t h = a + 1; !rc && sent[a] && h < hs->n; h++) {
+			char req[64], reply[AGENT_LINE_MAX], ad[32];
+			int got = 0;
+			long long mn = 0, md = 0;
+			if (!sent[h])
+				continue;
+			snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
+			if (agentlink_request(self->links[a], req, reply, sizeof reply, 60000) ||
+			    sscanf(reply, "probe %31s %d %lld %lld", ad, &got, &mn, &md) != 4 || got <= 0 || mn <= 0) {
+				fprintf(err_out, "stalenet: underlay %s -> %s: %s\n", hs->list[a].name, hs->list[h].name, reply);
+				rc = -EHOSTUNREACH;
+				break;
+			}
+			self->underlay_ns[a * hs->n + h] = self->underlay_ns[h * hs->n + a] = mn / 2;
+			fprintf(out, "underlay %s -> %s: base one-way delay %.1f us (min round trip %.1f us, median %.1f us, "
+				"%d of %d)\n", hs->list[a].name, hs->list[h].name, mn / 2e3, mn / 1e3, md / 1e3, got,
+				MULTIHOST_PROBES);
 		}
-		fprintf(out, "underlay %s -> %s: base one-way delay %.1f us (min round trip %.1f us, median %.1f us, "
-			"%d of %d)\n", hs->list[first].name, hs->list[h].name, mn / 2e3, mn / 1e3, md / 1e3, got,
-			MULTIHOST_PROBES);
-	}
 	free(sent);
 	return rc;
 }
@@ -241,6 +247,7 @@ void multihost_close(struct multihost **self)
 		agentlink_close(&(*self)->links[h], 10000);
 	free((*self)->links);
 	free((*self)->clock);
+	free((*self)->underlay_ns);
 	free(*self);
 	*self = NULL;
 }
@@ -270,31 +277,168 @@ int multihost_cleanup(const struct multihost_opts *o, FILE *out, FILE *err_out)
 	return bad ? -EIO : 0;
 }
 
-int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
-		    const char **backend, FILE *err_out)
+int64_t multihost_underlay_ns(const struct multihost *self, size_t a, size_t b)
 {
+	return a < self->hosts->n && b < self->hosts->n ? self->underlay_ns[a * self->hosts->n + b] : 0;
+}
+
+/* The underlay's one-way delay a -> b in whole microseconds (what compensation subtracts). */
+static uint32_t underlay_us(const struct multihost *self, size_t a, size_t b)
+{
+	return (uint32_t)((multihost_underlay_ns(self, a, b) + 500) / 1000);
+}
+
+int multihost_compensation(const struct multihost *self, const struct plan_run *run, const struct placement *p,
+			   size_t i, size_t j, enum multihost_comp *where, uint32_t *u_us, char *err, size_t errlen)
+{
+	size_t hi = p->host_of[i], hj = p->host_of[j];
+	uint32_t up = run->nodes[i].up.delay_us, down = run->nodes[j].down.delay_us;
+	*where = MULTIHOST_COMP_NONE;
+	*u_us = 0;
+	if (hi == hj || i == j)
+		return 0;
+	*u_us = underlay_us(self, hi, hj);
+	if (!*u_us || (uint64_t)up + down == 0)
+		return 0;       /* no delay configured on this path: nothing to emulate or subtract */
+	if (down >= *u_us)
+		*where = MULTIHOST_COMP_RECEIVER;
+	else if (up >= *u_us)
+		*where = MULTIHOST_COMP_SENDER;
+	else {
+		const char *host_i = self->hosts->list[hi].name, *host_j = self->hosts->list[hj].name;
+		if ((uint64_t)up + down < *u_us)
+			snprintf(err, errlen, "link %s -> %s crosses hosts %s -> %s: its configured delay %u us (%s up %u + "
+				 "%s down %u) is less than the underlay's own one-way delay, %u us, measured between them",
+				 run->nodes[i].name, run->nodes[j].name, host_i, host_j, up + down, run->nodes[i].name, up,
+				 run->nodes[j].name, down, *u_us);
+		else
+			snprintf(err, errlen, "link %s -> %s crosses hosts %s -> %s: neither its %s up delay (%u us) nor its "
+				 "%s down delay (%u us) alone holds the underlay's one-way delay of %u us (the compensation "
+				 "is taken from one end; place the two on one host or give one end at least that)",
+				 run->nodes[i].name, run->nodes[j].name, host_i, host_j, run->nodes[i].name, up,
+				 run->nodes[j].name, down, *u_us);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+/* One request answered "ok..." by host h, else an error line. */
+static int request_ok(struct multihost *self, size_t h, const char *req, char *reply, size_t len, FILE *err_out)
+{
+	int rc = agentlink_request(self->links[h], req, reply, len, 30000);
+	if (rc || strncmp(reply, "ok", 2)) {
+		fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
+		return rc ? rc : -EIO;
+	}
+	return 0;
+}
+
+/* Node i's class for its peers on host g in direction d (up: the peers it sends to whose
+ * receiving end does not compensate; down: every sender on g), when it compensates for any:
+ * "shapepeers NAME DIR hG ADDRS TOKENS" with the delay less the underlay's. 0 = none needed,
+ * 1 = req written, -errno. */
+static int peer_class(const struct multihost *self, const struct plan_run *run, const struct placement *p, size_t i,
+		      int d, size_t g, char *req, size_t len)
+{
+	size_t pos = 0, n = 0;
+	uint32_t u = 0;
+	const struct link_params *own = d ? &run->nodes[i].down : &run->nodes[i].up;
+	int w = snprintf(req, len, "shapepeers %s %s h%zu", run->nodes[i].name, d ? "down" : "up", g);
+	if (w < 0 || (size_t)w >= len)
+		return -E2BIG;
+	pos = (size_t)w;
+	for (size_t j = 0; j < run->n_nodes; j++) {
+		enum multihost_comp where;
+		char err[16];
+		if (p->host_of[j] != g || p->host_of[j] == p->host_of[i])
+			continue;
+		if (multihost_compensation(self, run, p, d ? j : i, d ? i : j, &where, &u, err, sizeof err) < 0)
+			return -ERANGE;
+		if (where != (d ? MULTIHOST_COMP_RECEIVER : MULTIHOST_COMP_SENDER))
+			continue;
+		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)j + 1) };
+		char b[INET_ADDRSTRLEN];
+		if (!appendf(req, len, &pos, "%c%s", n++ ? ',' : ' ', inet_ntop(AF_INET, &a, b, sizeof b)))
+			return -E2BIG;
+	}
+	if (!n)
+		return 0;
+	struct link_params q = *own;
+	q.delay_us -= u;        /* u <= delay: multihost_compensation chose this end for it */
+	char tokens[1024];
+	int t = link_params_format(&q, tokens, sizeof tokens);
+	if (t < 0 || (size_t)t >= sizeof tokens || !appendf(req, len, &pos, " %s", t ? tokens : ""))
+		return -E2BIG;
+	return 1;
+}
+
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
+		    const char *want, const char **backend, FILE *err_out)
+{
+	char reply[AGENT_LINE_MAX], req[AGENT_LINE_MAX];
+	bool classes = false;
+	size_t n_comp = 0;
+	uint32_t u_min = UINT32_MAX, u_max = 0;
+	/* every path across hosts checked before anything is shaped */
+	for (size_t i = 0; i < run->n_nodes; i++)
+		for (size_t j = 0; j < run->n_nodes; j++) {
+			enum multihost_comp where;
+			uint32_t u;
+			char err[512];
+			if (multihost_compensation(self, run, p, i, j, &where, &u, err, sizeof err) < 0) {
+				fprintf(err_out, "stalenet: %s\n", err);
+				return -ERANGE;
+			}
+			classes = classes || where != MULTIHOST_COMP_NONE;
+			if (where != MULTIHOST_COMP_NONE) {
+				n_comp++;
+				u_min = u < u_min ? u : u_min;
+				u_max = u > u_max ? u : u_max;
+			}
+		}
+	if (n_comp)
+		fprintf(err_out, "stalenet: delay compensation: %zu path(s) across hosts shaped %u..%u us less (the "
+			"underlay's one-way delay)\n", n_comp, u_min, u_max);
+	if (classes && !strcmp(want, "kernel")) {
+		fprintf(err_out, "stalenet: delay compensation on links across hosts needs the nfq backend (its per-peer "
+			"classes); the kernel backend cannot compensate yet: drop --backend kernel\n");
+		return -ENOTSUP;
+	}
+	for (size_t h = 0; h < self->hosts->n; h++) {
+		snprintf(req, sizeof req, "shaper %s", want);
+		if (host_used(p, h) && request_ok(self, h, req, reply, sizeof reply, err_out))
+			return -EIO;
+	}
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		const struct link_params *dirs[2] = { &run->nodes[i].up, &run->nodes[i].down };
+		size_t h = p->host_of[i];
 		for (int d = 0; d < 2; d++) {
-			char tokens[1024], req[AGENT_LINE_MAX], reply[AGENT_LINE_MAX];
-			int n = link_params_format(dirs[d], tokens, sizeof tokens);
+			char tokens[1024];
+			int n = link_params_format(dirs[d], tokens, sizeof tokens), rc;
 			if (n < 0 || (size_t)n >= sizeof tokens)
 				return -EINVAL;
 			if (n == 0)
 				continue;       /* unshaped: left alone, as on one host */
-			size_t h = p->host_of[i];
 			snprintf(req, sizeof req, "shape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
-			int rc = agentlink_request(self->links[h], req, reply, sizeof reply, 30000);
-			if (rc || strncmp(reply, "ok ", 3)) {
-				fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
-				return rc ? rc : -EIO;
-			}
+			if ((rc = request_ok(self, h, req, reply, sizeof reply, err_out)))
+				return rc;
 			const char *b = !strcmp(reply + 3, "nfq") ? "nfq" : "kernel";
 			if (*backend && strcmp(*backend, b))
 				fprintf(err_out, "stalenet: host %s shapes links with %s, others with %s (meta.json says %s)\n",
 					self->hosts->list[h].name, b, *backend, *backend);
 			else
 				*backend = b;
+			/* the paths to and from other hosts: their delay less the underlay's */
+			for (size_t g = 0; g < self->hosts->n; g++) {
+				if (g == h || !host_used(p, g))
+					continue;
+				if ((rc = peer_class(self, run, p, i, d, g, req, sizeof req)) < 0) {
+					fprintf(err_out, "stalenet: node %s: too many peers for one request\n", run->nodes[i].name);
+					return rc;
+				}
+				if (rc && (rc = request_ok(self, h, req, reply, sizeof reply, err_out)))
+					return rc;
+			}
 		}
 	}
 	return 0;

@@ -50,13 +50,36 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out);
 
-/* Shape every node's links on its host (kernel netem, as on one host: each node's up and down
- * on its veth pair to its host's switch; a path across hosts is the sender's up, the underlay,
- * the receiver's down). Unshaped directions are left alone. *backend: "kernel" or "nfq", what
- * the first host that shaped a link used (unchanged when nothing was shaped). Returns 0 or
- * -errno after an error line. */
+/* Shape every node's links on its host (as on one host: each node's up and down on its veth
+ * pair to its host's switch; a path across hosts is the sender's up, the underlay, the
+ * receiver's down), with delay compensation on the paths that cross hosts (see
+ * multihost_compensation): the compensating end shapes its cross-host peers in a class of their
+ * own (nfq per-peer classes, link_shaper_apply_peers) with its delay less the underlay's.
+ * want: the backend asked of every host ("nfq", "kernel"; compensation needs nfq, so "kernel"
+ * is refused when a path needs it). Every path is checked before anything is shaped. Unshaped
+ * directions are left alone. *backend: what the first host that shaped a link used. Returns 0
+ * or -errno after an error line. */
 int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
-		    const char **backend, FILE *err_out);
+		    const char *want, const char **backend, FILE *err_out);
+
+/* Where the path node i -> node j subtracts the underlay's delay. */
+enum multihost_comp {
+	MULTIHOST_COMP_NONE = 0,        /* same host, or no delay configured on the path */
+	MULTIHOST_COMP_RECEIVER,        /* j's down, for senders on i's host: it holds the underlay */
+	MULTIHOST_COMP_SENDER,          /* else i's up, for receivers on j's host */
+};
+
+/* The path i -> j (nodes of run as placed by p): where its configured delay (i's up + j's
+ * down) is reduced by the underlay's measured one-way delay between their hosts (*u_us, whole
+ * microseconds; 0 on one host). The receiving end when its down delay holds it, else the
+ * sending end's up. Returns 0, or -ERANGE with err when neither end alone holds it (in
+ * particular when the underlay alone exceeds the configured delay). */
+int multihost_compensation(const struct multihost *self, const struct plan_run *run, const struct placement *p,
+			   size_t i, size_t j, enum multihost_comp *where, uint32_t *u_us, char *err, size_t errlen);
+
+/* The measured base one-way delay of the underlay from host a to host b (ns; 0 = not measured:
+ * the same host or not both in the build). */
+int64_t multihost_underlay_ns(const struct multihost *self, size_t a, size_t b);
 
 /* The nodes of a built run, launched by the agents and supervised from here. */
 struct multihost_nodes_opts {

@@ -1191,7 +1191,6 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	int res = 1;
 	struct placement *pl = NULL;
 
-	(void)o;
 	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
 		goto out;
 	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it) */
@@ -1219,7 +1218,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	}
 	if (sc->linkcheck)
 		log_info("run %s: the link self-check is not run across hosts yet (skipped)", run->id);
-	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, &backend, stderr) == 0) {
+	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", &backend, stderr) == 0) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
@@ -1346,11 +1345,6 @@ int run_main(const struct run_opts *o)
 		struct hosts *fh = o->hosts_path ? hosts_load(o->hosts_path, err, sizeof err) : NULL;
 		const struct hosts *hosts = fh ? fh : sc->hosts;
 		int prc = o->hosts_path && !fh ? -EINVAL : placement_plan(hosts, plan, NULL, err, sizeof err);
-		if (!prc && o->backend == RUN_BACKEND_NFQ) {
-			snprintf(err, sizeof err, "stalenet run: --backend nfq is not available across hosts yet "
-				 "(links are shaped by kernel netem)");
-			prc = -ENOTSUP;
-		}
 		if (!prc && (prc = across_hosts_unsupported(plan, err, sizeof err))) {
 			char why[sizeof err];
 			snprintf(why, sizeof why, "%s", err);
