@@ -430,6 +430,20 @@ static int conf(struct agent_state *st, char *args, char *msg, size_t len)
 	return 0;
 }
 
+/* "unconf NAME": node NAME's configuration dropped (it is not running), so the next phase's
+ * keys (the link self-check's probe, then training) start from nothing. */
+static int unconf(struct agent_state *st, const char *name, char *msg, size_t len)
+{
+	int i = node_of(st, name);
+	if (i < 0 || st->pid[i] > 0) {
+		snprintf(msg, len, "unconf: %s", i < 0 ? "no such node here" : "node running");
+		return -EINVAL;
+	}
+	kv_destroy(&st->conf[i]);
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
 static int record_node(void *arg, pid_t pid, uint64_t start_time, const char *name)
 {
 	struct agent_state *st = arg;
@@ -790,9 +804,9 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
-	if (!strncmp(line, "conf ", 5)) {
+	if (!strncmp(line, "conf ", 5) || !strncmp(line, "unconf ", 7)) {
 		char msg[AGENT_LINE_MAX - 8];
-		if (conf(st, line + 5, msg, sizeof msg) < 0) {
+		if ((line[0] == 'c' ? conf(st, line + 5, msg, sizeof msg) : unconf(st, line + 7, msg, sizeof msg)) < 0) {
 			char why[AGENT_LINE_MAX - 16];
 			msg[sizeof why - 1] = 0;
 			memcpy(why, msg, sizeof why);

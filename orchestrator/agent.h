@@ -29,6 +29,13 @@
  *                        shaped as on one host (netem/link_shaper; TOKENs as link_params_format
  *                        writes them); kernel netem, or stalenet-linkd on NFQUEUE started by the
  *                        agent (rules journalled) when the kernel has no netem
+ *   "shaper auto|kernel|nfq" -> "ok" or "fail WHY": the backend of this build's shaping (before its
+ *                        first "shape"; auto: kernel netem when the kernel has it, else nfq)
+ *   "shapepeers NAME up|down TAG ADDRS TOKEN..." -> "ok" or "fail WHY": within node NAME's shaped
+ *                        direction, the packets to (up) or from (down) the node addresses ADDRS
+ *                        (comma list) in a class TAG of their own with these parameters (nfq
+ *                        only): the paths across hosts, their delay less the underlay's
+ *   "unconf NAME"     -> "ok" or "fail WHY": node NAME's configuration dropped (between phases)
  *   "launch NAME"     -> no answer line; events follow. The agent starts stalenet-node (beside
  *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
  *                        journalled), serves the nodes' control socket and relays:
@@ -53,7 +60,7 @@
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 
-#define AGENT_PROTO    2
+#define AGENT_PROTO    3
 #define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 

@@ -54,6 +54,7 @@ struct multihost {
 	struct agentlink **links;       /* one per host */
 	struct clocksync_estimate *clock; /* one per host */
 	int64_t *underlay_ns;           /* [a * n + b]: base one-way delay a -> b, 0 = not measured */
+	size_t hub_host;                /* the link self-check's hub (node index n_nodes), SIZE_MAX = none */
 	bool built;
 };
 
@@ -73,6 +74,7 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 		return NULL;
 	}
 	self->hosts = o->hosts;
+	self->hub_host = SIZE_MAX;
 	/* every ssh started first, so the hosts' handshakes overlap; the greetings then in order */
 	char **errs = calloc(o->hosts->n, sizeof *errs);
 	for (size_t i = 0; errs && i < o->hosts->n; i++)
@@ -125,7 +127,7 @@ static bool host_used(const struct placement *p, size_t h)
 	return false;
 }
 
-int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
+int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p, bool hub,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out)
 {
 	const struct hosts *hs = self->hosts;
@@ -134,6 +136,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 	if (!sent)
 		return -ENOMEM;
 	self->built = true;
+	/* the hub goes with the first node (its host's links to the others cross hosts) */
+	self->hub_host = hub && p->n_nodes ? p->host_of[0] : SIZE_MAX;
 	for (size_t h = 0; h < hs->n; h++) {
 		char req[AGENT_LINE_MAX];
 		size_t pos = 0, count = 0, n_rem = 0;
@@ -148,6 +152,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		for (size_t i = 0; ok && i < p->n_nodes; i++)
 			if (p->host_of[i] == h)
 				ok = appendf(req, sizeof req, &pos, "%c%s:%zu", count++ ? ',' : ' ', run->nodes[i].name, i);
+		if (ok && self->hub_host == h)
+			ok = appendf(req, sizeof req, &pos, ",hub:%zu", p->n_nodes);
 		for (size_t k = 0; ok && k < hs->n; k++)
 			if (k != h && host_used(p, k))
 				ok = appendf(req, sizeof req, &pos, "%c%s", n_rem++ ? ',' : ' ', hs->list[k].address);
@@ -184,6 +190,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		for (size_t i = 0; i < p->n_nodes; i++)
 			if (p->host_of[i] == h)
 				fprintf(out, " %s", run->nodes[i].name);
+		if (self->hub_host == h)
+			fprintf(out, " hub");
 		fprintf(out, " (node MTU %d over %s MTU %d)\n", m, ifn, um);
 		if (mtu && m != mtu) {
 			fprintf(err_out, "stalenet: host %s: node MTU %d differs from %d of the other hosts (their "
@@ -288,13 +296,32 @@ static uint32_t underlay_us(const struct multihost *self, size_t a, size_t b)
 	return (uint32_t)((multihost_underlay_ns(self, a, b) + 500) / 1000);
 }
 
+/* The endpoints of a built run: its nodes, then the hub (unshaped) when the build has one. */
+static size_t ep_count(const struct multihost *self, const struct plan_run *run)
+{
+	return run->n_nodes + (self->hub_host != SIZE_MAX);
+}
+
+static size_t ep_host(const struct multihost *self, const struct placement *p, size_t k)
+{
+	return k < p->n_nodes ? p->host_of[k] : self->hub_host;
+}
+
+static const char *ep_name(const struct plan_run *run, size_t k)
+{
+	return k < run->n_nodes ? run->nodes[k].name : "hub";
+}
+
 int multihost_compensation(const struct multihost *self, const struct plan_run *run, const struct placement *p,
 			   size_t i, size_t j, enum multihost_comp *where, uint32_t *u_us, char *err, size_t errlen)
 {
-	size_t hi = p->host_of[i], hj = p->host_of[j];
-	uint32_t up = run->nodes[i].up.delay_us, down = run->nodes[j].down.delay_us;
+	size_t hi = ep_host(self, p, i), hj = ep_host(self, p, j);
+	uint32_t up = i < run->n_nodes ? run->nodes[i].up.delay_us : 0;
+	uint32_t down = j < run->n_nodes ? run->nodes[j].down.delay_us : 0;
 	*where = MULTIHOST_COMP_NONE;
 	*u_us = 0;
+	if (i >= ep_count(self, run) || j >= ep_count(self, run))
+		return -EINVAL;
 	if (hi == hj || i == j)
 		return 0;
 	*u_us = underlay_us(self, hi, hj);
@@ -309,14 +336,14 @@ int multihost_compensation(const struct multihost *self, const struct plan_run *
 		if ((uint64_t)up + down < *u_us)
 			snprintf(err, errlen, "link %s -> %s crosses hosts %s -> %s: its configured delay %u us (%s up %u + "
 				 "%s down %u) is less than the underlay's own one-way delay, %u us, measured between them",
-				 run->nodes[i].name, run->nodes[j].name, host_i, host_j, up + down, run->nodes[i].name, up,
-				 run->nodes[j].name, down, *u_us);
+				 ep_name(run, i), ep_name(run, j), host_i, host_j, up + down, ep_name(run, i), up,
+				 ep_name(run, j), down, *u_us);
 		else
 			snprintf(err, errlen, "link %s -> %s crosses hosts %s -> %s: neither its %s up delay (%u us) nor its "
 				 "%s down delay (%u us) alone holds the underlay's one-way delay of %u us (the compensation "
 				 "is taken from one end; place the two on one host or give one end at least that)",
-				 run->nodes[i].name, run->nodes[j].name, host_i, host_j, run->nodes[i].name, up,
-				 run->nodes[j].name, down, *u_us);
+				 ep_name(run, i), ep_name(run, j), host_i, host_j, ep_name(run, i), up,
+				 ep_name(run, j), down, *u_us);
 		return -ERANGE;
 	}
 	return 0;
@@ -347,10 +374,10 @@ static int peer_class(const struct multihost *self, const struct plan_run *run, 
 	if (w < 0 || (size_t)w >= len)
 		return -E2BIG;
 	pos = (size_t)w;
-	for (size_t j = 0; j < run->n_nodes; j++) {
+	for (size_t j = 0; j < ep_count(self, run); j++) {
 		enum multihost_comp where;
 		char err[16];
-		if (p->host_of[j] != g || p->host_of[j] == p->host_of[i])
+		if (ep_host(self, p, j) != g || g == p->host_of[i])
 			continue;
 		if (multihost_compensation(self, run, p, d ? j : i, d ? i : j, &where, &u, err, sizeof err) < 0)
 			return -ERANGE;
@@ -380,8 +407,8 @@ int multihost_shape(struct multihost *self, const struct plan_run *run, const st
 	size_t n_comp = 0;
 	uint32_t u_min = UINT32_MAX, u_max = 0;
 	/* every path across hosts checked before anything is shaped */
-	for (size_t i = 0; i < run->n_nodes; i++)
-		for (size_t j = 0; j < run->n_nodes; j++) {
+	for (size_t i = 0; i < ep_count(self, run); i++)
+		for (size_t j = 0; j < ep_count(self, run); j++) {
 			enum multihost_comp where;
 			uint32_t u;
 			char err[512];
@@ -564,7 +591,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 {
 	const struct plan_run *run = o->run;
 	const struct hosts *hs = self->hosts;
-	size_t n = run->n_nodes, alive = 0, ready = 0;
+	/* n: the endpoints launched, the run's nodes and, for the link self-check, the hub */
+	size_t n = run->n_nodes + (o->linkcheck && self->hub_host != SIZE_MAX), alive = 0, ready = 0;
 	int result = 0;
 	bool started = false, stopping = false;
 	char line[AGENT_LINE_MAX];
@@ -573,7 +601,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	int64_t *step = calloc(n, sizeof *step), next_progress = 0;
 	struct csv_writer *progress = NULL;
 	struct sink *sinks = calloc(hs->n, sizeof *sinks);
-	if (!up || !is_ready || !host_lost || !waiting || !step || !sinks || n > MULTIHOST_MAX_NODES) {
+	if (!up || !is_ready || !host_lost || !waiting || !step || !sinks || n > MULTIHOST_MAX_NODES ||
+	    (o->linkcheck && self->hub_host == SIZE_MAX)) {
 		free(sinks);
 		free(up);
 		free(is_ready);
@@ -585,8 +614,26 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	*origin_ns = 0;
 	/* configurations, then every node launched */
 	for (size_t i = 0; i < n && !result; i++) {
-		size_t h = o->p->host_of[i];
-		struct kv *kv = nodeconf_build(run, i, o->nc, NULL);
+		size_t h = ep_host(self, o->p, i);
+		char reply[AGENT_LINE_MAX];
+		struct kv *kv = i < run->n_nodes ? nodeconf_build(run, i, o->nc, o->linkcheck ? "probe" : NULL) : kv_new();
+		snprintf(line, sizeof line, "unconf %s", ep_name(run, i));
+		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok"))
+			result = 1;
+		if (kv && i == run->n_nodes) {
+			/* the reflector on the unshaped hub, as on one host */
+			kv_set(kv, "node.name", "hub");
+			kv_set(kv, "node.role", "reflector");
+			kv_setf(kv, "port.probe", "%u", o->nc->port_probe);
+		} else if (kv && o->linkcheck) {
+			/* a prober's plan-wide id (see run.c's write_conf), and the hub's clock against
+			 * this host's, so its one-way delays hold across hosts */
+			kv_setf(kv, "node.index", "%zu", i);
+			int64_t now = clock_now_ns();
+			kv_setf(kv, "linkcheck.hub_offset_ns", "%lld",
+				(long long)(clocksync_offset_at(&self->clock[self->hub_host], now) -
+					    clocksync_offset_at(&self->clock[h], now)));
+		}
 		for (size_t k = 0; kv && k < kv_count(kv) && !result; k++) {
 			const char *key, *val;
 			char mapped[32];
@@ -596,16 +643,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				snprintf(mapped, sizeof mapped, "%lld", (long long)to_host_clock(self, h, o->nc->origin_ns));
 				val = mapped;
 			}
-			if ((size_t)snprintf(line, sizeof line, "conf %s %s %s", run->nodes[i].name, key, val) >= sizeof line ||
+			if ((size_t)snprintf(line, sizeof line, "conf %s %s %s", ep_name(run, i), key, val) >= sizeof line ||
 			    strchr(val, '\n')) {
 				fprintf(err_out, "stalenet: node %s: configuration key %s too long for a host\n",
-					run->nodes[i].name, key);
+					ep_name(run, i), key);
 				result = 1;
 				break;
 			}
-			char reply[AGENT_LINE_MAX];
 			if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
-				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
+				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, ep_name(run, i), reply);
 				result = 1;
 			}
 		}
@@ -614,8 +660,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		kv_destroy(&kv);
 	}
 	for (size_t i = 0; i < n && !result; i++) {
-		snprintf(line, sizeof line, "launch %s", run->nodes[i].name);
-		if (agentlink_send(self->links[o->p->host_of[i]], line))
+		snprintf(line, sizeof line, "launch %s", ep_name(run, i));
+		if (agentlink_send(self->links[ep_host(self, o->p, i)], line))
 			result = 1;
 		else
 			up[i] = true, alive++;
@@ -629,6 +675,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			progress_row(progress, run, step, waiting, up, now - *origin_ns);
 			next_progress = now - *origin_ns + 100000000;
 		}
+		/* the link self-check: every prober done, the hub (a service) is stopped */
+		if (o->linkcheck && started && !stopping && alive == (up[n - 1] ? 1u : 0u))
+			stopping = true;
 		if (!stopping && ((o->interrupted && *o->interrupted) ||
 				  (!started && now - t_launch > (int64_t)o->ready_timeout_ms * 1000000) ||
 				  (started && o->stop_after_ns && now - *origin_ns >= o->stop_after_ns))) {
@@ -642,20 +691,20 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		}
 		if (stopping && !stop_sent) {
 			stop_sent = now;
-			if (started)
+			if (started && !o->linkcheck)
 				supervise_event(o->run_dir, "stop", "all", result == 2 ? "interrupted" : result ? "failure" : "time");
 			for (size_t i = 0; i < n; i++)
-				if (up[i] && !host_lost[o->p->host_of[i]]) {
-					snprintf(line, sizeof line, "send %s stop", run->nodes[i].name);
-					agentlink_send(self->links[o->p->host_of[i]], line);
+				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					snprintf(line, sizeof line, "send %s stop", ep_name(run, i));
+					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
 		}
 		if (stop_sent && now - stop_sent > 30000000000LL) {
 			/* a node that ignores stop for 30 s is killed */
 			for (size_t i = 0; i < n; i++)
-				if (up[i] && !host_lost[o->p->host_of[i]]) {
-					snprintf(line, sizeof line, "kill %s", run->nodes[i].name);
-					agentlink_send(self->links[o->p->host_of[i]], line);
+				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
+					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
 			stop_sent = now;
 		}
@@ -670,7 +719,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				    sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
 					continue;
 				size_t i = 0;
-				while (i < n && (o->p->host_of[i] != h || strcmp(run->nodes[i].name, name)))
+				while (i < n && (ep_host(self, o->p, i) != h || strcmp(ep_name(run, i), name)))
 					i++;
 				if (i == n)
 					continue;
@@ -707,10 +756,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				/* what it built stays in its journal there, for `stalenet cleanup --hosts` */
 				agentlink_close(&self->links[h], 5000);
 				for (size_t i = 0; i < n; i++)
-					if (o->p->host_of[i] == h && up[i]) {
+					if (ep_host(self, o->p, i) == h && up[i]) {
 						char d[96];
 						snprintf(d, sizeof d, "host %s lost", hs->list[h].name);
-						supervise_event(o->run_dir, "node_failed", run->nodes[i].name, d);
+						supervise_event(o->run_dir, "node_failed", ep_name(run, i), d);
 						up[i] = false;
 						alive--;
 					}
@@ -727,11 +776,13 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			clock_set_origin_ns(*origin_ns);
 			char path[PATH_MAX];
 			snprintf(path, sizeof path, "%.3000s/progress.csv", o->run_dir);
-			progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
-			supervise_event(o->run_dir, "start", "all", "");
+			if (!o->linkcheck) {
+				progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
+				supervise_event(o->run_dir, "start", "all", "");
+			}
 			for (size_t i = 0; i < n; i++) {
-				size_t h = o->p->host_of[i];
-				snprintf(line, sizeof line, "send %s start %lld", run->nodes[i].name,
+				size_t h = ep_host(self, o->p, i);
+				snprintf(line, sizeof line, "send %s start %lld", ep_name(run, i),
 					 (long long)to_host_clock(self, h, *origin_ns));
 				agentlink_send(self->links[h], line);
 			}

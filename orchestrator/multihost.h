@@ -26,7 +26,7 @@
 #include "orchestrator/plan.h"
 
 #define MULTIHOST_CLOCK_EXCHANGES 100
-#define MULTIHOST_PROBES 50
+#define MULTIHOST_PROBES 200
 #define MULTIHOST_MAX_NODES 4096  /* nodes of one run across hosts, at most */
 
 struct multihost_opts {
@@ -45,9 +45,11 @@ struct multihost;
 struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, FILE *err_out);
 
 /* Build run's testbed across the hosts as placed (prefix: the run prefix "snXXXX-", vni: the
- * run's VXLAN segment), one line per host to out; then the underlay probes. Returns 0, or
- * -errno after an error line to err_out (what was built stays for multihost_teardown). */
-int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
+ * run's VXLAN segment; hub: also the link self-check's unshaped hub, node index n_nodes, on the
+ * host of the run's first node), one line per host to out; then the underlay probes between
+ * every two hosts. Returns 0, or -errno after an error line to err_out (what was built stays
+ * for multihost_teardown). */
+int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p, bool hub,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out);
 
 /* Shape every node's links on its host (as on one host: each node's up and down on its veth
@@ -89,6 +91,9 @@ struct multihost_nodes_opts {
 	const char *run_dir;            /* the orchestrator's run directory: files fetched into it */
 	int64_t stop_after_ns;          /* stop.time; 0 = none */
 	bool on_failure_continue;       /* a lost node or host does not stop the others */
+	bool linkcheck;                 /* the link self-check: every node a prober, the hub (built
+					 * by multihost_build) the reflector, stopped when they are
+					 * done; no progress.csv, no start/stop events */
 	int ready_timeout_ms;
 	volatile sig_atomic_t *interrupted;
 };

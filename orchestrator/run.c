@@ -1140,10 +1140,6 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 	for (size_t k = 0; k < plan_n_runs(plan); k++) {
 		const struct plan_run *r = plan_run(plan, k);
 		const struct scenario *sc = r->scenario;
-		if (sc->workload != SCENARIO_WORKLOAD_TRAIN) {
-			snprintf(why, len, "only training runs across hosts so far (not the link self-check workload)");
-			return -ENOTSUP;
-		}
 		if (sc->network.trace) {
 			snprintf(why, len, "network.trace is not replayed across hosts yet");
 			return -ENOTSUP;
@@ -1193,8 +1189,9 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 
 	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
 		goto out;
-	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it) */
-	for (size_t i = 0; i < run->n_nodes; i++) {
+	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it); the
+	 * hub of the link self-check after them */
+	for (size_t i = 0; i <= run->n_nodes; i++) {
 		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)i + 1) };
 		char b[INET_ADDRSTRLEN];
 		if (!(addrs[i] = strdup(inet_ntop(AF_INET, &a, b, sizeof b))))
@@ -1216,20 +1213,43 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		rh[h] = (struct rundir_host){ .name = hosts->list[h].name, .offset_ns = e->offset_ns,
 					      .bound_ns = e->bound_ns, .drift_ppm = e->drift_ppm };
 	}
-	if (sc->linkcheck)
-		log_info("run %s: the link self-check is not run across hosts yet (skipped)", run->id);
-	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", &backend, stderr) == 0) {
+	bool check = sc->linkcheck || sc->workload == SCENARIO_WORKLOAD_LINKCHECK;
+	if (multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
+	    multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", &backend, stderr) == 0) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
-			.addrs = (const char *const *)addrs, .port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
+			.addrs = (const char *const *)addrs, .hub_addr = addrs[run->n_nodes], .port_data = RUN_PORT_DATA,
+			.port_probe = RUN_PORT_PROBE,
 		};
 		struct multihost_nodes_opts no = {
-			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .stop_after_ns = (int64_t)sc->stop_time_us * 1000,
-			.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .on_failure_continue = false, .linkcheck = true,
 			.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
 		};
-		res = multihost_run_nodes(mh, &no, &origin, stderr);
+		res = 0;
+		if (check) {
+			/* the link self-check across the hosts, cross-host paths as compensated */
+			log_info("link self-check: %u probes per node", sc->linkcheck_probes);
+			res = multihost_run_nodes(mh, &no, &origin, stderr);
+			int off = res == 0 ? linkcheck_off(dir) : 0;
+			if (off && o->strict_links) {
+				log_error("%d link direction(s) outside tolerance (--strict-links): see linkcheck.csv", off);
+				res = 1;
+			} else if (off) {
+				log_warn("%d link direction(s) outside tolerance: see %s/linkcheck.csv", off, dir);
+			}
+			origin = 0;
+		}
+		if (res == 0 && sc->workload == SCENARIO_WORKLOAD_TRAIN) {
+			no = (struct multihost_nodes_opts){
+				.run = run, .p = pl, .nc = &nc, .run_dir = dir,
+				.stop_after_ns = (int64_t)sc->stop_time_us * 1000,
+				.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+				.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
+			};
+			nc.origin_ns = clock_now_ns();
+			res = multihost_run_nodes(mh, &no, &origin, stderr);
+		}
 	}
 	if (multihost_teardown(mh, stderr) < 0 && res == 0)
 		res = 1;

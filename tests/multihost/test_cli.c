@@ -231,14 +231,20 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 		snprintf(want, sizeof want, "host h%d (root@198.18.250.%d): ok, hostname h%d, clock offset", i, i + 1, i);
 		cr_expect(strstr(t, want), "missing '%s' in %s", want, t);
 	}
-	cr_expect(strstr(t, "host h0: built server0 worker0 (node MTU 1450 over eth0 MTU 1500)"), "%s", t);
+	/* the link self-check (on by default) puts its hub with the first node */
+	cr_expect(strstr(t, "host h0: built server0 worker0 hub (node MTU 1450 over eth0 MTU 1500)"), "%s", t);
 	cr_expect(strstr(t, "host h1: built worker1 worker2 (node MTU 1450"), "%s", t);
 	cr_expect(strstr(t, "host h2: built worker3 (node MTU 1450"), "%s", t);
 	cr_expect(strstr(t, "underlay h0 -> h1: base one-way delay ") && strstr(t, "underlay h0 -> h2: base one-way delay "),
 		  "%s", t);
+	cr_expect(strstr(t, "6 nodes ready on 3 hosts: started"), "the link self-check: %s", t);
 	cr_expect(strstr(t, "5 nodes ready on 3 hosts: started"), "%s", t);
 	/* one run directory with the one-host schema, from the three hosts' files */
 	int rows = 0;
+	char *lc = head_of("linkcheck.csv", &rows);
+	cr_assert(lc, "linkcheck.csv");
+	cr_expect_eq(rows, 15, "5 nodes x up, down, rtt");
+	free(lc);
 	char *hd = head_of("nodes/server0.csv", &rows);
 	cr_assert(hd, "nodes/server0.csv (from h0)");
 	cr_expect_str_eq(hd, TRACE_HEADER_SERVER);
@@ -530,8 +536,9 @@ Test(multihost_cli, nfq_backend_across_hosts)
 	int rc = run_cli(args);
 	char *t = output();
 	cr_expect_eq(rc, 0, "%s", t);
-	/* 5 nodes, 2 on h0, 2 on h1, 1 on h2: 16 ordered pairs cross hosts, each compensated once */
-	cr_expect(strstr(t, "delay compensation: 16 path(s) across hosts"), "%s", t);
+	/* 5 nodes and the link self-check's hub: 3 on h0, 2 on h1, 1 on h2; 22 ordered pairs cross
+	 * hosts, each compensated once */
+	cr_expect(strstr(t, "delay compensation: 22 path(s) across hosts"), "%s", t);
 	char path[600];
 	size_t len;
 	snprintf(path, sizeof path, "%s/meta.json", run_dir);
@@ -627,5 +634,65 @@ Test(multihost_cli, a_sweep_runs_each_point_across_the_hosts)
 	free(sum);
 	for (size_t i = 0; i < 3; i++)
 		cr_expect_eq(netns_left(i), 0, "host h%zu torn down", i);
+	free(t);
+}
+
+/* The link self-check across hosts: the hub on h0 with probe0 and probe3, probe1 on h1, probe2
+ * on h2. Every direction of every link, local or across hosts, is judged by the same rule
+ * (lib/link_verdict: the mean within max(0.5 ms, 2%) of the configured delay); the paths that
+ * cross hosts are shaped with the underlay's delay taken off, and their one-way rows hold
+ * through the clock mapping (the hosts' clocks are 1000 s and 2 s apart). */
+Test(multihost_cli, linkcheck_across_hosts)
+{
+	char text[1024];
+	snprintf(text, sizeof text,
+		 "list:\n"
+		 "  - {name: h0, address: %s, cores: 4}\n"
+		 "  - {name: h1, address: %s, cores: 4}\n"
+		 "  - {name: h2, address: %s, cores: 4}\n"
+		 "placement: {probe0: h0, probe1: h1, probe2: h2, probe3: h0}\n",
+		 hs.host[0].address, hs.host[1].address, hs.host[2].address);
+	support_write_file(hosts_file, text);
+	support_write_file(scen, "name: mh\nworkload: linkcheck\nlinkcheck: {probes: 300}\nworkers: 4\n"
+				 "network: {cc: reno, default: {delay: 10ms}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	/* 5 endpoints (4 probes, the hub); 14 ordered pairs cross hosts, each compensated once */
+	cr_expect(strstr(t, "delay compensation: 14 path(s) across hosts"), "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/linkcheck.csv", run_dir);
+	char *csv = support_read_file(path, &len);
+	cr_assert(csv, "no linkcheck.csv: %s", t);
+	int rows = 0, ok = 0;
+	char *save = NULL;
+	for (char *l = strtok_r(csv, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char node[32], dir[8], verdict[16];
+		unsigned probes;
+		double cfg, jit, cl, mean, sd, loss;
+		if (!strncmp(l, "node,", 5))
+			continue;
+		/* node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,late_p99_ms,verdict */
+		int f = sscanf(l, "%31[^,],%7[^,],%u,%lf,%lf,%lf,%lf,%lf,%lf,%*[^,],%15s", node, dir, &probes, &cfg, &jit, &cl,
+			       &mean, &sd, &loss, verdict);
+		if (f != 10)
+			f = sscanf(l, "%31[^,],%7[^,],%u,%lf,%lf,%lf,%lf,%lf,%lf,,%15s", node, dir, &probes, &cfg, &jit, &cl,
+				   &mean, &sd, &loss, verdict);
+		cr_assert_eq(f, 10, "row: %s", l);
+		rows++;
+		bool cross = !strcmp(node, "probe1") || !strcmp(node, "probe2");
+		fprintf(stderr, "%s %s %s: configured %.3f ms, measured %.3f ms (%+.3f), %s\n", cross ? "across" : "local ",
+			node, dir, cfg, mean, mean - cfg, verdict);
+		cr_expect_float_eq(cfg, strcmp(dir, "rtt") ? 10.0 : 20.0, 1e-9, "%s", l);
+		cr_expect_eq(probes, 300u, "%s", l);
+		ok += !strcmp(verdict, "ok");
+	}
+	cr_expect_eq(rows, 12, "4 probes x up, down, rtt:\n%s", t);
+	cr_expect_eq(ok, 12, "every direction within tolerance, local or across hosts");
+	free(csv);
 	free(t);
 }
