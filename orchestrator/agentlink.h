@@ -58,6 +58,16 @@ int agentlink_request(struct agentlink *self, const char *request, char *reply, 
 int agentlink_send(struct agentlink *self, const char *request);
 int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_ms);
 
+/* Up to n more clock exchanges while the agent may be sending events (nodes running): the
+ * other lines that arrive meanwhile are set aside and returned, in order, by the next
+ * agentlink_recv calls. Samples into samples[]. Returns how many exchanges completed (> 0), or
+ * -errno when none did (-EPIPE: the agent is gone). */
+int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_sample *samples, int timeout_ms);
+
+/* CLOCK_MONOTONIC (ns) of the latest read from the agent: no earlier than the arrival of any
+ * line agentlink_recv has returned, so a clock answer stamped with it brackets the truth. */
+int64_t agentlink_last_read_ns(const struct agentlink *self);
+
 /* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
  * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */
 int agentlink_close(struct agentlink **self, int timeout_ms);

@@ -55,6 +55,9 @@ struct multihost {
 	struct clocksync_estimate *clock; /* one per host */
 	int64_t *underlay_ns;           /* [a * n + b]: base one-way delay a -> b, 0 = not measured */
 	size_t hub_host;                /* the link self-check's hub (node index n_nodes), SIZE_MAX = none */
+	struct clocksync_sample **cs;   /* per host: the latest clock exchanges, MULTIHOST_CLOCK_WINDOW */
+	size_t *n_cs;
+	int64_t *next_refresh_ns;       /* per host: when its clock is measured again during a run */
 	bool built;
 };
 
@@ -64,11 +67,16 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	int bad = 0;
 	if (!self || !(self->links = calloc(o->hosts->n, sizeof *self->links)) ||
 	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock)) ||
-	    !(self->underlay_ns = calloc(o->hosts->n * o->hosts->n, sizeof *self->underlay_ns))) {
+	    !(self->underlay_ns = calloc(o->hosts->n * o->hosts->n, sizeof *self->underlay_ns)) ||
+	    !(self->cs = calloc(o->hosts->n, sizeof *self->cs)) || !(self->n_cs = calloc(o->hosts->n, sizeof *self->n_cs)) ||
+	    !(self->next_refresh_ns = calloc(o->hosts->n, sizeof *self->next_refresh_ns))) {
 		fprintf(err_out, "stalenet: out of memory\n");
 		if (self) {
 			free(self->links);
 			free(self->clock);
+			free(self->underlay_ns);
+			free(self->cs);
+			free(self->n_cs);
 		}
 		free(self);
 		return NULL;
@@ -85,14 +93,17 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 		struct clocksync_estimate e;
 		char err[1024];
 		snprintf(err, sizeof err, "%s", errs && errs[i] ? errs[i] : "out of memory");
-		if (!self->links[i] || agentlink_ready(&self->links[i], err, sizeof err) ||
-		    agentlink_clock(self->links[i], MULTIHOST_CLOCK_EXCHANGES, NULL, &e, 30000, err, sizeof err)) {
+		if (!(self->cs[i] = calloc(MULTIHOST_CLOCK_WINDOW, sizeof *self->cs[i])))
+			snprintf(err, sizeof err, "out of memory");
+		if (!self->cs[i] || !self->links[i] || agentlink_ready(&self->links[i], err, sizeof err) ||
+		    agentlink_clock(self->links[i], MULTIHOST_CLOCK_EXCHANGES, self->cs[i], &e, 30000, err, sizeof err)) {
 			fprintf(err_out, "stalenet: %s\n", err);
 			bad++;
 			agentlink_close(&self->links[i], 5000);
 			continue;
 		}
 		self->clock[i] = e;
+		self->n_cs[i] = MULTIHOST_CLOCK_EXCHANGES;
 		fprintf(out, "host %s (%s): ok, hostname %s, clock offset %+.6f s +- %.6f s (min round trip %.6f s)\n",
 			h->name, h->ssh, agentlink_remote_hostname(self->links[i]), e.offset_ns / 1e9, e.bound_ns / 1e9,
 			e.min_delay_ns / 1e9);
@@ -256,6 +267,11 @@ void multihost_close(struct multihost **self)
 	free((*self)->links);
 	free((*self)->clock);
 	free((*self)->underlay_ns);
+	for (size_t h = 0; (*self)->cs && h < (*self)->hosts->n; h++)
+		free((*self)->cs[h]);
+	free((*self)->cs);
+	free((*self)->n_cs);
+	free((*self)->next_refresh_ns);
 	free(*self);
 	*self = NULL;
 }
@@ -482,6 +498,37 @@ static int64_t to_host_clock(const struct multihost *self, size_t h, int64_t t)
 	return t + clocksync_offset_at(&self->clock[h], t);
 }
 
+int multihost_clock_refresh(struct multihost *self, size_t h)
+{
+	struct clocksync_sample fresh[MULTIHOST_CLOCK_REFRESH_N];
+	struct clocksync_estimate e;
+	if (h >= self->hosts->n || !self->links[h] || !self->cs[h])
+		return -EHOSTDOWN;
+	int got = agentlink_clock_refresh(self->links[h], MULTIHOST_CLOCK_REFRESH_N, fresh, 5000);
+	if (got < 0)
+		return got;
+	/* the window keeps the latest exchanges: a drift that changes over hours is followed */
+	size_t n = self->n_cs[h], add = (size_t)got;
+	if (n + add > MULTIHOST_CLOCK_WINDOW) {
+		size_t drop = n + add - MULTIHOST_CLOCK_WINDOW;
+		memmove(self->cs[h], self->cs[h] + drop, (n - drop) * sizeof *self->cs[h]);
+		n -= drop;
+	}
+	memcpy(self->cs[h] + n, fresh, add * sizeof *fresh);
+	self->n_cs[h] = n + add;
+	int rc = clocksync_estimate(self->cs[h], self->n_cs[h], &e);
+	if (rc == 0)
+		self->clock[h] = e;
+	return rc;
+}
+
+size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t *span_ns)
+{
+	size_t n = h < self->hosts->n ? self->n_cs[h] : 0;
+	*span_ns = n ? self->cs[h][n - 1].t1_ns - self->cs[h][0].t1_ns : 0;
+	return n;
+}
+
 /* Where a fetched file goes: REL is "NAME", "nodes/NAME" or "logs/NAME" with a safe NAME. */
 static bool safe_rel(const char *rel)
 {
@@ -500,8 +547,29 @@ static bool safe_rel(const char *rel)
 struct sink {
 	FILE *f;
 	bool first_row;                 /* the next row is the first of this chunk */
+	bool map_t;                     /* the file's first column is t_s: mapped onto our clock */
 	char first[AGENT_LINE_MAX];     /* the file's first line when the chunk began, "" if new */
+	int64_t origin_ns;              /* the run's origin on our clock, 0 = not started */
+	int64_t origin_host_ns;         /* the same instant on the host's clock, as its nodes got it */
+	const struct clocksync_estimate *clock;  /* the host's current estimate */
 };
+
+/* A row's leading t_s (seconds from the origin on the host's clock) onto our clock, by the
+ * host's current offset and drift estimate; the row is written to f, the decimals kept. */
+static void write_mapped(const struct sink *k, const char *row)
+{
+	char *end;
+	double t = strtod(row, &end);
+	const char *dot = memchr(row, '.', (size_t)(end - row));
+	if (end == row || *end != ',' || !k->origin_ns || t < 0 || t > 1e8) {
+		fprintf(k->f, "%s\n", row);
+		return;
+	}
+	int decimals = dot ? (int)(end - dot - 1) : 0;
+	int64_t host_ns = k->origin_host_ns + (int64_t)(t * 1e9 + 0.5);
+	double mapped = (double)(clocksync_to_local(k->clock, host_ns) - k->origin_ns) / 1e9;
+	fprintf(k->f, "%.*f%s\n", decimals > 9 ? 9 : decimals, mapped, end);
+}
 
 static void sink_close(struct sink *k)
 {
@@ -517,8 +585,15 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 	if (!strncmp(line, "l ", 2)) {
 		/* a header row is written once: a second host's rows of the same file
 		 * (partition.csv has a writer on every host) go under the first one's header */
-		if (k->f && !(k->first_row && k->first[0] && !strcmp(line + 2, k->first)))
-			fprintf(k->f, "%s\n", line + 2);
+		bool header = k->first_row && ((k->first[0] && !strcmp(line + 2, k->first)) || !k->first[0]);
+		if (k->first_row && !k->first[0])
+			k->map_t = !strncmp(line + 2, "t_s,", 4);    /* a new file: its header */
+		if (k->f && !(k->first_row && k->first[0] && !strcmp(line + 2, k->first))) {
+			if (k->map_t && !header)
+				write_mapped(k, line + 2);
+			else
+				fprintf(k->f, "%s\n", line + 2);
+		}
 		k->first_row = false;
 		return true;
 	}
@@ -539,6 +614,7 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 		k->first[strcspn(k->first, "\n")] = 0;
 		fclose(ex);
 	}
+	k->map_t = !strncmp(k->first, "t_s,", 4);
 	if (!(k->f = fopen(path, "ae")))
 		fprintf(err_out, "stalenet: %s: %s\n", path, strerror(errno));
 	k->first_row = true;
@@ -769,6 +845,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				}
 			}
 		}
+		/* each host's clock measured again every MULTIHOST_CLOCK_REFRESH_NS while the nodes
+		 * run (the events that arrive meanwhile are kept for the next reads) */
+		for (size_t h = 0; started && !stopping && h < hs->n; h++)
+			if (!host_lost[h] && host_used(o->p, h) && clock_now_ns() >= self->next_refresh_ns[h]) {
+				int r = multihost_clock_refresh(self, h);
+				self->next_refresh_ns[h] = clock_now_ns() + MULTIHOST_CLOCK_REFRESH_NS;
+				if (r < 0 && r != -EPIPE)
+					fprintf(err_out, "stalenet: host %s: clock refresh: %s\n", hs->list[h].name, strerror(-r));
+			}
 		if (!started && !stopping && ready == n) {
 			/* one origin on our clock, each host's node told it on its own clock */
 			started = true;
@@ -779,6 +864,13 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			if (!o->linkcheck) {
 				progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
 				supervise_event(o->run_dir, "start", "all", "");
+			}
+			for (size_t h = 0; h < hs->n; h++) {
+				/* rows streamed from now on are mapped from the host's clock onto ours */
+				sinks[h].origin_ns = *origin_ns;
+				sinks[h].origin_host_ns = to_host_clock(self, h, *origin_ns);
+				sinks[h].clock = &self->clock[h];
+				self->next_refresh_ns[h] = *origin_ns + MULTIHOST_CLOCK_REFRESH_NS;
 			}
 			for (size_t i = 0; i < n; i++) {
 				size_t h = ep_host(self, o->p, i);
@@ -797,6 +889,17 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
+	/* the clocks once more at the end of a training run: the estimate meta.json records spans it */
+	for (size_t h = 0; started && !o->linkcheck && h < hs->n; h++) {
+		int64_t span = 0;
+		if (host_lost[h] || !host_used(o->p, h) || multihost_clock_refresh(self, h) < 0)
+			continue;
+		const struct clocksync_estimate *e = &self->clock[h];
+		size_t nx = multihost_clock_exchanges(self, h, &span);
+		fprintf(err_out, "stalenet: host %s: clock offset %+.6f s +- %.6f s, drift %+.3f ppm (%zu exchanges over "
+			"%.1f s)\n", hs->list[h].name, clocksync_offset_at(e, *origin_ns) / 1e9, e->bound_ns / 1e9,
+			e->drift_ppm, nx, span / 1e9);
+	}
 	free(up);
 	free(is_ready);
 	free(host_lost);

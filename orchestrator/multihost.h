@@ -28,6 +28,9 @@
 #define MULTIHOST_CLOCK_EXCHANGES 100
 #define MULTIHOST_PROBES 200
 #define MULTIHOST_MAX_NODES 4096  /* nodes of one run across hosts, at most */
+#define MULTIHOST_CLOCK_WINDOW 2000     /* clock exchanges kept per host (the latest) */
+#define MULTIHOST_CLOCK_REFRESH_N 20    /* exchanges per refresh */
+#define MULTIHOST_CLOCK_REFRESH_NS 10000000000ll  /* refresh period while nodes run */
 
 struct multihost_opts {
 	const struct hosts *hosts;
@@ -108,7 +111,17 @@ struct multihost_nodes_opts {
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out);
 
-/* Host i's clock estimate (remote - local), as measured by multihost_connect. */
+/* MULTIHOST_CLOCK_REFRESH_N more clock exchanges with host h (lines its agent sends meanwhile
+ * are kept for the run's reads) and the estimate fitted again, offset and drift, over the
+ * latest MULTIHOST_CLOCK_WINDOW exchanges (lib/clocksync's minimum-round-trip filter). Done
+ * every MULTIHOST_CLOCK_REFRESH_NS while nodes run and once when they are done. Returns 0 or
+ * -errno (the estimate unchanged). */
+int multihost_clock_refresh(struct multihost *self, size_t h);
+
+/* How many clock exchanges with host h the estimate has (kept), and the time they span. */
+size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t *span_ns);
+
+/* Host i's clock estimate (remote - local): the latest fit (multihost_connect, then refreshed). */
 const struct clocksync_estimate *multihost_clock(const struct multihost *self, size_t i);
 
 /* Tear the built testbed down on every host. Returns 0 or -EIO after error lines. */

@@ -1255,8 +1255,13 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		res = 1;
 	meta.origin_ns = origin;
 	meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - origin);
-	for (size_t h = 0; origin && h < hosts->n; h++)
-		rh[h].offset_ns = clocksync_offset_at(multihost_clock(mh, h), origin);
+	/* the estimate as refreshed through the run (offset at the origin, its bound, the drift) */
+	for (size_t h = 0; origin && h < hosts->n; h++) {
+		const struct clocksync_estimate *e = multihost_clock(mh, h);
+		rh[h].offset_ns = clocksync_offset_at(e, origin);
+		rh[h].bound_ns = e->bound_ns;
+		rh[h].drift_ppm = e->drift_ppm;
+	}
 out:
 	/* no link shaped: what this host would have used, as a one-host run reports it */
 	meta.backend = backend ? backend : link_shaper_probe_kernel() == 1 ? "kernel" : "nfq";

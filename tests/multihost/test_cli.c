@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -694,5 +695,83 @@ Test(multihost_cli, linkcheck_across_hosts)
 	cr_expect_eq(rows, 12, "4 probes x up, down, rtt:\n%s", t);
 	cr_expect_eq(ok, 12, "every direction within tolerance, local or across hosts");
 	free(csv);
+	free(t);
+}
+
+/* meta.json's clock_KEY of host NAME (its "hosts" entry), as a double. */
+static double meta_host(const char *meta, const char *name, const char *key)
+{
+	char want[64];
+	snprintf(want, sizeof want, "\"name\": \"%s\"", name);
+	const char *p = strstr(meta, want);
+	cr_assert(p, "no host %s in meta.json", name);
+	snprintf(want, sizeof want, "\"%s\": ", key);
+	p = strstr(p, want);
+	cr_assert(p, "no %s for %s", key, name);
+	return strtod(p + strlen(want), NULL);
+}
+
+/* The clocks are measured again while the nodes run (every 10 s) and at the end: the estimate
+ * meta.json records spans the run, its drift fitted; the offsets injected at the hosts'
+ * creation are recovered within the bound it reports, and the rows mapped with the refreshed
+ * estimates keep their order. */
+Test(multihost_cli, clock_refreshed_during_the_run)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 12s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	static const double injected_s[3] = { 0, 1000.25, -2.125 };
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	for (int h = 0; h < 3; h++) {
+		char name[8], want[64];
+		snprintf(name, sizeof name, "h%d", h);
+		/* 100 exchanges when reached, 20 at 10 s, 20 at the end: > 10 s spanned */
+		snprintf(want, sizeof want, "host %s: clock offset ", name);
+		const char *line = strstr(t, want);
+		cr_assert(line, "no end-of-run clock line for %s: %s", name, t);
+		unsigned nx = 0;
+		double span = 0;
+		const char *par = strstr(line, "drift ");
+		cr_assert(par && (par = strchr(par, '(')) && sscanf(par, "(%u exchanges over %lf s)", &nx, &span) == 2,
+			  "%.200s", line);
+		cr_expect_geq(nx, 140u, "%s: %u exchanges", name, nx);
+		cr_expect_geq(span, 10.0, "%s: %.1f s spanned", name, span);
+		double off = meta_host(meta, name, "clock_offset_ns") / 1e9;
+		double bound = meta_host(meta, name, "clock_bound_ns") / 1e9;
+		double drift = meta_host(meta, name, "clock_drift_ppm");
+		fprintf(stderr, "%s: offset error %+.1f us, bound %.1f us, drift %+.3f ppm (%u exchanges over %.1f s)\n",
+			name, (off - injected_s[h]) * 1e6, bound * 1e6, drift, nx, span);
+		cr_expect_gt(bound, 0.0);
+		cr_expect_leq(fabs(off - injected_s[h]), bound, "%s: offset %.9f s, injected %.3f s, bound %.9f s", name, off,
+			      injected_s[h], bound);
+		/* the time namespaces share one oscillator: no true drift, so the fit finds
+		 * next to none (a wrong fit over 10 s would show hundreds of ppm) */
+		cr_expect_lt(fabs(drift), 20.0, "%s: drift %.3f ppm", name, drift);
+	}
+	/* worker3 (h2) stepped across the refreshes, its mapped t_s in order */
+	snprintf(path, sizeof path, "%s/nodes/worker3.csv", run_dir);
+	char *w = support_read_file(path, &len);
+	cr_assert(w);
+	double prev = -1, last = 0;
+	int rows = 0;
+	for (char *l = strchr(w, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double ts = strtod(l + 1, NULL);
+		cr_expect_geq(ts, prev, "t_s in order: %.6f after %.6f", ts, prev);
+		prev = last = ts;
+		rows++;
+	}
+	cr_expect_gt(rows, 100);
+	cr_expect(last > 10.0 && last < 13.0, "worker3's last row at %.3f s", last);
+	free(w);
+	free(meta);
 	free(t);
 }
