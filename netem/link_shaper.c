@@ -309,7 +309,7 @@ int link_shaper_apply_peers(struct link_shaper *s, const struct link_endpoint *e
 	}
 	if (s->backend != LINK_BACKEND_NFQ)
 		return -ENOTSUP;
-	if (!n_peers || n_peers > LINK_SHAPER_MAX_PEERS || !tag || !*tag || strlen(tag) > 16 || strpbrk(tag, " /=\n"))
+	if (n_peers > LINK_SHAPER_MAX_PEERS || !tag || !*tag || strlen(tag) > 16 || strpbrk(tag, " /=\n"))
 		return -EINVAL;
 	sides_of(ep, dir, &sd);
 	char name[128], own[128];
@@ -320,6 +320,8 @@ int link_shaper_apply_peers(struct link_shaper *s, const struct link_endpoint *e
 	if ((size_t)snprintf(name, sizeof name, "%s~%s", own, tag) >= sizeof name)
 		return -ENAMETOOLONG;
 	bool fresh = !lookup(s, name, false);
+	if (fresh && !n_peers)
+		return -EINVAL;         /* a new class needs its peers; an existing one keeps them */
 	struct shaped *l = lookup(s, name, true);
 	if (!l)
 		return -ENOSPC;

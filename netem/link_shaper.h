@@ -69,7 +69,7 @@ int link_shaper_apply(struct link_shaper *self, const struct link_endpoint *ep, 
  * class of their own, named TAG (letters and digits, at most 16; one per direction), emulated
  * with p instead of the direction's parameters; the direction's rate (TBF at the sender) still
  * serves them. The direction must be shaped first (link_shaper_apply). Calling it again with the
- * same tag changes p only. Returns 0, -ENOTSUP (kernel backend), -ENOENT (direction not shaped),
+ * same tag changes p only (peers may then be NULL, n_peers 0). Returns 0, -ENOTSUP (kernel backend), -ENOENT (direction not shaped),
  * -EINVAL or -errno. */
 #define LINK_SHAPER_MAX_PEERS 1024
 int link_shaper_apply_peers(struct link_shaper *self, const struct link_endpoint *ep, enum link_dir dir,

@@ -35,6 +35,7 @@
 #include "orchestrator/testbed.h"
 
 #define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+#define AGENT_MAX_CLASSES (AGENT_MAX_NODES * 2 * 16)  /* per-peer classes of one build */
 #define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
 #define AGENT_STREAM_NS 500000000LL
 
@@ -57,6 +58,8 @@ struct agent_state {
 	struct ctl_server *ctl;
 	struct link_shaper *shaper;     /* this host's node links, NULL = none shaped yet */
 	enum link_backend want;         /* "shaper": AUTO (kernel when it has netem), KERNEL, NFQ */
+	struct agent_class { int node; int dir; char tag[17]; uint32_t underlay_us; } classes[AGENT_MAX_CLASSES];
+	size_t n_classes;               /* the per-peer classes of the build ("shapepeers") */
 	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
 	char linkd_ctl[256];
 	char ctl_ep[512];
@@ -113,6 +116,7 @@ static void teardown(struct agent_state *st)
 	st->n_streams = 0;
 	link_shaper_destroy(&st->shaper);
 	st->want = LINK_BACKEND_AUTO;
+	st->n_classes = 0;
 	if (st->linkd_pid > 0) {
 		/* its rules are gone with the shaper: nothing of it to flush */
 		kill(st->linkd_pid, SIGKILL);
@@ -609,20 +613,24 @@ static int shape(struct agent_state *st, char *args, char *msg, size_t len)
 	return 0;
 }
 
-/* "shapepeers NAME up|down TAG ADDRS TOKEN...": within node NAME's shaped direction, the
- * packets to (up) or from (down) the node addresses ADDRS (a comma list inside the testbed's
- * 198.18.0.0/15) get a class TAG of their own with these parameters (link_shaper_apply_peers):
- * the cross-host paths, shaped with their delay less the underlay's. */
+/* "shapepeers NAME up|down TAG ADDRS UNDERLAY_US TOKEN...": within node NAME's shaped
+ * direction, the packets to (up) or from (down) the node addresses ADDRS (a comma list inside
+ * the testbed's 198.18.0.0/15) get a class TAG of their own with the direction's parameters
+ * TOKENs but UNDERLAY_US less delay (link_shaper_apply_peers): the cross-host paths. The class
+ * is remembered, so a "reshape" of the direction reshapes it too. */
 static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len)
 {
 	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
 	char *tag = dir ? strtok_r(NULL, " ", &save) : NULL, *list = tag ? strtok_r(NULL, " ", &save) : NULL;
+	char *und = list ? strtok_r(NULL, " ", &save) : NULL;
 	int i = name ? node_of(st, name) : -1;
 	uint32_t peers[LINK_SHAPER_MAX_PEERS];
 	size_t n = 0;
+	int64_t u = -1;
 	struct link_params lp;
-	if (i < 0 || !list || (strcmp(dir, "up") && strcmp(dir, "down"))) {
-		snprintf(msg, len, "shapepeers: expected NAME up|down TAG ADDRS TOKEN... for a node of the build");
+	if (i < 0 || !und || (strcmp(dir, "up") && strcmp(dir, "down")) || parse_i64(und, &u) || u < 0 ||
+	    u > 60000000 || st->n_classes == AGENT_MAX_CLASSES) {
+		snprintf(msg, len, "shapepeers: expected NAME up|down TAG ADDRS UNDERLAY_US TOKEN... for a node of the build");
 		return -EINVAL;
 	}
 	for (const char *t = tag; *t; t++)
@@ -647,15 +655,63 @@ static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len
 		snprintf(msg, len, "shapepeers: %s %s is not shaped", name, dir);
 		return -ENOENT;
 	}
+	if (lp.delay_us < u) {
+		snprintf(msg, len, "shapepeers: %s %s: delay %u us is less than the underlay's %lld us", name, dir,
+			 lp.delay_us, (long long)u);
+		return -ERANGE;
+	}
+	lp.delay_us -= (uint32_t)u;
 	struct link_endpoint ep = endpoint_of(st, i);
-	rc = link_shaper_apply_peers(st->shaper, &ep, strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP, tag, peers, n, &lp);
+	int d = strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP;
+	rc = link_shaper_apply_peers(st->shaper, &ep, d, tag, peers, n, &lp);
 	if (rc < 0) {
 		snprintf(msg, len, "shapepeers: %s %s: %s", name, dir,
 			 rc == -ENOTSUP ? "per-peer classes need the nfq backend" : strerror(-rc));
 		return rc;
 	}
+	struct agent_class *c = &st->classes[st->n_classes++];
+	*c = (struct agent_class){ .node = i, .dir = d, .underlay_us = (uint32_t)u };
+	snprintf(c->tag, sizeof c->tag, "%s", tag);
 	snprintf(msg, len, "ok");
 	return 0;
+}
+
+/* "reshape NAME up|down TOKEN...": a shaped direction changed in place during the run (a
+ * timeline change, a trace row), its per-peer classes with it (their delay the new one less
+ * the underlay's, at least 0). No answer line: "ev NAME reshaped DIR ok|fail WHY". */
+static int reshape(struct agent_state *st, char *args)
+{
+	char msg[256], what[320];
+	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
+	int i = name ? node_of(st, name) : -1, rc = 0, clipped = 0;
+	struct link_params lp;
+	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down")))
+		return event(st, i < 0 ? "?" : st->names[i], "reshaped ? fail expected NAME up|down TOKEN...");
+	if ((rc = parse_tokens(&save, &lp, msg, sizeof msg)) == 0 && !st->shaper) {
+		snprintf(msg, sizeof msg, "not shaped");
+		rc = -ENOENT;
+	}
+	struct link_endpoint ep = endpoint_of(st, i);
+	int d = strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP;
+	if (!rc && (rc = link_shaper_change(st->shaper, &ep, d, &lp)) < 0)
+		snprintf(msg, sizeof msg, "%s", strerror(-rc));
+	for (size_t k = 0; !rc && k < st->n_classes; k++) {
+		const struct agent_class *c = &st->classes[k];
+		if (c->node != i || c->dir != d)
+			continue;
+		struct link_params q = lp;
+		clipped += q.delay_us < c->underlay_us;
+		q.delay_us = q.delay_us > c->underlay_us ? q.delay_us - c->underlay_us : 0;
+		if ((rc = link_shaper_apply_peers(st->shaper, &ep, d, c->tag, NULL, 0, &q)) < 0)
+			snprintf(msg, sizeof msg, "class %s: %s", c->tag, strerror(-rc));
+	}
+	if (!rc && clipped)
+		snprintf(msg, sizeof msg, "ok; across hosts the underlay's delay exceeds it");
+	if (rc)
+		snprintf(what, sizeof what, "reshaped %s fail %s", dir, msg);
+	else
+		snprintf(what, sizeof what, "reshaped %s %s", dir, clipped ? msg : "ok");
+	return event(st, st->names[i], what);
 }
 
 /* "send NAME MSG": relay a control message (start, stop) to node NAME; no answer. */
@@ -830,6 +886,8 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 	}
 	if (!strncmp(line, "launch ", 7))
 		return launch(st, line + 7);
+	if (!strncmp(line, "reshape ", 8))
+		return reshape(st, line + 8);
 	if (!strncmp(line, "send ", 5)) {
 		relay_send(st, line + 5);
 		return 0;

@@ -16,6 +16,7 @@
 #include "lib/link_params.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
+#include "orchestrator/linktrace.h"
 #include "orchestrator/supervise.h"
 #include "orchestrator/testbed.h"
 #include "collectors/csv.h"
@@ -378,7 +379,7 @@ static int request_ok(struct multihost *self, size_t h, const char *req, char *r
 
 /* Node i's class for its peers on host g in direction d (up: the peers it sends to whose
  * receiving end does not compensate; down: every sender on g), when it compensates for any:
- * "shapepeers NAME DIR hG ADDRS TOKENS" with the delay less the underlay's. 0 = none needed,
+ * "shapepeers NAME DIR hG ADDRS UNDERLAY_US TOKENS". 0 = none needed,
  * 1 = req written, -errno. */
 static int peer_class(const struct multihost *self, const struct plan_run *run, const struct placement *p, size_t i,
 		      int d, size_t g, char *req, size_t len)
@@ -406,17 +407,17 @@ static int peer_class(const struct multihost *self, const struct plan_run *run, 
 	}
 	if (!n)
 		return 0;
-	struct link_params q = *own;
-	q.delay_us -= u;        /* u <= delay: multihost_compensation chose this end for it */
+	/* the direction's own parameters and the underlay's delay: the agent subtracts it, now and
+	 * at every reshape (u <= delay: multihost_compensation chose this end for it) */
 	char tokens[1024];
-	int t = link_params_format(&q, tokens, sizeof tokens);
-	if (t < 0 || (size_t)t >= sizeof tokens || !appendf(req, len, &pos, " %s", t ? tokens : ""))
+	int t = link_params_format(own, tokens, sizeof tokens);
+	if (t < 0 || (size_t)t >= sizeof tokens || !appendf(req, len, &pos, " %u %s", u, t ? tokens : ""))
 		return -E2BIG;
 	return 1;
 }
 
 int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
-		    const char *want, const char **backend, FILE *err_out)
+		    const char *want, bool trace, const char **backend, FILE *err_out)
 {
 	char reply[AGENT_LINE_MAX], req[AGENT_LINE_MAX];
 	bool classes = false;
@@ -460,8 +461,11 @@ int multihost_shape(struct multihost *self, const struct plan_run *run, const st
 			int n = link_params_format(dirs[d], tokens, sizeof tokens), rc;
 			if (n < 0 || (size_t)n >= sizeof tokens)
 				return -EINVAL;
-			if (n == 0)
-				continue;       /* unshaped: left alone, as on one host */
+			bool changes = trace;
+			for (size_t e = 0; e < run->n_events; e++)
+				changes = changes || run->events[e].node == i;
+			if (n == 0 && !changes)
+				continue;       /* unshaped and never changed: left alone, as on one host */
 			snprintf(req, sizeof req, "shape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
 			if ((rc = request_ok(self, h, req, reply, sizeof reply, err_out)))
 				return rc;
@@ -662,6 +666,26 @@ static void progress_row(struct csv_writer *w, const struct plan_run *run, const
 		       med, counted ? (long)steps[counted - 1] : 0);
 }
 
+/* Node i's two directions as they are now (cur[2i], cur[2i+1]) sent to its host ("reshape";
+ * the agent reshapes the per-peer classes with them). Returns how many could not be sent. */
+static int reshape(struct multihost *self, const struct placement *p, const struct plan_run *run, size_t i,
+		   const struct link_params *cur, const bool *host_lost)
+{
+	size_t h = p->host_of[i];
+	int failed = 0;
+	for (int d = 0; d < 2; d++) {
+		char tokens[1024], req[AGENT_LINE_MAX];
+		int t = link_params_format(&cur[2 * i + d], tokens, sizeof tokens);
+		if (host_lost[h] || t < 0 || (size_t)t >= sizeof tokens) {
+			failed++;
+			continue;
+		}
+		snprintf(req, sizeof req, "reshape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
+		failed += agentlink_send(self->links[h], req) != 0;
+	}
+	return failed;
+}
+
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out)
 {
@@ -688,6 +712,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		return 1;
 	}
 	*origin_ns = 0;
+	/* the links as they are now, for the changes during the run (timeline, trace) */
+	struct link_params *cur = calloc(2 * run->n_nodes + 1, sizeof *cur);
+	size_t next_event = 0, next_trace = 0;
+	for (size_t i = 0; cur && i < run->n_nodes; i++) {
+		cur[2 * i] = run->nodes[i].up;
+		cur[2 * i + 1] = run->nodes[i].down;
+	}
+	if (!cur)
+		result = 1;
 	/* configurations, then every node launched */
 	for (size_t i = 0; i < n && !result; i++) {
 		size_t h = ep_host(self, o->p, i);
@@ -802,7 +835,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				long long stp = 0;
 				int wt = 0;
 				char state[16];
-				if (!strcmp(what, "ready") && !is_ready[i]) {
+				if (!strncmp(what, "reshaped ", 9)) {
+					if (strstr(what, " fail ") || strstr(what, "; "))
+						fprintf(err_out, "stalenet: host %s: node %s %s\n", hs->list[h].name, name, what);
+				} else if (!strcmp(what, "ready") && !is_ready[i]) {
 					is_ready[i] = true;
 					ready++;
 				} else if (sscanf(what, "status %lld %15s %d", &stp, state, &wt) == 3) {
@@ -844,6 +880,35 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					stopping = true;
 				}
 			}
+		}
+		/* link changes at their time (timeline, then trace rows), sent to the node's host */
+		while (started && !stopping && !o->linkcheck && next_event < run->n_events &&
+		       clock_now_ns() - *origin_ns >= (int64_t)run->events[next_event].at_us * 1000) {
+			const struct plan_event *e = &run->events[next_event++];
+			char links[1100], detail[1200];
+			cur[2 * e->node] = e->up;
+			cur[2 * e->node + 1] = e->down;
+			int failed = reshape(self, o->p, run, e->node, cur, host_lost);
+			plan_format_links(&e->up, &e->down, links, sizeof links);
+			snprintf(detail, sizeof detail, "%s; late %.2fms%s", links,
+				 (double)(clock_now_ns() - *origin_ns - (int64_t)e->at_us * 1000) / 1e6, failed ? "; FAILED" : "");
+			supervise_event(o->run_dir, "link_change", run->nodes[e->node].name, detail);
+		}
+		while (started && !stopping && !o->linkcheck && o->trace && next_trace < o->trace->n &&
+		       clock_now_ns() - *origin_ns >= (int64_t)o->trace->rows[next_trace].at_us * 1000) {
+			const struct linktrace_row *row = &o->trace->rows[next_trace++];
+			char detail[200];
+			int failed = 0;
+			for (size_t i = 0; i < run->n_nodes; i++) {
+				linktrace_apply(row, &cur[2 * i]);
+				linktrace_apply(row, &cur[2 * i + 1]);
+				failed += reshape(self, o->p, run, i, cur, host_lost);
+			}
+			snprintf(detail, sizeof detail, "delay %.3fms loss %.4f rate %llubit; late %.2fms%s",
+				 cur[0].delay_us / 1e3, cur[0].loss_ppm / 1e6, (unsigned long long)cur[0].rate_bps,
+				 (double)(clock_now_ns() - *origin_ns - (int64_t)row->at_us * 1000) / 1e6,
+				 failed ? "; FAILED" : "");
+			supervise_event(o->run_dir, "trace_step", "all", detail);
 		}
 		/* each host's clock measured again every MULTIHOST_CLOCK_REFRESH_NS while the nodes
 		 * run (the events that arrive meanwhile are kept for the next reads) */
@@ -900,6 +965,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			"%.1f s)\n", hs->list[h].name, clocksync_offset_at(e, *origin_ns) / 1e9, e->bound_ns / 1e9,
 			e->drift_ppm, nx, span / 1e9);
 	}
+	free(cur);
 	free(up);
 	free(is_ready);
 	free(host_lost);

@@ -22,6 +22,7 @@
 #include "lib/clocksync.h"
 #include "orchestrator/nodeconf.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/linktrace.h"
 #include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 
@@ -62,10 +63,11 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
  * own (nfq per-peer classes, link_shaper_apply_peers) with its delay less the underlay's.
  * want: the backend asked of every host ("nfq", "kernel"; compensation needs nfq, so "kernel"
  * is refused when a path needs it). Every path is checked before anything is shaped. Unshaped
- * directions are left alone. *backend: what the first host that shaped a link used. Returns 0
+ * directions are left alone, unless the run changes them (a timeline change of the node; trace:
+ * network.trace reshapes every link). *backend: what the first host that shaped a link used. Returns 0
  * or -errno after an error line. */
 int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
-		    const char *want, const char **backend, FILE *err_out);
+		    const char *want, bool trace, const char **backend, FILE *err_out);
 
 /* Where the path node i -> node j subtracts the underlay's delay. */
 enum multihost_comp {
@@ -94,6 +96,7 @@ struct multihost_nodes_opts {
 	const char *run_dir;            /* the orchestrator's run directory: files fetched into it */
 	int64_t stop_after_ns;          /* stop.time; 0 = none */
 	bool on_failure_continue;       /* a lost node or host does not stop the others */
+	const struct linktrace *trace;  /* network.trace replayed on every link, NULL = none */
 	bool linkcheck;                 /* the link self-check: every node a prober, the hub (built
 					 * by multihost_build) the reflector, stopped when they are
 					 * done; no progress.csv, no start/stop events */

@@ -1140,14 +1140,6 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 	for (size_t k = 0; k < plan_n_runs(plan); k++) {
 		const struct plan_run *r = plan_run(plan, k);
 		const struct scenario *sc = r->scenario;
-		if (sc->network.trace) {
-			snprintf(why, len, "network.trace is not replayed across hosts yet");
-			return -ENOTSUP;
-		}
-		if (r->n_events) {
-			snprintf(why, len, "link changes during a run (timeline) are not applied across hosts yet");
-			return -ENOTSUP;
-		}
 		if ((sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) ||
 		    (sc->network.prefix_len && sc->network.prefix_len != 15)) {
 			snprintf(why, len, "network.subnet other than 198.18.0.0/15 is not supported across hosts yet");
@@ -1186,6 +1178,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	int64_t t0 = clock_now_ns(), origin = 0;
 	int res = 1;
 	struct placement *pl = NULL;
+	struct linktrace *trace = NULL;
 
 	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
 		goto out;
@@ -1214,8 +1207,13 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 					      .bound_ns = e->bound_ns, .drift_ppm = e->drift_ppm };
 	}
 	bool check = sc->linkcheck || sc->workload == SCENARIO_WORKLOAD_LINKCHECK;
+	if (sc->network.trace && !(trace = linktrace_load(sc->network.trace, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
 	if (multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
-	    multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", &backend, stderr) == 0) {
+	    multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", trace != NULL, &backend,
+			    stderr) == 0) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
@@ -1245,7 +1243,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 				.run = run, .p = pl, .nc = &nc, .run_dir = dir,
 				.stop_after_ns = (int64_t)sc->stop_time_us * 1000,
 				.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
-				.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
+				.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted, .trace = trace,
 			};
 			nc.origin_ns = clock_now_ns();
 			res = multihost_run_nodes(mh, &no, &origin, stderr);
@@ -1288,6 +1286,7 @@ out:
 	free(addrs);
 	free(rh);
 	placement_destroy(&pl);
+	linktrace_destroy(&trace);
 	return res == 0 ? CLI_EXIT_OK : res == 2 ? CLI_EXIT_INTERRUPTED : CLI_EXIT_FAILED;
 }
 

@@ -775,3 +775,73 @@ Test(multihost_cli, clock_refreshed_during_the_run)
 	free(meta);
 	free(t);
 }
+
+/* Rows of run_dir/rel whose t_s lies in [from, to). */
+static int rows_between(const char *rel, double from, double to)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *t = support_read_file(path, &len);
+	cr_assert(t, "%s", path);
+	int n = 0;
+	for (char *l = strchr(t, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double ts = strtod(l + 1, NULL);
+		n += ts >= from && ts < to;
+	}
+	free(t);
+	return n;
+}
+
+/* A run whose links change at 3 s, from 5 ms to 50 ms each way, by `network.timeline` or by a
+ * `network.trace` row: every worker, on whichever host, steps far slower after the change, and
+ * events.csv says when it was applied. */
+static void links_change_at_3s(const char *network, const char *event)
+{
+	char text[1024];
+	write_hosts(hs.host[1].address, "h2");
+	snprintf(text, sizeof text, "name: mh\nstop: {time: 6s}\nworkers: 4\nlinkcheck: off\n%s", network);
+	support_write_file(scen, text);
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect_null(strstr(t, "reshaped"), "every change applied: %s", t);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		/* a step is at least 4 one-way delays: <= 50 a second at 5 ms, <= 5 at 50 ms */
+		int before = rows_between(rel, 1.0, 3.0), after = rows_between(rel, 3.5, 5.5);
+		fprintf(stderr, "%s: %d steps in [1 s, 3 s), %d in [3.5 s, 5.5 s)\n", rel, before, after);
+		cr_expect_gt(before, 20, "%s: %d steps before the change", rel, before);
+		cr_expect_leq(after, 11, "%s: %d steps after the change", rel, after);
+		cr_expect_gt(before, 3 * after, "%s", rel);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev);
+	cr_expect(strstr(ev, event), "%s", ev);
+	cr_expect_null(strstr(ev, "FAILED"), "%s", ev);
+	fprintf(stderr, "%s", ev);
+	free(ev);
+	free(t);
+}
+
+Test(multihost_cli, timeline_across_hosts)
+{
+	links_change_at_3s("network: {cc: reno, default: {delay: 5ms}, timeline: [{at: 3s, delay: 50ms}]}\n",
+			   ",link_change,worker3,");
+}
+
+Test(multihost_cli, trace_across_hosts)
+{
+	char tr[500], net[700];
+	snprintf(tr, sizeof tr, "%s/trace.csv", hs.dir);
+	support_write_file(tr, "t_s,delay,loss,rate\n0,5ms,0,\n3,50ms,,\n");
+	snprintf(net, sizeof net, "network: {cc: reno, default: {delay: 5ms}, trace: %s}\n", tr);
+	links_change_at_3s(net, ",trace_step,all,delay 50.000ms");
+}
