@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "lib/clock.h"
 #include "lib/clocksync.h"
@@ -712,6 +713,21 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		return 1;
 	}
 	*origin_ns = 0;
+	/* planned churn (join, crash, restart, leave), relative to the origin; -1 = none */
+	int64_t (*plan_ns)[4] = calloc(n + 1, sizeof *plan_ns);
+	unsigned char *churn = calloc(n + 1, 1);   /* CH_* flags: what of the plan has happened */
+	enum { CH_JOINED = 1, CH_KILLED = 2, CH_RESTARTED = 4, CH_LEFT = 8 };
+	for (size_t i = 0; plan_ns && i < n; i++) {
+		const struct scenario_straggler *st = i < run->n_nodes && !o->linkcheck ? &run->nodes[i].straggler : NULL;
+		static const unsigned bits[4] = { SCENARIO_STRAG_JOIN, SCENARIO_STRAG_CRASH, SCENARIO_STRAG_RESTART,
+						  SCENARIO_STRAG_LEAVE };
+		for (int k = 0; k < 4; k++)
+			plan_ns[i][k] = st && (st->set & bits[k]) ?
+				(int64_t)(k == 0 ? st->join_at_us : k == 1 ? st->crash_at_us : k == 2 ? st->restart_at_us
+											   : st->leave_at_us) * 1000 : -1;
+	}
+	if (!plan_ns || !churn)
+		result = 1;
 	/* the links as they are now, for the changes during the run (timeline, trace) */
 	struct link_params *cur = calloc(2 * run->n_nodes + 1, sizeof *cur);
 	size_t next_event = 0, next_trace = 0;
@@ -769,6 +785,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		kv_destroy(&kv);
 	}
 	for (size_t i = 0; i < n && !result; i++) {
+		if (plan_ns[i][0] >= 0)
+			continue;       /* joins later */
 		snprintf(line, sizeof line, "launch %s", ep_name(run, i));
 		if (agentlink_send(self->links[ep_host(self, o->p, i)], line))
 			result = 1;
@@ -778,8 +796,53 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	if (result)
 		stopping = true;
 	int64_t t_launch = clock_now_ns(), stop_sent = 0;
-	while (alive) {
+	for (;;) {
 		int64_t now = clock_now_ns();
+		/* the run goes on while a node runs, or a planned join or restart is still to come */
+		size_t planned = 0;
+		for (size_t i = 0; !stopping && i < n; i++)
+			planned += (plan_ns[i][0] >= 0 && !(churn[i] & CH_JOINED)) ||
+				   (plan_ns[i][2] >= 0 && (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED));
+		if (!alive && !planned)
+			break;
+		/* planned churn at its time, as on one host (orchestrator/supervise) */
+		for (size_t i = 0; started && !stopping && i < n; i++) {
+			int64_t rel = now - *origin_ns;
+			size_t h = ep_host(self, o->p, i);
+			const char *nm = ep_name(run, i);
+			if (host_lost[h])
+				continue;
+			if (plan_ns[i][0] >= 0 && !(churn[i] & CH_JOINED) && rel >= plan_ns[i][0]) {
+				churn[i] |= CH_JOINED;
+				snprintf(line, sizeof line, "launch %s", nm);
+				if (!agentlink_send(self->links[h], line)) {
+					up[i] = true, alive++;
+					supervise_event(o->run_dir, "join", nm, "");
+				}
+			}
+			if (plan_ns[i][1] >= 0 && up[i] && !(churn[i] & (CH_KILLED | CH_RESTARTED)) && rel >= plan_ns[i][1]) {
+				churn[i] |= CH_KILLED;
+				snprintf(line, sizeof line, "kill %s", nm);
+				agentlink_send(self->links[h], line);
+				supervise_event(o->run_dir, "crash", nm, "SIGKILL");
+			}
+			if (plan_ns[i][2] >= 0 && !up[i] && (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED) &&
+			    rel >= plan_ns[i][2]) {
+				churn[i] |= CH_RESTARTED;
+				is_ready[i] = false;
+				snprintf(line, sizeof line, "launch %s", nm);
+				if (!agentlink_send(self->links[h], line)) {
+					up[i] = true, alive++;
+					supervise_event(o->run_dir, "restart", nm, "");
+				}
+			}
+			if (plan_ns[i][3] >= 0 && up[i] && !(churn[i] & CH_LEFT) && rel >= plan_ns[i][3]) {
+				churn[i] |= CH_LEFT;
+				snprintf(line, sizeof line, "send %s stop", nm);
+				agentlink_send(self->links[h], line);
+				supervise_event(o->run_dir, "leave", nm, "");
+			}
+		}
 		if (started && progress && now - *origin_ns >= next_progress) {
 			progress_row(progress, run, step, waiting, up, now - *origin_ns);
 			next_progress = now - *origin_ns + 100000000;
@@ -841,13 +904,24 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				} else if (!strcmp(what, "ready") && !is_ready[i]) {
 					is_ready[i] = true;
 					ready++;
+					if (started && !stopping) {
+						/* a late joiner or a restarted node: the run's origin, as on one host */
+						snprintf(line, sizeof line, "send %s start %lld rejoin", name,
+							 (long long)to_host_clock(self, h, *origin_ns));
+						agentlink_send(self->links[h], line);
+					} else if (stopping) {
+						snprintf(line, sizeof line, "send %s stop", name);
+						agentlink_send(self->links[h], line);
+					}
 				} else if (sscanf(what, "status %lld %15s %d", &stp, state, &wt) == 3) {
 					step[i] = stp;
 					waiting[i] = wt != 0;
 				} else if (sscanf(what, "exit %d", &st) == 1 && up[i]) {
 					up[i] = false;
 					alive--;
-					if (st != 0) {
+					/* a planned crash is no failure; nor a kill after stop */
+					bool planned_kill = (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED);
+					if (st != 0 && !planned_kill && !(stopping && WIFSIGNALED(st))) {
 						char d[160];
 						snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
 						supervise_event(o->run_dir, "node_failed", name, d);
@@ -919,7 +993,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				if (r < 0 && r != -EPIPE)
 					fprintf(err_out, "stalenet: host %s: clock refresh: %s\n", hs->list[h].name, strerror(-r));
 			}
-		if (!started && !stopping && ready == n) {
+		size_t initial = 0;
+		for (size_t i = 0; i < n; i++)
+			initial += plan_ns[i][0] < 0;
+		if (!started && !stopping && ready == initial) {
 			/* one origin on our clock, each host's node told it on its own clock */
 			started = true;
 			*origin_ns = clock_now_ns();
@@ -939,6 +1016,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			}
 			for (size_t i = 0; i < n; i++) {
 				size_t h = ep_host(self, o->p, i);
+				if (!up[i])
+					continue;       /* a later joiner gets it when ready */
 				snprintf(line, sizeof line, "send %s start %lld", ep_name(run, i),
 					 (long long)to_host_clock(self, h, *origin_ns));
 				agentlink_send(self->links[h], line);
@@ -966,6 +1045,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			e->drift_ppm, nx, span / 1e9);
 	}
 	free(cur);
+	free(plan_ns);
+	free(churn);
 	free(up);
 	free(is_ready);
 	free(host_lost);

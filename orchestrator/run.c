@@ -1146,12 +1146,6 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 			return -ENOTSUP;
 		}
 		for (size_t i = 0; i < r->n_nodes; i++) {
-			const struct scenario_straggler *st = &r->nodes[i].straggler;
-			if (st->set & (SCENARIO_STRAG_JOIN | SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_LEAVE)) {
-				snprintf(why, len, "node %s: planned join/crash/restart/leave are not supported across hosts yet",
-					 r->nodes[i].name);
-				return -ENOTSUP;
-			}
 			if (r->nodes[i].resources.set) {
 				snprintf(why, len, "node %s: resources (cgroup limits) are not applied across hosts yet",
 					 r->nodes[i].name);

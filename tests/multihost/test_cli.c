@@ -845,3 +845,44 @@ Test(multihost_cli, trace_across_hosts)
 	snprintf(net, sizeof net, "network: {cc: reno, default: {delay: 5ms}, trace: %s}\n", tr);
 	links_change_at_3s(net, ",trace_step,all,delay 50.000ms");
 }
+
+/* Planned churn across hosts, as on one host: worker2 (h1) joins at 1.5 s, worker3 (h2) is
+ * killed at 2 s and restarted at 3.5 s, worker1 (h1) leaves at 3 s; the run completes. */
+Test(multihost_cli, churn_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 6s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n"
+				 "consistency: {barrier: asp}\n"
+				 "stragglers:\n"
+				 "  - {nodes: worker2, join: {at: 1.5s}}\n"
+				 "  - {nodes: worker3, crash: {at: 2s, restart: 3.5s}}\n"
+				 "  - {nodes: worker1, leave: {at: 3s}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev);
+	fprintf(stderr, "%s", ev);
+	cr_expect(strstr(ev, ",join,worker2,"), "%s", ev);
+	cr_expect(strstr(ev, ",crash,worker3,SIGKILL"), "%s", ev);
+	cr_expect(strstr(ev, ",restart,worker3,"), "%s", ev);
+	cr_expect(strstr(ev, ",leave,worker1,"), "%s", ev);
+	cr_expect_null(strstr(ev, "node_failed"), "%s", ev);
+	/* worker2 stepped only after it joined; worker1 not after it left; worker3 before its crash
+	 * and after its restart, not in between */
+	cr_expect_eq(rows_between("nodes/worker2.csv", 0, 1.5), 0);
+	cr_expect_gt(rows_between("nodes/worker2.csv", 1.5, 6.5), 10);
+	cr_expect_gt(rows_between("nodes/worker1.csv", 0, 3.0), 10);
+	cr_expect_eq(rows_between("nodes/worker1.csv", 3.2, 10), 0);
+	cr_expect_gt(rows_between("nodes/worker3.csv", 0, 2.0), 10);
+	cr_expect_eq(rows_between("nodes/worker3.csv", 2.1, 3.5), 0);
+	cr_expect_gt(rows_between("nodes/worker3.csv", 3.5, 6.5), 10);
+	free(ev);
+	free(t);
+}
