@@ -7,6 +7,7 @@
  *   agent -> on start    "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME"
  *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
  *                                           was read, T3 just before the answer is written
+ *                                           (also while nodes run: the clock refresh)
  *   "build PREFIX VNI LOCAL NODES REMOTES CC MTU"
  *                     -> "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU" or "fail WHY":
  *                        this host's share of the testbed (orchestrator/testbed: NODES, a comma
@@ -31,10 +32,14 @@
  *                        agent (rules journalled) when the kernel has no netem
  *   "shaper auto|kernel|nfq" -> "ok" or "fail WHY": the backend of this build's shaping (before its
  *                        first "shape"; auto: kernel netem when the kernel has it, else nfq)
- *   "shapepeers NAME up|down TAG ADDRS TOKEN..." -> "ok" or "fail WHY": within node NAME's shaped
- *                        direction, the packets to (up) or from (down) the node addresses ADDRS
- *                        (comma list) in a class TAG of their own with these parameters (nfq
- *                        only): the paths across hosts, their delay less the underlay's
+ *   "shapepeers NAME up|down TAG ADDRS UNDERLAY_US TOKEN..." -> "ok" or "fail WHY": within node
+ *                        NAME's shaped direction, the packets to (up) or from (down) the node
+ *                        addresses ADDRS (comma list) in a class TAG of their own with the
+ *                        direction's parameters TOKENs less UNDERLAY_US of delay (nfq only):
+ *                        the paths across hosts
+ *   "reshape NAME up|down TOKEN..." -> no answer; "ev NAME reshaped DIR ok" (or "fail WHY"): a
+ *                        shaped direction changed in place during the run (timeline, trace), its
+ *                        per-peer classes with it (their delay the new one less the underlay's)
  *   "unconf NAME"     -> "ok" or "fail WHY": node NAME's configuration dropped (between phases)
  *   "launch NAME"     -> no answer line; events follow. The agent starts stalenet-node (beside
  *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
