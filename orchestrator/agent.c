@@ -28,6 +28,7 @@
 #include "lib/link_params.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
+#include "orchestrator/cgroup.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
@@ -60,6 +61,7 @@ struct agent_state {
 	enum link_backend want;         /* "shaper": AUTO (kernel when it has netem), KERNEL, NFQ */
 	struct agent_class { int node; int dir; char tag[17]; uint32_t underlay_us; } classes[AGENT_MAX_CLASSES];
 	size_t n_classes;               /* the per-peer classes of the build ("shapepeers") */
+	struct cgroup_run *cg;          /* the nodes' limits on this host ("limit"), NULL = none */
 	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
 	char linkd_ctl[256];
 	char ctl_ep[512];
@@ -114,6 +116,7 @@ static void teardown(struct agent_state *st)
 	}
 	st->n_nodes = 0;
 	st->n_streams = 0;
+	cgroup_run_destroy(&st->cg);    /* the nodes are gone: their cgroups are empty */
 	link_shaper_destroy(&st->shaper);
 	st->want = LINK_BACKEND_AUTO;
 	st->n_classes = 0;
@@ -454,6 +457,53 @@ static int record_node(void *arg, pid_t pid, uint64_t start_time, const char *na
 	return journal_proc(st->j, pid, start_time, name);
 }
 
+/* "limit NAME NEED CPU CPUS MEMORY": node NAME's cgroup on this host (orchestrator/cgroup, as
+ * a one-host run makes them), applied when it is launched. NEED: the run's CGROUP_* bits (the
+ * controllers the first request sets up); CPU: cores (0 = no quota); CPUS: a CPU list or "-";
+ * MEMORY: bytes (0 = no limit). */
+static int limit(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *save = NULL, *f[6];
+	size_t n = 0;
+	for (char *t = strtok_r(args, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
+		f[n++] = t;
+	int i = n == 5 ? node_of(st, f[0]) : -1;
+	int64_t need = 0, mem = 0;
+	char *end = NULL;
+	double cpu = i >= 0 ? strtod(f[2], &end) : 0;
+	uint64_t mask[CGROUP_CPU_WORDS];
+	if (i < 0 || !end || *end || cpu < 0 || cpu > CGROUP_MAX_CPUS || parse_i64(f[1], &need) || need <= 0 ||
+	    need > (CGROUP_CPU | CGROUP_CPUSET | CGROUP_MEMORY) || parse_i64(f[4], &mem) || mem < 0 ||
+	    (strcmp(f[3], "-") && cgroup_parse_cpus(f[3], mask) <= 0) || st->pid[i] > 0) {
+		snprintf(msg, len, "limit: expected NAME NEED CPU CPUS MEMORY for a node of the build, not running");
+		return -EINVAL;
+	}
+	char err[512];
+	if (!st->cg && !(st->cg = cgroup_run_new(NULL, st->prefix, (unsigned)need, st->j, err, sizeof err))) {
+		snprintf(msg, len, "limit: %s", err);
+		return -EIO;
+	}
+	if (cgroup_run_find(st->cg, f[0]) >= 0) {
+		snprintf(msg, len, "ok");       /* made for an earlier phase: kept */
+		return 0;
+	}
+	struct cgroup_limits lim = { .cpu = cpu, .cpus = strcmp(f[3], "-") ? mask : NULL, .memory_bytes = (uint64_t)mem };
+	if (cgroup_run_add(st->cg, f[0], &lim, err, sizeof err) < 0) {
+		snprintf(msg, len, "limit: %s", err);
+		return -EIO;
+	}
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
+/* A node process joins its cgroup before it execs (launch_spec.place). */
+static int place_node(void *arg, pid_t pid, const char *name)
+{
+	struct agent_state *st = arg;
+	int idx = st->cg ? cgroup_run_find(st->cg, name) : -1;
+	return idx < 0 ? 0 : cgroup_run_attach(st->cg, idx, pid) < 0 ? -1 : 0;
+}
+
 /* "launch NAME": start node NAME (its "conf" keys, with this host's run directory and control
  * socket) in its namespace. Answered by events: "ev NAME launched PID" or "ev NAME exit -1 WHY". */
 static int launch(struct agent_state *st, const char *name)
@@ -475,7 +525,7 @@ static int launch(struct agent_state *st, const char *name)
 	}
 	const char *argv[] = { st->node_bin, path, NULL };
 	struct launch_spec ls = { .name = name, .netns = testbed_node_netns(st->tb, i), .argv = argv, .log_path = logp,
-				  .record = record_node, .record_arg = st };
+				  .record = record_node, .record_arg = st, .place = place_node };
 	pid_t pid = launch_spawn(&ls);
 	if (pid < 0) {
 		snprintf(what, sizeof what, "exit -1 launch: %s", strerror((int)-pid));
@@ -860,9 +910,10 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
-	if (!strncmp(line, "conf ", 5) || !strncmp(line, "unconf ", 7)) {
+	if (!strncmp(line, "conf ", 5) || !strncmp(line, "unconf ", 7) || !strncmp(line, "limit ", 6)) {
 		char msg[AGENT_LINE_MAX - 8];
-		if ((line[0] == 'c' ? conf(st, line + 5, msg, sizeof msg) : unconf(st, line + 7, msg, sizeof msg)) < 0) {
+		if ((line[0] == 'c' ? conf(st, line + 5, msg, sizeof msg) : line[0] == 'u' ? unconf(st, line + 7, msg, sizeof msg)
+							: limit(st, line + 6, msg, sizeof msg)) < 0) {
 			char why[AGENT_LINE_MAX - 16];
 			msg[sizeof why - 1] = 0;
 			memcpy(why, msg, sizeof why);

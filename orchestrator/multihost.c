@@ -17,6 +17,7 @@
 #include "lib/link_params.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
+#include "orchestrator/cgroup.h"
 #include "orchestrator/linktrace.h"
 #include "orchestrator/supervise.h"
 #include "orchestrator/testbed.h"
@@ -60,6 +61,7 @@ struct multihost {
 	struct clocksync_sample **cs;   /* per host: the latest clock exchanges, MULTIHOST_CLOCK_WINDOW */
 	size_t *n_cs;
 	int64_t *next_refresh_ns;       /* per host: when its clock is measured again during a run */
+	char (*prefixes)[TESTBED_PREFIX_MAX + 1];  /* per host: the prefix its share is named with */
 	bool built;
 };
 
@@ -71,7 +73,8 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock)) ||
 	    !(self->underlay_ns = calloc(o->hosts->n * o->hosts->n, sizeof *self->underlay_ns)) ||
 	    !(self->cs = calloc(o->hosts->n, sizeof *self->cs)) || !(self->n_cs = calloc(o->hosts->n, sizeof *self->n_cs)) ||
-	    !(self->next_refresh_ns = calloc(o->hosts->n, sizeof *self->next_refresh_ns))) {
+	    !(self->next_refresh_ns = calloc(o->hosts->n, sizeof *self->next_refresh_ns)) ||
+	    !(self->prefixes = calloc(o->hosts->n, sizeof *self->prefixes))) {
 		fprintf(err_out, "stalenet: out of memory\n");
 		if (self) {
 			free(self->links);
@@ -79,6 +82,7 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 			free(self->underlay_ns);
 			free(self->cs);
 			free(self->n_cs);
+			free(self->next_refresh_ns);
 		}
 		free(self);
 		return NULL;
@@ -148,6 +152,7 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 	bool *sent = calloc(hs->n, sizeof *sent);
 	if (!sent)
 		return -ENOMEM;
+	bool used_before = false;
 	self->built = true;
 	/* the hub goes with the first node (its host's links to the others cross hosts) */
 	self->hub_host = hub && p->n_nodes ? p->host_of[0] : SIZE_MAX;
@@ -161,7 +166,21 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			rc = -EHOSTDOWN;
 			break;
 		}
-		bool ok = appendf(req, sizeof req, &pos, "build %s %u %s", prefix, vni, hs->list[h].address);
+		/* each host's share is named with a prefix of its own (the first host's is the run's):
+		 * hosts that share anything host-wide, such as the test hosts this machine's one
+		 * cgroup tree, never meet each other's names */
+		char hp[TESTBED_PREFIX_MAX + 1];
+		snprintf(hp, sizeof hp, "%s", prefix);
+		for (bool clash = used_before; clash;) {
+			if (testbed_random_prefix(hp, sizeof hp) < 0)
+				break;
+			clash = !strcmp(hp, prefix);
+			for (size_t k = 0; k < h; k++)
+				clash = clash || (sent[k] && !strcmp(hp, self->prefixes[k]));
+		}
+		snprintf(self->prefixes[h], sizeof self->prefixes[h], "%s", hp);
+		used_before = true;
+		bool ok = appendf(req, sizeof req, &pos, "build %s %u %s", hp, vni, hs->list[h].address);
 		for (size_t i = 0; ok && i < p->n_nodes; i++)
 			if (p->host_of[i] == h)
 				ok = appendf(req, sizeof req, &pos, "%c%s:%zu", count++ ? ',' : ' ', run->nodes[i].name, i);
@@ -274,6 +293,7 @@ void multihost_close(struct multihost **self)
 	free((*self)->cs);
 	free((*self)->n_cs);
 	free((*self)->next_refresh_ns);
+	free((*self)->prefixes);
 	free(*self);
 	*self = NULL;
 }
@@ -783,6 +803,30 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		if (!kv)
 			result = 1;
 		kv_destroy(&kv);
+	}
+	/* resources: each node's cgroup on its host, for training (the link self-check runs
+	 * unlimited, as on one host) */
+	unsigned need = 0;
+	for (size_t i = 0; !o->linkcheck && i < run->n_nodes; i++) {
+		uint32_t set = run->nodes[i].resources.set;
+		need |= (set & SCENARIO_RES_CPU ? CGROUP_CPU : 0) | (set & SCENARIO_RES_CPUS ? CGROUP_CPUSET : 0) |
+			(set & SCENARIO_RES_MEMORY ? CGROUP_MEMORY : 0);
+	}
+	for (size_t i = 0; need && i < run->n_nodes && !result; i++) {
+		const struct scenario_resources *re = &run->nodes[i].resources;
+		char cpus[1024] = "-", reply[AGENT_LINE_MAX];
+		size_t h = o->p->host_of[i];
+		if (!re->set)
+			continue;
+		if ((re->set & SCENARIO_RES_CPUS) && cgroup_format_cpus(re->cpus, cpus, sizeof cpus) <= 0)
+			snprintf(cpus, sizeof cpus, "-");
+		snprintf(line, sizeof line, "limit %s %u %.4f %s %llu", run->nodes[i].name, need,
+			 re->set & SCENARIO_RES_CPU ? re->cpu : 0.0, cpus,
+			 (unsigned long long)(re->set & SCENARIO_RES_MEMORY ? re->memory_bytes : 0));
+		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+			fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
+			result = 1;
+		}
 	}
 	for (size_t i = 0; i < n && !result; i++) {
 		if (plan_ns[i][0] >= 0)

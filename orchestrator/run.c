@@ -1145,13 +1145,6 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 			snprintf(why, len, "network.subnet other than 198.18.0.0/15 is not supported across hosts yet");
 			return -ENOTSUP;
 		}
-		for (size_t i = 0; i < r->n_nodes; i++) {
-			if (r->nodes[i].resources.set) {
-				snprintf(why, len, "node %s: resources (cgroup limits) are not applied across hosts yet",
-					 r->nodes[i].name);
-				return -ENOTSUP;
-			}
-		}
 	}
 	return 0;
 }

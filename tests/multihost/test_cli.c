@@ -886,3 +886,63 @@ Test(multihost_cli, churn_across_hosts)
 	free(ev);
 	free(t);
 }
+
+/* The cgroup of worker3 on its host (cgroup v2: ROOT/P/Pworker3; v1: ROOT/cpu/P/Pworker3)
+ * whose CPU quota is 5 ms per 100 ms and which holds a process; its path into arg. */
+static bool worker3_limited(void *arg)
+{
+	static const char *roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/cpu" };
+	char *found = arg;
+	for (int r = 0; r < 2; r++) {
+		DIR *d = opendir(roots[r]);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			char path[600], file[700];
+			size_t len = 0;
+			if (strncmp(e->d_name, "sn", 2))
+				continue;
+			snprintf(path, sizeof path, "%s/%s/%sworker3", roots[r], e->d_name, e->d_name);
+			snprintf(file, sizeof file, "%s/%s", path, r ? "cpu.cfs_quota_us" : "cpu.max");
+			char *q = support_read_file(file, &len);
+			snprintf(file, sizeof file, "%s/%s", path, r ? "tasks" : "cgroup.procs");
+			char *tasks = q ? support_read_file(file, &len) : NULL;
+			bool ok = q && tasks && len > 0 && (r ? atol(q) == 5000 : !strncmp(q, "5000 100000", 11));
+			free(q);
+			free(tasks);
+			if (ok) {
+				snprintf(found, 600, "%s", path);
+				closedir(d);
+				return true;
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	return false;
+}
+
+/* resources across hosts: worker3 (h2) limited to 5% of a core by a cgroup its host's agent
+ * made, holding the node while it trains, removed at the end. */
+Test(multihost_cli, resources_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 6s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n"
+				 "resources:\n  - {nodes: worker3, cpu: 0.05}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	char cg[600] = "";
+	cr_expect(support_wait_until(worker3_limited, cg, 60000), "no limited cgroup of worker3 holding it");
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not finish");
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t);
+	fprintf(stderr, "worker3's cgroup: %s\n", cg);
+	cr_expect(cg[0] && access(cg, F_OK) != 0, "%s removed after the run", cg);
+	/* the limited worker trained (under BSP it sets every worker's pace) */
+	int w3 = rows_between("nodes/worker3.csv", 0, 10), w0 = rows_between("nodes/worker0.csv", 0, 10);
+	fprintf(stderr, "steps: worker0 %d, worker3 (5%% of a core) %d\n", w0, w3);
+	cr_expect_gt(w3, 0);
+	free(t);
+}
