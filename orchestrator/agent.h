@@ -41,6 +41,9 @@
  *                        shaped direction changed in place during the run (timeline, trace), its
  *                        per-peer classes with it (their delay the new one less the underlay's)
  *   "unconf NAME"     -> "ok" or "fail WHY": node NAME's configuration dropped (between phases)
+ *   "limit NAME NEED CPU CPUS MEMORY" -> "ok" or "fail WHY": node NAME's cgroup on this host
+ *                        (orchestrator/cgroup; NEED the run's CGROUP_* bits, CPU cores or 0, CPUS a
+ *                        CPU list or "-", MEMORY bytes or 0), joined by the node at its launch
  *   "launch NAME"     -> no answer line; events follow. The agent starts stalenet-node (beside
  *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
  *                        journalled), serves the nodes' control socket and relays:

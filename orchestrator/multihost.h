@@ -48,8 +48,9 @@ struct multihost;
  * err_out. Returns the connected hosts, or NULL when any host failed. o->hosts must outlive it. */
 struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, FILE *err_out);
 
-/* Build run's testbed across the hosts as placed (prefix: the run prefix "snXXXX-", vni: the
- * run's VXLAN segment; hub: also the link self-check's unshaped hub, node index n_nodes, on the
+/* Build run's testbed across the hosts as placed (prefix: the run prefix "snXXXX-", naming the
+ * first host's share, each other host's named with a random prefix of its own; vni: the run's
+ * VXLAN segment; hub: also the link self-check's unshaped hub, node index n_nodes, on the
  * host of the run's first node), one line per host to out; then the underlay probes between
  * every two hosts. Returns 0, or -errno after an error line to err_out (what was built stays
  * for multihost_teardown). */
