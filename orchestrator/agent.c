@@ -472,7 +472,7 @@ static int limit(struct agent_state *st, char *args, char *msg, size_t len)
 	char *end = NULL;
 	double cpu = i >= 0 ? strtod(f[2], &end) : 0;
 	uint64_t mask[CGROUP_CPU_WORDS];
-	if (i < 0 || !end || *end || cpu < 0 || cpu > CGROUP_MAX_CPUS || parse_i64(f[1], &need) || need <= 0 ||
+	if (i < 0 || !end || *end || !(cpu >= 0 && cpu <= CGROUP_MAX_CPUS) || parse_i64(f[1], &need) || need <= 0 ||
 	    need > (CGROUP_CPU | CGROUP_CPUSET | CGROUP_MEMORY) || parse_i64(f[4], &mem) || mem < 0 ||
 	    (strcmp(f[3], "-") && cgroup_parse_cpus(f[3], mask) <= 0) || st->pid[i] > 0) {
 		snprintf(msg, len, "limit: expected NAME NEED CPU CPUS MEMORY for a node of the build, not running");

@@ -586,7 +586,7 @@ static void write_mapped(const struct sink *k, const char *row)
 	char *end;
 	double t = strtod(row, &end);
 	const char *dot = memchr(row, '.', (size_t)(end - row));
-	if (end == row || *end != ',' || !k->origin_ns || t < 0 || t > 1e8) {
+	if (end == row || *end != ',' || !k->origin_ns || !(t >= 0 && t <= 1e8)) {
 		fprintf(k->f, "%s\n", row);
 		return;
 	}
