@@ -946,3 +946,24 @@ Test(multihost_cli, resources_across_hosts)
 	cr_expect_gt(w3, 0);
 	free(t);
 }
+
+/* A delay across hosts smaller than the underlay's own (3 us each way here, the underlay about
+ * 9 us one way) cannot be emulated: refused with the path, the figures and why, nothing run. */
+Test(multihost_cli, delay_below_the_underlay_refused)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nlinkcheck: off\n"
+				 "network: {cc: reno, default: {delay: 3us}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 1, "%s", t);
+	cr_expect(strstr(t, "crosses hosts") && strstr(t, "its configured delay 6 us") &&
+		  strstr(t, "is less than the underlay's own one-way delay"), "%s", t);
+	cr_expect_null(strstr(t, "nodes ready"), "nothing launched: %s", t);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host %zu: torn down", i);
+	free(t);
+}
