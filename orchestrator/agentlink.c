@@ -136,15 +136,18 @@ static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t
 		}
 		if (self->have == sizeof self->buf)
 			return -EPROTO;
+		/* past the deadline, still one look without waiting: a timeout of 0 is a try */
 		int64_t left = deadline_ms - now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
+		if (left < 0)
+			left = 0;
 		struct pollfd p[2] = { { .fd = self->from_fd, .events = POLLIN }, { .fd = self->err_fd, .events = POLLIN } };
 		int r = poll(p, self->err_fd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return -errno;
+		if (r == 0 && left == 0)
+			return -ETIMEDOUT;
 		if (self->err_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
 			size_t before = self->errlen;
 			drain_stderr(self);
@@ -483,6 +486,22 @@ int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_s
 		samples[got++] = (struct clocksync_sample){ t1, e2, e3, t4 };
 	}
 	return got ? (int)got : rc ? rc : -ETIMEDOUT;
+}
+
+int agentlink_wait(struct agentlink *const *links, size_t n, int timeout_ms)
+{
+	struct pollfd p[256];
+	size_t k = 0;
+	for (size_t i = 0; i < n && k < sizeof p / sizeof p[0]; i++) {
+		const struct agentlink *l = links[i];
+		if (!l)
+			continue;
+		if (l->aside_len || memchr(l->buf, '\n', l->have))
+			return 1;       /* a line is there already */
+		p[k++] = (struct pollfd){ .fd = l->from_fd, .events = POLLIN };
+	}
+	int r = poll(p, k, timeout_ms);
+	return r < 0 ? (errno == EINTR ? 0 : -errno) : r;
 }
 
 int64_t agentlink_last_read_ns(const struct agentlink *self)

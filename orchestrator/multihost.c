@@ -924,11 +924,14 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				}
 			stop_sent = now;
 		}
+		/* up to 1 ms for any host to say something (the schedule above is checked at least
+		 * that often), then what every host has sent, a bounded number of lines each */
+		agentlink_wait(self->links, hs->n, 1);
 		for (size_t h = 0; h < hs->n; h++) {
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
-			int rc;
-			while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 2))) {
+			int rc, lines = 0;
+			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				char name[64], what[AGENT_LINE_MAX];
 				int st = 0;
 				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
@@ -977,6 +980,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					}
 				}
 			}
+			if (lines > 512)
+				rc = -ETIMEDOUT;        /* more next time round */
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
 				host_lost[h] = true;
