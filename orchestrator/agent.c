@@ -788,9 +788,13 @@ static void on_node_exit(void *arg, pid_t pid, int status)
 	struct agent_state *st = arg;
 	for (size_t i = 0; i < st->n_nodes; i++)
 		if (st->pid[i] == pid) {
-			char what[64];
+			char what[96];
+			uint64_t kills = 0;
+			int idx = st->cg ? cgroup_run_find(st->cg, st->names[i]) : -1;
 			st->pid[i] = 0;
-			snprintf(what, sizeof what, "exit %d", status);
+			/* a kill by the kernel at the node's memory limit is named, as on one host */
+			bool oom = status != 0 && idx >= 0 && cgroup_run_oom_kills(st->cg, idx, &kills) == 0 && kills;
+			snprintf(what, sizeof what, "exit %d%s", status, oom ? " oom_killed" : "");
 			event(st, st->names[i], what);
 		}
 }

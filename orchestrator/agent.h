@@ -48,7 +48,8 @@
  *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
  *                        journalled), serves the nodes' control socket and relays:
  *                          "ev NAME launched PID", "ev NAME ready", "ev NAME status STEP STATE W",
- *                          "ev NAME done", "ev NAME exit STATUS" (waitpid status; -1 and a
+ *                          "ev NAME done", "ev NAME exit STATUS" (waitpid status, then
+ *                          " oom_killed" when its cgroup's OOM killer took it; -1 and a
  *                          reason when it could not be started)
  *   "send NAME MSG"   -> no answer: MSG ("start ORIGIN", "stop") to node NAME's control socket;
  *                        ORIGIN is on this host's clock (the orchestrator maps it)

@@ -969,8 +969,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					/* a planned crash is no failure; nor a kill after stop */
 					bool planned_kill = (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED);
 					if (st != 0 && !planned_kill && !(stopping && WIFSIGNALED(st))) {
-						char d[160];
-						snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
+						char d[240], mem[32] = "?";
+						if (i < run->n_nodes && strstr(what, " oom_killed")) {
+							/* named first, as on one host */
+							cgroup_format_size(run->nodes[i].resources.memory_bytes, mem, sizeof mem);
+							snprintf(d, sizeof d, "oom_killed: memory limit %s reached; host %.31s: %.100s",
+								 mem, hs->list[h].name, what);
+						} else {
+							snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
+						}
 						supervise_event(o->run_dir, "node_failed", name, d);
 						fprintf(err_out, "stalenet: node %s on host %s died: %s\n", name, hs->list[h].name, what);
 						if (!o->on_failure_continue && !stopping) {

@@ -967,3 +967,29 @@ Test(multihost_cli, delay_below_the_underlay_refused)
 		cr_expect_eq(netns_left(i), 0, "host %zu: torn down", i);
 	free(t);
 }
+
+/* A node killed by its host's kernel at its memory limit is named as on one host: worker1 (h1;
+ * 2 workers, so half the data set, ~24 MB) cannot load its share under 16 MiB; the run stops
+ * (on_node_failure: stop). */
+Test(multihost_cli, memory_limit_kill_named_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 20s}\nworkers: 2\nlinkcheck: off\nnetwork: {cc: reno}\n"
+				 "resources:\n  - {nodes: worker1, memory: 16MiB}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 1, "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev, "%s", t);
+	fprintf(stderr, "%s", ev);
+	cr_expect(strstr(ev, ",node_failed,worker1,oom_killed: memory limit 16MiB reached; host h1: exit 9 oom_killed"),
+		  "%s", ev);
+	free(ev);
+	free(t);
+}
