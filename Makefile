@@ -55,7 +55,7 @@ FUZZERS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/f
 TEST_SUPPORT := $(wildcard tests/support/*.c)
 
 .PHONY: all deps check check-unit check-netns check-e2e check-multihost check-kernel check-fuzz check-headers \
-	asan bench demo fuzz install clean campaign campaign-short
+	asan bench bench-multihost demo fuzz install clean campaign campaign-short
 .DEFAULT_GOAL := all
 
 all: deps-ok $(PROGS)
@@ -188,6 +188,11 @@ bench: all $(BENCHES)
 	@for s in $(wildcard tests/bench/*.sh); do echo "== $$s"; bash $$s $(BUILD) || exit 1; done
 	@echo "== soak ($(BENCH_SOAK_SECONDS) s)"; bash tests/campaign/campaign.sh --build $(BUILD) --kills 0 --nodes 0 \
 	  --fullfs 0 --soak $(BENCH_SOAK_SECONDS)
+
+# Runs across hosts on test hosts made here: setup/teardown vs hosts, VXLAN vs local path,
+# clock error, one host vs three, the largest run (docs/multihost.md). Root and openssh-server.
+bench-multihost: all
+	bash tests/bench/bench_multihost.sh $(BUILD)
 
 # Not `demo: all`: the script re-runs itself under sudo first, and builds (and installs the
 # packages) as root, so a fresh machine needs nothing typed before `make demo`.

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <libmnl/libmnl.h>
 #include <linux/netfilter/nfnetlink_queue.h>
@@ -274,6 +275,80 @@ int link_shaper_change(struct link_shaper *s, const struct link_endpoint *ep, en
 		return -ENOENT;
 	int rc = linkd_set_params(s, &sd, l, p);
 	return rc < 0 ? rc : nfq_rate(s, &sd, l, p->rate_bps);
+}
+
+/* The peer class of a direction (link_shaper_apply_peers): its own linkd link and queue, named
+ * after the direction's with the class tag, and one iptables rule per peer address inserted
+ * ahead of the direction's own rule so that the peers' packets take the class's queue. */
+#define PEER_RULE_ARGC 19
+static void peer_rule_argv(const char **argv, const char *op, const char *ifname, bool bridged, enum link_dir dir,
+			   const char *addrs, char *qbuf, size_t qlen, uint16_t q)
+{
+	const char *match = dir == LINK_DIR_UP ? "-d" : "-s";  /* up: to the peers; down: from them */
+	snprintf(qbuf, qlen, "%u", q);
+	if (bridged) {
+		const char *v[PEER_RULE_ARGC] = { "iptables", "-w", "-t", "mangle", op, "PREROUTING", "-m", "physdev",
+						  "--physdev-in", ifname, match, addrs, "-j", "NFQUEUE", "--queue-num",
+						  qbuf, NULL };
+		memcpy(argv, v, sizeof v);
+	} else {
+		const char *v[PEER_RULE_ARGC] = { "iptables", "-w", "-t", "mangle", op, "PREROUTING", "-i", ifname,
+						  match, addrs, "-j", "NFQUEUE", "--queue-num", qbuf, NULL };
+		memcpy(argv, v, sizeof v);
+	}
+}
+
+int link_shaper_apply_peers(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
+			    const char *tag, const uint32_t *peers_be, size_t n_peers, const struct link_params *p)
+{
+	struct sides sd;
+	const char *why = link_params_validate(p);
+	if (why) {
+		log_error("link_shaper: %s", why);
+		return -EINVAL;
+	}
+	if (s->backend != LINK_BACKEND_NFQ)
+		return -ENOTSUP;
+	if (n_peers > LINK_SHAPER_MAX_PEERS || !tag || !*tag || strlen(tag) > 16 || strpbrk(tag, " /=\n"))
+		return -EINVAL;
+	sides_of(ep, dir, &sd);
+	char name[128], own[128];
+	link_name(&sd, own, sizeof own);
+	struct shaped *base = lookup(s, own, false);
+	if (!base || !base->rule)
+		return -ENOENT;         /* the class goes ahead of the direction's own rule */
+	if ((size_t)snprintf(name, sizeof name, "%s~%s", own, tag) >= sizeof name)
+		return -ENAMETOOLONG;
+	bool fresh = !lookup(s, name, false);
+	if (fresh && !n_peers)
+		return -EINVAL;         /* a new class needs its peers; an existing one keeps them */
+	struct shaped *l = lookup(s, name, true);
+	if (!l)
+		return -ENOSPC;
+	struct link_params q = *p;
+	q.rate_bps = 0;                 /* the direction's TBF at the sender serves every class */
+	int rc = linkd_set_params(s, &sd, l, &q);
+	if (rc < 0 || !fresh)
+		return rc;
+	char *addrs = malloc(n_peers * 16 + 1);
+	if (!addrs)
+		return -ENOMEM;
+	size_t pos = 0;
+	for (size_t i = 0; i < n_peers; i++) {
+		struct in_addr a = { peers_be[i] };
+		char b[INET_ADDRSTRLEN];
+		pos += (size_t)sprintf(addrs + pos, "%s%s", i ? "," : "", inet_ntop(AF_INET, &a, b, sizeof b));
+	}
+	const char *add[PEER_RULE_ARGC], *del[PEER_RULE_ARGC];
+	char qb[16];
+	l->bridged = base->bridged;
+	peer_rule_argv(add, "-I", sd.rcv_if, l->bridged, dir, addrs, qb, sizeof qb, l->qnum);
+	peer_rule_argv(del, "-D", sd.rcv_if, l->bridged, dir, addrs, qb, sizeof qb, l->qnum);
+	if ((rc = record(s, "iptables", sd.rcv_ns, del)) == 0 && (rc = run_in_ns(sd.rcv_ns, add)) < 0)
+		log_error("link_shaper: iptables NFQUEUE peer rule in %s on %s failed", sd.rcv_ns, sd.rcv_if);
+	l->rule = rc == 0;
+	free(addrs);
+	return rc;
 }
 
 /* One direction's counters from the emulator's stats line (lateness in us -> ms). */

@@ -151,7 +151,7 @@ int probe_run(const struct kv *cfg)
 	const char *hub_addr = kv_get(cfg, "hub.addr");
 	const char *name = kv_get(cfg, "node.name");
 	const char *run_dir = kv_get(cfg, "run.dir");
-	int64_t nprobes, port, index;
+	int64_t nprobes, port, index, hub_off_ns;
 	double interval_s, drain_s;
 	struct link_params up, down, both;
 	struct link_verdict_expect e_up, e_down, e_rtt;
@@ -170,7 +170,8 @@ int probe_run(const struct kv *cfg)
 		return 2;
 	}
 	if (kv_get_i64(cfg, "linkcheck.probes", 200, &nprobes) || kv_get_i64(cfg, "port.probe", PROBE_PORT_DEFAULT, &port) ||
-	    kv_get_i64(cfg, "node.index", 0, &index) || kv_get_double(cfg, "linkcheck.interval", 0.005, &interval_s))
+	    kv_get_i64(cfg, "node.index", 0, &index) || kv_get_double(cfg, "linkcheck.interval", 0.005, &interval_s) ||
+	    kv_get_i64(cfg, "linkcheck.hub_offset_ns", 0, &hub_off_ns))
 		return 2;
 	if (nprobes < 1 || nprobes > 10000000 || index < 0 || index >= PROBE_MAX_NODES) {
 		log_error("probe: linkcheck.probes %lld or node.index %lld out of range", (long long)nprobes,
@@ -235,8 +236,10 @@ int probe_run(const struct kv *cfg)
 				    p.seq >= (uint32_t)nprobes || seen[p.seq])
 					continue; /* malformed, foreign or duplicated: not a sample */
 				seen[p.seq] = 1;
-				probe_acc_add(&acc_up, (double)(p.t_hub_rx_ns - p.t_send_ns) / 1e6);
-				probe_acc_add(&acc_down, (double)(t_rx - p.t_hub_tx_ns) / 1e6);
+				/* the reflector's stamps onto this clock (0 on one host; across hosts the
+				 * measured offset of its host's clock to ours) */
+				probe_acc_add(&acc_up, (double)(p.t_hub_rx_ns - hub_off_ns - p.t_send_ns) / 1e6);
+				probe_acc_add(&acc_down, (double)(t_rx - (p.t_hub_tx_ns - hub_off_ns)) / 1e6);
 				probe_acc_add(&acc_rtt, (double)((t_rx - p.t_send_ns) - (p.t_hub_tx_ns - p.t_hub_rx_ns)) / 1e6);
 			}
 			if (ctl)

@@ -28,6 +28,7 @@
 #include "lib/link_params.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
+#include "orchestrator/cgroup.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
@@ -35,6 +36,7 @@
 #include "orchestrator/testbed.h"
 
 #define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+#define AGENT_MAX_CLASSES (AGENT_MAX_NODES * 2 * 16)  /* per-peer classes of one build */
 #define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
 #define AGENT_STREAM_NS 500000000LL
 
@@ -56,6 +58,10 @@ struct agent_state {
 	size_t n_nodes;
 	struct ctl_server *ctl;
 	struct link_shaper *shaper;     /* this host's node links, NULL = none shaped yet */
+	enum link_backend want;         /* "shaper": AUTO (kernel when it has netem), KERNEL, NFQ */
+	struct agent_class { int node; int dir; char tag[17]; uint32_t underlay_us; } classes[AGENT_MAX_CLASSES];
+	size_t n_classes;               /* the per-peer classes of the build ("shapepeers") */
+	struct cgroup_run *cg;          /* the nodes' limits on this host ("limit"), NULL = none */
 	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
 	char linkd_ctl[256];
 	char ctl_ep[512];
@@ -110,7 +116,10 @@ static void teardown(struct agent_state *st)
 	}
 	st->n_nodes = 0;
 	st->n_streams = 0;
+	cgroup_run_destroy(&st->cg);    /* the nodes are gone: their cgroups are empty */
 	link_shaper_destroy(&st->shaper);
+	st->want = LINK_BACKEND_AUTO;
+	st->n_classes = 0;
 	if (st->linkd_pid > 0) {
 		/* its rules are gone with the shaper: nothing of it to flush */
 		kill(st->linkd_pid, SIGKILL);
@@ -428,10 +437,71 @@ static int conf(struct agent_state *st, char *args, char *msg, size_t len)
 	return 0;
 }
 
+/* "unconf NAME": node NAME's configuration dropped (it is not running), so the next phase's
+ * keys (the link self-check's probe, then training) start from nothing. */
+static int unconf(struct agent_state *st, const char *name, char *msg, size_t len)
+{
+	int i = node_of(st, name);
+	if (i < 0 || st->pid[i] > 0) {
+		snprintf(msg, len, "unconf: %s", i < 0 ? "no such node here" : "node running");
+		return -EINVAL;
+	}
+	kv_destroy(&st->conf[i]);
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
 static int record_node(void *arg, pid_t pid, uint64_t start_time, const char *name)
 {
 	struct agent_state *st = arg;
 	return journal_proc(st->j, pid, start_time, name);
+}
+
+/* "limit NAME NEED CPU CPUS MEMORY": node NAME's cgroup on this host (orchestrator/cgroup, as
+ * a one-host run makes them), applied when it is launched. NEED: the run's CGROUP_* bits (the
+ * controllers the first request sets up); CPU: cores (0 = no quota); CPUS: a CPU list or "-";
+ * MEMORY: bytes (0 = no limit). */
+static int limit(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *save = NULL, *f[6];
+	size_t n = 0;
+	for (char *t = strtok_r(args, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
+		f[n++] = t;
+	int i = n == 5 ? node_of(st, f[0]) : -1;
+	int64_t need = 0, mem = 0;
+	char *end = NULL;
+	double cpu = i >= 0 ? strtod(f[2], &end) : 0;
+	uint64_t mask[CGROUP_CPU_WORDS];
+	if (i < 0 || !end || *end || !(cpu >= 0 && cpu <= CGROUP_MAX_CPUS) || parse_i64(f[1], &need) || need <= 0 ||
+	    need > (CGROUP_CPU | CGROUP_CPUSET | CGROUP_MEMORY) || parse_i64(f[4], &mem) || mem < 0 ||
+	    (strcmp(f[3], "-") && cgroup_parse_cpus(f[3], mask) <= 0) || st->pid[i] > 0) {
+		snprintf(msg, len, "limit: expected NAME NEED CPU CPUS MEMORY for a node of the build, not running");
+		return -EINVAL;
+	}
+	char err[512];
+	if (!st->cg && !(st->cg = cgroup_run_new(NULL, st->prefix, (unsigned)need, st->j, err, sizeof err))) {
+		snprintf(msg, len, "limit: %s", err);
+		return -EIO;
+	}
+	if (cgroup_run_find(st->cg, f[0]) >= 0) {
+		snprintf(msg, len, "ok");       /* made for an earlier phase: kept */
+		return 0;
+	}
+	struct cgroup_limits lim = { .cpu = cpu, .cpus = strcmp(f[3], "-") ? mask : NULL, .memory_bytes = (uint64_t)mem };
+	if (cgroup_run_add(st->cg, f[0], &lim, err, sizeof err) < 0) {
+		snprintf(msg, len, "limit: %s", err);
+		return -EIO;
+	}
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
+/* A node process joins its cgroup before it execs (launch_spec.place). */
+static int place_node(void *arg, pid_t pid, const char *name)
+{
+	struct agent_state *st = arg;
+	int idx = st->cg ? cgroup_run_find(st->cg, name) : -1;
+	return idx < 0 ? 0 : cgroup_run_attach(st->cg, idx, pid) < 0 ? -1 : 0;
 }
 
 /* "launch NAME": start node NAME (its "conf" keys, with this host's run directory and control
@@ -455,7 +525,7 @@ static int launch(struct agent_state *st, const char *name)
 	}
 	const char *argv[] = { st->node_bin, path, NULL };
 	struct launch_spec ls = { .name = name, .netns = testbed_node_netns(st->tb, i), .argv = argv, .log_path = logp,
-				  .record = record_node, .record_arg = st };
+				  .record = record_node, .record_arg = st, .place = place_node };
 	pid_t pid = launch_spawn(&ls);
 	if (pid < 0) {
 		snprintf(what, sizeof what, "exit -1 launch: %s", strerror((int)-pid));
@@ -490,7 +560,11 @@ static int record_shaping(void *arg, const char *kind, const char *netns, const 
 static int make_shaper(struct agent_state *st, const char *prefix, char *msg, size_t len)
 {
 	struct link_shaper_opts so = { .backend = LINK_BACKEND_KERNEL, .record = record_shaping, .record_ctx = st };
-	if (link_shaper_probe_kernel() != 1) {
+	if (st->want == LINK_BACKEND_KERNEL && link_shaper_probe_kernel() != 1) {
+		snprintf(msg, len, "shape: this host's kernel has no sch_netem (the kernel backend was asked for)");
+		return -ENOTSUP;
+	}
+	if (st->want == LINK_BACKEND_NFQ || link_shaper_probe_kernel() != 1) {
 		char logp[PATH_MAX];
 		const char *bin = st->linkd_bin;
 		snprintf(st->linkd_ctl, sizeof st->linkd_ctl, "%s/linkd-%s.sock", rtdir_path(), prefix);
@@ -524,6 +598,44 @@ static int make_shaper(struct agent_state *st, const char *prefix, char *msg, si
 	return 0;
 }
 
+/* The link_params tokens from save on (strtok_r), validated; 0 or -EINVAL with msg. */
+static int parse_tokens(char **save, struct link_params *lp, char *msg, size_t len)
+{
+	*lp = (struct link_params){ 0 };
+	for (char *t = strtok_r(NULL, " ", save); t; t = strtok_r(NULL, " ", save))
+		if (link_params_parse_token(lp, t) < 0) {
+			snprintf(msg, len, "shape: bad link parameter");
+			return -EINVAL;
+		}
+	const char *bad = link_params_validate(lp);
+	if (bad) {
+		snprintf(msg, len, "shape: %s", bad);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static struct link_endpoint endpoint_of(const struct agent_state *st, int i)
+{
+	return (struct link_endpoint){ .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
+				       .switch_netns = testbed_switch_netns(st->tb),
+				       .switch_ifname = testbed_node_switch_ifname(st->tb, i) };
+}
+
+/* "shaper auto|kernel|nfq": the backend of this build's shaping (before its first "shape"). */
+static int shaper(struct agent_state *st, const char *args, char *msg, size_t len)
+{
+	enum link_backend b = !strcmp(args, "kernel") ? LINK_BACKEND_KERNEL : !strcmp(args, "nfq") ? LINK_BACKEND_NFQ
+			      : LINK_BACKEND_AUTO;
+	if (!st->tb || st->shaper || (b == LINK_BACKEND_AUTO && strcmp(args, "auto"))) {
+		snprintf(msg, len, "shaper: expected auto|kernel|nfq after a build, before any shape");
+		return -EINVAL;
+	}
+	st->want = b;
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
 /* "shape NAME up|down TOKEN...": node NAME's link in that direction shaped (kernel netem, as
  * one host shapes it: on the node's veth pair to its host's switch) with the link_params
  * tokens (link_params_format). */
@@ -531,27 +643,17 @@ static int shape(struct agent_state *st, char *args, char *msg, size_t len)
 {
 	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
 	int i = name ? node_of(st, name) : -1;
-	struct link_params lp = { 0 };
+	struct link_params lp;
 	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down"))) {
 		snprintf(msg, len, "shape: expected NAME up|down TOKEN... for a node of the build");
 		return -EINVAL;
 	}
-	for (char *t = strtok_r(NULL, " ", &save); t; t = strtok_r(NULL, " ", &save))
-		if (link_params_parse_token(&lp, t) < 0) {
-			snprintf(msg, len, "shape: bad link parameter");
-			return -EINVAL;
-		}
-	const char *bad = link_params_validate(&lp);
-	if (bad) {
-		snprintf(msg, len, "shape: %s", bad);
-		return -EINVAL;
-	}
-	int rc;
+	int rc = parse_tokens(&save, &lp, msg, len);
+	if (rc < 0)
+		return rc;
 	if (!st->shaper && (rc = make_shaper(st, st->prefix, msg, len)) < 0)
 		return rc;
-	struct link_endpoint ep = { .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
-				    .switch_netns = testbed_switch_netns(st->tb),
-				    .switch_ifname = testbed_node_switch_ifname(st->tb, i) };
+	struct link_endpoint ep = endpoint_of(st, i);
 	rc = link_shaper_apply(st->shaper, &ep, strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP, &lp);
 	if (rc < 0) {
 		snprintf(msg, len, "shape: %s %s: %s", name, dir, strerror(-rc));
@@ -559,6 +661,107 @@ static int shape(struct agent_state *st, char *args, char *msg, size_t len)
 	}
 	snprintf(msg, len, "ok %s", link_shaper_backend(st->shaper) == LINK_BACKEND_NFQ ? "nfq" : "kernel");
 	return 0;
+}
+
+/* "shapepeers NAME up|down TAG ADDRS UNDERLAY_US TOKEN...": within node NAME's shaped
+ * direction, the packets to (up) or from (down) the node addresses ADDRS (a comma list inside
+ * the testbed's 198.18.0.0/15) get a class TAG of their own with the direction's parameters
+ * TOKENs but UNDERLAY_US less delay (link_shaper_apply_peers): the cross-host paths. The class
+ * is remembered, so a "reshape" of the direction reshapes it too. */
+static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len)
+{
+	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
+	char *tag = dir ? strtok_r(NULL, " ", &save) : NULL, *list = tag ? strtok_r(NULL, " ", &save) : NULL;
+	char *und = list ? strtok_r(NULL, " ", &save) : NULL;
+	int i = name ? node_of(st, name) : -1;
+	uint32_t peers[LINK_SHAPER_MAX_PEERS];
+	size_t n = 0;
+	int64_t u = -1;
+	struct link_params lp;
+	if (i < 0 || !und || (strcmp(dir, "up") && strcmp(dir, "down")) || parse_i64(und, &u) || u < 0 ||
+	    u > 60000000 || st->n_classes == AGENT_MAX_CLASSES) {
+		snprintf(msg, len, "shapepeers: expected NAME up|down TAG ADDRS UNDERLAY_US TOKEN... for a node of the build");
+		return -EINVAL;
+	}
+	for (const char *t = tag; *t; t++)
+		if (!((*t >= 'a' && *t <= 'z') || (*t >= '0' && *t <= '9')) || t - tag >= 16) {
+			snprintf(msg, len, "shapepeers: bad tag");
+			return -EINVAL;
+		}
+	char *s2 = NULL;
+	for (char *a = strtok_r(list, ",", &s2); a; a = strtok_r(NULL, ",", &s2)) {
+		struct in_addr in;
+		if (n == LINK_SHAPER_MAX_PEERS || inet_pton(AF_INET, a, &in) != 1 ||
+		    (ntohl(in.s_addr) & 0xfffe0000u) != TESTBED_DEFAULT_SUBNET) {
+			snprintf(msg, len, "shapepeers: bad or too many peer addresses");
+			return -EINVAL;
+		}
+		peers[n++] = in.s_addr;
+	}
+	int rc = parse_tokens(&save, &lp, msg, len);
+	if (rc < 0)
+		return rc;
+	if (!st->shaper) {
+		snprintf(msg, len, "shapepeers: %s %s is not shaped", name, dir);
+		return -ENOENT;
+	}
+	if (lp.delay_us < u) {
+		snprintf(msg, len, "shapepeers: %s %s: delay %u us is less than the underlay's %lld us", name, dir,
+			 lp.delay_us, (long long)u);
+		return -ERANGE;
+	}
+	lp.delay_us -= (uint32_t)u;
+	struct link_endpoint ep = endpoint_of(st, i);
+	int d = strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP;
+	rc = link_shaper_apply_peers(st->shaper, &ep, d, tag, peers, n, &lp);
+	if (rc < 0) {
+		snprintf(msg, len, "shapepeers: %s %s: %s", name, dir,
+			 rc == -ENOTSUP ? "per-peer classes need the nfq backend" : strerror(-rc));
+		return rc;
+	}
+	struct agent_class *c = &st->classes[st->n_classes++];
+	*c = (struct agent_class){ .node = i, .dir = d, .underlay_us = (uint32_t)u };
+	snprintf(c->tag, sizeof c->tag, "%s", tag);
+	snprintf(msg, len, "ok");
+	return 0;
+}
+
+/* "reshape NAME up|down TOKEN...": a shaped direction changed in place during the run (a
+ * timeline change, a trace row), its per-peer classes with it (their delay the new one less
+ * the underlay's, at least 0). No answer line: "ev NAME reshaped DIR ok|fail WHY". */
+static int reshape(struct agent_state *st, char *args)
+{
+	char msg[256], what[320];
+	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
+	int i = name ? node_of(st, name) : -1, rc = 0, clipped = 0;
+	struct link_params lp;
+	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down")))
+		return event(st, i < 0 ? "?" : st->names[i], "reshaped ? fail expected NAME up|down TOKEN...");
+	if ((rc = parse_tokens(&save, &lp, msg, sizeof msg)) == 0 && !st->shaper) {
+		snprintf(msg, sizeof msg, "not shaped");
+		rc = -ENOENT;
+	}
+	struct link_endpoint ep = endpoint_of(st, i);
+	int d = strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP;
+	if (!rc && (rc = link_shaper_change(st->shaper, &ep, d, &lp)) < 0)
+		snprintf(msg, sizeof msg, "%s", strerror(-rc));
+	for (size_t k = 0; !rc && k < st->n_classes; k++) {
+		const struct agent_class *c = &st->classes[k];
+		if (c->node != i || c->dir != d)
+			continue;
+		struct link_params q = lp;
+		clipped += q.delay_us < c->underlay_us;
+		q.delay_us = q.delay_us > c->underlay_us ? q.delay_us - c->underlay_us : 0;
+		if ((rc = link_shaper_apply_peers(st->shaper, &ep, d, c->tag, NULL, 0, &q)) < 0)
+			snprintf(msg, sizeof msg, "class %s: %s", c->tag, strerror(-rc));
+	}
+	if (!rc && clipped)
+		snprintf(msg, sizeof msg, "ok; across hosts the underlay's delay exceeds it");
+	if (rc)
+		snprintf(what, sizeof what, "reshaped %s fail %s", dir, msg);
+	else
+		snprintf(what, sizeof what, "reshaped %s %s", dir, clipped ? msg : "ok");
+	return event(st, st->names[i], what);
 }
 
 /* "send NAME MSG": relay a control message (start, stop) to node NAME; no answer. */
@@ -585,9 +788,13 @@ static void on_node_exit(void *arg, pid_t pid, int status)
 	struct agent_state *st = arg;
 	for (size_t i = 0; i < st->n_nodes; i++)
 		if (st->pid[i] == pid) {
-			char what[64];
+			char what[96];
+			uint64_t kills = 0;
+			int idx = st->cg ? cgroup_run_find(st->cg, st->names[i]) : -1;
 			st->pid[i] = 0;
-			snprintf(what, sizeof what, "exit %d", status);
+			/* a kill by the kernel at the node's memory limit is named, as on one host */
+			bool oom = status != 0 && idx >= 0 && cgroup_run_oom_kills(st->cg, idx, &kills) == 0 && kills;
+			snprintf(what, sizeof what, "exit %d%s", status, oom ? " oom_killed" : "");
 			event(st, st->names[i], what);
 		}
 }
@@ -707,9 +914,10 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
-	if (!strncmp(line, "conf ", 5)) {
+	if (!strncmp(line, "conf ", 5) || !strncmp(line, "unconf ", 7) || !strncmp(line, "limit ", 6)) {
 		char msg[AGENT_LINE_MAX - 8];
-		if (conf(st, line + 5, msg, sizeof msg) < 0) {
+		if ((line[0] == 'c' ? conf(st, line + 5, msg, sizeof msg) : line[0] == 'u' ? unconf(st, line + 7, msg, sizeof msg)
+							: limit(st, line + 6, msg, sizeof msg)) < 0) {
 			char why[AGENT_LINE_MAX - 16];
 			msg[sizeof why - 1] = 0;
 			memcpy(why, msg, sizeof why);
@@ -718,9 +926,11 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
 		return write_all(out_fd, buf, (size_t)n);
 	}
-	if (!strncmp(line, "shape ", 6)) {
+	if (!strncmp(line, "shape ", 6) || !strncmp(line, "shapepeers ", 11) || !strncmp(line, "shaper ", 7)) {
 		char msg[AGENT_LINE_MAX - 8];
-		if (shape(st, line + 6, msg, sizeof msg) < 0) {
+		int src = line[5] == ' ' ? shape(st, line + 6, msg, sizeof msg)
+			  : line[5] == 'p' ? shape_peers(st, line + 11, msg, sizeof msg) : shaper(st, line + 7, msg, sizeof msg);
+		if (src < 0) {
 			char why[AGENT_LINE_MAX - 16];
 			msg[sizeof why - 1] = 0;
 			memcpy(why, msg, sizeof why);
@@ -731,6 +941,8 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 	}
 	if (!strncmp(line, "launch ", 7))
 		return launch(st, line + 7);
+	if (!strncmp(line, "reshape ", 8))
+		return reshape(st, line + 8);
 	if (!strncmp(line, "send ", 5)) {
 		relay_send(st, line + 5);
 		return 0;

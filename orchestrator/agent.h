@@ -7,6 +7,7 @@
  *   agent -> on start    "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME"
  *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
  *                                           was read, T3 just before the answer is written
+ *                                           (also while nodes run: the clock refresh)
  *   "build PREFIX VNI LOCAL NODES REMOTES CC MTU"
  *                     -> "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU" or "fail WHY":
  *                        this host's share of the testbed (orchestrator/testbed: NODES, a comma
@@ -29,11 +30,26 @@
  *                        shaped as on one host (netem/link_shaper; TOKENs as link_params_format
  *                        writes them); kernel netem, or stalenet-linkd on NFQUEUE started by the
  *                        agent (rules journalled) when the kernel has no netem
+ *   "shaper auto|kernel|nfq" -> "ok" or "fail WHY": the backend of this build's shaping (before its
+ *                        first "shape"; auto: kernel netem when the kernel has it, else nfq)
+ *   "shapepeers NAME up|down TAG ADDRS UNDERLAY_US TOKEN..." -> "ok" or "fail WHY": within node
+ *                        NAME's shaped direction, the packets to (up) or from (down) the node
+ *                        addresses ADDRS (comma list) in a class TAG of their own with the
+ *                        direction's parameters TOKENs less UNDERLAY_US of delay (nfq only):
+ *                        the paths across hosts
+ *   "reshape NAME up|down TOKEN..." -> no answer; "ev NAME reshaped DIR ok" (or "fail WHY"): a
+ *                        shaped direction changed in place during the run (timeline, trace), its
+ *                        per-peer classes with it (their delay the new one less the underlay's)
+ *   "unconf NAME"     -> "ok" or "fail WHY": node NAME's configuration dropped (between phases)
+ *   "limit NAME NEED CPU CPUS MEMORY" -> "ok" or "fail WHY": node NAME's cgroup on this host
+ *                        (orchestrator/cgroup; NEED the run's CGROUP_* bits, CPU cores or 0, CPUS a
+ *                        CPU list or "-", MEMORY bytes or 0), joined by the node at its launch
  *   "launch NAME"     -> no answer line; events follow. The agent starts stalenet-node (beside
  *                        itself) in NAME's namespace with its configuration (orchestrator/launch,
  *                        journalled), serves the nodes' control socket and relays:
  *                          "ev NAME launched PID", "ev NAME ready", "ev NAME status STEP STATE W",
- *                          "ev NAME done", "ev NAME exit STATUS" (waitpid status; -1 and a
+ *                          "ev NAME done", "ev NAME exit STATUS" (waitpid status, then
+ *                          " oom_killed" when its cgroup's OOM killer took it; -1 and a
  *                          reason when it could not be started)
  *   "send NAME MSG"   -> no answer: MSG ("start ORIGIN", "stop") to node NAME's control socket;
  *                        ORIGIN is on this host's clock (the orchestrator maps it)
@@ -53,7 +69,7 @@
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 
-#define AGENT_PROTO    2
+#define AGENT_PROTO    3
 #define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 

@@ -32,7 +32,12 @@ struct agentlink {
 	char agent_path[1100];
 	int timeout_ms;
 	int64_t deadline_ms;            /* of the greeting */
+	int64_t last_read_ns;           /* when the latest bytes from the agent were read */
+	char *aside;                    /* lines set aside during clock exchanges, returned first */
+	size_t aside_len;
 };
+
+#define ASIDE_MAX (4u << 20)    /* lines set aside, at most (bytes) */
 
 static bool path_ok(const char *p)
 {
@@ -96,7 +101,27 @@ static const char *last_err_line(struct agentlink *self)
 
 /* One line from the agent into line (without newline) by deadline_ms; *t_ns = when it was
  * complete. Returns 0, -ETIMEDOUT, -EPIPE (closed), -EPROTO (too long) or -errno. */
+static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns);
+
+/* The next line: one set aside by agentlink_clock_refresh first, else from the channel. */
 static int read_line(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
+{
+	if (self->aside_len) {
+		char *nl = memchr(self->aside, '\n', self->aside_len);
+		size_t l = nl ? (size_t)(nl - self->aside) : self->aside_len;
+		if (l >= len)
+			return -EPROTO;
+		memcpy(line, self->aside, l);
+		line[l] = 0;
+		l += nl != NULL;
+		memmove(self->aside, self->aside + l, self->aside_len - l);
+		self->aside_len -= l;
+		return 0;
+	}
+	return read_line_raw(self, line, len, deadline_ms, t_ns);
+}
+
+static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
 {
 	for (;;) {
 		char *nl = memchr(self->buf, '\n', self->have);
@@ -112,15 +137,18 @@ static int read_line(struct agentlink *self, char *line, size_t len, int64_t dea
 		}
 		if (self->have == sizeof self->buf)
 			return -EPROTO;
+		/* past the deadline, still one look without waiting: a timeout of 0 is a try */
 		int64_t left = deadline_ms - now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
+		if (left < 0)
+			left = 0;
 		struct pollfd p[2] = { { .fd = self->from_fd, .events = POLLIN }, { .fd = self->err_fd, .events = POLLIN } };
 		int r = poll(p, self->err_fd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return -errno;
+		if (r == 0 && left == 0)
+			return -ETIMEDOUT;
 		if (self->err_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
 			size_t before = self->errlen;
 			drain_stderr(self);
@@ -132,7 +160,7 @@ static int read_line(struct agentlink *self, char *line, size_t len, int64_t dea
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		ssize_t got = read(self->from_fd, self->buf + self->have, sizeof self->buf - self->have);
-		*t_ns = clock_now_ns();
+		*t_ns = self->last_read_ns = clock_now_ns();
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0)
@@ -213,6 +241,7 @@ static void link_free(struct agentlink *self)
 		close(self->from_fd);
 	if (self->err_fd >= 0)
 		close(self->err_fd);
+	free(self->aside);
 	free(self);
 }
 
@@ -423,6 +452,69 @@ out:
 	if (s != samples)
 		free(s);
 	return rc;
+}
+
+int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_sample *samples, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	char req[64], line[AGENT_LINE_MAX];
+	size_t got = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		int64_t t1 = clock_now_ns(), t4 = 0, e1 = 0, e2, e3;
+		int l = snprintf(req, sizeof req, "time %" PRId64 "\n", t1);
+		if ((rc = write_line(self, req, (size_t)l)))
+			break;
+		for (;;) {
+			if ((rc = read_line_raw(self, line, sizeof line, deadline, &t4)))
+				break;
+			if (sscanf(line, "time %" SCNd64 " %" SCNd64 " %" SCNd64, &e1, &e2, &e3) == 3 && e1 == t1)
+				break;
+			/* an event or file line: kept for agentlink_recv, in order */
+			size_t ll = strlen(line);
+			if (self->aside_len + ll + 1 > ASIDE_MAX) {
+				rc = -ENOBUFS;
+				break;
+			}
+			char *a = realloc(self->aside, self->aside_len + ll + 1);
+			if (!a) {
+				rc = -ENOMEM;
+				break;
+			}
+			self->aside = a;
+			memcpy(a + self->aside_len, line, ll);
+			a[self->aside_len + ll] = '\n';
+			self->aside_len += ll + 1;
+		}
+		if (rc)
+			break;
+		/* the read that brought the answer, or a later one: never before its arrival */
+		t4 = self->last_read_ns;
+		samples[got++] = (struct clocksync_sample){ t1, e2, e3, t4 };
+	}
+	return got ? (int)got : rc ? rc : -ETIMEDOUT;
+}
+
+int agentlink_wait(struct agentlink *const *links, size_t n, int timeout_ms)
+{
+	struct pollfd p[256];
+	size_t k = 0;
+	for (size_t i = 0; i < n && k < sizeof p / sizeof p[0]; i++) {
+		const struct agentlink *l = links[i];
+		if (!l)
+			continue;
+		if (l->aside_len || memchr(l->buf, '\n', l->have))
+			return 1;       /* a line is there already */
+		p[k++] = (struct pollfd){ .fd = l->from_fd, .events = POLLIN };
+	}
+	int r = poll(p, k, timeout_ms);
+	return r < 0 ? (errno == EINTR ? 0 : -errno) : r;
+}
+
+int64_t agentlink_last_read_ns(const struct agentlink *self)
+{
+	return self->last_read_ns;
 }
 
 int agentlink_send(struct agentlink *self, const char *request)

@@ -57,9 +57,25 @@ int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *s
 int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms);
 
 /* The two halves of agentlink_request, to keep several hosts busy at once: send one request
- * line; read one answer line within timeout_ms. Return 0 or -errno as above. */
+ * line; read one answer line within timeout_ms (0: only what has arrived, no wait). Return 0
+ * or -errno as above. */
 int agentlink_send(struct agentlink *self, const char *request);
 int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_ms);
+
+/* Up to n more clock exchanges while the agent may be sending events (nodes running): the
+ * other lines that arrive meanwhile are set aside and returned, in order, by the next
+ * agentlink_recv calls. Samples into samples[]. Returns how many exchanges completed (> 0), or
+ * -errno when none did (-EPIPE: the agent is gone). */
+int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_sample *samples, int timeout_ms);
+
+/* Wait up to timeout_ms until any of the n links (NULL entries skipped; at most 256) has
+ * something to read. Returns > 0 (then agentlink_recv with timeout 0 does not wait), 0 on
+ * timeout, or -errno. */
+int agentlink_wait(struct agentlink *const *links, size_t n, int timeout_ms);
+
+/* CLOCK_MONOTONIC (ns) of the latest read from the agent: no earlier than the arrival of any
+ * line agentlink_recv has returned, so a clock answer stamped with it brackets the truth. */
+int64_t agentlink_last_read_ns(const struct agentlink *self);
 
 /* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
  * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */

@@ -1,6 +1,7 @@
 /* orchestrator/multihost: see multihost.h. */
 #include "orchestrator/multihost.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "lib/clock.h"
 #include "lib/clocksync.h"
@@ -15,8 +17,11 @@
 #include "lib/link_params.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
+#include "orchestrator/cgroup.h"
+#include "orchestrator/linktrace.h"
 #include "orchestrator/slurm.h"
 #include "orchestrator/supervise.h"
+#include "orchestrator/testbed.h"
 #include "collectors/csv.h"
 #include "collectors/schema.h"
 
@@ -65,6 +70,12 @@ struct multihost {
 	const struct hosts *hosts;
 	struct agentlink **links;       /* one per host */
 	struct clocksync_estimate *clock; /* one per host */
+	int64_t *underlay_ns;           /* [a * n + b]: base one-way delay a -> b, 0 = not measured */
+	size_t hub_host;                /* the link self-check's hub (node index n_nodes), SIZE_MAX = none */
+	struct clocksync_sample **cs;   /* per host: the latest clock exchanges, MULTIHOST_CLOCK_WINDOW */
+	size_t *n_cs;
+	int64_t *next_refresh_ns;       /* per host: when its clock is measured again during a run */
+	char (*prefixes)[TESTBED_PREFIX_MAX + 1];  /* per host: the prefix its share is named with */
 	bool built;
 };
 
@@ -73,14 +84,25 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	struct multihost *self = calloc(1, sizeof *self);
 	int bad = 0;
 	if (!self || !(self->links = calloc(o->hosts->n, sizeof *self->links)) ||
-	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock))) {
+	    !(self->clock = calloc(o->hosts->n, sizeof *self->clock)) ||
+	    !(self->underlay_ns = calloc(o->hosts->n * o->hosts->n, sizeof *self->underlay_ns)) ||
+	    !(self->cs = calloc(o->hosts->n, sizeof *self->cs)) || !(self->n_cs = calloc(o->hosts->n, sizeof *self->n_cs)) ||
+	    !(self->next_refresh_ns = calloc(o->hosts->n, sizeof *self->next_refresh_ns)) ||
+	    !(self->prefixes = calloc(o->hosts->n, sizeof *self->prefixes))) {
 		fprintf(err_out, "stalenet: out of memory\n");
-		if (self)
+		if (self) {
 			free(self->links);
+			free(self->clock);
+			free(self->underlay_ns);
+			free(self->cs);
+			free(self->n_cs);
+			free(self->next_refresh_ns);
+		}
 		free(self);
 		return NULL;
 	}
 	self->hosts = o->hosts;
+	self->hub_host = SIZE_MAX;
 	/* every ssh started first, so the hosts' handshakes overlap; the greetings then in order */
 	char **errs = calloc(o->hosts->n, sizeof *errs);
 	for (size_t i = 0; errs && i < o->hosts->n; i++)
@@ -91,14 +113,17 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 		struct clocksync_estimate e;
 		char err[1024];
 		snprintf(err, sizeof err, "%s", errs && errs[i] ? errs[i] : "out of memory");
-		if (!self->links[i] || agentlink_ready(&self->links[i], err, sizeof err) ||
-		    agentlink_clock(self->links[i], MULTIHOST_CLOCK_EXCHANGES, NULL, &e, 30000, err, sizeof err)) {
+		if (!(self->cs[i] = calloc(MULTIHOST_CLOCK_WINDOW, sizeof *self->cs[i])))
+			snprintf(err, sizeof err, "out of memory");
+		if (!self->cs[i] || !self->links[i] || agentlink_ready(&self->links[i], err, sizeof err) ||
+		    agentlink_clock(self->links[i], MULTIHOST_CLOCK_EXCHANGES, self->cs[i], &e, 30000, err, sizeof err)) {
 			fprintf(err_out, "stalenet: %s\n", err);
 			bad++;
 			agentlink_close(&self->links[i], 5000);
 			continue;
 		}
 		self->clock[i] = e;
+		self->n_cs[i] = MULTIHOST_CLOCK_EXCHANGES;
 		fprintf(out, "host %s (%s): ok, hostname %s, clock offset %+.6f s +- %.6f s (min round trip %.6f s)\n",
 			h->name, h->ssh, agentlink_remote_hostname(self->links[i]), e.offset_ns / 1e9, e.bound_ns / 1e9,
 			e.min_delay_ns / 1e9);
@@ -133,7 +158,7 @@ static bool host_used(const struct placement *p, size_t h)
 	return false;
 }
 
-int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
+int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p, bool hub,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out)
 {
 	const struct hosts *hs = self->hosts;
@@ -141,7 +166,10 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 	bool *sent = calloc(hs->n, sizeof *sent);
 	if (!sent)
 		return -ENOMEM;
+	bool used_before = false;
 	self->built = true;
+	/* the hub goes with the first node (its host's links to the others cross hosts) */
+	self->hub_host = hub && p->n_nodes ? p->host_of[0] : SIZE_MAX;
 	for (size_t h = 0; h < hs->n; h++) {
 		char req[AGENT_LINE_MAX];
 		size_t pos = 0, count = 0, n_rem = 0;
@@ -152,10 +180,26 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			rc = -EHOSTDOWN;
 			break;
 		}
-		bool ok = appendf(req, sizeof req, &pos, "build %s %u %s", prefix, vni, hs->list[h].address);
+		/* each host's share is named with a prefix of its own (the first host's is the run's):
+		 * hosts that share anything host-wide, such as the test hosts this machine's one
+		 * cgroup tree, never meet each other's names */
+		char hp[TESTBED_PREFIX_MAX + 1];
+		snprintf(hp, sizeof hp, "%s", prefix);
+		for (bool clash = used_before; clash;) {
+			if (testbed_random_prefix(hp, sizeof hp) < 0)
+				break;
+			clash = !strcmp(hp, prefix);
+			for (size_t k = 0; k < h; k++)
+				clash = clash || (sent[k] && !strcmp(hp, self->prefixes[k]));
+		}
+		snprintf(self->prefixes[h], sizeof self->prefixes[h], "%s", hp);
+		used_before = true;
+		bool ok = appendf(req, sizeof req, &pos, "build %s %u %s", hp, vni, hs->list[h].address);
 		for (size_t i = 0; ok && i < p->n_nodes; i++)
 			if (p->host_of[i] == h)
 				ok = appendf(req, sizeof req, &pos, "%c%s:%zu", count++ ? ',' : ' ', run->nodes[i].name, i);
+		if (ok && self->hub_host == h)
+			ok = appendf(req, sizeof req, &pos, ",hub:%zu", p->n_nodes);
 		for (size_t k = 0; ok && k < hs->n; k++)
 			if (k != h && host_used(p, k))
 				ok = appendf(req, sizeof req, &pos, "%c%s", n_rem++ ? ',' : ' ', hs->list[k].address);
@@ -192,6 +236,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		for (size_t i = 0; i < p->n_nodes; i++)
 			if (p->host_of[i] == h)
 				fprintf(out, " %s", run->nodes[i].name);
+		if (self->hub_host == h)
+			fprintf(out, " hub");
 		fprintf(out, " (node MTU %d over %s MTU %d)\n", m, ifn, um);
 		if (mtu && m != mtu) {
 			fprintf(err_out, "stalenet: host %s: node MTU %d differs from %d of the other hosts (their "
@@ -200,28 +246,28 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		}
 		mtu = m;
 	}
-	/* the underlay's base delay from the first host with nodes to every other */
-	size_t first = hs->n;
-	for (size_t h = 0; h < hs->n && first == hs->n; h++)
-		if (sent[h])
-			first = h;
-	for (size_t h = first + 1; !rc && first < hs->n && h < hs->n; h++) {
-		char req[64], reply[AGENT_LINE_MAX], a[32];
-		int got = 0;
-		long long mn = 0, md = 0;
-		if (!sent[h])
-			continue;
-		snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
-		if (agentlink_request(self->links[first], req, reply, sizeof reply, 60000) ||
-		    sscanf(reply, "probe %31s %d %lld %lld", a, &got, &mn, &md) != 4) {
-			fprintf(err_out, "stalenet: underlay %s -> %s: %s\n", hs->list[first].name, hs->list[h].name, reply);
-			rc = -EHOSTUNREACH;
-			break;
+	/* the underlay's base delay between every two hosts with nodes (each pair probed from the
+	 * first of the two; the path is taken as symmetric) */
+	memset(self->underlay_ns, 0, hs->n * hs->n * sizeof *self->underlay_ns);
+	for (size_t a = 0; !rc && a < hs->n; a++)
+		for (size_t h = a + 1; !rc && sent[a] && h < hs->n; h++) {
+			char req[64], reply[AGENT_LINE_MAX], ad[32];
+			int got = 0;
+			long long mn = 0, md = 0;
+			if (!sent[h])
+				continue;
+			snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
+			if (agentlink_request(self->links[a], req, reply, sizeof reply, 60000) ||
+			    sscanf(reply, "probe %31s %d %lld %lld", ad, &got, &mn, &md) != 4 || got <= 0 || mn <= 0) {
+				fprintf(err_out, "stalenet: underlay %s -> %s: %s\n", hs->list[a].name, hs->list[h].name, reply);
+				rc = -EHOSTUNREACH;
+				break;
+			}
+			self->underlay_ns[a * hs->n + h] = self->underlay_ns[h * hs->n + a] = mn / 2;
+			fprintf(out, "underlay %s -> %s: base one-way delay %.1f us (min round trip %.1f us, median %.1f us, "
+				"%d of %d)\n", hs->list[a].name, hs->list[h].name, mn / 2e3, mn / 1e3, md / 1e3, got,
+				MULTIHOST_PROBES);
 		}
-		fprintf(out, "underlay %s -> %s: base one-way delay %.1f us (min round trip %.1f us, median %.1f us, "
-			"%d of %d)\n", hs->list[first].name, hs->list[h].name, mn / 2e3, mn / 1e3, md / 1e3, got,
-			MULTIHOST_PROBES);
-	}
 	free(sent);
 	return rc;
 }
@@ -255,6 +301,13 @@ void multihost_close(struct multihost **self)
 		agentlink_close(&(*self)->links[h], 10000);
 	free((*self)->links);
 	free((*self)->clock);
+	free((*self)->underlay_ns);
+	for (size_t h = 0; (*self)->cs && h < (*self)->hosts->n; h++)
+		free((*self)->cs[h]);
+	free((*self)->cs);
+	free((*self)->n_cs);
+	free((*self)->next_refresh_ns);
+	free((*self)->prefixes);
 	free(*self);
 	*self = NULL;
 }
@@ -284,31 +337,190 @@ int multihost_cleanup(const struct multihost_opts *o, FILE *out, FILE *err_out)
 	return bad ? -EIO : 0;
 }
 
-int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
-		    const char **backend, FILE *err_out)
+int64_t multihost_underlay_ns(const struct multihost *self, size_t a, size_t b)
 {
+	return a < self->hosts->n && b < self->hosts->n ? self->underlay_ns[a * self->hosts->n + b] : 0;
+}
+
+/* The underlay's one-way delay a -> b in whole microseconds (what compensation subtracts). */
+static uint32_t underlay_us(const struct multihost *self, size_t a, size_t b)
+{
+	return (uint32_t)((multihost_underlay_ns(self, a, b) + 500) / 1000);
+}
+
+/* The endpoints of a built run: its nodes, then the hub (unshaped) when the build has one. */
+static size_t ep_count(const struct multihost *self, const struct plan_run *run)
+{
+	return run->n_nodes + (self->hub_host != SIZE_MAX);
+}
+
+static size_t ep_host(const struct multihost *self, const struct placement *p, size_t k)
+{
+	return k < p->n_nodes ? p->host_of[k] : self->hub_host;
+}
+
+static const char *ep_name(const struct plan_run *run, size_t k)
+{
+	return k < run->n_nodes ? run->nodes[k].name : "hub";
+}
+
+int multihost_compensation(const struct multihost *self, const struct plan_run *run, const struct placement *p,
+			   size_t i, size_t j, enum multihost_comp *where, uint32_t *u_us, char *err, size_t errlen)
+{
+	size_t hi = ep_host(self, p, i), hj = ep_host(self, p, j);
+	uint32_t up = i < run->n_nodes ? run->nodes[i].up.delay_us : 0;
+	uint32_t down = j < run->n_nodes ? run->nodes[j].down.delay_us : 0;
+	*where = MULTIHOST_COMP_NONE;
+	*u_us = 0;
+	if (i >= ep_count(self, run) || j >= ep_count(self, run))
+		return -EINVAL;
+	if (hi == hj || i == j)
+		return 0;
+	*u_us = underlay_us(self, hi, hj);
+	if (!*u_us || (uint64_t)up + down == 0)
+		return 0;       /* no delay configured on this path: nothing to emulate or subtract */
+	if (down >= *u_us)
+		*where = MULTIHOST_COMP_RECEIVER;
+	else if (up >= *u_us)
+		*where = MULTIHOST_COMP_SENDER;
+	else {
+		const char *host_i = self->hosts->list[hi].name, *host_j = self->hosts->list[hj].name;
+		if ((uint64_t)up + down < *u_us)
+			snprintf(err, errlen, "link %s -> %s crosses hosts %s -> %s: its configured delay %u us (%s up %u + "
+				 "%s down %u) is less than the underlay's own one-way delay, %u us, measured between them",
+				 ep_name(run, i), ep_name(run, j), host_i, host_j, up + down, ep_name(run, i), up,
+				 ep_name(run, j), down, *u_us);
+		else
+			snprintf(err, errlen, "link %s -> %s crosses hosts %s -> %s: neither its %s up delay (%u us) nor its "
+				 "%s down delay (%u us) alone holds the underlay's one-way delay of %u us (the compensation "
+				 "is taken from one end; place the two on one host or give one end at least that)",
+				 ep_name(run, i), ep_name(run, j), host_i, host_j, ep_name(run, i), up,
+				 ep_name(run, j), down, *u_us);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+/* One request answered "ok..." by host h, else an error line. */
+static int request_ok(struct multihost *self, size_t h, const char *req, char *reply, size_t len, FILE *err_out)
+{
+	int rc = agentlink_request(self->links[h], req, reply, len, 30000);
+	if (rc || strncmp(reply, "ok", 2)) {
+		fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
+		return rc ? rc : -EIO;
+	}
+	return 0;
+}
+
+/* Node i's class for its peers on host g in direction d (up: the peers it sends to whose
+ * receiving end does not compensate; down: every sender on g), when it compensates for any:
+ * "shapepeers NAME DIR hG ADDRS UNDERLAY_US TOKENS". 0 = none needed,
+ * 1 = req written, -errno. */
+static int peer_class(const struct multihost *self, const struct plan_run *run, const struct placement *p, size_t i,
+		      int d, size_t g, char *req, size_t len)
+{
+	size_t pos = 0, n = 0;
+	uint32_t u = 0;
+	const struct link_params *own = d ? &run->nodes[i].down : &run->nodes[i].up;
+	int w = snprintf(req, len, "shapepeers %s %s h%zu", run->nodes[i].name, d ? "down" : "up", g);
+	if (w < 0 || (size_t)w >= len)
+		return -E2BIG;
+	pos = (size_t)w;
+	for (size_t j = 0; j < ep_count(self, run); j++) {
+		enum multihost_comp where;
+		char err[16];
+		if (ep_host(self, p, j) != g || g == p->host_of[i])
+			continue;
+		if (multihost_compensation(self, run, p, d ? j : i, d ? i : j, &where, &u, err, sizeof err) < 0)
+			return -ERANGE;
+		if (where != (d ? MULTIHOST_COMP_RECEIVER : MULTIHOST_COMP_SENDER))
+			continue;
+		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)j + 1) };
+		char b[INET_ADDRSTRLEN];
+		if (!appendf(req, len, &pos, "%c%s", n++ ? ',' : ' ', inet_ntop(AF_INET, &a, b, sizeof b)))
+			return -E2BIG;
+	}
+	if (!n)
+		return 0;
+	/* the direction's own parameters and the underlay's delay: the agent subtracts it, now and
+	 * at every reshape (u <= delay: multihost_compensation chose this end for it) */
+	char tokens[1024];
+	int t = link_params_format(own, tokens, sizeof tokens);
+	if (t < 0 || (size_t)t >= sizeof tokens || !appendf(req, len, &pos, " %u %s", u, t ? tokens : ""))
+		return -E2BIG;
+	return 1;
+}
+
+int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
+		    const char *want, bool trace, const char **backend, FILE *err_out)
+{
+	char reply[AGENT_LINE_MAX], req[AGENT_LINE_MAX];
+	bool classes = false;
+	size_t n_comp = 0;
+	uint32_t u_min = UINT32_MAX, u_max = 0;
+	/* every path across hosts checked before anything is shaped */
+	for (size_t i = 0; i < ep_count(self, run); i++)
+		for (size_t j = 0; j < ep_count(self, run); j++) {
+			enum multihost_comp where;
+			uint32_t u;
+			char err[512];
+			if (multihost_compensation(self, run, p, i, j, &where, &u, err, sizeof err) < 0) {
+				fprintf(err_out, "stalenet: %s\n", err);
+				return -ERANGE;
+			}
+			classes = classes || where != MULTIHOST_COMP_NONE;
+			if (where != MULTIHOST_COMP_NONE) {
+				n_comp++;
+				u_min = u < u_min ? u : u_min;
+				u_max = u > u_max ? u : u_max;
+			}
+		}
+	if (n_comp)
+		fprintf(err_out, "stalenet: delay compensation: %zu path(s) across hosts shaped %u..%u us less (the "
+			"underlay's one-way delay)\n", n_comp, u_min, u_max);
+	if (classes && !strcmp(want, "kernel")) {
+		fprintf(err_out, "stalenet: delay compensation on links across hosts needs the nfq backend (its per-peer "
+			"classes); the kernel backend cannot compensate yet: drop --backend kernel\n");
+		return -ENOTSUP;
+	}
+	for (size_t h = 0; h < self->hosts->n; h++) {
+		snprintf(req, sizeof req, "shaper %s", want);
+		if (host_used(p, h) && request_ok(self, h, req, reply, sizeof reply, err_out))
+			return -EIO;
+	}
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		const struct link_params *dirs[2] = { &run->nodes[i].up, &run->nodes[i].down };
+		size_t h = p->host_of[i];
 		for (int d = 0; d < 2; d++) {
-			char tokens[1024], req[AGENT_LINE_MAX], reply[AGENT_LINE_MAX];
-			int n = link_params_format(dirs[d], tokens, sizeof tokens);
+			char tokens[1024];
+			int n = link_params_format(dirs[d], tokens, sizeof tokens), rc;
 			if (n < 0 || (size_t)n >= sizeof tokens)
 				return -EINVAL;
-			if (n == 0)
-				continue;       /* unshaped: left alone, as on one host */
-			size_t h = p->host_of[i];
+			bool changes = trace;
+			for (size_t e = 0; e < run->n_events; e++)
+				changes = changes || run->events[e].node == i;
+			if (n == 0 && !changes)
+				continue;       /* unshaped and never changed: left alone, as on one host */
 			snprintf(req, sizeof req, "shape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
-			int rc = agentlink_request(self->links[h], req, reply, sizeof reply, 30000);
-			if (rc || strncmp(reply, "ok ", 3)) {
-				fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
-				return rc ? rc : -EIO;
-			}
+			if ((rc = request_ok(self, h, req, reply, sizeof reply, err_out)))
+				return rc;
 			const char *b = !strcmp(reply + 3, "nfq") ? "nfq" : "kernel";
 			if (*backend && strcmp(*backend, b))
 				fprintf(err_out, "stalenet: host %s shapes links with %s, others with %s (meta.json says %s)\n",
 					self->hosts->list[h].name, b, *backend, *backend);
 			else
 				*backend = b;
+			/* the paths to and from other hosts: their delay less the underlay's */
+			for (size_t g = 0; g < self->hosts->n; g++) {
+				if (g == h || !host_used(p, g))
+					continue;
+				if ((rc = peer_class(self, run, p, i, d, g, req, sizeof req)) < 0) {
+					fprintf(err_out, "stalenet: node %s: too many peers for one request\n", run->nodes[i].name);
+					return rc;
+				}
+				if (rc && (rc = request_ok(self, h, req, reply, sizeof reply, err_out)))
+					return rc;
+			}
 		}
 	}
 	return 0;
@@ -323,6 +535,37 @@ const struct clocksync_estimate *multihost_clock(const struct multihost *self, s
 static int64_t to_host_clock(const struct multihost *self, size_t h, int64_t t)
 {
 	return t + clocksync_offset_at(&self->clock[h], t);
+}
+
+int multihost_clock_refresh(struct multihost *self, size_t h)
+{
+	struct clocksync_sample fresh[MULTIHOST_CLOCK_REFRESH_N];
+	struct clocksync_estimate e;
+	if (h >= self->hosts->n || !self->links[h] || !self->cs[h])
+		return -EHOSTDOWN;
+	int got = agentlink_clock_refresh(self->links[h], MULTIHOST_CLOCK_REFRESH_N, fresh, 5000);
+	if (got < 0)
+		return got;
+	/* the window keeps the latest exchanges: a drift that changes over hours is followed */
+	size_t n = self->n_cs[h], add = (size_t)got;
+	if (n + add > MULTIHOST_CLOCK_WINDOW) {
+		size_t drop = n + add - MULTIHOST_CLOCK_WINDOW;
+		memmove(self->cs[h], self->cs[h] + drop, (n - drop) * sizeof *self->cs[h]);
+		n -= drop;
+	}
+	memcpy(self->cs[h] + n, fresh, add * sizeof *fresh);
+	self->n_cs[h] = n + add;
+	int rc = clocksync_estimate(self->cs[h], self->n_cs[h], &e);
+	if (rc == 0)
+		self->clock[h] = e;
+	return rc;
+}
+
+size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t *span_ns)
+{
+	size_t n = h < self->hosts->n ? self->n_cs[h] : 0;
+	*span_ns = n ? self->cs[h][n - 1].t1_ns - self->cs[h][0].t1_ns : 0;
+	return n;
 }
 
 /* Where a fetched file goes: REL is "NAME", "nodes/NAME" or "logs/NAME" with a safe NAME. */
@@ -343,8 +586,29 @@ static bool safe_rel(const char *rel)
 struct sink {
 	FILE *f;
 	bool first_row;                 /* the next row is the first of this chunk */
+	bool map_t;                     /* the file's first column is t_s: mapped onto our clock */
 	char first[AGENT_LINE_MAX];     /* the file's first line when the chunk began, "" if new */
+	int64_t origin_ns;              /* the run's origin on our clock, 0 = not started */
+	int64_t origin_host_ns;         /* the same instant on the host's clock, as its nodes got it */
+	const struct clocksync_estimate *clock;  /* the host's current estimate */
 };
+
+/* A row's leading t_s (seconds from the origin on the host's clock) onto our clock, by the
+ * host's current offset and drift estimate; the row is written to f, the decimals kept. */
+static void write_mapped(const struct sink *k, const char *row)
+{
+	char *end;
+	double t = strtod(row, &end);
+	const char *dot = memchr(row, '.', (size_t)(end - row));
+	if (end == row || *end != ',' || !k->origin_ns || !(t >= 0 && t <= 1e8)) {
+		fprintf(k->f, "%s\n", row);
+		return;
+	}
+	int decimals = dot ? (int)(end - dot - 1) : 0;
+	int64_t host_ns = k->origin_host_ns + (int64_t)(t * 1e9 + 0.5);
+	double mapped = (double)(clocksync_to_local(k->clock, host_ns) - k->origin_ns) / 1e9;
+	fprintf(k->f, "%.*f%s\n", decimals > 9 ? 9 : decimals, mapped, end);
+}
 
 static void sink_close(struct sink *k)
 {
@@ -360,8 +624,15 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 	if (!strncmp(line, "l ", 2)) {
 		/* a header row is written once: a second host's rows of the same file
 		 * (partition.csv has a writer on every host) go under the first one's header */
-		if (k->f && !(k->first_row && k->first[0] && !strcmp(line + 2, k->first)))
-			fprintf(k->f, "%s\n", line + 2);
+		bool header = k->first_row && ((k->first[0] && !strcmp(line + 2, k->first)) || !k->first[0]);
+		if (k->first_row && !k->first[0])
+			k->map_t = !strncmp(line + 2, "t_s,", 4);    /* a new file: its header */
+		if (k->f && !(k->first_row && k->first[0] && !strcmp(line + 2, k->first))) {
+			if (k->map_t && !header)
+				write_mapped(k, line + 2);
+			else
+				fprintf(k->f, "%s\n", line + 2);
+		}
 		k->first_row = false;
 		return true;
 	}
@@ -382,6 +653,7 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 		k->first[strcspn(k->first, "\n")] = 0;
 		fclose(ex);
 	}
+	k->map_t = !strncmp(k->first, "t_s,", 4);
 	if (!(k->f = fopen(path, "ae")))
 		fprintf(err_out, "stalenet: %s: %s\n", path, strerror(errno));
 	k->first_row = true;
@@ -429,12 +701,33 @@ static void progress_row(struct csv_writer *w, const struct plan_run *run, const
 		       med, counted ? (long)steps[counted - 1] : 0);
 }
 
+/* Node i's two directions as they are now (cur[2i], cur[2i+1]) sent to its host ("reshape";
+ * the agent reshapes the per-peer classes with them). Returns how many could not be sent. */
+static int reshape(struct multihost *self, const struct placement *p, const struct plan_run *run, size_t i,
+		   const struct link_params *cur, const bool *host_lost)
+{
+	size_t h = p->host_of[i];
+	int failed = 0;
+	for (int d = 0; d < 2; d++) {
+		char tokens[1024], req[AGENT_LINE_MAX];
+		int t = link_params_format(&cur[2 * i + d], tokens, sizeof tokens);
+		if (host_lost[h] || t < 0 || (size_t)t >= sizeof tokens) {
+			failed++;
+			continue;
+		}
+		snprintf(req, sizeof req, "reshape %s %s %s", run->nodes[i].name, d ? "down" : "up", tokens);
+		failed += agentlink_send(self->links[h], req) != 0;
+	}
+	return failed;
+}
+
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out)
 {
 	const struct plan_run *run = o->run;
 	const struct hosts *hs = self->hosts;
-	size_t n = run->n_nodes, alive = 0, ready = 0;
+	/* n: the endpoints launched, the run's nodes and, for the link self-check, the hub */
+	size_t n = run->n_nodes + (o->linkcheck && self->hub_host != SIZE_MAX), alive = 0, ready = 0;
 	int result = 0;
 	bool started = false, stopping = false;
 	char line[AGENT_LINE_MAX];
@@ -443,7 +736,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	int64_t *step = calloc(n, sizeof *step), next_progress = 0;
 	struct csv_writer *progress = NULL;
 	struct sink *sinks = calloc(hs->n, sizeof *sinks);
-	if (!up || !is_ready || !host_lost || !waiting || !step || !sinks || n > MULTIHOST_MAX_NODES) {
+	if (!up || !is_ready || !host_lost || !waiting || !step || !sinks || n > MULTIHOST_MAX_NODES ||
+	    (o->linkcheck && self->hub_host == SIZE_MAX)) {
 		free(sinks);
 		free(up);
 		free(is_ready);
@@ -453,10 +747,52 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		return 1;
 	}
 	*origin_ns = 0;
+	/* planned churn (join, crash, restart, leave), relative to the origin; -1 = none */
+	int64_t (*plan_ns)[4] = calloc(n + 1, sizeof *plan_ns);
+	unsigned char *churn = calloc(n + 1, 1);   /* CH_* flags: what of the plan has happened */
+	enum { CH_JOINED = 1, CH_KILLED = 2, CH_RESTARTED = 4, CH_LEFT = 8 };
+	for (size_t i = 0; plan_ns && i < n; i++) {
+		const struct scenario_straggler *st = i < run->n_nodes && !o->linkcheck ? &run->nodes[i].straggler : NULL;
+		static const unsigned bits[4] = { SCENARIO_STRAG_JOIN, SCENARIO_STRAG_CRASH, SCENARIO_STRAG_RESTART,
+						  SCENARIO_STRAG_LEAVE };
+		for (int k = 0; k < 4; k++)
+			plan_ns[i][k] = st && (st->set & bits[k]) ?
+				(int64_t)(k == 0 ? st->join_at_us : k == 1 ? st->crash_at_us : k == 2 ? st->restart_at_us
+											   : st->leave_at_us) * 1000 : -1;
+	}
+	if (!plan_ns || !churn)
+		result = 1;
+	/* the links as they are now, for the changes during the run (timeline, trace) */
+	struct link_params *cur = calloc(2 * run->n_nodes + 1, sizeof *cur);
+	size_t next_event = 0, next_trace = 0;
+	for (size_t i = 0; cur && i < run->n_nodes; i++) {
+		cur[2 * i] = run->nodes[i].up;
+		cur[2 * i + 1] = run->nodes[i].down;
+	}
+	if (!cur)
+		result = 1;
 	/* configurations, then every node launched */
 	for (size_t i = 0; i < n && !result; i++) {
-		size_t h = o->p->host_of[i];
-		struct kv *kv = nodeconf_build(run, i, o->nc, NULL);
+		size_t h = ep_host(self, o->p, i);
+		char reply[AGENT_LINE_MAX];
+		struct kv *kv = i < run->n_nodes ? nodeconf_build(run, i, o->nc, o->linkcheck ? "probe" : NULL) : kv_new();
+		snprintf(line, sizeof line, "unconf %s", ep_name(run, i));
+		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok"))
+			result = 1;
+		if (kv && i == run->n_nodes) {
+			/* the reflector on the unshaped hub, as on one host */
+			kv_set(kv, "node.name", "hub");
+			kv_set(kv, "node.role", "reflector");
+			kv_setf(kv, "port.probe", "%u", o->nc->port_probe);
+		} else if (kv && o->linkcheck) {
+			/* a prober's plan-wide id (see run.c's write_conf), and the hub's clock against
+			 * this host's, so its one-way delays hold across hosts */
+			kv_setf(kv, "node.index", "%zu", i);
+			int64_t now = clock_now_ns();
+			kv_setf(kv, "linkcheck.hub_offset_ns", "%lld",
+				(long long)(clocksync_offset_at(&self->clock[self->hub_host], now) -
+					    clocksync_offset_at(&self->clock[h], now)));
+		}
 		for (size_t k = 0; kv && k < kv_count(kv) && !result; k++) {
 			const char *key, *val;
 			char mapped[32];
@@ -466,16 +802,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				snprintf(mapped, sizeof mapped, "%lld", (long long)to_host_clock(self, h, o->nc->origin_ns));
 				val = mapped;
 			}
-			if ((size_t)snprintf(line, sizeof line, "conf %s %s %s", run->nodes[i].name, key, val) >= sizeof line ||
+			if ((size_t)snprintf(line, sizeof line, "conf %s %s %s", ep_name(run, i), key, val) >= sizeof line ||
 			    strchr(val, '\n')) {
 				fprintf(err_out, "stalenet: node %s: configuration key %s too long for a host\n",
-					run->nodes[i].name, key);
+					ep_name(run, i), key);
 				result = 1;
 				break;
 			}
-			char reply[AGENT_LINE_MAX];
 			if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
-				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
+				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, ep_name(run, i), reply);
 				result = 1;
 			}
 		}
@@ -483,9 +818,35 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			result = 1;
 		kv_destroy(&kv);
 	}
+	/* resources: each node's cgroup on its host, for training (the link self-check runs
+	 * unlimited, as on one host) */
+	unsigned need = 0;
+	for (size_t i = 0; !o->linkcheck && i < run->n_nodes; i++) {
+		uint32_t set = run->nodes[i].resources.set;
+		need |= (set & SCENARIO_RES_CPU ? CGROUP_CPU : 0) | (set & SCENARIO_RES_CPUS ? CGROUP_CPUSET : 0) |
+			(set & SCENARIO_RES_MEMORY ? CGROUP_MEMORY : 0);
+	}
+	for (size_t i = 0; need && i < run->n_nodes && !result; i++) {
+		const struct scenario_resources *re = &run->nodes[i].resources;
+		char cpus[1024] = "-", reply[AGENT_LINE_MAX];
+		size_t h = o->p->host_of[i];
+		if (!re->set)
+			continue;
+		if ((re->set & SCENARIO_RES_CPUS) && cgroup_format_cpus(re->cpus, cpus, sizeof cpus) <= 0)
+			snprintf(cpus, sizeof cpus, "-");
+		snprintf(line, sizeof line, "limit %s %u %.4f %s %llu", run->nodes[i].name, need,
+			 re->set & SCENARIO_RES_CPU ? re->cpu : 0.0, cpus,
+			 (unsigned long long)(re->set & SCENARIO_RES_MEMORY ? re->memory_bytes : 0));
+		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+			fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
+			result = 1;
+		}
+	}
 	for (size_t i = 0; i < n && !result; i++) {
-		snprintf(line, sizeof line, "launch %s", run->nodes[i].name);
-		if (agentlink_send(self->links[o->p->host_of[i]], line))
+		if (plan_ns[i][0] >= 0)
+			continue;       /* joins later */
+		snprintf(line, sizeof line, "launch %s", ep_name(run, i));
+		if (agentlink_send(self->links[ep_host(self, o->p, i)], line))
 			result = 1;
 		else
 			up[i] = true, alive++;
@@ -493,12 +854,60 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	if (result)
 		stopping = true;
 	int64_t t_launch = clock_now_ns(), stop_sent = 0;
-	while (alive) {
+	for (;;) {
 		int64_t now = clock_now_ns();
+		/* the run goes on while a node runs, or a planned join or restart is still to come */
+		size_t planned = 0;
+		for (size_t i = 0; !stopping && i < n; i++)
+			planned += (plan_ns[i][0] >= 0 && !(churn[i] & CH_JOINED)) ||
+				   (plan_ns[i][2] >= 0 && (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED));
+		if (!alive && !planned)
+			break;
+		/* planned churn at its time, as on one host (orchestrator/supervise) */
+		for (size_t i = 0; started && !stopping && i < n; i++) {
+			int64_t rel = now - *origin_ns;
+			size_t h = ep_host(self, o->p, i);
+			const char *nm = ep_name(run, i);
+			if (host_lost[h])
+				continue;
+			if (plan_ns[i][0] >= 0 && !(churn[i] & CH_JOINED) && rel >= plan_ns[i][0]) {
+				churn[i] |= CH_JOINED;
+				snprintf(line, sizeof line, "launch %s", nm);
+				if (!agentlink_send(self->links[h], line)) {
+					up[i] = true, alive++;
+					supervise_event(o->run_dir, "join", nm, "");
+				}
+			}
+			if (plan_ns[i][1] >= 0 && up[i] && !(churn[i] & (CH_KILLED | CH_RESTARTED)) && rel >= plan_ns[i][1]) {
+				churn[i] |= CH_KILLED;
+				snprintf(line, sizeof line, "kill %s", nm);
+				agentlink_send(self->links[h], line);
+				supervise_event(o->run_dir, "crash", nm, "SIGKILL");
+			}
+			if (plan_ns[i][2] >= 0 && !up[i] && (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED) &&
+			    rel >= plan_ns[i][2]) {
+				churn[i] |= CH_RESTARTED;
+				is_ready[i] = false;
+				snprintf(line, sizeof line, "launch %s", nm);
+				if (!agentlink_send(self->links[h], line)) {
+					up[i] = true, alive++;
+					supervise_event(o->run_dir, "restart", nm, "");
+				}
+			}
+			if (plan_ns[i][3] >= 0 && up[i] && !(churn[i] & CH_LEFT) && rel >= plan_ns[i][3]) {
+				churn[i] |= CH_LEFT;
+				snprintf(line, sizeof line, "send %s stop", nm);
+				agentlink_send(self->links[h], line);
+				supervise_event(o->run_dir, "leave", nm, "");
+			}
+		}
 		if (started && progress && now - *origin_ns >= next_progress) {
 			progress_row(progress, run, step, waiting, up, now - *origin_ns);
 			next_progress = now - *origin_ns + 100000000;
 		}
+		/* the link self-check: every prober done, the hub (a service) is stopped */
+		if (o->linkcheck && started && !stopping && alive == (up[n - 1] ? 1u : 0u))
+			stopping = true;
 		if (!stopping && ((o->interrupted && *o->interrupted) ||
 				  (!started && now - t_launch > (int64_t)o->ready_timeout_ms * 1000000) ||
 				  (started && o->stop_after_ns && now - *origin_ns >= o->stop_after_ns))) {
@@ -512,53 +921,77 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		}
 		if (stopping && !stop_sent) {
 			stop_sent = now;
-			if (started)
+			if (started && !o->linkcheck)
 				supervise_event(o->run_dir, "stop", "all", result == 2 ? "interrupted" : result ? "failure" : "time");
 			for (size_t i = 0; i < n; i++)
-				if (up[i] && !host_lost[o->p->host_of[i]]) {
-					snprintf(line, sizeof line, "send %s stop", run->nodes[i].name);
-					agentlink_send(self->links[o->p->host_of[i]], line);
+				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					snprintf(line, sizeof line, "send %s stop", ep_name(run, i));
+					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
 		}
 		if (stop_sent && now - stop_sent > 30000000000LL) {
 			/* a node that ignores stop for 30 s is killed */
 			for (size_t i = 0; i < n; i++)
-				if (up[i] && !host_lost[o->p->host_of[i]]) {
-					snprintf(line, sizeof line, "kill %s", run->nodes[i].name);
-					agentlink_send(self->links[o->p->host_of[i]], line);
+				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
+					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
 			stop_sent = now;
 		}
+		/* up to 1 ms for any host to say something (the schedule above is checked at least
+		 * that often), then what every host has sent, a bounded number of lines each */
+		agentlink_wait(self->links, hs->n, 1);
 		for (size_t h = 0; h < hs->n; h++) {
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
-			int rc;
-			while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 2))) {
+			int rc, lines = 0;
+			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				char name[64], what[AGENT_LINE_MAX];
 				int st = 0;
 				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
 				    sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
 					continue;
 				size_t i = 0;
-				while (i < n && (o->p->host_of[i] != h || strcmp(run->nodes[i].name, name)))
+				while (i < n && (ep_host(self, o->p, i) != h || strcmp(ep_name(run, i), name)))
 					i++;
 				if (i == n)
 					continue;
 				long long stp = 0;
 				int wt = 0;
 				char state[16];
-				if (!strcmp(what, "ready") && !is_ready[i]) {
+				if (!strncmp(what, "reshaped ", 9)) {
+					if (strstr(what, " fail ") || strstr(what, "; "))
+						fprintf(err_out, "stalenet: host %s: node %s %s\n", hs->list[h].name, name, what);
+				} else if (!strcmp(what, "ready") && !is_ready[i]) {
 					is_ready[i] = true;
 					ready++;
+					if (started && !stopping) {
+						/* a late joiner or a restarted node: the run's origin, as on one host */
+						snprintf(line, sizeof line, "send %s start %lld rejoin", name,
+							 (long long)to_host_clock(self, h, *origin_ns));
+						agentlink_send(self->links[h], line);
+					} else if (stopping) {
+						snprintf(line, sizeof line, "send %s stop", name);
+						agentlink_send(self->links[h], line);
+					}
 				} else if (sscanf(what, "status %lld %15s %d", &stp, state, &wt) == 3) {
 					step[i] = stp;
 					waiting[i] = wt != 0;
 				} else if (sscanf(what, "exit %d", &st) == 1 && up[i]) {
 					up[i] = false;
 					alive--;
-					if (st != 0) {
-						char d[160];
-						snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
+					/* a planned crash is no failure; nor a kill after stop */
+					bool planned_kill = (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED);
+					if (st != 0 && !planned_kill && !(stopping && WIFSIGNALED(st))) {
+						char d[240], mem[32] = "?";
+						if (i < run->n_nodes && strstr(what, " oom_killed")) {
+							/* named first, as on one host */
+							cgroup_format_size(run->nodes[i].resources.memory_bytes, mem, sizeof mem);
+							snprintf(d, sizeof d, "oom_killed: memory limit %s reached; host %.31s: %.100s",
+								 mem, hs->list[h].name, what);
+						} else {
+							snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
+						}
 						supervise_event(o->run_dir, "node_failed", name, d);
 						fprintf(err_out, "stalenet: node %s on host %s died: %s\n", name, hs->list[h].name, what);
 						if (!o->on_failure_continue && !stopping) {
@@ -568,6 +1001,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					}
 				}
 			}
+			if (lines > 512)
+				rc = -ETIMEDOUT;        /* more next time round */
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
 				host_lost[h] = true;
@@ -577,10 +1012,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				/* what it built stays in its journal there, for `stalenet cleanup --hosts` */
 				agentlink_close(&self->links[h], 5000);
 				for (size_t i = 0; i < n; i++)
-					if (o->p->host_of[i] == h && up[i]) {
+					if (ep_host(self, o->p, i) == h && up[i]) {
 						char d[96];
 						snprintf(d, sizeof d, "host %s lost", hs->list[h].name);
-						supervise_event(o->run_dir, "node_failed", run->nodes[i].name, d);
+						supervise_event(o->run_dir, "node_failed", ep_name(run, i), d);
 						up[i] = false;
 						alive--;
 					}
@@ -590,18 +1025,70 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				}
 			}
 		}
-		if (!started && !stopping && ready == n) {
+		/* link changes at their time (timeline, then trace rows), sent to the node's host */
+		while (started && !stopping && !o->linkcheck && next_event < run->n_events &&
+		       clock_now_ns() - *origin_ns >= (int64_t)run->events[next_event].at_us * 1000) {
+			const struct plan_event *e = &run->events[next_event++];
+			char links[1100], detail[1200];
+			cur[2 * e->node] = e->up;
+			cur[2 * e->node + 1] = e->down;
+			int failed = reshape(self, o->p, run, e->node, cur, host_lost);
+			plan_format_links(&e->up, &e->down, links, sizeof links);
+			snprintf(detail, sizeof detail, "%s; late %.2fms%s", links,
+				 (double)(clock_now_ns() - *origin_ns - (int64_t)e->at_us * 1000) / 1e6, failed ? "; FAILED" : "");
+			supervise_event(o->run_dir, "link_change", run->nodes[e->node].name, detail);
+		}
+		while (started && !stopping && !o->linkcheck && o->trace && next_trace < o->trace->n &&
+		       clock_now_ns() - *origin_ns >= (int64_t)o->trace->rows[next_trace].at_us * 1000) {
+			const struct linktrace_row *row = &o->trace->rows[next_trace++];
+			char detail[200];
+			int failed = 0;
+			for (size_t i = 0; i < run->n_nodes; i++) {
+				linktrace_apply(row, &cur[2 * i]);
+				linktrace_apply(row, &cur[2 * i + 1]);
+				failed += reshape(self, o->p, run, i, cur, host_lost);
+			}
+			snprintf(detail, sizeof detail, "delay %.3fms loss %.4f rate %llubit; late %.2fms%s",
+				 cur[0].delay_us / 1e3, cur[0].loss_ppm / 1e6, (unsigned long long)cur[0].rate_bps,
+				 (double)(clock_now_ns() - *origin_ns - (int64_t)row->at_us * 1000) / 1e6,
+				 failed ? "; FAILED" : "");
+			supervise_event(o->run_dir, "trace_step", "all", detail);
+		}
+		/* each host's clock measured again every MULTIHOST_CLOCK_REFRESH_NS while the nodes
+		 * run (the events that arrive meanwhile are kept for the next reads) */
+		for (size_t h = 0; started && !stopping && h < hs->n; h++)
+			if (!host_lost[h] && host_used(o->p, h) && clock_now_ns() >= self->next_refresh_ns[h]) {
+				int r = multihost_clock_refresh(self, h);
+				self->next_refresh_ns[h] = clock_now_ns() + MULTIHOST_CLOCK_REFRESH_NS;
+				if (r < 0 && r != -EPIPE)
+					fprintf(err_out, "stalenet: host %s: clock refresh: %s\n", hs->list[h].name, strerror(-r));
+			}
+		size_t initial = 0;
+		for (size_t i = 0; i < n; i++)
+			initial += plan_ns[i][0] < 0;
+		if (!started && !stopping && ready == initial) {
 			/* one origin on our clock, each host's node told it on its own clock */
 			started = true;
 			*origin_ns = clock_now_ns();
 			clock_set_origin_ns(*origin_ns);
 			char path[PATH_MAX];
 			snprintf(path, sizeof path, "%.3000s/progress.csv", o->run_dir);
-			progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
-			supervise_event(o->run_dir, "start", "all", "");
+			if (!o->linkcheck) {
+				progress = csv_writer_open(path, TRACE_HEADER_PROGRESS);
+				supervise_event(o->run_dir, "start", "all", "");
+			}
+			for (size_t h = 0; h < hs->n; h++) {
+				/* rows streamed from now on are mapped from the host's clock onto ours */
+				sinks[h].origin_ns = *origin_ns;
+				sinks[h].origin_host_ns = to_host_clock(self, h, *origin_ns);
+				sinks[h].clock = &self->clock[h];
+				self->next_refresh_ns[h] = *origin_ns + MULTIHOST_CLOCK_REFRESH_NS;
+			}
 			for (size_t i = 0; i < n; i++) {
-				size_t h = o->p->host_of[i];
-				snprintf(line, sizeof line, "send %s start %lld", run->nodes[i].name,
+				size_t h = ep_host(self, o->p, i);
+				if (!up[i])
+					continue;       /* a later joiner gets it when ready */
+				snprintf(line, sizeof line, "send %s start %lld", ep_name(run, i),
 					 (long long)to_host_clock(self, h, *origin_ns));
 				agentlink_send(self->links[h], line);
 			}
@@ -616,6 +1103,20 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
+	/* the clocks once more at the end of a training run: the estimate meta.json records spans it */
+	for (size_t h = 0; started && !o->linkcheck && h < hs->n; h++) {
+		int64_t span = 0;
+		if (host_lost[h] || !host_used(o->p, h) || multihost_clock_refresh(self, h) < 0)
+			continue;
+		const struct clocksync_estimate *e = &self->clock[h];
+		size_t nx = multihost_clock_exchanges(self, h, &span);
+		fprintf(err_out, "stalenet: host %s: clock offset %+.6f s +- %.6f s, drift %+.3f ppm (%zu exchanges over "
+			"%.1f s)\n", hs->list[h].name, clocksync_offset_at(e, *origin_ns) / 1e9, e->bound_ns / 1e9,
+			e->drift_ppm, nx, span / 1e9);
+	}
+	free(cur);
+	free(plan_ns);
+	free(churn);
 	free(up);
 	free(is_ready);
 	free(host_lost);

@@ -22,12 +22,16 @@
 #include "lib/clocksync.h"
 #include "orchestrator/nodeconf.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/linktrace.h"
 #include "orchestrator/placement.h"
 #include "orchestrator/plan.h"
 
 #define MULTIHOST_CLOCK_EXCHANGES 100
-#define MULTIHOST_PROBES 50
+#define MULTIHOST_PROBES 200
 #define MULTIHOST_MAX_NODES 4096  /* nodes of one run across hosts, at most */
+#define MULTIHOST_CLOCK_WINDOW 2000     /* clock exchanges kept per host (the latest) */
+#define MULTIHOST_CLOCK_REFRESH_N 20    /* exchanges per refresh */
+#define MULTIHOST_CLOCK_REFRESH_NS 10000000000ll  /* refresh period while nodes run */
 
 struct multihost_opts {
 	const struct hosts *hosts;
@@ -44,19 +48,46 @@ struct multihost;
  * err_out. Returns the connected hosts, or NULL when any host failed. o->hosts must outlive it. */
 struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, FILE *err_out);
 
-/* Build run's testbed across the hosts as placed (prefix: the run prefix "snXXXX-", vni: the
- * run's VXLAN segment), one line per host to out; then the underlay probes. Returns 0, or
- * -errno after an error line to err_out (what was built stays for multihost_teardown). */
-int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p,
+/* Build run's testbed across the hosts as placed (prefix: the run prefix "snXXXX-", naming the
+ * first host's share, each other host's named with a random prefix of its own; vni: the run's
+ * VXLAN segment; hub: also the link self-check's unshaped hub, node index n_nodes, on the
+ * host of the run's first node), one line per host to out; then the underlay probes between
+ * every two hosts. Returns 0, or -errno after an error line to err_out (what was built stays
+ * for multihost_teardown). */
+int multihost_build(struct multihost *self, const struct plan_run *run, const struct placement *p, bool hub,
 		    const char *prefix, uint32_t vni, FILE *out, FILE *err_out);
 
-/* Shape every node's links on its host (kernel netem, as on one host: each node's up and down
- * on its veth pair to its host's switch; a path across hosts is the sender's up, the underlay,
- * the receiver's down). Unshaped directions are left alone. *backend: "kernel" or "nfq", what
- * the first host that shaped a link used (unchanged when nothing was shaped). Returns 0 or
- * -errno after an error line. */
+/* Shape every node's links on its host (as on one host: each node's up and down on its veth
+ * pair to its host's switch; a path across hosts is the sender's up, the underlay, the
+ * receiver's down), with delay compensation on the paths that cross hosts (see
+ * multihost_compensation): the compensating end shapes its cross-host peers in a class of their
+ * own (nfq per-peer classes, link_shaper_apply_peers) with its delay less the underlay's.
+ * want: the backend asked of every host ("nfq", "kernel"; compensation needs nfq, so "kernel"
+ * is refused when a path needs it). Every path is checked before anything is shaped. Unshaped
+ * directions are left alone, unless the run changes them (a timeline change of the node; trace:
+ * network.trace reshapes every link). *backend: what the first host that shaped a link used. Returns 0
+ * or -errno after an error line. */
 int multihost_shape(struct multihost *self, const struct plan_run *run, const struct placement *p,
-		    const char **backend, FILE *err_out);
+		    const char *want, bool trace, const char **backend, FILE *err_out);
+
+/* Where the path node i -> node j subtracts the underlay's delay. */
+enum multihost_comp {
+	MULTIHOST_COMP_NONE = 0,        /* same host, or no delay configured on the path */
+	MULTIHOST_COMP_RECEIVER,        /* j's down, for senders on i's host: it holds the underlay */
+	MULTIHOST_COMP_SENDER,          /* else i's up, for receivers on j's host */
+};
+
+/* The path i -> j (nodes of run as placed by p): where its configured delay (i's up + j's
+ * down) is reduced by the underlay's measured one-way delay between their hosts (*u_us, whole
+ * microseconds; 0 on one host). The receiving end when its down delay holds it, else the
+ * sending end's up. Returns 0, or -ERANGE with err when neither end alone holds it (in
+ * particular when the underlay alone exceeds the configured delay). */
+int multihost_compensation(const struct multihost *self, const struct plan_run *run, const struct placement *p,
+			   size_t i, size_t j, enum multihost_comp *where, uint32_t *u_us, char *err, size_t errlen);
+
+/* The measured base one-way delay of the underlay from host a to host b (ns; 0 = not measured:
+ * the same host or not both in the build). */
+int64_t multihost_underlay_ns(const struct multihost *self, size_t a, size_t b);
 
 /* The nodes of a built run, launched by the agents and supervised from here. */
 struct multihost_nodes_opts {
@@ -66,6 +97,10 @@ struct multihost_nodes_opts {
 	const char *run_dir;            /* the orchestrator's run directory: files fetched into it */
 	int64_t stop_after_ns;          /* stop.time; 0 = none */
 	bool on_failure_continue;       /* a lost node or host does not stop the others */
+	const struct linktrace *trace;  /* network.trace replayed on every link, NULL = none */
+	bool linkcheck;                 /* the link self-check: every node a prober, the hub (built
+					 * by multihost_build) the reflector, stopped when they are
+					 * done; no progress.csv, no start/stop events */
 	int ready_timeout_ms;
 	volatile sig_atomic_t *interrupted;
 };
@@ -80,7 +115,17 @@ struct multihost_nodes_opts {
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out);
 
-/* Host i's clock estimate (remote - local), as measured by multihost_connect. */
+/* MULTIHOST_CLOCK_REFRESH_N more clock exchanges with host h (lines its agent sends meanwhile
+ * are kept for the run's reads) and the estimate fitted again, offset and drift, over the
+ * latest MULTIHOST_CLOCK_WINDOW exchanges (lib/clocksync's minimum-round-trip filter). Done
+ * every MULTIHOST_CLOCK_REFRESH_NS while nodes run and once when they are done. Returns 0 or
+ * -errno (the estimate unchanged). */
+int multihost_clock_refresh(struct multihost *self, size_t h);
+
+/* How many clock exchanges with host h the estimate has (kept), and the time they span. */
+size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t *span_ns);
+
+/* Host i's clock estimate (remote - local): the latest fit (multihost_connect, then refreshed). */
 const struct clocksync_estimate *multihost_clock(const struct multihost *self, size_t i);
 
 /* Tear the built testbed down on every host. Returns 0 or -EIO after error lines. */

@@ -1141,35 +1141,10 @@ static int across_hosts_unsupported(const struct plan *plan, char *why, size_t l
 	for (size_t k = 0; k < plan_n_runs(plan); k++) {
 		const struct plan_run *r = plan_run(plan, k);
 		const struct scenario *sc = r->scenario;
-		if (sc->workload != SCENARIO_WORKLOAD_TRAIN) {
-			snprintf(why, len, "only training runs across hosts so far (not the link self-check workload)");
-			return -ENOTSUP;
-		}
-		if (sc->network.trace) {
-			snprintf(why, len, "network.trace is not replayed across hosts yet");
-			return -ENOTSUP;
-		}
-		if (r->n_events) {
-			snprintf(why, len, "link changes during a run (timeline) are not applied across hosts yet");
-			return -ENOTSUP;
-		}
 		if ((sc->network.subnet && sc->network.subnet != TESTBED_DEFAULT_SUBNET) ||
 		    (sc->network.prefix_len && sc->network.prefix_len != 15)) {
 			snprintf(why, len, "network.subnet other than 198.18.0.0/15 is not supported across hosts yet");
 			return -ENOTSUP;
-		}
-		for (size_t i = 0; i < r->n_nodes; i++) {
-			const struct scenario_straggler *st = &r->nodes[i].straggler;
-			if (st->set & (SCENARIO_STRAG_JOIN | SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_LEAVE)) {
-				snprintf(why, len, "node %s: planned join/crash/restart/leave are not supported across hosts yet",
-					 r->nodes[i].name);
-				return -ENOTSUP;
-			}
-			if (r->nodes[i].resources.set) {
-				snprintf(why, len, "node %s: resources (cgroup limits) are not applied across hosts yet",
-					 r->nodes[i].name);
-				return -ENOTSUP;
-			}
 		}
 	}
 	return 0;
@@ -1191,12 +1166,13 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	int64_t t0 = clock_now_ns(), origin = 0;
 	int res = 1;
 	struct placement *pl = NULL;
+	struct linktrace *trace = NULL;
 
-	(void)o;
 	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
 		goto out;
-	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it) */
-	for (size_t i = 0; i < run->n_nodes; i++) {
+	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it); the
+	 * hub of the link self-check after them */
+	for (size_t i = 0; i <= run->n_nodes; i++) {
 		struct in_addr a = { htonl(TESTBED_DEFAULT_SUBNET + (uint32_t)i + 1) };
 		char b[INET_ADDRSTRLEN];
 		if (!(addrs[i] = strdup(inet_ntop(AF_INET, &a, b, sizeof b))))
@@ -1218,27 +1194,60 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		rh[h] = (struct rundir_host){ .name = hosts->list[h].name, .offset_ns = e->offset_ns,
 					      .bound_ns = e->bound_ns, .drift_ppm = e->drift_ppm };
 	}
-	if (sc->linkcheck)
-		log_info("run %s: the link self-check is not run across hosts yet (skipped)", run->id);
-	if (multihost_build(mh, run, pl, prefix, vni, stderr, stderr) == 0 && multihost_shape(mh, run, pl, &backend, stderr) == 0) {
+	bool check = sc->linkcheck || sc->workload == SCENARIO_WORKLOAD_LINKCHECK;
+	if (sc->network.trace && !(trace = linktrace_load(sc->network.trace, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	if (multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
+	    multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", trace != NULL, &backend,
+			    stderr) == 0) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
-			.addrs = (const char *const *)addrs, .port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
+			.addrs = (const char *const *)addrs, .hub_addr = addrs[run->n_nodes], .port_data = RUN_PORT_DATA,
+			.port_probe = RUN_PORT_PROBE,
 		};
 		struct multihost_nodes_opts no = {
-			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .stop_after_ns = (int64_t)sc->stop_time_us * 1000,
-			.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .on_failure_continue = false, .linkcheck = true,
 			.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
 		};
-		res = multihost_run_nodes(mh, &no, &origin, stderr);
+		res = 0;
+		if (check) {
+			/* the link self-check across the hosts, cross-host paths as compensated */
+			log_info("link self-check: %u probes per node", sc->linkcheck_probes);
+			res = multihost_run_nodes(mh, &no, &origin, stderr);
+			int off = res == 0 ? linkcheck_off(dir) : 0;
+			if (off && o->strict_links) {
+				log_error("%d link direction(s) outside tolerance (--strict-links): see linkcheck.csv", off);
+				res = 1;
+			} else if (off) {
+				log_warn("%d link direction(s) outside tolerance: see %s/linkcheck.csv", off, dir);
+			}
+			origin = 0;
+		}
+		if (res == 0 && sc->workload == SCENARIO_WORKLOAD_TRAIN) {
+			no = (struct multihost_nodes_opts){
+				.run = run, .p = pl, .nc = &nc, .run_dir = dir,
+				.stop_after_ns = (int64_t)sc->stop_time_us * 1000,
+				.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
+				.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted, .trace = trace,
+			};
+			nc.origin_ns = clock_now_ns();
+			res = multihost_run_nodes(mh, &no, &origin, stderr);
+		}
 	}
 	if (multihost_teardown(mh, stderr) < 0 && res == 0)
 		res = 1;
 	meta.origin_ns = origin;
 	meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - origin);
-	for (size_t h = 0; origin && h < hosts->n; h++)
-		rh[h].offset_ns = clocksync_offset_at(multihost_clock(mh, h), origin);
+	/* the estimate as refreshed through the run (offset at the origin, its bound, the drift) */
+	for (size_t h = 0; origin && h < hosts->n; h++) {
+		const struct clocksync_estimate *e = multihost_clock(mh, h);
+		rh[h].offset_ns = clocksync_offset_at(e, origin);
+		rh[h].bound_ns = e->bound_ns;
+		rh[h].drift_ppm = e->drift_ppm;
+	}
 out:
 	/* no link shaped: what this host would have used, as a one-host run reports it */
 	meta.backend = backend ? backend : link_shaper_probe_kernel() == 1 ? "kernel" : "nfq";
@@ -1265,6 +1274,7 @@ out:
 	free(addrs);
 	free(rh);
 	placement_destroy(&pl);
+	linktrace_destroy(&trace);
 	return res == 0 ? CLI_EXIT_OK : res == 2 ? CLI_EXIT_INTERRUPTED : CLI_EXIT_FAILED;
 }
 
@@ -1354,11 +1364,6 @@ int run_main(const struct run_opts *o)
 		}
 		if (!prc)
 			prc = placement_plan(hosts, plan, NULL, err, sizeof err);
-		if (!prc && o->backend == RUN_BACKEND_NFQ) {
-			snprintf(err, sizeof err, "stalenet run: --backend nfq is not available across hosts yet "
-				 "(links are shaped by kernel netem)");
-			prc = -ENOTSUP;
-		}
 		if (!prc && (prc = across_hosts_unsupported(plan, err, sizeof err))) {
 			char why[sizeof err];
 			snprintf(why, sizeof why, "%s", err);

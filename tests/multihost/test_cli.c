@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,14 +232,20 @@ Test(multihost_cli, run_checks_every_host_then_stops)
 		snprintf(want, sizeof want, "host h%d (root@198.18.250.%d): ok, hostname h%d, clock offset", i, i + 1, i);
 		cr_expect(strstr(t, want), "missing '%s' in %s", want, t);
 	}
-	cr_expect(strstr(t, "host h0: built server0 worker0 (node MTU 1450 over eth0 MTU 1500)"), "%s", t);
+	/* the link self-check (on by default) puts its hub with the first node */
+	cr_expect(strstr(t, "host h0: built server0 worker0 hub (node MTU 1450 over eth0 MTU 1500)"), "%s", t);
 	cr_expect(strstr(t, "host h1: built worker1 worker2 (node MTU 1450"), "%s", t);
 	cr_expect(strstr(t, "host h2: built worker3 (node MTU 1450"), "%s", t);
 	cr_expect(strstr(t, "underlay h0 -> h1: base one-way delay ") && strstr(t, "underlay h0 -> h2: base one-way delay "),
 		  "%s", t);
+	cr_expect(strstr(t, "6 nodes ready on 3 hosts: started"), "the link self-check: %s", t);
 	cr_expect(strstr(t, "5 nodes ready on 3 hosts: started"), "%s", t);
 	/* one run directory with the one-host schema, from the three hosts' files */
 	int rows = 0;
+	char *lc = head_of("linkcheck.csv", &rows);
+	cr_assert(lc, "linkcheck.csv");
+	cr_expect_eq(rows, 15, "5 nodes x up, down, rtt");
+	free(lc);
 	char *hd = head_of("nodes/server0.csv", &rows);
 	cr_assert(hd, "nodes/server0.csv (from h0)");
 	cr_expect_str_eq(hd, TRACE_HEADER_SERVER);
@@ -520,16 +527,32 @@ Test(multihost_cli, links_shaped_on_every_host)
 	free(t);
 }
 
-Test(multihost_cli, nfq_backend_refused_before_any_host)
+Test(multihost_cli, nfq_backend_across_hosts)
 {
 	write_hosts(hs.host[1].address, "h2");
+	/* 20 ms each way, the emulator (stalenet-linkd) asked for on every host, whatever the kernel */
+	support_write_file(scen, "name: mh\nstop: {time: 4s}\nworkers: 4\nnetwork: {cc: reno, default: {delay: 20ms}}\n");
 	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
 			       hs.known_hosts, "--out", run_dir, "--quiet", "--backend", "nfq", NULL };
 	int rc = run_cli(args);
 	char *t = output();
-	cr_expect_eq(rc, 2, "%s", t);
-	cr_expect(strstr(t, "--backend nfq is not available across hosts yet"), "%s", t);
-	cr_expect_null(strstr(t, "host h0 ("), "no host contacted: %s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	/* 5 nodes and the link self-check's hub: 3 on h0, 2 on h1, 1 on h2; 22 ordered pairs cross
+	 * hosts, each compensated once */
+	cr_expect(strstr(t, "delay compensation: 22 path(s) across hosts"), "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	cr_expect(strstr(meta, "\"backend\": \"nfq\""), "%s", meta);
+	free(meta);
+	int rows = 0;
+	char *hd = head_of("nodes/worker3.csv", &rows);
+	cr_assert(hd);
+	free(hd);
+	/* a step is at least 4 x 20 ms: at most ~50 in 4 s (unshaped: thousands) */
+	cr_expect(rows >= 3 && rows <= 50, "worker3: %d steps", rows);
 	free(t);
 }
 
@@ -612,5 +635,361 @@ Test(multihost_cli, a_sweep_runs_each_point_across_the_hosts)
 	free(sum);
 	for (size_t i = 0; i < 3; i++)
 		cr_expect_eq(netns_left(i), 0, "host h%zu torn down", i);
+	free(t);
+}
+
+/* The link self-check across hosts: the hub on h0 with probe0 and probe3, probe1 on h1, probe2
+ * on h2. Every direction of every link, local or across hosts, is judged by the same rule
+ * (lib/link_verdict: the mean within max(0.5 ms, 2%) of the configured delay); the paths that
+ * cross hosts are shaped with the underlay's delay taken off, and their one-way rows hold
+ * through the clock mapping (the hosts' clocks are 1000 s and 2 s apart). */
+Test(multihost_cli, linkcheck_across_hosts)
+{
+	char text[1024];
+	snprintf(text, sizeof text,
+		 "list:\n"
+		 "  - {name: h0, address: %s, cores: 4}\n"
+		 "  - {name: h1, address: %s, cores: 4}\n"
+		 "  - {name: h2, address: %s, cores: 4}\n"
+		 "placement: {probe0: h0, probe1: h1, probe2: h2, probe3: h0}\n",
+		 hs.host[0].address, hs.host[1].address, hs.host[2].address);
+	support_write_file(hosts_file, text);
+	support_write_file(scen, "name: mh\nworkload: linkcheck\nlinkcheck: {probes: 300}\nworkers: 4\n"
+				 "network: {cc: reno, default: {delay: 10ms}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	/* 5 endpoints (4 probes, the hub); 14 ordered pairs cross hosts, each compensated once */
+	cr_expect(strstr(t, "delay compensation: 14 path(s) across hosts"), "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/linkcheck.csv", run_dir);
+	char *csv = support_read_file(path, &len);
+	cr_assert(csv, "no linkcheck.csv: %s", t);
+	int rows = 0, ok = 0;
+	char *save = NULL;
+	for (char *l = strtok_r(csv, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char node[32], dir[8], verdict[16];
+		unsigned probes;
+		double cfg, jit, cl, mean, sd, loss;
+		if (!strncmp(l, "node,", 5))
+			continue;
+		/* node,direction,probes,cfg_delay_ms,cfg_jitter_ms,cfg_loss,rtt_mean_ms,rtt_sd_ms,loss,late_p99_ms,verdict */
+		int f = sscanf(l, "%31[^,],%7[^,],%u,%lf,%lf,%lf,%lf,%lf,%lf,%*[^,],%15s", node, dir, &probes, &cfg, &jit, &cl,
+			       &mean, &sd, &loss, verdict);
+		if (f != 10)
+			f = sscanf(l, "%31[^,],%7[^,],%u,%lf,%lf,%lf,%lf,%lf,%lf,,%15s", node, dir, &probes, &cfg, &jit, &cl,
+				   &mean, &sd, &loss, verdict);
+		cr_assert_eq(f, 10, "row: %s", l);
+		rows++;
+		bool cross = !strcmp(node, "probe1") || !strcmp(node, "probe2");
+		fprintf(stderr, "%s %s %s: configured %.3f ms, measured %.3f ms (%+.3f), %s\n", cross ? "across" : "local ",
+			node, dir, cfg, mean, mean - cfg, verdict);
+		cr_expect_float_eq(cfg, strcmp(dir, "rtt") ? 10.0 : 20.0, 1e-9, "%s", l);
+		cr_expect_eq(probes, 300u, "%s", l);
+		ok += !strcmp(verdict, "ok");
+	}
+	cr_expect_eq(rows, 12, "4 probes x up, down, rtt:\n%s", t);
+	cr_expect_eq(ok, 12, "every direction within tolerance, local or across hosts");
+	free(csv);
+	free(t);
+}
+
+/* meta.json's clock_KEY of host NAME (its "hosts" entry), as a double. */
+static double meta_host(const char *meta, const char *name, const char *key)
+{
+	char want[64];
+	snprintf(want, sizeof want, "\"name\": \"%s\"", name);
+	const char *p = strstr(meta, want);
+	cr_assert(p, "no host %s in meta.json", name);
+	snprintf(want, sizeof want, "\"%s\": ", key);
+	p = strstr(p, want);
+	cr_assert(p, "no %s for %s", key, name);
+	return strtod(p + strlen(want), NULL);
+}
+
+/* The clocks are measured again while the nodes run (every 10 s) and at the end: the estimate
+ * meta.json records spans the run, its drift fitted; the offsets injected at the hosts'
+ * creation are recovered within the bound it reports, and the rows mapped with the refreshed
+ * estimates keep their order. */
+Test(multihost_cli, clock_refreshed_during_the_run)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 12s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	static const double injected_s[3] = { 0, 1000.25, -2.125 };
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	for (int h = 0; h < 3; h++) {
+		char name[8], want[64];
+		snprintf(name, sizeof name, "h%d", h);
+		/* 100 exchanges when reached, 20 at 10 s, 20 at the end: > 10 s spanned */
+		snprintf(want, sizeof want, "host %s: clock offset ", name);
+		const char *line = strstr(t, want);
+		cr_assert(line, "no end-of-run clock line for %s: %s", name, t);
+		unsigned nx = 0;
+		double span = 0;
+		const char *par = strstr(line, "drift ");
+		cr_assert(par && (par = strchr(par, '(')) && sscanf(par, "(%u exchanges over %lf s)", &nx, &span) == 2,
+			  "%.200s", line);
+		cr_expect_geq(nx, 140u, "%s: %u exchanges", name, nx);
+		cr_expect_geq(span, 10.0, "%s: %.1f s spanned", name, span);
+		double off = meta_host(meta, name, "clock_offset_ns") / 1e9;
+		double bound = meta_host(meta, name, "clock_bound_ns") / 1e9;
+		double drift = meta_host(meta, name, "clock_drift_ppm");
+		fprintf(stderr, "%s: offset error %+.1f us, bound %.1f us, drift %+.3f ppm (%u exchanges over %.1f s)\n",
+			name, (off - injected_s[h]) * 1e6, bound * 1e6, drift, nx, span);
+		cr_expect_gt(bound, 0.0);
+		cr_expect_leq(fabs(off - injected_s[h]), bound, "%s: offset %.9f s, injected %.3f s, bound %.9f s", name, off,
+			      injected_s[h], bound);
+		/* the time namespaces share one oscillator: no true drift, so the fit finds
+		 * next to none (a wrong fit over 10 s would show hundreds of ppm) */
+		cr_expect_lt(fabs(drift), 20.0, "%s: drift %.3f ppm", name, drift);
+	}
+	/* worker3 (h2) stepped across the refreshes, its mapped t_s in order */
+	snprintf(path, sizeof path, "%s/nodes/worker3.csv", run_dir);
+	char *w = support_read_file(path, &len);
+	cr_assert(w);
+	double prev = -1, last = 0;
+	int rows = 0;
+	for (char *l = strchr(w, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double ts = strtod(l + 1, NULL);
+		cr_expect_geq(ts, prev, "t_s in order: %.6f after %.6f", ts, prev);
+		prev = last = ts;
+		rows++;
+	}
+	cr_expect_gt(rows, 100);
+	cr_expect(last > 10.0 && last < 13.0, "worker3's last row at %.3f s", last);
+	free(w);
+	free(meta);
+	free(t);
+}
+
+/* Rows of run_dir/rel whose t_s lies in [from, to). */
+static int rows_between(const char *rel, double from, double to)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *t = support_read_file(path, &len);
+	cr_assert(t, "%s", path);
+	int n = 0;
+	for (char *l = strchr(t, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double ts = strtod(l + 1, NULL);
+		n += ts >= from && ts < to;
+	}
+	free(t);
+	return n;
+}
+
+/* A run whose links change at 3 s, from 5 ms to 50 ms each way, by `network.timeline` or by a
+ * `network.trace` row: every worker, on whichever host, steps far slower after the change, and
+ * events.csv says when it was applied. */
+static void links_change_at_3s(const char *network, const char *event)
+{
+	char text[1024];
+	write_hosts(hs.host[1].address, "h2");
+	snprintf(text, sizeof text, "name: mh\nstop: {time: 6s}\nworkers: 4\nlinkcheck: off\n%s", network);
+	support_write_file(scen, text);
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	cr_expect_null(strstr(t, "reshaped"), "every change applied: %s", t);
+	for (int w = 0; w < 4; w++) {
+		char rel[64];
+		snprintf(rel, sizeof rel, "nodes/worker%d.csv", w);
+		/* a step is at least 4 one-way delays: <= 50 a second at 5 ms, <= 5 at 50 ms */
+		int before = rows_between(rel, 1.0, 3.0), after = rows_between(rel, 3.5, 5.5);
+		fprintf(stderr, "%s: %d steps in [1 s, 3 s), %d in [3.5 s, 5.5 s)\n", rel, before, after);
+		cr_expect_gt(before, 20, "%s: %d steps before the change", rel, before);
+		cr_expect_leq(after, 11, "%s: %d steps after the change", rel, after);
+		cr_expect_gt(before, 3 * after, "%s", rel);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev);
+	cr_expect(strstr(ev, event), "%s", ev);
+	cr_expect_null(strstr(ev, "FAILED"), "%s", ev);
+	fprintf(stderr, "%s", ev);
+	free(ev);
+	free(t);
+}
+
+Test(multihost_cli, timeline_across_hosts)
+{
+	links_change_at_3s("network: {cc: reno, default: {delay: 5ms}, timeline: [{at: 3s, delay: 50ms}]}\n",
+			   ",link_change,worker3,");
+}
+
+Test(multihost_cli, trace_across_hosts)
+{
+	char tr[500], net[700];
+	snprintf(tr, sizeof tr, "%s/trace.csv", hs.dir);
+	support_write_file(tr, "t_s,delay,loss,rate\n0,5ms,0,\n3,50ms,,\n");
+	snprintf(net, sizeof net, "network: {cc: reno, default: {delay: 5ms}, trace: %s}\n", tr);
+	links_change_at_3s(net, ",trace_step,all,delay 50.000ms");
+}
+
+/* Planned churn across hosts, as on one host: worker2 (h1) joins at 1.5 s, worker3 (h2) is
+ * killed at 2 s and restarted at 3.5 s, worker1 (h1) leaves at 3 s; the run completes. */
+Test(multihost_cli, churn_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 6s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n"
+				 "consistency: {barrier: asp}\n"
+				 "stragglers:\n"
+				 "  - {nodes: worker2, join: {at: 1.5s}}\n"
+				 "  - {nodes: worker3, crash: {at: 2s, restart: 3.5s}}\n"
+				 "  - {nodes: worker1, leave: {at: 3s}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev);
+	fprintf(stderr, "%s", ev);
+	cr_expect(strstr(ev, ",join,worker2,"), "%s", ev);
+	cr_expect(strstr(ev, ",crash,worker3,SIGKILL"), "%s", ev);
+	cr_expect(strstr(ev, ",restart,worker3,"), "%s", ev);
+	cr_expect(strstr(ev, ",leave,worker1,"), "%s", ev);
+	cr_expect_null(strstr(ev, "node_failed"), "%s", ev);
+	/* worker2 stepped only after it joined; worker1 not after it left; worker3 before its crash
+	 * and after its restart, not in between */
+	cr_expect_eq(rows_between("nodes/worker2.csv", 0, 1.5), 0);
+	cr_expect_gt(rows_between("nodes/worker2.csv", 1.5, 6.5), 10);
+	cr_expect_gt(rows_between("nodes/worker1.csv", 0, 3.0), 10);
+	cr_expect_eq(rows_between("nodes/worker1.csv", 3.2, 10), 0);
+	cr_expect_gt(rows_between("nodes/worker3.csv", 0, 2.0), 10);
+	cr_expect_eq(rows_between("nodes/worker3.csv", 2.1, 3.5), 0);
+	cr_expect_gt(rows_between("nodes/worker3.csv", 3.5, 6.5), 10);
+	free(ev);
+	free(t);
+}
+
+/* The cgroup of worker3 on its host (cgroup v2: ROOT/P/Pworker3; v1: ROOT/cpu/P/Pworker3)
+ * whose CPU quota is 5 ms per 100 ms and which holds a process; its path into arg. */
+static bool worker3_limited(void *arg)
+{
+	static const char *roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/cpu" };
+	char *found = arg;
+	for (int r = 0; r < 2; r++) {
+		DIR *d = opendir(roots[r]);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			char path[600], file[700];
+			size_t len = 0;
+			if (strncmp(e->d_name, "sn", 2))
+				continue;
+			snprintf(path, sizeof path, "%s/%s/%sworker3", roots[r], e->d_name, e->d_name);
+			snprintf(file, sizeof file, "%s/%s", path, r ? "cpu.cfs_quota_us" : "cpu.max");
+			char *q = support_read_file(file, &len);
+			snprintf(file, sizeof file, "%s/%s", path, r ? "tasks" : "cgroup.procs");
+			char *tasks = q ? support_read_file(file, &len) : NULL;
+			bool ok = q && tasks && len > 0 && (r ? atol(q) == 5000 : !strncmp(q, "5000 100000", 11));
+			free(q);
+			free(tasks);
+			if (ok) {
+				snprintf(found, 600, "%s", path);
+				closedir(d);
+				return true;
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	return false;
+}
+
+/* resources across hosts: worker3 (h2) limited to 5% of a core by a cgroup its host's agent
+ * made, holding the node while it trains, removed at the end. */
+Test(multihost_cli, resources_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 6s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n"
+				 "resources:\n  - {nodes: worker3, cpu: 0.05}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	char cg[600] = "";
+	cr_expect(support_wait_until(worker3_limited, cg, 60000), "no limited cgroup of worker3 holding it");
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not finish");
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t);
+	fprintf(stderr, "worker3's cgroup: %s\n", cg);
+	cr_expect(cg[0] && access(cg, F_OK) != 0, "%s removed after the run", cg);
+	/* the limited worker trained (under BSP it sets every worker's pace) */
+	int w3 = rows_between("nodes/worker3.csv", 0, 10), w0 = rows_between("nodes/worker0.csv", 0, 10);
+	fprintf(stderr, "steps: worker0 %d, worker3 (5%% of a core) %d\n", w0, w3);
+	cr_expect_gt(w3, 0);
+	free(t);
+}
+
+/* A delay across hosts smaller than the underlay's own (3 us each way here, the underlay about
+ * 9 us one way) cannot be emulated: refused with the path, the figures and why, nothing run. */
+Test(multihost_cli, delay_below_the_underlay_refused)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 5s}\nworkers: 4\nlinkcheck: off\n"
+				 "network: {cc: reno, default: {delay: 3us}}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 1, "%s", t);
+	cr_expect(strstr(t, "crosses hosts") && strstr(t, "its configured delay 6 us") &&
+		  strstr(t, "is less than the underlay's own one-way delay"), "%s", t);
+	cr_expect_null(strstr(t, "nodes ready"), "nothing launched: %s", t);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host %zu: torn down", i);
+	free(t);
+}
+
+/* A node killed by its host's kernel at its memory limit is named as on one host: worker1 (h1;
+ * 2 workers, so half the data set, ~24 MB) cannot load its share under 16 MiB; the run stops
+ * (on_node_failure: stop). */
+Test(multihost_cli, memory_limit_kill_named_across_hosts)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mh\nstop: {time: 20s}\nworkers: 2\nlinkcheck: off\nnetwork: {cc: reno}\n"
+				 "resources:\n  - {nodes: worker1, memory: 16MiB}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 1, "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev, "%s", t);
+	fprintf(stderr, "%s", ev);
+	cr_expect(strstr(ev, ",node_failed,worker1,oom_killed: memory limit 16MiB reached; host h1: exit 9 oom_killed"),
+		  "%s", ev);
+	free(ev);
 	free(t);
 }

@@ -142,6 +142,15 @@ Test(agent, node_requests_without_a_build_are_refused)
 	cr_expect_str_eq(ask(&s, "conf worker0\n"), "fail conf: expected NAME KEY VALUE");
 	cr_expect_str_eq(ask(&s, "launch worker0\n"), "ev worker0 exit -1 no such node here");
 	cr_expect_str_eq(ask(&s, "launch ../../bin/sh\n"), "ev ? exit -1 no such node here");
+	/* the shaping, limit and phase requests of a run across hosts: refused, the agent goes on */
+	cr_expect(!strncmp(ask(&s, "shaper nfq\n"), "fail shaper: ", 13), "no build: no shaper");
+	cr_expect(!strncmp(ask(&s, "shaper bogus\n"), "fail shaper: ", 13));
+	cr_expect(!strncmp(ask(&s, "shape worker0 up delay_us=1000\n"), "fail shape: ", 12));
+	cr_expect(!strncmp(ask(&s, "shapepeers worker0 up h1 198.18.0.2 9 delay_us=1000\n"), "fail shapepeers: ", 17));
+	cr_expect_str_eq(ask(&s, "reshape worker0 up delay_us=1000\n"), "ev ? reshaped ? fail expected NAME up|down TOKEN...");
+	cr_expect(!strncmp(ask(&s, "limit worker0 1 nan - 0\n"), "fail limit: ", 12));
+	cr_expect(!strncmp(ask(&s, "limit worker0 1 0.5 - 0\n"), "fail limit: ", 12), "no such node");
+	cr_expect_str_eq(ask(&s, "unconf worker0\n"), "fail unconf: no such node here");
 	/* relays to unknown nodes are dropped without an answer; the agent goes on */
 	static const char relays[] = "send worker0 stop\nkill worker0\nsend x\n";
 	cr_expect_eq(write(s.to, relays, sizeof relays - 1), (ssize_t)sizeof relays - 1);
