@@ -37,6 +37,20 @@ struct barrier_params {
 	uint32_t backup;
 };
 
+/* When a held pBSP/pSSP request draws its sample (consistency.draw):
+ *   CROSSING  once per barrier crossing; the request is held until every drawn worker has
+ *             reached the threshold (the rule above)
+ *   CHECK     afresh every time the request is judged again (whenever some clock moves); it
+ *             goes on as soon as one draw finds all its workers at or above the threshold
+ *             (the PSP chapter's rule: its barrier predicate samples on every call)
+ * Both give ASP at beta = 0 and BSP/SSP at beta >= the live others. */
+enum barrier_draw { BARRIER_DRAW_CROSSING = 0, BARRIER_DRAW_CHECK };
+
+/* "crossing"|"check" -> draw. Returns 0 or -EINVAL. */
+int barrier_draw_parse(const char *name, enum barrier_draw *out);
+/* The name of draw ("?" for an invalid value). */
+const char *barrier_draw_name(enum barrier_draw draw);
+
 /* "bsp"|"ssp"|"asp"|"pbsp"|"pssp" -> kind. Returns 0 or -EINVAL. */
 int barrier_kind_parse(const char *name, enum barrier_kind *out);
 /* The lower-case name of kind ("?" for an invalid value). */

@@ -18,7 +18,22 @@
  *     candidate at position p is found in a Fenwick tree over liveness (O(log n)) and the
  *     shuffle's swaps live in a small map, so a draw costs O(beta (beta + log n)) and gives
  *     exactly what node/barrier's barrier_sample gives from the same stream (tested), the
- *     samples the emulator always drew. */
+ *     samples the emulator always drew.
+ *   - A sample per check (conf.draw = BARRIER_DRAW_CHECK): the plain rule draws a fresh sample
+ *     for every held request at every release pass, which is O(held) per event. A check of a
+ *     live request at threshold t passes with probability
+ *         p = C(a, k) / C(M, k),  M = live others, k = min(beta, M), a = live others >= t,
+ *     the same for every request at t, and independent between checks. So held requests are
+ *     grouped by threshold (struct lvl, which counts the live workers at or above it as clocks
+ *     rise), each request draws once an exponential budget E from its own stream, and each
+ *     pass adds the hazard -ln(1 - p) of one check to its level's sum; a request goes when the
+ *     sum since it was held reaches E. Surviving checks of probabilities p_1..p_m then has
+ *     probability exp(-sum -ln(1 - p_j)) = prod (1 - p_j), the plain rule's, so the release
+ *     times have exactly the plain rule's distribution (not its draws: conf.reference draws
+ *     the samples literally, from a stream of (seed, worker, step, check's ordinal), and the
+ *     tests compare the two in distribution). p = 0 and p = 1 are exact, so beta = 0 is ASP
+ *     and beta >= the live others is BSP/SSP decision for decision. A request of a worker that
+ *     is not live (its pool differs) draws literally at every pass; there are few. */
 #include "node/core_ps.h"
 
 #include <errno.h>
@@ -30,6 +45,8 @@
 
 /* The seed of worker i's sampling stream (what the emulator's server always used). */
 #define CORE_PS_RNG_STREAM 0x62617272ull
+/* The seed of the streams of a sample per check. */
+#define CORE_PS_CHECK_STREAM 0x636865636bull
 
 #define CORE_PS_ACT_CAP 1024 /* actions' room made at creation, at most */
 
@@ -45,20 +62,39 @@ struct cw {
 	uint64_t rng;          /* this worker's sampling stream */
 	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	uint32_t nsample;
-	uint32_t unsat;        /* pBSP/pSSP: sampled workers still below the held threshold */
+	uint32_t unsat;        /* pBSP/pSSP per crossing: sampled workers still below the held
+				* threshold; per check: draws made from the request's stream */
 	bool known, left, held, leaving, departed, late, cand;
 	uint8_t held_reply;    /* enum core_ps_reply */
 };
 
+/* draw = CHECK: the held requests (of live workers) with one threshold. */
+struct lvl {
+	int64_t need;          /* the threshold */
+	uint32_t above;        /* live workers with clock >= need */
+	uint32_t n, cap;       /* requests in heap */
+	uint32_t *heap;        /* min-heap of worker indices by tgt[] */
+	double sum;            /* hazard of the checks made since the level's requests were timed */
+	double hz;             /* hazard of one check (INFINITY: it passes) */
+	bool dirty;            /* above or live changed: hz is recomputed before use */
+};
+
 struct core_ps {
 	struct core_ps_conf conf;
+	bool check;            /* pBSP/pSSP with a sample per check */
+	struct lvl *lv;        /* check: levels in increasing need */
+	uint32_t nlv, caplv;
+	double *tgt;           /* check: the level sum at which worker i's request goes */
+	uint32_t *hpos;        /* check: its place in its level's heap (NIL: none) */
+	uint32_t *buf;         /* check: one literal draw (slot entries) */
 	struct cw *w;
 	int64_t *clocks;       /* node/barrier's clock vector */
 	bool *alive;
 	uint32_t *samples;     /* worker i's sample at [i * slot, i * slot + nsample) */
 	size_t slot;
 	size_t *scratch;       /* reference: n indices for barrier_sample */
-	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker */
+	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker (only
+				* per crossing) */
 	uint32_t *mkey, *mval; /* the sparse shuffle's swaps (2 * slot) */
 	int32_t *fen;          /* Fenwick tree over alive[] (1-based) */
 	uint32_t fen_top;      /* highest power of two <= n */
@@ -181,6 +217,11 @@ static void add_cand(struct core_ps *c, uint32_t i)
 	c->cand[c->ncand++] = i;
 }
 
+static void lvl_rise(struct core_ps *c, int64_t old, int64_t v);
+static void lvl_remove(struct core_ps *c, uint32_t i);
+static void lvl_insert(struct core_ps *c, uint32_t i);
+static void check_pass(struct core_ps *c, int64_t now_ns);
+
 /* --- liveness: counters, the Fenwick tree, the smallest live clock -------------------------- */
 
 static void fen_add(struct core_ps *c, uint32_t i, int32_t d)
@@ -264,7 +305,9 @@ static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
 		min_add(c, v);
 		min_remove(c, old);
 	}
-	if (c->slot > 0 && !c->conf.reference) {
+	if (c->check && c->alive[i] && !c->conf.reference)
+		lvl_rise(c, old, v);
+	if (c->nxt && !c->conf.reference) {
 		uint32_t node = c->nxt[head_of(c, i)];
 
 		while (node != NIL) {
@@ -288,8 +331,10 @@ static void set_held(struct core_ps *c, uint32_t i, bool held)
 	c->held += held ? 1 : (uint32_t)-1;
 	if (c->alive[i])
 		c->held_live += held ? 1 : (uint32_t)-1;
-	if (!held && c->slot > 0)
+	if (!held && c->nxt)
 		unlink_all(c, i);
+	if (!held && c->check)
+		lvl_remove(c, i);
 }
 
 static void set_alive(struct core_ps *c, uint32_t i, bool live)
@@ -367,6 +412,10 @@ static int cmp_u32(const void *a, const void *b)
  * changed), in index order. */
 static void release_held(struct core_ps *c, int64_t now_ns)
 {
+	if (c->check) {
+		check_pass(c, now_ns);
+		return;
+	}
 	if (c->rescan || c->conf.reference) {
 		for (uint32_t i = 0; i < c->conf.n; i++) {
 			struct cw *w = &c->w[i];
@@ -376,7 +425,7 @@ static void release_held(struct core_ps *c, int64_t now_ns)
 				continue;
 			if (may_proceed(c, i, w->held_c)) {
 				release(c, i, now_ns);
-			} else if (c->slot > 0 && !c->conf.reference) {
+			} else if (c->nxt && !c->conf.reference) {
 				unlink_all(c, i);
 				link_sample(c, i);
 			}
@@ -470,10 +519,8 @@ static void map_set(struct core_ps *c, uint32_t p, uint32_t v, size_t *m)
 /* Draw worker i's sample for this crossing into its slot from its own stream: exactly what
  * barrier_sample(&rng, n, i, alive, beta, out) draws (a partial Fisher-Yates shuffle of the
  * live others), without building the n-long candidate list. Returns how many. */
-static size_t draw_sample(struct core_ps *c, uint32_t i)
+static size_t draw_sample(struct core_ps *c, uint32_t i, uint64_t *rng, uint32_t *out)
 {
-	uint32_t *out = c->samples + (size_t)i * c->slot;
-	uint64_t *rng = &c->w[i].rng;
 	size_t m = 0, k, cnt;
 
 	if (c->conf.reference) {
@@ -495,6 +542,302 @@ static size_t draw_sample(struct core_ps *c, uint32_t i)
 	return k;
 }
 
+/* --- a sample per check ------------------------------------------------------------------------ */
+
+/* The stream of worker i's request at clock cl, draw number ord: what its ord-th check draws
+ * (reference, or a worker that is not live) or, from ord 0, its budget. */
+static uint64_t check_stream(const struct core_ps *c, uint32_t i, int64_t cl, uint32_t ord)
+{
+	uint64_t st = c->conf.seed ^ (CORE_PS_CHECK_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+
+	barrier_rng_next(&st);
+	st ^= (uint64_t)cl * 0xbf58476d1ce4e5b9ull;
+	barrier_rng_next(&st);
+	st ^= (uint64_t)ord * 0x94d049bb133111ebull;
+	return barrier_rng_next(&st);
+}
+
+/* One literal check of held worker i: a fresh sample from its stream; true when every drawn
+ * live worker has reached the threshold. */
+static bool check_draw(struct core_ps *c, uint32_t i)
+{
+	struct cw *w = &c->w[i];
+	uint64_t st = check_stream(c, i, w->held_c, w->unsat++);
+	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
+	size_t k = draw_sample(c, i, &st, c->buf);
+
+	for (size_t a = 0; a < k; a++) {
+		uint32_t j = c->buf[a];
+
+		if (j != i && c->alive[j] && c->clocks[j] < need)
+			return false;
+	}
+	return true;
+}
+
+/* Index of the first level with need >= t (nlv if none). */
+static uint32_t lvl_lower(const struct core_ps *c, int64_t t)
+{
+	uint32_t lo = 0, hi = c->nlv;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (c->lv[mid].need < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* A live worker's clock rose from old to v: it is now above the levels in (old, v]. */
+static void lvl_rise(struct core_ps *c, int64_t old, int64_t v)
+{
+	for (uint32_t k = lvl_lower(c, old + 1); k < c->nlv && c->lv[k].need <= v; k++) {
+		c->lv[k].above++;
+		c->lv[k].dirty = true;
+	}
+}
+
+static bool hp_less(const struct core_ps *c, uint32_t a, uint32_t b)
+{
+	/* Ties (equal budgets are rare but possible) by index, so the order is total. */
+	return c->tgt[a] < c->tgt[b] || (c->tgt[a] == c->tgt[b] && a < b);
+}
+
+static void hp_set(struct core_ps *c, struct lvl *l, uint32_t pos, uint32_t i)
+{
+	l->heap[pos] = i;
+	c->hpos[i] = pos;
+}
+
+static void hp_up(struct core_ps *c, struct lvl *l, uint32_t pos)
+{
+	uint32_t i = l->heap[pos];
+
+	while (pos > 0 && hp_less(c, i, l->heap[(pos - 1) / 2])) {
+		hp_set(c, l, pos, l->heap[(pos - 1) / 2]);
+		pos = (pos - 1) / 2;
+	}
+	hp_set(c, l, pos, i);
+}
+
+static void hp_down(struct core_ps *c, struct lvl *l, uint32_t pos)
+{
+	uint32_t i = l->heap[pos];
+
+	for (;;) {
+		uint32_t ch = 2 * pos + 1;
+
+		if (ch >= l->n)
+			break;
+		if (ch + 1 < l->n && hp_less(c, l->heap[ch + 1], l->heap[ch]))
+			ch++;
+		if (!hp_less(c, l->heap[ch], i))
+			break;
+		hp_set(c, l, pos, l->heap[ch]);
+		pos = ch;
+	}
+	hp_set(c, l, pos, i);
+}
+
+/* Take out the request at pos of level l. */
+static void hp_del(struct core_ps *c, struct lvl *l, uint32_t pos)
+{
+	uint32_t last = l->heap[--l->n];
+
+	c->hpos[l->heap[pos]] = NIL;
+	if (pos < l->n) {
+		hp_set(c, l, pos, last);
+		hp_up(c, l, pos);
+		hp_down(c, l, c->hpos[last]);
+	}
+}
+
+/* The level of threshold t, made (its count O(n), once per threshold reached) when missing.
+ * NULL: no memory. */
+static struct lvl *lvl_get(struct core_ps *c, int64_t t)
+{
+	uint32_t k = lvl_lower(c, t);
+	struct lvl *l;
+
+	if (k < c->nlv && c->lv[k].need == t)
+		return &c->lv[k];
+	if (c->nlv == c->caplv) {
+		uint32_t cap = c->caplv ? 2 * c->caplv : 16;
+		struct lvl *p = realloc(c->lv, cap * sizeof *p);
+
+		if (!p)
+			return NULL;
+		c->lv = p;
+		c->caplv = cap;
+	}
+	memmove(&c->lv[k + 1], &c->lv[k], (c->nlv - k) * sizeof *c->lv);
+	c->nlv++;
+	l = &c->lv[k];
+	*l = (struct lvl){ .need = t, .dirty = true };
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		if (c->alive[j] && c->clocks[j] >= t)
+			l->above++;
+	return l;
+}
+
+/* Held live worker i joins its threshold's level with a fresh budget; a threshold at or below
+ * the smallest live clock passes every check: a candidate of this pass. */
+static void lvl_insert(struct core_ps *c, uint32_t i)
+{
+	struct cw *w = &c->w[i];
+	int64_t t = barrier_threshold(&c->conf.bp, w->held_c);
+	uint64_t st;
+	struct lvl *l;
+
+	if (!c->alive[i])
+		return; /* judged by literal draws */
+	if (t <= c->lmin) {
+		add_cand(c, i);
+		return;
+	}
+	l = lvl_get(c, t);
+	if (l && l->n == l->cap) {
+		uint32_t cap = l->cap ? 2 * l->cap : 8;
+		uint32_t *p = realloc(l->heap, cap * sizeof *p);
+
+		if (p) {
+			l->heap = p;
+			l->cap = cap;
+		}
+	}
+	if (!l || l->n == l->cap) {
+		c->oom = true;
+		return;
+	}
+	/* E ~ exponential(1): -ln of a uniform in (0, 1]. */
+	st = check_stream(c, i, w->held_c, w->unsat++);
+	c->tgt[i] = l->sum - log((double)((barrier_rng_next(&st) >> 11) + 1) * 0x1p-53);
+	l->n++;
+	hp_set(c, l, l->n - 1, i);
+	hp_up(c, l, l->n - 1);
+}
+
+static void lvl_remove(struct core_ps *c, uint32_t i)
+{
+	uint32_t k;
+
+	if (c->hpos[i] == NIL)
+		return;
+	k = lvl_lower(c, barrier_threshold(&c->conf.bp, c->w[i].held_c));
+	if (k < c->nlv && c->hpos[i] < c->lv[k].n && c->lv[k].heap[c->hpos[i]] == i)
+		hp_del(c, &c->lv[k], c->hpos[i]);
+	c->hpos[i] = NIL;
+}
+
+/* The hazard -ln(1 - p) of one check at level l (see the file comment). */
+static double lvl_hazard(const struct core_ps *c, const struct lvl *l)
+{
+	uint32_t m = c->live ? c->live - 1 : 0, a = l->above ? l->above - 1 : 0;
+	uint32_t k = c->conf.bp.sample < m ? c->conf.bp.sample : m;
+	double lp = 0;
+
+	if (k == 0 || a >= m)
+		return INFINITY;
+	if (a < k)
+		return 0;
+	for (uint32_t x = 0; x < k; x++)
+		lp += log((double)(a - x) / (double)(m - x));
+	return -log1p(-exp(lp));
+}
+
+/* After a liveness change or a threshold moved: every level recounted, every held live
+ * request timed afresh (the hazard is memoryless, so a new budget changes no distribution). */
+static void regroup(struct core_ps *c)
+{
+	for (uint32_t k = 0; k < c->nlv; k++) {
+		struct lvl *l = &c->lv[k];
+
+		for (uint32_t x = 0; x < l->n; x++)
+			c->hpos[l->heap[x]] = NIL;
+		l->n = 0;
+		l->above = 0;
+		l->sum = 0;
+		l->dirty = true;
+	}
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		uint32_t k;
+
+		if (!c->alive[j])
+			continue;
+		k = lvl_lower(c, c->clocks[j] + 1); /* levels [0, k) have need <= clock */
+		if (k > 0)
+			c->lv[k - 1].above++;
+	}
+	for (uint32_t k = c->nlv; k-- > 1;)
+		c->lv[k - 1].above += c->lv[k].above;
+	for (uint32_t i = 0; i < c->conf.n; i++)
+		if (c->w[i].held && c->alive[i])
+			lvl_insert(c, i);
+}
+
+/* One release pass with a sample per check: every held request gets one check. */
+static void check_pass(struct core_ps *c, int64_t now_ns)
+{
+	uint32_t keep = 0;
+
+	if (c->conf.reference) {
+		for (uint32_t i = 0; i < c->conf.n; i++)
+			if (c->w[i].held && check_draw(c, i))
+				release(c, i, now_ns);
+		c->rescan = false;
+		return;
+	}
+	if (c->rescan) {
+		c->rescan = false;
+		regroup(c);
+	}
+	for (uint32_t k = 0; k < c->nlv; k++) {
+		struct lvl *l = &c->lv[k];
+
+		if (l->n == 0)
+			continue;
+		if (l->dirty) {
+			l->hz = lvl_hazard(c, l);
+			l->dirty = false;
+		}
+		if (l->hz == 0)
+			continue;
+		l->sum += l->hz;
+		while (l->n > 0 && (isinf(l->hz) || c->tgt[l->heap[0]] <= l->sum)) {
+			uint32_t i = l->heap[0];
+
+			hp_del(c, l, 0);
+			add_cand(c, i);
+		}
+	}
+	if (c->held > c->held_live)
+		for (uint32_t i = 0; i < c->conf.n; i++)
+			if (c->w[i].held && !c->alive[i] && check_draw(c, i))
+				add_cand(c, i);
+	if (c->ncand > 1)
+		qsort(c->cand, c->ncand, sizeof *c->cand, cmp_u32);
+	for (uint32_t k = 0; k < c->ncand; k++) {
+		uint32_t i = c->cand[k];
+
+		c->w[i].cand = false;
+		if (c->w[i].held)
+			release(c, i, now_ns);
+	}
+	c->ncand = 0;
+	/* Levels nobody can wait at any more (at or below the smallest live clock) go. */
+	for (uint32_t k = 0; k < c->nlv; k++) {
+		if (c->lv[k].n == 0 && c->lv[k].need <= c->lmin) {
+			free(c->lv[k].heap);
+			continue;
+		}
+		c->lv[keep++] = c->lv[k];
+	}
+	c->nlv = keep;
+}
+
 /* Worker i asks to start the step after clock cl: held until the barrier holds. A sampled kind
  * draws the crossing's sample now, from the worker's own stream. */
 static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps_reply reply,
@@ -513,12 +856,17 @@ static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps
 	w->held_reply = (uint8_t)reply;
 	w->held_since_ns = now_ns;
 	w->nsample = 0;
-	if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
-		w->nsample = (uint32_t)draw_sample(c, i);
+	w->unsat = 0;
+	if (c->check) {
+		if (!c->conf.reference)
+			lvl_insert(c, i);
+	} else if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
+		w->nsample = (uint32_t)draw_sample(c, i, &w->rng, c->samples + (size_t)i * c->slot);
 		if (!c->conf.reference)
 			link_sample(c, i);
 	}
-	add_cand(c, i);
+	if (!c->check)
+		add_cand(c, i);
 	/* A clock moved: others may be released too. */
 	release_held(c, now_ns);
 }
@@ -561,6 +909,8 @@ static void resume_at_slowest(struct core_ps *c, uint32_t i)
 	if (lo != INT64_MAX && lo > c->clocks[i])
 		raise_clock(c, i, lo);
 	if (c->w[i].held && c->w[i].held_c < c->clocks[i]) {
+		if (c->check)
+			lvl_remove(c, i); /* found by its threshold: out before it moves */
 		c->w[i].held_c = c->clocks[i];
 		c->rescan = true; /* its threshold moved: relinked by the next pass */
 	}
@@ -922,18 +1272,29 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 		size_t nodes;
 
 		c->slot = conf->bp.sample < n - 1 ? conf->bp.sample : n - 1;
-		nodes = (size_t)n * c->slot + n;
-		c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
-		c->nxt = malloc(nodes * sizeof *c->nxt);
-		c->prv = malloc(nodes * sizeof *c->prv);
+		c->check = conf->draw == BARRIER_DRAW_CHECK;
 		c->mkey = calloc(2 * c->slot + 1, sizeof *c->mkey);
 		c->mval = calloc(2 * c->slot + 1, sizeof *c->mval);
 		c->scratch = conf->reference ? calloc(n, sizeof *c->scratch) : NULL;
-		if (!c->samples || !c->nxt || !c->prv || !c->mkey || !c->mval ||
-		    (conf->reference && !c->scratch))
+		if (!c->mkey || !c->mval || (conf->reference && !c->scratch))
 			goto fail;
-		memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
-		memset(c->prv, 0xff, nodes * sizeof *c->prv);
+		if (c->check) {
+			c->buf = calloc(c->slot + 1, sizeof *c->buf);
+			c->tgt = calloc(n, sizeof *c->tgt);
+			c->hpos = malloc((size_t)n * sizeof *c->hpos);
+			if (!c->buf || !c->tgt || !c->hpos)
+				goto fail;
+			memset(c->hpos, 0xff, (size_t)n * sizeof *c->hpos);
+		} else {
+			nodes = (size_t)n * c->slot + n;
+			c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
+			c->nxt = malloc(nodes * sizeof *c->nxt);
+			c->prv = malloc(nodes * sizeof *c->prv);
+			if (!c->samples || !c->nxt || !c->prv)
+				goto fail;
+			memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
+			memset(c->prv, 0xff, nodes * sizeof *c->prv);
+		}
 	}
 	if (!c->w || !c->clocks || !c->alive || !c->act || !c->fen || !c->cand)
 		goto fail;
@@ -975,6 +1336,12 @@ void core_ps_destroy(struct core_ps **p)
 	free(c->alive);
 	free(c->samples);
 	free(c->scratch);
+	for (uint32_t k = 0; k < c->nlv; k++)
+		free(c->lv[k].heap);
+	free(c->lv);
+	free(c->tgt);
+	free(c->hpos);
+	free(c->buf);
 	free(c->nxt);
 	free(c->prv);
 	free(c->mkey);

@@ -12,12 +12,15 @@
  *
  * Shape (after ngtcp2's connection core): create with a struct core_ps_conf, feed events
  * (core_ps_on_*), read the actions of that call (core_ps_actions), repeat. Actions are valid
- * until the next event. Per worker the core keeps about 110 bytes plus, for pBSP/pSSP, 12
- * bytes per sampled worker (the sample and its waiter links); no event allocates unless it
+ * until the next event. Per worker the core keeps about 110 bytes plus, for pBSP/pSSP with a
+ * sample per crossing, 12 bytes per sampled worker (the sample and its waiter links), with a
+ * sample per check 12 bytes (its budget, below); no event allocates unless it
  * makes more than min(2n + 16, 1024) actions (a BSP round close of more than ~500 workers: the
  * room grows once, by doubling). An event costs O(1) amortised for BSP/SSP/ASP and
  * O(beta (beta + log n)) for a pBSP/pSSP crossing; O(n) when liveness changes, a BSP round
- * closes or the smallest clock rises (each once per many events).
+ * closes or the smallest clock rises (each once per many events). With a sample per check an
+ * event costs O(levels + beta) (levels: distinct thresholds of held requests) plus O(log n)
+ * per request held or released.
  *
  * Events can also be written and read back as one text line each (core_ps_event_format,
  * core_ps_event_parse), and actions likewise (core_ps_action_format), so a run's decisions can
@@ -46,6 +49,8 @@ double core_ps_weight(enum core_ps_weighting w, int64_t staleness);
 struct core_ps_conf {
 	uint32_t n;                  /* workers */
 	struct barrier_params bp;
+	enum barrier_draw draw;      /* pBSP/pSSP: a sample per crossing (the zero value) or per
+				      * check; ignored by the other kinds */
 	enum core_ps_weighting weighting;
 	bool average;                /* model averaging (pushes are models) */
 	uint64_t seed;
@@ -54,7 +59,7 @@ struct core_ps_conf {
 	const bool *late;
 	bool reference;              /* tests: judge every held request on every change and draw
 				      * samples with barrier_sample (the plain rules the fast
-				      * paths must equal) */
+				      * paths must equal; for draw = CHECK, equal in distribution) */
 };
 
 enum core_ps_action_kind {
