@@ -937,6 +937,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		.average = s.h > 1 || sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
 		.bp = { .kind = (enum barrier_kind)sc->consistency.barrier, .staleness = sc->consistency.staleness,
 			.sample = sc->consistency.sample, .backup = sc->consistency.backup },
+		.draw = sc->consistency.draw == SCENARIO_DRAW_CROSSING ? BARRIER_DRAW_CROSSING : BARRIER_DRAW_CHECK,
 		.weighting = (enum core_ps_weighting)sc->consistency.weighting,
 		.seed = run->seed, .late = late,
 	};
