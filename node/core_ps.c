@@ -56,16 +56,12 @@ struct cw {
 	int64_t pushed_on;     /* model version of its latest update (-1 = none yet) */
 	int64_t last_push;     /* step of its latest push (-1 = none): a push at or below it is a
 				* copy sent again after a reconnect */
-	int64_t last_ack;      /* the ACK's aux for that push */
-	int64_t last_seen_ns;
-	int64_t departed_ns;
-	uint64_t rng;          /* this worker's sampling stream */
-	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
-	uint32_t nsample;
-	uint32_t unsat;        /* pBSP/pSSP per crossing: sampled workers still below the held
-				* threshold; per check: draws made from the request's stream */
-	bool known, left, held, leaving, departed, late, cand;
-	uint8_t held_reply;    /* enum core_ps_reply */
+	/* The latest message's time while it has not departed, then the time it departed (only
+	 * the grace runs then; its next message is a return and sets it again). */
+	int64_t seen_ns;
+	int32_t last_ack;      /* the ACK's aux for that push (a staleness, saturated) */
+	bool known : 1, left : 1, held : 1, leaving : 1, departed : 1, late : 1, cand : 1;
+	unsigned held_reply : 1; /* enum core_ps_reply */
 };
 
 /* draw = CHECK: the held requests (of live workers) with one threshold. */
@@ -90,13 +86,19 @@ struct core_ps {
 	struct cw *w;
 	int64_t *clocks;       /* node/barrier's clock vector */
 	bool *alive;
+	/* Per worker, only where the configuration needs them (so a record stays 56 bytes): */
+	uint64_t *rng;         /* per crossing: worker i's sampling stream */
+	uint32_t *nsample;     /* per crossing: the size of its sample */
+	uint32_t *unsat;       /* per crossing: sampled workers still below the held threshold;
+				* per check: draws made from the request's stream */
+	uint64_t *round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	uint32_t *samples;     /* worker i's sample at [i * slot, i * slot + nsample) */
 	size_t slot;
 	size_t *scratch;       /* reference: n indices for barrier_sample */
 	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker (only
 				* per crossing) */
 	uint32_t *mkey, *mval; /* the sparse shuffle's swaps (2 * slot) */
-	int32_t *fen;          /* Fenwick tree over alive[] (1-based) */
+	int32_t *fen;          /* pBSP/pSSP: Fenwick tree over alive[] (1-based) */
 	uint32_t fen_top;      /* highest power of two <= n */
 	int64_t lmin;          /* smallest live clock (INT64_MAX: nobody live) */
 	uint32_t lmin_cnt;     /* live workers at lmin */
@@ -139,8 +141,9 @@ static void emit(struct core_ps *c, enum core_ps_action_kind kind, uint32_t w, i
 
 	if (c->nact == c->cap) {
 		/* Only when one event does more than the room made at creation
-		 * (min(2n + 16, CORE_PS_ACT_CAP)): a BSP round of more than ~500 workers, once. */
-		size_t cap = c->cap * 2;
+		 * (min(2n + 16, CORE_PS_ACT_CAP)): a BSP round of more than ~500 workers, once.
+		 * By half, not double, so what stays is close to the largest event's need. */
+		size_t cap = c->cap + (c->cap / 2 > CORE_PS_ACT_CAP ? c->cap / 2 : CORE_PS_ACT_CAP);
 		struct core_ps_action *p = realloc(c->act, cap * sizeof *p);
 
 		if (!p) {
@@ -187,9 +190,9 @@ static void unlink_node(struct core_ps *c, uint32_t node)
 
 static void unlink_all(struct core_ps *c, uint32_t i)
 {
-	for (size_t k = 0; k < c->w[i].nsample; k++)
+	for (size_t k = 0; k < c->nsample[i]; k++)
 		unlink_node(c, (uint32_t)(i * c->slot + k));
-	c->w[i].unsat = 0;
+	c->unsat[i] = 0;
 }
 
 /* Link held worker i to every sampled live worker below its threshold; counts them. */
@@ -198,13 +201,13 @@ static void link_sample(struct core_ps *c, uint32_t i)
 	struct cw *w = &c->w[i];
 	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
 
-	w->unsat = 0;
-	for (size_t k = 0; k < w->nsample; k++) {
+	c->unsat[i] = 0;
+	for (size_t k = 0; k < c->nsample[i]; k++) {
 		uint32_t j = c->samples[i * c->slot + k];
 
 		if (j != i && c->alive[j] && c->clocks[j] < need) {
 			link_node(c, (uint32_t)(i * c->slot + k), j);
-			w->unsat++;
+			c->unsat[i]++;
 		}
 	}
 }
@@ -315,7 +318,7 @@ static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
 
 			if (v >= barrier_threshold(&c->conf.bp, c->w[h].held_c)) {
 				unlink_node(c, node);
-				if (--c->w[h].unsat == 0)
+				if (--c->unsat[h] == 0)
 					add_cand(c, h);
 			}
 			node = next;
@@ -343,7 +346,8 @@ static void set_alive(struct core_ps *c, uint32_t i, bool live)
 	c->live += live ? 1 : (uint32_t)-1;
 	if (c->w[i].held)
 		c->held_live += live ? 1 : (uint32_t)-1;
-	fen_add(c, i, live ? 1 : -1);
+	if (c->fen)
+		fen_add(c, i, live ? 1 : -1);
 	if (live)
 		min_add(c, c->clocks[i]);
 	else
@@ -374,7 +378,7 @@ static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl)
 		/* node/barrier's rule for the drawn sample: dead workers are never checked. */
 		int64_t need = barrier_threshold(bp, cl);
 
-		for (size_t k = 0; k < w->nsample; k++) {
+		for (size_t k = 0; k < c->nsample[i]; k++) {
 			uint32_t j = c->samples[i * c->slot + k];
 
 			if (j != i && c->alive[j] && c->clocks[j] < need)
@@ -562,7 +566,7 @@ static uint64_t check_stream(const struct core_ps *c, uint32_t i, int64_t cl, ui
 static bool check_draw(struct core_ps *c, uint32_t i)
 {
 	struct cw *w = &c->w[i];
-	uint64_t st = check_stream(c, i, w->held_c, w->unsat++);
+	uint64_t st = check_stream(c, i, w->held_c, c->unsat[i]++);
 	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
 	size_t k = draw_sample(c, i, &st, c->buf);
 
@@ -713,7 +717,7 @@ static void lvl_insert(struct core_ps *c, uint32_t i)
 		return;
 	}
 	/* E ~ exponential(1): -ln of a uniform in (0, 1]. */
-	st = check_stream(c, i, w->held_c, w->unsat++);
+	st = check_stream(c, i, w->held_c, c->unsat[i]++);
 	c->tgt[i] = l->sum - log((double)((barrier_rng_next(&st) >> 11) + 1) * 0x1p-53);
 	l->n++;
 	hp_set(c, l, l->n - 1, i);
@@ -855,13 +859,15 @@ static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps
 	w->held_c = cl;
 	w->held_reply = (uint8_t)reply;
 	w->held_since_ns = now_ns;
-	w->nsample = 0;
-	w->unsat = 0;
+	if (c->nsample)
+		c->nsample[i] = 0;
+	if (c->unsat)
+		c->unsat[i] = 0;
 	if (c->check) {
 		if (!c->conf.reference)
 			lvl_insert(c, i);
 	} else if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
-		w->nsample = (uint32_t)draw_sample(c, i, &w->rng, c->samples + (size_t)i * c->slot);
+		c->nsample[i] = (uint32_t)draw_sample(c, i, &c->rng[i], c->samples + (size_t)i * c->slot);
 		if (!c->conf.reference)
 			link_sample(c, i);
 	}
@@ -923,7 +929,7 @@ static void sign_of_life(struct core_ps *c, uint32_t i, int64_t now_ns)
 	struct cw *w = &c->w[i];
 
 	w->known = true;
-	w->last_seen_ns = now_ns;
+	w->seen_ns = now_ns;
 	if (w->departed) {
 		resume_at_slowest(c, i);
 		emit(c, CORE_PS_RESUME, i, c->clocks[i], CORE_PS_RESUME_BACK, 0);
@@ -994,10 +1000,10 @@ static double fold_weight(struct core_ps *c, uint32_t i, int64_t samples, double
 {
 	double ni = samples > 0 ? (double)samples : 1.0, tot = ni, a;
 
-	c->w[i].round_samples = (uint64_t)ni;
+	c->round_samples[i] = (uint64_t)ni;
 	for (uint32_t j = 0; j < c->conf.n; j++)
 		if (j != i && c->alive[j])
-			tot += c->w[j].round_samples ? (double)c->w[j].round_samples : ni;
+			tot += c->round_samples[j] ? (double)c->round_samples[j] : ni;
 	a = wstale * ni / tot;
 	return a > 1 ? 1 : a;
 }
@@ -1072,7 +1078,7 @@ int core_ps_on_push(struct core_ps *c, uint32_t i, int64_t step, int64_t version
 			c->st.stale_max = stale;
 	}
 	w->last_push = step;
-	w->last_ack = aux;
+	w->last_ack = aux > INT32_MAX ? INT32_MAX : (int32_t)aux;
 	emit(c, CORE_PS_ACK, i, step, aux, waiting);
 	/* The push is also the request for the next round: held until its barrier holds (at
 	 * once for ASP), then answered with the model. */
@@ -1107,7 +1113,7 @@ static void depart(struct core_ps *c, uint32_t i, enum core_ps_leave why, int64_
 	if (w->departed || w->left)
 		return;
 	w->departed = true;
-	w->departed_ns = now_ns;
+	w->seen_ns = now_ns;
 	/* A held request stays: a worker that was only cut off gets its answer. */
 	set_live(c, i, false, now_ns);
 	emit(c, CORE_PS_DEPART, i, c->clocks[i], why, 0);
@@ -1126,7 +1132,7 @@ int core_ps_on_leave(struct core_ps *c, uint32_t i, enum core_ps_leave why, int6
 	}
 	/* A BYE is a message: the worker is known and was seen; it is finished. */
 	w->known = true;
-	w->last_seen_ns = now_ns;
+	w->seen_ns = now_ns;
 	w->departed = false;
 	w->left = true;
 	set_held(c, i, false);
@@ -1142,7 +1148,7 @@ int core_ps_on_tick(struct core_ps *c, int64_t now_ns)
 	if (c->conf.dead_after_ns > 0)
 		for (uint32_t i = 0; i < c->conf.n; i++)
 			if (c->alive[i] && c->w[i].known && !c->w[i].left &&
-			    now_ns - c->w[i].last_seen_ns > c->conf.dead_after_ns)
+			    now_ns - c->w[i].seen_ns > c->conf.dead_after_ns)
 				depart(c, i, CORE_PS_LEAVE_SILENT, now_ns);
 	return end(c);
 }
@@ -1180,7 +1186,7 @@ bool core_ps_finished(const struct core_ps *c, int64_t now_ns)
 	int64_t grace = c->conf.grace_ns > 0 ? c->conf.grace_ns : CORE_PS_GRACE_NS;
 
 	for (uint32_t i = 0; i < c->conf.n; i++)
-		if (!c->w[i].left && !(c->w[i].departed && now_ns - c->w[i].departed_ns >= grace))
+		if (!c->w[i].left && !(c->w[i].departed && now_ns - c->w[i].seen_ns >= grace))
 			return false;
 	return true;
 }
@@ -1196,9 +1202,9 @@ int64_t core_ps_next_deadline(const struct core_ps *c)
 		if (w->left)
 			continue;
 		if (w->departed)
-			d = w->departed_ns + grace;
+			d = w->seen_ns + grace;
 		else if (c->conf.dead_after_ns > 0 && c->alive[i] && w->known)
-			d = w->last_seen_ns + c->conf.dead_after_ns + 1; /* "more than" dead_after */
+			d = w->seen_ns + c->conf.dead_after_ns + 1; /* "more than" dead_after */
 		if (d < t)
 			t = d;
 	}
@@ -1265,7 +1271,6 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 	 * bytes per worker for a BSP round close it may never have. */
 	c->cap = 2 * (size_t)n + 16 < CORE_PS_ACT_CAP ? 2 * (size_t)n + 16 : CORE_PS_ACT_CAP;
 	c->act = calloc(c->cap, sizeof *c->act);
-	c->fen = calloc((size_t)n + 1, sizeof *c->fen);
 	c->cand = calloc(n, sizeof *c->cand);
 	if (barrier_is_sampled(conf->bp.kind)) {
 		/* The sample never holds more than the other workers. */
@@ -1273,6 +1278,12 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 
 		c->slot = conf->bp.sample < n - 1 ? conf->bp.sample : n - 1;
 		c->check = conf->draw == BARRIER_DRAW_CHECK;
+		c->fen = calloc((size_t)n + 1, sizeof *c->fen);
+		if (!c->fen)
+			goto fail;
+		c->unsat = calloc(n, sizeof *c->unsat);
+		if (!c->unsat)
+			goto fail;
 		c->mkey = calloc(2 * c->slot + 1, sizeof *c->mkey);
 		c->mval = calloc(2 * c->slot + 1, sizeof *c->mval);
 		c->scratch = conf->reference ? calloc(n, sizeof *c->scratch) : NULL;
@@ -1286,6 +1297,10 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 				goto fail;
 			memset(c->hpos, 0xff, (size_t)n * sizeof *c->hpos);
 		} else {
+			c->rng = calloc(n, sizeof *c->rng);
+			c->nsample = calloc(n, sizeof *c->nsample);
+			if (!c->rng || !c->nsample)
+				goto fail;
 			nodes = (size_t)n * c->slot + n;
 			c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
 			c->nxt = malloc(nodes * sizeof *c->nxt);
@@ -1296,7 +1311,9 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 			memset(c->prv, 0xff, nodes * sizeof *c->prv);
 		}
 	}
-	if (!c->w || !c->clocks || !c->alive || !c->act || !c->fen || !c->cand)
+	if (conf->average && !(c->round_samples = calloc(n, sizeof *c->round_samples)))
+		goto fail;
+	if (!c->w || !c->clocks || !c->alive || !c->act || !c->cand)
 		goto fail;
 	for (c->fen_top = 1; c->fen_top * 2 <= n; c->fen_top *= 2)
 		;
@@ -1310,12 +1327,14 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 		if (!w->late) {
 			c->alive[i] = true;
 			c->live++;
-			fen_add(c, i, 1);
+			if (c->fen)
+				fen_add(c, i, 1);
 			min_add(c, 0);
 		}
 		w->pushed_on = -1;
 		w->last_push = -1;
-		w->rng = conf->seed ^ (CORE_PS_RNG_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+		if (c->rng)
+			c->rng[i] = conf->seed ^ (CORE_PS_RNG_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
 	barrier_round_init(&c->round, 0, c->live, conf->bp.backup);
 	return c;
@@ -1335,6 +1354,10 @@ void core_ps_destroy(struct core_ps **p)
 	free(c->clocks);
 	free(c->alive);
 	free(c->samples);
+	free(c->rng);
+	free(c->nsample);
+	free(c->unsat);
+	free(c->round_samples);
 	free(c->scratch);
 	for (uint32_t k = 0; k < c->nlv; k++)
 		free(c->lv[k].heap);
