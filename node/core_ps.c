@@ -86,7 +86,7 @@ struct core_ps {
 	struct cw *w;
 	int64_t *clocks;       /* node/barrier's clock vector */
 	bool *alive;
-	/* Per worker, only where the configuration needs them (so a record stays 56 bytes): */
+	/* Per worker, only where the configuration needs them (so a record stays 48 bytes): */
 	uint64_t *rng;         /* per crossing: worker i's sampling stream */
 	uint32_t *nsample;     /* per crossing: the size of its sample */
 	uint32_t *unsat;       /* per crossing: sampled workers still below the held threshold;
@@ -785,7 +785,7 @@ static void regroup(struct core_ps *c)
 /* One release pass with a sample per check: every held request gets one check. */
 static void check_pass(struct core_ps *c, int64_t now_ns)
 {
-	uint32_t keep = 0;
+	uint32_t drop = 0;
 
 	if (c->conf.reference) {
 		for (uint32_t i = 0; i < c->conf.n; i++)
@@ -831,15 +831,14 @@ static void check_pass(struct core_ps *c, int64_t now_ns)
 			release(c, i, now_ns);
 	}
 	c->ncand = 0;
-	/* Levels nobody can wait at any more (at or below the smallest live clock) go. */
-	for (uint32_t k = 0; k < c->nlv; k++) {
-		if (c->lv[k].n == 0 && c->lv[k].need <= c->lmin) {
-			free(c->lv[k].heap);
-			continue;
-		}
-		c->lv[keep++] = c->lv[k];
+	/* Levels nobody can wait at any more (at or below the smallest live clock: a check there
+	 * passes, so they are empty now) go; they are the first ones. */
+	while (drop < c->nlv && c->lv[drop].need <= c->lmin && c->lv[drop].n == 0)
+		free(c->lv[drop++].heap);
+	if (drop > 0) {
+		memmove(c->lv, c->lv + drop, (c->nlv - drop) * sizeof *c->lv);
+		c->nlv -= drop;
 	}
-	c->nlv = keep;
 }
 
 /* Worker i asks to start the step after clock cl: held until the barrier holds. A sampled kind
