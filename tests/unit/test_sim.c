@@ -287,6 +287,38 @@ Test(sim, draw_rules, .timeout = 60)
 	support_rm_rf(c);
 }
 
+/* Memory: at most 200 bytes per simulated worker without training (what the simulation holds
+ * at its end, by malloc's count) for every barrier, pBSP/pSSP with their default sample per
+ * check; 5,000 workers for 20 simulated seconds (the fixed costs, the actions' first room
+ * among them, are then 10 bytes per worker or less). */
+Test(sim, memory_per_worker, .timeout = 60)
+{
+	static const char *const barriers[] = { "bsp", "ssp", "asp", "pbsp", "pssp" };
+
+	for (size_t k = 0; k < sizeof barriers / sizeof barriers[0]; k++) {
+		char buf[1024], err[SCENARIO_ERR_MAX], dir[256];
+		struct scenario *sc;
+		struct sim_result r;
+
+		snprintf(buf, sizeof buf,
+			 "name: m\nseed: 3\nstop: {time: 20s}\nmodel: {kind: softmax}\n"
+			 "consistency: {barrier: %s, staleness: 4, sample: 10}\nworkers: 5000\n"
+			 "linkcheck: off\nnetwork: {default: {delay: 1ms}}\n"
+			 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 499ms}}}\n"
+			 "simulation: {train: none, step_cost: 1ms, server_cost: 20us, node_files: 0}\n",
+			 barriers[k]);
+		sc = scenario_parse(buf, strlen(buf), "m.yaml", err, sizeof err);
+		cr_assert_not_null(sc, "%s", err);
+		support_tmpdir(dir, sizeof dir, "sim");
+		simulate(sc, dir, &r);
+		cr_assert_gt(r.held_bytes, 5000u * 60, "%s: %zu bytes held", barriers[k], r.held_bytes);
+		cr_assert_leq(r.held_bytes, 5000u * 200, "%s: %.1f bytes per worker", barriers[k],
+			      r.held_bytes / 5000.0);
+		scenario_destroy(&sc);
+		support_rm_rf(dir);
+	}
+}
+
 Test(sim, deterministic, .timeout = 60)
 {
 	char a[256], b[256];
