@@ -106,7 +106,9 @@ static bool ref_allowed(const struct barrier_params *bp, const int64_t *pushed, 
 	for (uint32_t j = 0; j < n; j++) {
 		if (j == self)
 			continue;
-		if (bp->kind == BARRIER_SSP && pushed[j] < c - bp->staleness)
+		/* pSSP with a sample of everybody is SSP (the only pSSP these tests judge exactly) */
+		if ((bp->kind == BARRIER_SSP || (bp->kind == BARRIER_PSSP && bp->sample >= n - 1)) &&
+		    pushed[j] < c - bp->staleness)
 			return false;
 		if ((bp->kind == BARRIER_BSP || bp->kind == BARRIER_PBSP) && pushed[j] < c)
 			return false;
@@ -769,6 +771,20 @@ Test(core_ps, check_rule_exhaustive_interleavings, .timeout = 240)
 
 Test(core_ps, check_rule_beta_extremes_are_asp_and_bsp_exactly, .timeout = 120)
 {
+	/* pSSP(N-1, s) is SSP(s) under both rules: the releases, request for request. */
+	for (int draw = 0; draw <= 1; draw++)
+		for (uint32_t n = 2; n <= 3; n++) {
+			struct explore e = { .n = n, .leaf = leaf_compare,
+					     .conf = { .n = n, .seed = 5, .draw = (enum barrier_draw)draw,
+						       .bp = { .kind = BARRIER_PSSP, .sample = n - 1,
+							       .staleness = 1 } } };
+
+			other_conf = (struct core_ps_conf){ .n = n, .seed = 5,
+							    .bp = { .kind = BARRIER_SSP, .staleness = 1 } };
+			compare_all = false;
+			explore_from(&e, 0);
+			cr_assert_gt(e.leaves, 0);
+		}
 	for (int ref = 0; ref <= 1; ref++)
 		for (uint32_t n = 2; n <= 3; n++) {
 			struct explore e = { .n = n, .leaf = leaf_compare,
