@@ -688,7 +688,7 @@ static struct lvl *lvl_get(struct core_ps *c, int64_t t)
 }
 
 /* Held live worker i joins its threshold's level with a fresh budget; a threshold at or below
- * the smallest live clock passes every check: a candidate of this pass. */
+ * the smallest live clock (or beta 0) passes every check: a candidate of this pass. */
 static void lvl_insert(struct core_ps *c, uint32_t i)
 {
 	struct cw *w = &c->w[i];
@@ -698,8 +698,8 @@ static void lvl_insert(struct core_ps *c, uint32_t i)
 
 	if (!c->alive[i])
 		return; /* judged by literal draws */
-	if (t <= c->lmin) {
-		add_cand(c, i);
+	if (t <= c->lmin || c->conf.bp.sample == 0) {
+		add_cand(c, i); /* every check passes: no level needed */
 		return;
 	}
 	l = lvl_get(c, t);
