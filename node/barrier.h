@@ -12,7 +12,8 @@
  *   pBSP(beta)    beta live workers, drawn uniformly without replacement and excluding the
  *                 worker itself, all have clock >= c
  *   pSSP(beta,s)  the drawn workers all have clock >= c - s
- * A fresh sample is drawn for every barrier crossing. beta = 0 is exactly ASP; beta >= the
+ * A sample is drawn for every barrier crossing or, on the parameter server, for every check of
+ * a held request (enum barrier_draw below). beta = 0 is exactly ASP; beta >= the
  * number of other live workers is exactly BSP/SSP (the sample is then everybody). Dead workers
  * (crashed, left) are excluded everywhere: from "every worker" and from the sampling pool.
  *
