@@ -72,6 +72,8 @@ struct lvl {
 	uint32_t *heap;        /* min-heap of worker indices by tgt[] */
 	double sum;            /* hazard of the checks made since the level's requests were timed */
 	double hz;             /* hazard of one check (INFINITY: it passes) */
+	double lp;             /* ln p for lp_a live others above out of lp_m (lp_m 0: none) */
+	uint32_t lp_a, lp_m;
 	bool dirty;            /* above or live changed: hz is recomputed before use */
 };
 
@@ -736,20 +738,29 @@ static void lvl_remove(struct core_ps *c, uint32_t i)
 	c->hpos[i] = NIL;
 }
 
-/* The hazard -ln(1 - p) of one check at level l (see the file comment). */
-static double lvl_hazard(const struct core_ps *c, const struct lvl *l)
+/* The hazard -ln(1 - p) of one check at level l (see the file comment). ln p is kept: when
+ * only workers arrived at the level since (the usual change), each adds
+ * ln(p(a) / p(a - 1)) = ln(a / (a - k)), one logarithm instead of k. */
+static double lvl_hazard(const struct core_ps *c, struct lvl *l)
 {
 	uint32_t m = c->live ? c->live - 1 : 0, a = l->above ? l->above - 1 : 0;
 	uint32_t k = c->conf.bp.sample < m ? c->conf.bp.sample : m;
-	double lp = 0;
 
-	if (k == 0 || a >= m)
-		return INFINITY;
-	if (a < k)
-		return 0;
-	for (uint32_t x = 0; x < k; x++)
-		lp += log((double)(a - x) / (double)(m - x));
-	return -log1p(-exp(lp));
+	if (k == 0 || a >= m || a < k) {
+		l->lp_m = 0;
+		return a < k && k > 0 ? 0 : INFINITY;
+	}
+	if (l->lp_m == m && l->lp_a <= a) {
+		for (uint32_t x = l->lp_a + 1; x <= a; x++)
+			l->lp += log((double)x / (double)(x - k));
+	} else {
+		l->lp = 0;
+		for (uint32_t x = 0; x < k; x++)
+			l->lp += log((double)(a - x) / (double)(m - x));
+	}
+	l->lp_a = a;
+	l->lp_m = m;
+	return -log1p(-exp(l->lp));
 }
 
 /* After a liveness change or a threshold moved: every level recounted, every held live
