@@ -185,7 +185,7 @@ static void set_state(struct sim *s, struct sim_worker *w, enum sim_state st)
 
 /* Staleness histogram buckets: one per value below STALE_EXACT (every 200-worker run's p99 is
  * exact), then 2^STALE_SUB_BITS per octave, so the p99 of a 10,000-worker ASP run (staleness
- * up to ~260,000 versions) is within 1/128 of the truth from ~10,000 counters instead of one
+ * up to ~260,000 versions) is within 1/128 of the truth from ~3,000 counters instead of one
  * per value (a megabyte, 100 bytes per worker). */
 #define STALE_EXACT 2048u       /* a power of two, 2^STALE_EXACT_BITS */
 #define STALE_EXACT_BITS 11
