@@ -30,6 +30,28 @@ const char *barrier_kind_name(enum barrier_kind kind)
 	return kind_names[kind];
 }
 
+static const char *const draw_names[] = { "crossing", "check" };
+
+int barrier_draw_parse(const char *name, enum barrier_draw *out)
+{
+	if (!name || !out)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof draw_names / sizeof draw_names[0]; i++) {
+		if (!strcmp(name, draw_names[i])) {
+			*out = (enum barrier_draw)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *barrier_draw_name(enum barrier_draw draw)
+{
+	if ((unsigned)draw >= sizeof draw_names / sizeof draw_names[0])
+		return "?";
+	return draw_names[draw];
+}
+
 bool barrier_is_sampled(enum barrier_kind kind)
 {
 	return kind == BARRIER_PBSP || kind == BARRIER_PSSP;

@@ -12,7 +12,8 @@
  *   pBSP(beta)    beta live workers, drawn uniformly without replacement and excluding the
  *                 worker itself, all have clock >= c
  *   pSSP(beta,s)  the drawn workers all have clock >= c - s
- * A fresh sample is drawn for every barrier crossing. beta = 0 is exactly ASP; beta >= the
+ * A sample is drawn for every barrier crossing or, on the parameter server, for every check of
+ * a held request (enum barrier_draw below). beta = 0 is exactly ASP; beta >= the
  * number of other live workers is exactly BSP/SSP (the sample is then everybody). Dead workers
  * (crashed, left) are excluded everywhere: from "every worker" and from the sampling pool.
  *
@@ -36,6 +37,20 @@ struct barrier_params {
 	uint32_t sample;
 	uint32_t backup;
 };
+
+/* When a held pBSP/pSSP request draws its sample (consistency.draw):
+ *   CROSSING  once per barrier crossing; the request is held until every drawn worker has
+ *             reached the threshold (the rule above)
+ *   CHECK     afresh every time the request is judged again (whenever some clock moves); it
+ *             goes on as soon as one draw finds all its workers at or above the threshold
+ *             (the PSP chapter's rule: its barrier predicate samples on every call)
+ * Both give ASP at beta = 0 and BSP/SSP at beta >= the live others. */
+enum barrier_draw { BARRIER_DRAW_CROSSING = 0, BARRIER_DRAW_CHECK };
+
+/* "crossing"|"check" -> draw. Returns 0 or -EINVAL. */
+int barrier_draw_parse(const char *name, enum barrier_draw *out);
+/* The name of draw ("?" for an invalid value). */
+const char *barrier_draw_name(enum barrier_draw draw);
 
 /* "bsp"|"ssp"|"asp"|"pbsp"|"pssp" -> kind. Returns 0 or -EINVAL. */
 int barrier_kind_parse(const char *name, enum barrier_kind *out);

@@ -18,7 +18,22 @@
  *     candidate at position p is found in a Fenwick tree over liveness (O(log n)) and the
  *     shuffle's swaps live in a small map, so a draw costs O(beta (beta + log n)) and gives
  *     exactly what node/barrier's barrier_sample gives from the same stream (tested), the
- *     samples the emulator always drew. */
+ *     samples the emulator always drew.
+ *   - A sample per check (conf.draw = BARRIER_DRAW_CHECK): the plain rule draws a fresh sample
+ *     for every held request at every release pass, which is O(held) per event. A check of a
+ *     live request at threshold t passes with probability
+ *         p = C(a, k) / C(M, k),  M = live others, k = min(beta, M), a = live others >= t,
+ *     the same for every request at t, and independent between checks. So held requests are
+ *     grouped by threshold (struct lvl, which counts the live workers at or above it as clocks
+ *     rise), each request draws once an exponential budget E from its own stream, and each
+ *     pass adds the hazard -ln(1 - p) of one check to its level's sum; a request goes when the
+ *     sum since it was held reaches E. Surviving checks of probabilities p_1..p_m then has
+ *     probability exp(-sum -ln(1 - p_j)) = prod (1 - p_j), the plain rule's, so the release
+ *     times have exactly the plain rule's distribution (not its draws: conf.reference draws
+ *     the samples literally, from a stream of (seed, worker, step, check's ordinal), and the
+ *     tests compare the two in distribution). p = 0 and p = 1 are exact, so beta = 0 is ASP
+ *     and beta >= the live others is BSP/SSP decision for decision. A request of a worker that
+ *     is not live (its pool differs) draws literally at every pass; there are few. */
 #include "node/core_ps.h"
 
 #include <errno.h>
@@ -30,6 +45,8 @@
 
 /* The seed of worker i's sampling stream (what the emulator's server always used). */
 #define CORE_PS_RNG_STREAM 0x62617272ull
+/* The seed of the streams of a sample per check. */
+#define CORE_PS_CHECK_STREAM 0x636865636bull
 
 #define CORE_PS_ACT_CAP 1024 /* actions' room made at creation, at most */
 
@@ -39,28 +56,51 @@ struct cw {
 	int64_t pushed_on;     /* model version of its latest update (-1 = none yet) */
 	int64_t last_push;     /* step of its latest push (-1 = none): a push at or below it is a
 				* copy sent again after a reconnect */
-	int64_t last_ack;      /* the ACK's aux for that push */
-	int64_t last_seen_ns;
-	int64_t departed_ns;
-	uint64_t rng;          /* this worker's sampling stream */
-	uint64_t round_samples; /* averaging: samples behind its latest model (0 = none yet) */
-	uint32_t nsample;
-	uint32_t unsat;        /* pBSP/pSSP: sampled workers still below the held threshold */
-	bool known, left, held, leaving, departed, late, cand;
-	uint8_t held_reply;    /* enum core_ps_reply */
+	/* The latest message's time while it has not departed, then the time it departed (only
+	 * the grace runs then; its next message is a return and sets it again). */
+	int64_t seen_ns;
+	int32_t last_ack;      /* the ACK's aux for that push (a staleness, saturated) */
+	bool known : 1, left : 1, held : 1, leaving : 1, departed : 1, late : 1, cand : 1;
+	unsigned held_reply : 1; /* enum core_ps_reply */
+};
+
+/* draw = CHECK: the held requests (of live workers) with one threshold. */
+struct lvl {
+	int64_t need;          /* the threshold */
+	uint32_t above;        /* live workers with clock >= need */
+	uint32_t n, cap;       /* requests in heap */
+	uint32_t *heap;        /* min-heap of worker indices by tgt[] */
+	double sum;            /* hazard of the checks made since the level's requests were timed */
+	double hz;             /* hazard of one check (INFINITY: it passes) */
+	double lp;             /* ln p for lp_a live others above out of lp_m (lp_m 0: none) */
+	uint32_t lp_a, lp_m;
+	bool dirty;            /* above or live changed: hz is recomputed before use */
 };
 
 struct core_ps {
 	struct core_ps_conf conf;
+	bool check;            /* pBSP/pSSP with a sample per check */
+	struct lvl *lv;        /* check: levels in increasing need */
+	uint32_t nlv, caplv;
+	double *tgt;           /* check: the level sum at which worker i's request goes */
+	uint32_t *hpos;        /* check: its place in its level's heap (NIL: none) */
+	uint32_t *buf;         /* check: one literal draw (slot entries) */
 	struct cw *w;
 	int64_t *clocks;       /* node/barrier's clock vector */
 	bool *alive;
+	/* Per worker, only where the configuration needs them (so a record stays 48 bytes): */
+	uint64_t *rng;         /* per crossing: worker i's sampling stream */
+	uint32_t *nsample;     /* per crossing: the size of its sample */
+	uint32_t *unsat;       /* per crossing: sampled workers still below the held threshold;
+				* per check: draws made from the request's stream */
+	uint64_t *round_samples; /* averaging: samples behind its latest model (0 = none yet) */
 	uint32_t *samples;     /* worker i's sample at [i * slot, i * slot + nsample) */
 	size_t slot;
 	size_t *scratch;       /* reference: n indices for barrier_sample */
-	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker */
+	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker (only
+				* per crossing) */
 	uint32_t *mkey, *mval; /* the sparse shuffle's swaps (2 * slot) */
-	int32_t *fen;          /* Fenwick tree over alive[] (1-based) */
+	int32_t *fen;          /* pBSP/pSSP: Fenwick tree over alive[] (1-based) */
 	uint32_t fen_top;      /* highest power of two <= n */
 	int64_t lmin;          /* smallest live clock (INT64_MAX: nobody live) */
 	uint32_t lmin_cnt;     /* live workers at lmin */
@@ -103,8 +143,9 @@ static void emit(struct core_ps *c, enum core_ps_action_kind kind, uint32_t w, i
 
 	if (c->nact == c->cap) {
 		/* Only when one event does more than the room made at creation
-		 * (min(2n + 16, CORE_PS_ACT_CAP)): a BSP round of more than ~500 workers, once. */
-		size_t cap = c->cap * 2;
+		 * (min(2n + 16, CORE_PS_ACT_CAP)): a BSP round of more than ~500 workers, once.
+		 * By half, not double, so what stays is close to the largest event's need. */
+		size_t cap = c->cap + (c->cap / 2 > CORE_PS_ACT_CAP ? c->cap / 2 : CORE_PS_ACT_CAP);
 		struct core_ps_action *p = realloc(c->act, cap * sizeof *p);
 
 		if (!p) {
@@ -151,9 +192,9 @@ static void unlink_node(struct core_ps *c, uint32_t node)
 
 static void unlink_all(struct core_ps *c, uint32_t i)
 {
-	for (size_t k = 0; k < c->w[i].nsample; k++)
+	for (size_t k = 0; k < c->nsample[i]; k++)
 		unlink_node(c, (uint32_t)(i * c->slot + k));
-	c->w[i].unsat = 0;
+	c->unsat[i] = 0;
 }
 
 /* Link held worker i to every sampled live worker below its threshold; counts them. */
@@ -162,13 +203,13 @@ static void link_sample(struct core_ps *c, uint32_t i)
 	struct cw *w = &c->w[i];
 	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
 
-	w->unsat = 0;
-	for (size_t k = 0; k < w->nsample; k++) {
+	c->unsat[i] = 0;
+	for (size_t k = 0; k < c->nsample[i]; k++) {
 		uint32_t j = c->samples[i * c->slot + k];
 
 		if (j != i && c->alive[j] && c->clocks[j] < need) {
 			link_node(c, (uint32_t)(i * c->slot + k), j);
-			w->unsat++;
+			c->unsat[i]++;
 		}
 	}
 }
@@ -180,6 +221,11 @@ static void add_cand(struct core_ps *c, uint32_t i)
 	c->w[i].cand = true;
 	c->cand[c->ncand++] = i;
 }
+
+static void lvl_rise(struct core_ps *c, int64_t old, int64_t v);
+static void lvl_remove(struct core_ps *c, uint32_t i);
+static void lvl_insert(struct core_ps *c, uint32_t i);
+static void check_pass(struct core_ps *c, int64_t now_ns);
 
 /* --- liveness: counters, the Fenwick tree, the smallest live clock -------------------------- */
 
@@ -264,7 +310,9 @@ static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
 		min_add(c, v);
 		min_remove(c, old);
 	}
-	if (c->slot > 0 && !c->conf.reference) {
+	if (c->check && c->alive[i] && !c->conf.reference)
+		lvl_rise(c, old, v);
+	if (c->nxt && !c->conf.reference) {
 		uint32_t node = c->nxt[head_of(c, i)];
 
 		while (node != NIL) {
@@ -272,7 +320,7 @@ static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
 
 			if (v >= barrier_threshold(&c->conf.bp, c->w[h].held_c)) {
 				unlink_node(c, node);
-				if (--c->w[h].unsat == 0)
+				if (--c->unsat[h] == 0)
 					add_cand(c, h);
 			}
 			node = next;
@@ -288,8 +336,10 @@ static void set_held(struct core_ps *c, uint32_t i, bool held)
 	c->held += held ? 1 : (uint32_t)-1;
 	if (c->alive[i])
 		c->held_live += held ? 1 : (uint32_t)-1;
-	if (!held && c->slot > 0)
+	if (!held && c->nxt)
 		unlink_all(c, i);
+	if (!held && c->check)
+		lvl_remove(c, i);
 }
 
 static void set_alive(struct core_ps *c, uint32_t i, bool live)
@@ -298,7 +348,8 @@ static void set_alive(struct core_ps *c, uint32_t i, bool live)
 	c->live += live ? 1 : (uint32_t)-1;
 	if (c->w[i].held)
 		c->held_live += live ? 1 : (uint32_t)-1;
-	fen_add(c, i, live ? 1 : -1);
+	if (c->fen)
+		fen_add(c, i, live ? 1 : -1);
 	if (live)
 		min_add(c, c->clocks[i]);
 	else
@@ -329,7 +380,7 @@ static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl)
 		/* node/barrier's rule for the drawn sample: dead workers are never checked. */
 		int64_t need = barrier_threshold(bp, cl);
 
-		for (size_t k = 0; k < w->nsample; k++) {
+		for (size_t k = 0; k < c->nsample[i]; k++) {
 			uint32_t j = c->samples[i * c->slot + k];
 
 			if (j != i && c->alive[j] && c->clocks[j] < need)
@@ -367,6 +418,10 @@ static int cmp_u32(const void *a, const void *b)
  * changed), in index order. */
 static void release_held(struct core_ps *c, int64_t now_ns)
 {
+	if (c->check) {
+		check_pass(c, now_ns);
+		return;
+	}
 	if (c->rescan || c->conf.reference) {
 		for (uint32_t i = 0; i < c->conf.n; i++) {
 			struct cw *w = &c->w[i];
@@ -376,7 +431,7 @@ static void release_held(struct core_ps *c, int64_t now_ns)
 				continue;
 			if (may_proceed(c, i, w->held_c)) {
 				release(c, i, now_ns);
-			} else if (c->slot > 0 && !c->conf.reference) {
+			} else if (c->nxt && !c->conf.reference) {
 				unlink_all(c, i);
 				link_sample(c, i);
 			}
@@ -470,10 +525,8 @@ static void map_set(struct core_ps *c, uint32_t p, uint32_t v, size_t *m)
 /* Draw worker i's sample for this crossing into its slot from its own stream: exactly what
  * barrier_sample(&rng, n, i, alive, beta, out) draws (a partial Fisher-Yates shuffle of the
  * live others), without building the n-long candidate list. Returns how many. */
-static size_t draw_sample(struct core_ps *c, uint32_t i)
+static size_t draw_sample(struct core_ps *c, uint32_t i, uint64_t *rng, uint32_t *out)
 {
-	uint32_t *out = c->samples + (size_t)i * c->slot;
-	uint64_t *rng = &c->w[i].rng;
 	size_t m = 0, k, cnt;
 
 	if (c->conf.reference) {
@@ -495,6 +548,310 @@ static size_t draw_sample(struct core_ps *c, uint32_t i)
 	return k;
 }
 
+/* --- a sample per check ------------------------------------------------------------------------ */
+
+/* The stream of worker i's request at clock cl, draw number ord: what its ord-th check draws
+ * (reference, or a worker that is not live) or, from ord 0, its budget. */
+static uint64_t check_stream(const struct core_ps *c, uint32_t i, int64_t cl, uint32_t ord)
+{
+	uint64_t st = c->conf.seed ^ (CORE_PS_CHECK_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+
+	barrier_rng_next(&st);
+	st ^= (uint64_t)cl * 0xbf58476d1ce4e5b9ull;
+	barrier_rng_next(&st);
+	st ^= (uint64_t)ord * 0x94d049bb133111ebull;
+	return barrier_rng_next(&st);
+}
+
+/* One literal check of held worker i: a fresh sample from its stream; true when every drawn
+ * live worker has reached the threshold. */
+static bool check_draw(struct core_ps *c, uint32_t i)
+{
+	struct cw *w = &c->w[i];
+	uint64_t st = check_stream(c, i, w->held_c, c->unsat[i]++);
+	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
+	size_t k = draw_sample(c, i, &st, c->buf);
+
+	for (size_t a = 0; a < k; a++) {
+		uint32_t j = c->buf[a];
+
+		if (j != i && c->alive[j] && c->clocks[j] < need)
+			return false;
+	}
+	return true;
+}
+
+/* Index of the first level with need >= t (nlv if none). */
+static uint32_t lvl_lower(const struct core_ps *c, int64_t t)
+{
+	uint32_t lo = 0, hi = c->nlv;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (c->lv[mid].need < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* A live worker's clock rose from old to v: it is now above the levels in (old, v]. */
+static void lvl_rise(struct core_ps *c, int64_t old, int64_t v)
+{
+	for (uint32_t k = lvl_lower(c, old + 1); k < c->nlv && c->lv[k].need <= v; k++) {
+		c->lv[k].above++;
+		c->lv[k].dirty = true;
+	}
+}
+
+static bool hp_less(const struct core_ps *c, uint32_t a, uint32_t b)
+{
+	/* Ties (equal budgets are rare but possible) by index, so the order is total. */
+	return c->tgt[a] < c->tgt[b] || (c->tgt[a] == c->tgt[b] && a < b);
+}
+
+static void hp_set(struct core_ps *c, struct lvl *l, uint32_t pos, uint32_t i)
+{
+	l->heap[pos] = i;
+	c->hpos[i] = pos;
+}
+
+static void hp_up(struct core_ps *c, struct lvl *l, uint32_t pos)
+{
+	uint32_t i = l->heap[pos];
+
+	while (pos > 0 && hp_less(c, i, l->heap[(pos - 1) / 2])) {
+		hp_set(c, l, pos, l->heap[(pos - 1) / 2]);
+		pos = (pos - 1) / 2;
+	}
+	hp_set(c, l, pos, i);
+}
+
+static void hp_down(struct core_ps *c, struct lvl *l, uint32_t pos)
+{
+	uint32_t i = l->heap[pos];
+
+	for (;;) {
+		uint32_t ch = 2 * pos + 1;
+
+		if (ch >= l->n)
+			break;
+		if (ch + 1 < l->n && hp_less(c, l->heap[ch + 1], l->heap[ch]))
+			ch++;
+		if (!hp_less(c, l->heap[ch], i))
+			break;
+		hp_set(c, l, pos, l->heap[ch]);
+		pos = ch;
+	}
+	hp_set(c, l, pos, i);
+}
+
+/* Take out the request at pos of level l. */
+static void hp_del(struct core_ps *c, struct lvl *l, uint32_t pos)
+{
+	uint32_t last = l->heap[--l->n];
+
+	c->hpos[l->heap[pos]] = NIL;
+	if (pos < l->n) {
+		hp_set(c, l, pos, last);
+		hp_up(c, l, pos);
+		hp_down(c, l, c->hpos[last]);
+	}
+}
+
+/* The level of threshold t, made (its count O(n), once per threshold reached) when missing.
+ * NULL: no memory. */
+static struct lvl *lvl_get(struct core_ps *c, int64_t t)
+{
+	uint32_t k = lvl_lower(c, t);
+	struct lvl *l;
+
+	if (k < c->nlv && c->lv[k].need == t)
+		return &c->lv[k];
+	if (c->nlv == c->caplv) {
+		uint32_t cap = c->caplv ? 2 * c->caplv : 16;
+		struct lvl *p = realloc(c->lv, cap * sizeof *p);
+
+		if (!p)
+			return NULL;
+		c->lv = p;
+		c->caplv = cap;
+	}
+	memmove(&c->lv[k + 1], &c->lv[k], (c->nlv - k) * sizeof *c->lv);
+	c->nlv++;
+	l = &c->lv[k];
+	*l = (struct lvl){ .need = t, .dirty = true };
+	for (uint32_t j = 0; j < c->conf.n; j++)
+		if (c->alive[j] && c->clocks[j] >= t)
+			l->above++;
+	return l;
+}
+
+/* Held live worker i joins its threshold's level with a fresh budget; a threshold at or below
+ * the smallest live clock (or beta 0) passes every check: a candidate of this pass. */
+static void lvl_insert(struct core_ps *c, uint32_t i)
+{
+	struct cw *w = &c->w[i];
+	int64_t t = barrier_threshold(&c->conf.bp, w->held_c);
+	uint64_t st;
+	struct lvl *l;
+
+	if (!c->alive[i])
+		return; /* judged by literal draws */
+	if (t <= c->lmin || c->conf.bp.sample == 0) {
+		add_cand(c, i); /* every check passes: no level needed */
+		return;
+	}
+	l = lvl_get(c, t);
+	if (l && l->n == l->cap) {
+		uint32_t cap = l->cap ? 2 * l->cap : 8;
+		uint32_t *p = realloc(l->heap, cap * sizeof *p);
+
+		if (p) {
+			l->heap = p;
+			l->cap = cap;
+		}
+	}
+	if (!l || l->n == l->cap) {
+		c->oom = true;
+		return;
+	}
+	/* E ~ exponential(1): -ln of a uniform in (0, 1]. */
+	st = check_stream(c, i, w->held_c, c->unsat[i]++);
+	c->tgt[i] = l->sum - log((double)((barrier_rng_next(&st) >> 11) + 1) * 0x1p-53);
+	l->n++;
+	hp_set(c, l, l->n - 1, i);
+	hp_up(c, l, l->n - 1);
+}
+
+static void lvl_remove(struct core_ps *c, uint32_t i)
+{
+	uint32_t k;
+
+	if (c->hpos[i] == NIL)
+		return;
+	k = lvl_lower(c, barrier_threshold(&c->conf.bp, c->w[i].held_c));
+	if (k < c->nlv && c->hpos[i] < c->lv[k].n && c->lv[k].heap[c->hpos[i]] == i)
+		hp_del(c, &c->lv[k], c->hpos[i]);
+	c->hpos[i] = NIL;
+}
+
+/* The hazard -ln(1 - p) of one check at level l (see the file comment). ln p is kept: when
+ * only workers arrived at the level since (the usual change), each adds
+ * ln(p(a) / p(a - 1)) = ln(a / (a - k)), one logarithm instead of k. */
+static double lvl_hazard(const struct core_ps *c, struct lvl *l)
+{
+	uint32_t m = c->live ? c->live - 1 : 0, a = l->above ? l->above - 1 : 0;
+	uint32_t k = c->conf.bp.sample < m ? c->conf.bp.sample : m;
+
+	if (k == 0 || a >= m || a < k) {
+		l->lp_m = 0;
+		return a < k && k > 0 ? 0 : INFINITY;
+	}
+	if (l->lp_m == m && l->lp_a <= a) {
+		for (uint32_t x = l->lp_a + 1; x <= a; x++)
+			l->lp += log((double)x / (double)(x - k));
+	} else {
+		l->lp = 0;
+		for (uint32_t x = 0; x < k; x++)
+			l->lp += log((double)(a - x) / (double)(m - x));
+	}
+	l->lp_a = a;
+	l->lp_m = m;
+	return -log1p(-exp(l->lp));
+}
+
+/* After a liveness change or a threshold moved: every level recounted, every held live
+ * request timed afresh (the hazard is memoryless, so a new budget changes no distribution). */
+static void regroup(struct core_ps *c)
+{
+	for (uint32_t k = 0; k < c->nlv; k++) {
+		struct lvl *l = &c->lv[k];
+
+		for (uint32_t x = 0; x < l->n; x++)
+			c->hpos[l->heap[x]] = NIL;
+		l->n = 0;
+		l->above = 0;
+		l->sum = 0;
+		l->dirty = true;
+	}
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		uint32_t k;
+
+		if (!c->alive[j])
+			continue;
+		k = lvl_lower(c, c->clocks[j] + 1); /* levels [0, k) have need <= clock */
+		if (k > 0)
+			c->lv[k - 1].above++;
+	}
+	for (uint32_t k = c->nlv; k-- > 1;)
+		c->lv[k - 1].above += c->lv[k].above;
+	for (uint32_t i = 0; i < c->conf.n; i++)
+		if (c->w[i].held && c->alive[i])
+			lvl_insert(c, i);
+}
+
+/* One release pass with a sample per check: every held request gets one check. */
+static void check_pass(struct core_ps *c, int64_t now_ns)
+{
+	uint32_t drop = 0;
+
+	if (c->conf.reference) {
+		for (uint32_t i = 0; i < c->conf.n; i++)
+			if (c->w[i].held && check_draw(c, i))
+				release(c, i, now_ns);
+		c->rescan = false;
+		return;
+	}
+	if (c->rescan) {
+		c->rescan = false;
+		regroup(c);
+	}
+	for (uint32_t k = 0; k < c->nlv; k++) {
+		struct lvl *l = &c->lv[k];
+
+		if (l->n == 0)
+			continue;
+		if (l->dirty) {
+			l->hz = lvl_hazard(c, l);
+			l->dirty = false;
+		}
+		if (l->hz == 0)
+			continue;
+		l->sum += l->hz;
+		while (l->n > 0 && (isinf(l->hz) || c->tgt[l->heap[0]] <= l->sum)) {
+			uint32_t i = l->heap[0];
+
+			hp_del(c, l, 0);
+			add_cand(c, i);
+		}
+	}
+	if (c->held > c->held_live)
+		for (uint32_t i = 0; i < c->conf.n; i++)
+			if (c->w[i].held && !c->alive[i] && check_draw(c, i))
+				add_cand(c, i);
+	if (c->ncand > 1)
+		qsort(c->cand, c->ncand, sizeof *c->cand, cmp_u32);
+	for (uint32_t k = 0; k < c->ncand; k++) {
+		uint32_t i = c->cand[k];
+
+		c->w[i].cand = false;
+		if (c->w[i].held)
+			release(c, i, now_ns);
+	}
+	c->ncand = 0;
+	/* Levels nobody can wait at any more (at or below the smallest live clock: a check there
+	 * passes, so they are empty now) go; they are the first ones. */
+	while (drop < c->nlv && c->lv[drop].need <= c->lmin && c->lv[drop].n == 0)
+		free(c->lv[drop++].heap);
+	if (drop > 0) {
+		memmove(c->lv, c->lv + drop, (c->nlv - drop) * sizeof *c->lv);
+		c->nlv -= drop;
+	}
+}
+
 /* Worker i asks to start the step after clock cl: held until the barrier holds. A sampled kind
  * draws the crossing's sample now, from the worker's own stream. */
 static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps_reply reply,
@@ -512,13 +869,20 @@ static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps
 	w->held_c = cl;
 	w->held_reply = (uint8_t)reply;
 	w->held_since_ns = now_ns;
-	w->nsample = 0;
-	if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
-		w->nsample = (uint32_t)draw_sample(c, i);
+	if (c->nsample)
+		c->nsample[i] = 0;
+	if (c->unsat)
+		c->unsat[i] = 0;
+	if (c->check) {
+		if (!c->conf.reference)
+			lvl_insert(c, i);
+	} else if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
+		c->nsample[i] = (uint32_t)draw_sample(c, i, &c->rng[i], c->samples + (size_t)i * c->slot);
 		if (!c->conf.reference)
 			link_sample(c, i);
 	}
-	add_cand(c, i);
+	if (!c->check)
+		add_cand(c, i);
 	/* A clock moved: others may be released too. */
 	release_held(c, now_ns);
 }
@@ -561,6 +925,8 @@ static void resume_at_slowest(struct core_ps *c, uint32_t i)
 	if (lo != INT64_MAX && lo > c->clocks[i])
 		raise_clock(c, i, lo);
 	if (c->w[i].held && c->w[i].held_c < c->clocks[i]) {
+		if (c->check)
+			lvl_remove(c, i); /* found by its threshold: out before it moves */
 		c->w[i].held_c = c->clocks[i];
 		c->rescan = true; /* its threshold moved: relinked by the next pass */
 	}
@@ -573,7 +939,7 @@ static void sign_of_life(struct core_ps *c, uint32_t i, int64_t now_ns)
 	struct cw *w = &c->w[i];
 
 	w->known = true;
-	w->last_seen_ns = now_ns;
+	w->seen_ns = now_ns;
 	if (w->departed) {
 		resume_at_slowest(c, i);
 		emit(c, CORE_PS_RESUME, i, c->clocks[i], CORE_PS_RESUME_BACK, 0);
@@ -644,10 +1010,10 @@ static double fold_weight(struct core_ps *c, uint32_t i, int64_t samples, double
 {
 	double ni = samples > 0 ? (double)samples : 1.0, tot = ni, a;
 
-	c->w[i].round_samples = (uint64_t)ni;
+	c->round_samples[i] = (uint64_t)ni;
 	for (uint32_t j = 0; j < c->conf.n; j++)
 		if (j != i && c->alive[j])
-			tot += c->w[j].round_samples ? (double)c->w[j].round_samples : ni;
+			tot += c->round_samples[j] ? (double)c->round_samples[j] : ni;
 	a = wstale * ni / tot;
 	return a > 1 ? 1 : a;
 }
@@ -722,7 +1088,7 @@ int core_ps_on_push(struct core_ps *c, uint32_t i, int64_t step, int64_t version
 			c->st.stale_max = stale;
 	}
 	w->last_push = step;
-	w->last_ack = aux;
+	w->last_ack = aux > INT32_MAX ? INT32_MAX : (int32_t)aux;
 	emit(c, CORE_PS_ACK, i, step, aux, waiting);
 	/* The push is also the request for the next round: held until its barrier holds (at
 	 * once for ASP), then answered with the model. */
@@ -757,7 +1123,7 @@ static void depart(struct core_ps *c, uint32_t i, enum core_ps_leave why, int64_
 	if (w->departed || w->left)
 		return;
 	w->departed = true;
-	w->departed_ns = now_ns;
+	w->seen_ns = now_ns;
 	/* A held request stays: a worker that was only cut off gets its answer. */
 	set_live(c, i, false, now_ns);
 	emit(c, CORE_PS_DEPART, i, c->clocks[i], why, 0);
@@ -776,7 +1142,7 @@ int core_ps_on_leave(struct core_ps *c, uint32_t i, enum core_ps_leave why, int6
 	}
 	/* A BYE is a message: the worker is known and was seen; it is finished. */
 	w->known = true;
-	w->last_seen_ns = now_ns;
+	w->seen_ns = now_ns;
 	w->departed = false;
 	w->left = true;
 	set_held(c, i, false);
@@ -792,7 +1158,7 @@ int core_ps_on_tick(struct core_ps *c, int64_t now_ns)
 	if (c->conf.dead_after_ns > 0)
 		for (uint32_t i = 0; i < c->conf.n; i++)
 			if (c->alive[i] && c->w[i].known && !c->w[i].left &&
-			    now_ns - c->w[i].last_seen_ns > c->conf.dead_after_ns)
+			    now_ns - c->w[i].seen_ns > c->conf.dead_after_ns)
 				depart(c, i, CORE_PS_LEAVE_SILENT, now_ns);
 	return end(c);
 }
@@ -830,7 +1196,7 @@ bool core_ps_finished(const struct core_ps *c, int64_t now_ns)
 	int64_t grace = c->conf.grace_ns > 0 ? c->conf.grace_ns : CORE_PS_GRACE_NS;
 
 	for (uint32_t i = 0; i < c->conf.n; i++)
-		if (!c->w[i].left && !(c->w[i].departed && now_ns - c->w[i].departed_ns >= grace))
+		if (!c->w[i].left && !(c->w[i].departed && now_ns - c->w[i].seen_ns >= grace))
 			return false;
 	return true;
 }
@@ -846,9 +1212,9 @@ int64_t core_ps_next_deadline(const struct core_ps *c)
 		if (w->left)
 			continue;
 		if (w->departed)
-			d = w->departed_ns + grace;
+			d = w->seen_ns + grace;
 		else if (c->conf.dead_after_ns > 0 && c->alive[i] && w->known)
-			d = w->last_seen_ns + c->conf.dead_after_ns + 1; /* "more than" dead_after */
+			d = w->seen_ns + c->conf.dead_after_ns + 1; /* "more than" dead_after */
 		if (d < t)
 			t = d;
 	}
@@ -915,27 +1281,49 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 	 * bytes per worker for a BSP round close it may never have. */
 	c->cap = 2 * (size_t)n + 16 < CORE_PS_ACT_CAP ? 2 * (size_t)n + 16 : CORE_PS_ACT_CAP;
 	c->act = calloc(c->cap, sizeof *c->act);
-	c->fen = calloc((size_t)n + 1, sizeof *c->fen);
 	c->cand = calloc(n, sizeof *c->cand);
 	if (barrier_is_sampled(conf->bp.kind)) {
 		/* The sample never holds more than the other workers. */
 		size_t nodes;
 
 		c->slot = conf->bp.sample < n - 1 ? conf->bp.sample : n - 1;
-		nodes = (size_t)n * c->slot + n;
-		c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
-		c->nxt = malloc(nodes * sizeof *c->nxt);
-		c->prv = malloc(nodes * sizeof *c->prv);
+		c->check = conf->draw == BARRIER_DRAW_CHECK;
+		c->fen = calloc((size_t)n + 1, sizeof *c->fen);
+		if (!c->fen)
+			goto fail;
+		c->unsat = calloc(n, sizeof *c->unsat);
+		if (!c->unsat)
+			goto fail;
 		c->mkey = calloc(2 * c->slot + 1, sizeof *c->mkey);
 		c->mval = calloc(2 * c->slot + 1, sizeof *c->mval);
 		c->scratch = conf->reference ? calloc(n, sizeof *c->scratch) : NULL;
-		if (!c->samples || !c->nxt || !c->prv || !c->mkey || !c->mval ||
-		    (conf->reference && !c->scratch))
+		if (!c->mkey || !c->mval || (conf->reference && !c->scratch))
 			goto fail;
-		memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
-		memset(c->prv, 0xff, nodes * sizeof *c->prv);
+		if (c->check) {
+			c->buf = calloc(c->slot + 1, sizeof *c->buf);
+			c->tgt = calloc(n, sizeof *c->tgt);
+			c->hpos = malloc((size_t)n * sizeof *c->hpos);
+			if (!c->buf || !c->tgt || !c->hpos)
+				goto fail;
+			memset(c->hpos, 0xff, (size_t)n * sizeof *c->hpos);
+		} else {
+			c->rng = calloc(n, sizeof *c->rng);
+			c->nsample = calloc(n, sizeof *c->nsample);
+			if (!c->rng || !c->nsample)
+				goto fail;
+			nodes = (size_t)n * c->slot + n;
+			c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
+			c->nxt = malloc(nodes * sizeof *c->nxt);
+			c->prv = malloc(nodes * sizeof *c->prv);
+			if (!c->samples || !c->nxt || !c->prv)
+				goto fail;
+			memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
+			memset(c->prv, 0xff, nodes * sizeof *c->prv);
+		}
 	}
-	if (!c->w || !c->clocks || !c->alive || !c->act || !c->fen || !c->cand)
+	if (conf->average && !(c->round_samples = calloc(n, sizeof *c->round_samples)))
+		goto fail;
+	if (!c->w || !c->clocks || !c->alive || !c->act || !c->cand)
 		goto fail;
 	for (c->fen_top = 1; c->fen_top * 2 <= n; c->fen_top *= 2)
 		;
@@ -949,12 +1337,14 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 		if (!w->late) {
 			c->alive[i] = true;
 			c->live++;
-			fen_add(c, i, 1);
+			if (c->fen)
+				fen_add(c, i, 1);
 			min_add(c, 0);
 		}
 		w->pushed_on = -1;
 		w->last_push = -1;
-		w->rng = conf->seed ^ (CORE_PS_RNG_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+		if (c->rng)
+			c->rng[i] = conf->seed ^ (CORE_PS_RNG_STREAM << 20) ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
 	}
 	barrier_round_init(&c->round, 0, c->live, conf->bp.backup);
 	return c;
@@ -974,7 +1364,17 @@ void core_ps_destroy(struct core_ps **p)
 	free(c->clocks);
 	free(c->alive);
 	free(c->samples);
+	free(c->rng);
+	free(c->nsample);
+	free(c->unsat);
+	free(c->round_samples);
 	free(c->scratch);
+	for (uint32_t k = 0; k < c->nlv; k++)
+		free(c->lv[k].heap);
+	free(c->lv);
+	free(c->tgt);
+	free(c->hpos);
+	free(c->buf);
 	free(c->nxt);
 	free(c->prv);
 	free(c->mkey);

@@ -12,12 +12,19 @@
  *
  * Shape (after ngtcp2's connection core): create with a struct core_ps_conf, feed events
  * (core_ps_on_*), read the actions of that call (core_ps_actions), repeat. Actions are valid
- * until the next event. Per worker the core keeps about 110 bytes plus, for pBSP/pSSP, 12
- * bytes per sampled worker (the sample and its waiter links); no event allocates unless it
- * makes more than min(2n + 16, 1024) actions (a BSP round close of more than ~500 workers: the
- * room grows once, by doubling). An event costs O(1) amortised for BSP/SSP/ASP and
- * O(beta (beta + log n)) for a pBSP/pSSP crossing; O(n) when liveness changes, a BSP round
- * closes or the smallest clock rises (each once per many events).
+ * until the next event. Per worker the core keeps 61 bytes (a 48-byte record: liveness, the
+ * held request, the push history a reconnect needs; the clock, liveness and a candidate slot),
+ * plus for pBSP/pSSP 8 (a Fenwick tree over liveness, a counter), and with a sample per
+ * crossing 20 more and 12 per sampled worker (the sample and its waiter links), with a sample
+ * per check 12 more (a budget and a heap slot) and up to 8 per held request (the heaps of its
+ * thresholds); model averaging 8 (samples behind each model). The actions' room is
+ * min(2n + 16, 1024) actions of 40 bytes made at creation; an event that makes more (a BSP
+ * round close of more than ~500 workers) grows it by half, once per new largest event. An
+ * event costs O(1) amortised for BSP/SSP/ASP and O(beta (beta + log n)) for a pBSP/pSSP
+ * crossing with a sample per crossing; O(n) when liveness changes, a BSP round closes or the
+ * smallest clock rises (each once per many events). With a sample per check an event costs
+ * O(levels + beta) (levels: distinct thresholds of held requests) plus O(log n) per request
+ * held or released, and O(n) when a threshold is first waited at.
  *
  * Events can also be written and read back as one text line each (core_ps_event_format,
  * core_ps_event_parse), and actions likewise (core_ps_action_format), so a run's decisions can
@@ -46,6 +53,8 @@ double core_ps_weight(enum core_ps_weighting w, int64_t staleness);
 struct core_ps_conf {
 	uint32_t n;                  /* workers */
 	struct barrier_params bp;
+	enum barrier_draw draw;      /* pBSP/pSSP: a sample per crossing (the zero value) or per
+				      * check; ignored by the other kinds */
 	enum core_ps_weighting weighting;
 	bool average;                /* model averaging (pushes are models) */
 	uint64_t seed;
@@ -54,7 +63,7 @@ struct core_ps_conf {
 	const bool *late;
 	bool reference;              /* tests: judge every held request on every change and draw
 				      * samples with barrier_sample (the plain rules the fast
-				      * paths must equal) */
+				      * paths must equal; for draw = CHECK, equal in distribution) */
 };
 
 enum core_ps_action_kind {
@@ -86,9 +95,10 @@ enum core_ps_leave { CORE_PS_LEAVE_BYE = 0, CORE_PS_LEAVE_CLOSED, CORE_PS_LEAVE_
 
 /* One action; plain struct. version is the model version once the action is done. */
 struct core_ps_action {
-	enum core_ps_action_kind kind;
-	uint32_t worker;
+	uint8_t kind;    /* enum core_ps_action_kind (a byte: a BSP round close of N workers makes
+			  * N actions, and 40 bytes each, not 48, is what 10,000 workers hold) */
 	uint8_t reply;   /* CORE_PS_RELEASE: enum core_ps_reply */
+	uint32_t worker;
 	int64_t step;
 	int64_t version;
 	int64_t aux;

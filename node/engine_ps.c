@@ -72,6 +72,7 @@ double engine_ps_weight(enum engine_ps_weighting w, int64_t staleness)
 struct ps_conf {
 	struct engine_conf ec;
 	struct barrier_params bp;
+	enum barrier_draw draw;
 	enum engine_ps_weighting weighting;
 	double dead_after_s;
 	bool average;        /* model averaging: workers push models every local_steps steps */
@@ -121,6 +122,13 @@ static int ps_conf_read(const struct kv *cfg, struct ps_conf *pc)
 	pc->bp.kind = BARRIER_BSP;
 	if (b && *b && barrier_kind_parse(b, &pc->bp.kind) < 0) {
 		log_error("engine_ps: consistency.barrier: unknown '%s'", b);
+		goto fail;
+	}
+	/* A sample per check unless told otherwise (the scenario's default, docs/scenario.md). */
+	pc->draw = BARRIER_DRAW_CHECK;
+	if (kv_get(cfg, "consistency.draw") && *kv_get(cfg, "consistency.draw") &&
+	    barrier_draw_parse(kv_get(cfg, "consistency.draw"), &pc->draw) < 0) {
+		log_error("engine_ps: consistency.draw must be check|crossing");
 		goto fail;
 	}
 	if (engine_ps_weighting_parse(kv_get(cfg, "consistency.weighting"), &pc->weighting) < 0) {
@@ -617,7 +625,7 @@ int engine_ps_server_run(const struct kv *cfg)
 	s.scaled = calloc(s.nparams, sizeof *s.scaled);
 	{
 		struct core_ps_conf cc = {
-			.n = s.pc.ec.n, .bp = s.pc.bp, .average = s.pc.average,
+			.n = s.pc.ec.n, .bp = s.pc.bp, .draw = s.pc.draw, .average = s.pc.average,
 			.weighting = (enum core_ps_weighting)s.pc.weighting, .seed = s.pc.ec.seed,
 			.dead_after_ns = (int64_t)(s.pc.dead_after_s * 1e9),
 			.grace_ns = PS_DEPARTED_GRACE_NS, .late = s.pc.ec.late,
@@ -669,9 +677,10 @@ int engine_ps_server_run(const struct kv *cfg)
 		log_error("engine_ps: bind %s: %s", s.pc.server_ep, zmq_strerror(-rc));
 		goto out;
 	}
-	log_info("engine_ps: server on %s, %u workers, %s (s=%lld beta=%u b=%u), %zu params",
-		 s.pc.server_ep, s.pc.ec.n, barrier_kind_name(s.pc.bp.kind),
-		 (long long)s.pc.bp.staleness, s.pc.bp.sample, s.pc.bp.backup, s.nparams);
+	log_info("engine_ps: server on %s, %u workers, %s (s=%lld beta=%u b=%u, a sample per %s), "
+		 "%zu params", s.pc.server_ep, s.pc.ec.n, barrier_kind_name(s.pc.bp.kind),
+		 (long long)s.pc.bp.staleness, s.pc.bp.sample, s.pc.bp.backup,
+		 barrier_draw_name(s.pc.draw), s.nparams);
 	rc = engine_ctl_start(cfg, &s.pc.ec, &s.ctl);
 	if (rc == -ECANCELED) {
 		rc = 0;

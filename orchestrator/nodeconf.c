@@ -149,6 +149,7 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 	kv_setf(kv, "consistency.sample", "%u", sc->consistency.sample);
 	kv_setf(kv, "consistency.backup", "%u", sc->consistency.backup);
 	kv_set(kv, "consistency.weighting", scenario_weighting_name(sc->consistency.weighting));
+	kv_set(kv, "consistency.draw", scenario_draw_name(sc->consistency.draw));
 	kv_setf(kv, "consistency.local_steps", "%u", sc->consistency.local_steps);
 	kv_setf(kv, "consistency.fanout", "%u", sc->consistency.fanout);
 	/* Without a combine rule, peers gossip (plain mean of fanout replicas). */

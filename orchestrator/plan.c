@@ -546,7 +546,9 @@ int plan_print(FILE *out, const struct plan *self)
 			if (sc->consistency.barrier == SCENARIO_BARRIER_SSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
 				fprintf(out, " staleness %u", sc->consistency.staleness);
 			if (sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP)
-				fprintf(out, " sample %u", sc->consistency.sample);
+				fprintf(out, " sample %u per %s", sc->consistency.sample,
+					sc->topology.kind == SCENARIO_TOPO_P2P ? "crossing"
+										: scenario_draw_name(sc->consistency.draw));
 			if (sc->consistency.backup)
 				fprintf(out, " backup %u", sc->consistency.backup);
 		}

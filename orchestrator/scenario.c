@@ -50,7 +50,7 @@ struct cv {
 	struct link_pos def_up, def_down;
 	const struct yamltree_node *workers_node, *nodes_node, *subnet_node, *sizes_node;
 	const struct yamltree_node *sample_node, *backup_node;
-	const struct yamltree_node *barrier_node, *combine_node, *zipf_node;
+	const struct yamltree_node *barrier_node, *combine_node, *zipf_node, *draw_node;
 };
 
 /* --- errors ------------------------------------------------------------------------------ */
@@ -352,6 +352,7 @@ static const char *const topo_names[] = { "parameter-server", "p2p", "allreduce"
 static const char *const barrier_names[] = { "bsp", "ssp", "asp", "pbsp", "pssp", NULL };
 static const char *const weighting_names[] = { "none", "inverse", "exp", NULL };
 static const char *const combine_names[] = { "none", "average", "ensemble", NULL };
+static const char *const draw_names[] = { "check", "crossing", NULL };
 static const char *const workload_names[] = { "train", "linkcheck", NULL };
 static const char *const failure_names[] = { "stop", "continue", NULL };
 static const char *const sim_train_names[] = { "none", "real", NULL };
@@ -376,6 +377,7 @@ const char *scenario_data_set_name(enum scenario_data_set s) { return NAME_OF(se
 const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return NAME_OF(lr_names, s); }
 const char *scenario_weighting_name(enum scenario_weighting w) { return NAME_OF(weighting_names, w); }
 const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(combine_names, c); }
+const char *scenario_draw_name(enum scenario_draw d) { return NAME_OF(draw_names, d); }
 const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
 const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return NAME_OF(fleet_strategy_names, s); }
 const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return NAME_OF(fleet_base_names, b); }
@@ -1077,7 +1079,7 @@ static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
 	int rc, idx;
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "consistency")) ||
 	    (rc = check_keys(cv, m, KEYS("barrier", "staleness", "sample", "backup", "weighting", "local_steps",
-				       "fanout", "combine"), "consistency")))
+				       "fanout", "combine", "draw"), "consistency")))
 		return rc;
 	if ((v = GET(m, "barrier"))) {
 		if ((rc = get_enum(cv, v, barrier_names, "consistency.barrier", &idx)))
@@ -1119,6 +1121,13 @@ static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
 			return rc;
 		sc->consistency.combine = (enum scenario_combine)idx;
 		cv->combine_node = v;
+	}
+	/* Kept whatever the barrier, like staleness and sample: only pbsp/pssp draw samples. */
+	if ((v = GET(m, "draw"))) {
+		if ((rc = get_enum(cv, v, draw_names, "consistency.draw", &idx)))
+			return rc;
+		sc->consistency.draw = (enum scenario_draw)idx;
+		cv->draw_node = v;
 	}
 	return 0;
 }
@@ -2022,6 +2031,12 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 				    topo_names[sc->topology.kind], why);
 		}
 	}
+	/* A p2p peer asks its sampled peers for their clocks and waits for their answers: there is
+	 * no point at which a held request is judged again, so it draws once per crossing. */
+	if (sc->topology.kind == SCENARIO_TOPO_P2P && cv->draw_node && sc->consistency.draw == SCENARIO_DRAW_CHECK &&
+	    (sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP))
+		return fail(cv, cv->draw_node, "consistency.draw check with topology p2p: a peer draws its "
+			    "sample once per crossing (expected crossing)");
 	if (sc->topology.kind == SCENARIO_TOPO_ALLREDUCE && sc->consistency.barrier != SCENARIO_BARRIER_BSP)
 		return fail(cv, cv->barrier_node, "barrier %s with topology allreduce: a ring all-reduce is "
 			    "synchronous (expected bsp)", barrier_names[sc->consistency.barrier]);

@@ -46,6 +46,8 @@ enum scenario_barrier { SCENARIO_BARRIER_BSP = 0, SCENARIO_BARRIER_SSP, SCENARIO
 			SCENARIO_BARRIER_PBSP, SCENARIO_BARRIER_PSSP };
 enum scenario_weighting { SCENARIO_WEIGHT_NONE = 0, SCENARIO_WEIGHT_INVERSE, SCENARIO_WEIGHT_EXP };
 enum scenario_combine { SCENARIO_COMBINE_NONE = 0, SCENARIO_COMBINE_AVERAGE, SCENARIO_COMBINE_ENSEMBLE };
+/* consistency.draw: when a pBSP/pSSP request draws its sample (node/barrier.h) */
+enum scenario_draw { SCENARIO_DRAW_CHECK = 0, SCENARIO_DRAW_CROSSING };
 enum scenario_workload { SCENARIO_WORKLOAD_TRAIN = 0, SCENARIO_WORKLOAD_LINKCHECK };
 enum scenario_on_failure { SCENARIO_ON_FAILURE_STOP = 0, SCENARIO_ON_FAILURE_CONTINUE };
 enum scenario_sim_train { SCENARIO_SIM_TRAIN_NONE = 0, SCENARIO_SIM_TRAIN_REAL };
@@ -210,6 +212,7 @@ struct scenario {
 		uint32_t local_steps;           /* model averaging period */
 		uint32_t fanout;                /* gossip fanout (p2p) */
 		enum scenario_combine combine;
+		enum scenario_draw draw;        /* pbsp, pssp on a parameter server */
 	} consistency;
 
 	struct {                                /* topology fleet (docs/scenario.md `fleet`) */
@@ -339,6 +342,7 @@ const char *scenario_data_set_name(enum scenario_data_set set);
 const char *scenario_lr_schedule_name(enum scenario_lr_schedule s);
 const char *scenario_weighting_name(enum scenario_weighting w);
 const char *scenario_combine_name(enum scenario_combine c);
+const char *scenario_draw_name(enum scenario_draw d);
 const char *scenario_dist_name(enum scenario_dist d);
 const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s);
 const char *scenario_fleet_base_name(enum scenario_fleet_base b);

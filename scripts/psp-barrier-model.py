@@ -3,9 +3,10 @@
 # with i.i.d. exponential step times and no network, a barrier judged whenever any clock
 # changes, under two pBSP/pSSP rules:
 #   fixed     the crossing's beta workers are drawn once; the worker waits until all of them
-#             have reached the threshold (node/core_ps's rule, the emulator's)
+#             have reached the threshold (node/core_ps with consistency.draw: crossing)
 #   resample  every check draws beta workers afresh; the worker goes on as soon as one draw
-#             finds all of them at or above the threshold
+#             finds all of them at or above the threshold (consistency.draw: check, the
+#             default)
 # beta = n - 1 with the fixed rule is BSP (s = 0) or SSP(s).
 #   python3 scripts/psp-barrier-model.py 1 10 64        # final steps min / median / max
 import heapq

@@ -2,7 +2,8 @@
  *
  *   1. the PSP experiment (scenarios/psp-sim.yaml's settings: exponential step times of mean
  *      0.5 s, 200 simulated seconds) at 10,000 workers with train none, for BSP, SSP(4),
- *      pBSP(10), pSSP(10, 4) and ASP: wall time, events, events per second (no files written);
+ *      pBSP(10), pSSP(10, 4) and ASP, the sampled ones with a sample per check (the default)
+ *      and per crossing: wall time, events, events per second (no files written);
  *   2. the same at 100,000 workers (ASP and pBSP(10)): wall time and memory;
  *   3. memory per simulated worker: each case runs in a fresh child; the peak RSS of a child
  *      that only parses and plans the scenario is subtracted from that of one that also
@@ -42,8 +43,8 @@ struct result {
 };
 
 /* In a child: parse, plan and (when simulate) simulate; the figures come back through a pipe. */
-static int run_case(const char *barrier, unsigned workers, unsigned sample, const char *train, bool simulate,
-		    const char *out_dir, struct result *res)
+static int run_case(const char *barrier, const char *draw, unsigned workers, unsigned sample,
+		    const char *train, bool simulate, const char *out_dir, struct result *res)
 {
 	int fd[2];
 	pid_t pid;
@@ -65,11 +66,11 @@ static int run_case(const char *barrier, unsigned workers, unsigned sample, cons
 		close(fd[0]);
 		snprintf(buf, sizeof buf,
 			 "name: bench\nseed: 7\nstop: {time: 200s}\nmodel: {kind: softmax}\ntrain: {batch: 64}\n"
-			 "consistency: {barrier: %s, staleness: 4, sample: %u}\nworkers: %u\nlinkcheck: off\n"
+			 "consistency: {barrier: %s, staleness: 4, sample: %u, draw: %s}\nworkers: %u\nlinkcheck: off\n"
 			 "eval: {every: 10s}\nnetwork: {default: {delay: 1ms}}\n"
 			 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 499ms}}}\n"
 			 "simulation: {train: %s, step_cost: 1ms, server_cost: 20us}\n",
-			 barrier, sample, workers, train);
+			 barrier, sample, draw, workers, train);
 		sc = scenario_parse(buf, strlen(buf), "bench.yaml", err, sizeof err);
 		p = sc ? plan_new(sc, err, sizeof err) : NULL;
 		if (!p) {
@@ -110,24 +111,30 @@ static int run_case(const char *barrier, unsigned workers, unsigned sample, cons
 	return res->ok ? 0 : -1;
 }
 
-static void psp(unsigned workers, const char *const *barriers, const unsigned *samples, size_t n)
+static bool barrier_sampled(const char *b)
+{
+	return !strcmp(b, "pbsp") || !strcmp(b, "pssp");
+}
+
+static void psp(unsigned workers, const char *const *barriers, const unsigned *samples,
+		const char *const *draws, size_t n)
 {
 	struct result base, r;
 
-	if (run_case("asp", workers, 10, "none", false, NULL, &base) < 0) {
+	if (run_case("asp", "check", workers, 10, "none", false, NULL, &base) < 0) {
 		printf("  plan of %u workers failed\n", workers);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (run_case(barriers[i], workers, samples[i], "none", true, NULL, &r) < 0) {
+		if (run_case(barriers[i], draws[i], workers, samples[i], "none", true, NULL, &r) < 0) {
 			printf("  %-10s failed\n", barriers[i]);
 			continue;
 		}
 		/* cpu: the child's user + system time less the plan's (what one core spends) */
-		printf("  %-4s beta %-2u %6u workers: %6.2f s wall, %5.2f s cpu, %9llu events, %5.2f M events/s "
+		printf("  %-4s beta %-2u %-8s %6u workers: %6.2f s wall, %5.2f s cpu, %9llu events, %5.2f M events/s "
 		       "of cpu; final step min %.0f median %.1f max %.0f; simulation holds %.1f MB = %.0f "
 		       "bytes/worker (its own arrays %.0f; peak RSS %ld MB, plan alone %ld MB)\n",
-		       barriers[i], samples[i], workers, r.wall_s, r.cpu_s - base.cpu_s, r.events,
+		       barriers[i], samples[i], barrier_sampled(barriers[i]) ? draws[i] : "", workers, r.wall_s, r.cpu_s - base.cpu_s, r.events,
 		       r.events / (r.cpu_s - base.cpu_s) / 1e6, r.min, r.median, r.max, r.held / 1048576.0,
 		       (double)r.held / workers, (double)r.state / workers, r.rss_kb / 1024, base.rss_kb / 1024);
 	}
@@ -135,10 +142,13 @@ static void psp(unsigned workers, const char *const *barriers, const unsigned *s
 
 int main(void)
 {
-	static const char *const b5[] = { "bsp", "ssp", "pbsp", "pssp", "asp" };
-	static const unsigned s5[] = { 10, 10, 10, 10, 10 };
-	static const char *const b2[] = { "asp", "pbsp" };
-	static const unsigned s2[] = { 10, 10 };
+	static const char *const b5[] = { "bsp", "ssp", "pbsp", "pssp", "asp", "pbsp", "pssp" };
+	static const unsigned s5[] = { 10, 10, 10, 10, 10, 10, 10 };
+	static const char *const d5[] = { "check", "check", "check", "check", "check", "crossing",
+					   "crossing" };
+	static const char *const b2[] = { "asp", "pbsp", "pbsp" };
+	static const unsigned s2[] = { 10, 10, 10 };
+	static const char *const d2[] = { "check", "check", "crossing" };
 	const char *quick = getenv("BENCH_SIM_QUICK");
 	FILE *la = fopen("/proc/loadavg", "re");
 	char load[64] = "?";
@@ -152,11 +162,11 @@ int main(void)
 	}
 	printf("bench_sim (load average %s)\n", load);
 	printf("1. PSP experiment, 10,000 workers, 200 simulated s, train none (target <= 5 s each):\n");
-	psp(10000, b5, s5, 5);
+	psp(10000, b5, s5, d5, 7);
 	if (quick && *quick == '1')
 		return 0;
 	printf("2./3. 100,000 workers, 200 simulated s, train none (target <= 200 bytes/worker):\n");
-	psp(100000, b2, s2, 2);
+	psp(100000, b2, s2, d2, 3);
 	printf("4. train real: softmax, 1,000 workers x 200 simulated s, pBSP(10) (target <= 60 s):\n");
 	{
 		char dir[] = "/tmp/bench-sim-XXXXXX", cmd[128], path[256];
@@ -168,7 +178,7 @@ int main(void)
 		}
 		snprintf(path, sizeof path, "%s/nodes", dir);
 		mkdir(path, 0755);
-		if (run_case("pbsp", 1000, 10, "real", true, dir, &r) == 0) {
+		if (run_case("pbsp", "check", 1000, 10, "real", true, dir, &r) == 0) {
 			char line[256] = "", last[256] = "";
 			FILE *f;
 

@@ -605,7 +605,9 @@ static void pssp_logged(struct kv *k, int i)
 Test(engine_ps, replay_gives_the_logged_decisions, .timeout = 120)
 {
 	char *dir = mkrun(), *text, *line, *save = NULL;
+	/* The engine's default: a sample per check (consistency.draw unset). */
 	struct core_ps_conf conf = { .n = NW, .seed = 7, .grace_ns = CORE_PS_GRACE_NS,
+				     .draw = BARRIER_DRAW_CHECK,
 				     .bp = { .kind = BARRIER_PSSP, .staleness = 1, .sample = 1 } };
 	struct core_ps *c = core_ps_new(&conf);
 	const struct core_ps_action *a = NULL;

@@ -186,6 +186,7 @@ Test(scenario, defaults)
 	cr_expect_eq(sc->topology.kind, SCENARIO_TOPO_PS);
 	cr_expect_eq(sc->topology.servers, 1);
 	cr_expect_eq(sc->consistency.barrier, SCENARIO_BARRIER_BSP);
+	cr_expect_eq(sc->consistency.draw, SCENARIO_DRAW_CHECK);
 	cr_expect_eq(sc->model.kind, SCENARIO_MODEL_SOFTMAX);
 	cr_expect_eq(sc->data.set, SCENARIO_DATA_FASHION_MNIST);
 	cr_expect_str_eq(sc->data.path, "/usr/share/datasets/fashion-mnist");
@@ -213,6 +214,17 @@ Test(scenario, defaults)
 	sc = parse("workload: linkcheck\nworkers: 3\n");
 	scenario_destroy(&sc);
 	sc = parse("topology: {kind: centralized}\ntrain: {epochs: 2}\n");
+	scenario_destroy(&sc);
+	/* consistency.draw: kept whatever the barrier; crossing is p2p's rule */
+	sc = parse("stop: {steps: 1}\nconsistency: {barrier: pssp, draw: crossing}\n");
+	cr_expect_eq(sc->consistency.draw, SCENARIO_DRAW_CROSSING);
+	cr_expect_str_eq(scenario_draw_name(sc->consistency.draw), "crossing");
+	scenario_destroy(&sc);
+	sc = parse("stop: {steps: 1}\nconsistency: {barrier: bsp, draw: check}\n");
+	cr_expect_eq(sc->consistency.draw, SCENARIO_DRAW_CHECK);
+	scenario_destroy(&sc);
+	sc = parse("stop: {steps: 1}\ntopology: {kind: p2p}\nconsistency: {barrier: pbsp, draw: crossing}\n");
+	cr_expect_eq(sc->consistency.draw, SCENARIO_DRAW_CROSSING);
 	scenario_destroy(&sc);
 }
 

@@ -111,6 +111,10 @@ static const struct bad cases[] = {
 	  "combine ensemble applies to topology p2p" },
 	{ S "topology: {kind: allreduce}\nconsistency: {barrier: asp}\n", 3, 24,
 	  "a ring all-reduce is synchronous" },
+	{ S "consistency: {barrier: pbsp, draw: always}\n", 2, 36, "consistency.draw" },
+	{ S "consistency: {barrier: pbsp, draw: 1}\n", 2, 36, "consistency.draw" },
+	{ S "topology: {kind: p2p}\nconsistency: {barrier: pssp, draw: check}\n", 3, 36,
+	  "a peer draws its sample once per crossing" },
 	{ S "network: {mtu: 100}\n", 2, 16, "out of range" },
 	{ S "network: {mtu: 70000}\n", 2, 16, "out of range" },
 	/* network.tcp */

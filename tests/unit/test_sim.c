@@ -6,6 +6,9 @@
  *   ASP       nobody ever waits (wait_s 0 in every row, progress waiting 0)
  *   pBSP(0)   is ASP: the same trace files, byte for byte
  *   pBSP(N-1) is BSP: the same steps, waits and progress, sample for sample
+ *   draw      pBSP/pSSP run with a sample per check (the default) by the tests above; with a
+ *             sample per crossing pBSP(0) is ASP and pBSP(N-1) BSP too, and per check holds
+ *             less than per crossing (its workers get further, wait less)
  *   determinism  the same scenario and seed give byte-identical files
  *   errors    bad simulation: values get FILE:LINE:COL messages at the value */
 #include <criterion/criterion.h>
@@ -234,6 +237,86 @@ Test(sim, pbsp_all_is_bsp, .timeout = 60)
 	scenario_destroy(&y);
 	support_rm_rf(a);
 	support_rm_rf(b);
+}
+
+Test(sim, draw_rules, .timeout = 60)
+{
+	char a[256], b[256], c[256];
+	/* the barrier string carries the key into the consistency mapping */
+	struct scenario *asp = scen("asp", 5, 0, 0, NULL), *bsp = scen("bsp", 5, 4, 0, NULL);
+	struct scenario *p0 = scen("pbsp, draw: crossing", 5, 0, 0, NULL);
+	struct scenario *pall = scen("pbsp, draw: crossing", 5, 4, 0, NULL);
+	struct scenario *cross = scen("pbsp, draw: crossing", 16, 3, 0, NULL);
+	struct scenario *check = scen("pbsp, draw: check", 16, 3, 0, NULL);
+	struct sim_result ra, rb, rc;
+
+	cr_assert_eq(p0->consistency.draw, SCENARIO_DRAW_CROSSING);
+	cr_assert_eq(check->consistency.draw, SCENARIO_DRAW_CHECK);
+	support_tmpdir(a, sizeof a, "sim");
+	support_tmpdir(b, sizeof b, "sim");
+	support_tmpdir(c, sizeof c, "sim");
+	simulate(asp, a, &ra);
+	simulate(p0, b, &rb);
+	cr_assert(same_file(a, b, "workers.csv") && same_file(a, b, "progress.csv"),
+		  "pBSP(0) per crossing is not ASP");
+	/* fresh directories: a run's files are not meant to be written over */
+	support_rm_rf(a);
+	support_rm_rf(c);
+	support_tmpdir(a, sizeof a, "sim");
+	support_tmpdir(c, sizeof c, "sim");
+	simulate(bsp, a, &ra);
+	simulate(pall, c, &rc);
+	cr_assert(same_file(a, c, "progress.csv"), "pBSP(N-1) per crossing is not BSP");
+	support_rm_rf(b);
+	support_rm_rf(c);
+	support_tmpdir(b, sizeof b, "sim");
+	support_tmpdir(c, sizeof c, "sim");
+	simulate(cross, b, &rb);
+	simulate(check, c, &rc);
+	cr_assert_gt(rc.steps_median, rb.steps_median + 5, "check %.1f, crossing %.1f",
+		     rc.steps_median, rb.steps_median);
+	cr_assert_lt(rc.wait_fraction, rb.wait_fraction);
+	scenario_destroy(&asp);
+	scenario_destroy(&bsp);
+	scenario_destroy(&p0);
+	scenario_destroy(&pall);
+	scenario_destroy(&cross);
+	scenario_destroy(&check);
+	support_rm_rf(a);
+	support_rm_rf(b);
+	support_rm_rf(c);
+}
+
+/* Memory: at most 200 bytes per simulated worker without training (what the simulation holds
+ * at its end, by malloc's count) for every barrier, pBSP/pSSP with their default sample per
+ * check; 5,000 workers for 20 simulated seconds (the fixed costs, the actions' first room
+ * among them, are then 10 bytes per worker or less). */
+Test(sim, memory_per_worker, .timeout = 60)
+{
+	static const char *const barriers[] = { "bsp", "ssp", "asp", "pbsp", "pssp" };
+
+	for (size_t k = 0; k < sizeof barriers / sizeof barriers[0]; k++) {
+		char buf[1024], err[SCENARIO_ERR_MAX], dir[256];
+		struct scenario *sc;
+		struct sim_result r;
+
+		snprintf(buf, sizeof buf,
+			 "name: m\nseed: 3\nstop: {time: 20s}\nmodel: {kind: softmax}\n"
+			 "consistency: {barrier: %s, staleness: 4, sample: 10}\nworkers: 5000\n"
+			 "linkcheck: off\nnetwork: {default: {delay: 1ms}}\n"
+			 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 499ms}}}\n"
+			 "simulation: {train: none, step_cost: 1ms, server_cost: 20us, node_files: 0}\n",
+			 barriers[k]);
+		sc = scenario_parse(buf, strlen(buf), "m.yaml", err, sizeof err);
+		cr_assert_not_null(sc, "%s", err);
+		support_tmpdir(dir, sizeof dir, "sim");
+		simulate(sc, dir, &r);
+		cr_assert_gt(r.held_bytes, 5000u * 60, "%s: %zu bytes held", barriers[k], r.held_bytes);
+		cr_assert_leq(r.held_bytes, 5000u * 200, "%s: %.1f bytes per worker", barriers[k],
+			      r.held_bytes / 5000.0);
+		scenario_destroy(&sc);
+		support_rm_rf(dir);
+	}
 }
 
 Test(sim, deterministic, .timeout = 60)
