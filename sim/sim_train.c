@@ -4,7 +4,9 @@
  * parameters at that version; the copy is made once per version (on the first take after the
  * model changed) and freed when its last holder moves on, so memory is one model per version
  * still in use, never one per worker. Minibatches follow the emulated worker's rule (its share,
- * shuffled with its own stream, reshuffled every local epoch). */
+ * shuffled with its own stream, reshuffled every local epoch), drawn from the very stream the
+ * emulated worker uses (ENGINE_STREAM_ORDER): the same seed gives the same minibatches in the
+ * same order. */
 #include "sim/sim_train.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "node/data.h"
+#include "node/engine_common.h"
 #include "node/model.h"
 #include "node/optim.h"
 #include "node/partition.h"
@@ -159,7 +162,7 @@ struct sim_train *sim_train_new(const struct scenario *sc, uint32_t n, uint64_t 
 		if (!(w->order = malloc(w->n * sizeof *w->order)))
 			goto nomem;
 		memcpy(w->order, w->share, w->n * sizeof *w->order);
-		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), 0x4f52444552ull);
+		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), ENGINE_STREAM_ORDER);
 		rng_shuffle_u32(&w->rng, w->order, w->n);
 	}
 	free(pp);
