@@ -74,6 +74,8 @@ static int add_run(struct plot_set *s, const char *top, const char *dir, char *e
 			return -E2BIG;
 		}
 		snprintf(s->points[p].label, sizeof s->points[p].label, "%s", label);
+		s->points[p].style = p;
+		s->points[p].source = 0;
 		s->npoints++;
 	}
 	s->points[p].runs[s->points[p].nruns++] = s->nruns++;
@@ -121,6 +123,73 @@ int plot_data_collect(const char *dir, struct plot_set *s, char *err, size_t err
 	if (rc == 0 && s->nruns == 0) {
 		snprintf(err, errlen, "%s: neither a run dir nor a sweep dir (no meta.json)", dir);
 		rc = -ENOENT;
+	}
+	return rc;
+}
+
+/* Append the runs and points of one (a directory's set) to out, tagged. */
+static int merge(struct plot_set *out, const struct plot_set *one, size_t source, const char *tag,
+		 const char *dir, char *err, size_t errlen)
+{
+	size_t klen = plot_data_common_key_len(one);
+
+	if (out->nruns + one->nruns > PLOT_DATA_MAX_RUNS ||
+	    out->npoints + one->npoints > PLOT_DATA_MAX_POINTS) {
+		snprintf(err, errlen, "%s: more than %d runs or %d sweep points in all", dir,
+			 PLOT_DATA_MAX_RUNS, PLOT_DATA_MAX_POINTS);
+		return -E2BIG;
+	}
+	for (size_t p = 0; p < one->npoints; p++) {
+		const struct plot_point *from = &one->points[p];
+		struct plot_point *to = &out->points[out->npoints];
+		const char *value = from->label + klen;
+		size_t q = 0, styles = 0;
+
+		/* the colour of the first point, of any directory, showing the same value; a new
+		 * value takes the next colour */
+		for (q = 0; q < out->npoints && strcmp(out->points[q].value, value); q++)
+			styles = out->points[q].style + 1 > styles ? out->points[q].style + 1 : styles;
+		if (q < out->npoints) {
+			to->style = out->points[q].style;
+		} else {
+			to->style = styles;
+		}
+		snprintf(to->value, sizeof to->value, "%s", value);
+		to->source = source;
+		snprintf(to->label, sizeof to->label, "%.80s: %.170s", tag, value);
+		to->nruns = 0;
+		for (size_t r = 0; r < from->nruns; r++) {
+			out->runs[out->nruns] = one->runs[from->runs[r]];
+			to->runs[to->nruns++] = out->nruns++;
+		}
+		out->npoints++;
+	}
+	return 0;
+}
+
+int plot_data_collect_many(const char *const *dirs, const char *const *labels, size_t ndirs,
+			   struct plot_set *out, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	memset(out, 0, sizeof *out);
+	out->runs = calloc(PLOT_DATA_MAX_RUNS, sizeof *out->runs);
+	out->points = calloc(PLOT_DATA_MAX_POINTS, sizeof *out->points);
+	if (!out->runs || !out->points) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ndirs && rc == 0; i++) {
+		struct plot_set one;
+		const char *tag;
+
+		rc = plot_data_collect(dirs[i], &one, err, errlen);
+		if (rc == 0) {
+			tag = labels && labels[i] ? labels[i] :
+			      one.runs[0].meta.mode[0] ? one.runs[0].meta.mode : "emulation";
+			rc = merge(out, &one, i, tag, dirs[i], err, errlen);
+		}
+		plot_data_release(&one);
 	}
 	return rc;
 }
