@@ -127,42 +127,76 @@ int plot_data_collect(const char *dir, struct plot_set *s, char *err, size_t err
 	return rc;
 }
 
-/* Append the runs and points of one (a directory's set) to out, tagged. */
+/* What a compared run shows: its sweep values without the simulation-only keys (a profile
+ * per run is how a simulation is calibrated, not another experiment), the value alone when one
+ * key is left, else "key=value, ..."; with no key left, its point's label. */
+static void run_value(const struct plot_run *r, const char *point_label, char *out, size_t len)
+{
+	size_t used = 0, nkeys = 0;
+
+	out[0] = '\0';
+	for (size_t k = 0; k < r->meta.nsweep; k++)
+		nkeys += strncmp(r->meta.sweep_key[k], "simulation.", 11) != 0;
+	for (size_t k = 0; k < r->meta.nsweep && used < len; k++) {
+		int w;
+
+		if (!strncmp(r->meta.sweep_key[k], "simulation.", 11))
+			continue;
+		if (nkeys == 1)
+			w = snprintf(out + used, len - used, "%s", r->meta.sweep_val[k]);
+		else
+			w = snprintf(out + used, len - used, "%s%s=%s", used ? ", " : "",
+				     r->meta.sweep_key[k], r->meta.sweep_val[k]);
+		used = w < 0 ? len : used + (size_t)w;
+	}
+	if (!nkeys)
+		snprintf(out, len, "%s", point_label);
+}
+
+/* Append the runs of one (a directory's set) to out as points of `source`, one per value
+ * (run_value), tagged. */
 static int merge(struct plot_set *out, const struct plot_set *one, size_t source, const char *tag,
 		 const char *dir, char *err, size_t errlen)
 {
-	size_t klen = plot_data_common_key_len(one);
-
-	if (out->nruns + one->nruns > PLOT_DATA_MAX_RUNS ||
-	    out->npoints + one->npoints > PLOT_DATA_MAX_POINTS) {
-		snprintf(err, errlen, "%s: more than %d runs or %d sweep points in all", dir,
-			 PLOT_DATA_MAX_RUNS, PLOT_DATA_MAX_POINTS);
+	if (out->nruns + one->nruns > PLOT_DATA_MAX_RUNS) {
+		snprintf(err, errlen, "%s: more than %d runs in all", dir, PLOT_DATA_MAX_RUNS);
 		return -E2BIG;
 	}
 	for (size_t p = 0; p < one->npoints; p++) {
-		const struct plot_point *from = &one->points[p];
-		struct plot_point *to = &out->points[out->npoints];
-		const char *value = from->label + klen;
-		size_t q = 0, styles = 0;
+		for (size_t r = 0; r < one->points[p].nruns; r++) {
+			const struct plot_run *run = &one->runs[one->points[p].runs[r]];
+			struct plot_point *to;
+			char value[sizeof to->value];
+			size_t q, styles = 0;
 
-		/* the colour of the first point, of any directory, showing the same value; a new
-		 * value takes the next colour */
-		for (q = 0; q < out->npoints && strcmp(out->points[q].value, value); q++)
-			styles = out->points[q].style + 1 > styles ? out->points[q].style + 1 : styles;
-		if (q < out->npoints) {
-			to->style = out->points[q].style;
-		} else {
-			to->style = styles;
-		}
-		snprintf(to->value, sizeof to->value, "%s", value);
-		to->source = source;
-		snprintf(to->label, sizeof to->label, "%.80s: %.170s", tag, value);
-		to->nruns = 0;
-		for (size_t r = 0; r < from->nruns; r++) {
-			out->runs[out->nruns] = one->runs[from->runs[r]];
+			run_value(run, one->points[p].label, value, sizeof value);
+			for (q = 0; q < out->npoints; q++)
+				if (out->points[q].source == source && !strcmp(out->points[q].value, value))
+					break;
+			if (q == out->npoints) {
+				if (q == PLOT_DATA_MAX_POINTS) {
+					snprintf(err, errlen, "%s: more than %d sweep points in all", dir,
+						 PLOT_DATA_MAX_POINTS);
+					return -E2BIG;
+				}
+				/* the colour of the first point, of any directory, showing the same
+				 * value; a new value takes the next colour */
+				to = &out->points[out->npoints];
+				for (q = 0; q < out->npoints && strcmp(out->points[q].value, value); q++)
+					if (out->points[q].style + 1 > styles)
+						styles = out->points[q].style + 1;
+				to->style = q < out->npoints ? out->points[q].style : styles;
+				to->source = source;
+				snprintf(to->value, sizeof to->value, "%s", value);
+				snprintf(to->label, sizeof to->label, "%.80s: %.170s", tag, value);
+				to->nruns = 0;
+				out->npoints++;
+			} else {
+				to = &out->points[q];
+			}
+			out->runs[out->nruns] = *run;
 			to->runs[to->nruns++] = out->nruns++;
 		}
-		out->npoints++;
 	}
 	return 0;
 }

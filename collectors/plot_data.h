@@ -51,7 +51,9 @@ int plot_data_collect(const char *dir, struct plot_set *out, char *err, size_t e
 /* Runs of several directories (each as plot_data_collect reads it) in one set, to be drawn
  * over each other: every point of dirs[i] is labelled "TAG: value", TAG labels[i] (labels or
  * labels[i] NULL: the runs' meta mode, "simulation", or "emulation" when meta.json has none),
- * value the point's label without the sweep key when dirs[i] sweeps one key. Points with equal
+ * value a run's sweep values without the simulation-only keys (`simulation.*`: a profile per
+ * run calibrates, it is not another experiment), the value alone when one key is left. The
+ * runs of one directory with equal values are one point (its repeats). Points with equal
  * values share a style (colour), each directory has its own source (dash). Returns 0 or
  * -errno with err filled (-E2BIG beyond PLOT_DATA_MAX_POINTS or _RUNS in all); release with
  * plot_data_release (also after a failure). */

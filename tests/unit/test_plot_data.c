@@ -109,6 +109,27 @@ Test(plot_data, collect_many_tags_and_styles)
 	cr_assert_eq(s.points[3].runs[0], 6);
 	plot_data_release(&s);
 
+	/* runs told apart only by a simulation-only key (a profile each) are one point */
+	snprintf(cmd, sizeof cmd,
+		 "mkdir '%s/cal' && for r in bsp+rep=1 bsp+rep=2 asp+rep=1; do "
+		 "cp -r '%s/consistency.barrier='$r '%s/cal/'$r && "
+		 "sed -i 's|\"consistency.barrier\": \"\\(...\\)\"|&, \"simulation.profile\": \"/p/'$r'\"|' "
+		 "'%s/cal/'$r/meta.json; done", dir, FIXTURE, dir, dir);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(run, sizeof run, "%s/cal", dir);
+	dirs[1] = run;
+	rc = plot_data_collect_many(dirs, NULL, 2, &s, err, sizeof err);
+	cr_assert_eq(rc, 0, "collect_many: %d %s", rc, err);
+	cr_assert_eq(s.nruns, 7);
+	cr_assert_eq(s.npoints, 4);
+	cr_assert_str_eq(s.runs[4].meta.sweep_key[1], "simulation.profile");
+	cr_assert_str_eq(s.points[2].label, "emulation: asp");
+	cr_assert_eq(s.points[2].nruns, 1);
+	cr_assert_str_eq(s.points[3].label, "emulation: bsp");
+	cr_assert_eq(s.points[3].nruns, 2);
+	cr_assert_eq(s.points[3].style, s.points[1].style);
+	plot_data_release(&s);
+
 	/* a bad directory fails the whole set */
 	dirs[1] = "/nonexistent/stalenet";
 	rc = plot_data_collect_many(dirs, NULL, 2, &s, err, sizeof err);
