@@ -3,7 +3,7 @@
 # calibrate every run, simulate the same sweep uncalibrated and calibrated (`train: real`), draw
 # the three over each other and print the side-by-side table of docs/simulation.md.
 #
-#   sudo bash scripts/calibrate-compare.sh SCENARIO OUT [--target ACC] [--set key=value]...
+#   sudo bash scripts/calibrate-compare.sh SCENARIO OUT [--target ACC]... [--set key=value]...
 #   bash scripts/calibrate-compare.sh scenarios/straggler.yaml runs/cmp --target 0.72 \
 #       --set stop.time=150s --set sweep.repeat=3
 #
@@ -14,7 +14,8 @@
 # reruns are byte-identical). The calibrated sweep gives run i of the emulated sweep its own
 # profile (OUT/emulated/RUN/profile.conf) and the same seed: a zip of the emulated sweep's keys
 # with `simulation.profile`, listed in the emulated plan's order. --target (default: the
-# scenario's `target`) is the accuracy whose first crossing in eval.csv is the time to target.
+# scenario's `target`; repeat it for more) is the accuracy whose first crossing in eval.csv is the
+# time to target.
 #
 # Output: OUT/emulated, OUT/simulated, OUT/calibrated (run directories), OUT/compare/*.svg and
 # *.png (accuracy_time, steps_cdf), OUT/table.md (also printed).
@@ -24,18 +25,18 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${STALENET:-$ROOT/build/stalenet}
 
 usage() {
-	echo "usage: $0 SCENARIO OUT [--target ACC] [--set key=value]..." >&2
+	echo "usage: $0 SCENARIO OUT [--target ACC]... [--set key=value]..." >&2
 	exit 2
 }
 [ $# -ge 2 ] || usage
 SCENARIO=$1
 OUT=$2
 shift 2
-TARGET=
+TARGETS=()
 SETS=()
 while [ $# -gt 0 ]; do
 	case $1 in
-	--target) [ $# -ge 2 ] || usage; TARGET=$2; shift 2 ;;
+	--target) [ $# -ge 2 ] || usage; TARGETS+=(--target "$2"); shift 2 ;;
 	--set) [ $# -ge 2 ] || usage; SETS+=(--set "$2"); shift 2 ;;
 	*) usage ;;
 	esac
@@ -67,4 +68,4 @@ echo "== simulated, calibrated" >&2
 # 5. figures and the table
 "$BIN" plot "$OUT/emulated" "$OUT/simulated" "$OUT/calibrated" --out "$OUT/compare" \
 	--label emulated --label "simulated, uncalibrated" --label "simulated, calibrated" >&2
-python3 "$ROOT/scripts/calibrate-table.py" table "$OUT" ${TARGET:+--target "$TARGET"} | tee "$OUT/table.md"
+python3 "$ROOT/scripts/calibrate-table.py" table "$OUT" "${TARGETS[@]}" | tee "$OUT/table.md"

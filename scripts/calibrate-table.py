@@ -5,7 +5,7 @@
       the --set arguments, one a line, that make `stalenet simulate` plan the emulated sweep's
       runs in the emulated order (same run index, so the same seed), run i with the profile of
       emulated run i: a zip of the emulated sweep keys with simulation.profile, repeat 1.
-  calibrate-table.py table OUT [--target ACC]
+  calibrate-table.py table OUT [--target ACC]...
       the side-by-side table (markdown) of OUT/emulated, OUT/simulated and OUT/calibrated, and
       which of the calibration bounds hold, per sweep point (runs with equal sweep values but
       the simulation-only keys are its repeats: the numbers are means over them).
@@ -84,7 +84,7 @@ def num(r, k):
         return float("nan")
 
 
-def collect(sweep_dir, target):
+def collect(sweep_dir, targets):
     """{point: [per-run dict]}"""
     rows = summary_rows(sweep_dir)
     out = {}
@@ -92,11 +92,10 @@ def collect(sweep_dir, target):
         r = rows.get(m["run_id"])
         if r is None:
             continue
-        tt = time_to(m["_dir"], target)
         d = {k: num(r, k) for k in ("steps_min", "steps_median", "steps_max", "wait_fraction",
                                     "staleness_mean", "staleness_p99", "final_accuracy")}
         d["spread"] = d["steps_max"] - d["steps_min"]
-        d["ttt"] = tt
+        d["ttt"] = [time_to(m["_dir"], t) for t in targets]
         d["seed"] = m.get("seed")
         d["index"] = m.get("run_index")
         out.setdefault(point(m), []).append(d)
@@ -114,8 +113,8 @@ def fmt(x, digits=1):
     return ("%." + str(digits) + "f") % x
 
 
-def ttt_text(runs):
-    ts = [r["ttt"] for r in runs]
+def ttt_text(runs, k):
+    ts = [r["ttt"][k] for r in runs]
     reached = [t for t in ts if t is not None]
     if not reached:
         return "not reached", None
@@ -128,21 +127,22 @@ def ttt_text(runs):
     return txt, (m if len(reached) == len(ts) else None)
 
 
-def table(out_dir, target):
-    if target is None:
-        with open(os.path.join(out_dir, "emulated", runs_of(os.path.join(out_dir, "emulated"))[0]
-                               ["_dir"], "meta.json")) as f:
-            target = json.load(f)["target"]
-    data = {kind: collect(os.path.join(out_dir, kind), target) for kind, _ in KINDS}
+def table(out_dir, targets):
+    if not targets:
+        emulated = os.path.join(out_dir, "emulated")
+        with open(os.path.join(runs_of(emulated)[0]["_dir"], "meta.json")) as f:
+            targets = [json.load(f)["target"]]
+    data = {kind: collect(os.path.join(out_dir, kind), targets) for kind, _ in KINDS}
     # the calibrated runs carry the emulated seeds (same plan index)
     emu_seeds = {r["index"]: r["seed"] for rs in data["emulated"].values() for r in rs}
     cal_seeds = {r["index"]: r["seed"] for rs in data["calibrated"].values() for r in rs}
     bad = [i for i in emu_seeds if cal_seeds.get(i) != emu_seeds[i]]
-    print("Time to target: the first evaluation at or above test accuracy %g; per repeat in "
-          "brackets.\n" % target)
+    print("Time to target: the first evaluation at or above the test accuracy named; mean over "
+          "the repeats, each repeat in brackets.\n")
     print("| point | runs | repeats | steps min / median / max | spread | wait fraction | "
-          "staleness mean / p99 | final accuracy | time to %g |" % target)
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "staleness mean / p99 | final accuracy | %s |" %
+          " | ".join("time to %g" % t for t in targets))
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
     verdicts = []
     for p in data["emulated"]:
         name = ", ".join(v for _, v in p) or "run"
@@ -151,19 +151,26 @@ def table(out_dir, target):
             rs = data[kind].get(p, [])
             if not rs:
                 continue
-            mm = {k: mean([r[k] for r in rs]) for k in rs[0] if k not in ("ttt", "seed", "index")}
-            tt_txt, tt = ttt_text(rs)
-            mm["ttt"] = tt
+            mm = {k: mean([r[k] for r in rs]) for k in rs[0]
+                  if k not in ("ttt", "seed", "index")}
+            texts = []
+            mm["ttt"] = []
+            for k in range(len(targets)):
+                txt, tt = ttt_text(rs, k)
+                texts.append(txt)
+                mm["ttt"].append(tt)
             means[kind] = mm
             print("| %s | %s | %d | %s / %s / %s | %s | %.3f | %.2f / %.0f | %.3f | %s |" % (
                 name, label, len(rs), fmt(mm["steps_min"]), fmt(mm["steps_median"]),
                 fmt(mm["steps_max"]), fmt(mm["spread"]), mm["wait_fraction"],
-                mm["staleness_mean"], mm["staleness_p99"], mm["final_accuracy"], tt_txt))
+                mm["staleness_mean"], mm["staleness_p99"], mm["final_accuracy"],
+                " | ".join(texts)))
         verdicts.append((name, means))
     print("\nCalibrated against emulated (means over the repeats; the issue's bounds):\n")
-    print("| point | median final step (within 10%) | spread (within 2 steps or 10%) | "
-          "wait fraction (within 0.05) | time to target (within 15%) |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| point | median final step (within 10%%) | spread (within 2 steps or 10%%) | "
+          "wait fraction (within 0.05) | %s |" %
+          " | ".join("time to %g (within 15%%)" % t for t in targets))
+    print("| --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
     for name, means in verdicts:
         e, c = means.get("emulated"), means.get("calibrated")
         if not e or not c:
@@ -175,26 +182,28 @@ def table(out_dir, target):
                  "%+.1f steps %s" % (ds, "met" if abs(ds) <= max(2, 0.10 * e["spread"])
                                      else "NOT met"),
                  "%+.3f %s" % (dw, "met" if abs(dw) <= 0.05 else "NOT met")]
-        if e["ttt"] is None or c["ttt"] is None:
-            cells.append("not reached in every run")
-        else:
-            dt = (c["ttt"] - e["ttt"]) / e["ttt"]
-            cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
+        for k in range(len(targets)):
+            if e["ttt"][k] is None or c["ttt"][k] is None:
+                cells.append("not reached in every run")
+            else:
+                dt = (c["ttt"][k] - e["ttt"][k]) / e["ttt"][k]
+                cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
         print("| %s | %s |" % (name, " | ".join(cells)))
     if bad:
         print("\nwarning: calibrated runs %s do not carry their emulated run's seed" % bad)
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "zip":
-        zip_args(sys.argv[2])
-    elif len(sys.argv) in (3, 5) and sys.argv[1] == "table":
-        target = None
-        if len(sys.argv) == 5:
-            if sys.argv[3] != "--target":
+    args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "zip":
+        zip_args(args[1])
+    elif len(args) >= 2 and args[0] == "table" and len(args) % 2 == 0:
+        targets = []
+        for i in range(2, len(args), 2):
+            if args[i] != "--target":
                 sys.exit(__doc__)
-            target = float(sys.argv[4])
-        table(sys.argv[2], target)
+            targets.append(float(args[i + 1]))
+        table(args[1], targets)
     else:
         sys.exit(__doc__)
 
