@@ -6,7 +6,8 @@
  * (compute_s: the gradient plus the straggler's stretch) and the transfer time of each step
  * after the first (t_s - previous t_s - compute_s - wait_s: one request/reply round trip with the
  * update and the model, and any pause), each kept as SIM_PROFILE_Q quantiles (0%, 5%, ..., 100%),
- * per worker and pooled over all workers ("all"). A draw is the inverse of the piecewise-linear
+ * per worker where its times differ from the others' and pooled over all workers ("all"). A
+ * draw is the inverse of the piecewise-linear
  * CDF through the quantiles. The file is the flat `key = value` text of lib/kv:
  *   profile.source = RUN_DIR            profile.workers = 8
  *   worker3.compute_s = q0 q5 ... q100  worker3.transfer_s = ...   (seconds)
@@ -18,6 +19,11 @@
 #include <stdio.h>
 
 #define SIM_PROFILE_Q 21
+/* A worker gets its own table only when its times differ from the other workers' (two-sample
+ * Kolmogorov-Smirnov test at this level); otherwise it draws from the pooled "all", whose
+ * hundreds of samples carry the tail that a worker's few dozen cut short (the slowest of N
+ * workers, which sets a BSP round, lives in that tail). */
+#define SIM_PROFILE_KS_ALPHA 0.001
 
 struct sim_profile;
 

@@ -102,8 +102,9 @@ Test(simulate, run_directory, .timeout = 300)
 	}
 	/* calibrate on the SSP run, simulate it again from the profile (the profile overrides the
 	 * step and link models): the median final step comes back within 10% */
-	cr_assert_eq(support_sh("%s calibrate '%s' 2>/dev/null && grep -q '^worker3.transfer_s = ' '%s/profile.conf'",
-				bin(), run, run), 0);
+	cr_assert_eq(support_sh("%s calibrate '%s' 2>/dev/null && grep -q '^all.transfer_s = ' '%s/profile.conf' && "
+				"grep -Eq '^(worker3.transfer_s = |# worker3.transfer_s: as all)' '%s/profile.conf'",
+				bin(), run, run, run), 0);
 	cr_assert_eq(support_sh("%s simulate '%s' --out '%s/cal' --quiet --set simulation.train=none "
 				"--set 'simulation.profile=%s/profile.conf' --set 'sweep.consistency.barrier=[ssp]' "
 				"2>/dev/null", bin(), yaml, dir, run), 0);
