@@ -10,7 +10,7 @@
  * draw is the inverse of the piecewise-linear
  * CDF through the quantiles. The file is the flat `key = value` text of lib/kv:
  *   profile.source = RUN_DIR            profile.workers = 8
- *   worker3.compute_s = q0 q5 ... q100  worker3.transfer_s = ...   (seconds)
+ *   worker3.compute_s = q0 q5 ... q100 [mean of the samples >= q95]   (seconds)
  *   all.compute_s = ...                 all.transfer_s = ... */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
@@ -38,11 +38,13 @@ struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen)
 void sim_profile_destroy(struct sim_profile **p);
 
 /* The quantile table of worker `name` (its own, else the pooled "all"), or NULL when the
- * profile has neither. Owned by the profile. */
+ * profile has neither: SIM_PROFILE_Q quantiles, then the mean of the top 5% (NAN when the file
+ * gives none). Owned by the profile. */
 const double *sim_profile_compute(const struct sim_profile *p, const char *name);
 const double *sim_profile_transfer(const struct sim_profile *p, const char *name);
 
-/* Inverse CDF of a quantile table at u in [0, 1), seconds. */
+/* Inverse CDF of a quantile table at u in [0, 1), seconds: linear between quantiles, and in
+ * the top 5% shaped to the table's tail mean when it has one. */
 double sim_profile_draw(const double *q, double u);
 
 #endif

@@ -125,6 +125,29 @@ Test(sim_profile, alike_workers_pooled_outlier_kept)
 	support_rm_rf(dir);
 }
 
+/* The top 5% of a draw keeps the samples' mean there (against a numerical integral), stays
+ * within [q95, q100], and is the straight line without a tail mean. */
+Test(sim_profile, tail_mean_kept)
+{
+	double q[SIM_PROFILE_Q + 1], sum = 0;
+	const int n = 200000;
+
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		q[k] = k < SIM_PROFILE_Q - 1 ? 0.1 * k : 7.9; /* q95 = 1.9, q100 = 7.9 */
+	q[SIM_PROFILE_Q] = 2.9;                             /* an exponential's: q95 + 1 */
+	for (int i = 0; i < n; i++) {
+		double x = sim_profile_draw(q, 0.95 + 0.05 * (i + 0.5) / n);
+
+		cr_assert(x >= 1.9 - 1e-12 && x <= 7.9 + 1e-12, "%g", x);
+		sum += x;
+	}
+	cr_assert_float_eq(sum / n, 2.9, 1e-3, "top-bin mean %g", sum / n);
+	/* below the top bin: linear as before */
+	cr_assert_float_eq(sim_profile_draw(q, 0.525), 1.05, 1e-12);
+	q[SIM_PROFILE_Q] = NAN;
+	cr_assert_float_eq(sim_profile_draw(q, 0.975), (1.9 + 7.9) / 2, 1e-9);
+}
+
 Test(sim_profile, hostile_files_refused)
 {
 	static const char *const bad[] = {
@@ -133,6 +156,8 @@ Test(sim_profile, hostile_files_refused)
 		"worker0.compute_s = -1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
 		"worker0.compute_s = nan 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
 		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 7\n",
+		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 2 0.5\n",
+		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 2 1.5 1\n",
 		"# nothing\nprofile.source = x\n",
 	};
 	char dir[256], path[300], err[512];
