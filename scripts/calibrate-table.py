@@ -5,10 +5,12 @@
       the --set arguments, one a line, that make `stalenet simulate` plan the emulated sweep's
       runs in the emulated order (same run index, so the same seed), run i with the profile of
       emulated run i: a zip of the emulated sweep keys with simulation.profile, repeat 1.
-  calibrate-table.py table OUT [--target ACC]...
+  calibrate-table.py table OUT [--target ACC]... [--smooth K]
       the side-by-side table (markdown) of OUT/emulated, OUT/simulated and OUT/calibrated, and
       which of the calibration bounds hold, per sweep point (runs with equal sweep values but
-      the simulation-only keys are its repeats: the numbers are means over them).
+      the simulation-only keys are its repeats: the numbers are means over them). --smooth K:
+      time to target on the mean of the last K evaluations (an accuracy that jumps between
+      model versions crosses a target first at whichever version the evaluation grid hits).
 """
 import csv
 import json
@@ -64,15 +66,23 @@ def zip_args(emulated):
 
 
 def summary_rows(sweep_dir):
+    """summary.csv rows by seed (each run of a plan has its own; a long run id is cut short
+    in summary.csv, so the id does not name a row)."""
     with open(os.path.join(sweep_dir, "summary.csv")) as f:
-        return {r["run_id"]: r for r in csv.DictReader(f)}
+        return {r["seed"]: r for r in csv.DictReader(f)}
+
+
+SMOOTH = 1
 
 
 def time_to(run_dir, target):
-    """First evaluation at or above target (s), or None."""
+    """First evaluation at or above target (s), or None; with SMOOTH > 1 the first at which the
+    mean of the last SMOOTH evaluations is."""
+    window = []
     with open(os.path.join(run_dir, "eval.csv")) as f:
         for r in csv.DictReader(f):
-            if float(r["test_accuracy"]) >= target:
+            window = (window + [float(r["test_accuracy"])])[-SMOOTH:]
+            if len(window) == SMOOTH and sum(window) / SMOOTH >= target:
                 return float(r["t_s"])
     return None
 
@@ -89,7 +99,7 @@ def collect(sweep_dir, targets):
     rows = summary_rows(sweep_dir)
     out = {}
     for m in runs_of(sweep_dir):
-        r = rows.get(m["run_id"])
+        r = rows.get(str(m.get("seed")))
         if r is None:
             continue
         d = {k: num(r, k) for k in ("steps_min", "steps_median", "steps_max", "wait_fraction",
@@ -137,8 +147,13 @@ def table(out_dir, targets):
     emu_seeds = {r["index"]: r["seed"] for rs in data["emulated"].values() for r in rs}
     cal_seeds = {r["index"]: r["seed"] for rs in data["calibrated"].values() for r in rs}
     bad = [i for i in emu_seeds if cal_seeds.get(i) != emu_seeds[i]]
-    print("Time to target: the first evaluation at or above the test accuracy named; mean over "
-          "the repeats, each repeat in brackets.\n")
+    if SMOOTH > 1:
+        print("Time to target: the first evaluation at which the mean of the last %d "
+              "evaluations is at or above the test accuracy named; mean over the repeats, each "
+              "repeat in brackets.\n" % SMOOTH)
+    else:
+        print("Time to target: the first evaluation at or above the test accuracy named; mean "
+              "over the repeats, each repeat in brackets.\n")
     print("| point | runs | repeats | steps min / median / max | spread | wait fraction | "
           "staleness mean / p99 | final accuracy | %s |" %
           " | ".join("time to %g" % t for t in targets))
@@ -194,7 +209,13 @@ def table(out_dir, targets):
 
 
 def main():
+    global SMOOTH
     args = sys.argv[1:]
+    if len(args) >= 2 and args[-2] == "--smooth":
+        SMOOTH = int(args[-1])
+        if SMOOTH < 1:
+            sys.exit(__doc__)
+        args = args[:-2]
     if len(args) == 2 and args[0] == "zip":
         zip_args(args[1])
     elif len(args) >= 2 and args[0] == "table" and len(args) % 2 == 0:
