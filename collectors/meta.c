@@ -215,7 +215,8 @@ static bool read_root(json_t *root, struct run_meta *out, char *err, size_t errl
 	}
 	copy(out->run_id, sizeof out->run_id, json_string_value(v));
 	if (!get_string(root, "backend", out->backend, sizeof out->backend, err, errlen) ||
-	    !get_string(root, "status", out->status, sizeof out->status, err, errlen))
+	    !get_string(root, "status", out->status, sizeof out->status, err, errlen) ||
+	    !get_string(root, "mode", out->mode, sizeof out->mode, err, errlen))
 		return false;
 	v = json_object_get(root, "seed");
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {

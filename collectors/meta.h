@@ -22,6 +22,7 @@ struct run_meta {
 	char run_id[128];
 	char backend[32];
 	char status[16];     /* "complete", "interrupted", "failed", "running" ("" when absent) */
+	char mode[16];       /* "simulation"; "" when absent (an emulated run writes none) */
 	uint64_t seed;
 	int repeat;
 	bool has_target;     /* "target" present and a number */

@@ -61,6 +61,18 @@ static const char *color(size_t i)
 	return COLORS[i % NCOLORS];
 }
 
+/* Colour and dash of point p: its style's colour; the dash tells the directories of a
+ * comparison apart (and sweeps of more points than colours). */
+static const char *pcolor(const struct ctx *c, size_t p)
+{
+	return color(c->set->points[p].style);
+}
+
+static size_t pdash(const struct ctx *c, size_t p)
+{
+	return 1 + c->set->points[p].source + c->set->points[p].style / NCOLORS;
+}
+
 /* ---- text ---------------------------------------------------------------------------- */
 
 char *plot_safe_text(char *dst, size_t dstlen, const char *src)
@@ -364,9 +376,9 @@ static void plot_bands(FILE *f, const struct ctx *c, const char *name)
 	for (size_t p = 0; p < c->set->npoints; p++) {
 		if (c->set->points[p].nruns > 1)
 			fprintf(f, "'%s_%zu.dat' using 1:3:4 with filledcurves lc rgb '%s' notitle, ",
-				name, p, color(p));
-		fprintf(f, "'%s_%zu.dat' using 1:2 with lines lw 2 lc rgb '%s' title columnheader(2)",
-			name, p, color(p));
+				name, p, pcolor(c, p));
+		fprintf(f, "'%s_%zu.dat' using 1:2 with lines lw 2 lc rgb '%s' dt %zu title "
+			   "columnheader(2)", name, p, pcolor(c, p), pdash(c, p));
 		if (p + 1 < c->set->npoints)
 			fputs(", ", f);
 	}
@@ -489,9 +501,9 @@ static int fig_steps_final(struct ctx *c)
 		   "notitle, ");
 	for (size_t p = 0; p < s->npoints; p++) {
 		fprintf(f, "'steps_final.dat' using (%zu):($1==%zu ? $3 : NaN) with boxplot "
-			   "lc rgb '%s' lw 1.5, ", p, p, color(p));
+			   "lc rgb '%s' lw 1.5, ", p, p, pcolor(c, p));
 		fprintf(f, "'steps_final.dat' using ($1==%zu ? $2 : NaN):3 with points pt 7 ps 1.1 "
-			   "lc rgb '%s'%s", p, color(p), p + 1 < s->npoints ? ", " : "\n");
+			   "lc rgb '%s'%s", p, pcolor(c, p), p + 1 < s->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "steps_final", f, 1000, 620);
 	f = NULL;
@@ -574,7 +586,7 @@ static int fig_steps_cdf(struct ctx *c)
 	fprintf(f, "plot ");
 	for (size_t p = 0; p < s->npoints; p++)
 		fprintf(f, "'steps_cdf_%zu.dat' using 1:2 with steps lw 2 lc rgb '%s' dt %zu title "
-			   "columnheader(2)%s", p, color(p), 1 + p / NCOLORS, p + 1 < s->npoints ? ", " : "\n");
+			   "columnheader(2)%s", p, pcolor(c, p), pdash(c, p), p + 1 < s->npoints ? ", " : "\n");
 	rc = fig_end(c, "steps_cdf", f, 1200, 620);
 	f = NULL;
 out:
@@ -656,9 +668,9 @@ static int fig_progress(struct ctx *c)
 		fprintf(f, "%s", first ? "" : ", ");
 		first = 0;
 		fprintf(f, "'progress_%zu.dat' using 1:2:4 with filledcurves lc rgb '%s' notitle, ", p,
-			color(p));
+			pcolor(c, p));
 		fprintf(f, "'progress_%zu.dat' using 1:3 with lines lw 2 lc rgb '%s' "
-			   "title columnheader(3)", p, color(p));
+			   "title columnheader(3)", p, pcolor(c, p));
 	}
 	fprintf(f, "\nset title 'Workers blocked at a barrier (%.3g s mean)'\n", win_max);
 	fprintf(f, "set ylabel 'workers waiting (count)'\nset xlabel 'time since run start (s)'\n");
@@ -669,7 +681,7 @@ static int fig_progress(struct ctx *c)
 		fprintf(f, "%s", first ? "" : ", ");
 		first = 0;
 		fprintf(f, "'progress_%zu.dat' using 1:5 with linespoints pt 7 ps 0.5 lw 1.5 "
-			   "lc rgb '%s' title columnheader(5)", p, color(p));
+			   "lc rgb '%s' title columnheader(5)", p, pcolor(c, p));
 	}
 	fprintf(f, "\nunset multiplot\n");
 	rc = fig_end(c, "progress", f, 1100, 820);
@@ -742,7 +754,7 @@ static int fig_staleness(struct ctx *c)
 		double off = ((double)p - (double)(s->npoints - 1) / 2.0) * bw;
 
 		fprintf(f, "'staleness.dat' using ($1%+.4f):%zu with boxes lc rgb '%s' "
-			   "title columnheader(%zu)%s", off, p + 2, color(p), p + 2,
+			   "title columnheader(%zu)%s", off, p + 2, pcolor(c, p), p + 2,
 			p + 1 < s->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "staleness_hist", f, 1000, 600);
@@ -901,20 +913,19 @@ static void remove_tmp(struct ctx *c)
 	unlinkat(c->plotsfd, strrchr(c->tmp, '/') + 1, AT_REMOVEDIR);
 }
 
-int plot_dir(const char *dir, char *err, size_t errlen)
+/* Draw the figures of set (compare: accuracy vs time and the CDF of final steps only) into
+ * the directory plots, created when absent (one level). */
+static int render(const struct plot_set *set, const char *plots, bool compare, char *err,
+		  size_t errlen)
 {
-	struct plot_set set;
-	struct ctx c = { .set = &set, .err = err, .errlen = errlen, .plotsfd = -1, .tmpfd = -1 };
+	struct ctx c = { .set = set, .err = err, .errlen = errlen, .plotsfd = -1, .tmpfd = -1 };
 	int (*const figs[])(struct ctx *) = { fig_steps_final, fig_steps_cdf, fig_progress, fig_staleness,
 					      fig_link_drops, fig_linkcheck };
 	struct stat st;
 	int rc = 0, written = 0;
 
 	c.tmp[0] = '\0';
-	rc = plot_data_collect(dir, &set, err, errlen);
-	if (rc < 0)
-		goto out;
-	snprintf(c.plots, sizeof c.plots, "%s/plots", dir);
+	snprintf(c.plots, sizeof c.plots, "%s", plots);
 	if (mkdir(c.plots, 0755) < 0 && errno != EEXIST) {
 		rc = -errno;
 		snprintf(err, errlen, "mkdir %s: %s", c.plots, strerror(errno));
@@ -954,13 +965,20 @@ int plot_dir(const char *dir, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", c.tmp, strerror(errno));
 		goto out;
 	}
-	for (int k = 0; k < 2 && rc >= 0; k++) {
+	for (int k = 0; k < (compare ? 1 : 2) && rc >= 0; k++) {
 		rc = fig_accuracy(&c, k == 1);
 		written += rc > 0;
 	}
-	for (size_t i = 0; i < sizeof figs / sizeof figs[0] && rc >= 0; i++) {
-		rc = figs[i](&c);
-		written += rc > 0;
+	if (compare) {
+		if (rc >= 0) {
+			rc = fig_steps_cdf(&c);
+			written += rc > 0;
+		}
+	} else {
+		for (size_t i = 0; i < sizeof figs / sizeof figs[0] && rc >= 0; i++) {
+			rc = figs[i](&c);
+			written += rc > 0;
+		}
 	}
 	if (rc >= 0)
 		rc = written;
@@ -971,6 +989,33 @@ out:
 	}
 	if (c.plotsfd >= 0)
 		close(c.plotsfd);
+	return rc;
+}
+
+int plot_dir(const char *dir, char *err, size_t errlen)
+{
+	struct plot_set set;
+	char plots[4096];
+	int rc;
+
+	rc = plot_data_collect(dir, &set, err, errlen);
+	if (rc == 0) {
+		snprintf(plots, sizeof plots, "%s/plots", dir);
+		rc = render(&set, plots, false, err, errlen);
+	}
+	plot_data_release(&set);
+	return rc;
+}
+
+int plot_compare(const char *const *dirs, const char *const *labels, size_t ndirs,
+		 const char *out_dir, char *err, size_t errlen)
+{
+	struct plot_set set;
+	int rc;
+
+	rc = plot_data_collect_many(dirs, labels, ndirs, &set, err, errlen);
+	if (rc == 0)
+		rc = render(&set, out_dir, true, err, errlen);
 	plot_data_release(&set);
 	return rc;
 }

@@ -22,6 +22,14 @@ extern const char *const PLOT_FIGURES[];
  * "gnuplot" on PATH. */
 int plot_dir(const char *run_or_sweep_dir, char *err, size_t errlen);
 
+/* Draw the runs of several run or sweep directories over each other into out_dir (created
+ * when absent, one level; PNG and SVG): accuracy_time and steps_cdf, as plot_dir draws them,
+ * each point keyed "TAG: value" (labels[i] or the run's mode; plot_data_collect_many), one
+ * colour per sweep value and one dash per directory. Returns the number of figures written or
+ * -errno with a message in err. */
+int plot_compare(const char *const *dirs, const char *const *labels, size_t ndirs,
+		 const char *out_dir, char *err, size_t errlen);
+
 /* Copy src into dst (dstlen > 0) keeping only letters, digits, space and ._-+=:,/%()[] ;
  * every other byte becomes '_'. The form in which untrusted text may enter gnuplot script
  * text. Returns dst. */

@@ -74,6 +74,8 @@ static int add_run(struct plot_set *s, const char *top, const char *dir, char *e
 			return -E2BIG;
 		}
 		snprintf(s->points[p].label, sizeof s->points[p].label, "%s", label);
+		s->points[p].style = p;
+		s->points[p].source = 0;
 		s->npoints++;
 	}
 	s->points[p].runs[s->points[p].nruns++] = s->nruns++;
@@ -121,6 +123,107 @@ int plot_data_collect(const char *dir, struct plot_set *s, char *err, size_t err
 	if (rc == 0 && s->nruns == 0) {
 		snprintf(err, errlen, "%s: neither a run dir nor a sweep dir (no meta.json)", dir);
 		rc = -ENOENT;
+	}
+	return rc;
+}
+
+/* What a compared run shows: its sweep values without the simulation-only keys (a profile
+ * per run is how a simulation is calibrated, not another experiment), the value alone when one
+ * key is left, else "key=value, ..."; with no key left, its point's label. */
+static void run_value(const struct plot_run *r, const char *point_label, char *out, size_t len)
+{
+	size_t used = 0, nkeys = 0;
+
+	out[0] = '\0';
+	for (size_t k = 0; k < r->meta.nsweep; k++)
+		nkeys += strncmp(r->meta.sweep_key[k], "simulation.", 11) != 0;
+	for (size_t k = 0; k < r->meta.nsweep && used < len; k++) {
+		int w;
+
+		if (!strncmp(r->meta.sweep_key[k], "simulation.", 11))
+			continue;
+		if (nkeys == 1)
+			w = snprintf(out + used, len - used, "%s", r->meta.sweep_val[k]);
+		else
+			w = snprintf(out + used, len - used, "%s%s=%s", used ? ", " : "",
+				     r->meta.sweep_key[k], r->meta.sweep_val[k]);
+		used = w < 0 ? len : used + (size_t)w;
+	}
+	if (!nkeys)
+		snprintf(out, len, "%s", point_label);
+}
+
+/* Append the runs of one (a directory's set) to out as points of `source`, one per value
+ * (run_value), tagged. */
+static int merge(struct plot_set *out, const struct plot_set *one, size_t source, const char *tag,
+		 const char *dir, char *err, size_t errlen)
+{
+	if (out->nruns + one->nruns > PLOT_DATA_MAX_RUNS) {
+		snprintf(err, errlen, "%s: more than %d runs in all", dir, PLOT_DATA_MAX_RUNS);
+		return -E2BIG;
+	}
+	for (size_t p = 0; p < one->npoints; p++) {
+		for (size_t r = 0; r < one->points[p].nruns; r++) {
+			const struct plot_run *run = &one->runs[one->points[p].runs[r]];
+			struct plot_point *to;
+			char value[sizeof to->value];
+			size_t q, styles = 0;
+
+			run_value(run, one->points[p].label, value, sizeof value);
+			for (q = 0; q < out->npoints; q++)
+				if (out->points[q].source == source && !strcmp(out->points[q].value, value))
+					break;
+			if (q == out->npoints) {
+				if (q == PLOT_DATA_MAX_POINTS) {
+					snprintf(err, errlen, "%s: more than %d sweep points in all", dir,
+						 PLOT_DATA_MAX_POINTS);
+					return -E2BIG;
+				}
+				/* the colour of the first point, of any directory, showing the same
+				 * value; a new value takes the next colour */
+				to = &out->points[out->npoints];
+				for (q = 0; q < out->npoints && strcmp(out->points[q].value, value); q++)
+					if (out->points[q].style + 1 > styles)
+						styles = out->points[q].style + 1;
+				to->style = q < out->npoints ? out->points[q].style : styles;
+				to->source = source;
+				snprintf(to->value, sizeof to->value, "%s", value);
+				snprintf(to->label, sizeof to->label, "%.80s: %.170s", tag, value);
+				to->nruns = 0;
+				out->npoints++;
+			} else {
+				to = &out->points[q];
+			}
+			out->runs[out->nruns] = *run;
+			to->runs[to->nruns++] = out->nruns++;
+		}
+	}
+	return 0;
+}
+
+int plot_data_collect_many(const char *const *dirs, const char *const *labels, size_t ndirs,
+			   struct plot_set *out, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	memset(out, 0, sizeof *out);
+	out->runs = calloc(PLOT_DATA_MAX_RUNS, sizeof *out->runs);
+	out->points = calloc(PLOT_DATA_MAX_POINTS, sizeof *out->points);
+	if (!out->runs || !out->points) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ndirs && rc == 0; i++) {
+		struct plot_set one;
+		const char *tag;
+
+		rc = plot_data_collect(dirs[i], &one, err, errlen);
+		if (rc == 0) {
+			tag = labels && labels[i] ? labels[i] :
+			      one.runs[0].meta.mode[0] ? one.runs[0].meta.mode : "emulation";
+			rc = merge(out, &one, i, tag, dirs[i], err, errlen);
+		}
+		plot_data_release(&one);
 	}
 	return rc;
 }

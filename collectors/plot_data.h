@@ -27,7 +27,11 @@ struct plot_run {
 
 /* A sweep point: runs with equal sweep values (its repeats), in directory-name order. */
 struct plot_point {
-	char label[256]; /* "key=value, key=value", the run id of a lone run, or "all runs" */
+	char label[256]; /* "key=value, key=value", the run id of a lone run, or "all runs";
+			  * compared: "TAG: value" (see plot_data_collect_many) */
+	char value[256]; /* compared: the label without its tag ("" otherwise) */
+	size_t style;    /* colour: the point's index; compared: equal values share one */
+	size_t source;   /* compared: index of the directory it came from (line dash), else 0 */
 	size_t runs[PLOT_DATA_MAX_RUNS];
 	size_t nruns;
 };
@@ -43,6 +47,18 @@ struct plot_set {
  * grouped into sweep points. Returns 0 or -errno with err filled; release with
  * plot_data_release (also after a failure). */
 int plot_data_collect(const char *dir, struct plot_set *out, char *err, size_t errlen);
+
+/* Runs of several directories (each as plot_data_collect reads it) in one set, to be drawn
+ * over each other: every point of dirs[i] is labelled "TAG: value", TAG labels[i] (labels or
+ * labels[i] NULL: the runs' meta mode, "simulation", or "emulation" when meta.json has none),
+ * value a run's sweep values without the simulation-only keys (`simulation.*`: a profile per
+ * run calibrates, it is not another experiment), the value alone when one key is left. The
+ * runs of one directory with equal values are one point (its repeats). Points with equal
+ * values share a style (colour), each directory has its own source (dash). Returns 0 or
+ * -errno with err filled (-E2BIG beyond PLOT_DATA_MAX_POINTS or _RUNS in all); release with
+ * plot_data_release (also after a failure). */
+int plot_data_collect_many(const char *const *dirs, const char *const *labels, size_t ndirs,
+			   struct plot_set *out, char *err, size_t errlen);
 
 /* Free what plot_data_collect allocated; idempotent. */
 void plot_data_release(struct plot_set *set);

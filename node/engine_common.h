@@ -32,6 +32,9 @@ struct straggler;
 
 #define ENGINE_MAX_NODES LIMITS_MAX_NODES /* lib/limits.h: the validator refuses more */
 #define ENGINE_ADDR_LEN 64
+/* rng stream of a worker's minibatch order (seeded with run.seed ^ index << 32): sim/sim_train
+ * draws the same stream so a simulated worker reads the emulated worker's minibatches */
+#define ENGINE_STREAM_ORDER 0x6f72646572ull
 
 /* The run as one node sees it; filled by engine_conf_read, plain data. */
 struct engine_conf {

@@ -37,7 +37,7 @@ static const char usage_main[] =
 	"  calibrate RUN_DIR   fit a simulation profile to an emulated run's traces\n"
 	"  cleanup             remove what crashed runs left behind (root)\n"
 	"  doctor              what this host can do (root, netns, netem, NFQUEUE, dataset, BLAS)\n"
-	"  plot DIR            draw the figures of a run or sweep directory\n"
+	"  plot DIR...         draw the figures of a run or sweep directory, or overlay several\n"
 	"  summary DIR         rebuild summary.csv of a run or sweep directory from its traces\n"
 	"  agent               a host's end of a run across hosts (started over ssh, not by hand)\n"
 	"  recover RUN_DIR ... rebuild and verify a fleet device's model from the registry's store\n"
@@ -126,8 +126,12 @@ static const char usage_doctor[] =
 
 static const char usage_plot[] =
 	"usage: stalenet plot DIR\n"
+	"       stalenet plot DIR [DIR...] --out OUT [--label TEXT]...\n"
 	"\n"
-	"Draw the figures of a run or sweep directory into DIR/plots/ (PNG and SVG).\n";
+	"Draw the figures of a run or sweep directory into DIR/plots/ (PNG and SVG).\n"
+	"With --out: the runs of every DIR on one figure each (accuracy vs time, CDF of final\n"
+	"steps) in OUT/, say an emulated run beside its simulations; the i-th --label names the\n"
+	"i-th DIR's lines (default: its mode, emulation or simulation).\n";
 
 static const char usage_summary[] =
 	"usage: stalenet summary DIR [--plot]\n"

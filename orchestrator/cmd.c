@@ -109,13 +109,67 @@ int cmd_cleanup(int argc, char **argv)
 	return rc < 0 || rep.failed ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 }
 
+#define CMD_PLOT_MAX_DIRS 16
+
+/* `stalenet plot DIR... --out OUT [--label TEXT]...`: several directories on one figure. */
+static int plot_many(int argc, char **argv)
+{
+	const char *dirs[CMD_PLOT_MAX_DIRS], *labels[CMD_PLOT_MAX_DIRS] = { NULL };
+	const char *out = NULL;
+	size_t ndirs = 0, nlabels = 0;
+	char err[1024];
+	int figs;
+
+	for (int i = 1; i < argc; i++) {
+		bool is_out = !strcmp(argv[i], "--out"), is_label = !strcmp(argv[i], "--label");
+
+		if (is_out || is_label) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "stalenet plot: %s needs a value\n", argv[i]);
+				return CLI_EXIT_USAGE;
+			}
+			if (is_out) {
+				out = argv[++i];
+			} else if (nlabels == CMD_PLOT_MAX_DIRS) {
+				fprintf(stderr, "stalenet plot: more than %d labels\n", CMD_PLOT_MAX_DIRS);
+				return CLI_EXIT_USAGE;
+			} else {
+				labels[nlabels++] = argv[++i];
+			}
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "stalenet plot: unknown option %s\n", argv[i]);
+			return CLI_EXIT_USAGE;
+		} else if (ndirs == CMD_PLOT_MAX_DIRS) {
+			fprintf(stderr, "stalenet plot: more than %d directories\n", CMD_PLOT_MAX_DIRS);
+			return CLI_EXIT_USAGE;
+		} else {
+			dirs[ndirs++] = argv[i];
+		}
+	}
+	if (!ndirs || !out || nlabels > ndirs) {
+		fprintf(stderr, "usage: stalenet plot DIR [DIR...] --out OUT [--label TEXT]...\n");
+		return CLI_EXIT_USAGE;
+	}
+	figs = plot_compare(dirs, labels, ndirs, out, err, sizeof err);
+	if (figs < 0) {
+		fprintf(stderr, "stalenet plot: %s\n", err);
+		return figs == -ENOENT || figs == -EINVAL || figs == -E2BIG ? CLI_EXIT_USAGE
+									    : CLI_EXIT_FAILED;
+	}
+	printf("%d figures in %s\n", figs, out);
+	return CLI_EXIT_OK;
+}
+
 int cmd_plot(int argc, char **argv)
 {
 	char err[1024];
 	int figs;
 
+	if (argc > 2)
+		return plot_many(argc, argv);
 	if (argc != 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: stalenet plot DIR\n");
+		fprintf(stderr, "usage: stalenet plot DIR\n       stalenet plot DIR [DIR...] --out OUT "
+				"[--label TEXT]...\n");
 		return CLI_EXIT_USAGE;
 	}
 	figs = plot_dir(argv[1], err, sizeof err);

@@ -11,7 +11,8 @@ int cmd_cleanup(int argc, char **argv);
 /* `stalenet doctor`: what this host can do; CLI_EXIT_HOST when a check fails. */
 int cmd_doctor(int argc, char **argv);
 
-/* `stalenet plot DIR`: the figures of a run or sweep directory into DIR/plots/. */
+/* `stalenet plot DIR`: the figures of a run or sweep directory into DIR/plots/; `stalenet plot
+ * DIR... --out OUT [--label TEXT]...`: several directories over each other (plot_compare). */
 int cmd_plot(int argc, char **argv);
 
 /* `stalenet summary DIR [--plot]`: rebuild DIR/summary.csv from the traces of a run or sweep

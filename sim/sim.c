@@ -369,8 +369,8 @@ static void eval_row(struct sim *s, int64_t t)
 	core_ps_stats(s->core, &cs);
 	samples = sim_train_samples(s->train);
 	if (s->eval &&
-	    csv_writer_row(s->eval, "%.3f,%s,%llu,%.6f,%llu,%.6f,%.6f,%.6f", t / 1e9,
-			   s->run->nodes[s->srv].name, (unsigned long long)cs.updates_in,
+	    csv_writer_row(s->eval, "%.3f,%s,%lld,%.6f,%llu,%.6f,%.6f,%.6f", t / 1e9,
+			   s->run->nodes[s->srv].name, (long long)cs.version,
 			   (double)samples / (double)sim_train_set_size(s->train), (unsigned long long)samples,
 			   test.accuracy, test.loss, train.loss) < 0)
 		fail(s, -EIO, "write eval.csv failed");

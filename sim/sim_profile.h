@@ -6,10 +6,11 @@
  * (compute_s: the gradient plus the straggler's stretch) and the transfer time of each step
  * after the first (t_s - previous t_s - compute_s - wait_s: one request/reply round trip with the
  * update and the model, and any pause), each kept as SIM_PROFILE_Q quantiles (0%, 5%, ..., 100%),
- * per worker and pooled over all workers ("all"). A draw is the inverse of the piecewise-linear
+ * per worker where its times differ from the others' and pooled over all workers ("all"). A
+ * draw is the inverse of the piecewise-linear
  * CDF through the quantiles. The file is the flat `key = value` text of lib/kv:
  *   profile.source = RUN_DIR            profile.workers = 8
- *   worker3.compute_s = q0 q5 ... q100  worker3.transfer_s = ...   (seconds)
+ *   worker3.compute_s = q0 q5 ... q100 [mean of the samples >= q95]   (seconds)
  *   all.compute_s = ...                 all.transfer_s = ... */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
@@ -18,6 +19,11 @@
 #include <stdio.h>
 
 #define SIM_PROFILE_Q 21
+/* A worker gets its own table only when its times differ from the other workers' (two-sample
+ * Kolmogorov-Smirnov test at this level); otherwise it draws from the pooled "all", whose
+ * hundreds of samples carry the tail that a worker's few dozen cut short (the slowest of N
+ * workers, which sets a BSP round, lives in that tail). */
+#define SIM_PROFILE_KS_ALPHA 0.001
 
 struct sim_profile;
 
@@ -32,11 +38,13 @@ struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen)
 void sim_profile_destroy(struct sim_profile **p);
 
 /* The quantile table of worker `name` (its own, else the pooled "all"), or NULL when the
- * profile has neither. Owned by the profile. */
+ * profile has neither: SIM_PROFILE_Q quantiles, then the mean of the top 5% (NAN when the file
+ * gives none). Owned by the profile. */
 const double *sim_profile_compute(const struct sim_profile *p, const char *name);
 const double *sim_profile_transfer(const struct sim_profile *p, const char *name);
 
-/* Inverse CDF of a quantile table at u in [0, 1), seconds. */
+/* Inverse CDF of a quantile table at u in [0, 1), seconds: linear between quantiles, and in
+ * the top 5% shaped to the table's tail mean when it has one. */
 double sim_profile_draw(const double *q, double u);
 
 #endif

@@ -4,7 +4,9 @@
  * parameters at that version; the copy is made once per version (on the first take after the
  * model changed) and freed when its last holder moves on, so memory is one model per version
  * still in use, never one per worker. Minibatches follow the emulated worker's rule (its share,
- * shuffled with its own stream, reshuffled every local epoch). */
+ * shuffled with its own stream, reshuffled every local epoch), drawn from the very stream the
+ * emulated worker uses (ENGINE_STREAM_ORDER): the same seed gives the same minibatches in the
+ * same order. */
 #include "sim/sim_train.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "node/data.h"
+#include "node/engine_common.h"
 #include "node/model.h"
 #include "node/optim.h"
 #include "node/partition.h"
@@ -48,7 +51,9 @@ struct sim_train {
 	size_t nloss;
 	struct snap *cur;      /* snapshot of the current version, NULL after a change */
 	struct sim_worker_data *w;
-	uint64_t samples, round_samples;
+	uint64_t samples;       /* in the server's model: applied updates and closed rounds */
+	uint64_t round_samples; /* in the open round */
+	size_t last_len;        /* samples behind the latest gradient */
 };
 
 static void snap_drop(struct sim_train *t, struct snap **s)
@@ -159,7 +164,7 @@ struct sim_train *sim_train_new(const struct scenario *sc, uint32_t n, uint64_t 
 		if (!(w->order = malloc(w->n * sizeof *w->order)))
 			goto nomem;
 		memcpy(w->order, w->share, w->n * sizeof *w->order);
-		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), 0x4f52444552ull);
+		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), ENGINE_STREAM_ORDER);
 		rng_shuffle_u32(&w->rng, w->order, w->n);
 	}
 	free(pp);
@@ -231,8 +236,7 @@ static int gradient(struct sim_train *t, uint32_t w, double *loss)
 	len = d->n - d->pos < t->batch ? d->n - d->pos : t->batch;
 	data_batch(t->train, d->order + d->pos, len, t->x, t->y);
 	d->pos += len;
-	t->samples += len;
-	t->round_samples += len;
+	t->last_len = len;
 	model_set_params(t->scratch, d->model->p);
 	return model_gradient(t->scratch, t->x, t->y, len, t->grad, loss);
 }
@@ -247,6 +251,7 @@ int sim_train_apply(struct sim_train *t, uint32_t w, double x, double *loss)
 		for (size_t k = 0; k < t->np; k++)
 			t->grad[k] = (float)(t->grad[k] * x);
 	optim_step(t->optim, model_params(t->server), t->grad);
+	t->samples += t->last_len;
 	changed(t);
 	return 0;
 }
@@ -260,6 +265,7 @@ int sim_train_round_add(struct sim_train *t, uint32_t w, double x, double *loss)
 		return rc;
 	for (size_t k = 0; k < t->np; k++)
 		t->agg[k] += wt * t->grad[k];
+	t->round_samples += t->last_len;
 	return 0;
 }
 
@@ -271,6 +277,8 @@ int sim_train_round_close(struct sim_train *t, double count)
 		t->agg[k] *= inv;
 	optim_step(t->optim, model_params(t->server), t->agg);
 	memset(t->agg, 0, t->np * sizeof *t->agg);
+	t->samples += t->round_samples;
+	t->round_samples = 0;
 	changed(t);
 	return 0;
 }

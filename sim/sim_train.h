@@ -37,7 +37,8 @@ int sim_train_round_add(struct sim_train *t, uint32_t w, double x, double *loss)
 int sim_train_round_close(struct sim_train *t, double x);
 /* Evaluate the server's model on the test set and a fixed training sample. */
 int sim_train_eval(struct sim_train *t, struct eval_result *test, struct eval_result *train);
-/* Training samples consumed so far, and the training set size. */
+/* Training samples in the server's model so far (applied updates and closed rounds, as the
+ * emulated server counts them), and the training set size. */
 uint64_t sim_train_samples(const struct sim_train *t);
 size_t sim_train_set_size(const struct sim_train *t);
 /* Bytes of model snapshots and buffers held now. */

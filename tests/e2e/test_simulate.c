@@ -102,8 +102,9 @@ Test(simulate, run_directory, .timeout = 300)
 	}
 	/* calibrate on the SSP run, simulate it again from the profile (the profile overrides the
 	 * step and link models): the median final step comes back within 10% */
-	cr_assert_eq(support_sh("%s calibrate '%s' 2>/dev/null && grep -q '^worker3.transfer_s = ' '%s/profile.conf'",
-				bin(), run, run), 0);
+	cr_assert_eq(support_sh("%s calibrate '%s' 2>/dev/null && grep -q '^all.transfer_s = ' '%s/profile.conf' && "
+				"grep -Eq '^(worker3.transfer_s = |# worker3.transfer_s: as all)' '%s/profile.conf'",
+				bin(), run, run, run), 0);
 	cr_assert_eq(support_sh("%s simulate '%s' --out '%s/cal' --quiet --set simulation.train=none "
 				"--set 'simulation.profile=%s/profile.conf' --set 'sweep.consistency.barrier=[ssp]' "
 				"2>/dev/null", bin(), yaml, dir, run), 0);
@@ -128,6 +129,70 @@ Test(simulate, run_directory, .timeout = 300)
 			     "calibrated median %g against %g", med[0], med[1]);
 	}
 	cr_assert_eq(support_sh("%s calibrate '%s' --out '%s/x.conf' 2>/dev/null; test $? = 2", bin(), dir, dir), 0);
+	support_rm_rf(dir);
+}
+
+/* Rows of an eval.csv: model version (updates), samples and test loss. */
+struct eval_rows {
+	double version[256], samples[256], loss[256];
+	size_t n;
+};
+
+static void eval_rows(const char *path, struct eval_rows *out)
+{
+	char err[256];
+	bool missing;
+	struct table *t = table_load(path, &missing, err, sizeof err);
+
+	cr_assert_not_null(t, "%s", err);
+	out->n = table_rows(t) < 256 ? table_rows(t) : 256;
+	for (size_t r = 0; r < out->n; r++) {
+		out->version[r] = table_double_or(t, r, (size_t)table_col(t, "updates"), -1);
+		out->samples[r] = table_double_or(t, r, (size_t)table_col(t, "samples"), -1);
+		out->loss[r] = table_double_or(t, r, (size_t)table_col(t, "test_loss"), -1);
+	}
+	table_destroy(&t);
+}
+
+/* The simulation trains the emulated run's model: the BSP run of the recorded fixture
+ * (tests/data/sweep_small, emulated) simulated with the same seed reaches, at every model
+ * version both evaluated, the same test loss (the same initial model, split and minibatches in
+ * the same order, the same rounds), and counts updates and samples as the emulated server does
+ * (a version is a closed round of 3 workers x 64 samples). */
+Test(simulate, same_models_as_emulated_run, .timeout = 120)
+{
+	char dir[256], path[600];
+	struct eval_rows emu, sim;
+	size_t matched = 0;
+
+	if (access(bin(), X_OK) != 0 || access("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", R_OK) != 0)
+		cr_skip_test("needs %s and the data set", bin());
+	support_tmpdir(dir, sizeof dir, "simulate");
+	/* one BSP run, run index 0: the fixture's bsp+rep=1 seed */
+	cr_assert_eq(support_sh("%s simulate tests/data/sweep_small.yaml --out '%s/o' --quiet "
+				"--set simulation.train=real --set simulation.step_cost=1ms "
+				"--set simulation.server_cost=20us --set 'sweep.consistency.barrier=[bsp]' "
+				"--set sweep.repeat=1 2>'%s/log'", bin(), dir, dir), 0);
+	eval_rows("tests/data/sweep_small/consistency.barrier=bsp+rep=1/eval.csv", &emu);
+	snprintf(path, sizeof path, "%s/o/consistency.barrier=bsp+rep=1/eval.csv", dir);
+	eval_rows(path, &sim);
+	cr_assert_gt(sim.n, 5);
+	for (size_t i = 0; i < sim.n; i++) {
+		cr_assert_float_eq(sim.samples[i], sim.version[i] * 3 * 64, 1e-9,
+				   "row %zu: %g samples at version %g", i, sim.samples[i], sim.version[i]);
+		for (size_t j = 0; j < emu.n; j++) {
+			if (emu.version[j] != sim.version[i])
+				continue;
+			cr_assert_float_eq(sim.loss[i], emu.loss[j], 2e-6,
+					   "version %g: test loss %.6f simulated, %.6f emulated",
+					   sim.version[i], sim.loss[i], emu.loss[j]);
+			cr_assert_float_eq(sim.samples[i], emu.samples[j], 1e-9);
+			matched++;
+			break;
+		}
+	}
+	/* versions 0, 4, 8, 12 at least (the emulated run evaluated 0, 4, 8, 12, 18, ...) */
+	cr_assert_geq(matched, 4, "only %zu versions evaluated in both", matched);
 	support_rm_rf(dir);
 }
 

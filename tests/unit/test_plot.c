@@ -469,6 +469,54 @@ Test(plot, hostile_run_runs_nothing, .timeout = 120)
 	rm_rf(base);
 }
 
+/* Two directories on one figure: the keys name each directory's lines by its label (a
+ * hostile one is drawn as text, never run), the lines of one directory share a dash, and the
+ * output holds only the two figures. */
+Test(plot, compare_overlays_directories, .timeout = 120)
+{
+	char base[] = "/tmp/stalenet-plot-XXXXXX", canary[700], sim[700], out[700], a[1400];
+	const char *dirs[2] = { "tests/data/sweep_small", sim };
+	const char *labels[2] = { NULL, "sim`" CMD "`\"; system(\"" CMD "\")" };
+	char err[1024], *svg;
+	int n;
+
+	need_gnuplot();
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(canary, sizeof canary, "%s/canary", base);
+	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
+	snprintf(sim, sizeof sim, "%s/sim", base);
+	snprintf(out, sizeof out, "%s/cmp", base);
+	copy_tree("tests/data/sweep_small", sim);
+	n = plot_compare(dirs, labels, 2, out, err, sizeof err);
+	cr_assert_eq(n, 2, "plot_compare: %d %s", n, n < 0 ? err : "");
+	cr_assert_neq(access(canary, F_OK), 0, "a label ran a command");
+	snprintf(a, sizeof a, "%s/accuracy_time.png", out);
+	check_png(a, 800, 500);
+	snprintf(a, sizeof a, "%s/steps_cdf.png", out);
+	check_png(a, 800, 500);
+	snprintf(a, sizeof a, "%s/steps_cdf.svg", out);
+	check_svg(a, 12);
+	snprintf(a, sizeof a, "%s/accuracy_time.svg", out);
+	check_svg(a, 12);
+	svg = read_text(a);
+	cr_assert_not_null(strstr(svg, ">emulation: asp<"), "%s", a);
+	cr_assert_not_null(strstr(svg, ">emulation: bsp<"), "%s", a);
+	cr_assert_not_null(strstr(svg, ">sim`touch $STALENET_CANARY`'; system('touch "
+				       "$STALENET_CANARY'): bsp<"), "%s", a);
+	/* the second directory's lines are dashed, the first's solid */
+	cr_assert_not_null(strstr(svg, "stroke-dasharray"), "%s: no dashed line", a);
+	free(svg);
+	snprintf(a, sizeof a, "ls -A '%s' | wc -l | grep -qx 4", out);
+	cr_assert_eq(system(a), 0, "the output holds more than the figures");
+	/* nothing to compare: a usage error, nothing written */
+	dirs[1] = "/nonexistent/stalenet";
+	n = plot_compare(dirs, NULL, 2, out, err, sizeof err);
+	cr_assert_lt(n, 0);
+	cr_assert_neq(access(canary, F_OK), 0);
+	unsetenv("STALENET_CANARY");
+	rm_rf(base);
+}
+
 /* A plots/ that is a symlink is refused: the figures would land where it points. */
 Test(plot, plots_symlink_refused, .timeout = 60)
 {

@@ -56,6 +56,89 @@ Test(plot_data, collect_groups_repeats)
 	plot_data_release(&s); /* idempotent */
 }
 
+/* Several directories in one set: tags from --label or meta's mode, equal values share a
+ * colour, each directory its own dash. The second directory is one run of the fixture
+ * marked as a simulation. */
+Test(plot_data, collect_many_tags_and_styles)
+{
+	char dir[] = "/tmp/stalenet-plotdata-XXXXXX", run[600], cmd[1400], err[512];
+	const char *dirs[2] = { FIXTURE, run };
+	const char *labels[2] = { NULL, "sim, calibrated" };
+	struct plot_set s;
+	int rc;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(run, sizeof run, "%s/run", dir);
+	snprintf(cmd, sizeof cmd,
+		 "cp -r '%s/consistency.barrier=bsp+rep=2' '%s' && "
+		 "sed -i 's/^{/{\"mode\": \"simulation\",/' '%s/meta.json'", FIXTURE, run, run);
+	cr_assert_eq(system(cmd), 0);
+
+	rc = plot_data_collect_many(dirs, NULL, 2, &s, err, sizeof err);
+	cr_assert_eq(rc, 0, "collect_many: %d %s", rc, err);
+	cr_assert_eq(s.nruns, 5);
+	cr_assert_eq(s.npoints, 3);
+	cr_assert_str_eq(s.points[0].label, "emulation: asp");
+	cr_assert_str_eq(s.points[1].label, "emulation: bsp");
+	/* a lone run is labelled by its sweep point, without the key */
+	cr_assert_str_eq(s.points[2].label, "simulation: bsp");
+	cr_assert_eq(s.points[0].source, 0);
+	cr_assert_eq(s.points[1].source, 0);
+	cr_assert_eq(s.points[2].source, 1);
+	cr_assert_eq(s.points[0].style, 0);
+	cr_assert_eq(s.points[1].style, 1);
+	cr_assert_eq(s.points[2].style, 1); /* bsp: emulated bsp's colour */
+	cr_assert_eq(s.points[2].nruns, 1);
+	cr_assert_eq(s.points[2].runs[0], 4);
+	cr_assert_str_eq(s.runs[4].meta.mode, "simulation");
+	cr_assert_str_eq(s.runs[0].meta.mode, "");
+	plot_data_release(&s);
+
+	/* the same sweep twice: the second copy's points take the first's colours */
+	dirs[1] = FIXTURE;
+	rc = plot_data_collect_many(dirs, labels, 2, &s, err, sizeof err);
+	cr_assert_eq(rc, 0, "collect_many: %d %s", rc, err);
+	cr_assert_eq(s.nruns, 8);
+	cr_assert_eq(s.npoints, 4);
+	cr_assert_str_eq(s.points[2].label, "sim, calibrated: asp");
+	cr_assert_str_eq(s.points[3].label, "sim, calibrated: bsp");
+	cr_assert_eq(s.points[2].style, s.points[0].style);
+	cr_assert_eq(s.points[3].style, s.points[1].style);
+	cr_assert_eq(s.points[3].source, 1);
+	cr_assert_eq(s.points[3].nruns, 2);
+	cr_assert_eq(s.points[3].runs[0], 6);
+	plot_data_release(&s);
+
+	/* runs told apart only by a simulation-only key (a profile each) are one point */
+	snprintf(cmd, sizeof cmd,
+		 "mkdir '%s/cal' && for r in bsp+rep=1 bsp+rep=2 asp+rep=1; do "
+		 "cp -r '%s/consistency.barrier='$r '%s/cal/'$r && "
+		 "sed -i 's|\"consistency.barrier\": \"\\(...\\)\"|&, \"simulation.profile\": \"/p/'$r'\"|' "
+		 "'%s/cal/'$r/meta.json; done", dir, FIXTURE, dir, dir);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(run, sizeof run, "%s/cal", dir);
+	dirs[1] = run;
+	rc = plot_data_collect_many(dirs, NULL, 2, &s, err, sizeof err);
+	cr_assert_eq(rc, 0, "collect_many: %d %s", rc, err);
+	cr_assert_eq(s.nruns, 7);
+	cr_assert_eq(s.npoints, 4);
+	cr_assert_str_eq(s.runs[4].meta.sweep_key[1], "simulation.profile");
+	cr_assert_str_eq(s.points[2].label, "emulation: asp");
+	cr_assert_eq(s.points[2].nruns, 1);
+	cr_assert_str_eq(s.points[3].label, "emulation: bsp");
+	cr_assert_eq(s.points[3].nruns, 2);
+	cr_assert_eq(s.points[3].style, s.points[1].style);
+	plot_data_release(&s);
+
+	/* a bad directory fails the whole set */
+	dirs[1] = "/nonexistent/stalenet";
+	rc = plot_data_collect_many(dirs, NULL, 2, &s, err, sizeof err);
+	cr_assert_lt(rc, 0);
+	plot_data_release(&s);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 Test(plot_data, collect_errors)
 {
 	struct plot_set s;

@@ -71,6 +71,83 @@ Test(sim_profile, fit_and_draw)
 	support_rm_rf(dir);
 }
 
+/* Workers alike draw from one pool; a worker unlike them keeps its own table, and the pool
+ * holds none of its samples. Five workers step in 0.10 + i/1000 s (i = 0..99, in a different
+ * order each), worker4 in 0.40 + i/1000 s; each waits 0.1 s and has a 0.05 s transfer. */
+Test(sim_profile, alike_workers_pooled_outlier_kept)
+{
+	char dir[256], path[600], err[512], *text;
+	struct sim_profile *p;
+	FILE *f;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	for (int w = 0; w < 6; w++) {
+		double t = 0;
+
+		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", dir, w);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames\n");
+		for (int k = 0; k <= 100; k++) {
+			double c = (w == 4 ? 0.40 : 0.10) + ((k * (7 + 2 * w)) % 100) / 1000.0;
+
+			if (k)
+				t += c + 0.1 + 0.05;
+			fprintf(f, "%.6f,worker%d,%d,%.6f,0.100,,,,0,0,0\n", t, w, k, c);
+		}
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "%s/p.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_eq(sim_profile_fit(dir, f, err, sizeof err), 6, "%s", err);
+	fclose(f);
+	text = support_slurp(path, NULL);
+	for (int w = 0; w < 6; w++) {
+		char key[64];
+
+		snprintf(key, sizeof key, "\nworker%d.compute_s = ", w);
+		cr_assert_eq(strstr(text, key) != NULL, w == 4, "worker%d: %s", w, text);
+		snprintf(key, sizeof key, "\n# worker%d.transfer_s: as all", w);
+		cr_assert_not_null(strstr(text, key), "worker%d: %s", w, text);
+	}
+	free(text);
+	p = sim_profile_load(path, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	/* the pool: 0.100 .. 0.199, none of worker4's 0.4 s */
+	cr_assert_float_eq(sim_profile_compute(p, "all")[0], 0.100, 1e-9);
+	cr_assert_float_eq(sim_profile_compute(p, "all")[SIM_PROFILE_Q - 1], 0.199, 1e-9);
+	cr_assert_eq(sim_profile_compute(p, "worker2"), sim_profile_compute(p, "all"));
+	cr_assert_float_eq(sim_profile_compute(p, "worker4")[0], 0.400, 1e-9);
+	cr_assert_float_eq(sim_profile_transfer(p, "worker4")[10], 0.05, 1e-5);
+	sim_profile_destroy(&p);
+	support_rm_rf(dir);
+}
+
+/* The top 5% of a draw keeps the samples' mean there (against a numerical integral), stays
+ * within [q95, q100], and is the straight line without a tail mean. */
+Test(sim_profile, tail_mean_kept)
+{
+	double q[SIM_PROFILE_Q + 1], sum = 0;
+	const int n = 200000;
+
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		q[k] = k < SIM_PROFILE_Q - 1 ? 0.1 * k : 7.9; /* q95 = 1.9, q100 = 7.9 */
+	q[SIM_PROFILE_Q] = 2.9;                             /* an exponential's: q95 + 1 */
+	for (int i = 0; i < n; i++) {
+		double x = sim_profile_draw(q, 0.95 + 0.05 * (i + 0.5) / n);
+
+		cr_assert(x >= 1.9 - 1e-12 && x <= 7.9 + 1e-12, "%g", x);
+		sum += x;
+	}
+	cr_assert_float_eq(sum / n, 2.9, 1e-3, "top-bin mean %g", sum / n);
+	/* below the top bin: linear as before */
+	cr_assert_float_eq(sim_profile_draw(q, 0.525), 1.05, 1e-12);
+	q[SIM_PROFILE_Q] = NAN;
+	cr_assert_float_eq(sim_profile_draw(q, 0.975), (1.9 + 7.9) / 2, 1e-9);
+}
+
 Test(sim_profile, hostile_files_refused)
 {
 	static const char *const bad[] = {
@@ -79,6 +156,8 @@ Test(sim_profile, hostile_files_refused)
 		"worker0.compute_s = -1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
 		"worker0.compute_s = nan 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
 		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 7\n",
+		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 2 0.5\n",
+		"worker0.compute_s = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 2 1.5 1\n",
 		"# nothing\nprofile.source = x\n",
 	};
 	char dir[256], path[300], err[512];

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# An emulated sweep beside its simulations, from scratch: run the scenario on the testbed (root),
+# calibrate every run, simulate the same sweep uncalibrated and calibrated (`train: real`), draw
+# the three over each other and print the side-by-side table of docs/simulation.md.
+#
+#   sudo bash scripts/calibrate-compare.sh SCENARIO OUT [--target ACC]... [--set key=value]...
+#   bash scripts/calibrate-compare.sh scenarios/straggler.yaml runs/cmp --target 0.72 \
+#       --set stop.time=150s --set sweep.repeat=3
+#
+# OUT/emulated is run only when it does not hold a complete sweep yet (a rerun of the script
+# reuses it; delete it to measure again). --set values apply to every run (emulated and
+# simulated), so the three sweeps plan the same runs with the same seeds. The simulations use
+# `simulation.step_cost` 1 ms and `server_cost` 20 us unless --set says otherwise (fixed costs:
+# reruns are byte-identical). The calibrated sweep gives run i of the emulated sweep its own
+# profile (OUT/emulated/RUN/profile.conf) and the same seed: a zip of the emulated sweep's keys
+# with `simulation.profile`, listed in the emulated plan's order. --target (default: the
+# scenario's `target`; repeat it for more) is the accuracy whose first crossing in eval.csv is the
+# time to target.
+#
+# Output: OUT/emulated, OUT/simulated, OUT/calibrated (run directories), OUT/compare/*.svg and
+# *.png (accuracy_time, steps_cdf), OUT/table.md (also printed): the table twice, the time to
+# target as the first evaluation at the target, then on the mean of the last 3 evaluations.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${STALENET:-$ROOT/build/stalenet}
+
+usage() {
+	echo "usage: $0 SCENARIO OUT [--target ACC]... [--set key=value]..." >&2
+	exit 2
+}
+[ $# -ge 2 ] || usage
+SCENARIO=$1
+OUT=$2
+shift 2
+TARGETS=()
+SETS=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--target) [ $# -ge 2 ] || usage; TARGETS+=(--target "$2"); shift 2 ;;
+	--set) [ $# -ge 2 ] || usage; SETS+=(--set "$2"); shift 2 ;;
+	*) usage ;;
+	esac
+done
+[ -x "$BIN" ] || { echo "$0: $BIN not built (make all)" >&2; exit 2; }
+[ -r "$SCENARIO" ] || { echo "$0: cannot read $SCENARIO" >&2; exit 2; }
+mkdir -p "$OUT"
+
+# 1. the emulated sweep (resumed: complete runs are kept)
+echo "== emulated: $SCENARIO ($(cat /proc/loadavg))" >&2
+"$BIN" run "$SCENARIO" --out "$OUT/emulated" "${SETS[@]}" --quiet
+
+# 2. a profile per emulated run
+for meta in "$OUT"/emulated/*/meta.json; do
+	"$BIN" calibrate "$(dirname "$meta")" >&2
+done
+
+SIM=(--set simulation.train=real --set simulation.step_cost=1ms --set simulation.server_cost=20us)
+
+# 3. the same sweep simulated from the scenario alone
+echo "== simulated, uncalibrated" >&2
+"$BIN" simulate "$SCENARIO" --out "$OUT/simulated" "${SIM[@]}" "${SETS[@]}" --quiet
+
+# 4. the same runs, each from its emulated run's profile and with its seed
+mapfile -t ZIP < <(python3 "$ROOT/scripts/calibrate-table.py" zip "$OUT/emulated")
+echo "== simulated, calibrated" >&2
+"$BIN" simulate "$SCENARIO" --out "$OUT/calibrated" "${SIM[@]}" "${SETS[@]}" "${ZIP[@]}" --quiet
+
+# 5. figures and the table
+"$BIN" plot "$OUT/emulated" "$OUT/simulated" "$OUT/calibrated" --out "$OUT/compare" \
+	--label emulated --label "simulated, uncalibrated" --label "simulated, calibrated" >&2
+{
+	python3 "$ROOT/scripts/calibrate-table.py" table "$OUT" "${TARGETS[@]}"
+	echo
+	python3 "$ROOT/scripts/calibrate-table.py" table "$OUT" "${TARGETS[@]}" --smooth 3
+} | tee "$OUT/table.md"

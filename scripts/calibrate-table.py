@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Helper of scripts/calibrate-compare.sh (reads run directories, runs nothing).
+
+  calibrate-table.py zip EMULATED_DIR
+      the --set arguments, one a line, that make `stalenet simulate` plan the emulated sweep's
+      runs in the emulated order (same run index, so the same seed), run i with the profile of
+      emulated run i: a zip of the emulated sweep keys with simulation.profile, repeat 1.
+  calibrate-table.py table OUT [--target ACC]... [--smooth K]
+      the side-by-side table (markdown) of OUT/emulated, OUT/simulated and OUT/calibrated, and
+      which of the calibration bounds hold, per sweep point (runs with equal sweep values but
+      the simulation-only keys are its repeats: the numbers are means over them). --smooth K:
+      time to target on the mean of the last K evaluations (an accuracy that jumps between
+      model versions crosses a target first at whichever version the evaluation grid hits).
+"""
+import csv
+import json
+import os
+import statistics
+import sys
+
+KINDS = [("emulated", "emulated"), ("simulated", "simulated, uncalibrated"),
+         ("calibrated", "simulated, calibrated")]
+
+
+def runs_of(sweep_dir):
+    out = []
+    for name in sorted(os.listdir(sweep_dir)):
+        meta = os.path.join(sweep_dir, name, "meta.json")
+        if name.startswith(".") or not os.path.isfile(meta):
+            continue
+        with open(meta) as f:
+            m = json.load(f)
+        m["_dir"] = os.path.join(sweep_dir, name)
+        out.append(m)
+    return out
+
+
+def point(m):
+    """The sweep values that name the experiment (simulation-only keys left out)."""
+    sw = m.get("sweep") or {}
+    return tuple((k, str(v)) for k, v in sw.items() if not k.startswith("simulation."))
+
+
+def zip_args(emulated):
+    runs = sorted(runs_of(emulated), key=lambda m: m["run_index"])
+    if not runs:
+        sys.exit("%s: no runs" % emulated)
+    if [m["run_index"] for m in runs] != list(range(len(runs))):
+        sys.exit("%s: the sweep is incomplete (run indices %s)" %
+                 (emulated, [m["run_index"] for m in runs]))
+    for m in runs:
+        if m.get("status") != "complete":
+            sys.exit("%s: %s" % (m["_dir"], m.get("status") or "no status"))
+    keys = [k for k, _ in point(runs[0])]
+    args = ["--set", "sweep.repeat=1"]
+    for k in keys:
+        vals = [dict(point(m))[k] for m in runs]
+        args += ["--set", "sweep.%s=[%s]" % (k, ", ".join(json.dumps(v) for v in vals))]
+    profiles = [os.path.abspath(os.path.join(m["_dir"], "profile.conf")) for m in runs]
+    for p in profiles:
+        if not os.path.isfile(p):
+            sys.exit("%s: missing (run stalenet calibrate first)" % p)
+    args += ["--set", "sweep.simulation.profile=[%s]" % ", ".join(json.dumps(p) for p in profiles)]
+    args += ["--set", "sweep.zip=[[%s]]" % ", ".join(keys + ["simulation.profile"])]
+    print("\n".join(args))
+
+
+def summary_rows(sweep_dir):
+    """summary.csv rows by seed (each run of a plan has its own; a long run id is cut short
+    in summary.csv, so the id does not name a row)."""
+    with open(os.path.join(sweep_dir, "summary.csv")) as f:
+        return {r["seed"]: r for r in csv.DictReader(f)}
+
+
+SMOOTH = 1
+
+
+def time_to(run_dir, target):
+    """First evaluation at or above target (s), or None; with SMOOTH > 1 the first at which the
+    mean of the last SMOOTH evaluations is."""
+    window = []
+    with open(os.path.join(run_dir, "eval.csv")) as f:
+        for r in csv.DictReader(f):
+            window = (window + [float(r["test_accuracy"])])[-SMOOTH:]
+            if len(window) == SMOOTH and sum(window) / SMOOTH >= target:
+                return float(r["t_s"])
+    return None
+
+
+def num(r, k):
+    try:
+        return float(r[k])
+    except (KeyError, ValueError):
+        return float("nan")
+
+
+def collect(sweep_dir, targets):
+    """{point: [per-run dict]}"""
+    rows = summary_rows(sweep_dir)
+    out = {}
+    for m in runs_of(sweep_dir):
+        r = rows.get(str(m.get("seed")))
+        if r is None:
+            continue
+        d = {k: num(r, k) for k in ("steps_min", "steps_median", "steps_max", "wait_fraction",
+                                    "staleness_mean", "staleness_p99", "final_accuracy")}
+        d["spread"] = d["steps_max"] - d["steps_min"]
+        d["ttt"] = [time_to(m["_dir"], t) for t in targets]
+        d["seed"] = m.get("seed")
+        d["index"] = m.get("run_index")
+        out.setdefault(point(m), []).append(d)
+    return out
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.mean(xs) if xs else None
+
+
+def fmt(x, digits=1):
+    if x is None:
+        return "-"
+    return ("%." + str(digits) + "f") % x
+
+
+def ttt_text(runs, k):
+    ts = [r["ttt"][k] for r in runs]
+    reached = [t for t in ts if t is not None]
+    if not reached:
+        return "not reached", None
+    m = statistics.mean(reached)
+    txt = "%.1f s" % m
+    if len(ts) > 1:
+        txt += " (%s)" % ", ".join("%.0f" % t if t is not None else "-" for t in ts)
+    if len(reached) < len(ts):
+        txt += ", %d of %d reached" % (len(reached), len(ts))
+    return txt, (m if len(reached) == len(ts) else None)
+
+
+def table(out_dir, targets):
+    if not targets:
+        emulated = os.path.join(out_dir, "emulated")
+        with open(os.path.join(runs_of(emulated)[0]["_dir"], "meta.json")) as f:
+            targets = [json.load(f)["target"]]
+    data = {kind: collect(os.path.join(out_dir, kind), targets) for kind, _ in KINDS}
+    # the calibrated runs carry the emulated seeds (same plan index)
+    emu_seeds = {r["index"]: r["seed"] for rs in data["emulated"].values() for r in rs}
+    cal_seeds = {r["index"]: r["seed"] for rs in data["calibrated"].values() for r in rs}
+    bad = [i for i in emu_seeds if cal_seeds.get(i) != emu_seeds[i]]
+    if SMOOTH > 1:
+        print("Time to target: the first evaluation at which the mean of the last %d "
+              "evaluations is at or above the test accuracy named; mean over the repeats, each "
+              "repeat in brackets.\n" % SMOOTH)
+    else:
+        print("Time to target: the first evaluation at or above the test accuracy named; mean "
+              "over the repeats, each repeat in brackets.\n")
+    print("| point | runs | repeats | steps min / median / max | spread | wait fraction | "
+          "staleness mean / p99 | final accuracy | %s |" %
+          " | ".join("time to %g" % t for t in targets))
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
+    verdicts = []
+    for p in data["emulated"]:
+        name = ", ".join(v for _, v in p) or "run"
+        means = {}
+        for kind, label in KINDS:
+            rs = data[kind].get(p, [])
+            if not rs:
+                continue
+            mm = {k: mean([r[k] for r in rs]) for k in rs[0]
+                  if k not in ("ttt", "seed", "index")}
+            texts = []
+            mm["ttt"] = []
+            for k in range(len(targets)):
+                txt, tt = ttt_text(rs, k)
+                texts.append(txt)
+                mm["ttt"].append(tt)
+            means[kind] = mm
+            print("| %s | %s | %d | %s / %s / %s | %s | %.3f | %.2f / %.0f | %.3f | %s |" % (
+                name, label, len(rs), fmt(mm["steps_min"]), fmt(mm["steps_median"]),
+                fmt(mm["steps_max"]), fmt(mm["spread"]), mm["wait_fraction"],
+                mm["staleness_mean"], mm["staleness_p99"], mm["final_accuracy"],
+                " | ".join(texts)))
+        verdicts.append((name, means))
+    print("\nCalibrated against emulated (means over the repeats; the issue's bounds):\n")
+    print("| point | median final step (within 10%%) | spread (within 2 steps or 10%%) | "
+          "wait fraction (within 0.05) | %s |" %
+          " | ".join("time to %g (within 15%%)" % t for t in targets))
+    print("| --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
+    for name, means in verdicts:
+        e, c = means.get("emulated"), means.get("calibrated")
+        if not e or not c:
+            continue
+        dm = (c["steps_median"] - e["steps_median"]) / e["steps_median"]
+        ds = c["spread"] - e["spread"]
+        dw = c["wait_fraction"] - e["wait_fraction"]
+        cells = ["%+.1f%% %s" % (100 * dm, "met" if abs(dm) <= 0.10 else "NOT met"),
+                 "%+.1f steps %s" % (ds, "met" if abs(ds) <= max(2, 0.10 * e["spread"])
+                                     else "NOT met"),
+                 "%+.3f %s" % (dw, "met" if abs(dw) <= 0.05 else "NOT met")]
+        for k in range(len(targets)):
+            if e["ttt"][k] is None or c["ttt"][k] is None:
+                cells.append("not reached in every run")
+            else:
+                dt = (c["ttt"][k] - e["ttt"][k]) / e["ttt"][k]
+                cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
+        print("| %s | %s |" % (name, " | ".join(cells)))
+    if bad:
+        print("\nwarning: calibrated runs %s do not carry their emulated run's seed" % bad)
+
+
+def main():
+    global SMOOTH
+    args = sys.argv[1:]
+    if len(args) >= 2 and args[-2] == "--smooth":
+        SMOOTH = int(args[-1])
+        if SMOOTH < 1:
+            sys.exit(__doc__)
+        args = args[:-2]
+    if len(args) == 2 and args[0] == "zip":
+        zip_args(args[1])
+    elif len(args) >= 2 and args[0] == "table" and len(args) % 2 == 0:
+        targets = []
+        for i in range(2, len(args), 2):
+            if args[i] != "--target":
+                sys.exit(__doc__)
+            targets.append(float(args[i + 1]))
+        table(args[1], targets)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
