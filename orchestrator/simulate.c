@@ -189,15 +189,17 @@ int simulate_main(const struct simulate_opts *o)
 		if (!o->quiet)
 			log_info("simulation %zu/%zu: %s", i + 1, nruns, run->id);
 		r = simulate_one(o, run, dir, abs_out);
-		done++;
+		if (r == CLI_EXIT_OK) {
+			done++;
+			continue;
+		}
+		failed++;
 		if (r == CLI_EXIT_USAGE) {
+			/* bad input (a profile that cannot be read, ...): every later run has it too */
 			rc = r;
 			break;
 		}
-		if (r != CLI_EXIT_OK) {
-			failed++;
-			rc = CLI_EXIT_FAILED;
-		}
+		rc = CLI_EXIT_FAILED;
 	}
 	if (o->plot && rc == CLI_EXIT_OK) {
 		int figs = plot_dir(abs_out, err, sizeof err);
@@ -208,7 +210,8 @@ int simulate_main(const struct simulate_opts *o)
 			log_info("%d figures in %s/plots", figs, abs_out);
 	}
 	fprintf(stderr, "%s: %zu simulation(s) done, %zu skipped, %d failed; results in %s\n",
-		rc == CLI_EXIT_OK ? "done" : "finished with failures", done, skipped, failed, abs_out);
+		rc == CLI_EXIT_OK ? "done" : rc == CLI_EXIT_USAGE ? "stopped on bad input" : "finished with failures",
+		done, skipped, failed, abs_out);
 out:
 	plan_destroy(&plan);
 	scenario_destroy(&sc);
