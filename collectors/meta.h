@@ -19,7 +19,7 @@
 #define META_SCENARIO_MAX_BYTES (4 << 20) /* a larger scenario.yaml is refused */
 
 struct run_meta {
-	char run_id[128];
+	char run_id[256];   /* as long as a plan run id (PLAN_RUN_ID_MAX) */
 	char backend[32];
 	char status[16];     /* "complete", "interrupted", "failed", "running" ("" when absent) */
 	char mode[16];       /* "simulation"; "" when absent (an emulated run writes none) */

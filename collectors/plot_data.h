@@ -163,7 +163,7 @@ struct plot_linkcheck_row {
 };
 
 struct plot_linkcheck {
-	char run_id[128];
+	char run_id[256];   /* as long as a plan run id (PLAN_RUN_ID_MAX) */
 	char nodes[PLOT_DATA_MAX_NODES][64]; /* in order of first appearance */
 	size_t nnodes;
 	struct plot_linkcheck_row *rows;     /* nrows, owned */
