@@ -1,0 +1,528 @@
+/* sim/sim_p2p: see sim_p2p.h.
+ *
+ * One event loop over sim/sim_heap. Peer i's life is node/engine_p2p's training loop with the
+ * waiting replaced by events; at clock c (steps completed):
+ *   begin     core_p2p_barrier_begin: the peers to ask; CLOCK_REQ(threshold) to each, in
+ *             index order as the engine sends them (none: straight on)
+ *   answers   each CLOCK_REP goes into core_p2p_on_clock; a BYE takes its sender out
+ *             (core_p2p_set_alive) and out of the answers awaited; when none is left,
+ *             core_p2p_barrier_end must hold (else the run fails: the core and the driver
+ *             disagree)
+ *   gossip    core_p2p_gossip_due: PULL to core_p2p_gossip_partners, each MODEL reply's clock
+ *             into core_p2p_on_clock; the staleness of the step is my clock minus the oldest
+ *             merged replica's clock
+ *   compute   sim/sim_node's step time (after a pause window), then clock c+1: the trace row,
+ *             and the held CLOCK_REQs that the new clock satisfies are answered
+ *             (core_p2p_answerable), in the order they came
+ * A peer's service thread answers at once whatever its loop does (a CLOCK_REQ it can answer, a
+ * PULL with its last published clock); a peer that said BYE answers nothing. stop.steps ends a
+ * peer with a BYE to every other; a planned leave too. Nothing runs past stop.time.
+ *
+ * Messages live in a pool (an event carries the message's index); a request carries the
+ * requester's exchange number, so a late answer to an exchange that ended (its sender said BYE
+ * meanwhile) is not taken for an answer to the next one, as the engine matches seq. */
+#include "sim/sim_p2p.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/core_p2p.h"
+#include "node/wire.h"
+#include "sim/sim_heap.h"
+#include "sim/sim_net.h"
+#include "sim/sim_node.h"
+#include "sim/sim_profile.h"
+#include "sim/sim_record.h"
+
+#define SIM_P2P_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
+#define SIM_P2P_SMALL WIRE_HEADER_BYTES
+
+enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET };
+enum p2p_msg { M_CLOCK_REQ = 1, M_CLOCK_REP, M_PULL, M_MODEL, M_BYE };
+enum p2p_state { P_BARRIER = 1, P_GOSSIP, P_COMPUTE, P_DONE };
+
+struct msg {
+	int64_t value;      /* CLOCK_REQ: threshold; CLOCK_REP, MODEL: the sender's clock */
+	uint32_t from, to;
+	uint32_t seq;       /* the requester's exchange number */
+	uint32_t next_free;
+	uint8_t type;
+};
+
+struct held {              /* a CLOCK_REQ a peer holds until its clock reaches the threshold */
+	int64_t threshold;
+	uint32_t from, seq;
+};
+
+struct peer {
+	struct core_p2p *core;
+	struct held *held;
+	uint32_t nheld, capheld;
+	uint32_t clock;
+	uint32_t left;      /* answers still awaited in this exchange */
+	uint32_t seq;       /* exchange number */
+	uint8_t state;
+	bool crossing;      /* the barrier of this step asked somebody */
+	int64_t t0, t1;     /* the step's start (barrier) and compute start, ns */
+	int64_t stale;      /* the step's staleness, -1 = no merge */
+	int64_t lag;        /* the largest lag of a replica merged in this step (-1: none ahead) */
+	bool merged;        /* a replica came in this step's gossip round */
+	uint64_t tx, rx;    /* bytes sent and received during the step (both roles) */
+};
+
+struct p2p {
+	const struct sim_opts *o;
+	const struct plan_run *run;
+	const struct scenario *sc;
+	uint32_t n;
+	uint32_t *node_of;
+	struct peer *p;
+	uint8_t *awaited;   /* n x n: awaited[i * n + j], peer i awaits an answer of j */
+	struct msg *msgs;
+	uint32_t nmsgs, capmsgs, free_msg;
+	struct sim_heap *heap;
+	struct sim_net *net;
+	struct sim_node *node;
+	struct sim_profile *profile;
+	struct sim_record *rec;
+	uint64_t model_bytes, events, updates;
+	int64_t stop_ns;
+	char *err;
+	size_t errlen;
+	int rc;
+};
+
+static int fail(struct p2p *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct p2p *s, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->rc)
+		return s->rc;
+	va_start(ap, fmt);
+	vsnprintf(s->err, s->errlen, fmt, ap);
+	va_end(ap);
+	s->rc = rc;
+	return rc;
+}
+
+static void push_ev(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind)
+{
+	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, 0) < 0)
+		fail(s, -ENOMEM, "out of memory (event queue)");
+}
+
+/* Send a message of `type` from peer a to peer b at now. */
+static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, int64_t value, uint32_t seq,
+		     int64_t now)
+{
+	uint64_t bytes = type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
+	uint32_t id;
+	int64_t t;
+
+	if (s->free_msg != UINT32_MAX) {
+		id = s->free_msg;
+		s->free_msg = s->msgs[id].next_free;
+	} else {
+		if (s->nmsgs == s->capmsgs) {
+			uint32_t cap = s->capmsgs ? 2 * s->capmsgs : 1024;
+			struct msg *m = realloc(s->msgs, cap * sizeof *m);
+
+			if (!m) {
+				fail(s, -ENOMEM, "out of memory (messages)");
+				return;
+			}
+			s->msgs = m;
+			s->capmsgs = cap;
+		}
+		id = s->nmsgs++;
+	}
+	s->msgs[id] = (struct msg){ .value = value, .from = a, .to = b, .seq = seq, .type = (uint8_t)type,
+				    .next_free = UINT32_MAX };
+	s->p[a].tx += bytes;
+	t = sim_net_send(s->net, s->node_of[a], s->node_of[b], bytes, now, NULL);
+	push_ev(s, t, id, EV_MSG);
+}
+
+static void start_compute(struct p2p *s, uint32_t i, int64_t now);
+static void after_barrier(struct p2p *s, uint32_t i, int64_t now);
+
+/* Ask every peer j with awaited[i][j] set, in index order (as the engine's exchange sends). */
+static void ask_all(struct p2p *s, uint32_t i, enum p2p_msg type, int64_t threshold, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	p->seq++;
+	for (uint32_t j = 0; j < s->n; j++)
+		if (s->awaited[(size_t)i * s->n + j])
+			send_msg(s, i, j, type, threshold, p->seq, now);
+}
+
+/* The barrier before step clock+1 (engine_p2p's barrier_wait). */
+static void begin_step(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	const uint32_t *ask;
+	int64_t thr;
+	size_t k;
+
+	p->t0 = now;
+	p->stale = p->lag = -1;
+	p->merged = false;
+	p->tx = p->rx = 0;
+	p->crossing = false;
+	k = core_p2p_barrier_begin(p->core, p->clock, &thr, &ask);
+	if (k == 0) {
+		after_barrier(s, i, now);
+		return;
+	}
+	for (size_t a = 0; a < k; a++)
+		s->awaited[(size_t)i * s->n + ask[a]] = 1;
+	p->crossing = true;
+	p->left = (uint32_t)k;
+	p->state = P_BARRIER;
+	sim_record_waiting(s->rec, i, true);
+	ask_all(s, i, M_CLOCK_REQ, thr, now);
+}
+
+/* Every checked peer answered or left: the condition must hold; then gossip, if due. */
+static void after_barrier(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	const uint32_t *partners;
+	size_t k;
+
+	sim_record_waiting(s->rec, i, false);
+	if (p->crossing && !core_p2p_barrier_end(p->core, p->clock)) {
+		fail(s, -EPROTO, "peer %u: the barrier at clock %u passed without its condition", i, p->clock);
+		return;
+	}
+	if (!core_p2p_gossip_due(p->core, p->clock) ||
+	    (k = core_p2p_gossip_partners(p->core, &partners)) == 0) {
+		start_compute(s, i, now);
+		return;
+	}
+	for (size_t a = 0; a < k; a++)
+		s->awaited[(size_t)i * s->n + partners[a]] = 1;
+	p->left = (uint32_t)k;
+	p->state = P_GOSSIP;
+	ask_all(s, i, M_PULL, 0, now);
+}
+
+static void start_compute(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	int64_t c = sim_node_step_ns(s->node, i, p->clock);
+
+	/* a pause window is part of the step's compute, as the engine's straggler model sleeps */
+	p->t1 = now;
+	p->state = P_COMPUTE;
+	push_ev(s, sim_node_after_pause(s->node, i, now) + c, i, EV_COMPUTE);
+}
+
+/* Peer i says BYE to every other and is done. */
+static void bye(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	if (p->state == P_DONE)
+		return;
+	p->state = P_DONE;
+	p->nheld = 0;
+	sim_record_live(s->rec, i, false);
+	for (uint32_t j = 0; j < s->n; j++)
+		if (j != i)
+			send_msg(s, i, j, M_BYE, p->clock, 0, now);
+}
+
+/* The step is computed: the new clock, the row, the held requests it satisfies. */
+static void step_done(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	uint32_t k = 0;
+	int rc;
+
+	p->clock++;
+	s->updates++;
+	rc = sim_record_step(s->rec, i, now, p->clock, (now - p->t1) / 1e9, (p->t1 - p->t0) / 1e9, p->stale,
+			     p->clock, p->tx, p->rx);
+	if (rc < 0) {
+		fail(s, rc, "write the trace of peer %u failed", i);
+		return;
+	}
+	/* publish: answer what the new clock satisfies (the service thread's answer_pending) */
+	for (uint32_t h = 0; h < p->nheld; h++) {
+		if (core_p2p_answerable(p->clock, p->held[h].threshold))
+			send_msg(s, i, p->held[h].from, M_CLOCK_REP, p->clock, p->held[h].seq, now);
+		else
+			p->held[k++] = p->held[h];
+	}
+	p->nheld = k;
+	p->tx = p->rx = 0;
+	if (s->sc->stop_steps && p->clock >= s->sc->stop_steps) {
+		bye(s, i, now);
+		return;
+	}
+	p->state = P_BARRIER;
+	push_ev(s, now + sim_node_gap_ns(s->node, i, p->clock), i, EV_BEGIN);
+}
+
+/* Peer i got j's answer (or j left): one fewer awaited; the exchange ends with the last. */
+static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	uint8_t *a = &s->awaited[(size_t)i * s->n + j];
+
+	if (!*a)
+		return;
+	*a = 0;
+	if (--p->left)
+		return;
+	if (p->state == P_BARRIER)
+		after_barrier(s, i, now);
+	else if (p->state == P_GOSSIP) {
+		/* the engine's gossip: the most lagging merged replica, at least 0 */
+		if (p->merged)
+			p->stale = p->lag < 0 ? 0 : p->lag;
+		start_compute(s, i, now);
+	}
+}
+
+static void on_msg(struct p2p *s, uint32_t id, int64_t now)
+{
+	struct msg m = s->msgs[id];
+	struct peer *p = &s->p[m.to];
+
+	s->msgs[id].next_free = s->free_msg;
+	s->free_msg = id;
+	p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
+	if (p->state == P_DONE)
+		return; /* its sockets are closed */
+	switch ((enum p2p_msg)m.type) {
+	case M_CLOCK_REQ:
+		if (core_p2p_answerable(p->clock, m.value)) {
+			send_msg(s, m.to, m.from, M_CLOCK_REP, p->clock, m.seq, now);
+			break;
+		}
+		if (p->nheld == p->capheld) {
+			uint32_t cap = p->capheld ? 2 * p->capheld : 4;
+			struct held *h = realloc(p->held, cap * sizeof *h);
+
+			if (!h) {
+				fail(s, -ENOMEM, "out of memory (held requests)");
+				return;
+			}
+			p->held = h;
+			p->capheld = cap;
+		}
+		p->held[p->nheld++] = (struct held){ .threshold = m.value, .from = m.from, .seq = m.seq };
+		break;
+	case M_PULL:
+		send_msg(s, m.to, m.from, M_MODEL, p->clock, m.seq, now);
+		break;
+	case M_CLOCK_REP:
+	case M_MODEL:
+		if (m.seq != p->seq || !s->awaited[(size_t)m.to * s->n + m.from])
+			break;
+		core_p2p_on_clock(p->core, m.from, m.value);
+		if (m.type == M_MODEL) {
+			p->merged = true;
+			if ((int64_t)p->clock - m.value > p->lag)
+				p->lag = (int64_t)p->clock - m.value;
+		}
+		answered(s, m.to, m.from, now);
+		break;
+	case M_BYE:
+		core_p2p_set_alive(p->core, m.from, false);
+		/* its held requests will never be wanted */
+		for (uint32_t h = 0, k = 0; h <= p->nheld; h++) {
+			if (h == p->nheld) {
+				p->nheld = k;
+				break;
+			}
+			if (p->held[h].from != m.from)
+				p->held[k++] = p->held[h];
+		}
+		if (p->state == P_BARRIER || p->state == P_GOSSIP)
+			answered(s, m.to, m.from, now);
+		break;
+	}
+}
+
+static void dispatch(struct p2p *s, const struct sim_event *e)
+{
+	int64_t now = e->t_ns;
+
+	switch ((enum p2p_ev)e->kind) {
+	case EV_MSG:
+		on_msg(s, e->who, now);
+		break;
+	case EV_COMPUTE:
+		if (s->p[e->who].state == P_COMPUTE)
+			step_done(s, e->who, now);
+		break;
+	case EV_BEGIN:
+		if (s->p[e->who].state == P_BARRIER)
+			begin_step(s, e->who, now);
+		break;
+	case EV_LEAVE:
+		bye(s, e->who, now);
+		break;
+	case EV_SAMPLE:
+		if (sim_record_progress(s->rec, now) < 0)
+			fail(s, -EIO, "write progress.csv failed");
+		if (now + SIM_P2P_SAMPLE_NS <= s->stop_ns)
+			push_ev(s, now + SIM_P2P_SAMPLE_NS, 0, EV_SAMPLE);
+		break;
+	case EV_NET:
+		sim_net_apply(s->net, e->who);
+		break;
+	}
+}
+
+static const char *unsupported(const struct plan_run *run)
+{
+	const struct scenario *sc = run->scenario;
+
+	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL)
+		return "topology p2p with simulation.train real is not simulated yet (train none counts its "
+		       "steps)";
+	for (size_t i = 0; i < run->n_nodes; i++)
+		if (run->nodes[i].straggler.set &
+		    (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_JOIN))
+			return "topology p2p: crash, restart and join are not simulated yet (leave is)";
+	return NULL;
+}
+
+int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t errlen)
+{
+	const struct plan_run *run = o->run;
+	const struct scenario *sc = run->scenario;
+	struct p2p s = { .o = o, .run = run, .sc = sc, .err = err, .errlen = errlen, .free_msg = UINT32_MAX };
+	struct sim_event e = { 0 };
+	const char *why;
+	size_t held0, np;
+	uint32_t k = 0;
+
+	{
+		struct mallinfo2 mi = mallinfo2();
+
+		held0 = mi.uordblks + mi.hblkhd;
+	}
+	if ((why = unsupported(run))) {
+		snprintf(err, errlen, "%s", why);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < run->n_nodes; i++)
+		if (run->nodes[i].role == SCENARIO_ROLE_PEER)
+			s.n++;
+	if (!s.n) {
+		snprintf(err, errlen, "a p2p run needs peers");
+		return -EINVAL;
+	}
+	if (s.n > SIM_P2P_MAX_PEERS) {
+		snprintf(err, errlen, "topology p2p: %u peers, at most %u are simulated (every peer keeps a "
+			 "view of every other)", s.n, SIM_P2P_MAX_PEERS);
+		return -EINVAL;
+	}
+	np = sim_model_params(sc);
+	if (!np) {
+		snprintf(err, errlen, "cannot build the model");
+		return -EINVAL;
+	}
+	s.model_bytes = np * sizeof(float) + WIRE_HEADER_BYTES;
+	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
+	s.node_of = calloc(s.n, sizeof *s.node_of);
+	s.p = calloc(s.n, sizeof *s.p);
+	s.awaited = calloc((size_t)s.n * s.n, 1);
+	s.heap = sim_heap_new((size_t)s.n * 4 + 64);
+	if (!s.node_of || !s.p || !s.awaited || !s.heap) {
+		fail(&s, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < run->n_nodes; i++)
+		if (run->nodes[i].role == SCENARIO_ROLE_PEER)
+			s.node_of[k++] = (uint32_t)i;
+	if (!(s.net = sim_net_new(run, err, errlen))) {
+		s.rc = -EINVAL;
+		goto out;
+	}
+	if (sc->simulation.profile && !(s.profile = sim_profile_load(sc->simulation.profile, err, errlen))) {
+		s.rc = -EINVAL;
+		goto out;
+	}
+	if (!(s.node = sim_node_new(run, s.node_of, s.n, o->step_cost_ns, s.profile, err, errlen)) ||
+	    !(s.rec = sim_record_new(run, o->dir, s.node_of, s.n, err, errlen))) {
+		s.rc = -EINVAL;
+		goto out;
+	}
+	for (uint32_t i = 0; i < s.n; i++) {
+		/* the peer's engine configuration (orchestrator/nodeconf, node/engine_p2p) */
+		struct core_p2p_conf cc = {
+			.n = s.n, .self = i,
+			.bp = { .kind = (enum barrier_kind)sc->consistency.barrier,
+				.staleness = sc->consistency.staleness, .sample = sc->consistency.sample },
+			.fanout = sc->consistency.fanout,
+			.local_steps = sc->consistency.local_steps ? sc->consistency.local_steps : 1,
+			.merge = sc->consistency.combine != SCENARIO_COMBINE_ENSEMBLE,
+			.weighted = sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
+			.seed = run->seed };
+
+		if (!(s.p[i].core = core_p2p_new(&cc))) {
+			fail(&s, -ENOMEM, "consistency core: bad configuration or out of memory");
+			goto out;
+		}
+	}
+	/* t = 0: every peer starts; link changes and leaves as planned */
+	for (uint32_t i = 0; i < s.n; i++) {
+		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
+
+		sim_record_live(s.rec, i, true);
+		s.p[i].state = P_BARRIER;
+		push_ev(&s, 0, i, EV_BEGIN);
+		if (st->set & SCENARIO_STRAG_LEAVE)
+			push_ev(&s, (int64_t)st->leave_at_us * 1000, i, EV_LEAVE);
+	}
+	for (size_t i = 0; i < sim_net_changes(s.net); i++)
+		push_ev(&s, sim_net_change_at(s.net, i), (uint32_t)i, EV_NET);
+	push_ev(&s, 0, 0, EV_SAMPLE);
+	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
+		if (e.t_ns > s.stop_ns)
+			break;
+		s.events++;
+		dispatch(&s, &e);
+	}
+	if (!s.rc) {
+		struct mallinfo2 mi;
+
+		memset(res, 0, sizeof *res);
+		s.rc = sim_record_finish(s.rec, res, err, errlen);
+		mi = mallinfo2();
+		res->events = s.events;
+		res->updates = s.updates;
+		res->sim_end_s = (s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns) / 1e9;
+		res->state_bytes = sizeof s + s.n * (sizeof *s.p + sizeof *s.node_of) + (size_t)s.n * s.n +
+				   s.capmsgs * sizeof *s.msgs + sim_heap_bytes(s.heap) + sim_net_bytes(s.net) +
+				   sim_record_bytes(s.rec);
+		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;
+	}
+out:
+	for (uint32_t i = 0; s.p && i < s.n; i++) {
+		core_p2p_destroy(&s.p[i].core);
+		free(s.p[i].held);
+	}
+	sim_record_destroy(&s.rec);
+	sim_node_destroy(&s.node);
+	sim_profile_destroy(&s.profile);
+	sim_net_destroy(&s.net);
+	sim_heap_destroy(&s.heap);
+	free(s.msgs);
+	free(s.awaited);
+	free(s.p);
+	free(s.node_of);
+	return s.rc;
+}
