@@ -52,6 +52,9 @@ struct ring {
 	struct sim_record *rec;
 	uint64_t events, updates;
 	int64_t stop_ns;
+	uint32_t last_step;  /* the 0-based step some node voted the last (UINT32_MAX: none yet) */
+	int64_t end_ns;      /* the last step's end */
+	bool central;        /* centralized: node/trainer's stop rule */
 	char *err;
 	size_t errlen;
 	int rc;
@@ -95,6 +98,11 @@ static void start_step(struct ring *s, uint32_t i, int64_t now)
 
 	d->t0 = now;
 	d->tx = d->rx = 0;
+	/* the engine's stop vote before the step: stop.steps, or stop.time already reached; the
+	 * vote travels with the step's chunks, so every node learns it by the step's end */
+	if (d->step < s->last_step &&
+	    ((s->sc->stop_steps && d->step + 1 >= s->sc->stop_steps) || now >= s->stop_ns))
+		s->last_step = d->step;
 	push_ev(s, sim_node_after_pause(s->node, i, now) + c, i, EV_COMPUTE);
 }
 
@@ -121,7 +129,11 @@ static void step_end(struct ring *s, uint32_t i, int64_t now)
 		fail(s, -EIO, "write the trace of node %u failed", i);
 		return;
 	}
-	if (s->sc->stop_steps && d->step >= s->sc->stop_steps) {
+	/* centralized (node/trainer) checks after each step; the ring ends on the voted step */
+	if (now > s->end_ns)
+		s->end_ns = now;
+	if (s->central ? (s->sc->stop_steps && d->step >= s->sc->stop_steps) || now >= s->stop_ns
+		      : d->step - 1 >= s->last_step) {
 		d->done = true;
 		sim_record_live(s->rec, i, false);
 		return;
@@ -202,8 +214,8 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 {
 	const struct plan_run *run = o->run;
 	const struct scenario *sc = run->scenario;
-	struct ring s = { .run = run, .sc = sc, .err = err, .errlen = errlen };
-	struct sim_event e = { 0 };
+	struct ring s = { .run = run, .sc = sc, .err = err, .errlen = errlen, .last_step = UINT32_MAX };
+	struct sim_event e;
 	enum scenario_role role = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? SCENARIO_ROLE_CENTRAL
 										  : SCENARIO_ROLE_PEER;
 	const char *why;
@@ -233,6 +245,7 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		return -EINVAL;
 	}
 	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
+	s.central = role == SCENARIO_ROLE_CENTRAL;
 	s.node_of = calloc(s.n, sizeof *s.node_of);
 	s.r = calloc(s.n, sizeof *s.r);
 	s.heap = sim_heap_new((size_t)s.n * 2 + 64);
@@ -263,9 +276,8 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 	for (size_t i = 0; i < sim_net_changes(s.net); i++)
 		push_ev(&s, sim_net_change_at(s.net, i), (uint32_t)i, EV_NET);
 	push_ev(&s, 0, 0, EV_SAMPLE);
+	/* no stop at stop.time: the nodes end on the step they voted the last, as the engine's */
 	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
-		if (e.t_ns > s.stop_ns)
-			break;
 		s.events++;
 		dispatch(&s, &e);
 	}
@@ -277,7 +289,7 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		mi = mallinfo2();
 		res->events = s.events;
 		res->updates = s.updates;
-		res->sim_end_s = (s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns) / 1e9;
+		res->sim_end_s = s.end_ns / 1e9;
 		res->state_bytes = sizeof s + s.n * (sizeof *s.r + sizeof *s.node_of) + sim_heap_bytes(s.heap) +
 				   sim_net_bytes(s.net) + sim_record_bytes(s.rec);
 		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;

@@ -7,8 +7,10 @@
  * engine sends) to the next node and waits for the chunk of the same phase from the previous
  * one; sends never wait (ZeroMQ queues them), and one connection delivers in order. A node's
  * step ends with its last receive: the trace's compute_s is the gradient (and straggler), its
- * wait_s the ring. Every node stops at the same step (the engine's stop vote). Centralized is
- * one trainer stepping back to back, no network. train none only. Called by sim_run. */
+ * wait_s the ring. Every node stops at the same step (the engine's stop vote: a node starting a
+ * step at or after stop.time votes it the last, so the run ends a little after stop.time, as
+ * the emulated ring does). Centralized is one trainer stepping back to back, no network, that
+ * stops after the step that reaches stop.time. train none only. Called by sim_run. */
 #ifndef STALENET_SIM_RING_H
 #define STALENET_SIM_RING_H
 

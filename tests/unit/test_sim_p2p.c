@@ -398,7 +398,9 @@ Test(sim_p2p, deterministic, .timeout = 60)
 }
 
 /* A ring of 4 on fixed 3 ms links without jitter, rate or loss, constant 20 ms steps: every
- * hop takes 6 ms (up + down), a step 20 ms + 2(4-1) x 6 ms = 56 ms, to the ns. */
+ * hop takes 6 ms (up + down), a step 20 ms + 2(4-1) x 6 ms = 56 ms, to the ns. Step 179 begins
+ * at 9.968 s, before stop.time, step 180 at 10.024 s: it is voted the last, and every node
+ * ends there (the engine's stop vote). */
 Test(sim_ring, allreduce_step_is_compute_plus_ring, .timeout = 60)
 {
 	char dir[256], err[SCENARIO_ERR_MAX];
@@ -413,14 +415,15 @@ Test(sim_ring, allreduce_step_is_compute_plus_ring, .timeout = 60)
 	cr_assert_not_null(sc, "%s", err);
 	support_tmpdir(dir, sizeof dir, "simring");
 	simulate(sc, dir, &r);
-	cr_assert_eq(r.steps_min, 178, "10 s / 56 ms: %g", r.steps_min); /* 178 x 56 ms = 9.968 s */
-	cr_assert_eq(r.steps_max, 178);
+	cr_assert_eq(r.steps_min, 180, "10 s / 56 ms: %g", r.steps_min);
+	cr_assert_eq(r.steps_max, 180);
+	cr_assert_float_eq(r.sim_end_s, 10.080, 1e-9);
 	for (unsigned i = 0; i < 4; i++) {
 		char f[64];
 
 		snprintf(f, sizeof f, "nodes/peer%u.csv", i);
 		t = load(dir, f);
-		cr_assert_eq(table_rows(t), 178);
+		cr_assert_eq(table_rows(t), 180);
 		for (size_t k = 0; k < table_rows(t); k++) {
 			cr_assert_float_eq(cell(t, k, "t_s"), 0.056 * (double)(k + 1), 1e-6);
 			cr_assert_float_eq(cell(t, k, "compute_s"), 0.020, 1e-9);
@@ -468,7 +471,7 @@ Test(sim_ring, centralized_back_to_back, .timeout = 60)
 	cr_assert_not_null(sc, "%s", err);
 	simulate(sc, NULL, &r);
 	cr_assert_eq(r.workers, 1);
-	cr_assert_eq(r.steps_max, 2500);
+	cr_assert_eq(r.steps_max, 2500); /* the step ending at 10 s is the last */
 	cr_assert_eq(r.wait_fraction, 0);
 	scenario_destroy(&sc);
 }
