@@ -21,6 +21,19 @@ double sim_link_loss_prob(const struct link_params *p)
 	return p->loss_ppm / 1e6;
 }
 
+uint32_t sim_link_slow_start_rounds(const struct sim_link_tcp *tcp, uint64_t bytes)
+{
+	uint32_t mss = tcp->mss ? tcp->mss : 1448, rounds = 0;
+	uint64_t k = (bytes + mss - 1) / mss, sent = SIM_LINK_WINDOW, w = SIM_LINK_WINDOW;
+
+	while (sent < k) {
+		w *= 2;
+		sent += w;
+		rounds++;
+	}
+	return rounds;
+}
+
 /* Segments passed before the next loss: geometric with success probability p. */
 static uint64_t gap(double log1mp, struct rng *r)
 {

@@ -55,6 +55,12 @@ struct sim_link_cost {
 int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
 			 uint32_t *lost);
 
+/* Round trips beyond the first that a message of `bytes` needs when its sender starts from the
+ * initial window of 10 segments (a new connection, or one whose sender was idle for longer than
+ * its RTO: Linux's tcp_slow_start_after_idle): slow start sends 10, 20, 40, ... segments per
+ * round trip. 0 for a message that fits the initial window. */
+uint32_t sim_link_slow_start_rounds(const struct sim_link_tcp *tcp, uint64_t bytes);
+
 /* The per-segment loss probability of p's loss settings (random loss, or Gilbert-Elliott's
  * long-run rate). */
 double sim_link_loss_prob(const struct link_params *p);

@@ -98,12 +98,22 @@ void sim_net_apply(struct sim_net *net, size_t i)
 }
 
 int64_t sim_net_send(struct sim_net *net, uint32_t a, uint32_t b, uint64_t bytes, int64_t now_ns,
-		     int64_t *fifo)
+		     int64_t *fifo, int64_t *last_send)
 {
 	int64_t rtt = 2 * ((int64_t)net->cur_up[a].delay_us + net->cur_down[b].delay_us) * 1000;
 	int64_t t = sim_link_send(&net->up[a], &net->tcp, bytes, now_ns, rtt, &net->rng, NULL);
 
 	t = sim_link_send(&net->down[b], &net->tcp, bytes, t, rtt, &net->rng, NULL);
+	if (last_send) {
+		/* the RTO the sender's idle time is measured against: as sim/sim_link bounds it */
+		int64_t j = 4000 * (int64_t)(net->cur_up[a].jitter_us > net->cur_down[b].jitter_us
+						     ? net->cur_up[a].jitter_us : net->cur_down[b].jitter_us);
+		int64_t rto = rtt + (net->tcp.rto_min_ns > j ? net->tcp.rto_min_ns : j);
+
+		if (*last_send == INT64_MIN || now_ns - *last_send > rto)
+			t += (int64_t)sim_link_slow_start_rounds(&net->tcp, bytes) * rtt;
+		*last_send = now_ns;
+	}
 	if (fifo) {
 		if (t < *fifo)
 			t = *fifo;

@@ -82,6 +82,8 @@ struct p2p {
 	uint32_t *node_of;
 	struct peer *p;
 	uint8_t *awaited;   /* n x n: awaited[i * n + j], peer i awaits an answer of j */
+	int64_t *answered_at; /* n x n: [j * n + i], when j last answered i (the connection of i's
+			       * requests: its sender's idle time, INT64_MIN = never) */
 	struct msg *msgs;
 	uint32_t nmsgs, capmsgs, free_msg;
 	struct sim_heap *heap;
@@ -144,7 +146,9 @@ static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, i
 	s->msgs[id] = (struct msg){ .value = value, .from = a, .to = b, .seq = seq, .type = (uint8_t)type,
 				    .next_free = UINT32_MAX };
 	s->p[a].tx += bytes;
-	t = sim_net_send(s->net, s->node_of[a], s->node_of[b], bytes, now, NULL);
+	/* answers go back over the requester's connection, whose sender may have been idle */
+	t = sim_net_send(s->net, s->node_of[a], s->node_of[b], bytes, now, NULL,
+			 type == M_CLOCK_REP || type == M_MODEL ? &s->answered_at[(size_t)a * s->n + b] : NULL);
 	push_ev(s, t, id, EV_MSG);
 }
 
@@ -439,11 +443,14 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	s.node_of = calloc(s.n, sizeof *s.node_of);
 	s.p = calloc(s.n, sizeof *s.p);
 	s.awaited = calloc((size_t)s.n * s.n, 1);
+	s.answered_at = malloc((size_t)s.n * s.n * sizeof *s.answered_at);
 	s.heap = sim_heap_new((size_t)s.n * 4 + 64);
-	if (!s.node_of || !s.p || !s.awaited || !s.heap) {
+	if (!s.node_of || !s.p || !s.awaited || !s.answered_at || !s.heap) {
 		fail(&s, -ENOMEM, "out of memory");
 		goto out;
 	}
+	for (size_t i = 0; i < (size_t)s.n * s.n; i++)
+		s.answered_at[i] = INT64_MIN;
 	for (size_t i = 0; i < run->n_nodes; i++)
 		if (run->nodes[i].role == SCENARIO_ROLE_PEER)
 			s.node_of[k++] = (uint32_t)i;
@@ -505,7 +512,8 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		res->events = s.events;
 		res->updates = s.updates;
 		res->sim_end_s = (s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns) / 1e9;
-		res->state_bytes = sizeof s + s.n * (sizeof *s.p + sizeof *s.node_of) + (size_t)s.n * s.n +
+		res->state_bytes = sizeof s + s.n * (sizeof *s.p + sizeof *s.node_of) +
+				   (size_t)s.n * s.n * (1 + sizeof *s.answered_at) +
 				   s.capmsgs * sizeof *s.msgs + sim_heap_bytes(s.heap) + sim_net_bytes(s.net) +
 				   sim_record_bytes(s.rec);
 		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;
@@ -522,6 +530,7 @@ out:
 	sim_heap_destroy(&s.heap);
 	free(s.msgs);
 	free(s.awaited);
+	free(s.answered_at);
 	free(s.p);
 	free(s.node_of);
 	return s.rc;

@@ -30,6 +30,7 @@ enum ring_ev { EV_COMPUTE = 1, EV_CHUNK, EV_SAMPLE, EV_NET };
 struct rnode {
 	uint64_t arrived;   /* chunks arrived from the previous node */
 	int64_t fifo;       /* arrival of the last chunk sent to the next node */
+	int64_t last_send;  /* when it last sent to the next node (INT64_MIN: never) */
 	int64_t t0, t1;     /* the step's compute start and ring start */
 	uint64_t tx, rx;
 	uint32_t step;      /* steps completed */
@@ -111,7 +112,7 @@ static void send_phase(struct ring *s, uint32_t i, int64_t now)
 	struct rnode *d = &s->r[i];
 	uint32_t next = (i + 1) % s->n;
 	uint64_t b = chunk_bytes(s, i, d->phase);
-	int64_t t = sim_net_send(s->net, s->node_of[i], s->node_of[next], b, now, &d->fifo);
+	int64_t t = sim_net_send(s->net, s->node_of[i], s->node_of[next], b, now, &d->fifo, &d->last_send);
 
 	d->tx += b;
 	push_ev(s, t, next, EV_CHUNK);
@@ -270,6 +271,7 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		goto out;
 	}
 	for (uint32_t i = 0; i < s.n; i++) {
+		s.r[i].last_send = INT64_MIN;
 		sim_record_live(s.rec, i, true);
 		start_step(&s, i, 0);
 	}
