@@ -874,7 +874,8 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	s.model_bytes = np * sizeof(float) + WIRE_HEADER_BYTES;
 	s.tcp = (struct sim_link_tcp){ .rto_min_ns = (int64_t)sc->simulation.rto_min_us * 1000,
-				       .mss = sc->simulation.mss };
+				       .mss = sc->simulation.mss,
+				       .fast_recovery = sc->simulation.loss_recovery == SCENARIO_SIM_RECOVERY_FAST };
 	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
 	rng_seed(&s.link_rng, run->seed, 0x4c494e4bull);
 	s.n = 0;

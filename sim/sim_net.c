@@ -43,7 +43,8 @@ struct sim_net *sim_net_new(const struct plan_run *run, char *err, size_t errlen
 		goto nomem;
 	net->run = run;
 	net->tcp = (struct sim_link_tcp){ .rto_min_ns = (int64_t)sc->simulation.rto_min_us * 1000,
-					  .mss = sc->simulation.mss };
+					  .mss = sc->simulation.mss,
+					  .fast_recovery = sc->simulation.loss_recovery == SCENARIO_SIM_RECOVERY_FAST };
 	/* the stream sim/sim uses for its links, so one seed means one link history */
 	rng_seed(&net->rng, run->seed, 0x4c494e4bull);
 	net->cur_up = calloc(n, sizeof *net->cur_up);
