@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectors/csv.h"
+#include "collectors/schema.h"
 #include "node/core_p2p.h"
 #include "node/wire.h"
 #include "sim/sim_heap.h"
@@ -37,16 +39,18 @@
 #include "sim/sim_node.h"
 #include "sim/sim_profile.h"
 #include "sim/sim_record.h"
+#include "sim/sim_replicas.h"
 
 #define SIM_P2P_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
 #define SIM_P2P_SMALL WIRE_HEADER_BYTES
 
-enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET };
+enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET, EV_EVAL };
 enum p2p_msg { M_CLOCK_REQ = 1, M_CLOCK_REP, M_PULL, M_MODEL, M_BYE };
 enum p2p_state { P_BARRIER = 1, P_GOSSIP, P_COMPUTE, P_DONE };
 
 struct msg {
 	int64_t value;      /* CLOCK_REQ: threshold; CLOCK_REP, MODEL: the sender's clock */
+	struct sim_replica_snap *snap; /* MODEL with train real: the replica sent (a reference) */
 	uint32_t from, to;
 	uint32_t seq;       /* the requester's exchange number */
 	uint32_t next_free;
@@ -72,6 +76,10 @@ struct peer {
 	int64_t lag;        /* the largest lag of a replica merged in this step (-1: none ahead) */
 	bool merged;        /* a replica came in this step's gossip round */
 	uint64_t tx, rx;    /* bytes sent and received during the step (both roles) */
+	/* train real: the replicas this gossip round pulled (at most fanout) */
+	struct sim_replica_snap **got;
+	uint32_t *got_from;
+	uint32_t ngot;
 };
 
 struct p2p {
@@ -91,6 +99,10 @@ struct p2p {
 	struct sim_node *node;
 	struct sim_profile *profile;
 	struct sim_record *rec;
+	struct sim_replicas *rep;   /* train real, else NULL */
+	double *wbuf;               /* a merge's weights (n) */
+	struct csv_writer *eval;
+	bool stop_acc;              /* peer 0 reached stop.accuracy */
 	uint64_t model_bytes, events, updates;
 	int64_t stop_ns;
 	char *err;
@@ -145,6 +157,8 @@ static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, i
 	}
 	s->msgs[id] = (struct msg){ .value = value, .from = a, .to = b, .seq = seq, .type = (uint8_t)type,
 				    .next_free = UINT32_MAX };
+	if (type == M_MODEL && s->rep)
+		s->msgs[id].snap = sim_replicas_published(s->rep, a);
 	s->p[a].tx += bytes;
 	/* answers go back over the requester's connection, whose sender may have been idle */
 	t = sim_net_send(s->net, s->node_of[a], s->node_of[b], bytes, now, NULL,
@@ -250,6 +264,14 @@ static void step_done(struct p2p *s, uint32_t i, int64_t now)
 	uint32_t k = 0;
 	int rc;
 
+	if (s->rep) {
+		double loss;
+
+		if ((rc = sim_replicas_step(s->rep, i, &loss)) < 0) {
+			fail(s, rc, "peer %u: training step failed", i);
+			return;
+		}
+	}
 	p->clock++;
 	s->updates++;
 	rc = sim_record_step(s->rec, i, now, p->clock, (now - p->t1) / 1e9, (p->t1 - p->t0) / 1e9, p->stale,
@@ -275,6 +297,35 @@ static void step_done(struct p2p *s, uint32_t i, int64_t now)
 	push_ev(s, now + sim_node_gap_ns(s->node, i, p->clock), i, EV_BEGIN);
 }
 
+/* train real: peer i merges the replicas its gossip round pulled, in peer order as the engine
+ * sums them, weighted as its core says. */
+static void merge(struct p2p *s, uint32_t i)
+{
+	struct peer *p = &s->p[i];
+	double *w = s->wbuf;
+	int rc;
+
+	for (uint32_t a = 1; a < p->ngot; a++) /* insertion sort by sender: fanout is small */
+		for (uint32_t b = a; b > 0 && p->got_from[b - 1] > p->got_from[b]; b--) {
+			uint32_t f = p->got_from[b];
+			struct sim_replica_snap *x = p->got[b];
+
+			p->got_from[b] = p->got_from[b - 1];
+			p->got[b] = p->got[b - 1];
+			p->got_from[b - 1] = f;
+			p->got[b - 1] = x;
+		}
+	for (uint32_t a = 0; a < p->ngot; a++)
+		w[a] = core_p2p_merge_weight(p->core, sim_replicas_share(s->rep, p->got_from[a]));
+	rc = sim_replicas_merge(s->rep, i, core_p2p_own_weight(p->core, sim_replicas_share(s->rep, i)), p->got, w,
+				p->ngot);
+	for (uint32_t a = 0; a < p->ngot; a++)
+		sim_replicas_release(s->rep, &p->got[a]);
+	p->ngot = 0;
+	if (rc < 0)
+		fail(s, rc, "peer %u: merge failed", i);
+}
+
 /* Peer i got j's answer (or j left): one fewer awaited; the exchange ends with the last. */
 static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
 {
@@ -292,6 +343,8 @@ static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
 		/* the engine's gossip: the most lagging merged replica, at least 0 */
 		if (p->merged)
 			p->stale = p->lag < 0 ? 0 : p->lag;
+		if (s->rep)
+			merge(s, i);
 		start_compute(s, i, now);
 	}
 }
@@ -302,10 +355,14 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 	struct peer *p = &s->p[m.to];
 
 	s->msgs[id].next_free = s->free_msg;
+	s->msgs[id].snap = NULL; /* the reference is m's now */
 	s->free_msg = id;
 	p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
-	if (p->state == P_DONE)
+	if (p->state == P_DONE) {
+		if (m.snap)
+			sim_replicas_release(s->rep, &m.snap);
 		return; /* its sockets are closed */
+	}
 	switch ((enum p2p_msg)m.type) {
 	case M_CLOCK_REQ:
 		if (core_p2p_answerable(p->clock, m.value)) {
@@ -330,10 +387,17 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 		break;
 	case M_CLOCK_REP:
 	case M_MODEL:
-		if (m.seq != p->seq || !s->awaited[(size_t)m.to * s->n + m.from])
+		if (m.seq != p->seq || !s->awaited[(size_t)m.to * s->n + m.from]) {
+			if (m.snap)
+				sim_replicas_release(s->rep, &m.snap);
 			break;
+		}
 		core_p2p_on_clock(p->core, m.from, m.value);
 		if (m.type == M_MODEL) {
+			if (m.snap) {
+				p->got[p->ngot] = m.snap; /* the reference moves to the round */
+				p->got_from[p->ngot++] = m.from;
+			}
 			p->merged = true;
 			if ((int64_t)p->clock - m.value > p->lag)
 				p->lag = (int64_t)p->clock - m.value;
@@ -354,6 +418,28 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 		if (p->state == P_BARRIER || p->state == P_GOSSIP)
 			answered(s, m.to, m.from, now);
 		break;
+	}
+}
+
+/* train real: peer 0 evaluates its replica (eval.csv: its own clock and samples, as the engine
+ * writes them); stop.accuracy reached ends the run, as peer 0's run-over BYE does. */
+static void eval_row(struct p2p *s, int64_t now)
+{
+	struct eval_result test, train;
+	uint64_t samples = sim_replicas_samples(s->rep, 0);
+	int rc = sim_replicas_eval(s->rep, 0, &test, &train);
+
+	if (rc < 0) {
+		fail(s, rc, "evaluation failed");
+		return;
+	}
+	if (s->eval && csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9, s->run->nodes[s->node_of[0]].name,
+			   s->p[0].clock, (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
+			   test.accuracy, test.loss, train.loss) < 0)
+		fail(s, -EIO, "write eval.csv failed");
+	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy) {
+		s->stop_acc = true;
+		s->stop_ns = now;
 	}
 }
 
@@ -385,6 +471,11 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 	case EV_NET:
 		sim_net_apply(s->net, e->who);
 		break;
+	case EV_EVAL:
+		eval_row(s, now);
+		if (!s->stop_acc && now + (int64_t)s->sc->eval_every_us * 1000 <= s->stop_ns)
+			push_ev(s, now + (int64_t)s->sc->eval_every_us * 1000, 0, EV_EVAL);
+		break;
 	}
 }
 
@@ -392,14 +483,48 @@ static const char *unsupported(const struct plan_run *run)
 {
 	const struct scenario *sc = run->scenario;
 
-	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL)
-		return "topology p2p with simulation.train real is not simulated yet (train none counts its "
-		       "steps)";
+	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && sc->consistency.combine == SCENARIO_COMBINE_ENSEMBLE)
+		return "topology p2p: combine ensemble with simulation.train real is not simulated yet (its "
+		       "evaluation pulls every replica; train none counts its steps)";
 	for (size_t i = 0; i < run->n_nodes; i++)
 		if (run->nodes[i].straggler.set &
 		    (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_JOIN))
 			return "topology p2p: crash, restart and join are not simulated yet (leave is)";
 	return NULL;
+}
+
+/* train real: the replicas, each peer's gossip buffer and eval.csv. 0 or the failure in s. */
+static int open_training(struct p2p *s)
+{
+	const char **names = calloc(s->n, sizeof *names);
+	char path[4096];
+
+	for (uint32_t i = 0; names && i < s->n; i++)
+		names[i] = s->run->nodes[s->node_of[i]].name;
+	s->rep = names ? sim_replicas_new(s->sc, s->n, s->run->seed, s->o->dir, names, s->err, s->errlen) : NULL;
+	free(names);
+	if (!s->rep) {
+		if (!s->err[0])
+			return fail(s, -ENOMEM, "out of memory");
+		s->rc = -EINVAL; /* sim_replicas_new said why in err */
+		return s->rc;
+	}
+	if (!(s->wbuf = calloc(s->n, sizeof *s->wbuf)))
+		return fail(s, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t cap = s->sc->consistency.fanout < s->n ? s->sc->consistency.fanout : s->n;
+
+		s->p[i].got = calloc(cap ? cap : 1, sizeof *s->p[i].got);
+		s->p[i].got_from = calloc(cap ? cap : 1, sizeof *s->p[i].got_from);
+		if (!s->p[i].got || !s->p[i].got_from)
+			return fail(s, -ENOMEM, "out of memory");
+	}
+	if (s->o->dir) {
+		snprintf(path, sizeof path, "%s/eval.csv", s->o->dir);
+		if (!(s->eval = csv_writer_open(path, TRACE_HEADER_EVAL)))
+			return fail(s, -EIO, "cannot open %s", path);
+	}
+	return 0;
 }
 
 int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t errlen)
@@ -467,6 +592,8 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		s.rc = -EINVAL;
 		goto out;
 	}
+	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && open_training(&s) < 0)
+		goto out;
 	for (uint32_t i = 0; i < s.n; i++) {
 		/* the peer's engine configuration (orchestrator/nodeconf, node/engine_p2p) */
 		struct core_p2p_conf cc = {
@@ -497,11 +624,15 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	for (size_t i = 0; i < sim_net_changes(s.net); i++)
 		push_ev(&s, sim_net_change_at(s.net, i), (uint32_t)i, EV_NET);
 	push_ev(&s, 0, 0, EV_SAMPLE);
+	if (s.rep)
+		push_ev(&s, 0, 0, EV_EVAL);
 	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
 		if (e.t_ns > s.stop_ns)
 			break;
 		s.events++;
 		dispatch(&s, &e);
+		if (s.stop_acc)
+			break;
 	}
 	if (!s.rc) {
 		struct mallinfo2 mi;
@@ -520,9 +651,19 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	}
 out:
 	for (uint32_t i = 0; s.p && i < s.n; i++) {
+		for (uint32_t a = 0; a < s.p[i].ngot; a++)
+			sim_replicas_release(s.rep, &s.p[i].got[a]);
+		free(s.p[i].got);
+		free(s.p[i].got_from);
 		core_p2p_destroy(&s.p[i].core);
 		free(s.p[i].held);
 	}
+	for (uint32_t id = 0; s.msgs && id < s.nmsgs; id++)
+		if (s.msgs[id].snap) /* replies still in flight */
+			sim_replicas_release(s.rep, &s.msgs[id].snap);
+	csv_writer_close(&s.eval);
+	sim_replicas_destroy(&s.rep);
+	free(s.wbuf);
 	sim_record_destroy(&s.rec);
 	sim_node_destroy(&s.node);
 	sim_profile_destroy(&s.profile);

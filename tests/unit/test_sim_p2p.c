@@ -11,13 +11,15 @@
  *   allreduce     a step takes compute + 2(N-1) hops of the ring on fixed links, to the ns;
  *                 every node ends on the same step; centralized runs back to back
  *   refusals      what is not simulated yet is refused with a message
- *   loss_recovery bad values get FILE:LINE:COL; fast recovery makes a lossy run faster */
+ *   loss_recovery bad values get FILE:LINE:COL; fast recovery makes a lossy run faster
+ *   train real    peer 0's replica learns, byte-identical reruns, stop.accuracy ends early */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collectors/schema.h"
 #include "collectors/table.h"
@@ -481,11 +483,11 @@ Test(sim_p2p, refusals, .timeout = 60)
 {
 	char err[512];
 	struct sim_result r;
-	struct scenario *real = scen_with("bsp", 3, 0, 0, "time: 20s", "none", "real", NULL),
+	struct scenario *real = scen_with("bsp", 3, 0, 0, "time: 20s", "ensemble", "real", NULL),
 			*crash = scen("bsp", 3, 0, 0, "  - {nodes: peer1, crash: {at: 5s}}\n");
 
 	cr_assert_eq(run_sim(real, NULL, &r, err, sizeof err), -EINVAL);
-	cr_assert(strstr(err, "train real"), "%s", err);
+	cr_assert(strstr(err, "ensemble"), "%s", err);
 	cr_assert_eq(run_sim(crash, NULL, &r, err, sizeof err), -EINVAL);
 	cr_assert(strstr(err, "crash"), "%s", err);
 	scenario_destroy(&real);
@@ -515,4 +517,40 @@ Test(sim_p2p, loss_recovery_key, .timeout = 60)
 	cr_assert_lt(b.wait_fraction, a.wait_fraction);
 	scenario_destroy(&slow);
 	scenario_destroy(&fast);
+}
+
+/* train real: every peer's replica trains on its own share and gossip merges them; peer 0's
+ * accuracy rises, the files are the same twice, stop.accuracy ends the run early. */
+Test(sim_p2p, train_real, .timeout = 120)
+{
+	char a[256], b[256];
+	struct scenario *sc, *stop;
+	struct sim_result ra, rb, rs;
+	struct table *t;
+	double last;
+
+	if (access("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", R_OK) != 0)
+		cr_skip_test("needs the data set");
+	sc = scen_with("ssp", 4, 0, 2, "time: 20s", "none", "real", NULL);
+	stop = scen_with("ssp", 4, 0, 2, "time: 20s, accuracy: 0.6", "none", "real", NULL);
+	support_tmpdir(a, sizeof a, "simp2p");
+	support_tmpdir(b, sizeof b, "simp2p");
+	simulate(sc, a, &ra);
+	simulate(sc, b, &rb);
+	cr_assert(same_file(a, b, "eval.csv"), "eval.csv differs between two simulations");
+	assert_same_runs(a, b, 4);
+	cr_assert(same_file(a, b, "partition.csv"));
+	t = load(a, "eval.csv");
+	cr_assert_gt(table_rows(t), 10);
+	last = cell(t, table_rows(t) - 1, "test_accuracy");
+	cr_assert_gt(last, 0.65, "peer0's replica after 20 s: %g", last);
+	cr_assert_lt(cell(t, 0, "test_accuracy"), 0.3, "the initial model should not know the classes");
+	table_destroy(&t);
+	simulate(stop, NULL, &rs);
+	cr_assert_lt(rs.sim_end_s, 20, "stop.accuracy 0.6 should end the run early: %g s", rs.sim_end_s);
+	cr_assert_lt(rs.total_steps, ra.total_steps);
+	scenario_destroy(&sc);
+	scenario_destroy(&stop);
+	support_rm_rf(a);
+	support_rm_rf(b);
 }

@@ -1,0 +1,53 @@
+/* sim/sim_replicas: real training of p2p peers in simulated order, for `simulation.train: real`
+ * with `topology: p2p`.
+ *
+ * Every peer keeps what the emulated peer keeps (node/engine_common, node/engine_p2p): its
+ * share of the training set (node/partition, the same split from the same seed), its replica
+ * (node/model, initialised from the run seed like every peer's), its optimiser (node/optim,
+ * momentum kept across merges), its minibatch order (its share shuffled by the emulated peer's
+ * own stream, reshuffled every local epoch: the same minibatches), and its published replica:
+ * the copy after its last step, which a PULL is answered with. A published replica is a
+ * reference-counted snapshot, so a reply in flight keeps the replica as it was sent while the
+ * peer steps on. The driver says when a peer steps and what a merge combines. */
+#ifndef STALENET_SIM_REPLICAS_H
+#define STALENET_SIM_REPLICAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/eval.h"
+#include "orchestrator/scenario.h"
+
+struct sim_replicas;
+struct sim_replica_snap;
+
+/* Load the data, split it over n peers, build n replicas and optimisers from sc and seed. dir
+ * (may be NULL) gets partition.csv with the peers' names. NULL with err filled on failure. */
+struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uint64_t seed, const char *dir,
+				      const char *const *names, char *err, size_t errlen);
+/* Free *p (and every snapshot still referenced only by it) and set it to NULL. */
+void sim_replicas_destroy(struct sim_replicas **p);
+
+/* Peer k's step: the gradient of its next minibatch on its replica, its optimiser's step, and
+ * the result published. The minibatch loss goes to *loss. 0 or negative errno. */
+int sim_replicas_step(struct sim_replicas *t, uint32_t k, double *loss);
+/* A new reference to peer k's published replica (what a MODEL reply carries). */
+struct sim_replica_snap *sim_replicas_published(struct sim_replicas *t, uint32_t k);
+/* Drop a reference; *s becomes NULL (NULL is fine). */
+void sim_replicas_release(struct sim_replicas *t, struct sim_replica_snap **s);
+/* Merge into peer k's replica: (own_w x mine + sum w[i] x snaps[i]) / (own_w + sum w), per
+ * parameter in double, as node/engine_p2p's gossip. m == 0: no change. 0 or -EINVAL. */
+int sim_replicas_merge(struct sim_replicas *t, uint32_t k, double own_w, struct sim_replica_snap *const *snaps,
+		       const double *w, size_t m);
+/* Training samples of peer k's share (the weight it reports with its replica). */
+uint32_t sim_replicas_share(const struct sim_replicas *t, uint32_t k);
+/* Training samples peer k has consumed so far. */
+uint64_t sim_replicas_samples(const struct sim_replicas *t, uint32_t k);
+/* Evaluate peer k's published replica (the emulated peer evaluates right after a step) on the
+ * test set, and on a fixed sample of its own share (the emulated peer's train_loss sample).
+ * 0 or negative errno. */
+int sim_replicas_eval(struct sim_replicas *t, uint32_t k, struct eval_result *test, struct eval_result *train);
+/* Bytes of replicas, optimisers and snapshots held now. */
+size_t sim_replicas_bytes(const struct sim_replicas *t);
+
+#endif
