@@ -643,6 +643,7 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		res->events = s.events;
 		res->updates = s.updates;
 		res->sim_end_s = (s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns) / 1e9;
+		res->stopped_accuracy = s.stop_acc;
 		res->state_bytes = sizeof s + s.n * (sizeof *s.p + sizeof *s.node_of) +
 				   (size_t)s.n * s.n * (1 + sizeof *s.answered_at) +
 				   s.capmsgs * sizeof *s.msgs + sim_heap_bytes(s.heap) + sim_net_bytes(s.net) +

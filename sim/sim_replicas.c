@@ -38,7 +38,7 @@ struct sim_replicas {
 	struct partition *part;
 	struct peer_data *p;
 	struct model *scratch;          /* evaluations of a published replica */
-	float *grad, *x;
+	float *grad, *sum, *x;
 	uint8_t *y;
 	uint32_t *idx;                  /* a minibatch's positions in the training set */
 	double *acc;                    /* a merge's sums */
@@ -89,6 +89,7 @@ void sim_replicas_destroy(struct sim_replicas **pp)
 	data_destroy(&t->test);
 	partition_destroy(&t->part);
 	free(t->grad);
+	free(t->sum);
 	free(t->x);
 	free(t->y);
 	free(t->idx);
@@ -197,9 +198,10 @@ struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uin
 			goto nomem;
 	}
 	t->grad = malloc(t->np * sizeof *t->grad);
+	t->sum = malloc(t->np * sizeof *t->sum);
 	t->acc = malloc(t->np * sizeof *t->acc);
 	t->scratch = model_new(&spec, seed);
-	if (!t->grad || !t->acc || !t->scratch)
+	if (!t->grad || !t->sum || !t->acc || !t->scratch)
 		goto nomem;
 	free(pp);
 	return t;
@@ -211,11 +213,11 @@ fail:
 	return NULL;
 }
 
-int sim_replicas_step(struct sim_replicas *t, uint32_t k, double *loss)
+/* Peer k's next minibatch gradient on model m into t->grad. */
+static int gradient(struct sim_replicas *t, uint32_t k, struct model *m, double *loss)
 {
 	struct peer_data *d = &t->p[k];
 	size_t len;
-	int rc;
 
 	if (d->pos >= d->n) {
 		rng_shuffle_u32(&d->rng, d->order, d->n);
@@ -227,11 +229,35 @@ int sim_replicas_step(struct sim_replicas *t, uint32_t k, double *loss)
 	data_batch(t->train, t->idx, len, t->x, t->y);
 	d->pos += len;
 	d->samples += len;
-	rc = model_gradient(d->model, t->x, t->y, len, t->grad, loss);
+	return model_gradient(m, t->x, t->y, len, t->grad, loss);
+}
+
+int sim_replicas_step(struct sim_replicas *t, uint32_t k, double *loss)
+{
+	int rc = gradient(t, k, t->p[k].model, loss);
+
 	if (rc < 0)
 		return rc;
-	optim_step(d->optim, model_params(d->model), t->grad);
+	optim_step(t->p[k].optim, model_params(t->p[k].model), t->grad);
 	return publish(t, k);
+}
+
+int sim_replicas_step_mean(struct sim_replicas *t, double *loss)
+{
+	double l;
+	int rc;
+
+	memset(t->sum, 0, t->np * sizeof *t->sum);
+	for (uint32_t k = 0; k < t->n; k++) {
+		if ((rc = gradient(t, k, t->p[0].model, k ? &l : loss)) < 0)
+			return rc;
+		for (size_t e = 0; e < t->np; e++)
+			t->sum[e] += t->grad[e];
+	}
+	for (size_t e = 0; e < t->np; e++)
+		t->sum[e] /= (float)t->n;
+	optim_step(t->p[0].optim, model_params(t->p[0].model), t->sum);
+	return publish(t, 0);
 }
 
 struct sim_replica_snap *sim_replicas_published(struct sim_replicas *t, uint32_t k)

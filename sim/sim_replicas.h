@@ -8,7 +8,8 @@
  * own stream, reshuffled every local epoch: the same minibatches), and its published replica:
  * the copy after its last step, which a PULL is answered with. A published replica is a
  * reference-counted snapshot, so a reply in flight keeps the replica as it was sent while the
- * peer steps on. The driver says when a peer steps and what a merge combines. */
+ * peer steps on. The driver says when a peer steps and what a merge combines. For all-reduce,
+ * whose replicas stay identical, replica 0 stands for all of them (sim_replicas_step_mean). */
 #ifndef STALENET_SIM_REPLICAS_H
 #define STALENET_SIM_REPLICAS_H
 
@@ -39,6 +40,10 @@ void sim_replicas_release(struct sim_replicas *t, struct sim_replica_snap **s);
  * parameter in double, as node/engine_p2p's gossip. m == 0: no change. 0 or -EINVAL. */
 int sim_replicas_merge(struct sim_replicas *t, uint32_t k, double own_w, struct sim_replica_snap *const *snaps,
 		       const double *w, size_t m);
+/* All-reduce (every replica the same): the mean of the n peers' gradients, each of its own
+ * next minibatch on replica 0, summed in peer order, is one step of replica 0's optimiser, and
+ * replica 0 is published (the other replicas are not used). *loss: peer 0's minibatch loss. */
+int sim_replicas_step_mean(struct sim_replicas *t, double *loss);
 /* Training samples of peer k's share (the weight it reports with its replica). */
 uint32_t sim_replicas_share(const struct sim_replicas *t, uint32_t k);
 /* Training samples peer k has consumed so far. */

@@ -16,16 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectors/csv.h"
+#include "collectors/schema.h"
 #include "node/wire.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_net.h"
 #include "sim/sim_node.h"
 #include "sim/sim_profile.h"
 #include "sim/sim_record.h"
+#include "sim/sim_replicas.h"
 
 #define SIM_RING_SAMPLE_NS 100000000ll
 
-enum ring_ev { EV_COMPUTE = 1, EV_CHUNK, EV_SAMPLE, EV_NET };
+enum ring_ev { EV_COMPUTE = 1, EV_CHUNK, EV_SAMPLE, EV_NET, EV_EVAL };
 
 struct rnode {
 	uint64_t arrived;   /* chunks arrived from the previous node */
@@ -51,6 +54,9 @@ struct ring {
 	struct sim_node *node;
 	struct sim_profile *profile;
 	struct sim_record *rec;
+	struct sim_replicas *rep;  /* allreduce with train real, else NULL */
+	struct csv_writer *eval;
+	bool stop_acc;
 	uint64_t events, updates;
 	int64_t stop_ns;
 	uint32_t last_step;  /* the 0-based step some node voted the last (UINT32_MAX: none yet) */
@@ -122,6 +128,17 @@ static void step_end(struct ring *s, uint32_t i, int64_t now)
 {
 	struct rnode *d = &s->r[i];
 
+	/* train real: the ring's mean gradient is one step of the (one) model; node 0 does the
+	 * arithmetic when it completes the step, every node's minibatch in it */
+	if (s->rep && i == 0) {
+		double loss;
+		int rc = sim_replicas_step_mean(s->rep, &loss);
+
+		if (rc < 0) {
+			fail(s, rc, "training step failed");
+			return;
+		}
+	}
 	d->step++;
 	s->updates++;
 	/* the engine's row: compute the gradient and straggler, wait the ring, staleness 0 */
@@ -161,6 +178,30 @@ static void advance(struct ring *s, uint32_t i, int64_t now)
 	}
 }
 
+/* train real: node 0 evaluates (eval.csv: its step, every node's samples, as the engine); a
+ * reached stop.accuracy is voted into the next step, which every node completes. */
+static void eval_row(struct ring *s, int64_t now)
+{
+	struct eval_result test, train;
+	uint64_t samples = sim_replicas_samples(s->rep, 0) * s->n;
+	int rc = sim_replicas_eval(s->rep, 0, &test, &train);
+
+	if (rc < 0) {
+		fail(s, rc, "evaluation failed");
+		return;
+	}
+	if (s->eval && csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9,
+				      s->run->nodes[s->node_of[0]].name, s->r[0].step,
+				      (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
+				      test.accuracy, test.loss, train.loss) < 0)
+		fail(s, -EIO, "write eval.csv failed");
+	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy && !s->stop_acc) {
+		s->stop_acc = true;
+		if (s->r[0].step < s->last_step)
+			s->last_step = s->r[0].step;
+	}
+}
+
 static void dispatch(struct ring *s, const struct sim_event *e)
 {
 	int64_t now = e->t_ns;
@@ -193,6 +234,11 @@ static void dispatch(struct ring *s, const struct sim_event *e)
 	case EV_NET:
 		sim_net_apply(s->net, e->who);
 		break;
+	case EV_EVAL:
+		eval_row(s, now);
+		if (!s->stop_acc && now + (int64_t)s->sc->eval_every_us * 1000 <= s->stop_ns)
+			push_ev(s, now + (int64_t)s->sc->eval_every_us * 1000, 0, EV_EVAL);
+		break;
 	}
 }
 
@@ -200,9 +246,9 @@ static const char *unsupported(const struct plan_run *run)
 {
 	const struct scenario *sc = run->scenario;
 
-	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL)
-		return "topologies allreduce and centralized with simulation.train real are not simulated yet "
-		       "(train none counts their steps)";
+	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && sc->topology.kind == SCENARIO_TOPO_CENTRALIZED)
+		return "topology centralized with simulation.train real is not simulated yet (train none counts "
+		       "its steps)";
 	for (size_t i = 0; i < run->n_nodes; i++)
 		if (run->nodes[i].straggler.set & (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART |
 						   SCENARIO_STRAG_JOIN | SCENARIO_STRAG_LEAVE))
@@ -270,6 +316,25 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		s.rc = -EINVAL;
 		goto out;
 	}
+	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
+		const char **names = calloc(s.n, sizeof *names);
+		char path[4096];
+
+		for (uint32_t i = 0; names && i < s.n; i++)
+			names[i] = run->nodes[s.node_of[i]].name;
+		s.rep = names ? sim_replicas_new(sc, s.n, run->seed, o->dir, names, err, errlen) : NULL;
+		free(names);
+		if (!s.rep) {
+			s.rc = -EINVAL;
+			goto out;
+		}
+		snprintf(path, sizeof path, "%s/eval.csv", o->dir ? o->dir : "");
+		if (o->dir && !(s.eval = csv_writer_open(path, TRACE_HEADER_EVAL))) {
+			fail(&s, -EIO, "cannot open %s", path);
+			goto out;
+		}
+		push_ev(&s, 0, 0, EV_EVAL);
+	}
 	for (uint32_t i = 0; i < s.n; i++) {
 		s.r[i].last_send = INT64_MIN;
 		sim_record_live(s.rec, i, true);
@@ -292,11 +357,14 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		res->events = s.events;
 		res->updates = s.updates;
 		res->sim_end_s = s.end_ns / 1e9;
+		res->stopped_accuracy = s.stop_acc;
 		res->state_bytes = sizeof s + s.n * (sizeof *s.r + sizeof *s.node_of) + sim_heap_bytes(s.heap) +
 				   sim_net_bytes(s.net) + sim_record_bytes(s.rec);
 		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;
 	}
 out:
+	csv_writer_close(&s.eval);
+	sim_replicas_destroy(&s.rep);
 	sim_record_destroy(&s.rec);
 	sim_node_destroy(&s.node);
 	sim_profile_destroy(&s.profile);

@@ -554,3 +554,28 @@ Test(sim_p2p, train_real, .timeout = 120)
 	support_rm_rf(a);
 	support_rm_rf(b);
 }
+
+/* train real on the ring: one model, the mean of every node's gradient per step; it learns,
+ * and a reached stop.accuracy ends every node on the same, next step. */
+Test(sim_ring, allreduce_train_real, .timeout = 120)
+{
+	char err[SCENARIO_ERR_MAX];
+	static const char text[] =
+		"name: r\nseed: 5\nstop: {time: 20s, accuracy: 0.7}\nmodel: {kind: softmax}\n"
+		"train: {batch: 32, lr: 0.05}\ntopology: {kind: allreduce}\nworkers: 4\nlinkcheck: off\n"
+		"eval: {every: 1s}\nnetwork:\n  default: {delay: 3ms, jitter: 1ms}\n"
+		"simulation: {train: real, step_cost: 20ms, server_cost: 1us}\n";
+	struct scenario *sc;
+	struct sim_result r;
+
+	if (access("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", R_OK) != 0)
+		cr_skip_test("needs the data set");
+	sc = scenario_parse(text, strlen(text), "r.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, NULL, &r);
+	cr_assert(r.stopped_accuracy, "0.7 not reached in 20 s");
+	cr_assert_lt(r.sim_end_s, 19);
+	cr_assert_eq(r.steps_min, r.steps_max);
+	cr_assert_gt(r.steps_min, 10);
+	scenario_destroy(&sc);
+}
