@@ -7,7 +7,8 @@
  * when a gossip round is due and whom it pulls. Messages (CLOCK_REQ, CLOCK_REP, PULL, MODEL,
  * BYE) ride sim/sim_net. Outputs through sim/sim_record, in the emulator's p2p trace schema
  * (docs/engines.md: wait_s is barrier plus gossip, staleness the most lagging merged replica).
- * train none only; no churn but leave (docs/simulation.md). Called by sim_run. */
+ * train real through sim/sim_replicas (not with combine ensemble); no churn but leave
+ * (docs/simulation.md). Called by sim_run. */
 #ifndef STALENET_SIM_P2P_H
 #define STALENET_SIM_P2P_H
 

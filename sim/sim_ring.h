@@ -10,7 +10,8 @@
  * wait_s the ring. Every node stops at the same step (the engine's stop vote: a node starting a
  * step at or after stop.time votes it the last, so the run ends a little after stop.time, as
  * the emulated ring does). Centralized is one trainer stepping back to back, no network, that
- * stops after the step that reaches stop.time. train none only. Called by sim_run. */
+ * stops after the step that reaches stop.time. train real (allreduce only) through
+ * sim/sim_replicas: one model, the mean of every node's gradient per step. Called by sim_run. */
 #ifndef STALENET_SIM_RING_H
 #define STALENET_SIM_RING_H
 
