@@ -123,6 +123,11 @@ int64_t sim_net_send(struct sim_net *net, uint32_t a, uint32_t b, uint64_t bytes
 	return t;
 }
 
+int64_t sim_net_delay_ns(const struct sim_net *net, uint32_t a, uint32_t b)
+{
+	return ((int64_t)net->cur_up[a].delay_us + net->cur_down[b].delay_us) * 1000;
+}
+
 size_t sim_net_bytes(const struct sim_net *net)
 {
 	return sizeof *net + net->run->n_nodes * 2 * (sizeof *net->cur_up + sizeof *net->up);

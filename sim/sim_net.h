@@ -37,6 +37,9 @@ void sim_net_apply(struct sim_net *net, size_t i);
  * now_ns is stored back. */
 int64_t sim_net_send(struct sim_net *net, uint32_t a, uint32_t b, uint64_t bytes, int64_t now_ns,
 		     int64_t *fifo, int64_t *last_send);
+/* The one-way propagation delay from plan node a to plan node b now (a's up, b's down), ns:
+ * when a connection's closing or opening is noticed at b. */
+int64_t sim_net_delay_ns(const struct sim_net *net, uint32_t a, uint32_t b);
 /* Bytes of the net's own arrays. */
 size_t sim_net_bytes(const struct sim_net *net);
 

@@ -43,10 +43,16 @@
 
 #define SIM_P2P_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
 #define SIM_P2P_SMALL WIRE_HEADER_BYTES
+#define SIM_P2P_CATCH_UP_NS 2000000000ll /* a rejoining peer's wait for answers (the engine's) */
 
-enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET, EV_EVAL };
-enum p2p_msg { M_CLOCK_REQ = 1, M_CLOCK_REP, M_PULL, M_MODEL, M_BYE };
-enum p2p_state { P_BARRIER = 1, P_GOSSIP, P_COMPUTE, P_DONE };
+enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET, EV_EVAL, EV_CRASH, EV_START,
+	      EV_DEADLINE };
+/* M_DOWN, M_UP: not messages but a connection closing (a crash) or completing its handshake (a
+ * restart, a join), noticed by the other end one propagation delay later */
+enum p2p_msg { M_CLOCK_REQ = 1, M_CLOCK_REP, M_PULL, M_MODEL, M_BYE, M_DOWN, M_UP };
+/* P_OFF: crashed, or not joined yet; P_CATCHUP / P_RESUME: a rejoining peer asking every peer
+ * for its clock / pulling the slowest one's replica */
+enum p2p_state { P_BARRIER = 1, P_GOSSIP, P_COMPUTE, P_DONE, P_OFF, P_CATCHUP, P_RESUME };
 
 struct msg {
 	int64_t value;      /* CLOCK_REQ: threshold; CLOCK_REP, MODEL: the sender's clock */
@@ -54,12 +60,14 @@ struct msg {
 	uint32_t from, to;
 	uint32_t seq;       /* the requester's exchange number */
 	uint32_t next_free;
+	uint16_t gen;       /* the requester's life (a restart is a new process: new connections) */
 	uint8_t type;
 };
 
 struct held {              /* a CLOCK_REQ a peer holds until its clock reaches the threshold */
 	int64_t threshold;
 	uint32_t from, seq;
+	uint16_t gen;
 };
 
 struct peer {
@@ -69,6 +77,7 @@ struct peer {
 	uint32_t clock;
 	uint32_t left;      /* answers still awaited in this exchange */
 	uint32_t seq;       /* exchange number */
+	uint16_t gen;       /* life: a crash ends one, its events and answers are void after */
 	uint8_t state;
 	bool crossing;      /* the barrier of this step asked somebody */
 	int64_t t0, t1;     /* the step's start (barrier) and compute start, ns */
@@ -80,6 +89,11 @@ struct peer {
 	struct sim_replica_snap **got;
 	uint32_t *got_from;
 	uint32_t ngot;
+	/* rejoining: the clocks the others answered (NULL outside a catch-up) */
+	int64_t *their;
+	bool *answered;
+	int64_t deadline_ns;
+	uint32_t resume_from;
 };
 
 struct p2p {
@@ -99,6 +113,8 @@ struct p2p {
 	struct sim_node *node;
 	struct sim_profile *profile;
 	struct sim_record *rec;
+	bool *late;                 /* peers that join late: out of every core until they connect */
+	struct core_p2p_conf cc;    /* every peer's core configuration (self aside) */
 	struct sim_replicas *rep;   /* train real, else NULL */
 	double *wbuf;               /* a merge's weights (n) */
 	struct csv_writer *eval;
@@ -124,15 +140,20 @@ static int fail(struct p2p *s, int rc, const char *fmt, ...)
 	return rc;
 }
 
+static void push_gen(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind, uint16_t gen)
+{
+	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, gen) < 0)
+		fail(s, -ENOMEM, "out of memory (event queue)");
+}
+
 static void push_ev(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind)
 {
-	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, 0) < 0)
-		fail(s, -ENOMEM, "out of memory (event queue)");
+	push_gen(s, t, who, kind, 0);
 }
 
 /* Send a message of `type` from peer a to peer b at now. */
 static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, int64_t value, uint32_t seq,
-		     int64_t now)
+		     uint16_t gen, int64_t now)
 {
 	uint64_t bytes = type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
 	uint32_t id;
@@ -155,10 +176,16 @@ static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, i
 		}
 		id = s->nmsgs++;
 	}
-	s->msgs[id] = (struct msg){ .value = value, .from = a, .to = b, .seq = seq, .type = (uint8_t)type,
-				    .next_free = UINT32_MAX };
+	s->msgs[id] = (struct msg){ .value = value, .from = a, .to = b, .seq = seq, .gen = gen,
+				    .type = (uint8_t)type, .next_free = UINT32_MAX };
 	if (type == M_MODEL && s->rep)
 		s->msgs[id].snap = sim_replicas_published(s->rep, a);
+	if (type == M_DOWN || type == M_UP) {
+		/* noticed one propagation delay later (a handshake: a round trip) */
+		t = now + (type == M_UP ? 2 : 1) * sim_net_delay_ns(s->net, s->node_of[a], s->node_of[b]);
+		push_ev(s, t, id, EV_MSG);
+		return;
+	}
 	s->p[a].tx += bytes;
 	/* answers go back over the requester's connection, whose sender may have been idle */
 	t = sim_net_send(s->net, s->node_of[a], s->node_of[b], bytes, now, NULL,
@@ -177,7 +204,7 @@ static void ask_all(struct p2p *s, uint32_t i, enum p2p_msg type, int64_t thresh
 	p->seq++;
 	for (uint32_t j = 0; j < s->n; j++)
 		if (s->awaited[(size_t)i * s->n + j])
-			send_msg(s, i, j, type, threshold, p->seq, now);
+			send_msg(s, i, j, type, threshold, p->seq, p->gen, now);
 }
 
 /* The barrier before step clock+1 (engine_p2p's barrier_wait). */
@@ -239,7 +266,7 @@ static void start_compute(struct p2p *s, uint32_t i, int64_t now)
 	/* a pause window is part of the step's compute, as the engine's straggler model sleeps */
 	p->t1 = now;
 	p->state = P_COMPUTE;
-	push_ev(s, sim_node_after_pause(s->node, i, now) + c, i, EV_COMPUTE);
+	push_gen(s, sim_node_after_pause(s->node, i, now) + c, i, EV_COMPUTE, p->gen);
 }
 
 /* Peer i says BYE to every other and is done. */
@@ -249,19 +276,38 @@ static void bye(struct p2p *s, uint32_t i, int64_t now)
 
 	if (p->state == P_DONE)
 		return;
+	if (p->state == P_OFF) { /* a crashed peer that was to leave: it never comes back */
+		p->state = P_DONE;
+		return;
+	}
 	p->state = P_DONE;
 	p->nheld = 0;
 	sim_record_live(s->rec, i, false);
 	for (uint32_t j = 0; j < s->n; j++)
 		if (j != i)
-			send_msg(s, i, j, M_BYE, p->clock, 0, now);
+			send_msg(s, i, j, M_BYE, p->clock, 0, p->gen, now);
+}
+
+/* Publish: answer the held requests the clock now satisfies (the service thread's
+ * answer_pending), in the order they came. */
+static void answer_held(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	uint32_t k = 0;
+
+	for (uint32_t h = 0; h < p->nheld; h++) {
+		if (core_p2p_answerable(p->clock, p->held[h].threshold))
+			send_msg(s, i, p->held[h].from, M_CLOCK_REP, p->clock, p->held[h].seq, p->held[h].gen, now);
+		else
+			p->held[k++] = p->held[h];
+	}
+	p->nheld = k;
 }
 
 /* The step is computed: the new clock, the row, the held requests it satisfies. */
 static void step_done(struct p2p *s, uint32_t i, int64_t now)
 {
 	struct peer *p = &s->p[i];
-	uint32_t k = 0;
 	int rc;
 
 	if (s->rep) {
@@ -280,21 +326,14 @@ static void step_done(struct p2p *s, uint32_t i, int64_t now)
 		fail(s, rc, "write the trace of peer %u failed", i);
 		return;
 	}
-	/* publish: answer what the new clock satisfies (the service thread's answer_pending) */
-	for (uint32_t h = 0; h < p->nheld; h++) {
-		if (core_p2p_answerable(p->clock, p->held[h].threshold))
-			send_msg(s, i, p->held[h].from, M_CLOCK_REP, p->clock, p->held[h].seq, now);
-		else
-			p->held[k++] = p->held[h];
-	}
-	p->nheld = k;
+	answer_held(s, i, now);
 	p->tx = p->rx = 0;
 	if (s->sc->stop_steps && p->clock >= s->sc->stop_steps) {
 		bye(s, i, now);
 		return;
 	}
 	p->state = P_BARRIER;
-	push_ev(s, now + sim_node_gap_ns(s->node, i, p->clock), i, EV_BEGIN);
+	push_gen(s, now + sim_node_gap_ns(s->node, i, p->clock), i, EV_BEGIN, p->gen);
 }
 
 /* train real: peer i merges the replicas its gossip round pulled, in peer order as the engine
@@ -326,6 +365,9 @@ static void merge(struct p2p *s, uint32_t i)
 		fail(s, rc, "peer %u: merge failed", i);
 }
 
+static void catch_up_done(struct p2p *s, uint32_t i, int64_t now);
+static void resume_done(struct p2p *s, uint32_t i, int64_t now);
+
 /* Peer i got j's answer (or j left): one fewer awaited; the exchange ends with the last. */
 static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
 {
@@ -346,6 +388,10 @@ static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
 		if (s->rep)
 			merge(s, i);
 		start_compute(s, i, now);
+	} else if (p->state == P_CATCHUP) {
+		catch_up_done(s, i, now);
+	} else if (p->state == P_RESUME) {
+		resume_done(s, i, now);
 	}
 }
 
@@ -358,7 +404,7 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 	s->msgs[id].snap = NULL; /* the reference is m's now */
 	s->free_msg = id;
 	p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
-	if (p->state == P_DONE) {
+	if (p->state == P_DONE || p->state == P_OFF) {
 		if (m.snap)
 			sim_replicas_release(s->rep, &m.snap);
 		return; /* its sockets are closed */
@@ -366,7 +412,7 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 	switch ((enum p2p_msg)m.type) {
 	case M_CLOCK_REQ:
 		if (core_p2p_answerable(p->clock, m.value)) {
-			send_msg(s, m.to, m.from, M_CLOCK_REP, p->clock, m.seq, now);
+			send_msg(s, m.to, m.from, M_CLOCK_REP, p->clock, m.seq, m.gen, now);
 			break;
 		}
 		if (p->nheld == p->capheld) {
@@ -380,23 +426,28 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 			p->held = h;
 			p->capheld = cap;
 		}
-		p->held[p->nheld++] = (struct held){ .threshold = m.value, .from = m.from, .seq = m.seq };
+		p->held[p->nheld++] = (struct held){ .threshold = m.value, .from = m.from, .seq = m.seq,
+						     .gen = m.gen };
 		break;
 	case M_PULL:
-		send_msg(s, m.to, m.from, M_MODEL, p->clock, m.seq, now);
+		send_msg(s, m.to, m.from, M_MODEL, p->clock, m.seq, m.gen, now);
 		break;
 	case M_CLOCK_REP:
 	case M_MODEL:
-		if (m.seq != p->seq || !s->awaited[(size_t)m.to * s->n + m.from]) {
+		if (m.gen != p->gen || m.seq != p->seq || !s->awaited[(size_t)m.to * s->n + m.from]) {
 			if (m.snap)
 				sim_replicas_release(s->rep, &m.snap);
 			break;
 		}
 		core_p2p_on_clock(p->core, m.from, m.value);
-		if (m.type == M_MODEL) {
+		if (p->state == P_CATCHUP || p->state == P_RESUME) {
+			p->their[m.from] = m.value;
+			p->answered[m.from] = true;
+		} else if (m.type == M_MODEL) {
 			if (m.snap) {
 				p->got[p->ngot] = m.snap; /* the reference moves to the round */
 				p->got_from[p->ngot++] = m.from;
+				m.snap = NULL;
 			}
 			p->merged = true;
 			if ((int64_t)p->clock - m.value > p->lag)
@@ -404,7 +455,11 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 		}
 		answered(s, m.to, m.from, now);
 		break;
+	case M_UP:
+		core_p2p_set_alive(p->core, m.from, true);
+		break;
 	case M_BYE:
+	case M_DOWN:
 		core_p2p_set_alive(p->core, m.from, false);
 		/* its held requests will never be wanted */
 		for (uint32_t h = 0, k = 0; h <= p->nheld; h++) {
@@ -415,10 +470,159 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 			if (p->held[h].from != m.from)
 				p->held[k++] = p->held[h];
 		}
-		if (p->state == P_BARRIER || p->state == P_GOSSIP)
+		if (p->state != P_COMPUTE)
 			answered(s, m.to, m.from, now);
 		break;
 	}
+	if (m.snap) /* a reply nobody took */
+		sim_replicas_release(s->rep, &m.snap);
+}
+
+/* --- churn ---------------------------------------------------------------------------------- */
+
+static void end_exchange(struct p2p *s, uint32_t i)
+{
+	memset(&s->awaited[(size_t)i * s->n], 0, s->n);
+	s->p[i].left = 0;
+}
+
+static void catch_up_free(struct peer *p)
+{
+	free(p->their);
+	free(p->answered);
+	p->their = NULL;
+	p->answered = NULL;
+}
+
+/* Peer i's process dies: its connections close, which every other peer notices. */
+static void crash(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	if (p->state == P_OFF || p->state == P_DONE)
+		return;
+	sim_record_live(s->rec, i, false);
+	p->state = P_OFF;
+	p->gen++;
+	p->nheld = 0;
+	end_exchange(s, i);
+	catch_up_free(p);
+	for (uint32_t a = 0; a < p->ngot; a++)
+		sim_replicas_release(s->rep, &p->got[a]);
+	p->ngot = 0;
+	for (uint32_t j = 0; j < s->n; j++)
+		if (j != i)
+			send_msg(s, i, j, M_DOWN, 0, 0, p->gen, now);
+}
+
+/* Exchange of a rejoining peer: awaited set, left counted; answers until the deadline. */
+static void catch_up_ask(struct p2p *s, uint32_t i, enum p2p_msg type, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	memset(p->answered, 0, s->n * sizeof *p->answered);
+	p->deadline_ns = now + SIM_P2P_CATCH_UP_NS;
+	push_gen(s, p->deadline_ns, i, EV_DEADLINE, p->gen);
+	ask_all(s, i, type, 0, now);
+}
+
+/* A new process for peer i (a restart, a late join): a fresh core (late joiners out of it, as
+ * the engine starts them down), connections the others notice, then node/engine_p2p's catch_up:
+ * every peer it deems live is asked for its clock (at most 2 s), and it resumes from the
+ * slowest answer ahead of it, pulling that peer's replica (at most 2 s). */
+static void start(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	struct core_p2p_conf cc = s->cc;
+	const uint32_t *peers;
+	size_t k;
+
+	if (p->state != P_OFF)
+		return;
+	p->gen++;
+	core_p2p_destroy(&p->core);
+	cc.self = i;
+	if (!(p->core = core_p2p_new(&cc))) {
+		fail(s, -ENOMEM, "out of memory (consistency core)");
+		return;
+	}
+	for (uint32_t j = 0; j < s->n; j++) {
+		if (j != i && s->late[j])
+			core_p2p_set_alive(p->core, j, false);
+		/* new connections both ways: slow start from the initial window */
+		s->answered_at[(size_t)i * s->n + j] = INT64_MIN;
+		s->answered_at[(size_t)j * s->n + i] = INT64_MIN;
+	}
+	p->clock = 0;
+	p->nheld = 0;
+	sim_record_set_clock(s->rec, i, 0);
+	sim_record_live(s->rec, i, true);
+	/* its connections complete their handshakes: the running peers see it come up, and it
+	 * sees them (a peer it starts out, one joining late, comes into its view so) */
+	for (uint32_t j = 0; j < s->n; j++) {
+		if (j == i)
+			continue;
+		send_msg(s, i, j, M_UP, 0, 0, p->gen, now);
+		if (s->p[j].state != P_OFF && s->p[j].state != P_DONE)
+			send_msg(s, j, i, M_UP, 0, 0, p->gen, now);
+	}
+	p->their = calloc(s->n, sizeof *p->their);
+	p->answered = calloc(s->n, sizeof *p->answered);
+	if (!p->their || !p->answered) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	p->t0 = now;
+	p->state = P_CATCHUP;
+	k = core_p2p_live_others(p->core, &peers);
+	if (k == 0) {
+		catch_up_done(s, i, now);
+		return;
+	}
+	for (size_t a = 0; a < k; a++)
+		s->awaited[(size_t)i * s->n + peers[a]] = 1;
+	p->left = (uint32_t)k;
+	catch_up_ask(s, i, M_CLOCK_REQ, now);
+}
+
+/* The clocks are in (or the 2 s passed): resume from the slowest answer ahead, if any. */
+static void catch_up_done(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	int64_t lo;
+	uint32_t from;
+
+	end_exchange(s, i);
+	from = core_p2p_resume_from(p->core, p->clock, p->answered, p->their, &lo);
+	if (from == UINT32_MAX) {
+		catch_up_free(p);
+		p->state = P_BARRIER;
+		begin_step(s, i, now);
+		return;
+	}
+	p->resume_from = from;
+	p->their[from] = lo; /* kept if its replica does not come */
+	s->awaited[(size_t)i * s->n + from] = 1;
+	p->left = 1;
+	p->state = P_RESUME;
+	catch_up_ask(s, i, M_PULL, now);
+}
+
+/* The replica came (or the 2 s passed): continue at that peer's clock. */
+static void resume_done(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	end_exchange(s, i);
+	p->clock = (uint32_t)p->their[p->resume_from];
+	catch_up_free(p);
+	if (sim_record_set_clock(s->rec, i, p->clock) < 0) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	answer_held(s, i, now);
+	p->state = P_BARRIER;
+	begin_step(s, i, now);
 }
 
 /* train real: peer 0 evaluates its replica (eval.csv: its own clock and samples, as the engine
@@ -452,13 +656,31 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 		on_msg(s, e->who, now);
 		break;
 	case EV_COMPUTE:
-		if (s->p[e->who].state == P_COMPUTE)
+		if (s->p[e->who].state == P_COMPUTE && e->gen == s->p[e->who].gen)
 			step_done(s, e->who, now);
 		break;
 	case EV_BEGIN:
-		if (s->p[e->who].state == P_BARRIER)
+		if (s->p[e->who].state == P_BARRIER && e->gen == s->p[e->who].gen)
 			begin_step(s, e->who, now);
 		break;
+	case EV_CRASH:
+		crash(s, e->who, now);
+		break;
+	case EV_START:
+		start(s, e->who, now);
+		break;
+	case EV_DEADLINE: {
+		struct peer *p = &s->p[e->who];
+
+		if (e->gen != p->gen || now != p->deadline_ns || (p->state != P_CATCHUP && p->state != P_RESUME))
+			break;
+		end_exchange(s, e->who);
+		if (p->state == P_CATCHUP)
+			catch_up_done(s, e->who, now);
+		else
+			resume_done(s, e->who, now);
+		break;
+	}
 	case EV_LEAVE:
 		bye(s, e->who, now);
 		break;
@@ -486,10 +708,12 @@ static const char *unsupported(const struct plan_run *run)
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && sc->consistency.combine == SCENARIO_COMBINE_ENSEMBLE)
 		return "topology p2p: combine ensemble with simulation.train real is not simulated yet (its "
 		       "evaluation pulls every replica; train none counts its steps)";
-	for (size_t i = 0; i < run->n_nodes; i++)
+	for (size_t i = 0; sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && i < run->n_nodes; i++)
 		if (run->nodes[i].straggler.set &
 		    (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_JOIN))
-			return "topology p2p: crash, restart and join are not simulated yet (leave is)";
+			return "topology p2p: crash, restart and join with simulation.train real are not "
+			       "simulated yet (a restarted peer's replica and optimiser; train none counts "
+			       "their steps)";
 	return NULL;
 }
 
@@ -568,9 +792,10 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	s.node_of = calloc(s.n, sizeof *s.node_of);
 	s.p = calloc(s.n, sizeof *s.p);
 	s.awaited = calloc((size_t)s.n * s.n, 1);
+	s.late = calloc(s.n, sizeof *s.late);
 	s.answered_at = malloc((size_t)s.n * s.n * sizeof *s.answered_at);
 	s.heap = sim_heap_new((size_t)s.n * 4 + 64);
-	if (!s.node_of || !s.p || !s.awaited || !s.answered_at || !s.heap) {
+	if (!s.node_of || !s.p || !s.awaited || !s.late || !s.answered_at || !s.heap) {
 		fail(&s, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -594,30 +819,48 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && open_training(&s) < 0)
 		goto out;
+	/* the peers' engine configuration (orchestrator/nodeconf, node/engine_p2p) */
+	s.cc = (struct core_p2p_conf){
+		.n = s.n,
+		.bp = { .kind = (enum barrier_kind)sc->consistency.barrier, .staleness = sc->consistency.staleness,
+			.sample = sc->consistency.sample },
+		.fanout = sc->consistency.fanout,
+		.local_steps = sc->consistency.local_steps ? sc->consistency.local_steps : 1,
+		.merge = sc->consistency.combine != SCENARIO_COMBINE_ENSEMBLE,
+		.weighted = sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
+		.seed = run->seed };
+	for (uint32_t i = 0; i < s.n; i++)
+		s.late[i] = (run->nodes[s.node_of[i]].straggler.set & SCENARIO_STRAG_JOIN) != 0;
 	for (uint32_t i = 0; i < s.n; i++) {
-		/* the peer's engine configuration (orchestrator/nodeconf, node/engine_p2p) */
-		struct core_p2p_conf cc = {
-			.n = s.n, .self = i,
-			.bp = { .kind = (enum barrier_kind)sc->consistency.barrier,
-				.staleness = sc->consistency.staleness, .sample = sc->consistency.sample },
-			.fanout = sc->consistency.fanout,
-			.local_steps = sc->consistency.local_steps ? sc->consistency.local_steps : 1,
-			.merge = sc->consistency.combine != SCENARIO_COMBINE_ENSEMBLE,
-			.weighted = sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
-			.seed = run->seed };
+		struct core_p2p_conf cc = s.cc;
 
+		cc.self = i;
 		if (!(s.p[i].core = core_p2p_new(&cc))) {
 			fail(&s, -ENOMEM, "consistency core: bad configuration or out of memory");
 			goto out;
 		}
+		/* peers that join late are out of every barrier until they connect */
+		for (uint32_t j = 0; j < s.n; j++)
+			if (j != i && s.late[j])
+				core_p2p_set_alive(s.p[i].core, j, false);
 	}
-	/* t = 0: every peer starts; link changes and leaves as planned */
+	/* t = 0: every peer not joining late starts; churn and link changes as planned */
 	for (uint32_t i = 0; i < s.n; i++) {
 		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
 
-		sim_record_live(s.rec, i, true);
-		s.p[i].state = P_BARRIER;
-		push_ev(&s, 0, i, EV_BEGIN);
+		if (s.late[i]) {
+			s.p[i].state = P_OFF;
+			push_ev(&s, (int64_t)st->join_at_us * 1000, i, EV_START);
+		} else {
+			sim_record_live(s.rec, i, true);
+			s.p[i].state = P_BARRIER;
+			push_ev(&s, 0, i, EV_BEGIN);
+		}
+		if (st->set & SCENARIO_STRAG_CRASH) {
+			push_ev(&s, (int64_t)st->crash_at_us * 1000, i, EV_CRASH);
+			if (st->set & SCENARIO_STRAG_RESTART)
+				push_ev(&s, (int64_t)st->restart_at_us * 1000, i, EV_START);
+		}
 		if (st->set & SCENARIO_STRAG_LEAVE)
 			push_ev(&s, (int64_t)st->leave_at_us * 1000, i, EV_LEAVE);
 	}
@@ -656,6 +899,7 @@ out:
 			sim_replicas_release(s.rep, &s.p[i].got[a]);
 		free(s.p[i].got);
 		free(s.p[i].got_from);
+		catch_up_free(&s.p[i]);
 		core_p2p_destroy(&s.p[i].core);
 		free(s.p[i].held);
 	}
@@ -672,6 +916,7 @@ out:
 	sim_heap_destroy(&s.heap);
 	free(s.msgs);
 	free(s.awaited);
+	free(s.late);
 	free(s.answered_at);
 	free(s.p);
 	free(s.node_of);

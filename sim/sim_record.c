@@ -138,6 +138,20 @@ void sim_record_waiting(struct sim_record *r, uint32_t k, bool waiting)
 		r->waiting--;
 }
 
+int sim_record_set_clock(struct sim_record *r, uint32_t k, uint32_t clock)
+{
+	struct rec_node *d = &r->nd[k];
+
+	if (clock >= r->hist_len && grow(&r->hist, &r->hist_len, clock) < 0)
+		return -ENOMEM;
+	if (d->live) {
+		r->hist[d->step]--;
+		r->hist[clock]++;
+	}
+	d->step = clock;
+	return 0;
+}
+
 uint32_t sim_record_clock(const struct sim_record *r, uint32_t k)
 {
 	return r->nd[k].step;

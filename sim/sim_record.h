@@ -36,6 +36,9 @@ int sim_record_step(struct sim_record *r, uint32_t k, int64_t t_ns, uint32_t ste
 		    double wait_s, int64_t staleness, uint64_t version, uint64_t tx, uint64_t rx);
 /* One progress.csv row at t_ns. 0 or -EIO. */
 int sim_record_progress(struct sim_record *r, int64_t t_ns);
+/* Node k's clock becomes `clock` without a step (a restarted peer resuming elsewhere). 0 or
+ * -ENOMEM. */
+int sim_record_set_clock(struct sim_record *r, uint32_t k, uint32_t clock);
 /* Node k's clock (steps completed). */
 uint32_t sim_record_clock(const struct sim_record *r, uint32_t k);
 

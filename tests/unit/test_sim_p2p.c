@@ -10,6 +10,8 @@
  *   determinism   the same scenario and seed give byte-identical files
  *   allreduce     a step takes compute + 2(N-1) hops of the ring on fixed links, to the ns;
  *                 every node ends on the same step; centralized runs back to back
+ *   churn         a crash does not stall the others; a restart and a late join resume at the
+ *                 slowest answering clock (node/engine_p2p's catch_up, its 2 s deadline)
  *   refusals      what is not simulated yet is refused with a message
  *   loss_recovery bad values get FILE:LINE:COL; fast recovery makes a lossy run faster
  *   train real    peer 0's replica learns, byte-identical reruns, stop.accuracy ends early */
@@ -484,7 +486,8 @@ Test(sim_p2p, refusals, .timeout = 60)
 	char err[512];
 	struct sim_result r;
 	struct scenario *real = scen_with("bsp", 3, 0, 0, "time: 20s", "ensemble", "real", NULL),
-			*crash = scen("bsp", 3, 0, 0, "  - {nodes: peer1, crash: {at: 5s}}\n");
+			*crash = scen_with("bsp", 3, 0, 0, "time: 20s", "none", "real",
+					   "  - {nodes: peer1, crash: {at: 5s}}\n");
 
 	cr_assert_eq(run_sim(real, NULL, &r, err, sizeof err), -EINVAL);
 	cr_assert(strstr(err, "ensemble"), "%s", err);
@@ -578,4 +581,61 @@ Test(sim_ring, allreduce_train_real, .timeout = 120)
 	cr_assert_eq(r.steps_min, r.steps_max);
 	cr_assert_gt(r.steps_min, 10);
 	scenario_destroy(&sc);
+}
+
+/* Churn under BSP: peer1 crashes at 5 s and restarts at 10 s, peer4 joins at 8 s. The others go
+ * on without the crashed peer; the restarted and the joining peer resume at the slowest
+ * answering clock instead of redoing steps; the joining peer, which deems the crashed peer live
+ * (it never saw its connection close), waits the engine's 2 s for its answer, and BSP holds
+ * everybody meanwhile; lockstep again once all are back. */
+Test(sim_p2p, churn_crash_restart_join, .timeout = 60)
+{
+	char dir[256];
+	struct scenario *sc = scen_with("bsp", NPEERS, 0, 0, "time: 30s", "none", "none",
+					"  - {nodes: peer1, crash: {at: 5s, restart: 10s}}\n"
+					"  - {nodes: peer4, join: {at: 8s}}\n");
+	struct sim_result r;
+	struct table *t;
+	size_t during = 0;
+	double max_wait = 0, last_before = 0, first_after = -1, join_t = -1, join_step = -1;
+
+	support_tmpdir(dir, sizeof dir, "simp2p");
+	simulate(sc, dir, &r);
+	t = load(dir, "nodes/peer0.csv");
+	for (size_t k = 0; k < table_rows(t); k++) {
+		double ts = cell(t, k, "t_s");
+
+		during += ts > 5.5 && ts < 7.9;
+		if (ts > 8 && ts < 12 && cell(t, k, "wait_s") > max_wait)
+			max_wait = cell(t, k, "wait_s");
+	}
+	table_destroy(&t);
+	cr_assert_gt(during, 10, "peer0 stalled while peer1 was down (%zu steps)", during);
+	/* held from before 8 s until the joiner's 2 s deadline, its resume and its first step */
+	cr_assert(max_wait > 1.9 && max_wait < 3, "the joiner's 2 s catch-up wait: %g", max_wait);
+	t = load(dir, "nodes/peer1.csv");
+	for (size_t k = 0; k < table_rows(t); k++) {
+		if (cell(t, k, "t_s") < 5)
+			last_before = cell(t, k, "step");
+		else if (first_after < 0)
+			first_after = cell(t, k, "step");
+	}
+	table_destroy(&t);
+	cr_assert_gt(first_after, last_before + 10, "peer1 resumed at %g after %g", first_after, last_before);
+	t = load(dir, "nodes/peer4.csv");
+	join_t = cell(t, 0, "t_s");
+	join_step = cell(t, 0, "step");
+	table_destroy(&t);
+	cr_assert_geq(join_t, 8);
+	cr_assert_gt(join_step, 30, "peer4 began at step %g (the others were near 40)", join_step);
+	/* everybody back: lockstep */
+	t = load(dir, "progress.csv");
+	for (size_t k = 0; k < table_rows(t); k++)
+		if (cell(t, k, "t_s") >= 12)
+			cr_assert_leq(cell(t, k, "max_step") - cell(t, k, "min_step"), 1, "at %g s",
+				      cell(t, k, "t_s"));
+	table_destroy(&t);
+	cr_assert_leq(r.steps_max - r.steps_min, 1);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
 }
