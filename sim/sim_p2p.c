@@ -16,7 +16,9 @@
  *             (core_p2p_answerable), in the order they came
  * A peer's service thread answers at once whatever its loop does (a CLOCK_REQ it can answer, a
  * PULL with its last published clock); a peer that said BYE answers nothing. stop.steps ends a
- * peer with a BYE to every other; a planned leave too. Nothing runs past stop.time.
+ * peer with a BYE to every other; a planned leave too. A crash ends a life (a generation tag
+ * voids its events and the answers to its requests); a restart or a late join starts a new one
+ * with the engine's catch_up. Nothing runs past stop.time.
  *
  * Messages live in a pool (an event carries the message's index); a request carries the
  * requester's exchange number, so a late answer to an exchange that ended (its sender said BYE
