@@ -10,6 +10,7 @@
 #include "sim/sim_ring.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "collectors/csv.h"
 #include "collectors/schema.h"
+#include "node/data.h"
 #include "node/wire.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_net.h"
@@ -61,6 +63,7 @@ struct ring {
 	int64_t stop_ns;
 	uint32_t last_step;  /* the 0-based step some node voted the last (UINT32_MAX: none yet) */
 	int64_t end_ns;      /* the last step's end */
+	uint64_t max_steps;  /* centralized: train.epochs over the training set (0: none) */
 	bool central;        /* centralized: node/trainer's stop rule */
 	char *err;
 	size_t errlen;
@@ -150,7 +153,8 @@ static void step_end(struct ring *s, uint32_t i, int64_t now)
 	/* centralized (node/trainer) checks after each step; the ring ends on the voted step */
 	if (now > s->end_ns)
 		s->end_ns = now;
-	if (s->central ? (s->sc->stop_steps && d->step >= s->sc->stop_steps) || now >= s->stop_ns
+	if (s->central ? (s->sc->stop_steps && d->step >= s->sc->stop_steps) || now >= s->stop_ns ||
+			 (s->max_steps && d->step >= s->max_steps)
 		      : d->step - 1 >= s->last_step) {
 		d->done = true;
 		sim_record_live(s->rec, i, false);
@@ -293,6 +297,23 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 	}
 	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
 	s.central = role == SCENARIO_ROLE_CENTRAL;
+	if (s.central && sc->train.epochs) {
+		/* node/trainer stops after train.epochs passes over the training set */
+		char img[PATH_MAX], lbl[PATH_MAX];
+		uint8_t *labels = NULL;
+		uint32_t nl = 0;
+		uint64_t batch = sc->train.batch ? sc->train.batch : 1;
+
+		if (data_paths(sc->data.path, DATA_TRAIN, img, lbl, sizeof img) < 0 ||
+		    data_read_labels(lbl, &labels, &nl) < 0 || !nl) {
+			free(labels);
+			snprintf(err, errlen, "train.epochs %u: the training set's size is needed and its labels "
+				 "under %s cannot be read", sc->train.epochs, sc->data.path ? sc->data.path : "?");
+			return -EINVAL;
+		}
+		free(labels);
+		s.max_steps = (uint64_t)sc->train.epochs * ((nl + batch - 1) / batch);
+	}
 	s.node_of = calloc(s.n, sizeof *s.node_of);
 	s.r = calloc(s.n, sizeof *s.r);
 	s.heap = sim_heap_new((size_t)s.n * 2 + 64);

@@ -639,3 +639,23 @@ Test(sim_p2p, churn_crash_restart_join, .timeout = 60)
 	scenario_destroy(&sc);
 	support_rm_rf(dir);
 }
+
+/* centralized stops after train.epochs passes over the training set, as node/trainer */
+Test(sim_ring, centralized_epochs, .timeout = 60)
+{
+	char err[SCENARIO_ERR_MAX];
+	static const char text[] =
+		"name: c\nseed: 5\nstop: {time: 100s}\nmodel: {kind: softmax}\ntopology: {kind: centralized}\n"
+		"train: {batch: 600, epochs: 2}\nlinkcheck: off\nsimulation: {train: none, step_cost: 4ms, server_cost: 1us}\n";
+	struct scenario *sc;
+	struct sim_result r;
+
+	if (access("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz", R_OK) != 0)
+		cr_skip_test("needs the data set");
+	sc = scenario_parse(text, strlen(text), "c.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	simulate(sc, NULL, &r);
+	cr_assert_eq(r.steps_max, 200, "2 epochs of 60,000 samples in batches of 600: %g", r.steps_max);
+	cr_assert_float_eq(r.sim_end_s, 0.8, 1e-9);
+	scenario_destroy(&sc);
+}
