@@ -659,3 +659,37 @@ Test(sim_ring, centralized_epochs, .timeout = 60)
 	cr_assert_float_eq(r.sim_end_s, 0.8, 1e-9);
 	scenario_destroy(&sc);
 }
+
+/* A connection idle for longer than its RTO starts from the initial window: a ring of 2 on 3 ms
+ * links sends chunks of 11 segments (half of 7,850 floats), which need a second round trip
+ * then. The first step opens new connections (24 ms of ring); after a 100 ms compute the
+ * connection is still warm (RTO = 12 ms + 200 ms), 12 ms; after 300 ms it is cold again, 24 ms. */
+Test(sim_ring, idle_restart, .timeout = 60)
+{
+	static const char *const cost[] = { "100ms", "300ms" };
+	static const double ring_s[] = { 0.012, 0.024 };
+
+	for (int c = 0; c < 2; c++) {
+		char text[512], err[SCENARIO_ERR_MAX], dir[256];
+		struct scenario *sc;
+		struct sim_result r;
+		struct table *t;
+
+		snprintf(text, sizeof text,
+			 "name: r\nseed: 5\nstop: {steps: 10, time: 100s}\nmodel: {kind: softmax}\n"
+			 "topology: {kind: allreduce}\nworkers: 2\nlinkcheck: off\nnetwork:\n  default: {delay: 3ms}\n"
+			 "simulation: {train: none, step_cost: %s, server_cost: 1us}\n", cost[c]);
+		sc = scenario_parse(text, strlen(text), "r.yaml", err, sizeof err);
+		cr_assert_not_null(sc, "%s", err);
+		support_tmpdir(dir, sizeof dir, "simring");
+		simulate(sc, dir, &r);
+		t = load(dir, "nodes/peer0.csv");
+		cr_assert_eq(table_rows(t), 10);
+		cr_assert_float_eq(cell(t, 0, "wait_s"), 0.024, 1e-9);
+		for (size_t k = 1; k < table_rows(t); k++)
+			cr_assert_float_eq(cell(t, k, "wait_s"), ring_s[c], 1e-9, "%s: step %zu", cost[c], k + 1);
+		table_destroy(&t);
+		scenario_destroy(&sc);
+		support_rm_rf(dir);
+	}
+}
