@@ -121,6 +121,7 @@ struct p2p {
 	double *wbuf;               /* a merge's weights (n) */
 	struct csv_writer *eval;
 	bool stop_acc;              /* peer 0 reached stop.accuracy */
+	int64_t last_eval_ns;
 	uint64_t model_bytes, events, updates;
 	int64_t stop_ns;
 	char *err;
@@ -639,6 +640,7 @@ static void eval_row(struct p2p *s, int64_t now)
 		fail(s, rc, "evaluation failed");
 		return;
 	}
+	s->last_eval_ns = now;
 	if (s->eval && csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9, s->run->nodes[s->node_of[0]].name,
 			   s->p[0].clock, (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
 			   test.accuracy, test.loss, train.loss) < 0)
@@ -647,6 +649,14 @@ static void eval_row(struct p2p *s, int64_t now)
 		s->stop_acc = true;
 		s->stop_ns = now;
 	}
+}
+
+/* Only the periodic samples and evaluations are pending: nothing will change any more. */
+static bool idle(const struct p2p *s)
+{
+	size_t periodic = 1 + (s->rep != NULL); /* EV_SAMPLE, EV_EVAL (one of them is being handled) */
+
+	return sim_heap_len(s->heap) + 1 <= periodic;
 }
 
 static void dispatch(struct p2p *s, const struct sim_event *e)
@@ -689,7 +699,8 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 	case EV_SAMPLE:
 		if (sim_record_progress(s->rec, now) < 0)
 			fail(s, -EIO, "write progress.csv failed");
-		if (now + SIM_P2P_SAMPLE_NS <= s->stop_ns)
+		/* nothing else pending (every peer done or gone for good): the run is over */
+		if (now + SIM_P2P_SAMPLE_NS <= s->stop_ns && !idle(s))
 			push_ev(s, now + SIM_P2P_SAMPLE_NS, 0, EV_SAMPLE);
 		break;
 	case EV_NET:
@@ -697,7 +708,7 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 		break;
 	case EV_EVAL:
 		eval_row(s, now);
-		if (!s->stop_acc && now + (int64_t)s->sc->eval_every_us * 1000 <= s->stop_ns)
+		if (!s->stop_acc && now + (int64_t)s->sc->eval_every_us * 1000 <= s->stop_ns && !idle(s))
 			push_ev(s, now + (int64_t)s->sc->eval_every_us * 1000, 0, EV_EVAL);
 		break;
 	}
@@ -727,7 +738,8 @@ static int open_training(struct p2p *s)
 
 	for (uint32_t i = 0; names && i < s->n; i++)
 		names[i] = s->run->nodes[s->node_of[i]].name;
-	s->rep = names ? sim_replicas_new(s->sc, s->n, s->run->seed, s->o->dir, names, s->err, s->errlen) : NULL;
+	s->rep = names ? sim_replicas_new(s->sc, s->n, s->run->seed, SIM_REPLICAS_PEERS, s->o->dir, names, s->err,
+					   s->errlen) : NULL;
 	free(names);
 	if (!s->rep) {
 		if (!s->err[0])
@@ -757,7 +769,8 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 {
 	const struct plan_run *run = o->run;
 	const struct scenario *sc = run->scenario;
-	struct p2p s = { .o = o, .run = run, .sc = sc, .err = err, .errlen = errlen, .free_msg = UINT32_MAX };
+	struct p2p s = { .o = o, .run = run, .sc = sc, .err = err, .errlen = errlen, .free_msg = UINT32_MAX,
+			 .last_eval_ns = -1 };
 	struct sim_event e = { 0 };
 	const char *why;
 	size_t held0, np;
@@ -878,6 +891,13 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		dispatch(&s, &e);
 		if (s.stop_acc)
 			break;
+	}
+	/* peer 0 evaluates once more at the end, as the engine does */
+	if (!s.rc && s.rep && !s.stop_acc) {
+		int64_t end = s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns;
+
+		if (end != s.last_eval_ns)
+			eval_row(&s, end);
 	}
 	if (!s.rc) {
 		struct mallinfo2 mi;

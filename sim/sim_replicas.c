@@ -13,6 +13,7 @@
 #include "node/optim.h"
 #include "node/partition.h"
 #include "node/rng.h"
+#include "node/trainer.h"
 
 struct sim_replica_snap {
 	uint32_t refs;
@@ -97,9 +98,12 @@ void sim_replicas_destroy(struct sim_replicas **pp)
 	free(t);
 }
 
-struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uint64_t seed, const char *dir,
-				      const char *const *names, char *err, size_t errlen)
+struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uint64_t seed,
+				      enum sim_replicas_rules rules, const char *dir, const char *const *names,
+				      char *err, size_t errlen)
 {
+	bool trainer = rules == SIM_REPLICAS_TRAINER;
+	size_t nloss = trainer ? TRAINER_LOSS_SAMPLE : ENGINE_TRAIN_LOSS_SAMPLE;
 	char img[PATH_MAX], lbl[PATH_MAX], path[PATH_MAX + 32];
 	struct partition_params *pp = NULL;
 	struct optim_params op;
@@ -131,6 +135,8 @@ struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uin
 		pp->nfractions = sc->data.n_sizes;
 		memcpy(pp->fractions, sc->data.sizes, sc->data.n_sizes * sizeof *sc->data.sizes);
 	}
+	if (trainer) /* node/trainer: the whole set as one iid "partition" of one node */
+		*pp = (struct partition_params){ .scheme = PARTITION_IID, .nodes = 1, .seed = seed };
 	if (partition_build(pp, t->train->labels, t->train->n, &t->part) < 0) {
 		snprintf(err, errlen, "data.partition: cannot split %u samples over %u peers", t->train->n, n);
 		goto fail;
@@ -183,15 +189,20 @@ struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uin
 		t->np = model_nparams(d->model);
 		d->optim = optim_new(t->np, &op);
 		d->order = malloc(d->n * sizeof *d->order);
-		d->loss_idx = malloc(ENGINE_TRAIN_LOSS_SAMPLE * sizeof *d->loss_idx);
+		d->loss_idx = malloc(nloss * sizeof *d->loss_idx);
 		if (!d->optim || !d->order || !d->loss_idx)
 			goto nomem;
 		for (uint32_t i = 0; i < d->n; i++)
 			d->order[i] = i;
-		/* node/engine_common's order: its stream, its shuffle of its share's positions */
-		rng_seed(&d->rng, seed ^ ((uint64_t)k << 32), ENGINE_RNG_STREAM_ORDER);
+		/* node/engine_common's order: its stream, its shuffle of its share's positions;
+		 * node/trainer's: its epoch stream, a shuffle at the start of every epoch (the same
+		 * sequence of shuffles as one now and one at every wrap) */
+		if (trainer)
+			rng_seed(&d->rng, seed, TRAINER_RNG_STREAM_EPOCH);
+		else
+			rng_seed(&d->rng, seed ^ ((uint64_t)k << 32), ENGINE_RNG_STREAM_ORDER);
 		rng_shuffle_u32(&d->rng, d->order, (size_t)d->n);
-		d->nloss = eval_sample((uint32_t)d->n, ENGINE_TRAIN_LOSS_SAMPLE, seed, d->loss_idx);
+		d->nloss = eval_sample((uint32_t)d->n, nloss, seed, d->loss_idx);
 		for (size_t i = 0; i < d->nloss; i++)
 			d->loss_idx[i] = d->share[d->loss_idx[i]];
 		if (publish(t, k) < 0)

@@ -22,10 +22,17 @@
 struct sim_replicas;
 struct sim_replica_snap;
 
-/* Load the data, split it over n peers, build n replicas and optimisers from sc and seed. dir
- * (may be NULL) gets partition.csv with the peers' names. NULL with err filled on failure. */
-struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uint64_t seed, const char *dir,
-				      const char *const *names, char *err, size_t errlen);
+/* Whose rules: the engines' peers (node/engine_common: the scenario's partition, a minibatch
+ * order per peer, a train_loss sample of ENGINE_TRAIN_LOSS_SAMPLE), or the centralized trainer
+ * (node/trainer: one node, the whole set, its epoch stream, TRAINER_LOSS_SAMPLE). */
+enum sim_replicas_rules { SIM_REPLICAS_PEERS = 0, SIM_REPLICAS_TRAINER };
+
+/* Load the data, split it over n peers, build n replicas and optimisers from sc and seed, by
+ * `rules` (SIM_REPLICAS_TRAINER: n = 1). dir (may be NULL) gets partition.csv with the peers'
+ * names. NULL with err filled on failure. */
+struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uint64_t seed,
+				      enum sim_replicas_rules rules, const char *dir, const char *const *names,
+				      char *err, size_t errlen);
 /* Free *p (and every snapshot still referenced only by it) and set it to NULL. */
 void sim_replicas_destroy(struct sim_replicas **p);
 

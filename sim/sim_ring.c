@@ -65,6 +65,8 @@ struct ring {
 	int64_t end_ns;      /* the last step's end */
 	uint64_t max_steps;  /* centralized: train.epochs over the training set (0: none) */
 	bool central;        /* centralized: node/trainer's stop rule */
+	int64_t last_eval_ns;
+	uint32_t done;       /* nodes that stopped: with all of them the run is over */
 	char *err;
 	size_t errlen;
 	int rc;
@@ -157,6 +159,7 @@ static void step_end(struct ring *s, uint32_t i, int64_t now)
 			 (s->max_steps && d->step >= s->max_steps)
 		      : d->step - 1 >= s->last_step) {
 		d->done = true;
+		s->done++;
 		sim_record_live(s->rec, i, false);
 		return;
 	}
@@ -189,15 +192,22 @@ static void eval_row(struct ring *s, int64_t now)
 	struct eval_result test, train;
 	uint64_t samples = sim_replicas_samples(s->rep, 0) * s->n;
 	int rc = sim_replicas_eval(s->rep, 0, &test, &train);
+	const char *name = s->run->nodes[s->node_of[0]].name;
+	double epoch = (double)samples / sim_replicas_share(s->rep, 0);
 
 	if (rc < 0) {
 		fail(s, rc, "evaluation failed");
 		return;
 	}
-	if (s->eval && csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9,
-				      s->run->nodes[s->node_of[0]].name, s->r[0].step,
-				      (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
-				      test.accuracy, test.loss, train.loss) < 0)
+	s->last_eval_ns = now;
+	/* node/trainer prints 4 decimals, the engines 6 */
+	if (s->eval && s->central)
+		rc = csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.4f,%.4f,%.4f", now / 1e9, name, s->r[0].step,
+				    epoch, (unsigned long long)samples, test.accuracy, test.loss, train.loss);
+	else if (s->eval)
+		rc = csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9, name, s->r[0].step,
+				    epoch, (unsigned long long)samples, test.accuracy, test.loss, train.loss);
+	if (rc < 0)
 		fail(s, -EIO, "write eval.csv failed");
 	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy && !s->stop_acc) {
 		s->stop_acc = true;
@@ -230,15 +240,18 @@ static void dispatch(struct ring *s, const struct sim_event *e)
 		advance(s, e->who, now);
 		break;
 	case EV_SAMPLE:
+		/* the samples and the evaluations end with the run (every node stopped) */
 		if (sim_record_progress(s->rec, now) < 0)
 			fail(s, -EIO, "write progress.csv failed");
-		if (now + SIM_RING_SAMPLE_NS <= s->stop_ns)
+		if (s->done < s->n && now + SIM_RING_SAMPLE_NS <= s->stop_ns)
 			push_ev(s, now + SIM_RING_SAMPLE_NS, 0, EV_SAMPLE);
 		break;
 	case EV_NET:
 		sim_net_apply(s->net, e->who);
 		break;
 	case EV_EVAL:
+		if (s->done == s->n)
+			break;
 		eval_row(s, now);
 		if (!s->stop_acc && now + (int64_t)s->sc->eval_every_us * 1000 <= s->stop_ns)
 			push_ev(s, now + (int64_t)s->sc->eval_every_us * 1000, 0, EV_EVAL);
@@ -248,11 +261,6 @@ static void dispatch(struct ring *s, const struct sim_event *e)
 
 static const char *unsupported(const struct plan_run *run)
 {
-	const struct scenario *sc = run->scenario;
-
-	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && sc->topology.kind == SCENARIO_TOPO_CENTRALIZED)
-		return "topology centralized with simulation.train real is not simulated yet (train none counts "
-		       "its steps)";
 	for (size_t i = 0; i < run->n_nodes; i++)
 		if (run->nodes[i].straggler.set & (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART |
 						   SCENARIO_STRAG_JOIN | SCENARIO_STRAG_LEAVE))
@@ -265,7 +273,8 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 {
 	const struct plan_run *run = o->run;
 	const struct scenario *sc = run->scenario;
-	struct ring s = { .run = run, .sc = sc, .err = err, .errlen = errlen, .last_step = UINT32_MAX };
+	struct ring s = { .run = run, .sc = sc, .err = err, .errlen = errlen, .last_step = UINT32_MAX,
+			  .last_eval_ns = -1 };
 	struct sim_event e;
 	enum scenario_role role = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? SCENARIO_ROLE_CENTRAL
 										  : SCENARIO_ROLE_PEER;
@@ -343,7 +352,9 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 
 		for (uint32_t i = 0; names && i < s.n; i++)
 			names[i] = run->nodes[s.node_of[i]].name;
-		s.rep = names ? sim_replicas_new(sc, s.n, run->seed, o->dir, names, err, errlen) : NULL;
+		s.rep = names ? sim_replicas_new(sc, s.n, run->seed,
+						  s.central ? SIM_REPLICAS_TRAINER : SIM_REPLICAS_PEERS, o->dir,
+						  names, err, errlen) : NULL;
 		free(names);
 		if (!s.rep) {
 			s.rc = -EINVAL;
@@ -369,6 +380,9 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		s.events++;
 		dispatch(&s, &e);
 	}
+	/* the engines and the trainer evaluate once more at the end */
+	if (!s.rc && s.rep && s.last_eval_ns != s.end_ns)
+		eval_row(&s, s.end_ns);
 	if (!s.rc) {
 		struct mallinfo2 mi;
 
