@@ -857,7 +857,9 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	if (errlen)
 		err[0] = '\0';
 	/* the topologies without a server have drivers of their own */
-	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && (sc->stop_time_us || sc->stop_steps)) {
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN &&
+	    (sc->stop_time_us || sc->stop_steps ||
+	     (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->train.epochs))) {
 		if (sc->topology.kind == SCENARIO_TOPO_P2P)
 			return sim_p2p_run(o, res, err, errlen);
 		if (sc->topology.kind == SCENARIO_TOPO_ALLREDUCE || sc->topology.kind == SCENARIO_TOPO_CENTRALIZED)
