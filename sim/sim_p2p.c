@@ -96,6 +96,7 @@ struct peer {
 	bool *answered;
 	int64_t deadline_ns;
 	uint32_t resume_from;
+	struct sim_replica_snap *resume_snap; /* train real: the replica the catch-up pulled */
 };
 
 struct p2p {
@@ -446,6 +447,10 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 		if (p->state == P_CATCHUP || p->state == P_RESUME) {
 			p->their[m.from] = m.value;
 			p->answered[m.from] = true;
+			if (m.type == M_MODEL && m.snap && !p->resume_snap) {
+				p->resume_snap = m.snap; /* the reference moves to the catch-up */
+				m.snap = NULL;
+			}
 		} else if (m.type == M_MODEL) {
 			if (m.snap) {
 				p->got[p->ngot] = m.snap; /* the reference moves to the round */
@@ -489,8 +494,10 @@ static void end_exchange(struct p2p *s, uint32_t i)
 	s->p[i].left = 0;
 }
 
-static void catch_up_free(struct peer *p)
+static void catch_up_free(struct p2p *s, struct peer *p)
 {
+	if (p->resume_snap)
+		sim_replicas_release(s->rep, &p->resume_snap);
 	free(p->their);
 	free(p->answered);
 	p->their = NULL;
@@ -509,7 +516,7 @@ static void crash(struct p2p *s, uint32_t i, int64_t now)
 	p->gen++;
 	p->nheld = 0;
 	end_exchange(s, i);
-	catch_up_free(p);
+	catch_up_free(s, p);
 	for (uint32_t a = 0; a < p->ngot; a++)
 		sim_replicas_release(s->rep, &p->got[a]);
 	p->ngot = 0;
@@ -558,6 +565,10 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	}
 	p->clock = 0;
 	p->nheld = 0;
+	if (s->rep && sim_replicas_restart(s->rep, i) < 0) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
 	sim_record_set_clock(s->rec, i, 0);
 	sim_record_live(s->rec, i, true);
 	/* its connections complete their handshakes: the running peers see it come up, and it
@@ -598,7 +609,7 @@ static void catch_up_done(struct p2p *s, uint32_t i, int64_t now)
 	end_exchange(s, i);
 	from = core_p2p_resume_from(p->core, p->clock, p->answered, p->their, &lo);
 	if (from == UINT32_MAX) {
-		catch_up_free(p);
+		catch_up_free(s, p);
 		p->state = P_BARRIER;
 		begin_step(s, i, now);
 		return;
@@ -618,7 +629,12 @@ static void resume_done(struct p2p *s, uint32_t i, int64_t now)
 
 	end_exchange(s, i);
 	p->clock = (uint32_t)p->their[p->resume_from];
-	catch_up_free(p);
+	/* the engine copies the replica that came (its optimiser stays the new process's) */
+	if (p->resume_snap && sim_replicas_adopt(s->rep, i, p->resume_snap) < 0) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	catch_up_free(s, p);
 	if (sim_record_set_clock(s->rec, i, p->clock) < 0) {
 		fail(s, -ENOMEM, "out of memory");
 		return;
@@ -721,12 +737,6 @@ static const char *unsupported(const struct plan_run *run)
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && sc->consistency.combine == SCENARIO_COMBINE_ENSEMBLE)
 		return "topology p2p: combine ensemble with simulation.train real is not simulated yet (its "
 		       "evaluation pulls every replica; train none counts its steps)";
-	for (size_t i = 0; sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && i < run->n_nodes; i++)
-		if (run->nodes[i].straggler.set &
-		    (SCENARIO_STRAG_CRASH | SCENARIO_STRAG_RESTART | SCENARIO_STRAG_JOIN))
-			return "topology p2p: crash, restart and join with simulation.train real are not "
-			       "simulated yet (a restarted peer's replica and optimiser; train none counts "
-			       "their steps)";
 	return NULL;
 }
 
@@ -921,7 +931,7 @@ out:
 			sim_replicas_release(s.rep, &s.p[i].got[a]);
 		free(s.p[i].got);
 		free(s.p[i].got_from);
-		catch_up_free(&s.p[i]);
+		catch_up_free(&s, &s.p[i]);
 		core_p2p_destroy(&s.p[i].core);
 		free(s.p[i].held);
 	}

@@ -7,8 +7,7 @@
  * when a gossip round is due and whom it pulls. Messages (CLOCK_REQ, CLOCK_REP, PULL, MODEL,
  * BYE) ride sim/sim_net. Outputs through sim/sim_record, in the emulator's p2p trace schema
  * (docs/engines.md: wait_s is barrier plus gossip, staleness the most lagging merged replica).
- * train real through sim/sim_replicas (not with combine ensemble, nor with crash, restart or
- * join); churn as the engine lives it: crash, restart and late join (its catch-up), leave
+ * train real through sim/sim_replicas (not with combine ensemble); churn as the engine lives it: crash, restart and late join (its catch-up), leave
  * (docs/simulation.md). Called by sim_run. */
 #ifndef STALENET_SIM_P2P_H
 #define STALENET_SIM_P2P_H

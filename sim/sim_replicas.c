@@ -43,6 +43,11 @@ struct sim_replicas {
 	uint8_t *y;
 	uint32_t *idx;                  /* a minibatch's positions in the training set */
 	double *acc;                    /* a merge's sums */
+	/* what a restarted peer starts from again */
+	struct model_spec spec;
+	struct optim_params op;
+	uint64_t seed;
+	bool trainer;
 };
 
 void sim_replicas_release(struct sim_replicas *t, struct sim_replica_snap **s)
@@ -67,6 +72,21 @@ static int publish(struct sim_replicas *t, uint32_t k)
 	sim_replicas_release(t, &t->p[k].published);
 	t->p[k].published = s;
 	return 0;
+}
+
+/* Peer k's minibatch order from the start of its stream. */
+static void order_init(struct sim_replicas *t, uint32_t k)
+{
+	struct peer_data *d = &t->p[k];
+
+	for (uint32_t i = 0; i < d->n; i++)
+		d->order[i] = i;
+	if (t->trainer)
+		rng_seed(&d->rng, t->seed, TRAINER_RNG_STREAM_EPOCH);
+	else
+		rng_seed(&d->rng, t->seed ^ ((uint64_t)k << 32), ENGINE_RNG_STREAM_ORDER);
+	rng_shuffle_u32(&d->rng, d->order, (size_t)d->n);
+	d->pos = 0;
 }
 
 void sim_replicas_destroy(struct sim_replicas **pp)
@@ -166,6 +186,10 @@ struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uin
 				    .step_every = sc->train.lr_step_every, .step_gamma = sc->train.lr_step_gamma,
 				    .decay = sc->train.lr_decay };
 	model_blas_threads(1);
+	t->spec = spec;
+	t->op = op;
+	t->seed = seed;
+	t->trainer = trainer;
 	t->p = calloc(n, sizeof *t->p);
 	t->x = malloc(t->batch * t->train->dim * sizeof *t->x);
 	t->y = malloc(t->batch);
@@ -192,16 +216,10 @@ struct sim_replicas *sim_replicas_new(const struct scenario *sc, uint32_t n, uin
 		d->loss_idx = malloc(nloss * sizeof *d->loss_idx);
 		if (!d->optim || !d->order || !d->loss_idx)
 			goto nomem;
-		for (uint32_t i = 0; i < d->n; i++)
-			d->order[i] = i;
 		/* node/engine_common's order: its stream, its shuffle of its share's positions;
 		 * node/trainer's: its epoch stream, a shuffle at the start of every epoch (the same
 		 * sequence of shuffles as one now and one at every wrap) */
-		if (trainer)
-			rng_seed(&d->rng, seed, TRAINER_RNG_STREAM_EPOCH);
-		else
-			rng_seed(&d->rng, seed ^ ((uint64_t)k << 32), ENGINE_RNG_STREAM_ORDER);
-		rng_shuffle_u32(&d->rng, d->order, (size_t)d->n);
+		order_init(t, k);
 		d->nloss = eval_sample((uint32_t)d->n, nloss, seed, d->loss_idx);
 		for (size_t i = 0; i < d->nloss; i++)
 			d->loss_idx[i] = d->share[d->loss_idx[i]];
@@ -269,6 +287,32 @@ int sim_replicas_step_mean(struct sim_replicas *t, double *loss)
 		t->sum[e] /= (float)t->n;
 	optim_step(t->p[0].optim, model_params(t->p[0].model), t->sum);
 	return publish(t, 0);
+}
+
+int sim_replicas_restart(struct sim_replicas *t, uint32_t k)
+{
+	struct peer_data *d = &t->p[k];
+	struct model *m = model_new(&t->spec, t->seed);
+	struct optim *o = optim_new(t->np, &t->op);
+
+	if (!m || !o) {
+		model_destroy(&m);
+		optim_destroy(&o);
+		return -ENOMEM;
+	}
+	model_destroy(&d->model);
+	optim_destroy(&d->optim);
+	d->model = m;
+	d->optim = o;
+	d->samples = 0;
+	order_init(t, k);
+	return publish(t, k);
+}
+
+int sim_replicas_adopt(struct sim_replicas *t, uint32_t k, const struct sim_replica_snap *snap)
+{
+	model_set_params(t->p[k].model, snap->p);
+	return publish(t, k);
 }
 
 struct sim_replica_snap *sim_replicas_published(struct sim_replicas *t, uint32_t k)

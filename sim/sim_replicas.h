@@ -39,6 +39,13 @@ void sim_replicas_destroy(struct sim_replicas **p);
 /* Peer k's step: the gradient of its next minibatch on its replica, its optimiser's step, and
  * the result published. The minibatch loss goes to *loss. 0 or negative errno. */
 int sim_replicas_step(struct sim_replicas *t, uint32_t k, double *loss);
+/* Peer k's process starts again (a restart): the initial replica, a fresh optimiser, its
+ * minibatch order from the start of its stream, no samples, as a new emulated process has;
+ * published. 0 or -ENOMEM. */
+int sim_replicas_restart(struct sim_replicas *t, uint32_t k);
+/* Peer k takes a pulled replica as its own (a rejoining peer's catch-up), published. 0 or
+ * -ENOMEM. */
+int sim_replicas_adopt(struct sim_replicas *t, uint32_t k, const struct sim_replica_snap *snap);
 /* A new reference to peer k's published replica (what a MODEL reply carries). */
 struct sim_replica_snap *sim_replicas_published(struct sim_replicas *t, uint32_t k);
 /* Drop a reference; *s becomes NULL (NULL is fine). */
