@@ -407,7 +407,8 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 	s->msgs[id].next_free = s->free_msg;
 	s->msgs[id].snap = NULL; /* the reference is m's now */
 	s->free_msg = id;
-	p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
+	if (m.type != M_UP && m.type != M_DOWN) /* those two carry no bytes */
+		p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
 	if (p->state == P_DONE || p->state == P_OFF) {
 		if (m.snap)
 			sim_replicas_release(s->rep, &m.snap);
