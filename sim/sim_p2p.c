@@ -658,9 +658,10 @@ static void eval_row(struct p2p *s, int64_t now)
 		return;
 	}
 	s->last_eval_ns = now;
-	if (s->eval && csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9, s->run->nodes[s->node_of[0]].name,
-			   s->p[0].clock, (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
-			   test.accuracy, test.loss, train.loss) < 0)
+	if (s->eval && csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9,
+				      s->run->nodes[s->node_of[0]].name, s->p[0].clock,
+				      (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
+				      test.accuracy, test.loss, train.loss) < 0)
 		fail(s, -EIO, "write eval.csv failed");
 	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy) {
 		s->stop_acc = true;
