@@ -25,7 +25,6 @@
 #include "node/partition.h"
 #include "node/straggler.h"
 
-#define ENGINE_TRAIN_LOSS_SAMPLE 2000
 #define CTL_READY_TIMEOUT_MS (10 * 60 * 1000)
 
 static int split_addrs(const char *list, uint32_t n, char (*out)[ENGINE_ADDR_LEN])
@@ -312,7 +311,7 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 	}
 	for (uint32_t i = 0; i < w->train->n; i++)
 		w->order[i] = i;
-	rng_seed(&w->rng, c->seed ^ ((uint64_t)c->index << 32), ENGINE_STREAM_ORDER);
+	rng_seed(&w->rng, c->seed ^ ((uint64_t)c->index << 32), ENGINE_RNG_STREAM_ORDER);
 	rng_shuffle_u32(&w->rng, w->order, w->train->n);
 	w->nloss_idx = eval_sample(w->train->n, ENGINE_TRAIN_LOSS_SAMPLE, c->seed, w->loss_idx);
 	*out = w;

@@ -32,9 +32,11 @@ struct straggler;
 
 #define ENGINE_MAX_NODES LIMITS_MAX_NODES /* lib/limits.h: the validator refuses more */
 #define ENGINE_ADDR_LEN 64
-/* rng stream of a worker's minibatch order (seeded with run.seed ^ index << 32): sim/sim_train
- * draws the same stream so a simulated worker reads the emulated worker's minibatches */
-#define ENGINE_STREAM_ORDER 0x6f72646572ull
+/* The train_loss column: a fixed sample of this many of the evaluating node's own share. */
+#define ENGINE_TRAIN_LOSS_SAMPLE 2000
+/* The stream (with run.seed ^ (index << 32)) that shuffles a node's minibatch order; the
+ * simulator draws the same orders from it. */
+#define ENGINE_RNG_STREAM_ORDER 0x6f72646572ull
 
 /* The run as one node sees it; filled by engine_conf_read, plain data. */
 struct engine_conf {

@@ -1,7 +1,7 @@
 /* node/trainer: see trainer.h.
  *
  * Plain minibatch SGD over a seed-shuffled order of the whole training set, reshuffled every
- * epoch. Evaluation (full test set plus train loss on a fixed sample of TRAIN_LOSS_SAMPLE
+ * epoch. Evaluation (full test set plus train loss on a fixed sample of TRAINER_LOSS_SAMPLE
  * training samples) happens when eval.every seconds have passed since the last one, checked
  * between steps, so the step loop itself never reads the clock more than once per step. */
 #include "node/trainer.h"
@@ -26,8 +26,6 @@
 #include "node/partition.h"
 #include "node/rng.h"
 
-#define TRAIN_LOSS_SAMPLE 10000
-#define RNG_STREAM_EPOCH 0x65706f6368ull
 
 struct trainer_cfg {
 	const char *run_dir, *node_name, *data_dir;
@@ -149,7 +147,7 @@ int trainer_run(const struct kv *cfg)
 	m = model_new(&spec, (uint64_t)c.seed);
 	opt = m ? optim_new(model_nparams(m), &op) : NULL;
 	order = malloc(train->n * sizeof *order);
-	sample = malloc(TRAIN_LOSS_SAMPLE * sizeof *sample);
+	sample = malloc(TRAINER_LOSS_SAMPLE * sizeof *sample);
 	x = malloc((size_t)c.batch * train->dim * sizeof *x);
 	y = malloc((size_t)c.batch);
 	grad = m ? malloc(model_nparams(m) * sizeof *grad) : NULL;
@@ -157,7 +155,7 @@ int trainer_run(const struct kv *cfg)
 		rc = m && opt ? -ENOMEM : -EINVAL;
 		goto out;
 	}
-	nsample = eval_sample(train->n, TRAIN_LOSS_SAMPLE, (uint64_t)c.seed, sample);
+	nsample = eval_sample(train->n, TRAINER_LOSS_SAMPLE, (uint64_t)c.seed, sample);
 	snprintf(path, sizeof path, "%s/eval.csv", c.run_dir);
 	csv = csv_writer_open(path, TRACE_HEADER_EVAL);
 	if (!csv) {
@@ -183,7 +181,7 @@ int trainer_run(const struct kv *cfg)
 		 (long long)c.batch, op.lr);
 	for (uint32_t i = 0; i < train->n; i++)
 		order[i] = i;
-	rng_seed(&r, (uint64_t)c.seed, RNG_STREAM_EPOCH);
+	rng_seed(&r, (uint64_t)c.seed, TRAINER_RNG_STREAM_EPOCH);
 	last_eval_ns = clock_now_ns();
 
 	for (int64_t epoch = 0; !stop && (c.epochs == 0 || epoch < c.epochs); epoch++) {

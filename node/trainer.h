@@ -10,6 +10,12 @@
 #ifndef STALENET_TRAINER_H
 #define STALENET_TRAINER_H
 
+/* The train_loss column: a fixed sample of this many training samples. */
+#define TRAINER_LOSS_SAMPLE 10000
+/* The stream (with run.seed) that shuffles the training set at the start of every epoch; the
+ * simulator draws the same orders from it. */
+#define TRAINER_RNG_STREAM_EPOCH 0x65706f6368ull
+
 struct kv;
 
 /* Train as configured. Returns 0 or negative errno (logged). */

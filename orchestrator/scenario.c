@@ -356,6 +356,7 @@ static const char *const draw_names[] = { "check", "crossing", NULL };
 static const char *const workload_names[] = { "train", "linkcheck", NULL };
 static const char *const failure_names[] = { "stop", "continue", NULL };
 static const char *const sim_train_names[] = { "none", "real", NULL };
+static const char *const sim_recovery_names[] = { "timeout", "fast", NULL };
 static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", "registry",
 					  "device", NULL };
 static const char *const fleet_strategy_names[] = { "full", "delta", "sparse", "replay", "auto", NULL };
@@ -1701,7 +1702,7 @@ static int sec_simulation(struct cv *cv, const struct yamltree_node *m)
 	int rc, idx;
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "simulation")) ||
 	    (rc = check_keys(cv, m, KEYS("train", "step_cost", "server_cost", "rto_min", "mss", "node_files",
-				       "profile"), "simulation")))
+				       "profile", "loss_recovery"), "simulation")))
 		return rc;
 	sc->simulation.present = true;
 	if ((v = GET(m, "train"))) {
@@ -1731,6 +1732,11 @@ static int sec_simulation(struct cv *cv, const struct yamltree_node *m)
 	}
 	if ((v = GET(m, "mss")) && (rc = get_u32(cv, v, 88, 65495, "simulation.mss", &sc->simulation.mss)))
 		return rc;
+	if ((v = GET(m, "loss_recovery"))) {
+		if ((rc = get_enum(cv, v, sim_recovery_names, "simulation.loss_recovery", &idx)))
+			return rc;
+		sc->simulation.loss_recovery = (enum scenario_sim_recovery)idx;
+	}
 	if ((v = GET(m, "node_files")) &&
 	    (rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "simulation.node_files", &sc->simulation.node_files)))
 		return rc;

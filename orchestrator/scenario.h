@@ -51,6 +51,7 @@ enum scenario_draw { SCENARIO_DRAW_CHECK = 0, SCENARIO_DRAW_CROSSING };
 enum scenario_workload { SCENARIO_WORKLOAD_TRAIN = 0, SCENARIO_WORKLOAD_LINKCHECK };
 enum scenario_on_failure { SCENARIO_ON_FAILURE_STOP = 0, SCENARIO_ON_FAILURE_CONTINUE };
 enum scenario_sim_train { SCENARIO_SIM_TRAIN_NONE = 0, SCENARIO_SIM_TRAIN_REAL };
+enum scenario_sim_recovery { SCENARIO_SIM_RECOVERY_TIMEOUT = 0, SCENARIO_SIM_RECOVERY_FAST };
 enum scenario_role { SCENARIO_ROLE_SERVER = 0, SCENARIO_ROLE_WORKER, SCENARIO_ROLE_PEER,
 		     SCENARIO_ROLE_CENTRAL, SCENARIO_ROLE_PROBE, SCENARIO_ROLE_REGISTRY,
 		     SCENARIO_ROLE_DEVICE };
@@ -277,6 +278,8 @@ struct scenario {
 		uint64_t server_cost_us;        /* server time per message, 0 = measure */
 		uint64_t rto_min_us;            /* TCP minimum retransmission timeout, default 200 ms */
 		uint32_t mss;                   /* TCP segment payload bytes, default 1448 */
+		enum scenario_sim_recovery loss_recovery; /* how a lost segment is recovered, default
+							   * timeout (docs/simulation.md) */
 		uint32_t node_files;            /* nodes/<worker>.csv up to this many workers, default 64 */
 		char *profile;                  /* calibration profile (not read yet), NULL = none */
 	} simulation;

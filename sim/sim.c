@@ -40,7 +40,9 @@
 #include "orchestrator/linktrace.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_link.h"
+#include "sim/sim_p2p.h"
 #include "sim/sim_profile.h"
+#include "sim/sim_ring.h"
 #include "sim/sim_train.h"
 
 #define SIM_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
@@ -752,8 +754,8 @@ static const char *unsupported(const struct plan_run *run)
 	if (sc->workload != SCENARIO_WORKLOAD_TRAIN)
 		return "workload linkcheck is not simulated (expected train)";
 	if (sc->topology.kind != SCENARIO_TOPO_PS)
-		return "only topology parameter-server is simulated so far (p2p, allreduce and "
-		       "centralized: not yet)";
+		return "topology fleet is not simulated (parameter-server, p2p, allreduce and centralized "
+		       "are)";
 	if ((sc->consistency.combine == SCENARIO_COMBINE_AVERAGE || sc->consistency.local_steps > 1) &&
 	    sc->simulation.train == SCENARIO_SIM_TRAIN_REAL)
 		return "model averaging with simulation.train real is not simulated yet (train none counts "
@@ -888,6 +890,15 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	if (errlen)
 		err[0] = '\0';
+	/* the topologies without a server have drivers of their own */
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN &&
+	    (sc->stop_time_us || sc->stop_steps ||
+	     (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->train.epochs))) {
+		if (sc->topology.kind == SCENARIO_TOPO_P2P)
+			return sim_p2p_run(o, res, err, errlen);
+		if (sc->topology.kind == SCENARIO_TOPO_ALLREDUCE || sc->topology.kind == SCENARIO_TOPO_CENTRALIZED)
+			return sim_ring_run(o, res, err, errlen);
+	}
 	if ((why = unsupported(run))) {
 		snprintf(err, errlen, "%s", why);
 		return -EINVAL;
@@ -899,7 +910,8 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	s.model_bytes = np * sizeof(float) + WIRE_HEADER_BYTES;
 	s.tcp = (struct sim_link_tcp){ .rto_min_ns = (int64_t)sc->simulation.rto_min_us * 1000,
-				       .mss = sc->simulation.mss };
+				       .mss = sc->simulation.mss,
+				       .fast_recovery = sc->simulation.loss_recovery == SCENARIO_SIM_RECOVERY_FAST };
 	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
 	rng_seed(&s.link_rng, run->seed, 0x4c494e4bull);
 	s.n = 0;

@@ -11,6 +11,7 @@
 #define SIM_LINK_RTO_MAX_NS 120000000000ll /* TCP_RTO_MAX */
 #define SIM_LINK_MAX_RETRIES 15            /* tcp_retries2: the connection would die after it */
 #define SIM_LINK_WINDOW 10                 /* segments in flight: Linux's initial window (IW10) */
+#define SIM_LINK_DELACK_NS 200000000ll     /* TCP_DELACK_MAX: a lone segment's probe waits for it */
 
 double sim_link_loss_prob(const struct link_params *p)
 {
@@ -19,6 +20,19 @@ double sim_link_loss_prob(const struct link_params *p)
 	if (p->loss_model == LINK_LOSS_GEMODEL)
 		return netem_model_ge_loss_rate(p->ge_p_ppm, p->ge_r_ppm, p->ge_1h_ppm, p->ge_1k_ppm);
 	return p->loss_ppm / 1e6;
+}
+
+uint32_t sim_link_slow_start_rounds(const struct sim_link_tcp *tcp, uint64_t bytes)
+{
+	uint32_t mss = tcp->mss ? tcp->mss : 1448, rounds = 0;
+	uint64_t k = (bytes + mss - 1) / mss, sent = SIM_LINK_WINDOW, w = SIM_LINK_WINDOW;
+
+	while (sent < k) {
+		w *= 2;
+		sent += w;
+		rounds++;
+	}
+	return rounds;
 }
 
 /* Segments passed before the next loss: geometric with success probability p. */
@@ -72,6 +86,43 @@ int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rt
 	return cost;
 }
 
+int64_t sim_link_loss_fast_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
+			      uint32_t *lost)
+{
+	int64_t cost = 0;
+	uint32_t nlost = 0;
+	double l1mp;
+	uint64_t i;
+
+	if (p > 0.999999)
+		p = 0.999999;
+	if (!(p > 0) || segments == 0) {
+		if (lost)
+			*lost = 0;
+		return 0;
+	}
+	l1mp = log1p(-p);
+	for (i = gap(l1mp, r); i < segments; i += 1 + gap(l1mp, r)) {
+		int64_t rto = rto_ns;
+
+		nlost++;
+		if (i + 1 < segments)
+			cost += rtt_ns + rtt_ns / 4;              /* RACK: a later segment was SACKed */
+		else if (segments > 1)
+			cost += 2 * rtt_ns;                       /* tail loss probe */
+		else
+			cost += rtt_ns + rtt_ns / 2 + SIM_LINK_DELACK_NS; /* probe of a lone segment */
+		/* the retransmission lost again: timeouts, doubled each time */
+		for (int k = 0; k < SIM_LINK_MAX_RETRIES && rng_uniform(r) < p; k++) {
+			cost += rto;
+			rto = rto * 2 > SIM_LINK_RTO_MAX_NS ? SIM_LINK_RTO_MAX_NS : rto * 2;
+		}
+	}
+	if (lost)
+		*lost = nlost;
+	return cost;
+}
+
 int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64_t bytes, int64_t now_ns,
 		      int64_t rtt_ns, struct rng *r, struct sim_link_cost *cost)
 {
@@ -99,7 +150,8 @@ int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64
 				prop = 0;
 		}
 		rto = rtt_ns + (tcp->rto_min_ns > 4 * jitter ? tcp->rto_min_ns : 4 * jitter);
-		loss = sim_link_loss_ns(sim_link_loss_prob(p), k, rto, rtt_ns, r, &lost);
+		loss = tcp->fast_recovery ? sim_link_loss_fast_ns(sim_link_loss_prob(p), k, rto, rtt_ns, r, &lost)
+					  : sim_link_loss_ns(sim_link_loss_prob(p), k, rto, rtt_ns, r, &lost);
 	}
 	if (cost)
 		*cost = (struct sim_link_cost){ .queue_ns = start - now_ns, .serial_ns = serial, .prop_ns = prop,

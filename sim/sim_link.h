@@ -23,6 +23,7 @@
 #ifndef STALENET_SIM_LINK_H
 #define STALENET_SIM_LINK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "lib/link_params.h"
@@ -33,6 +34,8 @@ struct rng;
 struct sim_link_tcp {
 	int64_t rto_min_ns;  /* simulation.rto_min (Linux: 200 ms) */
 	uint32_t mss;        /* bytes of payload per segment (1448 on Ethernet with timestamps) */
+	bool fast_recovery;  /* simulation.loss_recovery fast: sim_link_loss_fast_ns, else
+			      * sim_link_loss_ns (timeouts) */
 };
 
 /* One direction of a link: its parameters (borrowed; a timeline change swaps the pointer) and
@@ -54,6 +57,22 @@ struct sim_link_cost {
  * gets the number of segments lost at least once. */
 int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
 			 uint32_t *lost);
+
+/* Loss cost as Linux's SACK/RACK and tail loss probe recover it (simulation.loss_recovery
+ * fast): a lost segment with a segment of the message behind it is detected when that one is
+ * acknowledged and retransmitted after a reordering window of a quarter round trip (1.25
+ * rtt); a lost last segment by a probe after 2 rtt (a one-segment message: 1.5 rtt plus the
+ * 200 ms delayed-ACK allowance); a retransmission lost again waits for the timeout rto_ns,
+ * doubled each time. The window is halved, not collapsed: no slow start after. *lost as
+ * sim_link_loss_ns. */
+int64_t sim_link_loss_fast_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
+			      uint32_t *lost);
+
+/* Round trips beyond the first that a message of `bytes` needs when its sender starts from the
+ * initial window of 10 segments (a new connection, or one whose sender was idle for longer than
+ * its RTO: Linux's tcp_slow_start_after_idle): slow start sends 10, 20, 40, ... segments per
+ * round trip. 0 for a message that fits the initial window. */
+uint32_t sim_link_slow_start_rounds(const struct sim_link_tcp *tcp, uint64_t bytes);
 
 /* The per-segment loss probability of p's loss settings (random loss, or Gilbert-Elliott's
  * long-run rate). */

@@ -5,7 +5,7 @@
  * model changed) and freed when its last holder moves on, so memory is one model per version
  * still in use, never one per worker. Minibatches follow the emulated worker's rule (its share,
  * shuffled with its own stream, reshuffled every local epoch), drawn from the very stream the
- * emulated worker uses (ENGINE_STREAM_ORDER): the same seed gives the same minibatches in the
+ * emulated worker uses (ENGINE_RNG_STREAM_ORDER): the same seed gives the same minibatches in the
  * same order. */
 #include "sim/sim_train.h"
 
@@ -164,7 +164,7 @@ struct sim_train *sim_train_new(const struct scenario *sc, uint32_t n, uint64_t 
 		if (!(w->order = malloc(w->n * sizeof *w->order)))
 			goto nomem;
 		memcpy(w->order, w->share, w->n * sizeof *w->order);
-		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), ENGINE_STREAM_ORDER);
+		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), ENGINE_RNG_STREAM_ORDER);
 		rng_shuffle_u32(&w->rng, w->order, w->n);
 	}
 	free(pp);

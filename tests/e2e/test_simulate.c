@@ -209,3 +209,78 @@ Test(simulate, bad_input_exit_2, .timeout = 60)
 	cr_assert_eq(support_sh("grep -q 's.yaml:4:12: error: simulation.rto_min' '%s/err'", dir), 0);
 	support_rm_rf(dir);
 }
+
+/* A p2p scenario through the CLI: BSP, and pBSP over every other peer (the same seed: one run
+ * each), the run directories in the emulator's p2p schema, BSP in lockstep, pBSP(N-1) the same
+ * run as BSP byte for byte, the summary and the figures; the scenario as an allreduce beside. */
+#define P2P_SCENARIO                                                                             \
+	"name: simp2p\nseed: 7\nstop: {time: 30s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n" \
+	"consistency: {barrier: bsp, sample: 3, fanout: 1}\nworkers: 4\nlinkcheck: off\n"         \
+	"network: {default: {delay: 5ms, jitter: 1ms, loss: 0.5%}}\n"                               \
+	"stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 50ms}}}\n"    \
+	"  - {nodes: peer3, compute: {slowdown: 2}}\n"                                              \
+	"simulation: {train: none, step_cost: 2ms, server_cost: 1us}\n"
+
+static double summary_cell(const char *out, const char *col)
+{
+	char path[700], err[512];
+	struct table *t;
+	bool missing;
+	double v;
+
+	snprintf(path, sizeof path, "%s/summary.csv", out);
+	t = table_load(path, &missing, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	cr_assert_eq(table_rows(t), 1, "%s", path);
+	cr_assert_geq(table_col(t, col), 0, "no column %s", col);
+	v = table_double_or(t, 0, (size_t)table_col(t, col), -1);
+	table_destroy(&t);
+	return v;
+}
+
+Test(simulate, p2p_run_directory, .timeout = 120)
+{
+	char dir[256], yaml[300], a_dir[400], b_dir[400], path[700], err[512];
+	char *meta;
+	double lo, hi;
+
+	if (access(bin(), X_OK) != 0)
+		cr_skip_test("needs %s", bin());
+	support_tmpdir(dir, sizeof dir, "simulate");
+	snprintf(yaml, sizeof yaml, "%s/p.yaml", dir);
+	snprintf(a_dir, sizeof a_dir, "%s/bsp", dir);
+	snprintf(b_dir, sizeof b_dir, "%s/pbsp", dir);
+	support_write_file(yaml, P2P_SCENARIO);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --plot --quiet 2>'%s/log'", bin(), yaml, a_dir, dir), 0);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet --set consistency.barrier=pbsp 2>>'%s/log'",
+				bin(), yaml, b_dir, dir), 0);
+	snprintf(path, sizeof path, "%s/meta.json", a_dir);
+	meta = support_slurp(path, NULL);
+	cr_assert_not_null(strstr(meta, "\"mode\": \"simulation\""), "%s", meta);
+	cr_assert_not_null(strstr(meta, "\"status\": \"complete\""), "%s", meta);
+	free(meta);
+	cr_assert_eq(trace_schema_check_dir(a_dir, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(trace_schema_check_dir(b_dir, err, sizeof err), 0, "%s", err);
+	lo = summary_cell(a_dir, "steps_min");
+	hi = summary_cell(a_dir, "steps_max");
+	cr_assert_gt(lo, 50, "BSP steps %g", lo);
+	cr_assert_leq(hi - lo, 1, "BSP spread %g..%g", lo, hi);
+	cr_assert_gt(summary_cell(a_dir, "wait_fraction"), 0.2, "BSP waits for the slow peer");
+	/* pbsp with sample 3 of 4 peers checks every other peer: BSP's run, byte for byte */
+	cr_assert_eq(summary_cell(b_dir, "total_steps"), summary_cell(a_dir, "total_steps"));
+	for (int k = 0; k < 4; k++) {
+		cr_assert_eq(support_sh("cmp -s '%s/nodes/peer%d.csv' '%s/nodes/peer%d.csv'", a_dir, k, b_dir, k), 0,
+			     "peer%d's trace differs between BSP and pBSP(3)", k);
+	}
+	cr_assert_eq(support_sh("cmp -s '%s/progress.csv' '%s/progress.csv'", a_dir, b_dir), 0);
+	snprintf(path, sizeof path, "%s/plots/steps_cdf.png", a_dir);
+	cr_assert_eq(access(path, R_OK), 0, "no steps_cdf figure");
+	/* all-reduce: every node ends on the same step */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s/ar' --quiet --set topology.kind=allreduce "
+				"2>>'%s/log'", bin(), yaml, dir, dir), 0);
+	snprintf(path, sizeof path, "%s/ar", dir);
+	cr_assert_gt(summary_cell(path, "steps_min"), 50);
+	cr_assert_eq(summary_cell(path, "steps_min"), summary_cell(path, "steps_max"));
+	cr_assert_eq(summary_cell(path, "staleness_mean"), 0);
+	support_rm_rf(dir);
+}

@@ -578,15 +578,15 @@ Test(sim, unsupported_is_named)
 	struct sim_opts o;
 	struct sim_result r;
 
-	snprintf(buf, sizeof buf, "stop: {time: 10s}\nworkers: 4\ntopology: {kind: p2p}\n"
-				  "consistency: {barrier: pbsp, sample: 2}\nlinkcheck: off\nsimulation: {}\n");
+	snprintf(buf, sizeof buf, "stop: {time: 10s}\nworkers: 4\ntopology: {kind: fleet}\n"
+				  "linkcheck: off\nsimulation: {}\n");
 	sc = scenario_parse(buf, strlen(buf), "p.yaml", err, sizeof err);
 	cr_assert_not_null(sc, "%s", err);
 	p = plan_new(sc, err, sizeof err);
 	cr_assert_not_null(p);
 	o = (struct sim_opts){ .run = plan_run(p, 0), .step_cost_ns = 1000000 };
 	cr_assert_eq(sim_run(&o, &r, err, sizeof err), -EINVAL);
-	cr_assert_not_null(strstr(err, "p2p"), "%s", err);
+	cr_assert_not_null(strstr(err, "fleet"), "%s", err);
 	plan_destroy(&p);
 	scenario_destroy(&sc);
 }

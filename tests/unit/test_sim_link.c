@@ -3,7 +3,10 @@
  *   jitter within [delay - jitter, delay + jitter]; mean of the max of k uniforms
  *   loss: the fraction of segments lost; a one-segment message costs 0, rto, 3 rto, 7 rto ...
  *   (backoff); a single loss in a longer message costs rto + ceil(log2(r + 1)) rtt, r the
- *   segments beyond the 10 in flight behind it */
+ *   segments beyond the 10 in flight behind it
+ *   fast recovery: 1.25 rtt for a segment with one behind it, 2 rtt for a lost tail, 1.5 rtt +
+ *   200 ms for a lone segment, timeouts only for a lost retransmission; its mean against the
+ *   closed form; slow start from the initial window: rounds of 10, 20, 40 ... segments */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -131,4 +134,83 @@ Test(sim_link, window_collapse_after_a_timeout)
 
 		cr_assert_gt(sim_link_loss_prob(&p), 0.99);
 	}
+}
+
+Test(sim_link, fast_recovery_costs)
+{
+	const int64_t rtt = 40000000, rto = 240000000;
+	struct rng r;
+	uint32_t lost;
+
+	rng_seed(&r, 7, 0);
+	/* certain loss (p = 1 - 1e-6): a lone segment's probe, then every retransmission lost
+	 * too: 15 timeouts of 240 ms doubled each time, at most 120 s (the fixed seed makes the
+	 * one-in-a-million escape impossible here) */
+	{
+		int64_t want = rtt + rtt / 2 + 200000000, t = rto;
+
+		for (int k = 0; k < 15; k++) {
+			want += t;
+			t = 2 * t > 120000000000ll ? 120000000000ll : 2 * t;
+		}
+		cr_assert_eq(sim_link_loss_fast_ns(0.999999, 1, rto, rtt, &r, &lost), want);
+		cr_assert_eq(lost, 1);
+	}
+	/* rare loss: the mean cost of a 22-segment message against the closed form
+	 * sum_i p (base_i + p rto + ...), base 1.25 rtt for the 21 first segments, 2 rtt for the last */
+	{
+		const double p = 0.01;
+		const int n = 400000;
+		double sum = 0, want = p * (21 * 1.25 * rtt + 2.0 * rtt) + 22 * p * p * rto;
+		double fast_mean, slow_sum = 0;
+
+		for (int k = 0; k < n; k++)
+			sum += (double)sim_link_loss_fast_ns(p, 22, rto, rtt, &r, NULL);
+		fast_mean = sum / n;
+		cr_assert_float_eq(fast_mean, want, 0.03 * want, "mean %g ns, closed form %g", fast_mean, want);
+		/* the timeout model costs several times more on the same message */
+		for (int k = 0; k < n; k++)
+			slow_sum += (double)sim_link_loss_ns(p, 22, rto, rtt, &r, NULL);
+		cr_assert_gt(slow_sum / n, 3 * fast_mean);
+	}
+	cr_assert_eq(sim_link_loss_fast_ns(0, 22, rto, rtt, &r, &lost), 0);
+	cr_assert_eq(lost, 0);
+}
+
+Test(sim_link, fast_recovery_in_send)
+{
+	struct sim_link_tcp fast = TCP;
+	struct link_params p = { .delay_us = 10000, .loss_ppm = 999999 };
+	struct sim_link l = { .p = &p };
+	struct sim_link_cost c;
+	struct rng r;
+
+	fast.fast_recovery = true;
+	rng_seed(&r, 3, 0);
+	/* two segments, both lost, and every retransmission too: 1.25 rtt for the first, 2 rtt
+	 * for the tail, and each 15 timeouts from rto = rtt + rto_min = 240 ms */
+	{
+		int64_t want = 50000000 + 80000000, t = 240000000;
+
+		for (int k = 0; k < 15; k++) {
+			want += 2 * t;
+			t = 2 * t > 120000000000ll ? 120000000000ll : 2 * t;
+		}
+		sim_link_send(&l, &fast, 2000, 0, 40000000, &r, &c);
+		cr_assert_eq(c.lost, 2);
+		cr_assert_eq(c.loss_ns, want);
+	}
+}
+
+Test(sim_link, slow_start_rounds)
+{
+	static const struct { uint64_t bytes; uint32_t rounds; } cases[] = {
+		{ 1, 0 }, { 10000, 0 }, { 10001, 1 }, { 30000, 1 }, { 30001, 2 }, { 70000, 2 }, { 70001, 3 },
+		{ 31456, 2 },
+	};
+
+	/* mss 1000: 10 segments in the first round trip, 20 in the second, 40 in the third */
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		cr_assert_eq(sim_link_slow_start_rounds(&TCP, cases[i].bytes), cases[i].rounds, "%llu bytes",
+			     (unsigned long long)cases[i].bytes);
 }

@@ -1,0 +1,134 @@
+/* sim/sim_net: see sim_net.h. */
+#include "sim/sim_net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "node/rng.h"
+#include "orchestrator/linktrace.h"
+#include "sim/sim_link.h"
+
+struct sim_net {
+	const struct plan_run *run;
+	struct link_params *cur_up, *cur_down; /* per plan node: the parameters now */
+	struct sim_link *up, *down;
+	struct linktrace *trace;               /* network.trace, NULL = none */
+	struct sim_link_tcp tcp;
+	struct rng rng;
+};
+
+void sim_net_destroy(struct sim_net **p)
+{
+	struct sim_net *net;
+
+	if (!p || !*p)
+		return;
+	net = *p;
+	free(net->cur_up);
+	free(net->cur_down);
+	free(net->up);
+	free(net->down);
+	linktrace_destroy(&net->trace);
+	free(net);
+	*p = NULL;
+}
+
+struct sim_net *sim_net_new(const struct plan_run *run, char *err, size_t errlen)
+{
+	const struct scenario *sc = run->scenario;
+	struct sim_net *net = calloc(1, sizeof *net);
+	size_t n = run->n_nodes;
+
+	if (!net)
+		goto nomem;
+	net->run = run;
+	net->tcp = (struct sim_link_tcp){ .rto_min_ns = (int64_t)sc->simulation.rto_min_us * 1000,
+					  .mss = sc->simulation.mss,
+					  .fast_recovery = sc->simulation.loss_recovery == SCENARIO_SIM_RECOVERY_FAST };
+	/* the stream sim/sim uses for its links, so one seed means one link history */
+	rng_seed(&net->rng, run->seed, 0x4c494e4bull);
+	net->cur_up = calloc(n, sizeof *net->cur_up);
+	net->cur_down = calloc(n, sizeof *net->cur_down);
+	net->up = calloc(n, sizeof *net->up);
+	net->down = calloc(n, sizeof *net->down);
+	if (!net->cur_up || !net->cur_down || !net->up || !net->down)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		net->cur_up[i] = run->nodes[i].up;
+		net->cur_down[i] = run->nodes[i].down;
+		net->up[i].p = &net->cur_up[i];
+		net->down[i].p = &net->cur_down[i];
+	}
+	if (sc->network.trace && !(net->trace = linktrace_load(sc->network.trace, err, errlen))) {
+		sim_net_destroy(&net);
+		return NULL;
+	}
+	return net;
+nomem:
+	snprintf(err, errlen, "out of memory");
+	sim_net_destroy(&net);
+	return NULL;
+}
+
+size_t sim_net_changes(const struct sim_net *net)
+{
+	return net->run->n_events + (net->trace ? net->trace->n : 0);
+}
+
+int64_t sim_net_change_at(const struct sim_net *net, size_t i)
+{
+	if (i < net->run->n_events)
+		return (int64_t)net->run->events[i].at_us * 1000;
+	return (int64_t)net->trace->rows[i - net->run->n_events].at_us * 1000;
+}
+
+void sim_net_apply(struct sim_net *net, size_t i)
+{
+	if (i < net->run->n_events) {
+		const struct plan_event *pe = &net->run->events[i];
+
+		net->cur_up[pe->node] = pe->up;
+		net->cur_down[pe->node] = pe->down;
+		return;
+	}
+	/* a network.trace row: every link, both directions, as the orchestrator applies it */
+	for (size_t k = 0; k < net->run->n_nodes; k++) {
+		linktrace_apply(&net->trace->rows[i - net->run->n_events], &net->cur_up[k]);
+		linktrace_apply(&net->trace->rows[i - net->run->n_events], &net->cur_down[k]);
+	}
+}
+
+int64_t sim_net_send(struct sim_net *net, uint32_t a, uint32_t b, uint64_t bytes, int64_t now_ns,
+		     int64_t *fifo, int64_t *last_send)
+{
+	int64_t rtt = 2 * ((int64_t)net->cur_up[a].delay_us + net->cur_down[b].delay_us) * 1000;
+	int64_t t = sim_link_send(&net->up[a], &net->tcp, bytes, now_ns, rtt, &net->rng, NULL);
+
+	t = sim_link_send(&net->down[b], &net->tcp, bytes, t, rtt, &net->rng, NULL);
+	if (last_send) {
+		/* the RTO the sender's idle time is measured against: as sim/sim_link bounds it */
+		int64_t j = 4000 * (int64_t)(net->cur_up[a].jitter_us > net->cur_down[b].jitter_us
+						     ? net->cur_up[a].jitter_us : net->cur_down[b].jitter_us);
+		int64_t rto = rtt + (net->tcp.rto_min_ns > j ? net->tcp.rto_min_ns : j);
+
+		if (*last_send == INT64_MIN || now_ns - *last_send > rto)
+			t += (int64_t)sim_link_slow_start_rounds(&net->tcp, bytes) * rtt;
+		*last_send = now_ns;
+	}
+	if (fifo) {
+		if (t < *fifo)
+			t = *fifo;
+		*fifo = t;
+	}
+	return t;
+}
+
+int64_t sim_net_delay_ns(const struct sim_net *net, uint32_t a, uint32_t b)
+{
+	return ((int64_t)net->cur_up[a].delay_us + net->cur_down[b].delay_us) * 1000;
+}
+
+size_t sim_net_bytes(const struct sim_net *net)
+{
+	return sizeof *net + net->run->n_nodes * 2 * (sizeof *net->cur_up + sizeof *net->up);
+}
