@@ -57,10 +57,10 @@
 #define QUEUE_MAXLEN 65536
 #define RCVBUF_BYTES (64 * 1024 * 1024)
 #define DEFAULT_LIMIT 1000
-#define LINKD_TICK_NS 500000         /* wake-up period while traffic flows (arm_timer) */
+#define LINKD_TICK_NS 500000         /* wake-up period while traffic flows (next_wake) */
 #define LINKD_WARM_NS 10000000000LL  /* traffic "flows" this long after the latest packet */
 
-enum { EV_QUEUE = 1, EV_TIMER, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
+enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
 enum { HF_PAYLOAD = 1, HF_INJECT = 2 };
 
 struct evtag {
@@ -104,8 +104,8 @@ struct lq {
 };
 
 struct linkd {
-	int epfd, timerfd, stopfd, listenfd, sigfd, cntfd;
-	struct evtag timer_tag, stop_tag, listen_tag, sig_tag, cnt_tag;
+	int epfd, stopfd, listenfd, sigfd, cntfd;
+	struct evtag stop_tag, listen_tag, sig_tag, cnt_tag;
 	char ctl_path[108];
 	char config_path[512];
 	char counters_path[512];
@@ -114,7 +114,7 @@ struct linkd {
 	uint32_t next_gen;
 	struct netem_heap heap;
 	uint64_t seq;
-	int64_t armed_ns;
+	bool no_pwait2;         /* the kernel lacks epoll_pwait2: millisecond timeouts (wait_events) */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
 	int64_t last_pkt_ns;    /* the latest packet queued to us (keeps the timer ticking) */
 	int rt_prio;            /* SCHED_FIFO priority of the serving thread, 0 = normal */
@@ -148,21 +148,18 @@ struct linkd *linkd_new(const char *ctl_path)
 	struct linkd *d = calloc(1, sizeof *d);
 	if (!d)
 		return NULL;
-	d->epfd = d->timerfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = -1;
-	d->armed_ns = -1;
+	d->epfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = -1;
 	d->rt_prio = 10;
 	d->seed = (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	netem_heap_init(&d->heap);
 	d->rx_area = malloc((size_t)RX_BATCH * RX_PKT_BUF);
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	d->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!d->rx_area || d->epfd < 0 || d->timerfd < 0 || d->stopfd < 0) {
+	if (!d->rx_area || d->epfd < 0 || d->stopfd < 0) {
 		log_error("linkd: setup: %s", strerror(errno));
 		goto fail;
 	}
-	if (epoll_add(d, d->timerfd, &d->timer_tag, EV_TIMER, NULL) < 0 ||
-	    epoll_add(d, d->stopfd, &d->stop_tag, EV_STOP, NULL) < 0)
+	if (epoll_add(d, d->stopfd, &d->stop_tag, EV_STOP, NULL) < 0)
 		goto fail;
 	if (ctl_path) {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -217,7 +214,7 @@ void linkd_destroy(struct linkd **self)
 	while (netem_heap_pop(&d->heap, &e) == 0)
 		free(e.data);
 	netem_heap_free(&d->heap);
-	int fds[] = { d->epfd, d->timerfd, d->stopfd, d->listenfd, d->sigfd, d->cntfd };
+	int fds[] = { d->epfd, d->stopfd, d->listenfd, d->sigfd, d->cntfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -538,7 +535,7 @@ static void inject(struct lq *q, const void *pkt, uint32_t len)
 		log_debug("linkd: %s: duplicate: %s", q->name, strerror(errno));
 }
 
-/* Release every held packet due by now (plus the timer's measured lateness, which arm_timer
+/* Release every held packet due by now (plus the timer's measured lateness, which next_wake
  * anticipates: without it each delayed packet would leave one wake-up latency late). */
 static void release_due(struct linkd *d, int64_t now)
 {
@@ -563,37 +560,44 @@ static void release_due(struct linkd *d, int64_t now)
 	}
 }
 
-/* Arm the timer for the next release, and wake every LINKD_TICK_NS as well while traffic
- * flows (packets held, or one seen in the last LINKD_WARM_NS). A CPU left idle for a while
- * (above all a virtual machine's vCPU, which the hypervisor parks) delivers its timers late by
- * several milliseconds, and stays in that state while the link is merely quiet: measured on
- * the development VM, 5 ms links after a 1 s pause gave RTTs of 16-24 ms instead of 10.4 until
+/* When the serving thread must wake next (lib/clock ns), or -1 to block until an event: the next
+ * release (less the timer's measured lateness, or the spin margin), and every LINKD_TICK_NS as
+ * well while traffic flows (packets held, or one seen in the last LINKD_WARM_NS). A CPU left idle
+ * for a while (above all a virtual machine's vCPU, which the hypervisor parks) delivers its timers
+ * late by several milliseconds, and stays in that state while the link is merely quiet: measured
+ * on the development VM, 5 ms links after a 1 s pause gave RTTs of 16-24 ms instead of 10.4 until
  * the probing stopped. The ticks keep the wake-ups exact for a few thousand cheap wake-ups a
- * second while a run has traffic; after LINKD_WARM_NS of silence the first packets may be
- * late again. */
-static void arm_timer(struct linkd *d)
+ * second while a run has traffic; after LINKD_WARM_NS of silence the first packets may be late
+ * again. The deadline is the wait's own timeout (epoll_pwait2), not a timerfd: re-arming a timerfd
+ * for every release was a quarter of the emulator's CPU while training (docs/precision.md). */
+static int64_t next_wake(const struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top = netem_heap_top(&d->heap);
-	struct itimerspec its = { 0 };
-	int64_t now = clock_now_ns(), t, tick = now + LINKD_TICK_NS;
+	int64_t t, tick = now + LINKD_TICK_NS;
 
-	if (!top && now - d->last_pkt_ns > LINKD_WARM_NS) {
-		if (d->armed_ns > 0)
-			timerfd_settime(d->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-		d->armed_ns = -1;
-		return;
-	}
+	if (!top && now - d->last_pkt_ns > LINKD_WARM_NS)
+		return -1;
 	t = top ? top->t_ns - (d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) : tick;
-	if (t > tick)
-		t = tick;
-	if (d->armed_ns > 0 && d->armed_ns <= t)
-		return; /* an earlier wake-up is set already */
-	its.it_value.tv_sec = t / 1000000000;
-	its.it_value.tv_nsec = t % 1000000000;
-	if (t <= 0)
-		its.it_value.tv_nsec = 1;
-	timerfd_settime(d->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-	d->armed_ns = t > 0 ? t : 1;
+	return t > tick ? tick : t < now ? now : t;
+}
+
+/* epoll_pwait2 until deadline_ns (-1: no deadline). A kernel without it (before 5.11) gets
+ * epoll_wait with the timeout rounded down to whole milliseconds: early, never late; the loop
+ * then waits again, polling through the last millisecond. */
+static int wait_events(struct linkd *d, struct epoll_event *evs, int max, int64_t deadline_ns, int64_t now)
+{
+	int64_t rel = deadline_ns < 0 ? -1 : deadline_ns > now ? deadline_ns - now : 0;
+
+	if (!d->no_pwait2) {
+		struct timespec ts = { (time_t)(rel / 1000000000), (long)(rel % 1000000000) };
+		int n = epoll_pwait2(d->epfd, evs, max, rel < 0 ? NULL : &ts, NULL);
+
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		log_info("linkd: no epoll_pwait2: release times rounded to polling within a millisecond");
+		d->no_pwait2 = true;
+	}
+	return epoll_wait(d->epfd, evs, max, rel < 0 ? -1 : rel / 1000000 > INT32_MAX ? INT32_MAX : (int)(rel / 1000000));
 }
 
 static void flush_all(struct linkd *d)
@@ -1082,12 +1086,22 @@ int linkd_run(struct linkd *d)
 			log_info("linkd: running without real-time priority: %s", strerror(rc));
 	}
 	while (!d->stop) {
-		int n = epoll_wait(d->epfd, evs, 64, spinning(d, clock_now_ns()) ? 0 : -1);
+		int64_t now = clock_now_ns();
+		int64_t wake = spinning(d, now) ? now : next_wake(d, now);
+		int n = wait_events(d, evs, 64, wake, now);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("linkd: epoll_wait: %s", strerror(errno));
 			return -errno;
+		}
+		if (n == 0 && wake > now) {
+			/* the deadline passed: how late the wake-up came */
+			int64_t late = clock_now_ns() - wake;
+
+			track_lateness(d, late);
+			if (d->precision == LINKD_PRECISION_SPIN)
+				spin_track(d, late);
 		}
 		for (int i = 0; i < n; i++) {
 			struct evtag *tag = evs[i].data.ptr;
@@ -1095,20 +1109,6 @@ int linkd_run(struct linkd *d)
 			case EV_QUEUE:
 				serve_queue(d, tag->ptr);
 				break;
-			case EV_TIMER: {
-				uint64_t ticks;
-				if (read(d->timerfd, &ticks, sizeof ticks) < 0) {
-					/* spurious: nothing expired */
-				} else if (d->armed_ns > 0) {
-					int64_t late = clock_now_ns() - d->armed_ns;
-
-					track_lateness(d, late);
-					if (d->precision == LINKD_PRECISION_SPIN)
-						spin_track(d, late);
-				}
-				d->armed_ns = -1;
-				break;
-			}
 			case EV_STOP:
 				d->stop = true;
 				break;
@@ -1140,8 +1140,6 @@ int linkd_run(struct linkd *d)
 		}
 		release_due(d, clock_now_ns());
 		flush_all(d);
-		if (!spinning(d, clock_now_ns()))
-			arm_timer(d);
 	}
 	return 0;
 }

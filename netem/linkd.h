@@ -4,7 +4,8 @@
  * socket inside the receiving namespace (setns in, open, setns back) and binds queue N there; an
  * iptables rule at that namespace's PREROUTING (added by link_shaper) sends the packets arriving
  * on the interface to the queue. Each packet gets netem's decisions (netem_model); held packets sit
- * in one min-heap of release times served by an absolute timerfd; verdicts are written out of
+ * in one min-heap of release times, the next one the timeout of the serving thread's epoll_pwait2
+ * (nanoseconds; no timer to re-arm per release); verdicts are written out of
  * order, batched into one sendto per queue per wake-up (a run of in-order releases as one batch
  * verdict). Only the IPv4 header is copied, and segmentation-offloaded packets come whole, unless
  * corrupt or duplicate needs the bytes (then whole, segmented packets; netem/linkd_pkt). Duplicates are re-injected through a raw IPv4 socket in
@@ -70,7 +71,7 @@ int linkd_watch_signals(struct linkd *self, const char *config_path);
  * the caller may not raise its priority linkd_run logs it once and runs normally. */
 void linkd_set_rt_priority(struct linkd *self, int prio);
 
-/* How held packets are released. TIMER: a timerfd armed a measured wake-up lateness early
+/* How held packets are released. TIMER: the wait ends a measured wake-up lateness early
  * (an average: a late wake-up still releases late). SPIN: the timer is armed margin_ns early and
  * the serving thread then polls the clock (and its queues) until the release time, so a packet
  * leaves at its time unless the timer came more than the margin late; the margin starts at
