@@ -61,7 +61,20 @@
 #define LINKD_WARM_NS 10000000000LL  /* traffic "flows" this long after the latest packet */
 
 enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
-enum { HF_PAYLOAD = 1, HF_INJECT = 2 };
+enum { HF_PAYLOAD = 1, HF_INJECT = 2, HF_SPLIT = 4 };
+#define SPLIT_MSS_GUESS 1448u        /* segment payload before a split has shown the real one */
+#define SPLIT_STALE_NS 100000000LL   /* a split whose segments never came (the kernel could not queue them) */
+
+/* An offloaded packet of a lossy link that loses some of its segments: sent on to the link's split
+ * queue, where its segments arrive in order (the kernel segments it as it queues it there) and
+ * each gets its own fate. Owned by the heap entry while held, then by the link's FIFO. */
+struct split_rec {
+	struct split_rec *next;
+	int64_t t_ns;           /* when it was sent on */
+	int64_t left;           /* transport payload bytes whose segments have not come yet */
+	uint64_t lost;          /* bit i: segment i is lost */
+	uint32_t seen;          /* segments come so far */
+};
 
 struct evtag {
 	int kind;
@@ -88,6 +101,10 @@ struct lq {
 	int rawfd;              /* raw IPv4 socket in the namespace, for duplicates; -1 until needed */
 	bool copy_packet;
 	bool segment;           /* wire-sized segments, not offloaded packets (linkd_pkt_cfg_flags) */
+	bool split_ok;          /* the split queue (qnum | LINKD_PKT_SPLIT_BIT) is bound */
+	bool split;             /* lossy: offloaded packets whole, split only when they lose segments */
+	uint32_t mss;           /* segment payload bytes, learnt from the first segment of a split */
+	struct split_rec *split_head, *split_tail; /* sent to the split queue, segments pending */
 	struct link_params params;
 	struct netem_model model;
 	uint32_t limit;
@@ -199,6 +216,12 @@ static void lq_close(struct lq *q)
 		close(q->rawfd);
 	free(q->tx);
 	linkd_pkt_order_free(&q->order);
+	while (q->split_head) {
+		struct split_rec *r = q->split_head;
+
+		q->split_head = r->next;
+		free(r);
+	}
 	free(q);
 }
 
@@ -230,16 +253,16 @@ void linkd_destroy(struct linkd **self)
 /* The queue's copy mode and flags are linkd_pkt's choice: whole, segmented packets when
  * duplicating or corrupting, else the IPv4 header of packets taken whole even when segmentation-
  * offloaded (the real length comes with each). */
-static int nfq_config(struct lq *q, uint8_t cmd, bool with_params)
+static int nfq_config(struct lq *q, uint16_t qnum, uint8_t cmd, bool with_params, bool segment)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
 	if (with_params) {
-		if (!linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, q->segment,
+		if (!linkd_pkt_config_put(buf, sizeof buf, qnum, q->copy_packet && qnum == q->qnum, segment,
 					  QUEUE_MAXLEN))
 			return -EMSGSIZE;
 	} else {
-		nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, q->qnum);
+		nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, qnum);
 		nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, cmd);
 	}
 	nlh->nlmsg_flags |= NLM_F_ACK;
@@ -296,12 +319,27 @@ static int open_queue_in_ns(void *arg)
 	int sndbuf = 2 * TX_BUF; /* one batch of verdicts is one datagram: it must fit */
 	if (setsockopt(q->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
 		setsockopt(q->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-	rc = nfq_config(q, NFQNL_CFG_CMD_BIND, false);
+	rc = nfq_config(q, q->qnum, NFQNL_CFG_CMD_BIND, false, false);
 	if (rc == 0)
-		rc = nfq_config(q, NFQNL_CFG_CMD_NONE, true);
-	if (rc < 0)
+		rc = nfq_config(q, q->qnum, NFQNL_CFG_CMD_NONE, true, q->segment);
+	if (rc < 0) {
 		log_error("linkd: bind queue %u in %s: %s", q->qnum, q->netns, strerror(-rc));
-	return rc;
+		return rc;
+	}
+	/* The split queue on the same socket: headers only, offloaded packets segmented. Without it
+	 * (a queue number too high, a kernel refusing) a lossy link takes every packet segmented. */
+	if (q->qnum < LINKD_PKT_SPLIT_BIT) {
+		uint16_t sq = (uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT);
+		int src = nfq_config(q, sq, NFQNL_CFG_CMD_BIND, false, true);
+
+		if (src == 0)
+			src = nfq_config(q, sq, NFQNL_CFG_CMD_NONE, true, true);
+		if (src < 0)
+			log_info("linkd: split queue %u in %s: %s (lossy links take segments)", sq, q->netns,
+				 strerror(-src));
+		q->split_ok = src == 0;
+	}
+	return 0;
 }
 
 static int open_raw_in_ns(void *arg)
@@ -334,9 +372,13 @@ static int apply_params(struct linkd *d, struct lq *q, const struct link_params 
 	q->params = *p;
 	q->limit = p->limit_pkts ? p->limit_pkts : DEFAULT_LIMIT;
 	bool want_packet = p->corrupt_ppm || p->dup_ppm;
+	bool lossy = p->loss_ppm || p->loss_model == LINK_LOSS_GEMODEL;
 	/* A loss, like a duplicate or a corruption, happens to a wire-sized packet: a 64 KB
-	 * offloaded send lost whole would be a burst of about 45 segments at once. */
-	bool want_segment = want_packet || p->loss_ppm;
+	 * offloaded send lost whole would be a burst of about 45 segments at once. With a split
+	 * queue a lossy link still takes offloaded packets whole and decides each of their segments'
+	 * loss up front; only a packet that loses some goes through the split queue as segments. */
+	bool want_segment = want_packet || (lossy && !q->split_ok);
+	q->split = lossy && !want_packet && q->split_ok;
 	if (want_packet && q->rawfd < 0 && p->dup_ppm) {
 		rc = netns_call(q->netns, open_raw_in_ns, q);
 		if (rc < 0)
@@ -393,7 +435,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 		goto fail;
 	}
 	q->copy_packet = p->corrupt_ppm || p->dup_ppm;
-	q->segment = q->copy_packet || p->loss_ppm;
+	q->segment = q->copy_packet;
 	rc = netns_call(q->netns, open_queue_in_ns, q);
 	if (rc < 0)
 		goto fail;
@@ -423,7 +465,9 @@ int linkd_del(struct linkd *d, const char *name)
 		return -ENOENT;
 	/* Unbinding makes the kernel drop what the queue still holds; heap entries of this
 	 * generation are skipped when they come due. */
-	nfq_config(q, NFQNL_CFG_CMD_UNBIND, false);
+	nfq_config(q, q->qnum, NFQNL_CFG_CMD_UNBIND, false, false);
+	if (q->split_ok)
+		nfq_config(q, (uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT), NFQNL_CFG_CMD_UNBIND, false, false);
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, q->fd, NULL);
 	d->q[slot] = NULL;
 	while (d->q_hi && !d->q[d->q_hi - 1])
@@ -472,16 +516,16 @@ static int flush(struct lq *q)
 }
 
 /* Append one message to q's pending verdicts (sending them first when it would not fit). */
-static void put_verdict(struct lq *q, bool batch, uint32_t id, int verdict, const void *pkt,
-			uint32_t len)
+static void put_verdict(struct lq *q, uint16_t qnum, bool batch, uint32_t id, uint32_t verdict,
+			const void *pkt, uint32_t len)
 {
 	size_t need = linkd_pkt_verdict_size(pkt ? len : 0);
 	if (q->txlen + need > TX_BUF)
 		flush(q); /* no batch is open here: callers close it first */
 	char *at = q->tx + q->txlen;
 	size_t room = TX_BUF - q->txlen;
-	size_t n = batch ? linkd_pkt_batch_put(at, room, q->qnum, id, (uint32_t)verdict)
-			 : linkd_pkt_verdict_put(at, room, q->qnum, id, (uint32_t)verdict, pkt, len);
+	size_t n = batch ? linkd_pkt_batch_put(at, room, qnum, id, verdict)
+			 : linkd_pkt_verdict_put(at, room, qnum, id, verdict, pkt, len);
 	q->txlen += n;
 	q->dirty = q->dirty || n > 0;
 }
@@ -493,14 +537,69 @@ static void close_batch(struct lq *q)
 	if (!n)
 		return;
 	q->batch_n = 0;
-	put_verdict(q, n > 1, q->batch_id, NF_ACCEPT, NULL, 0);
+	put_verdict(q, q->qnum, n > 1, q->batch_id, NF_ACCEPT, NULL, 0);
 }
 
 /* A verdict of its own, after the open batch (the kernel sees them in the order decided). */
 static void add_verdict(struct lq *q, uint32_t id, int verdict, const void *pkt, uint32_t len)
 {
 	close_batch(q);
-	put_verdict(q, false, id, verdict, pkt, len);
+	put_verdict(q, q->qnum, false, id, (uint32_t)verdict, pkt, len);
+}
+
+/* Release a held offloaded packet that loses some segments: on to the split queue (it leaves the
+ * queue's order like any release, never inside a batch); its record waits for the segments. */
+static void release_split(struct lq *q, uint32_t id, struct split_rec *r, int64_t now)
+{
+	if (q->order_ok)
+		linkd_pkt_order_done(&q->order, id);
+	close_batch(q);
+	put_verdict(q, q->qnum, false, id, linkd_pkt_queue_verdict((uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT)),
+		    NULL, 0);
+	r->t_ns = now;
+	r->next = NULL;
+	if (q->split_tail)
+		q->split_tail->next = r;
+	else
+		q->split_head = r;
+	q->split_tail = r; /* ownership: the link's FIFO */
+}
+
+/* One segment from the split queue: the fate drawn for it when its packet came. */
+static void handle_segment(struct lq *q, const struct linkd_pkt *pk, int64_t now)
+{
+	struct split_rec *r;
+	int32_t pay = linkd_pkt_l4_payload(pk);
+	bool lost = false;
+
+	/* a split the kernel could not queue to us never sends its segments */
+	while ((r = q->split_head) && now - r->t_ns > SPLIT_STALE_NS) {
+		q->split_head = r->next;
+		free(r);
+	}
+	if (!q->split_head)
+		q->split_tail = NULL;
+	if (r) {
+		if (r->seen == 0 && pay > 0)
+			q->mss = (uint32_t)pay; /* the first segment is full: the sender's segment size */
+		else
+			q->c.packets++; /* the packet itself was counted once when it came */
+		lost = r->seen < 64 && ((r->lost >> r->seen) & 1u);
+		r->seen++;
+		r->left -= pay > 0 ? pay : r->left;
+		if (r->left <= 0) {
+			q->split_head = r->next;
+			if (!q->split_head)
+				q->split_tail = NULL;
+			free(r);
+		}
+	} else {
+		q->c.packets++;
+	}
+	if (lost)
+		q->c.dropped++;
+	close_batch(q);
+	put_verdict(q, pk->qnum, false, pk->id, lost ? NF_DROP : NF_ACCEPT, NULL, 0);
 }
 
 /* The verdict of a held packet. When it is the oldest held id of its queue and accepted as it
@@ -550,6 +649,11 @@ static void release_due(struct linkd *d, int64_t now)
 		if (q) {
 			if (e.flags & HF_INJECT) {
 				inject(q, e.data, e.len);
+			} else if (e.flags & HF_SPLIT) {
+				release_split(q, e.id, e.data, now);
+				e.data = NULL; /* the FIFO owns the record now */
+				q->c.held--;
+				latehist_add(&q->late, now - e.t_ns);
 			} else {
 				release_verdict(q, e.id, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
 				q->c.held--;
@@ -627,12 +731,63 @@ static void push(struct linkd *d, struct lq *q, uint16_t idx, int64_t t, uint32_
 	}
 }
 
+/* split_decide's answer for an offloaded packet that loses none of its segments. */
+static struct split_rec split_none_rec;
+#define SPLIT_NONE (&split_none_rec)
+
+/* The loss of each wire segment of offloaded packet pk on a lossy link (dec: the decision
+ * netem_model_decide made for the first). Returns SPLIT_NONE when none is lost (pass it whole;
+ * also when its segments cannot be counted), NULL with dec->drop set when every one is lost (its
+ * verdict written and the segments counted), else a new record of the lost ones with dec's delay
+ * for the rest (NULL without dec->drop when out of memory: passed whole). */
+static struct split_rec *split_decide(struct lq *q, const struct linkd_pkt *pk, struct netem_decision *dec)
+{
+	int32_t pay = linkd_pkt_l4_payload(pk);
+	uint32_t mss = q->mss ? q->mss : SPLIT_MSS_GUESS, k;
+	uint64_t lost, all;
+
+	if (pay <= 0)
+		return SPLIT_NONE;
+	k = ((uint32_t)pay + mss - 1) / mss;
+	if (k > 64)
+		k = 64; /* 64 KB at a 1 KB segment size; later segments pass */
+	all = k == 64 ? UINT64_MAX : ((uint64_t)1 << k) - 1;
+	lost = dec->drop ? 1u : 0u;
+	for (uint32_t i = 1; i < k; i++)
+		if (netem_model_lose(&q->model))
+			lost |= (uint64_t)1 << i;
+	if (!lost)
+		return SPLIT_NONE;
+	if (lost == all) {
+		q->c.packets += k - 1;
+		q->c.dropped += k;
+		add_verdict(q, pk->id, NF_DROP, NULL, 0);
+		dec->drop = true;
+		return NULL;
+	}
+	if (dec->drop) {
+		/* the first segment lost, the rest not: they need the delay decide did not draw */
+		dec->drop = false;
+		dec->delay_ns = netem_model_delay_ns(&q->model);
+	}
+	struct split_rec *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->left = pay;
+	r->lost = lost;
+	return r;
+}
+
 static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const struct nlmsghdr *nlh,
 			  int64_t now)
 {
 	struct linkd_pkt pk;
 	if (linkd_pkt_parse(nlh, nlh->nlmsg_len, &pk) != 1)
 		return;
+	if (pk.qnum != q->qnum) {
+		handle_segment(q, &pk, now);
+		return;
+	}
 	uint32_t id = pk.id, len = pk.len;
 	/* only a whole copy is duplicated or mangled (not a header-only one while the mode changes) */
 	const uint8_t *payload = pk.whole ? pk.data : NULL;
@@ -640,14 +795,27 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 	q->c.packets++;
 	q->c.bytes += len;
 	struct netem_decision dec;
+	struct split_rec *split = NULL;
 	netem_model_decide(&q->model, &dec);
+	if (q->split && pk.gso && q->c.held < q->limit && (split = split_decide(q, &pk, &dec)) == NULL &&
+	    dec.drop) {
+		return; /* every segment lost: dropped whole, counted there */
+	}
 	if (dec.drop || q->c.held >= q->limit) {
+		if (split != SPLIT_NONE)
+			free(split);
 		q->c.dropped++;
 		add_verdict(q, id, NF_DROP, NULL, 0);
 		return;
 	}
 	void *data = NULL;
 	uint16_t flags = 0;
+	if (split && split != SPLIT_NONE) {
+		/* held as one packet; at its release it goes on to the split queue */
+		q->c.held++;
+		push(d, q, idx, now + dec.delay_ns, id, HF_SPLIT, split, 0);
+		return;
+	}
 	if (dec.corrupt && payload && plen > sizeof(struct iphdr)) {
 		/* Flip one bit past the IP header and fix nothing: the transport checksum must catch
 		 * it, as with netem (the kernel marks a mangled packet CHECKSUM_NONE). */
