@@ -7,8 +7,12 @@
  * in one min-heap of release times, the next one the timeout of the serving thread's epoll_pwait2
  * (nanoseconds; no timer to re-arm per release); verdicts are written out of
  * order, batched into one sendto per queue per wake-up (a run of in-order releases as one batch
- * verdict). Only the IPv4 header is copied, and segmentation-offloaded packets come whole, unless
- * corrupt or duplicate needs the bytes (then whole, segmented packets; netem/linkd_pkt). Duplicates are re-injected through a raw IPv4 socket in
+ * verdict). Only the headers are copied, and segmentation-offloaded packets come whole, unless
+ * corrupt or duplicate needs the bytes (then whole, segmented packets; netem/linkd_pkt); a lossy
+ * link draws each wire segment's loss on arrival and sends a packet that loses some on to its
+ * split queue, which takes it segmented and drops just those. A packet's delay runs from the
+ * kernel's receive stamp (NFQA_TIMESTAMP; the emulator keeps a socket asking for stamps so the
+ * kernel takes them), not from when it was read. Duplicates are re-injected through a raw IPv4 socket in
  * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
  *
  * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply, in the protocol of

@@ -6,9 +6,11 @@
  * decides what the kernel must copy to us per queue:
  * - a link that corrupts or duplicates needs whole packets (the bytes to flip or to inject) and
  *   takes them segmented, each at most one MTU (segmentation offload off for that queue);
- * - every other link needs only the IPv4 header, and takes segmentation-offloaded packets whole
- *   (NFQA_CFG_F_GSO): one message and one verdict for up to 64 KB instead of one per segment.
- *   Such a packet's real length is NFQA_CAP_LEN, never the bytes copied.
+ * - every other link needs only the headers (IPv4 and the transport's), and takes segmentation-
+ *   offloaded packets whole (NFQA_CFG_F_GSO): one message and one verdict for up to 64 KB
+ *   instead of one per segment. Such a packet's real length is NFQA_CAP_LEN, never the bytes
+ *   copied; a lossy link's split queue (LINKD_PKT_SPLIT_BIT) takes them segmented.
+ * Each packet's receive stamp (NFQA_TIMESTAMP) is parsed: the emulated delay runs from it.
  * Fail-open stays off in both: a packet the kernel cannot queue to us is dropped, as a full
  * link drops it, never passed unshaped.
  *
@@ -62,7 +64,7 @@ size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_i
 uint32_t linkd_pkt_copy_range(bool whole);
 /* NFQA_CFG_FLAGS value for a queue (under linkd_pkt_cfg_mask): F_GSO (segmentation-offloaded
  * packets taken whole) unless the queue must see wire-sized segments (segment: a link that
- * loses, duplicates or corrupts decides per packet as it would be on a wire); never
+ * duplicates or corrupts, a split queue, a lossy link without one); never
  * F_FAIL_OPEN. */
 uint32_t linkd_pkt_cfg_flags(bool segment);
 uint32_t linkd_pkt_cfg_mask(void);
