@@ -57,11 +57,25 @@
 #define QUEUE_MAXLEN 65536
 #define RCVBUF_BYTES (64 * 1024 * 1024)
 #define DEFAULT_LIMIT 1000
-#define LINKD_TICK_NS 500000         /* wake-up period while traffic flows (arm_timer) */
+#define LINKD_TICK_NS 500000         /* wake-up period while traffic flows (next_wake) */
 #define LINKD_WARM_NS 10000000000LL  /* traffic "flows" this long after the latest packet */
+#define LINKD_ARRIVAL_MAX_AGE_NS 1000000000LL /* an older receive stamp is not trusted (arrival_ns) */
 
-enum { EV_QUEUE = 1, EV_TIMER, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
-enum { HF_PAYLOAD = 1, HF_INJECT = 2 };
+enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
+enum { HF_PAYLOAD = 1, HF_INJECT = 2, HF_SPLIT = 4 };
+#define SPLIT_MSS_GUESS 1448u        /* segment payload before a split has shown the real one */
+#define SPLIT_STALE_NS 100000000LL   /* a split whose segments never came (the kernel could not queue them) */
+
+/* An offloaded packet of a lossy link that loses some of its segments: sent on to the link's split
+ * queue, where its segments arrive in order (the kernel segments it as it queues it there) and
+ * each gets its own fate. Owned by the heap entry while held, then by the link's FIFO. */
+struct split_rec {
+	struct split_rec *next;
+	int64_t t_ns;           /* when it was sent on */
+	int64_t left;           /* transport payload bytes whose segments have not come yet */
+	uint64_t lost;          /* bit i: segment i is lost */
+	uint32_t seen;          /* segments come so far */
+};
 
 struct evtag {
 	int kind;
@@ -88,6 +102,10 @@ struct lq {
 	int rawfd;              /* raw IPv4 socket in the namespace, for duplicates; -1 until needed */
 	bool copy_packet;
 	bool segment;           /* wire-sized segments, not offloaded packets (linkd_pkt_cfg_flags) */
+	bool split_ok;          /* the split queue (qnum | LINKD_PKT_SPLIT_BIT) is bound */
+	bool split;             /* lossy: offloaded packets whole, split only when they lose segments */
+	uint32_t mss;           /* segment payload bytes, learnt from the first segment of a split */
+	struct split_rec *split_head, *split_tail; /* sent to the split queue, segments pending */
 	struct link_params params;
 	struct netem_model model;
 	uint32_t limit;
@@ -104,8 +122,9 @@ struct lq {
 };
 
 struct linkd {
-	int epfd, timerfd, stopfd, listenfd, sigfd, cntfd;
-	struct evtag timer_tag, stop_tag, listen_tag, sig_tag, cnt_tag;
+	int epfd, stopfd, listenfd, sigfd, cntfd;
+	int stampfd;            /* holds the kernel's receive timestamps on (SO_TIMESTAMPNS), never read */
+	struct evtag stop_tag, listen_tag, sig_tag, cnt_tag;
 	char ctl_path[108];
 	char config_path[512];
 	char counters_path[512];
@@ -114,7 +133,7 @@ struct linkd {
 	uint32_t next_gen;
 	struct netem_heap heap;
 	uint64_t seq;
-	int64_t armed_ns;
+	bool no_pwait2;         /* the kernel lacks epoll_pwait2: millisecond timeouts (wait_events) */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
 	int64_t last_pkt_ns;    /* the latest packet queued to us (keeps the timer ticking) */
 	int rt_prio;            /* SCHED_FIFO priority of the serving thread, 0 = normal */
@@ -148,22 +167,29 @@ struct linkd *linkd_new(const char *ctl_path)
 	struct linkd *d = calloc(1, sizeof *d);
 	if (!d)
 		return NULL;
-	d->epfd = d->timerfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = -1;
-	d->armed_ns = -1;
+	d->epfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = d->stampfd = -1;
 	d->rt_prio = 10;
 	d->seed = (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	netem_heap_init(&d->heap);
 	d->rx_area = malloc((size_t)RX_BATCH * RX_PKT_BUF);
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	d->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!d->rx_area || d->epfd < 0 || d->timerfd < 0 || d->stopfd < 0) {
+	if (!d->rx_area || d->epfd < 0 || d->stopfd < 0) {
 		log_error("linkd: setup: %s", strerror(errno));
 		goto fail;
 	}
-	if (epoll_add(d, d->timerfd, &d->timer_tag, EV_TIMER, NULL) < 0 ||
-	    epoll_add(d, d->stopfd, &d->stop_tag, EV_STOP, NULL) < 0)
+	if (epoll_add(d, d->stopfd, &d->stop_tag, EV_STOP, NULL) < 0)
 		goto fail;
+	/* Packets carry a receive timestamp (NFQA_TIMESTAMP) only while some socket on the host asks
+	 * for timestamps (the kernel's netstamp switch is global): this one does, for the emulator's
+	 * lifetime. Without it (never expected) packets are scheduled from when they are read. */
+	d->stampfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (d->stampfd >= 0) {
+		int one = 1;
+
+		if (setsockopt(d->stampfd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0)
+			log_info("linkd: receive timestamps: %s", strerror(errno));
+	}
 	if (ctl_path) {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 		if (strlen(ctl_path) >= sizeof sa.sun_path) {
@@ -202,6 +228,12 @@ static void lq_close(struct lq *q)
 		close(q->rawfd);
 	free(q->tx);
 	linkd_pkt_order_free(&q->order);
+	while (q->split_head) {
+		struct split_rec *r = q->split_head;
+
+		q->split_head = r->next;
+		free(r);
+	}
 	free(q);
 }
 
@@ -217,7 +249,7 @@ void linkd_destroy(struct linkd **self)
 	while (netem_heap_pop(&d->heap, &e) == 0)
 		free(e.data);
 	netem_heap_free(&d->heap);
-	int fds[] = { d->epfd, d->timerfd, d->stopfd, d->listenfd, d->sigfd, d->cntfd };
+	int fds[] = { d->epfd, d->stopfd, d->listenfd, d->sigfd, d->cntfd, d->stampfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -231,18 +263,18 @@ void linkd_destroy(struct linkd **self)
 /* --- netlink queue setup ------------------------------------------------------------------ */
 
 /* The queue's copy mode and flags are linkd_pkt's choice: whole, segmented packets when
- * duplicating or corrupting, else the IPv4 header of packets taken whole even when segmentation-
- * offloaded (the real length comes with each). */
-static int nfq_config(struct lq *q, uint8_t cmd, bool with_params)
+ * duplicating or corrupting, else the headers of packets taken whole even when segmentation-
+ * offloaded (the real length comes with each); segmented headers on the split queue. */
+static int nfq_config(struct lq *q, uint16_t qnum, uint8_t cmd, bool with_params, bool segment)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
 	if (with_params) {
-		if (!linkd_pkt_config_put(buf, sizeof buf, q->qnum, q->copy_packet, q->segment,
+		if (!linkd_pkt_config_put(buf, sizeof buf, qnum, q->copy_packet && qnum == q->qnum, segment,
 					  QUEUE_MAXLEN))
 			return -EMSGSIZE;
 	} else {
-		nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, q->qnum);
+		nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, qnum);
 		nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, cmd);
 	}
 	nlh->nlmsg_flags |= NLM_F_ACK;
@@ -299,12 +331,27 @@ static int open_queue_in_ns(void *arg)
 	int sndbuf = 2 * TX_BUF; /* one batch of verdicts is one datagram: it must fit */
 	if (setsockopt(q->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
 		setsockopt(q->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-	rc = nfq_config(q, NFQNL_CFG_CMD_BIND, false);
+	rc = nfq_config(q, q->qnum, NFQNL_CFG_CMD_BIND, false, false);
 	if (rc == 0)
-		rc = nfq_config(q, NFQNL_CFG_CMD_NONE, true);
-	if (rc < 0)
+		rc = nfq_config(q, q->qnum, NFQNL_CFG_CMD_NONE, true, q->segment);
+	if (rc < 0) {
 		log_error("linkd: bind queue %u in %s: %s", q->qnum, q->netns, strerror(-rc));
-	return rc;
+		return rc;
+	}
+	/* The split queue on the same socket: headers only, offloaded packets segmented. Without it
+	 * (a queue number too high, a kernel refusing) a lossy link takes every packet segmented. */
+	if (q->qnum < LINKD_PKT_SPLIT_BIT) {
+		uint16_t sq = (uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT);
+		int src = nfq_config(q, sq, NFQNL_CFG_CMD_BIND, false, true);
+
+		if (src == 0)
+			src = nfq_config(q, sq, NFQNL_CFG_CMD_NONE, true, true);
+		if (src < 0)
+			log_info("linkd: split queue %u in %s: %s (lossy links take segments)", sq, q->netns,
+				 strerror(-src));
+		q->split_ok = src == 0;
+	}
+	return 0;
 }
 
 static int open_raw_in_ns(void *arg)
@@ -337,9 +384,13 @@ static int apply_params(struct linkd *d, struct lq *q, const struct link_params 
 	q->params = *p;
 	q->limit = p->limit_pkts ? p->limit_pkts : DEFAULT_LIMIT;
 	bool want_packet = p->corrupt_ppm || p->dup_ppm;
+	bool lossy = p->loss_ppm || p->loss_model == LINK_LOSS_GEMODEL;
 	/* A loss, like a duplicate or a corruption, happens to a wire-sized packet: a 64 KB
-	 * offloaded send lost whole would be a burst of about 45 segments at once. */
-	bool want_segment = want_packet || p->loss_ppm;
+	 * offloaded send lost whole would be a burst of about 45 segments at once. With a split
+	 * queue a lossy link still takes offloaded packets whole and decides each of their segments'
+	 * loss up front; only a packet that loses some goes through the split queue as segments. */
+	bool want_segment = want_packet || (lossy && !q->split_ok);
+	q->split = lossy && !want_packet && q->split_ok;
 	if (want_packet && q->rawfd < 0 && p->dup_ppm) {
 		rc = netns_call(q->netns, open_raw_in_ns, q);
 		if (rc < 0)
@@ -396,7 +447,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 		goto fail;
 	}
 	q->copy_packet = p->corrupt_ppm || p->dup_ppm;
-	q->segment = q->copy_packet || p->loss_ppm;
+	q->segment = q->copy_packet;
 	rc = netns_call(q->netns, open_queue_in_ns, q);
 	if (rc < 0)
 		goto fail;
@@ -426,7 +477,9 @@ int linkd_del(struct linkd *d, const char *name)
 		return -ENOENT;
 	/* Unbinding makes the kernel drop what the queue still holds; heap entries of this
 	 * generation are skipped when they come due. */
-	nfq_config(q, NFQNL_CFG_CMD_UNBIND, false);
+	nfq_config(q, q->qnum, NFQNL_CFG_CMD_UNBIND, false, false);
+	if (q->split_ok)
+		nfq_config(q, (uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT), NFQNL_CFG_CMD_UNBIND, false, false);
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, q->fd, NULL);
 	d->q[slot] = NULL;
 	while (d->q_hi && !d->q[d->q_hi - 1])
@@ -475,16 +528,16 @@ static int flush(struct lq *q)
 }
 
 /* Append one message to q's pending verdicts (sending them first when it would not fit). */
-static void put_verdict(struct lq *q, bool batch, uint32_t id, int verdict, const void *pkt,
-			uint32_t len)
+static void put_verdict(struct lq *q, uint16_t qnum, bool batch, uint32_t id, uint32_t verdict,
+			const void *pkt, uint32_t len)
 {
 	size_t need = linkd_pkt_verdict_size(pkt ? len : 0);
 	if (q->txlen + need > TX_BUF)
 		flush(q); /* no batch is open here: callers close it first */
 	char *at = q->tx + q->txlen;
 	size_t room = TX_BUF - q->txlen;
-	size_t n = batch ? linkd_pkt_batch_put(at, room, q->qnum, id, (uint32_t)verdict)
-			 : linkd_pkt_verdict_put(at, room, q->qnum, id, (uint32_t)verdict, pkt, len);
+	size_t n = batch ? linkd_pkt_batch_put(at, room, qnum, id, verdict)
+			 : linkd_pkt_verdict_put(at, room, qnum, id, verdict, pkt, len);
 	q->txlen += n;
 	q->dirty = q->dirty || n > 0;
 }
@@ -496,14 +549,69 @@ static void close_batch(struct lq *q)
 	if (!n)
 		return;
 	q->batch_n = 0;
-	put_verdict(q, n > 1, q->batch_id, NF_ACCEPT, NULL, 0);
+	put_verdict(q, q->qnum, n > 1, q->batch_id, NF_ACCEPT, NULL, 0);
 }
 
 /* A verdict of its own, after the open batch (the kernel sees them in the order decided). */
 static void add_verdict(struct lq *q, uint32_t id, int verdict, const void *pkt, uint32_t len)
 {
 	close_batch(q);
-	put_verdict(q, false, id, verdict, pkt, len);
+	put_verdict(q, q->qnum, false, id, (uint32_t)verdict, pkt, len);
+}
+
+/* Release a held offloaded packet that loses some segments: on to the split queue (it leaves the
+ * queue's order like any release, never inside a batch); its record waits for the segments. */
+static void release_split(struct lq *q, uint32_t id, struct split_rec *r, int64_t now)
+{
+	if (q->order_ok)
+		linkd_pkt_order_done(&q->order, id);
+	close_batch(q);
+	put_verdict(q, q->qnum, false, id, linkd_pkt_queue_verdict((uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT)),
+		    NULL, 0);
+	r->t_ns = now;
+	r->next = NULL;
+	if (q->split_tail)
+		q->split_tail->next = r;
+	else
+		q->split_head = r;
+	q->split_tail = r; /* ownership: the link's FIFO */
+}
+
+/* One segment from the split queue: the fate drawn for it when its packet came. */
+static void handle_segment(struct lq *q, const struct linkd_pkt *pk, int64_t now)
+{
+	struct split_rec *r;
+	int32_t pay = linkd_pkt_l4_payload(pk);
+	bool lost = false;
+
+	/* a split the kernel could not queue to us never sends its segments */
+	while ((r = q->split_head) && now - r->t_ns > SPLIT_STALE_NS) {
+		q->split_head = r->next;
+		free(r);
+	}
+	if (!q->split_head)
+		q->split_tail = NULL;
+	if (r) {
+		if (r->seen == 0 && pay > 0)
+			q->mss = (uint32_t)pay; /* the first segment is full: the sender's segment size */
+		else
+			q->c.packets++; /* the packet itself was counted once when it came */
+		lost = r->seen < 64 && ((r->lost >> r->seen) & 1u);
+		r->seen++;
+		r->left -= pay > 0 ? pay : r->left;
+		if (r->left <= 0) {
+			q->split_head = r->next;
+			if (!q->split_head)
+				q->split_tail = NULL;
+			free(r);
+		}
+	} else {
+		q->c.packets++;
+	}
+	if (lost)
+		q->c.dropped++;
+	close_batch(q);
+	put_verdict(q, pk->qnum, false, pk->id, lost ? NF_DROP : NF_ACCEPT, NULL, 0);
 }
 
 /* The verdict of a held packet. When it is the oldest held id of its queue and accepted as it
@@ -538,7 +646,7 @@ static void inject(struct lq *q, const void *pkt, uint32_t len)
 		log_debug("linkd: %s: duplicate: %s", q->name, strerror(errno));
 }
 
-/* Release every held packet due by now (plus the timer's measured lateness, which arm_timer
+/* Release every held packet due by now (plus the timer's measured lateness, which next_wake
  * anticipates: without it each delayed packet would leave one wake-up latency late). */
 static void release_due(struct linkd *d, int64_t now)
 {
@@ -553,6 +661,11 @@ static void release_due(struct linkd *d, int64_t now)
 		if (q) {
 			if (e.flags & HF_INJECT) {
 				inject(q, e.data, e.len);
+			} else if (e.flags & HF_SPLIT) {
+				release_split(q, e.id, e.data, now);
+				e.data = NULL; /* the FIFO owns the record now */
+				q->c.held--;
+				latehist_add(&q->late, now - e.t_ns);
 			} else {
 				release_verdict(q, e.id, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
 				q->c.held--;
@@ -563,37 +676,44 @@ static void release_due(struct linkd *d, int64_t now)
 	}
 }
 
-/* Arm the timer for the next release, and wake every LINKD_TICK_NS as well while traffic
- * flows (packets held, or one seen in the last LINKD_WARM_NS). A CPU left idle for a while
- * (above all a virtual machine's vCPU, which the hypervisor parks) delivers its timers late by
- * several milliseconds, and stays in that state while the link is merely quiet: measured on
- * the development VM, 5 ms links after a 1 s pause gave RTTs of 16-24 ms instead of 10.4 until
+/* When the serving thread must wake next (lib/clock ns), or -1 to block until an event: the next
+ * release (less the timer's measured lateness, or the spin margin), and every LINKD_TICK_NS as
+ * well while traffic flows (packets held, or one seen in the last LINKD_WARM_NS). A CPU left idle
+ * for a while (above all a virtual machine's vCPU, which the hypervisor parks) delivers its timers
+ * late by several milliseconds, and stays in that state while the link is merely quiet: measured
+ * on the development VM, 5 ms links after a 1 s pause gave RTTs of 16-24 ms instead of 10.4 until
  * the probing stopped. The ticks keep the wake-ups exact for a few thousand cheap wake-ups a
- * second while a run has traffic; after LINKD_WARM_NS of silence the first packets may be
- * late again. */
-static void arm_timer(struct linkd *d)
+ * second while a run has traffic; after LINKD_WARM_NS of silence the first packets may be late
+ * again. The deadline is the wait's own timeout (epoll_pwait2), not a timerfd: re-arming a timerfd
+ * for every release was a quarter of the emulator's CPU while training (docs/precision.md). */
+static int64_t next_wake(const struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top = netem_heap_top(&d->heap);
-	struct itimerspec its = { 0 };
-	int64_t now = clock_now_ns(), t, tick = now + LINKD_TICK_NS;
+	int64_t t, tick = now + LINKD_TICK_NS;
 
-	if (!top && now - d->last_pkt_ns > LINKD_WARM_NS) {
-		if (d->armed_ns > 0)
-			timerfd_settime(d->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-		d->armed_ns = -1;
-		return;
-	}
+	if (!top && now - d->last_pkt_ns > LINKD_WARM_NS)
+		return -1;
 	t = top ? top->t_ns - (d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) : tick;
-	if (t > tick)
-		t = tick;
-	if (d->armed_ns > 0 && d->armed_ns <= t)
-		return; /* an earlier wake-up is set already */
-	its.it_value.tv_sec = t / 1000000000;
-	its.it_value.tv_nsec = t % 1000000000;
-	if (t <= 0)
-		its.it_value.tv_nsec = 1;
-	timerfd_settime(d->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
-	d->armed_ns = t > 0 ? t : 1;
+	return t > tick ? tick : t < now ? now : t;
+}
+
+/* epoll_pwait2 until deadline_ns (-1: no deadline). A kernel without it (before 5.11) gets
+ * epoll_wait with the timeout rounded down to whole milliseconds: early, never late; the loop
+ * then waits again, polling through the last millisecond. */
+static int wait_events(struct linkd *d, struct epoll_event *evs, int max, int64_t deadline_ns, int64_t now)
+{
+	int64_t rel = deadline_ns < 0 ? -1 : deadline_ns > now ? deadline_ns - now : 0;
+
+	if (!d->no_pwait2) {
+		struct timespec ts = { (time_t)(rel / 1000000000), (long)(rel % 1000000000) };
+		int n = epoll_pwait2(d->epfd, evs, max, rel < 0 ? NULL : &ts, NULL);
+
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		log_info("linkd: no epoll_pwait2: release times rounded to polling within a millisecond");
+		d->no_pwait2 = true;
+	}
+	return epoll_wait(d->epfd, evs, max, rel < 0 ? -1 : rel / 1000000 > INT32_MAX ? INT32_MAX : (int)(rel / 1000000));
 }
 
 static void flush_all(struct linkd *d)
@@ -623,12 +743,75 @@ static void push(struct linkd *d, struct lq *q, uint16_t idx, int64_t t, uint32_
 	}
 }
 
+/* split_decide's answer for an offloaded packet that loses none of its segments. */
+static struct split_rec split_none_rec;
+#define SPLIT_NONE (&split_none_rec)
+
+/* The loss of each wire segment of offloaded packet pk on a lossy link (dec: the decision
+ * netem_model_decide made for the first). Returns SPLIT_NONE when none is lost (pass it whole;
+ * also when its segments cannot be counted), NULL with dec->drop set when every one is lost (its
+ * verdict written and the segments counted), else a new record of the lost ones with dec's delay
+ * for the rest (NULL without dec->drop when out of memory: passed whole). */
+static struct split_rec *split_decide(struct lq *q, const struct linkd_pkt *pk, struct netem_decision *dec)
+{
+	int32_t pay = linkd_pkt_l4_payload(pk);
+	uint32_t mss = q->mss ? q->mss : SPLIT_MSS_GUESS, k;
+	uint64_t lost, all;
+
+	if (pay <= 0)
+		return SPLIT_NONE;
+	k = ((uint32_t)pay + mss - 1) / mss;
+	if (k > 64)
+		k = 64; /* 64 KB at a 1 KB segment size; later segments pass */
+	all = k == 64 ? UINT64_MAX : ((uint64_t)1 << k) - 1;
+	lost = dec->drop ? 1u : 0u;
+	for (uint32_t i = 1; i < k; i++)
+		if (netem_model_lose(&q->model))
+			lost |= (uint64_t)1 << i;
+	if (!lost)
+		return SPLIT_NONE;
+	if (lost == all) {
+		q->c.packets += k - 1;
+		q->c.dropped += k;
+		add_verdict(q, pk->id, NF_DROP, NULL, 0);
+		dec->drop = true;
+		return NULL;
+	}
+	if (dec->drop) {
+		/* the first segment lost, the rest not: they need the delay decide did not draw */
+		dec->drop = false;
+		dec->delay_ns = netem_model_delay_ns(&q->model);
+	}
+	struct split_rec *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->left = pay;
+	r->lost = lost;
+	return r;
+}
+
+/* When the packet reached the queue, on the monotonic clock: the kernel's receive stamp (realtime,
+ * wall_off = realtime - monotonic now) when it sent one that is plausible, else now, the time we
+ * read it. Scheduling from the stamp takes the time between the queue and our read (the serving
+ * thread's wake-up, a busy batch) out of the emulated delay: measured at 0.05-0.1 ms a packet. */
+static int64_t arrival_ns(const struct linkd_pkt *pk, int64_t now, int64_t wall_off)
+{
+	int64_t a = pk->rx_real_ns - wall_off;
+
+	return pk->rx_real_ns && a <= now && now - a < LINKD_ARRIVAL_MAX_AGE_NS ? a : now;
+}
+
 static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const struct nlmsghdr *nlh,
-			  int64_t now)
+			  int64_t read_ns, int64_t wall_off)
 {
 	struct linkd_pkt pk;
 	if (linkd_pkt_parse(nlh, nlh->nlmsg_len, &pk) != 1)
 		return;
+	if (pk.qnum != q->qnum) {
+		handle_segment(q, &pk, read_ns);
+		return;
+	}
+	int64_t now = arrival_ns(&pk, read_ns, wall_off);
 	uint32_t id = pk.id, len = pk.len;
 	/* only a whole copy is duplicated or mangled (not a header-only one while the mode changes) */
 	const uint8_t *payload = pk.whole ? pk.data : NULL;
@@ -636,14 +819,27 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 	q->c.packets++;
 	q->c.bytes += len;
 	struct netem_decision dec;
+	struct split_rec *split = NULL;
 	netem_model_decide(&q->model, &dec);
+	if (q->split && pk.gso && q->c.held < q->limit && (split = split_decide(q, &pk, &dec)) == NULL &&
+	    dec.drop) {
+		return; /* every segment lost: dropped whole, counted there */
+	}
 	if (dec.drop || q->c.held >= q->limit) {
+		if (split != SPLIT_NONE)
+			free(split);
 		q->c.dropped++;
 		add_verdict(q, id, NF_DROP, NULL, 0);
 		return;
 	}
 	void *data = NULL;
 	uint16_t flags = 0;
+	if (split && split != SPLIT_NONE) {
+		/* held as one packet; at its release it goes on to the split queue */
+		q->c.held++;
+		push(d, q, idx, now + dec.delay_ns, id, HF_SPLIT, split, 0);
+		return;
+	}
 	if (dec.corrupt && payload && plen > sizeof(struct iphdr)) {
 		/* Flip one bit past the IP header and fix nothing: the transport checksum must catch
 		 * it, as with netem (the kernel marks a mangled packet CHECKSUM_NONE). */
@@ -698,14 +894,14 @@ static void serve_queue(struct linkd *d, struct lq *q)
 				log_warn("linkd: %s: recv: %s", q->name, strerror(errno));
 			break;
 		}
-		int64_t now = clock_now_ns();
+		int64_t now = clock_now_ns(), wall_off = clock_wall_ns() - now;
 		d->last_pkt_ns = now;
 		for (int i = 0; i < n; i++) {
 			int len = (int)d->rx_msgs[i].msg_len;
 			const struct nlmsghdr *nlh = (const struct nlmsghdr *)d->rx_iov[i].iov_base;
 			for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
 				if (NFNL_MSG_TYPE(nlh->nlmsg_type) == NFQNL_MSG_PACKET)
-					handle_packet(d, q, (uint16_t)idx, nlh, now);
+					handle_packet(d, q, (uint16_t)idx, nlh, now, wall_off);
 			}
 		}
 		release_due(d, now);
@@ -1082,12 +1278,22 @@ int linkd_run(struct linkd *d)
 			log_info("linkd: running without real-time priority: %s", strerror(rc));
 	}
 	while (!d->stop) {
-		int n = epoll_wait(d->epfd, evs, 64, spinning(d, clock_now_ns()) ? 0 : -1);
+		int64_t now = clock_now_ns();
+		int64_t wake = spinning(d, now) ? now : next_wake(d, now);
+		int n = wait_events(d, evs, 64, wake, now);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("linkd: epoll_wait: %s", strerror(errno));
 			return -errno;
+		}
+		if (n == 0 && wake > now) {
+			/* the deadline passed: how late the wake-up came */
+			int64_t late = clock_now_ns() - wake;
+
+			track_lateness(d, late);
+			if (d->precision == LINKD_PRECISION_SPIN)
+				spin_track(d, late);
 		}
 		for (int i = 0; i < n; i++) {
 			struct evtag *tag = evs[i].data.ptr;
@@ -1095,20 +1301,6 @@ int linkd_run(struct linkd *d)
 			case EV_QUEUE:
 				serve_queue(d, tag->ptr);
 				break;
-			case EV_TIMER: {
-				uint64_t ticks;
-				if (read(d->timerfd, &ticks, sizeof ticks) < 0) {
-					/* spurious: nothing expired */
-				} else if (d->armed_ns > 0) {
-					int64_t late = clock_now_ns() - d->armed_ns;
-
-					track_lateness(d, late);
-					if (d->precision == LINKD_PRECISION_SPIN)
-						spin_track(d, late);
-				}
-				d->armed_ns = -1;
-				break;
-			}
 			case EV_STOP:
 				d->stop = true;
 				break;
@@ -1140,8 +1332,6 @@ int linkd_run(struct linkd *d)
 		}
 		release_due(d, clock_now_ns());
 		flush_all(d);
-		if (!spinning(d, clock_now_ns()))
-			arm_timer(d);
 	}
 	return 0;
 }

@@ -4,10 +4,15 @@
  * socket inside the receiving namespace (setns in, open, setns back) and binds queue N there; an
  * iptables rule at that namespace's PREROUTING (added by link_shaper) sends the packets arriving
  * on the interface to the queue. Each packet gets netem's decisions (netem_model); held packets sit
- * in one min-heap of release times served by an absolute timerfd; verdicts are written out of
+ * in one min-heap of release times, the next one the timeout of the serving thread's epoll_pwait2
+ * (nanoseconds; no timer to re-arm per release); verdicts are written out of
  * order, batched into one sendto per queue per wake-up (a run of in-order releases as one batch
- * verdict). Only the IPv4 header is copied, and segmentation-offloaded packets come whole, unless
- * corrupt or duplicate needs the bytes (then whole, segmented packets; netem/linkd_pkt). Duplicates are re-injected through a raw IPv4 socket in
+ * verdict). Only the headers are copied, and segmentation-offloaded packets come whole, unless
+ * corrupt or duplicate needs the bytes (then whole, segmented packets; netem/linkd_pkt); a lossy
+ * link draws each wire segment's loss on arrival and sends a packet that loses some on to its
+ * split queue, which takes it segmented and drops just those. A packet's delay runs from the
+ * kernel's receive stamp (NFQA_TIMESTAMP; the emulator keeps a socket asking for stamps so the
+ * kernel takes them), not from when it was read. Duplicates are re-injected through a raw IPv4 socket in
  * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
  *
  * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply, in the protocol of
@@ -70,7 +75,7 @@ int linkd_watch_signals(struct linkd *self, const char *config_path);
  * the caller may not raise its priority linkd_run logs it once and runs normally. */
 void linkd_set_rt_priority(struct linkd *self, int prio);
 
-/* How held packets are released. TIMER: a timerfd armed a measured wake-up lateness early
+/* How held packets are released. TIMER: the wait ends a measured wake-up lateness early
  * (an average: a late wake-up still releases late). SPIN: the timer is armed margin_ns early and
  * the serving thread then polls the clock (and its queues) until the release time, so a packet
  * leaves at its time unless the timer came more than the margin late; the margin starts at

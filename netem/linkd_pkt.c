@@ -12,7 +12,6 @@
 
 #define ALIGN4(x) (((x) + 3u) & ~(size_t)3u)
 #define HDR_LEN (ALIGN4(sizeof(struct nlmsghdr)) + ALIGN4(sizeof(struct nfgenmsg)))
-#define IPV4_HDR_LEN 20u
 #define WHOLE_RANGE 0xffffu
 
 _Static_assert(HDR_LEN + ALIGN4(sizeof(struct nlattr)) + sizeof(struct nfqnl_msg_verdict_hdr) ==
@@ -41,6 +40,12 @@ int linkd_pkt_parse(const void *msg, size_t msg_len, struct linkd_pkt *out)
 	    NFNL_MSG_TYPE(nlh.nlmsg_type) != NFQNL_MSG_PACKET)
 		return 0;
 	memset(out, 0, sizeof *out);
+	{
+		struct nfgenmsg g;
+
+		memcpy(&g, m + ALIGN4(sizeof nlh), sizeof g);
+		out->qnum = ntohs(g.res_id);
+	}
 	for (size_t off = HDR_LEN; off + sizeof(struct nlattr) <= nlh.nlmsg_len;) {
 		struct nlattr a;
 		memcpy(&a, m + off, sizeof a);
@@ -70,6 +75,17 @@ int linkd_pkt_parse(const void *msg, size_t msg_len, struct linkd_pkt *out)
 				return -EBADMSG;
 			info = get_be32(val);
 			break;
+		case NFQA_TIMESTAMP: {
+			/* struct nfqnl_msg_packet_timestamp: two big-endian 64-bit words, sec and usec */
+			if (vlen < 16)
+				return -EBADMSG;
+			uint64_t sec = ((uint64_t)get_be32(val) << 32) | get_be32(val + 4);
+			uint64_t usec = ((uint64_t)get_be32(val + 8) << 32) | get_be32(val + 12);
+
+			if (sec > 0 && sec < (uint64_t)INT64_MAX / 1000000000 - 1 && usec < 1000000)
+				out->rx_real_ns = (int64_t)(sec * 1000000000u + usec * 1000u);
+			break;
+		}
 		default:
 			break;
 		}
@@ -146,7 +162,36 @@ size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_i
 
 uint32_t linkd_pkt_copy_range(bool whole)
 {
-	return whole ? WHOLE_RANGE : IPV4_HDR_LEN;
+	return whole ? WHOLE_RANGE : LINKD_PKT_HDR_COPY;
+}
+
+int32_t linkd_pkt_l4_payload(const struct linkd_pkt *pk)
+{
+	const uint8_t *d = pk->data;
+	uint32_t ihl, thl;
+
+	if (!d || pk->data_len < 20 || (d[0] >> 4) != 4)
+		return -1;
+	ihl = (uint32_t)(d[0] & 15u) * 4u;
+	if (ihl < 20 || pk->data_len < ihl)
+		return -1;
+	if (d[9] == 17) {                       /* UDP */
+		thl = 8;
+	} else if (d[9] == 6) {                 /* TCP: data offset, byte 12 */
+		if (pk->data_len < ihl + 13)
+			return -1;
+		thl = (uint32_t)(d[ihl + 12] >> 4) * 4u;
+		if (thl < 20)
+			return -1;
+	} else {
+		return -1;
+	}
+	return pk->len >= ihl + thl && pk->len - ihl - thl <= INT32_MAX ? (int32_t)(pk->len - ihl - thl) : -1;
+}
+
+uint32_t linkd_pkt_queue_verdict(uint16_t qnum)
+{
+	return NF_QUEUE | ((uint32_t)qnum << 16);
 }
 
 uint32_t linkd_pkt_cfg_flags(bool segment)

@@ -6,9 +6,11 @@
  * decides what the kernel must copy to us per queue:
  * - a link that corrupts or duplicates needs whole packets (the bytes to flip or to inject) and
  *   takes them segmented, each at most one MTU (segmentation offload off for that queue);
- * - every other link needs only the IPv4 header, and takes segmentation-offloaded packets whole
- *   (NFQA_CFG_F_GSO): one message and one verdict for up to 64 KB instead of one per segment.
- *   Such a packet's real length is NFQA_CAP_LEN, never the bytes copied.
+ * - every other link needs only the headers (IPv4 and the transport's), and takes segmentation-
+ *   offloaded packets whole (NFQA_CFG_F_GSO): one message and one verdict for up to 64 KB
+ *   instead of one per segment. Such a packet's real length is NFQA_CAP_LEN, never the bytes
+ *   copied; a lossy link's split queue (LINKD_PKT_SPLIT_BIT) takes them segmented.
+ * Each packet's receive stamp (NFQA_TIMESTAMP) is parsed: the emulated delay runs from it.
  * Fail-open stays off in both: a packet the kernel cannot queue to us is dropped, as a full
  * link drops it, never passed unshaped.
  *
@@ -33,6 +35,8 @@ struct linkd_pkt {
 	uint32_t data_len;
 	bool whole;             /* data holds the whole packet (data_len == len) */
 	bool gso;               /* a segmentation-offload super-packet, passed whole */
+	uint16_t qnum;          /* the queue it came from */
+	int64_t rx_real_ns;     /* the kernel's receive stamp (CLOCK_REALTIME, us resolution), 0 = none */
 };
 
 /* Parse one netlink message of msg_len bytes. Returns 1 for a packet (*out filled), 0 for a
@@ -53,11 +57,14 @@ size_t linkd_pkt_verdict_put(void *buf, size_t room, uint16_t qnum, uint32_t id,
 size_t linkd_pkt_batch_put(void *buf, size_t room, uint16_t qnum, uint32_t max_id,
 			   uint32_t verdict);
 
-/* Copy range for a queue: 0xffff when whole packets are needed, else the IPv4 header's 20 bytes. */
+/* Copy range for a queue: 0xffff when whole packets are needed, else the headers: an IPv4 header
+ * with options and the transport header's first bytes (LINKD_PKT_HDR_COPY), enough for
+ * linkd_pkt_l4_payload. */
+#define LINKD_PKT_HDR_COPY 80u
 uint32_t linkd_pkt_copy_range(bool whole);
 /* NFQA_CFG_FLAGS value for a queue (under linkd_pkt_cfg_mask): F_GSO (segmentation-offloaded
  * packets taken whole) unless the queue must see wire-sized segments (segment: a link that
- * loses, duplicates or corrupts decides per packet as it would be on a wire); never
+ * duplicates or corrupts, a split queue, a lossy link without one); never
  * F_FAIL_OPEN. */
 uint32_t linkd_pkt_cfg_flags(bool segment);
 uint32_t linkd_pkt_cfg_mask(void);
@@ -66,6 +73,18 @@ uint32_t linkd_pkt_cfg_mask(void);
  * segment), and, when maxlen is not 0, the queue's length. Returns bytes written or 0. */
 size_t linkd_pkt_config_put(void *buf, size_t room, uint16_t qnum, bool whole, bool segment,
 			    uint32_t maxlen);
+
+/* Transport payload bytes of an IPv4 TCP or UDP packet (len less the IP and transport headers),
+ * from the headers copied; -1 when they were not copied or are not TCP/UDP over IPv4. */
+int32_t linkd_pkt_l4_payload(const struct linkd_pkt *pk);
+
+/* A lossy link takes offloaded packets whole at its queue and sends one that must lose some of
+ * its segments on to a second queue of the same namespace, which takes packets segmented (a
+ * verdict NF_QUEUE to that queue: the kernel segments it there). Its number: the link's own with
+ * the top bit set, so links must use queues below LINKD_PKT_SPLIT_BIT. */
+#define LINKD_PKT_SPLIT_BIT 0x8000u
+/* The NF_QUEUE verdict that moves a packet to queue qnum (nf_queue's verdict encoding). */
+uint32_t linkd_pkt_queue_verdict(uint16_t qnum);
 
 /* Ids of one queue the emulator has received and not yet given a verdict, in arrival order.
  * The kernel numbers a queue's packets serially (wrapping at 2^32) and keeps them in that order;

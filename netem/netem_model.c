@@ -303,7 +303,7 @@ int64_t netem_model_delay_ns(struct netem_model *m)
 	return x < 0 ? 0 : x;
 }
 
-static bool lose(struct netem_model *m)
+bool netem_model_lose(struct netem_model *m)
 {
 	if (m->loss_model == LINK_LOSS_GEMODEL) {
 		/* Transition, then lose with the new state's probability: the stationary state
@@ -326,7 +326,7 @@ void netem_model_decide(struct netem_model *m, struct netem_decision *d)
 	memset(d, 0, sizeof *d);
 	if (m->dup && m->dup >= crandom(&m->dup_cor, &m->rng))
 		count++;
-	if (lose(m))
+	if (netem_model_lose(m))
 		count--;
 	if (count == 0) {
 		d->drop = true;

@@ -73,6 +73,11 @@ int netem_model_configure(struct netem_model *m, const struct link_params *p, ui
 /* Decide the fate of the next packet. */
 void netem_model_decide(struct netem_model *m, struct netem_decision *d);
 
+/* Only the loss decision of the next packet (random, correlated or Gilbert-Elliott, advancing
+ * the same state netem_model_decide does): for the further wire segments of one offloaded packet,
+ * which share its delay. True = lost. */
+bool netem_model_lose(struct netem_model *m);
+
 /* One jitter-distributed delay sample in ns (netem's tabledist), clamped at 0. */
 int64_t netem_model_delay_ns(struct netem_model *m);
 

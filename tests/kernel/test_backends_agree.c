@@ -19,11 +19,10 @@
  * stretches by the scale, the means get that test's band (0.5 x scale below to 2 x scale above)
  * and the sd rule widens to 50%; the probe interval is 20 ms there (linkcheck.interval),
  * because a TCG guest cannot serve four probe streams of 200 a second without queueing them.
- * Not yet asserted there: the timing (means and sds), which is measured and printed; in the
- * guest stalenet-linkd's timers fire later than netem's once the host is busy (1-3 ms a
- * direction on a quiet host, 10-24 ms under load, netem 1-8), which the precise release mode
- * is meant to cure. Loss, the configured minimum delay and
- * the rows themselves are asserted everywhere, the timing wherever the time scale is 1.
+ * Not asserted there: the sds, which are measured and printed; a guest stall during one run
+ * puts 20-130 ms of noise into every sd of that run (docs/backends.md), far above the 4 ms of
+ * jitter configured. Loss, the configured minimum delay, the means and the rows themselves are
+ * asserted everywhere, the sds wherever the time scale is 1.
  * A pair that disagrees is measured again, up to three times (see the loop).
  * docs/backends.md tables what was measured. */
 #include <criterion/criterion.h>
@@ -209,7 +208,7 @@ static double var_of_mean(const struct row *r)
 	return r->sd_ms * r->sd_ms / (r->probes > 1 ? r->probes : 2);
 }
 
-enum agreement { AGREE, DISAGREE_LOSS, DISAGREE_TIMING };
+enum agreement { AGREE, DISAGREE_LOSS, DISAGREE_MEAN, DISAGREE_SD };
 
 /* Do kernel row a and nfq row b agree (see the top of the file)? Loss is judged first, then
  * the timing; means are compared less the same run's unshaped base (ra, rb: what the host
@@ -238,11 +237,11 @@ static enum agreement agree(const struct row *a, const struct row *ra, const str
 		sd_tol = fmax(sd_tol, 0.5);
 	if (!(fabs(ea - eb) <= tol)) {
 		snprintf(why, len, "mean over the base %.3f vs %.3f ms, tolerance %.3f", ea, eb, tol);
-		return DISAGREE_TIMING;
+		return DISAGREE_MEAN;
 	}
 	if (a->cfg_jitter_ms >= 2.0 && !(fabs(a->sd_ms - b->sd_ms) <= sd_tol * fmax(a->sd_ms, b->sd_ms))) {
 		snprintf(why, len, "sd %.3f vs %.3f ms, tolerance %.0f%%", a->sd_ms, b->sd_ms, 100 * sd_tol);
-		return DISAGREE_TIMING;
+		return DISAGREE_SD;
 	}
 	return AGREE;
 }
@@ -272,11 +271,11 @@ static int compare(const struct row *kern, int nk, const struct row *nfq, int nn
 			cr_assert_float_eq(a->cfg_loss, b->cfg_loss, 1e-9);
 			cr_assert(a->probes > 0 && b->probes > 0);
 			ag = agree(a, ra, b, rb, why, sizeof why);
-			/* Not yet under an emulated CPU: there stalenet-linkd's timers run later than
-			 * netem's once the host is busy (docs/backends.md), so the timing is measured
-			 * and printed but asserted only at time scale 1. */
-			ok = ag == AGREE || (ag == DISAGREE_TIMING && scale > 1.0);
-			if (ag == DISAGREE_TIMING && scale > 1.0) {
+			/* Under an emulated CPU a guest stall in one run is most of that run's sds
+			 * (docs/backends.md): they are measured and printed, asserted only at time
+			 * scale 1. */
+			ok = ag == AGREE || (ag == DISAGREE_SD && scale > 1.0);
+			if (ag == DISAGREE_SD && scale > 1.0) {
 				char note[200];
 
 				snprintf(note, sizeof note, "timing not asserted here: %s", why);

@@ -3,9 +3,10 @@
  * A UDP socket with UDP_SEGMENT hands the stack one 64 KB datagram that leaves as 46 datagrams
  * of 1400 bytes; over a veth pair it stays one packet up to the receiver's PREROUTING, where
  * linkd's queue sees it. Checked: it crosses whole (one packet to the emulator, its true length
- * counted), a rate serialises it by its true length, and a lossy or corrupting link takes it as
- * wire-sized segments (a loss or a bit flip happens to one 1400-byte datagram, not to a 64 KB
- * send).
+ * counted), a rate serialises it by its true length, a corrupting link takes it as wire-sized
+ * segments (a bit flip happens to one 1400-byte datagram, not to a 64 KB send), and a lossy link
+ * takes it whole unless one of its segments is lost: then it goes on segmented (the split queue,
+ * netem/linkd_pkt.h) and loses just those segments.
  * Fixture: namespaces "node" and "switch" joined by one veth pair (198.18.x.1/.2), linkd in a
  * thread of this process. Skips without root; fails instead when STALENET_TESTS_MUST_RUN=1. */
 #include <criterion/criterion.h>
@@ -284,14 +285,42 @@ Test(linkd_gso, lossy_link_takes_segments)
 	cr_log_info("loss 30%%: emulator %lu packets, dropped %lu; %d of %d datagrams received, %d of %d "
 		    "sends partly", (unsigned long)r.c.packets, (unsigned long)r.c.dropped, r.total,
 		    n * SEGS, partial, n);
-	/* each datagram decided on its own: the emulator saw every segment, dropped what did not
-	 * arrive, and the losses spread over the sends instead of taking them whole */
+	/* each datagram decided on its own: at 30% every send loses some, so the emulator saw every
+	 * segment, dropped what did not arrive, and the losses spread over the sends instead of
+	 * taking them whole */
 	cr_assert_eq(r.c.packets, (uint64_t)n * SEGS);
 	cr_assert_eq(r.c.dropped + (uint64_t)r.total, (uint64_t)n * SEGS);
 	/* binomial(1840, 0.3): 552 +- 19.7; +- 5 sd */
 	cr_assert(r.c.dropped >= 453 && r.c.dropped <= 651, "dropped %lu of %d", (unsigned long)r.c.dropped,
 		  n * SEGS);
 	cr_assert_geq(partial, n - 1, "losses taking whole sends: %d of %d partly received", partial, n);
+}
+
+Test(linkd_gso, lossy_link_splits_only_sends_that_lose)
+{
+	const int n = 200;
+	struct link_params p = { .delay_us = 1000, .loss_ppm = 10000 };
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &p), 0);
+	struct result r;
+	send_offloaded(n, &r);
+	int whole = 0, partial = 0, none = 0;
+	for (int i = 0; i < n; i++) {
+		whole += r.got[i] == SEGS;
+		partial += r.got[i] > 0 && r.got[i] < SEGS;
+		none += r.got[i] == 0;
+	}
+	cr_log_info("loss 1%%: emulator %lu packets, dropped %lu; %d of %d datagrams received; sends whole %d, "
+		    "partly %d, lost %d", (unsigned long)r.c.packets, (unsigned long)r.c.dropped, r.total,
+		    n * SEGS, whole, partial, none);
+	cr_assert_eq(r.c.dropped + (uint64_t)r.total, (uint64_t)n * SEGS);
+	/* binomial(9200, 0.01): 92 +- 9.5; +- 5 sd */
+	cr_assert(r.c.dropped >= 45 && r.c.dropped <= 140, "dropped %lu of %d", (unsigned long)r.c.dropped,
+		  n * SEGS);
+	/* a send loses a segment with probability 1 - 0.99^46 = 37%: the others crossed as one
+	 * packet each (binomial(200, 0.63): 126 +- 6.8, +- 5 sd), the split ones as their segments */
+	cr_assert(whole >= 92 && whole <= 160, "%d sends whole", whole);
+	cr_assert_eq(none, 0, "a loss took a whole send");
+	cr_assert_eq(r.c.packets, (uint64_t)whole + (uint64_t)partial * SEGS);
 }
 
 Test(linkd_gso, corrupting_link_takes_segments)

@@ -109,7 +109,7 @@ Test(linkd_pkt, config_per_queue)
 	struct cfg_seen s = parse_cfg(buf, n, 42);
 	cr_assert(s.params && s.maxlen && s.flags && s.mask);
 	cr_assert_eq(s.mode, NFQNL_COPY_PACKET);
-	cr_assert_eq(s.range, 20); /* the IPv4 header only */
+	cr_assert_eq(s.range, LINKD_PKT_HDR_COPY); /* the headers only */
 	cr_assert_eq(s.qmax, 65536);
 	cr_assert_eq(s.fl, NFQA_CFG_F_GSO);
 	cr_assert_eq(s.mk & (NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN), NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN);
@@ -117,7 +117,7 @@ Test(linkd_pkt, config_per_queue)
 	/* a lossy link: the header only, but wire-sized segments */
 	n = linkd_pkt_config_put(buf, sizeof buf, 7, false, true, 0);
 	s = parse_cfg(buf, n, 7);
-	cr_assert_eq(s.range, 20);
+	cr_assert_eq(s.range, LINKD_PKT_HDR_COPY);
 	cr_assert_eq(s.fl, 0);
 	cr_assert_eq(s.mk & NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
 
@@ -166,6 +166,8 @@ Test(linkd_pkt, parse_packets)
 	cr_assert_eq(p.data[0], 0xab);
 	cr_assert(!p.whole);
 	cr_assert(p.gso);
+	cr_assert_eq(p.qnum, 5);
+	cr_assert_eq(p.rx_real_ns, 0); /* no timestamp attribute */
 
 	/* a whole copy: no CAP_LEN, the copy is the packet */
 	n = packet_msg(buf, sizeof buf, 3, ip, 57, -1, -1);
@@ -410,4 +412,68 @@ Test(linkd_pkt, batch_verdicts_never_take_a_held_packet)
 	batch_sim(1, 0, 11);              /* constant delay: releases in arrival order */
 	batch_sim(0xfffff000u, 30, 12);   /* jitter, across the id wrap */
 	batch_sim(77, 100, 13);           /* any order */
+}
+
+Test(linkd_pkt, timestamp_in_realtime_ns)
+{
+	char buf[512];
+	uint8_t ip[20] = { 0x45 };
+	struct linkd_pkt p;
+	size_t n = packet_msg(buf, sizeof buf, 9, ip, sizeof ip, 100, 0);
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+	/* the kernel's nfqnl_msg_packet_timestamp: be64 seconds, be64 microseconds */
+	uint8_t ts[16] = { 0, 0, 0, 0, 0x69, 0x26, 0x0a, 0x51, 0, 0, 0, 0, 0, 0x0b, 0x71, 0xb0 };
+
+	mnl_attr_put(nlh, NFQA_TIMESTAMP, sizeof ts, ts);
+	n = nlh->nlmsg_len;
+	cr_assert_eq(linkd_pkt_parse(buf, n, &p), 1);
+	cr_assert_eq(p.rx_real_ns, 0x69260a51LL * 1000000000LL + 750000LL * 1000LL);
+	/* a short timestamp is malformed */
+	n = packet_msg(buf, sizeof buf, 9, ip, sizeof ip, 100, 0);
+	mnl_attr_put(nlh, NFQA_TIMESTAMP, 8, ts);
+	cr_assert_eq(linkd_pkt_parse(buf, nlh->nlmsg_len, &p), -EBADMSG);
+}
+
+/* An IPv4 header (ihl words) and, for TCP, a header of doff words. */
+static void l4_hdrs(uint8_t *b, unsigned ihl, uint8_t proto, unsigned doff)
+{
+	memset(b, 0, 128);
+	b[0] = (uint8_t)(0x40 | ihl);
+	b[9] = proto;
+	b[ihl * 4 + 12] = (uint8_t)(doff << 4);
+}
+
+Test(linkd_pkt, l4_payload_from_headers)
+{
+	uint8_t h[128];
+	struct linkd_pkt p = { .data = h, .data_len = LINKD_PKT_HDR_COPY, .len = 65226 };
+
+	l4_hdrs(h, 5, 6, 8);                    /* TCP with timestamps: 20 + 32 bytes of headers */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), 65226 - 52);
+	l4_hdrs(h, 15, 6, 15);                  /* both headers at their longest: still in the copy */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), 65226 - 120);
+	l4_hdrs(h, 5, 17, 0);                   /* UDP */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), 65226 - 28);
+	l4_hdrs(h, 5, 1, 0);                    /* ICMP: not segmented by us */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), -1);
+	l4_hdrs(h, 5, 6, 4);                    /* a TCP data offset below 5 words */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), -1);
+	l4_hdrs(h, 5, 6, 5);
+	p.data_len = 24;                        /* the TCP header not copied */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), -1);
+	p.data_len = LINKD_PKT_HDR_COPY;
+	p.len = 30;                             /* shorter than its headers */
+	cr_assert_eq(linkd_pkt_l4_payload(&p), -1);
+	h[0] = 0x65;                            /* IPv6 */
+	p.len = 1500;
+	cr_assert_eq(linkd_pkt_l4_payload(&p), -1);
+	p.data = NULL;
+	cr_assert_eq(linkd_pkt_l4_payload(&p), -1);
+}
+
+Test(linkd_pkt, queue_verdict_encoding)
+{
+	cr_assert_eq(linkd_pkt_queue_verdict(0x8064), NF_QUEUE_NR(0x8064));
+	cr_assert_eq(linkd_pkt_queue_verdict(7) & NF_VERDICT_MASK, NF_QUEUE);
+	cr_assert_eq(linkd_pkt_queue_verdict(7) >> 16, 7);
 }

@@ -434,3 +434,30 @@ Test(netem_model, verdict_constants_agree_with_the_model)
 				   netem_model_ge_loss_rate(c[i][0], c[i][1], c[i][2], c[i][3]), 1e-15);
 	}
 }
+
+/* The loss decision alone (the further segments of an offloaded packet) keeps the configured rate,
+ * interleaved with whole decisions as the emulator interleaves them, and for Gilbert-Elliott too. */
+Test(netem_model, lose_alone_keeps_the_rate)
+{
+	struct netem_model m;
+	struct netem_decision d;
+	const uint64_t n = 400000;
+	uint64_t lost = 0;
+
+	model(&m, (struct link_params){ .loss_ppm = 30000, .delay_us = 1000 });
+	for (uint64_t k = 0; k < n; k++) {
+		if (k % 46 == 0) {
+			netem_model_decide(&m, &d);
+			lost += d.drop;
+		} else {
+			lost += netem_model_lose(&m);
+		}
+	}
+	assert_rate(lost, n, 0.03, "loss");
+	model(&m, (struct link_params){ .loss_model = LINK_LOSS_GEMODEL, .ge_p_ppm = 10000, .ge_r_ppm = 300000,
+					.ge_1h_ppm = 1000000, .ge_1k_ppm = 0 });
+	lost = 0;
+	for (uint64_t k = 0; k < n; k++)
+		lost += netem_model_lose(&m);
+	assert_rate(lost, n, netem_model_ge_loss_rate(10000, 300000, 1000000, 0), "GE loss");
+}
