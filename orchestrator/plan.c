@@ -685,6 +685,9 @@ int plan_print(FILE *out, const struct plan *self)
 	char buf[1200], t[32];
 	if (!self->n_runs)
 		return fprintf(out, "no runs\n") < 0 ? -EIO : 0;
+	for (size_t i = 0; i < self->n_runs; i++)
+		if (!self->runs[i].nodes && self->runs[i].n_nodes)
+			return -EINVAL;     /* a compact plan: printed from a full one only */
 	const struct scenario *first = self->runs[0].scenario;
 	fprintf(out, "scenario %s (%s): %zu run%s\n", first->name, first->file, self->n_runs,
 		self->n_runs == 1 ? "" : "s");

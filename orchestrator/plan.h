@@ -109,7 +109,7 @@ const struct plan_run *plan_run(const struct plan *self, size_t i);
 uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx);
 
 /* Print the plan readably (runs, nodes with their links, stragglers and resources, timeline): the output of
- * `stalenet check`. Returns 0 or -errno. */
+ * `stalenet check`. Returns 0 or -errno (-EINVAL for a compact plan). */
 int plan_print(FILE *out, const struct plan *self);
 
 /* One link's two directions in scenario units, as plan_print shows them: "both: delay 10ms

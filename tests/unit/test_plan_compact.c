@@ -2,6 +2,7 @@
  * as in the full plan of the same scenario (names, roles, links, stragglers, resources, the
  * timeline); nodes matched by the same entries share one profile; errors are the full plan's. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,4 +175,21 @@ Test(plan_compact, errors_are_the_full_plans)
 		plan_destroy(&p2);
 		scenario_destroy(&sc);
 	}
+}
+
+Test(plan_compact, print_wants_a_full_plan)
+{
+	struct scenario *sc = parse("stop: {steps: 10}\nworkers: 3\n");
+	char err[SCENARIO_ERR_MAX] = "";
+	struct plan *p = plan_new_compact(sc, err, sizeof err);
+	FILE *devnull = fopen("/dev/null", "w");
+
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_not_null(devnull);
+	cr_expect_null(plan_run(p, 0)->nodes);
+	cr_expect_eq(plan_run(p, 0)->n_nodes, 4);
+	cr_expect_eq(plan_print(devnull, p), -EINVAL);
+	fclose(devnull);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
 }
