@@ -38,6 +38,8 @@ static void free_run(struct plan_run *r)
 	struct scenario *sc = (struct scenario *)r->scenario;
 	scenario_destroy(&sc);
 	free(r->nodes);
+	free(r->cnodes);
+	free(r->profiles);
 	free(r->events);
 	for (size_t a = 0; a < r->n_sweep_values; a++) {
 		free(r->sweep_values ? (char *)r->sweep_values[a] : NULL);
@@ -125,16 +127,108 @@ static int link_error(const struct scenario *sc, struct scenario_pos pos, const 
 	return -EINVAL;
 }
 
-/* Nodes, links, stragglers and the timeline of one run. */
-static int resolve(struct plan_run *r, char *err, size_t errlen)
+/* The name scenario_node_list gives node index of role when the scenario lists no nodes. */
+static void default_name(enum scenario_role role, uint32_t index, char *buf, size_t len)
+{
+	static const char *const prefix[] = { "server", "worker", "peer", "trainer", "probe", "registry",
+					      "device" };
+	bool single = role == SCENARIO_ROLE_CENTRAL || role == SCENARIO_ROLE_REGISTRY;
+
+	if ((size_t)role >= sizeof prefix / sizeof *prefix)
+		snprintf(buf, len, "?");
+	else if (single)
+		snprintf(buf, len, "%s", prefix[role]);
+	else
+		snprintf(buf, len, "%s%u", prefix[role], index);
+}
+
+/* The distinct start profiles of one run's nodes while they are resolved: prof[i] is node i's.
+ * Each entry moves the nodes it matches from their profile to that profile merged with the
+ * entry, so nodes matched by the same entries share one profile. */
+struct interner {
+	struct plan_profile *p;
+	size_t n, cap;
+	uint32_t *prof;                     /* per node */
+	uint32_t *map;                      /* scratch: old profile -> new (or UINT32_MAX) */
+	size_t n_nodes;
+};
+
+enum { MERGE_LINK, MERGE_STRAGGLER, MERGE_RESOURCES };
+
+static int intern_apply(struct interner *in, const uint8_t *match, int kind, const void *entry)
+{
+	size_t before = in->n;
+	uint32_t *map = realloc(in->map, (before + 1) * sizeof *map);
+
+	if (!map)
+		return -ENOMEM;
+	in->map = map;
+	for (size_t k = 0; k < before; k++)
+		map[k] = UINT32_MAX;
+	for (size_t i = 0; i < in->n_nodes; i++) {
+		uint32_t old = in->prof[i];
+
+		if (!match[i])
+			continue;
+		if (map[old] == UINT32_MAX) {
+			if (in->n == in->cap) {
+				size_t nc = in->cap * 2;
+				struct plan_profile *np = realloc(in->p, nc * sizeof *np);
+				if (!np)
+					return -ENOMEM;
+				in->p = np;
+				in->cap = nc;
+			}
+			struct plan_profile *d = &in->p[in->n];
+			*d = in->p[old];
+			if (kind == MERGE_LINK) {
+				const struct scenario_link *lk = entry;
+				scenario_link_merge(&d->up, &lk->up);
+				scenario_link_merge(&d->down, &lk->down);
+			} else if (kind == MERGE_STRAGGLER) {
+				straggler_merge(&d->straggler, entry);
+			} else {
+				resources_merge(&d->resources, entry);
+			}
+			map[old] = (uint32_t)in->n++;
+		}
+		in->prof[i] = map[old];
+	}
+	if (in->n == before)
+		return 0;
+	/* drop the profiles no node holds any more, keeping the order of the rest */
+	size_t kept = 0;
+	map = realloc(in->map, in->n * sizeof *map);
+	if (!map)
+		return -ENOMEM;
+	in->map = map;
+	memset(map, 0xff, in->n * sizeof *map);
+	for (size_t i = 0; i < in->n_nodes; i++)
+		map[in->prof[i]] = 0;
+	for (size_t k = 0; k < in->n; k++)
+		if (map[k] == 0) {
+			if (kept != k)
+				in->p[kept] = in->p[k];
+			map[k] = (uint32_t)kept++;
+		}
+	for (size_t i = 0; i < in->n_nodes; i++)
+		in->prof[i] = map[in->prof[i]];
+	in->n = kept;
+	return 0;
+}
+
+/* Nodes, links, stragglers and the timeline of one run: full per-node copies, or (compact) the
+ * nodes' profile indices and the distinct profiles. */
+static int resolve(struct plan_run *r, bool compact, char *err, size_t errlen)
 {
 	const struct scenario *sc = r->scenario;
 	struct scenario_node *sn = NULL;
 	const char **names = NULL;
 	enum scenario_role *roles = NULL;
-	uint8_t *match = NULL;
+	uint8_t *match = NULL, *checked = NULL;
 	struct link_params *cur_up = NULL, *cur_down = NULL;
 	struct ev_order *order = NULL;
+	struct interner in = { 0 };
 	size_t n = 0;
 	uint32_t per_role[SCENARIO_ROLE_DEVICE + 1] = { 0 };
 	int rc = -ENOMEM;
@@ -143,25 +237,21 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 
 	if (scenario_node_list(sc, &sn, &n))
 		goto oom;
-	r->nodes = calloc(n + 1, sizeof *r->nodes);
 	names = calloc(n + 1, sizeof *names);
 	roles = calloc(n + 1, sizeof *roles);
 	match = calloc(n + 1, 1);
-	cur_up = calloc(n + 1, sizeof *cur_up);
-	cur_down = calloc(n + 1, sizeof *cur_down);
-	if (!r->nodes || !names || !roles || !match || !cur_up || !cur_down)
+	in.prof = calloc(n + 1, sizeof *in.prof);
+	in.p = calloc(in.cap = 4, sizeof *in.p);
+	if (!names || !roles || !match || !in.prof || !in.p)
 		goto oom;
-	r->n_nodes = n;
+	in.n_nodes = n;
+	in.n = 1;
+	in.p[0].up = sc->network.up;
+	in.p[0].down = sc->network.down;
+	in.p[0].straggler.slowdown = 1;
 	for (size_t i = 0; i < n; i++) {
-		struct plan_node *pn = &r->nodes[i];
-		memcpy(pn->name, sn[i].name, sizeof pn->name);
-		pn->role = sn[i].role;
-		pn->index = per_role[sn[i].role]++;
-		pn->up = sc->network.up;
-		pn->down = sc->network.down;
-		pn->straggler.slowdown = 1;
-		names[i] = pn->name;
-		roles[i] = pn->role;
+		names[i] = sn[i].name;
+		roles[i] = sn[i].role;
 	}
 	/* network.links in file order: later entries win per field */
 	for (size_t l = 0; l < sc->network.n_links; l++) {
@@ -172,25 +262,27 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 				 lk->nodes, why);
 			goto out;
 		}
-		for (size_t i = 0; i < n; i++)
-			if (match[i]) {
-				scenario_link_merge(&r->nodes[i].up, &lk->up);
-				scenario_link_merge(&r->nodes[i].down, &lk->down);
-			}
+		if (intern_apply(&in, match, MERGE_LINK, lk) < 0)
+			goto oom;
 	}
+	/* each profile checked once, at the first node holding it (the node an error names) */
+	if (!(checked = calloc(in.n + 1, 1)))
+		goto oom;
 	for (size_t i = 0; i < n; i++) {
-		if ((rule = scenario_link_rule(&r->nodes[i].up))) {
+		const struct plan_profile *pr = &in.p[in.prof[i]];
+		if (checked[in.prof[i]])
+			continue;
+		checked[in.prof[i]] = 1;
+		if ((rule = scenario_link_rule(&pr->up))) {
 			rc = link_error(sc, sc->network.n_links ? sc->network.links[sc->network.n_links - 1].pos :
-					(struct scenario_pos){ 1, 1 }, r->nodes[i].name, "up", rule, err, errlen);
+					(struct scenario_pos){ 1, 1 }, names[i], "up", rule, err, errlen);
 			goto out;
 		}
-		if ((rule = scenario_link_rule(&r->nodes[i].down))) {
+		if ((rule = scenario_link_rule(&pr->down))) {
 			rc = link_error(sc, sc->network.n_links ? sc->network.links[sc->network.n_links - 1].pos :
-					(struct scenario_pos){ 1, 1 }, r->nodes[i].name, "down", rule, err, errlen);
+					(struct scenario_pos){ 1, 1 }, names[i], "down", rule, err, errlen);
 			goto out;
 		}
-		cur_up[i] = r->nodes[i].up;
-		cur_down[i] = r->nodes[i].down;
 	}
 	for (size_t s = 0; s < sc->n_stragglers; s++) {
 		const struct scenario_straggler *st = &sc->stragglers[s];
@@ -200,9 +292,8 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 				 st->nodes, why);
 			goto out;
 		}
-		for (size_t i = 0; i < n; i++)
-			if (match[i])
-				straggler_merge(&r->nodes[i].straggler, st);
+		if (intern_apply(&in, match, MERGE_STRAGGLER, st) < 0)
+			goto oom;
 	}
 	for (size_t s = 0; s < sc->n_resources; s++) {
 		const struct scenario_resources *re = &sc->resources[s];
@@ -212,9 +303,8 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 				 re->nodes, why);
 			goto out;
 		}
-		for (size_t i = 0; i < n; i++)
-			if (match[i])
-				resources_merge(&r->nodes[i].resources, re);
+		if (intern_apply(&in, match, MERGE_RESOURCES, re) < 0)
+			goto oom;
 	}
 	/* the timeline, sorted by time (stable), each event resolved to full parameters per node */
 	size_t ne = sc->network.n_timeline, total = 0, cap = 0;
@@ -224,6 +314,14 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 		for (size_t e = 0; e < ne; e++)
 			order[e] = (struct ev_order){ sc->network.timeline[e].at_us, e };
 		qsort(order, ne, sizeof *order, cmp_ev);
+		cur_up = calloc(n + 1, sizeof *cur_up);
+		cur_down = calloc(n + 1, sizeof *cur_down);
+		if (!cur_up || !cur_down)
+			goto oom;
+		for (size_t i = 0; i < n; i++) {
+			cur_up[i] = in.p[in.prof[i]].up;
+			cur_down[i] = in.p[in.prof[i]].down;
+		}
 	}
 	for (size_t k = 0; k < ne; k++) {
 		const struct scenario_event *ev = &sc->network.timeline[order[k].idx];
@@ -261,6 +359,45 @@ static int resolve(struct plan_run *r, char *err, size_t errlen)
 			r->n_events = total;
 		}
 	}
+	/* compact only when every name is the one (role, index) makes (or the scenario holds it), and
+	 * only for a parameter server: the simulator's p2p, ring and centralized drivers (at most a
+	 * few thousand nodes) read the full per-node copies */
+	if (sc->topology.kind != SCENARIO_TOPO_PS)
+		compact = false;
+	for (size_t i = 0; compact && !sc->nodes && i < n; i++) {
+		char nm[SCENARIO_NODE_NAME_MAX];
+		default_name(sn[i].role, per_role[sn[i].role]++, nm, sizeof nm);
+		if (strcmp(nm, sn[i].name) != 0)
+			compact = false;
+	}
+	if (compact && sc->nodes && sc->n_nodes != n)
+		compact = false;
+	memset(per_role, 0, sizeof per_role);
+	r->n_nodes = n;
+	if (compact) {
+		struct plan_profile *shrunk = realloc(in.p, in.n * sizeof *shrunk);
+		if (!(r->cnodes = calloc(n + 1, sizeof *r->cnodes)))
+			goto oom;
+		for (size_t i = 0; i < n; i++)
+			r->cnodes[i] = (struct plan_cnode){ per_role[sn[i].role]++, in.prof[i], sn[i].role };
+		r->profiles = shrunk ? shrunk : in.p;
+		r->n_profiles = in.n;
+		in.p = NULL;
+	} else {
+		if (!(r->nodes = calloc(n + 1, sizeof *r->nodes)))
+			goto oom;
+		for (size_t i = 0; i < n; i++) {
+			struct plan_node *pn = &r->nodes[i];
+			const struct plan_profile *pr = &in.p[in.prof[i]];
+			memcpy(pn->name, sn[i].name, sizeof pn->name);
+			pn->role = sn[i].role;
+			pn->index = per_role[sn[i].role]++;
+			pn->up = pr->up;
+			pn->down = pr->down;
+			pn->straggler = pr->straggler;
+			pn->resources = pr->resources;
+		}
+	}
 	rc = 0;
 	goto out;
 oom:
@@ -271,10 +408,49 @@ out:
 	free(names);
 	free(roles);
 	free(match);
+	free(checked);
 	free(cur_up);
 	free(cur_down);
 	free(order);
+	free(in.p);
+	free(in.prof);
+	free(in.map);
 	return rc;
+}
+
+enum scenario_role plan_node_role(const struct plan_run *r, size_t i)
+{
+	return r->nodes ? r->nodes[i].role : r->cnodes[i].role;
+}
+
+const struct link_params *plan_node_up(const struct plan_run *r, size_t i)
+{
+	return r->nodes ? &r->nodes[i].up : &r->profiles[r->cnodes[i].profile].up;
+}
+
+const struct link_params *plan_node_down(const struct plan_run *r, size_t i)
+{
+	return r->nodes ? &r->nodes[i].down : &r->profiles[r->cnodes[i].profile].down;
+}
+
+const struct scenario_straggler *plan_node_straggler(const struct plan_run *r, size_t i)
+{
+	return r->nodes ? &r->nodes[i].straggler : &r->profiles[r->cnodes[i].profile].straggler;
+}
+
+const struct scenario_resources *plan_node_resources(const struct plan_run *r, size_t i)
+{
+	return r->nodes ? &r->nodes[i].resources : &r->profiles[r->cnodes[i].profile].resources;
+}
+
+const char *plan_node_name(const struct plan_run *r, size_t i, char *buf, size_t len)
+{
+	if (r->nodes)
+		return r->nodes[i].name;
+	if (r->scenario->nodes)
+		return r->scenario->nodes[i].name;
+	default_name(r->cnodes[i].role, r->cnodes[i].index, buf, len);
+	return buf;
 }
 
 /* Keep [A-Za-z0-9._+-] (and ',' '=' between the pieces of an id); anything else becomes '_'. */
@@ -286,7 +462,7 @@ static void sanitize(char *s, bool separators)
 			*s = '_';
 }
 
-struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
+static struct plan *build(const struct scenario *sc, bool compact, char *err, size_t errlen)
 {
 	struct plan *p = calloc(1, sizeof *p);
 	size_t n_axes = sc->sweep.n_axes;
@@ -362,7 +538,7 @@ struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
 			if (!r->scenario)
 				goto fail;
 			p->n_runs++;
-			if (resolve(r, err, errlen))
+			if (resolve(r, compact, err, errlen))
 				goto fail;
 			/* next combination: the last dimension varies fastest */
 			for (size_t d = n_dims; d-- > 0;) {
@@ -388,6 +564,16 @@ fail:
 		free_run(&p->runs[p->n_runs]); /* the run being built when it failed */
 	plan_destroy(&p);
 	return NULL;
+}
+
+struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen)
+{
+	return build(sc, false, err, errlen);
+}
+
+struct plan *plan_new_compact(const struct scenario *sc, char *err, size_t errlen)
+{
+	return build(sc, true, err, errlen);
 }
 
 static const char *dist_name(enum link_dist d)
@@ -503,6 +689,9 @@ int plan_print(FILE *out, const struct plan *self)
 	char buf[1200], t[32];
 	if (!self->n_runs)
 		return fprintf(out, "no runs\n") < 0 ? -EIO : 0;
+	for (size_t i = 0; i < self->n_runs; i++)
+		if (!self->runs[i].nodes && self->runs[i].n_nodes)
+			return -EINVAL;     /* a compact plan: printed from a full one only */
 	const struct scenario *first = self->runs[0].scenario;
 	fprintf(out, "scenario %s (%s): %zu run%s\n", first->name, first->file, self->n_runs,
 		self->n_runs == 1 ? "" : "s");

@@ -32,6 +32,21 @@ struct plan_node {
 					       unlimited, no cgroup limits); nodes points into the scenario */
 };
 
+/* A compact plan's node (plan_new_compact): its role, index among its role and profile. */
+struct plan_cnode {
+	uint32_t index;
+	uint32_t profile;                   /* index into plan_run.profiles */
+	enum scenario_role role;
+};
+
+/* What a node starts with, shared by every node that the same entries of network.links,
+ * stragglers and resources match (compact plans). */
+struct plan_profile {
+	struct link_params up, down;
+	struct scenario_straggler straggler;
+	struct scenario_resources resources;
+};
+
 /* A link change: from at_us on, node's links are up/down (the full effective parameters). */
 struct plan_event {
 	uint64_t at_us;
@@ -45,8 +60,13 @@ struct plan_run {
 	uint32_t rep;                       /* 1-based repetition */
 	uint64_t seed;                      /* derived: plan_derive_seed(base seed, index) */
 	const struct scenario *scenario;    /* this run's scenario (seed already the derived one) */
-	struct plan_node *nodes;
+	struct plan_node *nodes;            /* NULL in a compact plan: use the plan_node_* accessors */
 	size_t n_nodes;
+	/* Compact plans only (NULL otherwise): per node its role, index and profile; the distinct
+	 * profiles; node names made from (role, index) unless the scenario lists its nodes. */
+	struct plan_cnode *cnodes;
+	struct plan_profile *profiles;
+	size_t n_profiles;
 	struct plan_event *events;          /* sorted by at_us, stable within equal times */
 	size_t n_events;
 	/* The sweep point: sweep_values[a] is the value (as written) of the a-th sweep axis;
@@ -63,7 +83,23 @@ struct plan;
  * (naming the sweep value's or selector's file:line:col) in err. */
 struct plan *plan_new(const struct scenario *sc, char *err, size_t errlen);
 
+/* The same plan with compact runs: no per-node copies of names, links, stragglers and
+ * resources (about 12 bytes per node instead of about 800); nodes sharing their matching entries
+ * share one profile. For the simulator; read the nodes only through the plan_node_* accessors
+ * (plan_print needs a full plan). Falls back to a full plan for a run whose node names do not
+ * follow the generated pattern. */
+struct plan *plan_new_compact(const struct scenario *sc, char *err, size_t errlen);
+
 void plan_destroy(struct plan **self);
+
+/* Node i (< r->n_nodes) of a full or compact run. */
+enum scenario_role plan_node_role(const struct plan_run *r, size_t i);
+const struct link_params *plan_node_up(const struct plan_run *r, size_t i);
+const struct link_params *plan_node_down(const struct plan_run *r, size_t i);
+const struct scenario_straggler *plan_node_straggler(const struct plan_run *r, size_t i);
+const struct scenario_resources *plan_node_resources(const struct plan_run *r, size_t i);
+/* Its name: the stored one, or made in buf (len >= SCENARIO_NODE_NAME_MAX) and returned. */
+const char *plan_node_name(const struct plan_run *r, size_t i, char *buf, size_t len);
 
 size_t plan_n_runs(const struct plan *self);
 /* The i-th run (i < plan_n_runs), owned by the plan. */
@@ -73,7 +109,7 @@ const struct plan_run *plan_run(const struct plan *self, size_t i);
 uint64_t plan_derive_seed(uint64_t base_seed, uint64_t idx);
 
 /* Print the plan readably (runs, nodes with their links, stragglers and resources, timeline): the output of
- * `stalenet check`. Returns 0 or -errno. */
+ * `stalenet check`. Returns 0 or -errno (-EINVAL for a compact plan). */
 int plan_print(FILE *out, const struct plan *self);
 
 /* One link's two directions in scenario units, as plan_print shows them: "both: delay 10ms

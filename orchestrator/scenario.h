@@ -33,7 +33,7 @@
 #define SCENARIO_MAX_RUNS       10000           /* runs one sweep may expand to (with repeat) */
 #define SCENARIO_MAX_DELAY_US   60000000u       /* link delay and jitter: 60 s */
 #define SCENARIO_MAX_SIM_WORKERS 200000u        /* workers of a scenario with a simulation: section
-						  * (the plan holds ~800 bytes per node) */
+						  * (a compact plan holds ~12 bytes per node) */
 
 enum scenario_data_set { SCENARIO_DATA_FASHION_MNIST = 0, SCENARIO_DATA_MNIST };
 enum scenario_partition { SCENARIO_PART_IID = 0, SCENARIO_PART_CLASSES, SCENARIO_PART_DIRICHLET,

@@ -135,7 +135,7 @@ int simulate_main(const struct simulate_opts *o)
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
-	plan = plan_new(sc, err, sizeof err);
+	plan = plan_new_compact(sc, err, sizeof err);
 	if (!plan) {
 		fprintf(stderr, "%s\n", err);
 		goto out;

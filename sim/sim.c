@@ -236,7 +236,7 @@ static const struct link_params *lp(const struct sim *s, uint32_t i, bool up)
 {
 	if (s->up)
 		return up ? s->up[i].p : s->down[i].p;
-	return up ? &s->run->nodes[i].up : &s->run->nodes[i].down;
+	return up ? plan_node_up(s->run, i) : plan_node_down(s->run, i);
 }
 
 static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
@@ -268,7 +268,7 @@ static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, i
  * from a stream of its own, so it does not depend on the order of events. */
 static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 {
-	const struct scenario_straggler *st = &s->run->nodes[s->node_of[w]].straggler;
+	const struct scenario_straggler *st = plan_node_straggler(s->run, s->node_of[w]);
 	double t = (double)s->o->step_cost_ns;
 
 	if (s->strag && s->strag[w]) {
@@ -298,7 +298,7 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 /* When a step wanted at t can start: after the pause window t falls in, if any. */
 static int64_t after_pause(const struct sim *s, uint32_t w, int64_t t)
 {
-	const struct scenario_straggler *st = &s->run->nodes[s->node_of[w]].straggler;
+	const struct scenario_straggler *st = plan_node_straggler(s->run, s->node_of[w]);
 	int64_t every, len, ph;
 
 	if (!(st->set & SCENARIO_STRAG_PAUSE) || !st->pause_every_us || !st->pause_for_us)
@@ -361,6 +361,7 @@ static void eval_row(struct sim *s, int64_t t)
 	struct eval_result test, train;
 	struct core_ps_stats cs;
 	uint64_t samples;
+	char nm[SCENARIO_NODE_NAME_MAX];
 
 	if (!s->train)
 		return;
@@ -372,7 +373,7 @@ static void eval_row(struct sim *s, int64_t t)
 	samples = sim_train_samples(s->train);
 	if (s->eval &&
 	    csv_writer_row(s->eval, "%.3f,%s,%lld,%.6f,%llu,%.6f,%.6f,%.6f", t / 1e9,
-			   s->run->nodes[s->srv].name, (long long)cs.version,
+			   plan_node_name(s->run, s->srv, nm, sizeof nm), (long long)cs.version,
 			   (double)samples / (double)sim_train_set_size(s->train), (unsigned long long)samples,
 			   test.accuracy, test.loss, train.loss) < 0)
 		fail(s, -EIO, "write eval.csv failed");
@@ -407,14 +408,15 @@ static void step_row(struct sim *s, uint32_t i, int64_t t, uint32_t step, int64_
 			w->stale_max = (uint32_t)stale;
 	}
 	if (s->trace && s->trace[i]) {
-		char st[24] = "";
+		char st[24] = "", nm[SCENARIO_NODE_NAME_MAX];
+		const char *name = plan_node_name(s->run, pnode, nm, sizeof nm);
 
 		if (stale >= 0)
 			snprintf(st, sizeof st, "%lld", (long long)stale);
 		if (csv_writer_row(s->trace[i], "%.6f,%s,%u,%.6f,%.6f,%s,%u,,%llu,%llu,0", t / 1e9,
-				   s->run->nodes[pnode].name, w->step, w->cur_compute, w->cur_wait, st, w->version,
+				   name, w->step, w->cur_compute, w->cur_wait, st, w->version,
 				   (unsigned long long)tx, (unsigned long long)rx) < 0)
-			fail(s, -EIO, "write nodes/%s.csv failed", s->run->nodes[pnode].name);
+			fail(s, -EIO, "write nodes/%s.csv failed", name);
 	}
 	w->cur_wait = 0;
 }
@@ -785,7 +787,10 @@ static int open_outputs(struct sim *s)
 	if (!(s->trace = calloc(s->n, sizeof *s->trace)))
 		return fail(s, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < s->n; i++) {
-		snprintf(path, sizeof path, "%s/nodes/%s.csv", s->o->dir, s->run->nodes[s->node_of[i]].name);
+		char nm[SCENARIO_NODE_NAME_MAX];
+
+		snprintf(path, sizeof path, "%s/nodes/%s.csv", s->o->dir,
+			 plan_node_name(s->run, s->node_of[i], nm, sizeof nm));
 		if (!(s->trace[i] = csv_writer_open(path, TRACE_HEADER_NODE)))
 			return fail(s, -EIO, "cannot open %s", path);
 	}
@@ -804,13 +809,13 @@ static int write_workers(struct sim *s)
 		return fail(s, -EIO, "cannot open %s", path);
 	for (uint32_t i = 0; i < s->n && !s->rc; i++) {
 		const struct sim_worker *w = &s->w[i];
-		char mean[32] = "", max[16] = "";
+		char mean[32] = "", max[16] = "", nm[SCENARIO_NODE_NAME_MAX];
 
 		if (w->stale_n) {
 			snprintf(mean, sizeof mean, "%.4f", (double)w->stale_sum / w->stale_n);
 			snprintf(max, sizeof max, "%u", w->stale_max);
 		}
-		if (csv_writer_row(f, "%s,%u,%.4f,%.4f,%s,%s", s->run->nodes[s->node_of[i]].name, w->step,
+		if (csv_writer_row(f, "%s,%u,%.4f,%.4f,%s,%s", plan_node_name(s->run, s->node_of[i], nm, sizeof nm), w->step,
 				   w->compute_s, w->wait_s, mean, max) < 0)
 			fail(s, -EIO, "write %s failed", path);
 	}
@@ -917,9 +922,9 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	s.n = 0;
 	s.srv = UINT32_MAX;
 	for (size_t i = 0; i < run->n_nodes; i++) {
-		if (run->nodes[i].role == SCENARIO_ROLE_WORKER)
+		if (plan_node_role(run, i) == SCENARIO_ROLE_WORKER)
 			s.n++;
-		else if (run->nodes[i].role == SCENARIO_ROLE_SERVER && s.srv == UINT32_MAX)
+		else if (plan_node_role(run, i) == SCENARIO_ROLE_SERVER && s.srv == UINT32_MAX)
 			s.srv = (uint32_t)i;
 	}
 	if (!s.n || s.srv == UINT32_MAX) {
@@ -932,7 +937,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		bool links = run->n_events || sc->network.trace;
 
 		for (size_t i = 0; i < run->n_nodes && !links; i++)
-			links = run->nodes[i].up.rate_bps || run->nodes[i].down.rate_bps;
+			links = plan_node_up(run, i)->rate_bps || plan_node_down(run, i)->rate_bps;
 		if (links) {
 			s.up = calloc(run->n_nodes, sizeof *s.up);
 			s.down = calloc(run->n_nodes, sizeof *s.down);
@@ -961,18 +966,18 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	k = 0;
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		if (s.up) {
-			s.up[i].p = &run->nodes[i].up;
-			s.down[i].p = &run->nodes[i].down;
+			s.up[i].p = plan_node_up(run, i);
+			s.down[i].p = plan_node_down(run, i);
 		}
 		if (s.cur_up) {
-			s.cur_up[i] = run->nodes[i].up;
-			s.cur_down[i] = run->nodes[i].down;
+			s.cur_up[i] = *plan_node_up(run, i);
+			s.cur_down[i] = *plan_node_down(run, i);
 			s.up[i].p = &s.cur_up[i];
 			s.down[i].p = &s.cur_down[i];
 		}
-		if (run->nodes[i].role == SCENARIO_ROLE_WORKER) {
+		if (plan_node_role(run, i) == SCENARIO_ROLE_WORKER) {
 			s.node_of[k] = (uint32_t)i;
-			late[k] = (run->nodes[i].straggler.set & SCENARIO_STRAG_JOIN) != 0;
+			late[k] = (plan_node_straggler(run, i)->set & SCENARIO_STRAG_JOIN) != 0;
 			k++;
 		}
 	}
@@ -993,8 +998,9 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		goto out;
 	}
 	for (uint32_t i = 0; i < s.n; i++) {
-		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
+		const struct scenario_straggler *st = plan_node_straggler(run, s.node_of[i]);
 		struct straggler_params sp;
+		char nm[SCENARIO_NODE_NAME_MAX];
 
 		if (!(st->set & SCENARIO_STRAG_TRACE) || !st->trace)
 			continue;
@@ -1009,7 +1015,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		/* seeded as the emulated worker seeds its model (node/engine_common) */
 		s.strag[i] = straggler_new(&sp, run->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
 		if (!s.strag[i]) {
-			fail(&s, -EINVAL, "%s: stragglers compute.trace %s cannot be read", run->nodes[s.node_of[i]].name,
+			fail(&s, -EINVAL, "%s: stragglers compute.trace %s cannot be read", plan_node_name(run, s.node_of[i], nm, sizeof nm),
 			     st->trace);
 			goto out;
 		}
@@ -1023,7 +1029,8 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			goto out;
 		}
 		for (uint32_t i = 0; i < s.n; i++) {
-			const char *name = run->nodes[s.node_of[i]].name;
+			char nm[SCENARIO_NODE_NAME_MAX];
+			const char *name = plan_node_name(run, s.node_of[i], nm, sizeof nm);
 
 			s.prof_compute[i] = sim_profile_compute(s.profile, name);
 			s.prof_transfer[i] = sim_profile_transfer(s.profile, name);
@@ -1031,11 +1038,13 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);
+		char (*nm)[SCENARIO_NODE_NAME_MAX] = calloc(s.n, sizeof *nm);
 
-		for (uint32_t i = 0; names && i < s.n; i++)
-			names[i] = run->nodes[s.node_of[i]].name;
-		s.train = names ? sim_train_new(sc, s.n, run->seed, o->dir, names, err, errlen) : NULL;
+		for (uint32_t i = 0; names && nm && i < s.n; i++)
+			names[i] = plan_node_name(run, s.node_of[i], nm[i], sizeof nm[i]);
+		s.train = names && nm ? sim_train_new(sc, s.n, run->seed, o->dir, names, err, errlen) : NULL;
 		free(names);
+		free(nm);
 		if (!s.train) {
 			s.rc = -EINVAL;
 			goto out;
@@ -1046,7 +1055,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 
 	/* t = 0: every worker not joining late joins; churn and link changes as planned */
 	for (uint32_t i = 0; i < s.n; i++) {
-		const struct scenario_straggler *st = &run->nodes[s.node_of[i]].straggler;
+		const struct scenario_straggler *st = plan_node_straggler(run, s.node_of[i]);
 
 		if (st->set & SCENARIO_STRAG_JOIN)
 			push_ev(&s, (int64_t)st->join_at_us * 1000, i, EV_JOIN, 0);

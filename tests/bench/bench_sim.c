@@ -5,9 +5,11 @@
  *      pBSP(10), pSSP(10, 4) and ASP, the sampled ones with a sample per check (the default)
  *      and per crossing: wall time, events, events per second (no files written);
  *   2. the same at 100,000 workers (ASP and pBSP(10)): wall time and memory;
- *   3. memory per simulated worker: each case runs in a fresh child; the peak RSS of a child
- *      that only parses and plans the scenario is subtracted from that of one that also
- *      simulates it, over the number of workers (core_ps, workers, links, event heap);
+ *   3. memory per simulated worker: each case runs in a fresh child that parses, plans (a
+ *      compact plan, as `stalenet simulate` makes) and simulates; the growth of its peak RSS
+ *      (getrusage ru_maxrss) per worker over the same case at 1,000 workers is printed, the
+ *      whole process's cost of one more worker (target <= 200 bytes); also the simulation's own
+ *      count of the bytes it holds;
  *   4. train real: softmax, 1,000 workers x 200 simulated seconds, pBSP(10) (needs the data
  *      set): wall time and final test accuracy.
  * Nothing is asserted: figures only (the targets are in docs/simulation.md). Each case runs in a
@@ -72,7 +74,7 @@ static int run_case(const char *barrier, const char *draw, unsigned workers, uns
 			 "simulation: {train: %s, step_cost: 1ms, server_cost: 20us}\n",
 			 barrier, sample, draw, workers, train);
 		sc = scenario_parse(buf, strlen(buf), "bench.yaml", err, sizeof err);
-		p = sc ? plan_new(sc, err, sizeof err) : NULL;
+		p = sc ? plan_new_compact(sc, err, sizeof err) : NULL;
 		if (!p) {
 			fprintf(stderr, "bench_sim: %s\n", err);
 			_exit(1);
@@ -119,24 +121,28 @@ static bool barrier_sampled(const char *b)
 static void psp(unsigned workers, const char *const *barriers, const unsigned *samples,
 		const char *const *draws, size_t n)
 {
-	struct result base, r;
+	struct result base, r, small;
+	const unsigned n_small = 1000;
 
 	if (run_case("asp", "check", workers, 10, "none", false, NULL, &base) < 0) {
 		printf("  plan of %u workers failed\n", workers);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (run_case(barriers[i], draws[i], workers, samples[i], "none", true, NULL, &r) < 0) {
+		if (run_case(barriers[i], draws[i], workers, samples[i], "none", true, NULL, &r) < 0 ||
+		    run_case(barriers[i], draws[i], n_small, samples[i], "none", true, NULL, &small) < 0) {
 			printf("  %-10s failed\n", barriers[i]);
 			continue;
 		}
 		/* cpu: the child's user + system time less the plan's (what one core spends) */
 		printf("  %-4s beta %-2u %-8s %6u workers: %6.2f s wall, %5.2f s cpu, %9llu events, %5.2f M events/s "
 		       "of cpu; final step min %.0f median %.1f max %.0f; simulation holds %.1f MB = %.0f "
-		       "bytes/worker (its own arrays %.0f; peak RSS %ld MB, plan alone %ld MB)\n",
+		       "bytes/worker (its own arrays %.0f; peak RSS %.1f MB, plan alone %.1f MB); peak RSS "
+		       "growth per worker over %u workers: %.0f bytes\n",
 		       barriers[i], samples[i], barrier_sampled(barriers[i]) ? draws[i] : "", workers, r.wall_s, r.cpu_s - base.cpu_s, r.events,
 		       r.events / (r.cpu_s - base.cpu_s) / 1e6, r.min, r.median, r.max, r.held / 1048576.0,
-		       (double)r.held / workers, (double)r.state / workers, r.rss_kb / 1024, base.rss_kb / 1024);
+		       (double)r.held / workers, (double)r.state / workers, r.rss_kb / 1024.0, base.rss_kb / 1024.0, n_small,
+		       (double)(r.rss_kb - small.rss_kb) * 1024.0 / (workers - n_small));
 	}
 }
 
@@ -165,7 +171,8 @@ int main(void)
 	psp(10000, b5, s5, d5, 7);
 	if (quick && *quick == '1')
 		return 0;
-	printf("2./3. 100,000 workers, 200 simulated s, train none (target <= 200 bytes/worker):\n");
+	printf("2./3. 100,000 workers, 200 simulated s, train none (target <= 200 bytes/worker of peak RSS "
+	       "growth):\n");
 	psp(100000, b2, s2, d2, 3);
 	printf("4. train real: softmax, 1,000 workers x 200 simulated s, pBSP(10) (target <= 60 s):\n");
 	{

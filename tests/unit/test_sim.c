@@ -48,11 +48,12 @@ static struct scenario *scen(const char *barrier, unsigned n, unsigned sample, u
 	return sc;
 }
 
-/* Simulate sc into dir (created), results in *res. */
-static void simulate(const struct scenario *sc, const char *dir, struct sim_result *res)
+/* Simulate sc into dir (created), results in *res; from a compact plan (as `stalenet simulate`)
+ * or a full one. */
+static void simulate_plan(const struct scenario *sc, const char *dir, struct sim_result *res, bool compact)
 {
 	char err[512], path[600];
-	struct plan *p = plan_new(sc, err, sizeof err);
+	struct plan *p = compact ? plan_new_compact(sc, err, sizeof err) : plan_new(sc, err, sizeof err);
 	struct sim_opts o;
 	int rc;
 
@@ -65,6 +66,11 @@ static void simulate(const struct scenario *sc, const char *dir, struct sim_resu
 	rc = sim_run(&o, res, err, sizeof err);
 	cr_assert_eq(rc, 0, "sim_run: %s", err);
 	plan_destroy(&p);
+}
+
+static void simulate(const struct scenario *sc, const char *dir, struct sim_result *res)
+{
+	simulate_plan(sc, dir, res, false);
 }
 
 static struct table *load(const char *dir, const char *file)
@@ -589,4 +595,26 @@ Test(sim, unsupported_is_named)
 	cr_assert_not_null(strstr(err, "fleet"), "%s", err);
 	plan_destroy(&p);
 	scenario_destroy(&sc);
+}
+
+/* A compact plan (shared profiles, generated names) simulates byte for byte as the full one. */
+Test(sim, compact_plan_same_outputs, .timeout = 60)
+{
+	char a[256], b[256];
+	struct scenario *sc = scen("pssp", 12, 3, 2, NULL);
+	struct sim_result ra, rb;
+	static const char *const files[] = { "progress.csv", "workers.csv", "nodes/worker0.csv",
+					     "nodes/worker1.csv", "nodes/worker2.csv", "nodes/worker11.csv" };
+
+	support_tmpdir(a, sizeof a, "sim");
+	support_tmpdir(b, sizeof b, "sim");
+	simulate_plan(sc, a, &ra, false);
+	simulate_plan(sc, b, &rb, true);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		cr_assert(same_file(a, b, files[i]), "%s differs", files[i]);
+	cr_assert_eq(ra.events, rb.events);
+	cr_assert_gt(ra.events, 1000);
+	scenario_destroy(&sc);
+	support_rm_rf(a);
+	support_rm_rf(b);
 }
