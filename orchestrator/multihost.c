@@ -534,29 +534,26 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				continue;
 			int rc;
 			while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 2))) {
-				char name[64], what[AGENT_LINE_MAX];
-				int st = 0;
+				struct agentlink_event ev;
 				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
-				    sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
+				    agentlink_parse_event(line, &ev))
 					continue;
+				const char *name = ev.name, *what = ev.what;
 				size_t i = 0;
 				while (i < n && (o->p->host_of[i] != h || strcmp(run->nodes[i].name, name)))
 					i++;
 				if (i == n)
 					continue;
-				long long stp = 0;
-				int wt = 0;
-				char state[16];
-				if (!strcmp(what, "ready") && !is_ready[i]) {
+				if (ev.kind == AGENTLINK_EV_READY && !is_ready[i]) {
 					is_ready[i] = true;
 					ready++;
-				} else if (sscanf(what, "status %lld %15s %d", &stp, state, &wt) == 3) {
-					step[i] = stp;
-					waiting[i] = wt != 0;
-				} else if (sscanf(what, "exit %d", &st) == 1 && up[i]) {
+				} else if (ev.kind == AGENTLINK_EV_STATUS) {
+					step[i] = ev.step;
+					waiting[i] = ev.waiting != 0;
+				} else if (ev.kind == AGENTLINK_EV_EXIT && up[i]) {
 					up[i] = false;
 					alive--;
-					if (st != 0) {
+					if (ev.status != 0) {
 						char d[160];
 						snprintf(d, sizeof d, "host %.31s: %.100s", hs->list[h].name, what);
 						supervise_event(o->run_dir, "node_failed", name, d);
