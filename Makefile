@@ -157,12 +157,20 @@ campaign-short: all
 check-fuzz:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$${FUZZ_SHORT:-10}
 
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=undefined \
+# The modules are compiled once with the fuzzing instrumentation (fuzzer-no-link) into one
+# archive; each target links only the objects it needs from it.
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fno-sanitize-recover=undefined \
 	-DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(MOD_SRCS) | deps-ok
+FUZZ_OBJS := $(MOD_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_LIBA := $(BUILD)/fuzz/libstalenet-fuzz.a
+$(BUILD)/fuzz/obj/%.o: %.c | deps-ok
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(MOD_SRCS) $(LDLIBS)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+$(FUZZ_LIBA): $(FUZZ_OBJS)
+	@rm -f $@ && ar rcs $@ $^
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIBA) | deps-ok
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIBA) $(LDLIBS)
 fuzz: $(FUZZERS)
 	@fail=0; for f in $(FUZZERS); do n=$$(basename $$f); c=$(BUILD)/fuzz/corpus-$$n; mkdir -p $$c; \
 	  seeds=tests/fuzz/seeds/$${n#fuzz_}; \

@@ -12,16 +12,48 @@ struct row {
 	int64_t delta_ns;
 };
 
+/* a - b and a + b, saturated to int64's range: the times mapped may be a remote side's */
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+	return !__builtin_sub_overflow(a, b, &r) ? r : b < 0 ? INT64_MAX : INT64_MIN;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	return !__builtin_add_overflow(a, b, &r) ? r : b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+/* a double of any size to int64, saturated (a plain cast of one beyond the range is undefined) */
+static int64_t sat_round(double v)
+{
+	if (!(v == v))
+		return 0;
+	if (v >= 0x1p63)
+		return INT64_MAX;
+	if (v <= -0x1p63)
+		return INT64_MIN;
+	return (int64_t)llround(v);
+}
+
 int clocksync_sample_eval(const struct clocksync_sample *s, int64_t *offset_ns, int64_t *delay_ns)
 {
-	if (s->t4_ns < s->t1_ns || s->t3_ns < s->t2_ns)
+	int64_t local, remote, out, back, delta;
+
+	/* t2 and t3 come off the wire and may be any two numbers: every difference is checked
+	 * for overflow, and an offset beyond CLOCKSYNC_MAX_OFFSET_NS is refused, so that the
+	 * estimate's sums and differences of offsets stay inside int64 */
+	if (s->t4_ns < s->t1_ns || s->t3_ns < s->t2_ns || __builtin_sub_overflow(s->t4_ns, s->t1_ns, &local) ||
+	    __builtin_sub_overflow(s->t3_ns, s->t2_ns, &remote) || __builtin_sub_overflow(s->t2_ns, s->t1_ns, &out) ||
+	    __builtin_sub_overflow(s->t3_ns, s->t4_ns, &back))
 		return -EINVAL;
-	int64_t delta = (s->t4_ns - s->t1_ns) - (s->t3_ns - s->t2_ns);
-	if (delta < 0)
+	delta = local - remote;
+	if (delta < 0 || out > CLOCKSYNC_MAX_OFFSET_NS || out < -CLOCKSYNC_MAX_OFFSET_NS ||
+	    back > CLOCKSYNC_MAX_OFFSET_NS || back < -CLOCKSYNC_MAX_OFFSET_NS)
 		return -EINVAL;
 	/* halves first: no overflow for any stamps of a monotonic clock */
-	*offset_ns = (s->t2_ns - s->t1_ns) / 2 + (s->t3_ns - s->t4_ns) / 2 +
-		     ((s->t2_ns - s->t1_ns) % 2 + (s->t3_ns - s->t4_ns) % 2) / 2;
+	*offset_ns = out / 2 + back / 2 + (out % 2 + back % 2) / 2;
 	*delay_ns = delta;
 	return 0;
 }
@@ -56,7 +88,7 @@ int clocksync_estimate(const struct clocksync_sample *s, size_t n, struct clocks
 	}
 	qsort(r, m, sizeof *r, by_delta);
 	size_t keep = 0;
-	while (keep < m && r[keep].delta_ns <= 2 * r[0].delta_ns)
+	while (keep < m && r[keep].delta_ns - r[0].delta_ns <= r[0].delta_ns)
 		keep++;
 	if (keep < CLOCKSYNC_MIN_KEEP)
 		keep = m < CLOCKSYNC_MIN_KEEP ? m : CLOCKSYNC_MIN_KEEP;
@@ -84,8 +116,8 @@ int clocksync_estimate(const struct clocksync_sample *s, size_t n, struct clocks
 		hi = r[i].t_ns > hi ? r[i].t_ns : hi;
 	}
 	double slope = sxx > 0 && hi - lo >= CLOCKSYNC_DRIFT_SPAN_NS ? sxy / sxx : 0;
-	out->ref_ns = t0 + (int64_t)llround(mt);
-	out->offset_ns = r[0].theta_ns + (int64_t)llround(mth + slope * ((double)(out->ref_ns - t0) - mt));
+	out->ref_ns = t0 + sat_round(mt);
+	out->offset_ns = sat_add(r[0].theta_ns, sat_round(mth + slope * ((double)(out->ref_ns - t0) - mt)));
 	out->drift_ppm = slope * 1e6;
 	out->min_delay_ns = r[0].delta_ns;
 	out->used = keep;
@@ -96,20 +128,20 @@ int clocksync_estimate(const struct clocksync_sample *s, size_t n, struct clocks
 		if (e > bound)
 			bound = e;
 	}
-	out->bound_ns = (int64_t)ceil(bound) + 1;      /* +1: the halving's rounding */
+	out->bound_ns = sat_add(sat_round(ceil(bound)), 1);      /* +1: the halving's rounding */
 	free(r);
 	return 0;
 }
 
 int64_t clocksync_offset_at(const struct clocksync_estimate *e, int64_t local_ns)
 {
-	return e->offset_ns + (int64_t)llround(e->drift_ppm * 1e-6 * (double)(local_ns - e->ref_ns));
+	return sat_add(e->offset_ns, sat_round(e->drift_ppm * 1e-6 * (double)sat_sub(local_ns, e->ref_ns)));
 }
 
 int64_t clocksync_to_local(const struct clocksync_estimate *e, int64_t remote_ns)
 {
 	/* remote = local + offset(local); one fixed-point step is exact to well under 1 ns for
 	 * drifts of ppm size */
-	int64_t local = remote_ns - e->offset_ns;
-	return remote_ns - clocksync_offset_at(e, local);
+	int64_t local = sat_sub(remote_ns, e->offset_ns);
+	return sat_sub(remote_ns, clocksync_offset_at(e, local));
 }

@@ -24,6 +24,7 @@
 #define CLOCKSYNC_MIN_KEEP 3            /* exchanges kept by the filter, at least (if given) */
 #define CLOCKSYNC_MAX_SAMPLES 100000
 #define CLOCKSYNC_DRIFT_SPAN_NS 1000000000ll   /* kept exchanges spanning less: drift 0 */
+#define CLOCKSYNC_MAX_OFFSET_NS (1ll << 61)    /* |t2 - t1|, |t3 - t4| beyond (73 years): refused */
 
 struct clocksync_sample {
 	int64_t t1_ns, t2_ns, t3_ns, t4_ns;   /* see above */
@@ -39,7 +40,8 @@ struct clocksync_estimate {
 };
 
 /* Offset (remote - local) and round trip of one exchange. Returns 0, or -EINVAL when the
- * stamps are impossible (t4 < t1, t3 < t2, or the remote time exceeds the round trip). */
+ * stamps are impossible (t4 < t1, t3 < t2, the remote time exceeds the round trip, or the
+ * clocks are more than CLOCKSYNC_MAX_OFFSET_NS apart). Any stamps are safe to pass. */
 int clocksync_sample_eval(const struct clocksync_sample *s, int64_t *offset_ns, int64_t *delay_ns);
 
 /* Estimate from n exchanges (invalid ones are skipped). Returns 0, -EINVAL when no exchange is

@@ -350,6 +350,108 @@ fail:
 	return NULL;
 }
 
+/* A word of [!-~] (at most len - 1 characters, else -EPROTO unless truncate) at *p into out;
+ * *p moves past it and one following space. */
+static int word(const char **p, char *out, size_t len, bool truncate)
+{
+	const char *s = *p;
+	size_t n = 0;
+
+	while (s[n] > ' ' && s[n] <= '~')
+		n++;
+	if (!n || (n >= len && !truncate) || (s[n] && s[n] != ' '))
+		return -EPROTO;
+	snprintf(out, len, "%.*s", (int)n, s);
+	*p = s + n + (s[n] == ' ');
+	return 0;
+}
+
+/* A decimal integer in [lo, hi] at *p, ended by a space (passed) or the end of the line. */
+static int integer(const char **p, int64_t lo, int64_t hi, int64_t *v)
+{
+	const char *s = *p;
+	char *end;
+	long long x;
+
+	if (!((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')))
+		return -EPROTO;
+	errno = 0;
+	x = strtoll(s, &end, 10);
+	if (errno || x < lo || x > hi || (*end && *end != ' '))
+		return -EPROTO;
+	*v = x;
+	*p = end + (*end == ' ');
+	return 0;
+}
+
+int agentlink_parse_greeting(const char *line, struct agentlink_greeting *g)
+{
+	const char *p = line;
+	int64_t proto, uid;
+
+	memset(g, 0, sizeof *g);
+	if (strncmp(p, "stalenet-agent ", 15))
+		return -EPROTO;
+	p += 15;
+	if (integer(&p, INT32_MIN, INT32_MAX, &proto) || word(&p, g->version, sizeof g->version, false) ||
+	    word(&p, g->commit, sizeof g->commit, false) || integer(&p, 0, UINT32_MAX, &uid) ||
+	    word(&p, g->host, sizeof g->host, true))
+		return -EPROTO;
+	g->proto = (int)proto;
+	g->uid = (unsigned)uid;
+	return 0;
+}
+
+int agentlink_parse_time(const char *line, int64_t t1, int64_t *t2, int64_t *t3)
+{
+	const char *p = line;
+	int64_t e1;
+
+	if (strncmp(p, "time ", 5))
+		return -EPROTO;
+	p += 5;
+	if (integer(&p, INT64_MIN, INT64_MAX, &e1) || e1 != t1 || integer(&p, INT64_MIN, INT64_MAX, t2) ||
+	    integer(&p, INT64_MIN, INT64_MAX, t3) || *p)
+		return -EPROTO;
+	return 0;
+}
+
+int agentlink_parse_event(const char *line, struct agentlink_event *ev)
+{
+	const char *p = line, *w;
+	int64_t v, wt;
+
+	memset(ev, 0, sizeof *ev);
+	if (strncmp(p, "ev ", 3))
+		return -EPROTO;
+	p += 3;
+	if (word(&p, ev->name, sizeof ev->name, false) || !*p)
+		return -EPROTO;
+	ev->what = w = p;
+	if (!strcmp(w, "ready")) {
+		ev->kind = AGENTLINK_EV_READY;
+	} else if (!strncmp(w, "status ", 7)) {
+		/* "status STEP STATE W": the node's own line (lib/ctl), relayed */
+		w += 7;
+		if (!integer(&w, INT64_MIN, INT64_MAX, &v) && !word(&w, ev->state, sizeof ev->state, false) &&
+		    !integer(&w, INT32_MIN, INT32_MAX, &wt) && !*w) {
+			ev->kind = AGENTLINK_EV_STATUS;
+			ev->step = v;
+			ev->waiting = (int)wt;
+		} else {
+			ev->state[0] = 0;
+		}
+	} else if (!strncmp(w, "exit ", 5)) {
+		/* "exit STATUS" or "exit -1 WHY" */
+		w += 5;
+		if (!integer(&w, INT32_MIN, INT32_MAX, &v)) {
+			ev->kind = AGENTLINK_EV_EXIT;
+			ev->status = (int)v;
+		}
+	}
+	return 0;
+}
+
 int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 {
 	struct agentlink *self = *selfp;
@@ -375,26 +477,23 @@ int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 		self->pid = -1;
 		goto fail_free;
 	}
-	int proto = 0;
-	unsigned uid = 0;
-	char ver[64], commit[64], host[64];
-	if (sscanf(line, "stalenet-agent %d %63s %63s %u %63s", &proto, ver, commit, &uid, host) != 5 ||
-	    proto != AGENT_PROTO) {
+	struct agentlink_greeting g;
+	if (agentlink_parse_greeting(line, &g) || g.proto != AGENT_PROTO) {
 		snprintf(err, errlen, "host %s (%s): not a stalenet agent of protocol %d (it said: %.80s)", self->name,
 			 self->dest, AGENT_PROTO, line);
 		goto fail_kill;
 	}
-	if (strcmp(ver, agent_version()) || strcmp(commit, agent_commit())) {
+	if (strcmp(g.version, agent_version()) || strcmp(g.commit, agent_commit())) {
 		snprintf(err, errlen, "host %s (%s): version mismatch: agent %s (%s), here %s (%s)", self->name, self->dest,
-			 ver, commit, agent_version(), agent_commit());
+			 g.version, g.commit, agent_version(), agent_commit());
 		goto fail_kill;
 	}
-	if (uid != 0) {
+	if (g.uid != 0) {
 		snprintf(err, errlen, "host %s (%s): the agent runs as uid %u, not root (it builds namespaces)",
-			 self->name, self->dest, uid);
+			 self->name, self->dest, g.uid);
 		goto fail_kill;
 	}
-	snprintf(self->remote_host, sizeof self->remote_host, "%s", host);
+	snprintf(self->remote_host, sizeof self->remote_host, "%s", g.host);
 	return 0;
 
 fail_kill:
@@ -432,14 +531,14 @@ int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *s
 	if (!s)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		int64_t t1 = clock_now_ns(), t4 = 0, e1, e2, e3;
+		int64_t t1 = clock_now_ns(), t4 = 0, e2, e3;
 		int l = snprintf(req, sizeof req, "time %" PRId64 "\n", t1);
 		if ((rc = write_line(self, req, (size_t)l)) || (rc = read_line(self, line, sizeof line, deadline, &t4))) {
 			snprintf(err, errlen, "host %s (%s): clock exchange %zu: %s", self->name, self->dest, i,
 				 rc == -ETIMEDOUT ? "no answer in time" : strerror(-rc));
 			goto out;
 		}
-		if (sscanf(line, "time %" SCNd64 " %" SCNd64 " %" SCNd64, &e1, &e2, &e3) != 3 || e1 != t1) {
+		if (agentlink_parse_time(line, t1, &e2, &e3)) {
 			snprintf(err, errlen, "host %s (%s): bad clock answer '%.80s'", self->name, self->dest, line);
 			rc = -EPROTO;
 			goto out;

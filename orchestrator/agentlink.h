@@ -13,6 +13,7 @@
 #define STALENET_AGENTLINK_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "lib/clocksync.h"
@@ -76,6 +77,43 @@ int agentlink_wait(struct agentlink *const *links, size_t n, int timeout_ms);
 /* CLOCK_MONOTONIC (ns) of the latest read from the agent: no earlier than the arrival of any
  * line agentlink_recv has returned, so a clock answer stamped with it brackets the truth. */
 int64_t agentlink_last_read_ns(const struct agentlink *self);
+
+/* The lines an agent sends, parsed without I/O (the other side is not trusted: every field is
+ * checked, numbers must fit their type, nothing is truncated silently but the host name). */
+struct agentlink_greeting {
+	int proto;
+	char version[64], commit[64];
+	unsigned uid;
+	char host[64];                  /* the agent's host name, at most 63 characters of it */
+};
+
+/* "stalenet-agent PROTO VERSION COMMIT EUID HOSTNAME" into g. Returns 0 or -EPROTO. */
+int agentlink_parse_greeting(const char *line, struct agentlink_greeting *g);
+
+/* "time T1 T2 T3", the answer to the exchange stamped t1: T2 and T3 out. Returns 0 or -EPROTO
+ * (not such a line, or T1 is not t1). */
+int agentlink_parse_time(const char *line, int64_t t1, int64_t *t2, int64_t *t3);
+
+enum agentlink_event_kind {
+	AGENTLINK_EV_OTHER = 0,         /* launched, done, a node's own message */
+	AGENTLINK_EV_READY,
+	AGENTLINK_EV_STATUS,            /* step, state, waiting */
+	AGENTLINK_EV_EXIT,              /* status (waitpid's, or -1 and a reason) */
+};
+
+struct agentlink_event {
+	char name[64];                  /* the node */
+	const char *what;               /* the rest of the line (points into it) */
+	enum agentlink_event_kind kind;
+	int64_t step;
+	char state[16];
+	int waiting;
+	int status;
+};
+
+/* "ev NAME WHAT" into ev. Returns 0, or -EPROTO when the line is not an event (or its name
+ * is longer than 63 characters). */
+int agentlink_parse_event(const char *line, struct agentlink_event *ev);
 
 /* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
  * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */

@@ -309,10 +309,24 @@ struct hosts *hosts_from_tree(const struct yamltree_node *m, const char *file, c
 	return self;
 }
 
+struct hosts *hosts_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	struct yamltree_node *root = yamltree_parse(buf, len, name, true, err, errlen);
+	struct hosts *self;
+
+	if (!root)
+		return NULL;
+	const struct yamltree_node *m = yamltree_get(root, "hosts");
+	if (!m || root->n != 1)
+		m = root;
+	self = hosts_from_tree(m, name, err, errlen);
+	yamltree_free(root);
+	return self;
+}
+
 struct hosts *hosts_load(const char *path, char *err, size_t errlen)
 {
 	struct hosts *self = NULL;
-	struct yamltree_node *root = NULL;
 	char *buf = NULL;
 	size_t n = 0;
 	FILE *f = fopen(path, "rbe");
@@ -334,14 +348,8 @@ struct hosts *hosts_load(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s:1:1: error: file is larger than %u bytes", path, HOSTS_FILE_MAX);
 		goto out;
 	}
-	if (!(root = yamltree_parse(buf, n, path, true, err, errlen)))
-		goto out;
-	const struct yamltree_node *m = yamltree_get(root, "hosts");
-	if (!m || root->n != 1)
-		m = root;
-	self = hosts_from_tree(m, path, err, errlen);
+	self = hosts_parse(buf, n, path, err, errlen);
 out:
-	yamltree_free(root);
 	free(buf);
 	fclose(f);
 	return self;

@@ -66,6 +66,8 @@ struct hosts *hosts_from_tree(const struct yamltree_node *m, const char *file, c
 /* Read a --hosts FILE: a YAML mapping that is either the hosts section itself or holds it
  * under a `hosts` key. Returns a new struct hosts or NULL with a one-line error in err. */
 struct hosts *hosts_load(const char *path, char *err, size_t errlen);
+/* The same from the text buf[0..len) (name for messages); hosts_load reads the file into it. */
+struct hosts *hosts_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
 
 /* Index of the host named name, or -1. */
 int hosts_find(const struct hosts *self, const char *name);

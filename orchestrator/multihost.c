@@ -946,23 +946,20 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				continue;
 			int rc, lines = 0;
 			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
-				char name[64], what[AGENT_LINE_MAX];
-				int st = 0;
+				struct agentlink_event ev;
 				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
-				    sscanf(line, "ev %63s %4000[^\n]", name, what) != 2)
+				    agentlink_parse_event(line, &ev))
 					continue;
+				const char *name = ev.name, *what = ev.what;
 				size_t i = 0;
 				while (i < n && (ep_host(self, o->p, i) != h || strcmp(ep_name(run, i), name)))
 					i++;
 				if (i == n)
 					continue;
-				long long stp = 0;
-				int wt = 0;
-				char state[16];
 				if (!strncmp(what, "reshaped ", 9)) {
 					if (strstr(what, " fail ") || strstr(what, "; "))
 						fprintf(err_out, "stalenet: host %s: node %s %s\n", hs->list[h].name, name, what);
-				} else if (!strcmp(what, "ready") && !is_ready[i]) {
+				} else if (ev.kind == AGENTLINK_EV_READY && !is_ready[i]) {
 					is_ready[i] = true;
 					ready++;
 					if (started && !stopping) {
@@ -974,10 +971,11 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 						snprintf(line, sizeof line, "send %s stop", name);
 						agentlink_send(self->links[h], line);
 					}
-				} else if (sscanf(what, "status %lld %15s %d", &stp, state, &wt) == 3) {
-					step[i] = stp;
-					waiting[i] = wt != 0;
-				} else if (sscanf(what, "exit %d", &st) == 1 && up[i]) {
+				} else if (ev.kind == AGENTLINK_EV_STATUS) {
+					step[i] = ev.step;
+					waiting[i] = ev.waiting != 0;
+				} else if (ev.kind == AGENTLINK_EV_EXIT && up[i]) {
+					int st = ev.status;
 					up[i] = false;
 					alive--;
 					/* a planned crash is no failure; nor a kill after stop */

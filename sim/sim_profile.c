@@ -292,18 +292,21 @@ out:
 	return rc;
 }
 
-struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen)
+/* The profile from its parsed entries; takes kv (freed on failure too). path names it. */
+static struct sim_profile *from_kv(struct kv *kv, const char *path, char *err, size_t errlen)
 {
-	struct sim_profile *p = calloc(1, sizeof *p);
+	struct sim_profile *p;
 	size_t n;
 
+	if (!kv)
+		return NULL;
+	p = calloc(1, sizeof *p);
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
+		kv_destroy(&kv);
 		return NULL;
 	}
-	p->kv = kv_load(path, err, errlen);
-	if (!p->kv)
-		goto fail;
+	p->kv = kv; /* owned by the profile from here on */
 	n = kv_count(p->kv);
 	p->names = calloc(n ? n : 1, sizeof *p->names);
 	p->q = calloc(n ? n : 1, sizeof *p->q);
@@ -363,6 +366,16 @@ struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen)
 fail:
 	sim_profile_destroy(&p);
 	return NULL;
+}
+
+struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen)
+{
+	return from_kv(kv_load(path, err, errlen), path, err, errlen);
+}
+
+struct sim_profile *sim_profile_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	return from_kv(kv_parse(buf, len, name, err, errlen), name, err, errlen);
 }
 
 void sim_profile_destroy(struct sim_profile **pp)

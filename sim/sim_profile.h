@@ -35,6 +35,8 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen);
 /* Read a profile file (everything in it is checked: SIM_PROFILE_Q finite, non-negative,
  * non-decreasing numbers per key). NULL with err filled. */
 struct sim_profile *sim_profile_load(const char *path, char *err, size_t errlen);
+/* The same from the text buf[0..len) (name for messages). */
+struct sim_profile *sim_profile_parse(const char *buf, size_t len, const char *name, char *err, size_t errlen);
 void sim_profile_destroy(struct sim_profile **p);
 
 /* The quantile table of worker `name` (its own, else the pooled "all"), or NULL when the

@@ -102,3 +102,56 @@ Test(agentlink, one_clear_error_each)
 	cr_expect_null(agentlink_open(&o, err, sizeof err));
 	cr_expect(strstr(err, "absolute paths"), "%s", err);
 }
+
+/* The agent's lines parsed apart from the link: what the other host may send is checked field
+ * by field (numbers that do not fit their type were undefined behaviour through sscanf) */
+Test(agentlink_lines, greeting_time_events)
+{
+	struct agentlink_greeting g;
+	struct agentlink_event ev;
+	int64_t t2, t3;
+	const char *line;
+
+	cr_assert_eq(agentlink_parse_greeting("stalenet-agent 2 0.1.0 abc1234 0 host-a.lab", &g), 0);
+	cr_expect_eq(g.proto, 2);
+	cr_expect_str_eq(g.version, "0.1.0");
+	cr_expect_str_eq(g.commit, "abc1234");
+	cr_expect_eq(g.uid, 0);
+	cr_expect_str_eq(g.host, "host-a.lab");
+	cr_expect_eq(agentlink_parse_greeting("stalenet-agent 2 0.1.0 abc1234 4294967296 h", &g), -EPROTO,
+		     "a uid beyond 32 bits");
+	cr_expect_eq(agentlink_parse_greeting("stalenet-agent 99999999999 0.1.0 abc1234 0 h", &g), -EPROTO);
+	cr_expect_eq(agentlink_parse_greeting("stalenet-agent 2 0.1.0 abc1234 0", &g), -EPROTO);
+	cr_expect_eq(agentlink_parse_greeting("stalenet-agent 2 0.1.0 abc\x01 0 h", &g), -EPROTO);
+
+	cr_assert_eq(agentlink_parse_time("time 100 -5 9223372036854775807", 100, &t2, &t3), 0);
+	cr_expect_eq(t2, -5);
+	cr_expect_eq(t3, INT64_MAX);
+	cr_expect_eq(agentlink_parse_time("time 100 1 2", 101, &t2, &t3), -EPROTO, "another exchange");
+	cr_expect_eq(agentlink_parse_time("time 100 1 9223372036854775808", 100, &t2, &t3), -EPROTO);
+	cr_expect_eq(agentlink_parse_time("time 100 1 2 3", 100, &t2, &t3), -EPROTO);
+	cr_expect_eq(agentlink_parse_time("time 100 1x 2", 100, &t2, &t3), -EPROTO);
+
+	cr_assert_eq(agentlink_parse_event("ev worker3 status 120 running 1", &ev), 0);
+	cr_expect_eq(ev.kind, AGENTLINK_EV_STATUS);
+	cr_expect_str_eq(ev.name, "worker3");
+	cr_expect_eq(ev.step, 120);
+	cr_expect_str_eq(ev.state, "running");
+	cr_expect_eq(ev.waiting, 1);
+	line = "ev worker0 exit -1 no such node here";
+	cr_assert_eq(agentlink_parse_event(line, &ev), 0);
+	cr_expect_eq(ev.kind, AGENTLINK_EV_EXIT);
+	cr_expect_eq(ev.status, -1);
+	cr_expect_eq(ev.what, line + 11);
+	cr_assert_eq(agentlink_parse_event("ev ps ready", &ev), 0);
+	cr_expect_eq(ev.kind, AGENTLINK_EV_READY);
+	cr_assert_eq(agentlink_parse_event("ev ps launched 4242", &ev), 0);
+	cr_expect_eq(ev.kind, AGENTLINK_EV_OTHER);
+	cr_assert_eq(agentlink_parse_event("ev ps exit 99999999999", &ev), 0);
+	cr_expect_eq(ev.kind, AGENTLINK_EV_OTHER, "a status beyond int is no exit");
+	cr_assert_eq(agentlink_parse_event("ev ps status 1 a-state-name-too-long 0", &ev), 0);
+	cr_expect_eq(ev.kind, AGENTLINK_EV_OTHER);
+	cr_expect_eq(agentlink_parse_event("ev ps", &ev), -EPROTO);
+	cr_expect_eq(agentlink_parse_event("ev 0123456789012345678901234567890123456789012345678901234567890123 ready",
+					   &ev), -EPROTO, "a name of 64 characters");
+}

@@ -129,3 +129,32 @@ Test(clocksync, drift_recovered_and_mapping)
 	cr_expect_lt(llabs(clocksync_to_local(&e, remote) - local), 1000, "mapped %lld want %lld",
 		     (long long)clocksync_to_local(&e, remote), (long long)local);
 }
+
+Test(clocksync, hostile_remote_stamps)
+{
+	/* t2 and t3 are whatever the other side answered: stamps whose differences overflow int64
+	 * (found by fuzz_clocksync) or put the clocks absurdly far apart are refused, and the
+	 * mappings saturate instead of wrapping */
+	struct clocksync_sample wrap = { .t1_ns = 6917529027645027168ll, .t2_ns = INT64_MIN + 820,
+					 .t3_ns = INT64_MIN + 900, .t4_ns = 6917529027645027168ll + 1000 };
+	struct clocksync_sample far = { .t1_ns = 1000, .t2_ns = 1000 + CLOCKSYNC_MAX_OFFSET_NS + 1,
+					.t3_ns = 1000 + CLOCKSYNC_MAX_OFFSET_NS + 2, .t4_ns = 1010 };
+	struct clocksync_sample edge = { .t1_ns = 1000, .t2_ns = 1000 + CLOCKSYNC_MAX_OFFSET_NS,
+					 .t3_ns = 1000 + CLOCKSYNC_MAX_OFFSET_NS, .t4_ns = 1000 };
+	struct clocksync_sample both[2] = { wrap, edge };
+	struct clocksync_estimate e;
+	int64_t th, de;
+
+	cr_expect_eq(clocksync_sample_eval(&wrap, &th, &de), -EINVAL);
+	cr_expect_eq(clocksync_sample_eval(&far, &th, &de), -EINVAL);
+	cr_assert_eq(clocksync_sample_eval(&edge, &th, &de), 0);
+	cr_expect_eq(th, CLOCKSYNC_MAX_OFFSET_NS);
+	cr_expect_eq(de, 0);
+	cr_assert_eq(clocksync_estimate(both, 2, &e), 0, "the one sane exchange is used");
+	cr_expect_eq(e.used, 1);
+	cr_expect_eq(e.offset_ns, CLOCKSYNC_MAX_OFFSET_NS);
+	cr_expect_eq(clocksync_to_local(&e, INT64_MIN + 5), INT64_MIN, "saturates, never wraps");
+	e.drift_ppm = 1e6;
+	cr_expect_eq(clocksync_offset_at(&e, INT64_MAX), INT64_MAX);
+	cr_expect_eq(clocksync_offset_at(&e, INT64_MIN), INT64_MIN + CLOCKSYNC_MAX_OFFSET_NS);
+}

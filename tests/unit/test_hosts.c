@@ -138,3 +138,24 @@ Test(hosts, file_with_or_without_wrapper)
 	cr_expect(strstr(err, "cannot open"), "%s", err);
 	support_rm_rf(dir);
 }
+
+Test(hosts, parse_from_text)
+{
+	/* hosts_parse is hosts_load without the file: the same wrapper rule, the text's name in
+	 * FILE:LINE:COL errors */
+	static const char ok[] = "hosts:\n  list:\n    - {name: n1, address: 10.0.0.1, cores: 4}\n"
+				 "    - {name: n2, address: 10.0.0.2, ssh: admin@n2.lab, cores: 2}\n";
+	static const char bad[] = "list:\n  - {name: n1, address: 10.0.0.1, cores: 0}\n";
+	char err[SCENARIO_ERR_MAX];
+	struct hosts *h = hosts_parse(ok, sizeof ok - 1, "mem.yaml", err, sizeof err);
+
+	cr_assert(h, "%s", err);
+	cr_expect_eq(h->launcher, HOSTS_LAUNCHER_SSH);
+	cr_assert_eq(h->n, 2);
+	cr_expect_str_eq(h->list[1].ssh, "admin@n2.lab");
+	cr_expect_str_eq(h->list[0].ssh, "root@10.0.0.1");
+	cr_expect_eq(hosts_total_cores(h), 6);
+	hosts_destroy(&h);
+	cr_expect_null(hosts_parse(bad, sizeof bad - 1, "mem.yaml", err, sizeof err));
+	cr_expect(!strncmp(err, "mem.yaml:2:", 11), "got %s", err);
+}

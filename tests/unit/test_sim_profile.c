@@ -174,6 +174,33 @@ Test(sim_profile, hostile_files_refused)
 	support_rm_rf(dir);
 }
 
+Test(sim_profile, parse_from_text)
+{
+	/* sim_profile_parse is sim_profile_load without the file: the same checks, the text's
+	 * name in the messages, and the pooled table for a worker the profile does not name */
+	static const char ok[] = "profile.workers = 1\n"
+				 "all.compute_s = 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n"
+				 "worker1.transfer_s = 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 "
+				 "0.5 0.5 0.5 0.5 0.5 0.5\n";
+	static const char bad[] = "worker0.compute_s = inf 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+	char err[512];
+	struct sim_profile *p = sim_profile_parse(ok, sizeof ok - 1, "mem.profile", err, sizeof err);
+	const double *q;
+
+	cr_assert_not_null(p, "%s", err);
+	q = sim_profile_compute(p, "worker7");
+	cr_assert_not_null(q, "the pooled table");
+	cr_expect_float_eq(sim_profile_draw(q, 0.5), 10.0, 1e-12);
+	q = sim_profile_transfer(p, "worker1");
+	cr_assert_not_null(q);
+	cr_expect_float_eq(sim_profile_draw(q, 0.3), 0.5, 1e-12);
+	cr_expect_null(sim_profile_transfer(p, "worker0"), "no own table and no pooled one");
+	sim_profile_destroy(&p);
+	cr_expect_null(p);
+	cr_assert_null(sim_profile_parse(bad, sizeof bad - 1, "mem.profile", err, sizeof err));
+	cr_expect_not_null(strstr(err, "mem.profile"), "%s", err);
+}
+
 /* Simulate text into dir. */
 static void simulate(const char *text, const char *dir, struct sim_result *res)
 {
