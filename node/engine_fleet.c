@@ -60,6 +60,7 @@ struct fleet_conf {
 	int64_t sparse_k;
 	double sparse_fraction;
 	const char *base, *base_file;
+	int64_t base_steps;           /* base trained: SGD steps on the registry before deploying */
 	char registry_ep[128];
 };
 
@@ -83,6 +84,7 @@ static int conf_read(const struct kv *cfg, struct fleet_conf *fc)
 	rc = rc ? rc : kv_get_i64(cfg, "fleet.snapshot_every", 10, &fc->snapshot_every);
 	rc = rc ? rc : kv_get_i64(cfg, "fleet.sparse_k", 0, &fc->sparse_k);
 	rc = rc ? rc : kv_get_double(cfg, "fleet.sparse_fraction", 0.01, &fc->sparse_fraction);
+	rc = rc ? rc : kv_get_i64(cfg, "fleet.base_steps", 200, &fc->base_steps);
 	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
 	if (rc)
 		goto fail;
@@ -259,7 +261,53 @@ struct registry {
 	const struct kv *cfg;
 };
 
-/* The base model: the seed's initial parameters, or a file of raw float32. */
+/* fleet.base trained: base_steps minibatch SGD steps from the seed's initial model, taken in
+ * turn from each device's share (step s from device s mod N), so the base has seen every
+ * class the fleet holds before it is deployed. Each share's minibatch order is the engines'
+ * own (seeded by run.seed and the device index), its optimiser the scenario's: the result is a
+ * function of the scenario and seed alone, so a restarted registry trains the same base
+ * (fleet_store_put_base then finds it already stored). The works are private to this
+ * function: the replay recomputation's per-device state starts untouched. */
+static int base_train(struct registry *r, const struct kv *cfg)
+{
+	struct engine_work **wk = calloc(r->fc.ec.n, sizeof *wk);
+	int64_t t0 = clock_now_ns();
+	double loss = 0;
+	int rc = 0;
+
+	if (!wk)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->fc.ec.n && rc == 0; i++) {
+		struct engine_conf c = r->fc.ec; /* a shallow copy: device i's index */
+
+		c.index = i;
+		if ((rc = engine_work_open(cfg, &c, false, &wk[i])) == 0 &&
+		    model_nparams(wk[i]->model) != r->n)
+			rc = -EINVAL;
+	}
+	for (int64_t s = 0; s < r->fc.base_steps && rc == 0; s++) {
+		struct engine_work *w = wk[(uint64_t)s % r->fc.ec.n];
+		size_t got;
+
+		memcpy(model_params(w->model), r->base, r->n * sizeof(float));
+		if ((rc = engine_work_gradient(w, &loss, &got)) == 0)
+			optim_step(wk[0]->optim, r->base, w->grad);
+	}
+	if (rc == 0 && !wire_payload_finite(r->base, r->n))
+		rc = -ERANGE;
+	if (rc < 0)
+		log_error("engine_fleet: training the base: %s", strerror(-rc));
+	else
+		log_info("engine_fleet: base trained %lld steps over %u shares in %.2f s (last loss %.4f)",
+			 (long long)r->fc.base_steps, r->fc.ec.n, (double)(clock_now_ns() - t0) / 1e9,
+			 loss);
+	for (uint32_t i = 0; i < r->fc.ec.n; i++)
+		engine_work_destroy(&wk[i]);
+	free(wk);
+	return rc;
+}
+
+/* The base model: the seed's initial parameters, trained from them, or a file of raw float32. */
 static int base_load(struct registry *r, const struct kv *cfg)
 {
 	struct model_spec spec;
@@ -297,9 +345,14 @@ static int base_load(struct registry *r, const struct kv *cfg)
 		}
 		memcpy(r->base, buf, len);
 		free(buf);
+	} else if (!strcmp(r->fc.base, "trained")) {
+		if (r->fc.base_steps < 1) {
+			log_error("engine_fleet: fleet.base_steps must be at least 1");
+			return -EINVAL;
+		}
+		return base_train(r, cfg);
 	} else if (strcmp(r->fc.base, "init")) {
-		log_error("engine_fleet: fleet.base %s is not implemented yet (expected init or file)",
-			  r->fc.base);
+		log_error("engine_fleet: fleet.base %s (expected init, trained or file)", r->fc.base);
 		return -EINVAL;
 	}
 	return 0;

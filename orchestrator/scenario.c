@@ -1000,8 +1000,6 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 		if ((rc = get_enum(cv, v, fleet_base_names, "fleet.base", &idx)))
 			return rc;
 		sc->fleet.base = (enum scenario_fleet_base)idx;
-		if (idx == SCENARIO_FLEET_BASE_TRAINED)
-			return fail(cv, v, "fleet.base trained is not implemented yet (expected init or file)");
 	}
 	if ((v = GET(m, "base_file"))) {
 		if (sc->fleet.base != SCENARIO_FLEET_BASE_FILE)

@@ -24,9 +24,12 @@
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "node/engine_common.h"
 #include "node/engine_fleet.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
+#include "node/model.h"
+#include "node/optim.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/recover.h"
 #include "tests/support/files.h"
@@ -38,6 +41,7 @@
 
 static char dir[256];
 static const char *registry_lr = "0.05"; /* another value makes every replay diverge */
+static bool base_trained;                /* fleet.base trained (60 steps) */
 static int port;
 static int64_t origin;
 
@@ -78,6 +82,10 @@ static struct kv *conf(int i, const char *strategy, int steps)
 	kv_set(k, "fleet.sync_steps", "5");
 	kv_set(k, "fleet.snapshot_every", "3");
 	kv_set(k, "fleet.sparse_fraction", "0.05");
+	if (base_trained) {
+		kv_set(k, "fleet.base", "trained");
+		kv_set(k, "fleet.base_steps", "60");
+	}
 	if (i < 0) {
 		kv_set(k, "node.name", "registry");
 		kv_set(k, "node.role", "registry");
@@ -364,4 +372,59 @@ Test(engine_fleet, device_crash_resumes, .init = setup, .fini = teardown, .timeo
 	committed(before);
 	cr_assert_geq(before[1], 10, "device1 ends at version %lld", (long long)before[1]);
 	cr_assert_geq(check_store(), ND * 8 + 2);
+}
+
+/* fleet.base trained: the registry deploys the model trained 60 steps round robin over the
+ * devices' shares (step s on device s mod 3), computed here independently from the same shares
+ * and optimiser; it is not the initial model; the devices fine-tune from it (replay recomputes
+ * on top of it, so every version matching proves the devices adopted exactly this base). */
+Test(engine_fleet, base_trained, .init = setup, .fini = teardown, .timeout = 150)
+{
+	struct engine_work *wk[ND];
+	struct engine_conf c;
+	struct fleet_store *s;
+	struct kv *k;
+	char path[512], err[256];
+	float *ref = malloc(NPARAMS * 4), *base = malloc(NPARAMS * 4), *init = malloc(NPARAMS * 4);
+
+	base_trained = true;
+	plain_run("replay");
+	base_trained = false;
+	cr_assert_eq(rows_of("replay", 1), ND * 8);
+
+	k = conf(-1, "replay", 40);
+	kv_set(k, "fleet.base", "trained");
+	cr_assert_eq(engine_conf_read(k, &c), 0);
+	for (int i = 0; i < ND; i++) {
+		struct engine_conf ci = c;
+
+		ci.index = (uint32_t)i;
+		cr_assert_eq(engine_work_open(k, &ci, false, &wk[i]), 0);
+	}
+	memcpy(ref, model_params(wk[0]->model), NPARAMS * 4);
+	memcpy(init, ref, NPARAMS * 4);
+	for (int st = 0; st < 60; st++) {
+		struct engine_work *w = wk[st % ND];
+		double loss;
+		size_t got;
+
+		memcpy(model_params(w->model), ref, NPARAMS * 4);
+		cr_assert_eq(engine_work_gradient(w, &loss, &got), 0);
+		optim_step(wk[0]->optim, ref, w->grad);
+	}
+	for (int i = 0; i < ND; i++)
+		engine_work_destroy(&wk[i]);
+	engine_conf_free(&c);
+	kv_destroy(&k);
+
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(fleet_store_get_base(s, base), 0);
+	fleet_store_close(&s);
+	cr_assert_neq(memcmp(base, init, NPARAMS * 4), 0, "the base is the initial model");
+	cr_assert_eq(memcmp(base, ref, NPARAMS * 4), 0, "the base is not the 60-step round robin");
+	free(ref);
+	free(base);
+	free(init);
 }

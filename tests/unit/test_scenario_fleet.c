@@ -100,12 +100,28 @@ static const struct bad cases[] = {
 	{ HEAD "fleet: {strategy: sparse, sparse_k: 0%}\n", 4, 37, "sends nothing" },
 	{ HEAD "fleet: {base: file}\n", 4, 15, "needs fleet.base_file" },
 	{ HEAD "fleet: {base_steps: 5}\n", 4, 21, "applies to base trained" },
-	{ HEAD "fleet: {base: trained}\n", 4, 15, "not implemented yet" },
+	{ HEAD "fleet: {base: trained, base_steps: 0}\n", 4, 36, "out of range" },
 	{ HEAD "fleet: {stratgy: full}\n", 4, 9, "did you mean 'strategy'?" },
 	{ "stop: {time: 30s}\nfleet: {strategy: full}\n", 2, 8, "applies to topology fleet" },
 	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nnodes:\n  - {name: a, role: device}\n", 4, 3,
 	  "exactly one node with role registry" },
 };
+
+/* base trained: accepted, its step count reaches the registry's configuration. */
+Test(scenario_fleet, base_trained)
+{
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = parse(HEAD "fleet: {base: trained, base_steps: 120}\n", err, sizeof err);
+
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.base, SCENARIO_FLEET_BASE_TRAINED);
+	cr_assert_eq(sc->fleet.base_steps, 120);
+	scenario_destroy(&sc);
+	sc = parse(HEAD "fleet: {base: trained}\n", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.base_steps, 200);
+	scenario_destroy(&sc);
+}
 
 Test(scenario_fleet, errors_at_their_position)
 {
