@@ -32,6 +32,7 @@
 #include "node/engine_common.h"
 #include "node/fleet_codec.h"
 #include "node/fleet_cost.h"
+#include "node/fleet_drift.h"
 #include "node/fleet_proto.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
@@ -425,6 +426,35 @@ static void reg_hello(struct registry *r, uint32_t i)
 	free(frame);
 }
 
+/* Device i's share as the registry recomputes on it: the same partition, with every entry of
+ * the device's drift schedule applied in order (appends only: positions the device used before
+ * a drift read the same samples; node/fleet_drift). */
+static int reg_share_open(const struct kv *cfg, const struct engine_conf *ec, uint32_t i,
+			  struct engine_work **out)
+{
+	struct engine_conf c = *ec; /* a shallow copy: the device's index */
+	struct fleet_drift dr;
+	char key[48];
+	int rc;
+
+	c.index = i;
+	snprintf(key, sizeof key, "fleet.drift.%u", i);
+	if (fleet_drift_parse(kv_get(cfg, key), &dr) < 0) {
+		log_error("engine_fleet: %s is malformed", key);
+		return -EINVAL;
+	}
+	if ((rc = engine_work_open(cfg, &c, false, out)) < 0)
+		return rc;
+	for (size_t k = 0; k < dr.n && rc == 0; k++) {
+		size_t added;
+
+		rc = fleet_drift_apply(*out, &c, dr.e[k].classes, &added);
+	}
+	if (rc < 0)
+		engine_work_destroy(out);
+	return rc;
+}
+
 /* Recompute a replay frame on top of the device's latest model into r->scratch: its share
  * (opened once, the same deterministic partition the device trains on), the same minibatches,
  * the same optimiser rule. Returns 1 when the result has the frame's hash, 0 when it does not
@@ -445,10 +475,7 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 	if ((rc = fleet_codec_replay_parse(frame, len, d->model, r->n, &sizes, &steps, &idx, &k)) < 0)
 		return rc == -ENOMEM ? rc : -EBADMSG;
 	if (!d->wk) {
-		struct engine_conf c = r->fc.ec; /* a shallow copy: the device's index */
-
-		c.index = i;
-		if ((rc = engine_work_open(r->cfg, &c, false, &d->wk)) < 0)
+		if ((rc = reg_share_open(r->cfg, &r->fc.ec, i, &d->wk)) < 0)
 			goto out;
 		if (model_nparams(d->wk->model) != r->n) {
 			rc = -EINVAL;
@@ -698,13 +725,9 @@ int engine_fleet_registry_run(const struct kv *cfg)
 	}
 	/* replay: each device's share is loaded now, not at its first version (a blocked
 	 * registry answers no one). */
-	for (uint32_t i = 0; r.fc.strategy == FLEET_REPLAY && i < r.fc.ec.n; i++) {
-		struct engine_conf c = r.fc.ec; /* a shallow copy: the device's index */
-
-		c.index = i;
-		if ((rc = engine_work_open(cfg, &c, false, &r.dev[i].wk)) < 0)
+	for (uint32_t i = 0; r.fc.strategy == FLEET_REPLAY && i < r.fc.ec.n; i++)
+		if ((rc = reg_share_open(cfg, &r.fc.ec, i, &r.dev[i].wk)) < 0)
 			goto out;
-	}
 	rc = engine_ctl_start(cfg, &r.fc.ec, &r.ctl);
 	if (rc == -ECANCELED) {
 		rc = 0;
@@ -796,6 +819,7 @@ struct device {
 	double *send_t;         /* by version: run seconds of its last send, and its bytes */
 	size_t *send_b;
 	struct fleet_cost cost; /* auto: goodput and step time */
+	struct fleet_drift drift; /* fleet.drift.<index>: classes joining the share */
 	uint64_t sent_replay, sent_weights;
 	uint32_t *bsizes, *bidx; /* the minibatches since the last version (strategy replay) */
 	size_t nb_steps, nb_idx, cap_steps, cap_idx;
@@ -896,6 +920,24 @@ static void dev_pump(struct device *d)
 		}
 		d->next_send++;
 	}
+}
+
+/* Apply the drift entries due now (in order): their classes join the share from the next
+ * minibatch on. */
+static int dev_drift(struct device *d, int64_t step)
+{
+	uint16_t cls;
+
+	while ((cls = fleet_drift_due(&d->drift, run_s(&d->fc.ec), step))) {
+		size_t added;
+		int rc = fleet_drift_apply(d->wk, &d->fc.ec, cls, &added);
+
+		if (rc < 0)
+			return rc;
+		log_info("engine_fleet: %s drift at step %lld: classes 0x%x add %zu samples (share %u)",
+			 d->fc.ec.name, (long long)step, cls, added, d->wk->train->n);
+	}
+	return 0;
 }
 
 /* Make a version of the current model: encode, queue durably, send. */
@@ -1184,6 +1226,16 @@ int engine_fleet_device_run(const struct kv *cfg)
 		return rc;
 	if ((rc = engine_work_open(cfg, &d.fc.ec, true, &d.wk)))
 		goto out;
+	{
+		char key[48];
+
+		snprintf(key, sizeof key, "fleet.drift.%u", d.fc.ec.index);
+		if (fleet_drift_parse(kv_get(cfg, key), &d.drift) < 0) {
+			log_error("engine_fleet: %s is malformed", key);
+			rc = -EINVAL;
+			goto out;
+		}
+	}
 	d.n = model_nparams(d.wk->model);
 	d.k = d.fc.sparse_k > 0 ? (size_t)d.fc.sparse_k : (size_t)ceil(d.fc.sparse_fraction * (double)d.n);
 	if (d.k < 1)
@@ -1253,6 +1305,8 @@ int engine_fleet_device_run(const struct kv *cfg)
 
 		if (d.ctl)
 			ctl_client_status(d.ctl, step, CTL_RUN, false);
+		if ((rc = dev_drift(&d, step)) < 0)
+			break;
 		if ((rc = engine_work_gradient(d.wk, &loss, &nb)) < 0)
 			break;
 		if (d.fc.strategy == FLEET_REPLAY && (rc = replay_note(&d, nb)) < 0)

@@ -25,7 +25,9 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "node/engine_common.h"
+#include "node/data.h"
 #include "node/engine_fleet.h"
+#include "node/fleet_drift.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
 #include "node/model.h"
@@ -42,6 +44,7 @@
 static char dir[256];
 static const char *registry_lr = "0.05"; /* another value makes every replay diverge */
 static bool base_trained;                /* fleet.base trained (60 steps) */
+static const char *drift0;               /* fleet.drift.0: device0's drift schedule */
 static int port;
 static int64_t origin;
 
@@ -82,6 +85,8 @@ static struct kv *conf(int i, const char *strategy, int steps)
 	kv_set(k, "fleet.sync_steps", "5");
 	kv_set(k, "fleet.snapshot_every", "3");
 	kv_set(k, "fleet.sparse_fraction", "0.05");
+	if (drift0)
+		kv_set(k, "fleet.drift.0", drift0);
 	if (base_trained) {
 		kv_set(k, "fleet.base", "trained");
 		kv_set(k, "fleet.base_steps", "60");
@@ -427,4 +432,98 @@ Test(engine_fleet, base_trained, .init = setup, .fini = teardown, .timeout = 150
 	free(ref);
 	free(base);
 	free(init);
+}
+
+/* The drift itself on a share: every class device0 lacks joins it; the samples it held keep
+ * their positions and bytes; the new ones are exactly the selection's, all of the added classes;
+ * the minibatch order covers the grown share once. */
+Test(engine_fleet, drift_grows_the_share, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct kv *k = conf(0, "replay", 40);
+	struct engine_work *w;
+	struct engine_conf c;
+	uint32_t n0, dim;
+	uint16_t held = 0;
+	uint8_t *px0, *lb0, *seen;
+	size_t added;
+
+	cr_assert_eq(engine_conf_read(k, &c), 0);
+	cr_assert_eq(engine_work_open(k, &c, false, &w), 0);
+	n0 = w->train->n;
+	dim = w->train->dim;
+	px0 = malloc((size_t)n0 * dim);
+	lb0 = malloc(n0);
+	memcpy(px0, w->train->pixels, (size_t)n0 * dim);
+	memcpy(lb0, w->train->labels, n0);
+	for (uint32_t i = 0; i < n0; i++)
+		held |= (uint16_t)(1u << lb0[i]);
+	cr_assert_neq(held, 0x3ff, "device0 already holds every class");
+	cr_assert_eq(fleet_drift_apply(w, &c, 0x3ff, &added), 0);
+	cr_assert_gt(added, 50);
+	cr_assert_eq(w->train->n, n0 + added);
+	cr_assert_eq(memcmp(w->train->pixels, px0, (size_t)n0 * dim), 0);
+	cr_assert_eq(memcmp(w->train->labels, lb0, n0), 0);
+	for (uint32_t i = n0; i < w->train->n; i++) {
+		cr_assert(!(held >> w->train->labels[i] & 1), "sample %u of a held class", i);
+		cr_assert_eq(w->train->origin[i] % ND, 0, "sample %u from source %u", i, w->train->origin[i]);
+	}
+	seen = calloc(w->train->n, 1);
+	for (uint32_t i = 0; i < w->train->n; i++) {
+		cr_assert_lt(w->order[i], w->train->n);
+		cr_assert_eq(seen[w->order[i]]++, 0);
+	}
+	/* a second drift of the same classes adds nothing: they are held now */
+	cr_assert_eq(fleet_drift_apply(w, &c, 0x3ff, &added), 0);
+	cr_assert_eq(added, 0);
+	free(seen);
+	free(px0);
+	free(lb0);
+	engine_work_destroy(&w);
+	engine_conf_free(&c);
+	kv_destroy(&k);
+}
+
+/* The latest stored model of a device into out. */
+static void latest_model(const char *name, float *out)
+{
+	char path[512], err[256];
+	struct fleet_store *s;
+	struct fleet_version v;
+
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(fleet_store_latest(s, name, &v), 0);
+	cr_assert_eq(fleet_store_rebuild(s, name, v.version, out, NULL), 0);
+	fleet_store_close(&s);
+}
+
+/* A drift during a run (device0: every class after 10 steps): with replay, every version of
+ * every device still recomputes exactly, so the registry read the new samples at the positions
+ * the device trained on; and against the same run without the drift, device0's model differs
+ * while device1's (no drift) is bit for bit the same. */
+Test(engine_fleet, drift_replays_exactly, .init = setup, .fini = teardown, .timeout = 200)
+{
+	float *plain0 = malloc(NPARAMS * 4), *plain1 = malloc(NPARAMS * 4);
+	float *drift_0 = malloc(NPARAMS * 4), *drift_1 = malloc(NPARAMS * 4);
+
+	plain_run("replay");
+	latest_model("device0", plain0);
+	latest_model("device1", plain1);
+	cr_assert_eq(support_rm_rf(dir), 0);
+	cr_assert_not_null(support_tmpdir(dir, sizeof dir, "fleet_e2e"));
+	port += 50;
+	drift0 = "s10:0,1,2,3,4,5,6,7,8,9";
+	plain_run("replay");
+	drift0 = NULL;
+	cr_assert_eq(rows_of("replay", 1), ND * 8);
+	cr_assert_eq(rows_of("replay", 0), 0);
+	latest_model("device0", drift_0);
+	latest_model("device1", drift_1);
+	cr_assert_neq(memcmp(plain0, drift_0, NPARAMS * 4), 0, "device0 did not drift");
+	cr_assert_eq(memcmp(plain1, drift_1, NPARAMS * 4), 0, "device1 changed without a drift");
+	free(plain0);
+	free(plain1);
+	free(drift_0);
+	free(drift_1);
 }
