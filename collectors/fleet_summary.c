@@ -99,8 +99,8 @@ int fleet_summary_compute(const char *run_dir, struct fleet_summary_row *out, ch
 	struct table *t = NULL;
 	bool missing = false;
 	size_t nnames = 0, nfiles = 0;
-	double lag_sum = 0, t_last = NAN;
-	int ct, cd, ctx, cst, cok, clag, rc;
+	double lag_sum = 0, t_last = NAN, *vmax = NULL;
+	int ct, cd, cv, ctx, cst, cok, clag, rc;
 
 	memset(out, 0, sizeof *out);
 	out->duration_s = out->bytes_per_device_hour = out->stored_per_version = NAN;
@@ -113,17 +113,19 @@ int fleet_summary_compute(const char *run_dir, struct fleet_summary_row *out, ch
 		return missing ? 0 : -EINVAL;
 	ct = table_col(t, "t_s");
 	cd = table_col(t, "device");
+	cv = table_col(t, "version");
 	ctx = table_col(t, "bytes_tx");
 	cst = table_col(t, "bytes_stored");
 	cok = table_col(t, "verify_ok");
 	clag = table_col(t, "registry_lag_s");
-	if (ct < 0 || cd < 0 || ctx < 0 || cst < 0 || cok < 0 || clag < 0) {
+	if (ct < 0 || cd < 0 || cv < 0 || ctx < 0 || cst < 0 || cok < 0 || clag < 0) {
 		snprintf(err, errlen, "%s: not a fleet trace (see docs/traces.md)", path);
 		rc = -EINVAL;
 		goto out;
 	}
 	names = calloc(table_rows(t) + 1, sizeof *names);
-	if (!names) {
+	vmax = calloc(table_rows(t) + 1, sizeof *vmax);
+	if (!names || !vmax) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -138,6 +140,9 @@ int fleet_summary_compute(const char *run_dir, struct fleet_summary_row *out, ch
 				break;
 		if (i == nnames && nnames < MAX_DEVICES)
 			names[nnames++] = dev;
+		if (i < nnames && table_double_or(t, r, (size_t)cok, 0) == 1 &&
+		    table_double_or(t, r, (size_t)cv, 0) > vmax[i])
+			vmax[i] = table_double_or(t, r, (size_t)cv, 0);
 		if (table_double(t, r, (size_t)ct, &ts) == 0 && (isnan(t_last) || ts > t_last))
 			t_last = ts;
 		out->bytes_tx += (uint64_t)table_double_or(t, r, (size_t)ctx, 0);
@@ -156,6 +161,33 @@ int fleet_summary_compute(const char *run_dir, struct fleet_summary_row *out, ch
 	snprintf(path, sizeof path, "%s/nodes", run_dir);
 	if (summary_list_dir(path, is_device_csv, NULL, &files, &nfiles) == 0 && nfiles > out->devices)
 		out->devices = nfiles;
+	for (size_t i = 0; i < nfiles; i++) {
+		char p2[8192];
+		struct table *nt;
+		double last = 0;
+		int cmv;
+
+		snprintf(p2, sizeof p2, "%s/nodes/%s", run_dir, files[i]);
+		if (!(nt = table_load(p2, NULL, err, errlen))) {
+			rc = -EINVAL;
+			goto out;
+		}
+		cmv = table_col(nt, "model_version");
+		for (size_t r = 0; cmv >= 0 && r < table_rows(nt); r++) {
+			double v = table_double_or(nt, r, (size_t)cmv, 0);
+
+			if (v > last)
+				last = v;
+		}
+		/* the version made from the last steps at the stop has no trace row: the registry's
+		 * latest stored version of the device stands for it */
+		for (size_t k = 0; k < nnames; k++)
+			if (strlen(files[i]) == strlen(names[k]) + 4 &&
+			    !strncmp(files[i], names[k], strlen(names[k])) && vmax[k] > last)
+				last = vmax[k];
+		out->versions_made += (uint64_t)last;
+		table_destroy(&nt);
+	}
 	out->duration_s = stop_time(run_dir, err, errlen);
 	if (isnan(out->duration_s))
 		out->duration_s = t_last;
@@ -174,6 +206,7 @@ out:
 		free(files[i]);
 	free(files);
 	free(names);
+	free(vmax);
 	table_destroy(&t);
 	return rc;
 }
@@ -247,6 +280,8 @@ static void put_row(struct buf *b, const struct fleet_summary_row *r)
 	put_u(b, r->devices);
 	put(b, ",");
 	put_num(b, 3, r->duration_s);
+	put(b, ",");
+	put_u(b, r->versions_made);
 	put(b, ",");
 	put_u(b, r->versions);
 	put(b, ",");

@@ -15,7 +15,7 @@
 #include "collectors/meta.h"
 
 #define FLEET_SUMMARY_HEADER                                                                  \
-	"run_id,devices,duration_s,versions,rejected,bytes_tx,bytes_per_device_hour,"          \
+	"run_id,devices,duration_s,versions_made,versions,rejected,bytes_tx,bytes_per_device_hour," \
 	"bytes_stored,stored_per_version,registry_lag_mean_s,registry_lag_max_s,"             \
 	"recover_versions,recover_failed,recover_s_mean,recover_s_max,status"
 
@@ -24,6 +24,7 @@ struct fleet_summary_row {
 	struct run_meta meta;
 	size_t devices;          /* devices with a node trace or a fleet.csv row */
 	double duration_s;       /* training time: events.csv `stop`, else the last fleet.csv t_s */
+	uint64_t versions_made;  /* sum over devices of their last model_version (node traces) */
 	uint64_t versions;       /* rows with verify_ok 1 (versions stored) */
 	uint64_t rejected;       /* rows with verify_ok 0 */
 	uint64_t bytes_tx;       /* sum of bytes_tx over all rows */

@@ -52,8 +52,10 @@ static void fleet_run(const char *run, const char *strategy)
 	put(run, "events.csv", TRACE_HEADER_EVENTS "\n0,start,all,\n36,stop,all,stop.time reached\n");
 	put(run, "recover.csv", TRACE_HEADER_RECOVER "\n"
 	    "device0,1,delta,1,0.002,1\ndevice1,1,delta,1,0.004,1\ndevice1,2,delta,2,0.006,0\n");
-	put(run, "nodes/device0.csv", TRACE_HEADER_NODE "\n");
-	put(run, "nodes/device1.csv", TRACE_HEADER_NODE "\n");
+	put(run, "nodes/device0.csv", TRACE_HEADER_NODE "\n0.5,device0,5,0.1,0,,0,1.0,0,0,0\n"
+	    "1.5,device0,10,0.1,0,,0,1.0,0,0,0\n"); /* its v1 (stored) has no row */
+	put(run, "nodes/device1.csv", TRACE_HEADER_NODE "\n1.0,device1,10,0.1,0,,2,1.0,0,0,0\n"
+	    "4.0,device1,20,0.1,0,,4,1.0,0,0,0\n"); /* made 4, 2 stored */
 	put(run, "nodes/device2.csv", TRACE_HEADER_NODE "\n"); /* a device that never synced */
 }
 
@@ -67,6 +69,7 @@ Test(fleet_summary, compute_by_hand, .init = setup, .fini = teardown)
 	cr_assert_eq(fleet_summary_compute(p, &r, err, sizeof err), 1, "%s", err);
 	cr_assert_eq(r.devices, 3);
 	cr_assert_float_eq(r.duration_s, 36.0, 1e-12);
+	cr_assert_eq(r.versions_made, 5);
 	cr_assert_eq(r.versions, 3);
 	cr_assert_eq(r.rejected, 1);
 	cr_assert_eq(r.bytes_tx, 6200);
@@ -101,8 +104,8 @@ Test(fleet_summary, rebuild_sweep, .init = setup, .fini = teardown)
 	cr_assert_not_null(text);
 	cr_assert_str_eq(text,
 		"fleet.strategy," FLEET_SUMMARY_HEADER "\n"
-		"delta,a,3,36.000,3,1,6200,206667,5700,1900.0,2.000,4.000,3,1,0.004000,0.006000,complete\n"
-		"sparse,b,3,4.000,3,1,6200,1860000,5700,1900.0,2.000,4.000,,,,,complete\n");
+		"delta,a,3,36.000,5,3,1,6200,206667,5700,1900.0,2.000,4.000,3,1,0.004000,0.006000,complete\n"
+		"sparse,b,3,4.000,5,3,1,6200,1860000,5700,1900.0,2.000,4.000,,,,,complete\n");
 	free(text);
 	/* a run directory of its own; a directory without fleet runs writes nothing */
 	snprintf(p, sizeof p, "%s/a", dir);
