@@ -426,33 +426,55 @@ static void reg_hello(struct registry *r, uint32_t i)
 	free(frame);
 }
 
-/* Device i's share as the registry recomputes on it: the same partition, with every entry of
- * the device's drift schedule applied in order (appends only: positions the device used before
- * a drift read the same samples; node/fleet_drift). */
+/* Device i's share as the registry holds it: the partition deployed with it. Samples that joined
+ * the device's share later (a drift, node/fleet_drift) are appended there, at positions from this
+ * share's size on, and the registry does not have them: a replay that uses them carries them. */
 static int reg_share_open(const struct kv *cfg, const struct engine_conf *ec, uint32_t i,
 			  struct engine_work **out)
 {
 	struct engine_conf c = *ec; /* a shallow copy: the device's index */
-	struct fleet_drift dr;
-	char key[48];
-	int rc;
 
 	c.index = i;
-	snprintf(key, sizeof key, "fleet.drift.%u", i);
-	if (fleet_drift_parse(kv_get(cfg, key), &dr) < 0) {
-		log_error("engine_fleet: %s is malformed", key);
-		return -EINVAL;
-	}
-	if ((rc = engine_work_open(cfg, &c, false, out)) < 0)
-		return rc;
-	for (size_t k = 0; k < dr.n && rc == 0; k++) {
-		size_t added;
+	return engine_work_open(cfg, &c, false, out);
+}
 
-		rc = fleet_drift_apply(*out, &c, dr.e[k].classes, &added);
+/* Minibatch of positions idx[0..n) into x, y: a position inside the registry's share from it,
+ * any other from the raw samples the frame carried. -EBADMSG for a position in neither. */
+static int reg_batch(const struct data_set *share, const struct fleet_replay_samples *smp,
+		     const uint32_t *idx, size_t n, float *x, uint8_t *y)
+{
+	for (size_t j = 0; j < n; j++) {
+		uint32_t p = idx[j];
+
+		if (p < share->n) {
+			data_batch(share, &p, 1, x + j * share->dim, y + j);
+			continue;
+		}
+		{
+			size_t lo = 0, hi = smp->m;
+
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (smp->pos[mid] < p)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo == smp->m || smp->pos[lo] != p || smp->dim != share->dim)
+				return -EBADMSG;
+			{
+				/* one carried sample, scaled exactly as data_batch scales a share's */
+				struct data_set one = { .n = 1, .rows = share->rows, .cols = share->cols,
+							.dim = share->dim,
+							.pixels = smp->pixels + lo * smp->dim,
+							.labels = smp->labels + lo };
+
+				data_batch(&one, NULL, 1, x + j * share->dim, y + j);
+			}
+		}
 	}
-	if (rc < 0)
-		engine_work_destroy(out);
-	return rc;
+	return 0;
 }
 
 /* Recompute a replay frame on top of the device's latest model into r->scratch: its share
@@ -464,6 +486,7 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 {
 	struct reg_dev *d = &r->dev[i];
 	struct fleet_frame_info in;
+	struct fleet_replay_samples smp = { 0 };
 	uint32_t *sizes = NULL, *idx = NULL;
 	size_t steps, k, off = 0;
 	uint8_t h[FLEET_HASH_BYTES];
@@ -472,7 +495,8 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 
 	if ((rc = fleet_codec_peek(frame, len, &in)) < 0)
 		return rc;
-	if ((rc = fleet_codec_replay_parse(frame, len, d->model, r->n, &sizes, &steps, &idx, &k)) < 0)
+	if ((rc = fleet_codec_replay_parse_samples(frame, len, d->model, r->n, &sizes, &steps, &idx, &k,
+						   &smp)) < 0)
 		return rc == -ENOMEM ? rc : -EBADMSG;
 	if (!d->wk) {
 		if ((rc = reg_share_open(r->cfg, &r->fc.ec, i, &d->wk)) < 0)
@@ -490,10 +514,8 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 		rc = -EBADMSG;
 		if (sizes[s] > d->wk->batch)
 			goto out;
-		for (size_t j = 0; j < sizes[s]; j++)
-			if (idx[off + j] >= d->wk->train->n)
-				goto out;
-		data_batch(d->wk->train, idx + off, sizes[s], d->wk->x, d->wk->y);
+		if ((rc = reg_batch(d->wk->train, &smp, idx + off, sizes[s], d->wk->x, d->wk->y)) < 0)
+			goto out;
 		if ((rc = model_gradient(d->wk->model, d->wk->x, d->wk->y, sizes[s], d->wk->grad, &loss)) < 0)
 			goto out;
 		optim_step(d->wk->optim, params, d->wk->grad);
@@ -504,6 +526,7 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 		goto out;
 	rc = memcmp(h, in.hash, FLEET_HASH_BYTES) ? 0 : 1;
 out:
+	fleet_codec_replay_samples_free(&smp);
 	free(sizes);
 	free(idx);
 	return rc;
@@ -820,7 +843,9 @@ struct device {
 	size_t *send_b;
 	struct fleet_cost cost; /* auto: goodput and step time */
 	struct fleet_drift drift; /* fleet.drift.<index>: classes joining the share */
+	uint32_t share0;        /* share size at the start: what the registry holds of it */
 	uint64_t sent_replay, sent_weights;
+	uint64_t replay_samples; /* raw samples carried by replay frames (positions past share0) */
 	uint32_t *bsizes, *bidx; /* the minibatches since the last version (strategy replay) */
 	size_t nb_steps, nb_idx, cap_steps, cap_idx;
 	uint64_t replay_failed;
@@ -922,6 +947,65 @@ static void dev_pump(struct device *d)
 	}
 }
 
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The replay frame of the minibatches since the last version (model hash h), carrying the raw
+ * samples the registry lacks: every distinct position at or past share0 (samples that joined
+ * in a drift). A frame over fleet_codec_frame_max is not made (-E2BIG): the weights go instead. */
+static int replay_encode(struct device *d, const uint8_t *h, uint8_t **frame, size_t *len)
+{
+	struct fleet_replay_samples smp = { .dim = d->wk->train->dim };
+	const struct data_set *t = d->wk->train;
+	uint32_t *pos = NULL;
+	size_t m = 0;
+	int rc;
+
+	for (size_t j = 0; j < d->nb_idx; j++)
+		m += d->bidx[j] >= d->share0;
+	if (m) {
+		size_t u = 0;
+
+		if (!(pos = malloc(m * sizeof *pos)))
+			return -ENOMEM;
+		m = 0;
+		for (size_t j = 0; j < d->nb_idx; j++)
+			if (d->bidx[j] >= d->share0)
+				pos[m++] = d->bidx[j];
+		qsort(pos, m, sizeof *pos, u32_cmp);
+		for (size_t j = 0; j < m; j++)
+			if (!u || pos[j] != pos[u - 1])
+				pos[u++] = pos[j];
+		smp.m = (uint32_t)u;
+		smp.pos = pos;
+		smp.labels = malloc(u);
+		smp.pixels = malloc(u * smp.dim);
+		if (!smp.labels || !smp.pixels) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (size_t j = 0; j < u; j++) {
+			smp.labels[j] = t->labels[pos[j]];
+			memcpy(smp.pixels + j * smp.dim, t->pixels + (size_t)pos[j] * t->dim, smp.dim);
+		}
+		d->replay_samples += u;
+	}
+	rc = fleet_codec_encode_replay_samples(h, d->last, d->n, d->bsizes, d->nb_steps, d->bidx,
+					       d->nb_idx, &smp, frame, len);
+	if (rc == 0 && *len > fleet_codec_frame_max(d->n)) {
+		free(*frame);
+		*frame = NULL;
+		rc = -E2BIG;
+	}
+out:
+	fleet_codec_replay_samples_free(&smp);
+	return rc;
+}
+
 /* Apply the drift entries due now (in order): their classes join the share from the next
  * minibatch on. */
 static int dev_drift(struct device *d, int64_t step)
@@ -999,9 +1083,7 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 		uint8_t h[FLEET_HASH_BYTES];
 
 		s = FLEET_DELTA;
-		if (d->nb_steps && fleet_hash(params, d->n, h) == 0 &&
-		    fleet_codec_encode_replay(h, d->last, d->n, d->bsizes, d->nb_steps, d->bidx, d->nb_idx,
-					      &rframe, &rlen) < 0)
+		if (d->nb_steps && fleet_hash(params, d->n, h) == 0 && replay_encode(d, h, &rframe, &rlen) < 0)
 			rframe = NULL;
 	}
 	d->nb_steps = d->nb_idx = 0;
@@ -1237,6 +1319,7 @@ int engine_fleet_device_run(const struct kv *cfg)
 		}
 	}
 	d.n = model_nparams(d.wk->model);
+	d.share0 = d.wk->train->n;
 	d.k = d.fc.sparse_k > 0 ? (size_t)d.fc.sparse_k : (size_t)ceil(d.fc.sparse_fraction * (double)d.n);
 	if (d.k < 1)
 		d.k = 1;
@@ -1364,12 +1447,13 @@ done:
 	}
 	log_info("engine_fleet: %s done after %lld steps: version %lld, acknowledged %lld, %zu queued, "
 		 "%llu resends, %llu rejected, %llu replays not matched, %llu bad messages, %llu bytes out, "
-		 "%llu versions sent as replay, %llu as weights", d.fc.ec.name,
+		 "%llu versions sent as replay (carrying %llu raw samples), %llu as weights", d.fc.ec.name,
 		 (long long)step, (long long)(d.q ? fleet_queue_version(d.q) : 0), (long long)d.acked,
 		 d.q ? fleet_queue_pending(d.q) : 0, (unsigned long long)d.resent,
 		 (unsigned long long)d.rejected, (unsigned long long)d.replay_failed,
 		 (unsigned long long)d.bad, (unsigned long long)d.bytes_tx,
-		 (unsigned long long)d.sent_replay, (unsigned long long)d.sent_weights);
+		 (unsigned long long)d.sent_replay, (unsigned long long)d.replay_samples,
+		 (unsigned long long)d.sent_weights);
 	if (d.ctl && rc == 0) {
 		ctl_client_status(d.ctl, step, CTL_DONE, false);
 		ctl_client_done(d.ctl);

@@ -11,8 +11,8 @@
  * position p of the (train_limit-limited) training file with p mod N == the device's index, N
  * the number of devices; so devices given the same class get disjoint slices of it. The
  * samples are appended to the share, so the positions of the samples already there do not
- * move: the registry, which recomputes replay frames from share positions, loads each share
- * with all of that device's entries applied and reads the same samples at the same positions. */
+ * move: the registry, which recomputes replay frames from share positions, holds the share as
+ * deployed, and a replay frame carries the raw samples at positions past it (node/fleet_codec). */
 #ifndef STALENET_FLEET_DRIFT_H
 #define STALENET_FLEET_DRIFT_H
 

@@ -498,10 +498,31 @@ static void latest_model(const char *name, float *out)
 	fleet_store_close(&s);
 }
 
-/* A drift during a run (device0: every class after 10 steps): with replay, every version of
- * every device still recomputes exactly, so the registry read the new samples at the positions
- * the device trained on; and against the same run without the drift, device0's model differs
- * while device1's (no drift) is bit for bit the same. */
+/* The largest bytes_tx of a device's stored rows in fleet.csv. */
+static long max_bytes(const char *device)
+{
+	char path[512], *text, *line, *save = NULL, want[32];
+	size_t len;
+	long best = 0;
+
+	snprintf(path, sizeof path, "%s/fleet.csv", dir);
+	snprintf(want, sizeof want, ",%s,", device);
+	text = support_slurp(path, &len);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long b;
+
+		if (strstr(line, want) && sscanf(strstr(line, want) + strlen(want), "%*[^,],%*[^,],%ld", &b) == 1 &&
+		    b > best)
+			best = b;
+	}
+	free(text);
+	return best;
+}
+
+/* A drift during a run (device0: every class after 10 steps): the registry does not have the
+ * new samples, so device0's replays carry them raw (its frames grow several-fold); every version
+ * of every device still recomputes exactly; and against the same run without the drift,
+ * device0's model differs while device1's (no drift) is bit for bit the same. */
 Test(engine_fleet, drift_replays_exactly, .init = setup, .fini = teardown, .timeout = 200)
 {
 	float *plain0 = malloc(NPARAMS * 4), *plain1 = malloc(NPARAMS * 4);
@@ -518,6 +539,8 @@ Test(engine_fleet, drift_replays_exactly, .init = setup, .fini = teardown, .time
 	drift0 = NULL;
 	cr_assert_eq(rows_of("replay", 1), ND * 8);
 	cr_assert_eq(rows_of("replay", 0), 0);
+	cr_assert_gt(max_bytes("device0"), 5 * max_bytes("device1"), "device0 %ld bytes, device1 %ld",
+		     max_bytes("device0"), max_bytes("device1"));
 	latest_model("device0", drift_0);
 	latest_model("device1", drift_1);
 	cr_assert_neq(memcmp(plain0, drift_0, NPARAMS * 4), 0, "device0 did not drift");
