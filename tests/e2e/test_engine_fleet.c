@@ -251,7 +251,7 @@ Test(engine_fleet, replay, .init = setup, .fini = teardown, .timeout = 150)
 Test(engine_fleet, auto_strategy, .init = setup, .fini = teardown, .timeout = 150)
 {
 	plain_run("auto");
-	cr_assert_eq(rows_of("replay", 1) + rows_of("delta", 1), ND * 8);
+	cr_assert_eq(rows_of("replay", 1) + rows_of("delta", 1) + rows_of("full", 1), ND * 8);
 }
 
 /* A forced divergence (the registry recomputes with another learning rate): every replay is
