@@ -912,8 +912,10 @@ static int fig_fleet_bytes(struct ctx *c)
 		if (c->set->points[p].nruns > 1)
 			fprintf(f, "'fleet_bytes_%zu.dat' using 1:($3/1048576):($4/1048576) with "
 				   "filledcurves lc rgb '%s' notitle, ", p, color(p));
-		fprintf(f, "'fleet_bytes_%zu.dat' using 1:($2/1048576) with lines lw 2 lc rgb '%s' "
-			   "title columnheader(2)%s", p, color(p), p + 1 < c->set->npoints ? ", " : "\n");
+		/* past the palette, a dash pattern tells the points apart */
+		fprintf(f, "'fleet_bytes_%zu.dat' using 1:($2/1048576) with lines lw 2 dt %zu lc rgb '%s' "
+			   "title columnheader(2)%s", p, p / NCOLORS + 1, color(p),
+			p + 1 < c->set->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "fleet_bytes", f, 1000, 600);
 out:
@@ -976,9 +978,9 @@ static int fig_fleet_scatter(struct ctx *c, enum plot_fleet_scatter what)
 	}
 	fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
 	for (size_t p = 0; p < c->set->npoints; p++)
-		fprintf(f, "'%s_%zu.dat' using 1:(%s) with points pt 7 ps 0.6 lc rgb '%s' "
+		fprintf(f, "'%s_%zu.dat' using 1:(%s) with points pt %d ps 0.6 lc rgb '%s' "
 			   "title columnheader(2)%s", name, p, what == PLOT_FLEET_LAG ? "$2" : "$2*1000",
-			color(p), p + 1 < c->set->npoints ? ", " : "\n");
+			p / NCOLORS ? 5 : 7, color(p), p + 1 < c->set->npoints ? ", " : "\n");
 	rc = fig_end(c, name, f, 1100, 600);
 out:
 	plot_fleet_free(pts, c->set->npoints);
