@@ -996,7 +996,6 @@ static int replay_encode(struct device *d, const uint8_t *h, uint8_t **frame, si
 			smp.labels[j] = t->labels[pos[j]];
 			memcpy(smp.pixels + j * smp.dim, t->pixels + (size_t)pos[j] * t->dim, smp.dim);
 		}
-		d->replay_samples += u;
 	}
 	rc = fleet_codec_encode_replay_samples(h, d->last, d->n, d->bsizes, d->nb_steps, d->bidx,
 					       d->nb_idx, &smp, frame, len);
@@ -1005,6 +1004,8 @@ static int replay_encode(struct device *d, const uint8_t *h, uint8_t **frame, si
 		*frame = NULL;
 		rc = -E2BIG;
 	}
+	if (rc == 0)
+		d->replay_samples += smp.m;
 out:
 	fleet_codec_replay_samples_free(&smp);
 	return rc;
