@@ -1238,25 +1238,36 @@ static int dev_poll(struct device *d, int timeout_ms)
 	return rc < 0 ? rc : 0;
 }
 
-/* HELLO until the registry deploys (resent every 2 s): adopt its model unless this device's own
- * state is at least as new. Returns 1 deployed, 0 stopped first, negative errno. */
+/* HELLO until the registry deploys: adopt its model unless this device's own state is at least
+ * as new. The registry answers every hello with the whole model, so a hello is sent again only
+ * when a new connection may have lost the answer (a handshake after the first), or after a
+ * silence of FLEET_RESEND_MIN_S doubling to FLEET_RESEND_MAX_S: on a slow link a deployment
+ * takes longer than any fixed period, and each copy would queue behind the last. A hello sent
+ * before the registry listens waits in the socket's queue for the connection. Returns 1
+ * deployed, 0 stopped first, negative errno. */
 static int dev_join(struct device *d)
 {
-	double next_hello = -1;
+	double next_hello = -1, hello_ivl = FLEET_RESEND_MIN_S;
 
 	for (;;) {
 		struct rmsg m;
 		double now = run_s(&d->fc.ec);
+		uint16_t ev;
+		uint32_t val;
 		int rc;
 
 		if (d->ctl && ctl_client_should_stop(d->ctl))
 			return 0;
+		while (d->mon && wire_monitor_next(d->mon, &ev, &val) == 1)
+			if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && ++d->handshakes > 1)
+				next_hello = now;
 		if (now >= next_hello) {
 			struct fleet_msg h = { .type = FLEET_MSG_HELLO, .device = d->fc.ec.index,
 					       .version = fleet_queue_version(d->q) };
 
 			msg_send(d->sock, NULL, 0, &h, NULL, &d->bytes_tx);
-			next_hello = now + 2.0;
+			next_hello = now + hello_ivl;
+			hello_ivl = fmin(hello_ivl * 2, FLEET_RESEND_MAX_S);
 		}
 		rc = msg_recv(d->sock, false, fleet_codec_frame_max(d->n), 200, &m, &d->bad, &d->bytes_rx);
 		if (rc < 0)
