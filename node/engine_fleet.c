@@ -49,7 +49,12 @@
 #define FLEET_RESEND_MAX_S 60.0
 #define FLEET_DRAIN_S 5.0          /* after stop: time to deliver (device) / take (registry) */
 #define FLEET_HEARTBEAT_IVL_MS 2000
-#define FLEET_HEARTBEAT_TIMEOUT_MS 20000
+/* A heartbeat's answer queues behind whatever the peer is sending on the same connection: a
+ * 2.3 MB CNN deployment takes about 40 s on a 1 Mbit/s link with 2% loss, and a 20 s timeout
+ * cut every such transfer short (the device reconnected, said hello again, and never got a
+ * whole model). So the timeout allows a slow link's largest message; a dead registry is still
+ * found by TCP (a reset) or by the resend timers. */
+#define FLEET_HEARTBEAT_TIMEOUT_MS 120000
 /* auto: a full frame is encoded too when the delta exceeds this fraction of the raw float32
  * bytes (the full frame is 92-93% of raw on every model measured) */
 #define FLEET_AUTO_FULL_TRY 0.85
