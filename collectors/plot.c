@@ -34,11 +34,13 @@
 #include <unistd.h>
 
 #include "collectors/plot_data.h"
+#include "collectors/plot_fleet.h"
 #include "lib/log.h"
 
 const char *const PLOT_FIGURES[] = {
 	"accuracy_time", "accuracy_updates", "steps_final", "steps_cdf", "progress",
-	"staleness_hist", "link_drops", "linkcheck_delay", NULL,
+	"staleness_hist", "link_drops", "linkcheck_delay", "fleet_bytes", "fleet_lag", "fleet_recover",
+	NULL,
 };
 
 struct ctx {
@@ -892,6 +894,122 @@ out:
 	return rc;
 }
 
+/* ---- fleet figures (topology fleet: fleet.csv, recover.csv) ---------------------------- */
+
+/* Cumulative sync bytes that reached the registry, all devices, per sweep point. */
+static int fig_fleet_bytes(struct ctx *c)
+{
+	struct plot_band *bands = calloc(c->set->npoints, sizeof *bands);
+	FILE *f = NULL;
+	int rc;
+
+	if (!bands)
+		return -ENOMEM;
+	rc = plot_fleet_bytes(c->set, bands, c->err, c->errlen);
+	if (rc <= 0)
+		goto out;
+	for (size_t p = 0; p < c->set->npoints && rc >= 0; p++)
+		rc = write_band(c, "fleet_bytes", p, &bands[p]);
+	if (rc < 0)
+		goto out;
+	f = fig_begin(c, "fleet_bytes");
+	if (!f) {
+		rc = -EIO;
+		goto out;
+	}
+	title_repeats(f, c, "Fleet sync bytes received by the registry (all devices, cumulative)");
+	fprintf(f, "set xlabel 'time since run start (s)'\nset ylabel 'bytes (MiB)'\n");
+	fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
+	for (size_t p = 0; p < c->set->npoints; p++) {
+		if (c->set->points[p].nruns > 1)
+			fprintf(f, "'fleet_bytes_%zu.dat' using 1:($3/1048576):($4/1048576) with "
+				   "filledcurves lc rgb '%s' notitle, ", p, color(p));
+		/* past the palette, a dash pattern tells the points apart */
+		fprintf(f, "'fleet_bytes_%zu.dat' using 1:($2/1048576) with lines lw 2 dt %zu lc rgb '%s' "
+			   "title columnheader(2)%s", p, p / NCOLORS + 1, color(p),
+			p + 1 < c->set->npoints ? ", " : "\n");
+	}
+	rc = fig_end(c, "fleet_bytes", f, 1000, 600);
+out:
+	free(bands);
+	return rc;
+}
+
+/* A scatter per sweep point: NAME_P.dat with header "x LABEL". */
+static int fig_fleet_scatter(struct ctx *c, enum plot_fleet_scatter what)
+{
+	const char *name = what == PLOT_FLEET_LAG ? "fleet_lag" : "fleet_recover";
+	struct plot_series *pts = calloc(c->set->npoints, sizeof *pts);
+	FILE *f = NULL;
+	int rc;
+
+	if (!pts)
+		return -ENOMEM;
+	rc = plot_fleet_scatter(c->set, what, pts, c->err, c->errlen);
+	if (rc <= 0)
+		goto out;
+	for (size_t p = 0; p < c->set->npoints && rc >= 0; p++) {
+		FILE *d = tmp_open(c, "%s_%zu.dat", name, p);
+
+		if (!d) {
+			rc = -EIO;
+			break;
+		}
+		fputs("x\t", d);
+		put_label(d, c->set->points[p].label);
+		fputc('\n', d);
+		for (size_t i = 0; i < pts[p].n; i++) {
+			put_num(d, 8, pts[p].x[i]);
+			fputc('\t', d);
+			put_num(d, 8, pts[p].y[i]);
+			fputc('\n', d);
+		}
+		/* gnuplot refuses a file without a data row: one missing point keeps the key */
+		if (pts[p].n == 0)
+			fputs("nan\tnan\n", d);
+		if (fclose(d) != 0) {
+			rc = -EIO;
+			snprintf(c->err, c->errlen, "write %s_%zu.dat: %s", name, p, strerror(errno));
+		}
+	}
+	if (rc < 0)
+		goto out;
+	f = fig_begin(c, name);
+	if (!f) {
+		rc = -EIO;
+		goto out;
+	}
+	if (what == PLOT_FLEET_LAG) {
+		fprintf(f, "set title \"Registry staleness: time from a device making a version to "
+			   "its commit\\n(one point per stored version, devices and repeats pooled)\"\n");
+		fprintf(f, "set xlabel 'commit time since run start (s)'\nset ylabel 'registry lag (s)'\n");
+	} else {
+		fprintf(f, "set title \"Recovery time: rebuilding each stored version from the "
+			   "store, hash verified\\n(one point per version, devices and repeats pooled)\"\n");
+		fprintf(f, "set xlabel 'version'\nset ylabel 'rebuild time (ms)'\n");
+	}
+	fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
+	for (size_t p = 0; p < c->set->npoints; p++)
+		fprintf(f, "'%s_%zu.dat' using 1:(%s) with points pt %d ps 0.6 lc rgb '%s' "
+			   "title columnheader(2)%s", name, p, what == PLOT_FLEET_LAG ? "$2" : "$2*1000",
+			p / NCOLORS ? 5 : 7, color(p), p + 1 < c->set->npoints ? ", " : "\n");
+	rc = fig_end(c, name, f, 1100, 600);
+out:
+	plot_fleet_free(pts, c->set->npoints);
+	free(pts);
+	return rc;
+}
+
+static int fig_fleet_lag(struct ctx *c)
+{
+	return fig_fleet_scatter(c, PLOT_FLEET_LAG);
+}
+
+static int fig_fleet_recover(struct ctx *c)
+{
+	return fig_fleet_scatter(c, PLOT_FLEET_RECOVER);
+}
+
 /* ---- driver -------------------------------------------------------------------------- */
 
 /* Empty and remove the private directory. */
@@ -920,7 +1038,8 @@ static int render(const struct plot_set *set, const char *plots, bool compare, c
 {
 	struct ctx c = { .set = set, .err = err, .errlen = errlen, .plotsfd = -1, .tmpfd = -1 };
 	int (*const figs[])(struct ctx *) = { fig_steps_final, fig_steps_cdf, fig_progress, fig_staleness,
-					      fig_link_drops, fig_linkcheck };
+					      fig_link_drops, fig_linkcheck, fig_fleet_bytes,
+					      fig_fleet_lag, fig_fleet_recover };
 	struct stat st;
 	int rc = 0, written = 0;
 

@@ -31,12 +31,14 @@
 	"t_s,device,version,strategy,bytes_tx,bytes_stored,encode_s,apply_s,verify_ok,registry_lag_s,chain_len"
 #define TRACE_HEADER_FLEET_REPAIR \
 	"t_s,device,holders,offered,pulled,bytes_summary,bytes_pulled,rejected,divergent,latest,repair_s"
+/* topology fleet: the end-of-run verification pass, one row per stored version (docs/traces.md) */
+#define TRACE_HEADER_RECOVER "device,version,strategy,chain,recover_s,verify_ok"
 
 /* stalenet simulate: one row per worker at the end of the run (docs/traces.md) */
 #define TRACE_HEADER_WORKERS "node,final_step,compute_s,wait_s,staleness_mean,staleness_max"
 
 /* Check every known trace file of run_dir (nodes/NAME.csv, eval.csv, progress.csv, links.csv,
- * linkcheck.csv, events.csv, partition.csv, workers.csv, fleet.csv, fleet_repair.csv; a nodes/NAME.csv whose header is
+ * linkcheck.csv, events.csv, partition.csv, workers.csv, fleet.csv, fleet_repair.csv, recover.csv; a nodes/NAME.csv whose header is
  * TRACE_HEADER_SERVER is a parameter server's trace): exact header, type and range of every field,
  * t_s non-decreasing per node (per file where there is no node column), and the node column
  * of nodes/<name>.csv equal to <name>. Absent files are fine, but a run dir with none of them
@@ -45,7 +47,7 @@
 int trace_schema_check_dir(const char *run_dir, char *err, size_t errlen);
 
 /* Check one file against the schema of the named kind ("node", "server", "eval", "progress", "links",
- * "linkcheck", "events", "partition", "fleet", "fleet_repair", "workers"). Same returns as trace_schema_check_dir; -ENOENT when the
+ * "linkcheck", "events", "partition", "fleet", "fleet_repair", "recover", "workers"). Same returns as trace_schema_check_dir; -ENOENT when the
  * file does not exist, -EINVAL for an unknown kind. */
 int trace_schema_check_file(const char *path, const char *kind, char *err, size_t errlen);
 

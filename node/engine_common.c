@@ -323,6 +323,54 @@ out:
 	return rc;
 }
 
+int engine_work_add_samples(struct engine_work *self, const char *images, const char *labels,
+			    const uint32_t *idx, size_t n)
+{
+	struct data_set *add = NULL, *t = self->train;
+	size_t total = (size_t)t->n + n;
+	uint8_t *px = NULL, *lb = NULL;
+	uint32_t *org = NULL, *order = NULL;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (total > UINT32_MAX)
+		return -EOVERFLOW;
+	if ((rc = data_load(images, labels, idx, n, &add)) < 0)
+		return rc;
+	if (add->dim != t->dim) {
+		data_destroy(&add);
+		return -EINVAL;
+	}
+	/* Grow each array; a failure leaves the share as it was (a larger buffer holding the
+	 * same n samples is still the same share). */
+	px = realloc(t->pixels, total * t->dim);
+	if (px)
+		t->pixels = px;
+	lb = px ? realloc(t->labels, total) : NULL;
+	if (lb)
+		t->labels = lb;
+	org = lb ? realloc(t->origin, (total + 1) * sizeof *org) : NULL;
+	if (org)
+		t->origin = org;
+	order = org ? realloc(self->order, total * sizeof *order) : NULL;
+	if (!order) {
+		data_destroy(&add);
+		return -ENOMEM;
+	}
+	self->order = order;
+	memcpy(t->pixels + (size_t)t->n * t->dim, add->pixels, n * t->dim);
+	memcpy(t->labels + t->n, add->labels, n);
+	memcpy(t->origin + t->n, add->origin, n * sizeof *org);
+	t->n = (uint32_t)total;
+	for (uint32_t i = 0; i < t->n; i++)
+		self->order[i] = i;
+	rng_shuffle_u32(&self->rng, self->order, t->n);
+	self->pos = 0;
+	data_destroy(&add);
+	return 0;
+}
+
 void engine_work_destroy(struct engine_work **self)
 {
 	struct engine_work *w;

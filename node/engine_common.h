@@ -99,6 +99,14 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 		     struct engine_work **out);
 void engine_work_destroy(struct engine_work **self);
 
+/* Append the training-file samples at source positions idx[0..n) (strictly ascending) of the
+ * files images/labels to self's share: positions already in the share keep their samples (the
+ * new ones take positions train->n ..), and the minibatch order is drawn afresh over the grown
+ * share from self's own generator (so the new samples appear from the next minibatch on; the
+ * same calls give the same order). Returns 0 or negative errno; on failure self is unchanged. */
+int engine_work_add_samples(struct engine_work *self, const char *images, const char *labels,
+			    const uint32_t *idx, size_t n);
+
 /* Gradient of the next minibatch (reshuffled every local epoch) at the current parameters into
  * self->grad; *loss gets the minibatch loss, *n its size. Returns 0 or negative errno. */
 int engine_work_gradient(struct engine_work *self, double *loss, size_t *n);

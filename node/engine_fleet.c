@@ -32,6 +32,7 @@
 #include "node/engine_common.h"
 #include "node/fleet_codec.h"
 #include "node/fleet_cost.h"
+#include "node/fleet_drift.h"
 #include "node/fleet_proto.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
@@ -49,7 +50,15 @@
 #define FLEET_RESEND_MAX_S 60.0
 #define FLEET_DRAIN_S 5.0          /* after stop: time to deliver (device) / take (registry) */
 #define FLEET_HEARTBEAT_IVL_MS 2000
-#define FLEET_HEARTBEAT_TIMEOUT_MS 20000
+/* A heartbeat's answer queues behind whatever the peer is sending on the same connection: a
+ * 2.3 MB CNN deployment takes about 40 s on a 1 Mbit/s link with 2% loss, and a 20 s timeout
+ * cut every such transfer short (the device reconnected, said hello again, and never got a
+ * whole model). So the timeout allows a slow link's largest message; a dead registry is still
+ * found by TCP (a reset) or by the resend timers. */
+#define FLEET_HEARTBEAT_TIMEOUT_MS 120000
+/* auto: a full frame is encoded too when the delta exceeds this fraction of the raw float32
+ * bytes (the full frame is 92-93% of raw on every model measured) */
+#define FLEET_AUTO_FULL_TRY 0.85
 
 struct fleet_conf {
 	struct engine_conf ec;
@@ -61,6 +70,7 @@ struct fleet_conf {
 	int64_t sparse_k;
 	double sparse_fraction;
 	const char *base, *base_file;
+	int64_t base_steps;           /* base trained: SGD steps on the registry before deploying */
 	char registry_ep[128];
 	bool peers;        /* fleet.registry peers: devices keep their peers' versions */
 	int64_t npeers;    /* fleet.peers: how many each device sends its versions to */
@@ -104,6 +114,7 @@ static int conf_read(const struct kv *cfg, struct fleet_conf *fc)
 	rc = rc ? rc : kv_get_i64(cfg, "fleet.snapshot_every", 10, &fc->snapshot_every);
 	rc = rc ? rc : kv_get_i64(cfg, "fleet.sparse_k", 0, &fc->sparse_k);
 	rc = rc ? rc : kv_get_double(cfg, "fleet.sparse_fraction", 0.01, &fc->sparse_fraction);
+	rc = rc ? rc : kv_get_i64(cfg, "fleet.base_steps", 200, &fc->base_steps);
 	rc = rc ? rc : kv_get_i64(cfg, "port.data", 7000, &port);
 	rc = rc ? rc : kv_get_i64(cfg, "fleet.peers", 2, &fc->npeers);
 	if (rc)
@@ -284,7 +295,53 @@ struct registry {
 	struct repair *rep;  /* fleet.registry peers: the rebuild from the devices */
 };
 
-/* The base model: the seed's initial parameters, or a file of raw float32. */
+/* fleet.base trained: base_steps minibatch SGD steps from the seed's initial model, taken in
+ * turn from each device's share (step s from device s mod N), so the base has seen every
+ * class the fleet holds before it is deployed. Each share's minibatch order is the engines'
+ * own (seeded by run.seed and the device index), its optimiser the scenario's: the result is a
+ * function of the scenario and seed alone, so a restarted registry trains the same base
+ * (fleet_store_put_base then finds it already stored). The works are private to this
+ * function: the replay recomputation's per-device state starts untouched. */
+static int base_train(struct registry *r, const struct kv *cfg)
+{
+	struct engine_work **wk = calloc(r->fc.ec.n, sizeof *wk);
+	int64_t t0 = clock_now_ns();
+	double loss = 0;
+	int rc = 0;
+
+	if (!wk)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->fc.ec.n && rc == 0; i++) {
+		struct engine_conf c = r->fc.ec; /* a shallow copy: device i's index */
+
+		c.index = i;
+		if ((rc = engine_work_open(cfg, &c, false, &wk[i])) == 0 &&
+		    model_nparams(wk[i]->model) != r->n)
+			rc = -EINVAL;
+	}
+	for (int64_t s = 0; s < r->fc.base_steps && rc == 0; s++) {
+		struct engine_work *w = wk[(uint64_t)s % r->fc.ec.n];
+		size_t got;
+
+		memcpy(model_params(w->model), r->base, r->n * sizeof(float));
+		if ((rc = engine_work_gradient(w, &loss, &got)) == 0)
+			optim_step(wk[0]->optim, r->base, w->grad);
+	}
+	if (rc == 0 && !wire_payload_finite(r->base, r->n))
+		rc = -ERANGE;
+	if (rc < 0)
+		log_error("engine_fleet: training the base: %s", strerror(-rc));
+	else
+		log_info("engine_fleet: base trained %lld steps over %u shares in %.2f s (last loss %.4f)",
+			 (long long)r->fc.base_steps, r->fc.ec.n, (double)(clock_now_ns() - t0) / 1e9,
+			 loss);
+	for (uint32_t i = 0; i < r->fc.ec.n; i++)
+		engine_work_destroy(&wk[i]);
+	free(wk);
+	return rc;
+}
+
+/* The base model: the seed's initial parameters, trained from them, or a file of raw float32. */
 static int base_load(struct registry *r, const struct kv *cfg)
 {
 	struct model_spec spec;
@@ -322,9 +379,14 @@ static int base_load(struct registry *r, const struct kv *cfg)
 		}
 		memcpy(r->base, buf, len);
 		free(buf);
+	} else if (!strcmp(r->fc.base, "trained")) {
+		if (r->fc.base_steps < 1) {
+			log_error("engine_fleet: fleet.base_steps must be at least 1");
+			return -EINVAL;
+		}
+		return base_train(r, cfg);
 	} else if (strcmp(r->fc.base, "init")) {
-		log_error("engine_fleet: fleet.base %s is not implemented yet (expected init or file)",
-			  r->fc.base);
+		log_error("engine_fleet: fleet.base %s (expected init, trained or file)", r->fc.base);
 		return -EINVAL;
 	}
 	return 0;
@@ -397,6 +459,57 @@ static void reg_hello(struct registry *r, uint32_t i)
 	free(frame);
 }
 
+/* Device i's share as the registry holds it: the partition deployed with it. Samples that joined
+ * the device's share later (a drift, node/fleet_drift) are appended there, at positions from this
+ * share's size on, and the registry does not have them: a replay that uses them carries them. */
+static int reg_share_open(const struct kv *cfg, const struct engine_conf *ec, uint32_t i,
+			  struct engine_work **out)
+{
+	struct engine_conf c = *ec; /* a shallow copy: the device's index */
+
+	c.index = i;
+	return engine_work_open(cfg, &c, false, out);
+}
+
+/* Minibatch of positions idx[0..n) into x, y: a position inside the registry's share from it,
+ * any other from the raw samples the frame carried. -EBADMSG for a position in neither. */
+static int reg_batch(const struct data_set *share, const struct fleet_replay_samples *smp,
+		     const uint32_t *idx, size_t n, float *x, uint8_t *y)
+{
+	for (size_t j = 0; j < n; j++) {
+		uint32_t p = idx[j];
+
+		if (p < share->n) {
+			data_batch(share, &p, 1, x + j * share->dim, y + j);
+			continue;
+		}
+		{
+			size_t lo = 0, hi = smp->m;
+
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (smp->pos[mid] < p)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo == smp->m || smp->pos[lo] != p || smp->dim != share->dim)
+				return -EBADMSG;
+			{
+				/* one carried sample, scaled exactly as data_batch scales a share's */
+				struct data_set one = { .n = 1, .rows = share->rows, .cols = share->cols,
+							.dim = share->dim,
+							.pixels = smp->pixels + lo * smp->dim,
+							.labels = smp->labels + lo };
+
+				data_batch(&one, NULL, 1, x + j * share->dim, y + j);
+			}
+		}
+	}
+	return 0;
+}
+
 /* Recompute a replay frame on top of the device's latest model into r->scratch: its share
  * (opened once, the same deterministic partition the device trains on), the same minibatches,
  * the same optimiser rule. Returns 1 when the result has the frame's hash, 0 when it does not
@@ -406,6 +519,7 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 {
 	struct reg_dev *d = &r->dev[i];
 	struct fleet_frame_info in;
+	struct fleet_replay_samples smp = { 0 };
 	uint32_t *sizes = NULL, *idx = NULL;
 	size_t steps, k, off = 0;
 	uint8_t h[FLEET_HASH_BYTES];
@@ -414,13 +528,11 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 
 	if ((rc = fleet_codec_peek(frame, len, &in)) < 0)
 		return rc;
-	if ((rc = fleet_codec_replay_parse(frame, len, d->model, r->n, &sizes, &steps, &idx, &k)) < 0)
+	if ((rc = fleet_codec_replay_parse_samples(frame, len, d->model, r->n, &sizes, &steps, &idx, &k,
+						   &smp)) < 0)
 		return rc == -ENOMEM ? rc : -EBADMSG;
 	if (!d->wk) {
-		struct engine_conf c = r->fc.ec; /* a shallow copy: the device's index */
-
-		c.index = i;
-		if ((rc = engine_work_open(r->cfg, &c, false, &d->wk)) < 0)
+		if ((rc = reg_share_open(r->cfg, &r->fc.ec, i, &d->wk)) < 0)
 			goto out;
 		if (model_nparams(d->wk->model) != r->n) {
 			rc = -EINVAL;
@@ -435,10 +547,8 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 		rc = -EBADMSG;
 		if (sizes[s] > d->wk->batch)
 			goto out;
-		for (size_t j = 0; j < sizes[s]; j++)
-			if (idx[off + j] >= d->wk->train->n)
-				goto out;
-		data_batch(d->wk->train, idx + off, sizes[s], d->wk->x, d->wk->y);
+		if ((rc = reg_batch(d->wk->train, &smp, idx + off, sizes[s], d->wk->x, d->wk->y)) < 0)
+			goto out;
 		if ((rc = model_gradient(d->wk->model, d->wk->x, d->wk->y, sizes[s], d->wk->grad, &loss)) < 0)
 			goto out;
 		optim_step(d->wk->optim, params, d->wk->grad);
@@ -449,6 +559,7 @@ static int reg_replay(struct registry *r, uint32_t i, const uint8_t *frame, size
 		goto out;
 	rc = memcmp(h, in.hash, FLEET_HASH_BYTES) ? 0 : 1;
 out:
+	fleet_codec_replay_samples_free(&smp);
 	free(sizes);
 	free(idx);
 	return rc;
@@ -1070,13 +1181,9 @@ int engine_fleet_registry_run(const struct kv *cfg)
 	}
 	/* replay: each device's share is loaded now, not at its first version (a blocked
 	 * registry answers no one). */
-	for (uint32_t i = 0; r.fc.strategy == FLEET_REPLAY && i < r.fc.ec.n; i++) {
-		struct engine_conf c = r.fc.ec; /* a shallow copy: the device's index */
-
-		c.index = i;
-		if ((rc = engine_work_open(cfg, &c, false, &r.dev[i].wk)) < 0)
+	for (uint32_t i = 0; r.fc.strategy == FLEET_REPLAY && i < r.fc.ec.n; i++)
+		if ((rc = reg_share_open(cfg, &r.fc.ec, i, &r.dev[i].wk)) < 0)
 			goto out;
-	}
 	rc = engine_ctl_start(cfg, &r.fc.ec, &r.ctl);
 	if (rc == -ECANCELED) {
 		rc = 0;
@@ -1173,7 +1280,11 @@ struct device {
 	double *send_t;         /* by version: run seconds of its last send, and its bytes */
 	size_t *send_b;
 	struct fleet_cost cost; /* auto: goodput and step time */
+	struct fleet_drift drift; /* fleet.drift.<index>: classes joining the share */
+	uint32_t share0;        /* share size at the start: what the registry holds of it */
 	uint64_t sent_replay, sent_weights;
+	uint64_t replay_samples; /* raw samples carried by replay frames (positions past share0) */
+	uint64_t sent_full;      /* auto: versions whose weights went as a full frame */
 	uint32_t *bsizes, *bidx; /* the minibatches since the last version (strategy replay) */
 	size_t nb_steps, nb_idx, cap_steps, cap_idx;
 	uint64_t replay_failed;
@@ -1664,6 +1775,84 @@ static void dev_pump(struct device *d)
 	}
 }
 
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The replay frame of the minibatches since the last version (model hash h), carrying the raw
+ * samples the registry lacks: every distinct position at or past share0 (samples that joined
+ * in a drift). A frame over fleet_codec_frame_max is not made (-E2BIG): the weights go instead. */
+static int replay_encode(struct device *d, const uint8_t *h, uint8_t **frame, size_t *len)
+{
+	struct fleet_replay_samples smp = { .dim = d->wk->train->dim };
+	const struct data_set *t = d->wk->train;
+	uint32_t *pos = NULL;
+	size_t m = 0;
+	int rc;
+
+	for (size_t j = 0; j < d->nb_idx; j++)
+		m += d->bidx[j] >= d->share0;
+	if (m) {
+		size_t u = 0;
+
+		if (!(pos = malloc(m * sizeof *pos)))
+			return -ENOMEM;
+		m = 0;
+		for (size_t j = 0; j < d->nb_idx; j++)
+			if (d->bidx[j] >= d->share0)
+				pos[m++] = d->bidx[j];
+		qsort(pos, m, sizeof *pos, u32_cmp);
+		for (size_t j = 0; j < m; j++)
+			if (!u || pos[j] != pos[u - 1])
+				pos[u++] = pos[j];
+		smp.m = (uint32_t)u;
+		smp.pos = pos;
+		smp.labels = malloc(u);
+		smp.pixels = malloc(u * smp.dim);
+		if (!smp.labels || !smp.pixels) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (size_t j = 0; j < u; j++) {
+			smp.labels[j] = t->labels[pos[j]];
+			memcpy(smp.pixels + j * smp.dim, t->pixels + (size_t)pos[j] * t->dim, smp.dim);
+		}
+	}
+	rc = fleet_codec_encode_replay_samples(h, d->last, d->n, d->bsizes, d->nb_steps, d->bidx,
+					       d->nb_idx, &smp, frame, len);
+	if (rc == 0 && *len > fleet_codec_frame_max(d->n)) {
+		free(*frame);
+		*frame = NULL;
+		rc = -E2BIG;
+	}
+	if (rc == 0)
+		d->replay_samples += smp.m;
+out:
+	fleet_codec_replay_samples_free(&smp);
+	return rc;
+}
+
+/* Apply the drift entries due now (in order): their classes join the share from the next
+ * minibatch on. */
+static int dev_drift(struct device *d, int64_t step)
+{
+	uint16_t cls;
+
+	while ((cls = fleet_drift_due(&d->drift, run_s(&d->fc.ec), step))) {
+		size_t added;
+		int rc = fleet_drift_apply(d->wk, &d->fc.ec, cls, &added);
+
+		if (rc < 0)
+			return rc;
+		log_info("engine_fleet: %s drift at step %lld: classes 0x%x add %zu samples (share %u)",
+			 d->fc.ec.name, (long long)step, cls, added, d->wk->train->n);
+	}
+	return 0;
+}
+
 /* Make a version of the current model: encode, queue durably, send. */
 static void replay_drop(struct device *d, int64_t v)
 {
@@ -1723,9 +1912,7 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 		uint8_t h[FLEET_HASH_BYTES];
 
 		s = FLEET_DELTA;
-		if (d->nb_steps && fleet_hash(params, d->n, h) == 0 &&
-		    fleet_codec_encode_replay(h, d->last, d->n, d->bsizes, d->nb_steps, d->bidx, d->nb_idx,
-					      &rframe, &rlen) < 0)
+		if (d->nb_steps && fleet_hash(params, d->n, h) == 0 && replay_encode(d, h, &rframe, &rlen) < 0)
 			rframe = NULL;
 	}
 	d->nb_steps = d->nb_idx = 0;
@@ -1736,6 +1923,22 @@ static int dev_version(struct device *d, enum fleet_strategy s)
 	if (rc < 0) {
 		log_error("engine_fleet: encode: %s", strerror(-rc));
 		return rc;
+	}
+	/* auto: the weights go as the smaller of the delta and the full frame (the same link, so
+	 * fewer bytes arrive sooner). A full frame is tried only when the delta is not clearly
+	 * smaller than raw float32: zstd gains little on raw weights (docs/fleet.md). */
+	if (d->fc.auto_choose && s == FLEET_DELTA && len > FLEET_AUTO_FULL_TRY * (double)(d->n * 4)) {
+		uint8_t *full = NULL;
+		size_t flen;
+
+		if (fleet_codec_encode(FLEET_FULL, params, NULL, d->n, &full, &flen) == 0 && flen < len) {
+			free(frame);
+			frame = full;
+			len = flen;
+			d->sent_full++;
+		} else {
+			free(full);
+		}
 	}
 	enc_s = (double)(clock_now_ns() - t0) / 1e9;
 	/* auto: keep the replay only when the cost model says it reaches the registry sooner. */
@@ -1865,25 +2068,36 @@ static int dev_poll(struct device *d, int timeout_ms)
 	return rc < 0 ? rc : 0;
 }
 
-/* HELLO until the registry deploys (resent every 2 s): adopt its model unless this device's own
- * state is at least as new. Returns 1 deployed, 0 stopped first, negative errno. */
+/* HELLO until the registry deploys: adopt its model unless this device's own state is at least
+ * as new. The registry answers every hello with the whole model, so a hello is sent again only
+ * when a new connection may have lost the answer (a handshake after the first), or after a
+ * silence of FLEET_RESEND_MIN_S doubling to FLEET_RESEND_MAX_S: on a slow link a deployment
+ * takes longer than any fixed period, and each copy would queue behind the last. A hello sent
+ * before the registry listens waits in the socket's queue for the connection. Returns 1
+ * deployed, 0 stopped first, negative errno. */
 static int dev_join(struct device *d)
 {
-	double next_hello = -1;
+	double next_hello = -1, hello_ivl = FLEET_RESEND_MIN_S;
 
 	for (;;) {
 		struct rmsg m;
 		double now = run_s(&d->fc.ec);
+		uint16_t ev;
+		uint32_t val;
 		int rc;
 
 		if (d->ctl && ctl_client_should_stop(d->ctl))
 			return 0;
+		while (d->mon && wire_monitor_next(d->mon, &ev, &val) == 1)
+			if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && ++d->handshakes > 1)
+				next_hello = now;
 		if (now >= next_hello) {
 			struct fleet_msg h = { .type = FLEET_MSG_HELLO, .device = d->fc.ec.index,
 					       .version = fleet_queue_version(d->q) };
 
 			msg_send(d->sock, NULL, 0, &h, NULL, &d->bytes_tx);
-			next_hello = now + 2.0;
+			next_hello = now + hello_ivl;
+			hello_ivl = fmin(hello_ivl * 2, FLEET_RESEND_MAX_S);
 		}
 		if (d->pe)
 			peers_poll(d);
@@ -1963,7 +2177,18 @@ int engine_fleet_device_run(const struct kv *cfg)
 		return rc;
 	if ((rc = engine_work_open(cfg, &d.fc.ec, true, &d.wk)))
 		goto out;
+	{
+		char key[48];
+
+		snprintf(key, sizeof key, "fleet.drift.%u", d.fc.ec.index);
+		if (fleet_drift_parse(kv_get(cfg, key), &d.drift) < 0) {
+			log_error("engine_fleet: %s is malformed", key);
+			rc = -EINVAL;
+			goto out;
+		}
+	}
 	d.n = model_nparams(d.wk->model);
+	d.share0 = d.wk->train->n;
 	d.k = d.fc.sparse_k > 0 ? (size_t)d.fc.sparse_k : (size_t)ceil(d.fc.sparse_fraction * (double)d.n);
 	if (d.k < 1)
 		d.k = 1;
@@ -2034,6 +2259,8 @@ int engine_fleet_device_run(const struct kv *cfg)
 
 		if (d.ctl)
 			ctl_client_status(d.ctl, step, CTL_RUN, false);
+		if ((rc = dev_drift(&d, step)) < 0)
+			break;
 		if ((rc = engine_work_gradient(d.wk, &loss, &nb)) < 0)
 			break;
 		if (d.fc.strategy == FLEET_REPLAY && (rc = replay_note(&d, nb)) < 0)
@@ -2091,12 +2318,14 @@ done:
 	}
 	log_info("engine_fleet: %s done after %lld steps: version %lld, acknowledged %lld, %zu queued, "
 		 "%llu resends, %llu rejected, %llu replays not matched, %llu bad messages, %llu bytes out, "
-		 "%llu versions sent as replay, %llu as weights", d.fc.ec.name,
+		 "%llu versions sent as replay (carrying %llu raw samples), %llu as weights (%llu full)",
+		 d.fc.ec.name,
 		 (long long)step, (long long)(d.q ? fleet_queue_version(d.q) : 0), (long long)d.acked,
 		 d.q ? fleet_queue_pending(d.q) : 0, (unsigned long long)d.resent,
 		 (unsigned long long)d.rejected, (unsigned long long)d.replay_failed,
 		 (unsigned long long)d.bad, (unsigned long long)d.bytes_tx,
-		 (unsigned long long)d.sent_replay, (unsigned long long)d.sent_weights);
+		 (unsigned long long)d.sent_replay, (unsigned long long)d.replay_samples,
+		 (unsigned long long)d.sent_weights, (unsigned long long)d.sent_full);
 	if (d.pe)
 		log_info("engine_fleet: %s peers: %llu versions of peers stored, %llu refused, %llu bad "
 			 "messages, %llu bytes to peers, %llu versions served to the registry",

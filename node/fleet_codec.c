@@ -305,9 +305,11 @@ int fleet_codec_peek(const uint8_t *f, size_t len, struct fleet_frame_info *info
 		if (in.k > in.n || (uint64_t)in.raw_len != (uint64_t)in.k * 8)
 			return -EBADMSG;
 	} else if (in.strategy == FLEET_REPLAY) {
-		/* steps <= k: every step has at least one sample. */
-		if (in.raw_len % 4 || in.raw_len < 4 || (uint64_t)in.raw_len > 4 + 8 * (uint64_t)in.k ||
-		    in.k > FLEET_CODEC_REPLAY_MAX)
+		/* steps <= k: every step has at least one sample; raw samples: at most k of them
+		 * (each one a position some step uses), FLEET_CODEC_SAMPLE_DIM_MAX bytes each. */
+		if (in.raw_len < 4 || in.k > FLEET_CODEC_REPLAY_MAX ||
+		    (uint64_t)in.raw_len > 12 + 8 * (uint64_t)in.k +
+						   (uint64_t)in.k * (5 + FLEET_CODEC_SAMPLE_DIM_MAX))
 			return -EBADMSG;
 	} else if (in.k != 0 || (uint64_t)in.raw_len != (uint64_t)in.n * 4) {
 		return -EBADMSG;
@@ -398,17 +400,34 @@ out:
 	return rc;
 }
 
+void fleet_codec_replay_samples_free(struct fleet_replay_samples *s)
+{
+	free(s->pos);
+	free(s->labels);
+	free(s->pixels);
+	memset(s, 0, sizeof *s);
+}
+
 int fleet_codec_encode_replay(const uint8_t hash[FLEET_HASH_BYTES], const float *base, size_t n,
 			      const uint32_t *sizes, size_t steps, const uint32_t *idx, size_t k,
 			      uint8_t **frame, size_t *len)
 {
+	return fleet_codec_encode_replay_samples(hash, base, n, sizes, steps, idx, k, NULL, frame, len);
+}
+
+int fleet_codec_encode_replay_samples(const uint8_t hash[FLEET_HASH_BYTES], const float *base,
+				      size_t n, const uint32_t *sizes, size_t steps, const uint32_t *idx,
+				      size_t k, const struct fleet_replay_samples *smp, uint8_t **frame,
+				      size_t *len)
+{
 	uint8_t base_hash[FLEET_HASH_BYTES];
-	uint32_t *raw;
-	size_t sum = 0;
+	uint8_t *raw;
+	size_t sum = 0, words, extra = 0, m = smp ? smp->m : 0;
+	uint32_t w;
 	int rc;
 
 	if (n == 0 || n > LIMITS_MAX_PARAMS || !base || steps == 0 || steps > k ||
-	    k > FLEET_CODEC_REPLAY_MAX)
+	    k > FLEET_CODEC_REPLAY_MAX || m > k)
 		return -EINVAL;
 	for (size_t s = 0; s < steps; s++) {
 		if (!sizes[s])
@@ -417,16 +436,35 @@ int fleet_codec_encode_replay(const uint8_t hash[FLEET_HASH_BYTES], const float 
 	}
 	if (sum != k)
 		return -EINVAL;
+	if (m) {
+		if (smp->dim == 0 || smp->dim > FLEET_CODEC_SAMPLE_DIM_MAX)
+			return -EINVAL;
+		for (size_t i = 1; i < m; i++)
+			if (smp->pos[i] <= smp->pos[i - 1])
+				return -EINVAL;
+		extra = 8 + m * (4 + 1 + (size_t)smp->dim);
+	}
 	if ((rc = fleet_hash(base, n, base_hash)) < 0)
 		return rc;
-	raw = malloc((1 + steps + k) * 4);
+	words = 1 + steps + k;
+	raw = malloc(words * 4 + extra);
 	if (!raw)
 		return -ENOMEM;
-	raw[0] = (uint32_t)steps;
-	memcpy(raw + 1, sizes, steps * 4);
-	memcpy(raw + 1 + steps, idx, k * 4);
-	rc = frame_build(FLEET_REPLAY, (uint32_t)n, (uint32_t)k, (const uint8_t *)raw,
-			 (1 + steps + k) * 4, base_hash, hash, frame, len);
+	w = (uint32_t)steps;
+	memcpy(raw, &w, 4);
+	memcpy(raw + 4, sizes, steps * 4);
+	memcpy(raw + 4 + steps * 4, idx, k * 4);
+	if (m) {
+		uint8_t *p = raw + words * 4;
+		uint32_t hd[2] = { (uint32_t)m, smp->dim };
+
+		memcpy(p, hd, 8);
+		memcpy(p + 8, smp->pos, m * 4);
+		memcpy(p + 8 + m * 4, smp->labels, m);
+		memcpy(p + 8 + m * 5, smp->pixels, m * smp->dim);
+	}
+	rc = frame_build(FLEET_REPLAY, (uint32_t)n, (uint32_t)k, raw, words * 4 + extra, base_hash, hash,
+			 frame, len);
 	free(raw);
 	return rc;
 }
@@ -434,14 +472,28 @@ int fleet_codec_encode_replay(const uint8_t hash[FLEET_HASH_BYTES], const float 
 int fleet_codec_replay_parse(const uint8_t *frame, size_t len, const float *base, size_t n,
 			     uint32_t **sizes, size_t *steps, uint32_t **idx, size_t *k)
 {
+	struct fleet_replay_samples smp;
+	int rc = fleet_codec_replay_parse_samples(frame, len, base, n, sizes, steps, idx, k, &smp);
+
+	fleet_codec_replay_samples_free(&smp);
+	return rc;
+}
+
+int fleet_codec_replay_parse_samples(const uint8_t *frame, size_t len, const float *base, size_t n,
+				     uint32_t **sizes, size_t *steps, uint32_t **idx, size_t *k,
+				     struct fleet_replay_samples *smp)
+{
 	struct fleet_frame_info in;
+	struct fleet_replay_samples out = { 0 };
 	uint8_t h[FLEET_HASH_BYTES];
 	const uint8_t *payload = frame + FLEET_CODEC_HEADER_BYTES;
-	uint32_t *raw = NULL, *sz = NULL, *ix = NULL;
-	uint64_t sum = 0;
+	uint8_t *raw = NULL;
+	uint32_t *sz = NULL, *ix = NULL, ns32;
+	uint64_t sum = 0, words;
 	size_t got, ns;
 	int rc;
 
+	memset(smp, 0, sizeof *smp);
 	if ((rc = fleet_codec_peek(frame, len, &in)) < 0)
 		return rc;
 	if (in.strategy != FLEET_REPLAY || in.n != n)
@@ -452,7 +504,7 @@ int fleet_codec_replay_parse(const uint8_t *frame, size_t len, const float *base
 		return rc;
 	if (memcmp(h, in.base_hash, FLEET_HASH_BYTES))
 		return -ESTALE;
-	if (ZSTD_getFrameContentSize(payload, in.comp_len) != in.raw_len ||
+	if (in.raw_len < 4 || ZSTD_getFrameContentSize(payload, in.comp_len) != in.raw_len ||
 	    ZSTD_findFrameCompressedSize(payload, in.comp_len) != in.comp_len)
 		return -EBADMSG;
 	raw = malloc(in.raw_len);
@@ -462,32 +514,68 @@ int fleet_codec_replay_parse(const uint8_t *frame, size_t len, const float *base
 	got = ZSTD_decompress(raw, in.raw_len, payload, in.comp_len);
 	if (ZSTD_isError(got) || got != in.raw_len)
 		goto out;
-	ns = raw[0];
-	if (ns == 0 || ns > in.k || (1 + ns + (uint64_t)in.k) * 4 != in.raw_len)
+	memcpy(&ns32, raw, 4);
+	ns = ns32;
+	words = 1 + (uint64_t)ns + in.k;
+	if (ns == 0 || ns > in.k || words * 4 > in.raw_len ||
+	    (words * 4 < in.raw_len && in.raw_len - words * 4 < 8))
 		goto out;
-	for (size_t s = 0; s < ns; s++) {
-		if (!raw[1 + s])
+	if (words * 4 < in.raw_len) {
+		/* the raw samples section, exactly: m, dim, positions, labels, pixels */
+		const uint8_t *p = raw + words * 4;
+		uint64_t left = in.raw_len - words * 4;
+		uint32_t hd[2];
+
+		if (left < 8)
 			goto out;
-		sum += raw[1 + s];
+		memcpy(hd, p, 8);
+		out.m = hd[0];
+		out.dim = hd[1];
+		if (out.m == 0 || out.m > in.k || out.dim == 0 ||
+		    out.dim > FLEET_CODEC_SAMPLE_DIM_MAX ||
+		    8 + (uint64_t)out.m * (5 + (uint64_t)out.dim) != left)
+			goto out;
+		out.pos = malloc((size_t)out.m * 4);
+		out.labels = malloc(out.m);
+		out.pixels = malloc((size_t)out.m * out.dim);
+		if (!out.pos || !out.labels || !out.pixels) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		memcpy(out.pos, p + 8, (size_t)out.m * 4);
+		memcpy(out.labels, p + 8 + (size_t)out.m * 4, out.m);
+		memcpy(out.pixels, p + 8 + (size_t)out.m * 5, (size_t)out.m * out.dim);
+		for (uint32_t i = 1; i < out.m; i++)
+			if (out.pos[i] <= out.pos[i - 1])
+				goto out;
+	}
+	sz = malloc(ns * 4);
+	ix = malloc((size_t)in.k * 4);
+	if (!sz || !ix) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(sz, raw + 4, ns * 4);
+	memcpy(ix, raw + 4 + ns * 4, (size_t)in.k * 4);
+	for (size_t s = 0; s < ns; s++) {
+		if (!sz[s])
+			goto out;
+		sum += sz[s];
 	}
 	if (sum != in.k)
 		goto out;
-	sz = malloc(ns * 4);
-	ix = malloc(in.k * 4);
-	rc = -ENOMEM;
-	if (!sz || !ix)
-		goto out;
-	memcpy(sz, raw + 1, ns * 4);
-	memcpy(ix, raw + 1 + ns, (size_t)in.k * 4);
 	*sizes = sz;
 	*idx = ix;
 	*steps = ns;
 	*k = in.k;
+	*smp = out;
+	memset(&out, 0, sizeof out);
 	sz = ix = NULL;
 	rc = 0;
 out:
 	free(raw);
 	free(sz);
 	free(ix);
+	fleet_codec_replay_samples_free(&out);
 	return rc;
 }

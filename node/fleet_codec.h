@@ -29,6 +29,10 @@
  * size per step, then the positions; k = positions). fleet_codec_decode cannot apply it (it
  * needs the data and the model): fleet_codec_replay_parse checks it and returns the steps, the
  * caller recomputes, and the header's hash says whether the recomputation is the device's model.
+ * A replay may also carry raw samples the registry lacks (samples that joined the device's share
+ * after deployment, node/fleet_drift): after the positions, a u32 count m, a u32 sample size
+ * dim, m strictly increasing u32 share positions, m labels (bytes) and m * dim pixel bytes; the
+ * recomputation takes a position listed there from the frame, any other from its own share.
  *
  * Sparse with error feedback (top-k of the delta): the device adds its residual to its model,
  * keeps the k largest changes against the base, ADOPTS base + those changes as its own model and
@@ -44,6 +48,7 @@
 #define FLEET_CODEC_VERSION 1
 #define FLEET_CODEC_HEADER_BYTES 104
 #define FLEET_HASH_BYTES 32
+#define FLEET_CODEC_SAMPLE_DIM_MAX 4096 /* bytes of one raw sample a replay may carry */
 
 enum fleet_strategy {
 	FLEET_FULL = 1,
@@ -92,8 +97,34 @@ int fleet_codec_encode_replay(const uint8_t hash[FLEET_HASH_BYTES], const float 
 			      const uint32_t *sizes, size_t steps, const uint32_t *idx, size_t k,
 			      uint8_t **frame, size_t *len);
 
+/* Raw samples carried by a replay frame: m samples of dim bytes at share positions pos[]
+ * (strictly increasing), their labels and pixels (row-major). */
+struct fleet_replay_samples {
+	uint32_t m, dim;
+	uint32_t *pos;
+	uint8_t *labels, *pixels;
+};
+
+/* Release what fleet_codec_replay_parse_samples allocated in *s; idempotent. */
+void fleet_codec_replay_samples_free(struct fleet_replay_samples *s);
+
+/* fleet_codec_encode_replay with raw samples (smp NULL or smp->m 0: none). -EINVAL also for
+ * positions not strictly increasing, dim 0 or above FLEET_CODEC_SAMPLE_DIM_MAX. */
+int fleet_codec_encode_replay_samples(const uint8_t hash[FLEET_HASH_BYTES], const float *base,
+				      size_t n, const uint32_t *sizes, size_t steps, const uint32_t *idx,
+				      size_t k, const struct fleet_replay_samples *smp, uint8_t **frame,
+				      size_t *len);
+
+/* fleet_codec_replay_parse that also returns the raw samples into *smp (malloc'd arrays, free
+ * with fleet_codec_replay_samples_free; m 0 when the frame carries none). A samples section
+ * that does not add up is -EBADMSG. */
+int fleet_codec_replay_parse_samples(const uint8_t *frame, size_t len, const float *base, size_t n,
+				     uint32_t **sizes, size_t *steps, uint32_t **idx, size_t *k,
+				     struct fleet_replay_samples *smp);
+
 /* Check a replay frame against base (n floats) and return its steps: *sizes (steps entries)
- * and *idx (the positions), both malloc'd (the caller frees them). Returns 0, -EBADMSG (corrupt,
+ * and *idx (the positions), both malloc'd (the caller frees them); raw samples, if the frame
+ * carries any, are checked and dropped. Returns 0, -EBADMSG (corrupt,
  * not a replay frame, sizes that do not add up or a step of 0 samples), -ESTALE (another base),
  * -ENOMEM. */
 int fleet_codec_replay_parse(const uint8_t *frame, size_t len, const float *base, size_t n,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "orchestrator/selector.h"
+
 /* Append name (comma-separated) to a growing list. */
 static int list_add(char **list, size_t *len, const char *item)
 {
@@ -74,6 +76,76 @@ static void set_link_check(struct kv *kv, const char *dir, const struct link_par
 	if (link_params_format(lp, text, sizeof text) >= (int)sizeof text)
 		text[0] = '\0';
 	kv_set(kv, key, text);
+}
+
+/* fleet.drift.<k> for every device k (the registry recomputes on every device's share; a
+ * device reads its own): the scenario's entries whose selector matches the device, in file
+ * order, as node/fleet_drift's text form. */
+static void set_fleet_drift(struct kv *kv, const struct plan_run *run)
+{
+	const struct scenario *sc = run->scenario;
+	const char **names = calloc(run->n_nodes + 1, sizeof *names);
+	enum scenario_role *roles = calloc(run->n_nodes + 1, sizeof *roles);
+	uint8_t *match = calloc(run->n_nodes + 1, 1);
+	char why[128], key[48];
+	uint32_t k = 0;
+
+	if (!names || !roles || !match)
+		goto out;
+	for (size_t j = 0; j < run->n_nodes; j++) {
+		names[j] = run->nodes[j].name;
+		roles[j] = run->nodes[j].role;
+	}
+	for (size_t j = 0; j < run->n_nodes; j++) {
+		char *list = NULL;
+		size_t len = 0;
+
+		if (roles[j] != SCENARIO_ROLE_DEVICE)
+			continue;
+		for (size_t e = 0; e < sc->fleet.n_drift; e++) {
+			const struct scenario_fleet_drift *d = &sc->fleet.drift[e];
+			char item[160];
+			int pos;
+
+			memset(match, 0, run->n_nodes);
+			if (selector_match(d->devices, names, roles, run->n_nodes, match, why, sizeof why) < 0 ||
+			    !match[j])
+				continue;
+			pos = d->by_steps ? snprintf(item, sizeof item, "s%llu:", (unsigned long long)d->at_steps)
+					  : snprintf(item, sizeof item, "t%.6f:", us_to_s(d->at_us));
+			for (unsigned c = 0; c < 16; c++)
+				if (d->classes >> c & 1)
+					pos += snprintf(item + pos, sizeof item - (size_t)pos, "%u,", c);
+			item[pos - 1] = '\0'; /* the last ',' */
+			/* list_add joins with ','; entries are joined with ';' */
+			if (len) {
+				char *p = realloc(list, len + 2);
+
+				if (!p)
+					break;
+				list = p;
+				list[len++] = ';';
+				list[len] = '\0';
+			}
+			{
+				size_t n = strlen(item);
+				char *p = realloc(list, len + n + 1);
+
+				if (!p)
+					break;
+				list = p;
+				memcpy(list + len, item, n + 1);
+				len += n;
+			}
+		}
+		snprintf(key, sizeof key, "fleet.drift.%u", k++);
+		kv_set(kv, key, list ? list : "");
+		free(list);
+	}
+out:
+	free(names);
+	free(roles);
+	free(match);
 }
 
 struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nodeconf_ctx *ctx,
@@ -174,6 +246,8 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 		kv_setf(kv, "fleet.base_steps", "%llu", (unsigned long long)sc->fleet.base_steps);
 		kv_set(kv, "fleet.registry", scenario_fleet_registry_name(sc->fleet.registry));
 		kv_setf(kv, "fleet.peers", "%u", sc->fleet.peers);
+		if (sc->fleet.n_drift)
+			set_fleet_drift(kv, run);
 	}
 
 	kv_setf(kv, "linkcheck.probes", "%u", sc->linkcheck_probes);

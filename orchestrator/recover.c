@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collectors/schema.h"
 #include "lib/clock.h"
 #include "lib/limits.h"
 #include "lib/safefile.h"
@@ -208,6 +209,86 @@ bad_target:
 usage:
 	fputs(usage, stderr);
 out:
+	free(rows.v);
+	free(model);
+	fleet_store_close(&s);
+	return rc;
+}
+
+/* The pass behind recover.csv: the same rebuild as `recover --all`, timed per version, written
+ * as a trace instead of printed. Device names are checked by the store's reader (a strict
+ * alphabet), so no field needs quoting. */
+int recover_verify_run(const char *run_dir, struct recover_totals *tot, char *err, size_t errlen)
+{
+	struct safefile_tmp tmp = { .dirfd = -1 };
+	struct fleet_store *s = NULL;
+	struct rows rows = { 0 };
+	char path[4096];
+	float *model = NULL;
+	FILE *f = NULL;
+	double sum = 0;
+	uint32_t n, k;
+	int rc;
+
+	memset(tot, 0, sizeof *tot);
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", run_dir, FLEET_STORE_FILE) >= sizeof path) {
+		snprintf(err, errlen, "%s: path too long", run_dir);
+		return -ENAMETOOLONG;
+	}
+	if (access(path, F_OK) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -ENOENT;
+	}
+	s = fleet_store_open(path, false, err, errlen);
+	if (!s)
+		return -EINVAL;
+	if ((rc = fleet_store_get_meta(s, &n, &k)) < 0) {
+		snprintf(err, errlen, "%s: no valid fleet store", path);
+		goto out;
+	}
+	if (!(model = malloc((size_t)n * sizeof(float)))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	if ((rc = fleet_store_each(s, collect, &rows)) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/recover.csv", run_dir);
+	if (!(f = safefile_replace_begin(&tmp, path, 0644))) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	fputs(TRACE_HEADER_RECOVER "\n", f);
+	for (size_t i = 0; i < rows.n; i++) {
+		const struct fleet_version *v = &rows.v[i];
+		uint32_t chain = 0;
+		int64_t t0 = clock_now_ns();
+		int r = fleet_store_rebuild(s, v->device, v->version, model, &chain);
+		double secs = (double)(clock_now_ns() - t0) / 1e9;
+
+		if (r == -ENOMEM) {
+			rc = r;
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		fprintf(f, "%s,%lld,%s,%u,%.6f,%d\n", v->device, (long long)v->version,
+			fleet_strategy_name(v->strategy), chain, secs, r == 0);
+		tot->versions++;
+		tot->verified += r == 0;
+		sum += secs;
+		if (secs > tot->recover_s_max)
+			tot->recover_s_max = secs;
+	}
+	tot->recover_s_mean = rows.n ? sum / (double)rows.n : 0;
+	f = NULL;
+	if ((rc = safefile_replace_commit(&tmp)) < 0)
+		snprintf(err, errlen, "write %s: %s", path, strerror(-rc));
+out:
+	if (f)
+		safefile_replace_abort(&tmp);
 	free(rows.v);
 	free(model);
 	fleet_store_close(&s);

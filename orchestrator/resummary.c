@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collectors/fleet_summary.h"
 #include "collectors/summary.h"
 
 struct ctx {
@@ -95,7 +96,7 @@ int resummary_dir(const char *dir, struct resummary_report *rep, char *err, size
 	char abs[PATH_MAX];
 	const char *base;
 	struct ctx c = { .rep = rep };
-	int rc;
+	int rc, frc;
 
 	memset(rep, 0, sizeof *rep);
 	if (!realpath(dir, abs)) {
@@ -116,5 +117,8 @@ int resummary_dir(const char *dir, struct resummary_report *rep, char *err, size
 	rc = summary_rebuild_each(abs, on_run, &c, err, errlen);
 	if (rc >= 0)
 		rep->runs = rc;
+	/* fleet runs also get fleet_summary.csv (none written when there is no fleet run) */
+	if (rc >= 0 && (frc = fleet_summary_rebuild(abs, err, errlen)) < 0)
+		rc = frc;
 	return rc;
 }

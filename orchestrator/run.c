@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "collectors/csv.h"
+#include "collectors/fleet_summary.h"
 #include "collectors/plot.h"
 #include "collectors/progress.h"
 #include "collectors/schema.h"
@@ -42,6 +43,7 @@
 #include "orchestrator/launch.h"
 #include "orchestrator/linkcheck_late.h"
 #include "orchestrator/multihost.h"
+#include "orchestrator/recover.h"
 #include "orchestrator/linktrace.h"
 #include "orchestrator/nodeconf.h"
 #include "orchestrator/placement.h"
@@ -950,6 +952,26 @@ static int shape_links(struct run_ctx *c)
 	return 0;
 }
 
+/* A fleet run's end: rebuild and time every stored version (RUN_DIR/recover.csv), then the
+ * sweep's fleet_summary.csv. A failure is logged; the run's own status stands. */
+static void fleet_finish(const char *run_dir, const char *sweep_dir)
+{
+	struct recover_totals tot;
+	char err[512];
+	int rc = recover_verify_run(run_dir, &tot, err, sizeof err);
+
+	if (rc < 0)
+		log_warn("fleet verification of %s: %s", run_dir, err);
+	else if (tot.verified < tot.versions)
+		log_warn("fleet: %zu of %zu stored versions did not verify (%s/recover.csv)",
+			 tot.versions - tot.verified, tot.versions, run_dir);
+	else
+		log_info("fleet: %zu versions verified, rebuild mean %.6f s max %.6f s", tot.versions,
+			 tot.recover_s_mean, tot.recover_s_max);
+	if (fleet_summary_rebuild(sweep_dir, err, sizeof err) < 0)
+		log_warn("fleet summary: %s", err);
+}
+
 static int exit_code_for(enum supervise_result r)
 {
 	return r == SUPERVISE_OK ? CLI_EXIT_OK : r == SUPERVISE_INTERRUPTED ? CLI_EXIT_INTERRUPTED : CLI_EXIT_FAILED;
@@ -1130,6 +1152,8 @@ out:
 			log_warn("summary of %s: %s", c->dir, err);
 		}
 	}
+	if (sc->topology.kind == SCENARIO_TOPO_FLEET)
+		fleet_finish(c->dir, sweep_dir);
 	if (res == SUPERVISE_OK)
 		rundir_mark_complete(c->dir);
 	return rc;

@@ -954,6 +954,71 @@ static int fleet_registry(struct cv *cv, const struct yamltree_node *m)
 	return 0;
 }
 
+/* fleet.drift: a list of {at: TIME | 'N steps', devices: SELECTOR, add_classes: [c, ...]}. The
+ * selectors are checked against the node list in check_nodes. */
+static int fleet_drift(struct cv *cv, const struct yamltree_node *v)
+{
+	struct scenario *sc = cv->sc;
+	int rc;
+
+	if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "fleet.drift")))
+		return rc;
+	if (v->n > 64)
+		return fail(cv, v, "fleet.drift has %zu entries (limit 64)", v->n);
+	if (v->n && !(sc->fleet.drift = calloc(v->n, sizeof *sc->fleet.drift)))
+		return fail(cv, v, "out of memory");
+	for (size_t i = 0; i < v->n; i++) {
+		const struct yamltree_node *e = v->items[i].value, *at, *dev, *cls;
+		struct scenario_fleet_drift *d = &sc->fleet.drift[i];
+		const char *s;
+		size_t len;
+
+		sc->fleet.n_drift = i + 1;
+		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a fleet.drift entry")) ||
+		    (rc = check_keys(cv, e, KEYS("at", "devices", "add_classes"), "a fleet.drift entry")))
+			return rc;
+		if (!(at = GET(e, "at")) || !(dev = GET(e, "devices")) || !(cls = GET(e, "add_classes")))
+			return fail(cv, e, "a fleet.drift entry needs at, devices and add_classes (e.g. {at: "
+				    "20s, devices: device0, add_classes: [7, 8]})");
+		if (!(s = scalar(cv, at, "at")))
+			return -EINVAL;
+		len = strlen(s);
+		if (len > 6 && !strcmp(s + len - 6, " steps")) {
+			char num[32];
+			const char *why = NULL;
+
+			if (len - 6 >= sizeof num)
+				return fail(cv, at, "at '%s' is too long", s);
+			memcpy(num, s, len - 6);
+			num[len - 6] = '\0';
+			if (num[0] == '-' || units_parse_count(num, &d->at_steps, &why) ||
+			    d->at_steps > 100000000)
+				return fail(cv, at, "at '%s': %s (expected a step count 0..100000000 like "
+					    "'400 steps', or a time like 20s)", s, why ? why : "out of range");
+			d->by_steps = true;
+		} else if ((rc = get_time(cv, at, 30ull * 86400 * 1000000, "at", &d->at_us))) {
+			return rc;
+		}
+		if ((rc = get_string(cv, dev, "devices", &d->devices)))
+			return rc;
+		d->pos = (struct scenario_pos){ dev->line, dev->col };
+		if ((rc = want_kind(cv, cls, YAMLTREE_SEQ, "add_classes")))
+			return rc;
+		if (cls->n == 0)
+			return fail(cv, cls, "add_classes is empty (expected class labels such as [7, 8])");
+		for (size_t k = 0; k < cls->n; k++) {
+			uint32_t c;
+
+			if ((rc = get_u32(cv, cls->items[k].value, 0, 9, "a class", &c)))
+				return rc;
+			if (d->classes >> c & 1)
+				return fail(cv, cls->items[k].value, "class %u is listed twice", c);
+			d->classes |= (uint16_t)(1u << c);
+		}
+	}
+	return 0;
+}
+
 /* With fleet.registry peers: 1 <= fleet.peers <= devices - 1. */
 static int check_fleet_peers(struct cv *cv, const struct yamltree_node *root)
 {
@@ -975,7 +1040,7 @@ static int check_fleet_peers(struct cv *cv, const struct yamltree_node *root)
 	return 0;
 }
 
-/* fleet: {strategy, sync, snapshot_every, sparse_k, base, base_file, base_steps, registry, peers}. */
+/* fleet: {strategy, sync, snapshot_every, sparse_k, base, base_file, base_steps, registry, peers, drift}. */
 static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 {
 	struct scenario *sc = cv->sc;
@@ -985,7 +1050,7 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "fleet")) ||
 	    (rc = check_keys(cv, m, KEYS("strategy", "sync", "snapshot_every", "sparse_k", "base",
-					 "base_file", "base_steps", "registry", "peers"), "fleet")))
+					 "base_file", "base_steps", "registry", "peers", "drift"), "fleet")))
 		return rc;
 	if (sc->topology.kind != SCENARIO_TOPO_FLEET)
 		return fail(cv, m, "fleet applies to topology fleet (topology: {kind: fleet})");
@@ -1050,8 +1115,6 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 		if ((rc = get_enum(cv, v, fleet_base_names, "fleet.base", &idx)))
 			return rc;
 		sc->fleet.base = (enum scenario_fleet_base)idx;
-		if (idx == SCENARIO_FLEET_BASE_TRAINED)
-			return fail(cv, v, "fleet.base trained is not implemented yet (expected init or file)");
 	}
 	if ((v = GET(m, "base_file"))) {
 		if (sc->fleet.base != SCENARIO_FLEET_BASE_FILE)
@@ -1070,6 +1133,8 @@ static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
 		if ((rc = get_count(cv, v, 1, 10000000, "fleet.base_steps", &sc->fleet.base_steps)))
 			return rc;
 	}
+	if ((v = GET(m, "drift")) && (rc = fleet_drift(cv, v)))
+		return rc;
 	return 0;
 }
 
@@ -2092,6 +2157,19 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 	for (size_t i = 0; i < sc->n_resources && !rc; i++)
 		rc = check_selector(cv, sc->resources[i].nodes, sc->resources[i].pos,
 				    sel_origin(root, "resources", i, true), names, roles, n, scratch);
+	/* fleet.drift selects devices only */
+	for (size_t i = 0; i < sc->fleet.n_drift && !rc; i++) {
+		const struct scenario_fleet_drift *d = &sc->fleet.drift[i];
+
+		rc = check_selector(cv, d->devices, d->pos, NULL, names, roles, n, scratch);
+		for (size_t k = 0; k < n && !rc; k++)
+			if (scratch[k] && roles[k] != SCENARIO_ROLE_DEVICE) {
+				struct yamltree_node at = { .line = d->pos.line, .col = d->pos.col };
+
+				rc = fail(cv, &at, "devices '%s' selects %s, which is not a device", d->devices,
+					  names[k]);
+			}
+	}
 out:
 	free(nodes);
 	free(names);
@@ -2126,6 +2204,10 @@ static void free_contents(struct scenario *sc)
 	for (size_t i = 0; i < sc->n_resources; i++)
 		free(sc->resources[i].nodes);
 	free(sc->resources);
+	for (size_t i = 0; i < sc->fleet.n_drift; i++)
+		free(sc->fleet.drift[i].devices);
+	free(sc->fleet.drift);
+	free(sc->fleet.base_file);
 	for (size_t i = 0; i < sc->sweep.n_axes; i++) {
 		for (size_t k = 0; k < sc->sweep.axes[i].n_values; k++)
 			free(sc->sweep.axes[i].values[k]);

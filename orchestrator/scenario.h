@@ -161,6 +161,16 @@ struct hosts;                           /* orchestrator/hosts */
  * held). */
 enum scenario_precision { SCENARIO_PRECISION_AUTO = 0, SCENARIO_PRECISION_TIMER, SCENARIO_PRECISION_SPIN };
 
+/* One fleet.drift entry: classes that join the selected devices' data at a time or a step. */
+struct scenario_fleet_drift {
+	uint64_t at_us;                 /* due at this run time, or */
+	uint64_t at_steps;              /* after this many of the device's steps (by_steps) */
+	bool by_steps;
+	char *devices;                  /* selector (devices only) */
+	struct scenario_pos pos;
+	uint16_t classes;               /* bit c: class c (0..9) */
+};
+
 struct scenario {
 	char *file;                     /* name used in error messages */
 	char *name;
@@ -228,6 +238,8 @@ struct scenario {
 		uint64_t base_steps;            /* base trained: steps the registry trains first */
 		enum scenario_fleet_registry registry;
 		uint32_t peers;                 /* registry peers: devices each one sends to (1..N-1) */
+		struct scenario_fleet_drift *drift; /* in file order (applied per device in it) */
+		size_t n_drift;
 	} fleet;
 
 	uint32_t workers;                       /* count of workers (peers); with `nodes`, derived */

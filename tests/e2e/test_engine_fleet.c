@@ -31,9 +31,14 @@
 #include "lib/clock.h"
 #include "lib/kv.h"
 #include "lib/log.h"
+#include "node/engine_common.h"
+#include "node/data.h"
 #include "node/engine_fleet.h"
+#include "node/fleet_drift.h"
 #include "node/fleet_queue.h"
 #include "node/fleet_store.h"
+#include "node/model.h"
+#include "node/optim.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/recover.h"
 #include "tests/support/files.h"
@@ -46,6 +51,8 @@
 static char dir[256];
 static const char *registry_lr = "0.05"; /* another value makes every replay diverge */
 static const char *registry_mode = "central"; /* fleet.registry */
+static bool base_trained;                /* fleet.base trained (60 steps) */
+static const char *drift0;               /* fleet.drift.0: device0's drift schedule */
 static int port;
 static int64_t origin;
 
@@ -88,6 +95,12 @@ static struct kv *conf(int i, const char *strategy, int steps)
 	kv_set(k, "fleet.sparse_fraction", "0.05");
 	kv_set(k, "fleet.registry", registry_mode);
 	kv_set(k, "fleet.peers", "2");
+	if (drift0)
+		kv_set(k, "fleet.drift.0", drift0);
+	if (base_trained) {
+		kv_set(k, "fleet.base", "trained");
+		kv_set(k, "fleet.base_steps", "60");
+	}
 	if (i < 0) {
 		kv_set(k, "node.name", "registry");
 		kv_set(k, "node.role", "registry");
@@ -248,7 +261,7 @@ Test(engine_fleet, replay, .init = setup, .fini = teardown, .timeout = 150)
 Test(engine_fleet, auto_strategy, .init = setup, .fini = teardown, .timeout = 150)
 {
 	plain_run("auto");
-	cr_assert_eq(rows_of("replay", 1) + rows_of("delta", 1), ND * 8);
+	cr_assert_eq(rows_of("replay", 1) + rows_of("delta", 1) + rows_of("full", 1), ND * 8);
 }
 
 /* A forced divergence (the registry recomputes with another learning rate): every replay is
@@ -567,4 +580,176 @@ Test(engine_fleet, peers_rebuild_lost_registry, .init = setup, .fini = teardown,
 	cr_assert_gt(bytes, 0);
 	free(before);
 	free(after);
+}
+
+/* fleet.base trained: the registry deploys the model trained 60 steps round robin over the
+ * devices' shares (step s on device s mod 3), computed here independently from the same shares
+ * and optimiser; it is not the initial model; the devices fine-tune from it (replay recomputes
+ * on top of it, so every version matching proves the devices adopted exactly this base). */
+Test(engine_fleet, base_trained, .init = setup, .fini = teardown, .timeout = 150)
+{
+	struct engine_work *wk[ND];
+	struct engine_conf c;
+	struct fleet_store *s;
+	struct kv *k;
+	char path[512], err[256];
+	float *ref = malloc(NPARAMS * 4), *base = malloc(NPARAMS * 4), *init = malloc(NPARAMS * 4);
+
+	base_trained = true;
+	plain_run("replay");
+	base_trained = false;
+	cr_assert_eq(rows_of("replay", 1), ND * 8);
+
+	k = conf(-1, "replay", 40);
+	kv_set(k, "fleet.base", "trained");
+	cr_assert_eq(engine_conf_read(k, &c), 0);
+	for (int i = 0; i < ND; i++) {
+		struct engine_conf ci = c;
+
+		ci.index = (uint32_t)i;
+		cr_assert_eq(engine_work_open(k, &ci, false, &wk[i]), 0);
+	}
+	memcpy(ref, model_params(wk[0]->model), NPARAMS * 4);
+	memcpy(init, ref, NPARAMS * 4);
+	for (int st = 0; st < 60; st++) {
+		struct engine_work *w = wk[st % ND];
+		double loss;
+		size_t got;
+
+		memcpy(model_params(w->model), ref, NPARAMS * 4);
+		cr_assert_eq(engine_work_gradient(w, &loss, &got), 0);
+		optim_step(wk[0]->optim, ref, w->grad);
+	}
+	for (int i = 0; i < ND; i++)
+		engine_work_destroy(&wk[i]);
+	engine_conf_free(&c);
+	kv_destroy(&k);
+
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(fleet_store_get_base(s, base), 0);
+	fleet_store_close(&s);
+	cr_assert_neq(memcmp(base, init, NPARAMS * 4), 0, "the base is the initial model");
+	cr_assert_eq(memcmp(base, ref, NPARAMS * 4), 0, "the base is not the 60-step round robin");
+	free(ref);
+	free(base);
+	free(init);
+}
+
+/* The drift itself on a share: every class device0 lacks joins it; the samples it held keep
+ * their positions and bytes; the new ones are exactly the selection's, all of the added classes;
+ * the minibatch order covers the grown share once. */
+Test(engine_fleet, drift_grows_the_share, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct kv *k = conf(0, "replay", 40);
+	struct engine_work *w;
+	struct engine_conf c;
+	uint32_t n0, dim;
+	uint16_t held = 0;
+	uint8_t *px0, *lb0, *seen;
+	size_t added;
+
+	cr_assert_eq(engine_conf_read(k, &c), 0);
+	cr_assert_eq(engine_work_open(k, &c, false, &w), 0);
+	n0 = w->train->n;
+	dim = w->train->dim;
+	px0 = malloc((size_t)n0 * dim);
+	lb0 = malloc(n0);
+	memcpy(px0, w->train->pixels, (size_t)n0 * dim);
+	memcpy(lb0, w->train->labels, n0);
+	for (uint32_t i = 0; i < n0; i++)
+		held |= (uint16_t)(1u << lb0[i]);
+	cr_assert_neq(held, 0x3ff, "device0 already holds every class");
+	cr_assert_eq(fleet_drift_apply(w, &c, 0x3ff, &added), 0);
+	cr_assert_gt(added, 50);
+	cr_assert_eq(w->train->n, n0 + added);
+	cr_assert_eq(memcmp(w->train->pixels, px0, (size_t)n0 * dim), 0);
+	cr_assert_eq(memcmp(w->train->labels, lb0, n0), 0);
+	for (uint32_t i = n0; i < w->train->n; i++) {
+		cr_assert(!(held >> w->train->labels[i] & 1), "sample %u of a held class", i);
+		cr_assert_eq(w->train->origin[i] % ND, 0, "sample %u from source %u", i, w->train->origin[i]);
+	}
+	seen = calloc(w->train->n, 1);
+	for (uint32_t i = 0; i < w->train->n; i++) {
+		cr_assert_lt(w->order[i], w->train->n);
+		cr_assert_eq(seen[w->order[i]]++, 0);
+	}
+	/* a second drift of the same classes adds nothing: they are held now */
+	cr_assert_eq(fleet_drift_apply(w, &c, 0x3ff, &added), 0);
+	cr_assert_eq(added, 0);
+	free(seen);
+	free(px0);
+	free(lb0);
+	engine_work_destroy(&w);
+	engine_conf_free(&c);
+	kv_destroy(&k);
+}
+
+/* The latest stored model of a device into out. */
+static void latest_model(const char *name, float *out)
+{
+	char path[512], err[256];
+	struct fleet_store *s;
+	struct fleet_version v;
+
+	snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE);
+	s = fleet_store_open(path, false, err, sizeof err);
+	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(fleet_store_latest(s, name, &v), 0);
+	cr_assert_eq(fleet_store_rebuild(s, name, v.version, out, NULL), 0);
+	fleet_store_close(&s);
+}
+
+/* The largest bytes_tx of a device's stored rows in fleet.csv. */
+static long max_bytes(const char *device)
+{
+	char path[512], *text, *line, *save = NULL, want[32];
+	size_t len;
+	long best = 0;
+
+	snprintf(path, sizeof path, "%s/fleet.csv", dir);
+	snprintf(want, sizeof want, ",%s,", device);
+	text = support_slurp(path, &len);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long b;
+
+		if (strstr(line, want) && sscanf(strstr(line, want) + strlen(want), "%*[^,],%*[^,],%ld", &b) == 1 &&
+		    b > best)
+			best = b;
+	}
+	free(text);
+	return best;
+}
+
+/* A drift during a run (device0: every class after 10 steps): the registry does not have the
+ * new samples, so device0's replays carry them raw (its frames grow several-fold); every version
+ * of every device still recomputes exactly; and against the same run without the drift,
+ * device0's model differs while device1's (no drift) is bit for bit the same. */
+Test(engine_fleet, drift_replays_exactly, .init = setup, .fini = teardown, .timeout = 200)
+{
+	float *plain0 = malloc(NPARAMS * 4), *plain1 = malloc(NPARAMS * 4);
+	float *drift_0 = malloc(NPARAMS * 4), *drift_1 = malloc(NPARAMS * 4);
+
+	plain_run("replay");
+	latest_model("device0", plain0);
+	latest_model("device1", plain1);
+	cr_assert_eq(support_rm_rf(dir), 0);
+	cr_assert_not_null(support_tmpdir(dir, sizeof dir, "fleet_e2e"));
+	port += 50;
+	drift0 = "s10:0,1,2,3,4,5,6,7,8,9";
+	plain_run("replay");
+	drift0 = NULL;
+	cr_assert_eq(rows_of("replay", 1), ND * 8);
+	cr_assert_eq(rows_of("replay", 0), 0);
+	cr_assert_gt(max_bytes("device0"), 5 * max_bytes("device1"), "device0 %ld bytes, device1 %ld",
+		     max_bytes("device0"), max_bytes("device1"));
+	latest_model("device0", drift_0);
+	latest_model("device1", drift_1);
+	cr_assert_neq(memcmp(plain0, drift_0, NPARAMS * 4), 0, "device0 did not drift");
+	cr_assert_eq(memcmp(plain1, drift_1, NPARAMS * 4), 0, "device1 changed without a drift");
+	free(plain0);
+	free(plain1);
+	free(drift_0);
+	free(drift_1);
 }

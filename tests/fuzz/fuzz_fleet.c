@@ -64,6 +64,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(sizes);
 		free(idx);
 	}
+	{
+		struct fleet_replay_samples smp;
+
+		/* raw samples, when parsed: at most k, positions strictly increasing */
+		if (fleet_codec_replay_parse_samples(f, len, base, n, &sizes, &steps, &idx, &k, &smp) == 0) {
+			if (smp.m > k || (smp.m && (!smp.dim || smp.dim > FLEET_CODEC_SAMPLE_DIM_MAX)))
+				abort();
+			for (uint32_t i = 1; i < smp.m; i++)
+				if (smp.pos[i] <= smp.pos[i - 1])
+					abort();
+			free(sizes);
+			free(idx);
+			fleet_codec_replay_samples_free(&smp);
+		}
+	}
 	free(f);
 	return 0;
 }

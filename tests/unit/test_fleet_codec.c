@@ -261,3 +261,53 @@ Test(fleet_codec, replay_frames)
 	sizes[2] = 0;
 	cr_assert_eq(fleet_codec_encode_replay(h, base, 50, sizes, 3, idx, 10, &f, &len), -EINVAL);
 }
+
+/* A replay carrying raw samples: they come back exactly (positions, labels, pixels), the plain
+ * parser still reads its steps, any flipped bit or truncation is refused, and positions that do
+ * not increase are not encoded. */
+Test(fleet_codec, replay_with_raw_samples)
+{
+	float base[50];
+	uint8_t h[FLEET_HASH_BYTES] = { 9 }, *f, labels[3] = { 7, 8, 7 }, pixels[3 * 6];
+	uint32_t sizes[2] = { 3, 2 }, idx[5] = { 1, 40, 2, 41, 43 }, pos[3] = { 40, 41, 43 };
+	struct fleet_replay_samples smp = { .m = 3, .dim = 6, .pos = pos, .labels = labels,
+					    .pixels = pixels }, got;
+	uint32_t *gs, *gi;
+	size_t len, steps, k;
+
+	for (int i = 0; i < 50; i++)
+		base[i] = (float)i * 0.5f;
+	for (int i = 0; i < 18; i++)
+		pixels[i] = (uint8_t)(i * 13);
+	cr_assert_eq(fleet_codec_encode_replay_samples(h, base, 50, sizes, 2, idx, 5, &smp, &f, &len), 0);
+	cr_assert_eq(fleet_codec_replay_parse_samples(f, len, base, 50, &gs, &steps, &gi, &k, &got), 0);
+	cr_assert_eq(steps, 2);
+	cr_assert_eq(k, 5);
+	cr_assert_eq(memcmp(gi, idx, sizeof idx), 0);
+	cr_assert_eq(got.m, 3);
+	cr_assert_eq(got.dim, 6);
+	cr_assert_eq(memcmp(got.pos, pos, sizeof pos), 0);
+	cr_assert_eq(memcmp(got.labels, labels, sizeof labels), 0);
+	cr_assert_eq(memcmp(got.pixels, pixels, sizeof pixels), 0);
+	free(gs);
+	free(gi);
+	fleet_codec_replay_samples_free(&got);
+	cr_assert_null(got.pos);
+	cr_assert_eq(fleet_codec_replay_parse(f, len, base, 50, &gs, &steps, &gi, &k), 0);
+	free(gs);
+	free(gi);
+	for (size_t byte = 0; byte < len; byte++) {
+		f[byte] ^= 0x04;
+		cr_assert_neq(fleet_codec_replay_parse_samples(f, len, base, 50, &gs, &steps, &gi, &k, &got),
+			      0, "flip at %zu accepted", byte);
+		cr_assert_null(got.pos);
+		f[byte] ^= 0x04;
+	}
+	for (size_t cut = 0; cut < len; cut++)
+		cr_assert_neq(fleet_codec_replay_parse_samples(f, cut, base, 50, &gs, &steps, &gi, &k, &got),
+			      0, "truncated to %zu accepted", cut);
+	free(f);
+	pos[2] = 41;
+	cr_assert_eq(fleet_codec_encode_replay_samples(h, base, 50, sizes, 2, idx, 5, &smp, &f, &len),
+		     -EINVAL);
+}

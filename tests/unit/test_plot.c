@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <glob.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,12 @@ static void copy_tree(const char *from, const char *to)
 	cr_assert_eq(system(cmd), 0);
 }
 
+/* The fleet figures are drawn only for runs with fleet.csv / recover.csv (topology fleet). */
+static bool is_fleet_figure(const char *name)
+{
+	return strncmp(name, "fleet_", 6) == 0;
+}
+
 static void rm_rf(const char *dir)
 {
 	cr_assert_eq(support_rm_rf(dir), 0);
@@ -121,6 +128,8 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 	n = plot_dir(sweep, err, sizeof err);
 	cr_assert_eq(n, 8, "plot_dir: %d %s", n, n < 0 ? err : "");
 	for (size_t i = 0; PLOT_FIGURES[i]; i++) {
+		if (is_fleet_figure(PLOT_FIGURES[i]))
+			continue; /* no fleet run in the fixture: fleet_sweep below */
 		snprintf(path, sizeof path, "%s/plots/%s.png", sweep, PLOT_FIGURES[i]);
 		check_png(path, 800, 500);
 		snprintf(path, sizeof path, "%s/plots/%s.svg", sweep, PLOT_FIGURES[i]);
@@ -356,6 +365,8 @@ static void check_all_figures(const char *dir)
 	char path[1200], cmd[1400];
 
 	for (size_t i = 0; PLOT_FIGURES[i]; i++) {
+		if (is_fleet_figure(PLOT_FIGURES[i]))
+			continue;
 		snprintf(path, sizeof path, "%s/plots/%s.png", dir, PLOT_FIGURES[i]);
 		check_png(path, 800, 500);
 		snprintf(path, sizeof path, "%s/plots/%s.svg", dir, PLOT_FIGURES[i]);
@@ -558,4 +569,79 @@ Test(plot, safe_text_whitelist)
 	cr_assert_str_eq(plot_safe_text(dst, sizeof dst, "workers=5, link.delay=10ms (up) [1]"),
 			 "workers=5, link.delay=10ms (up) [1]");
 	cr_assert_str_eq(plot_safe_text(small, sizeof small, "`abcdef"), "_abc");
+}
+
+/* ---- fleet figures ------------------------------------------------------------------- */
+
+/* A fleet run's traces: three devices syncing every second for 20 s, each version
+ * bytes_per_sync bytes, the lag growing by 0.1 s a version; recover.csv 20 versions a device. */
+static void fleet_run(const char *run, const char *run_id, const char *strategy, int bytes_per_sync)
+{
+	char path[1200], text[65536], meta[1024];
+	size_t off;
+
+	cr_assert_eq(mkdir(run, 0755), 0);
+	snprintf(meta, sizeof meta, "{\"run_id\": \"%s\", \"status\": \"complete\", "
+		 "\"sweep\": {\"fleet.strategy\": \"%s\"}}\n", run_id, strategy);
+	snprintf(path, sizeof path, "%s/meta.json", run);
+	write_file(path, meta);
+	off = (size_t)snprintf(text, sizeof text, "t_s,device,version,strategy,bytes_tx,bytes_stored,"
+			       "encode_s,apply_s,verify_ok,registry_lag_s,chain_len\n");
+	for (int v = 1; v <= 20; v++)
+		for (int d = 0; d < 3; d++)
+			off += (size_t)snprintf(text + off, sizeof text - off,
+						"%d.%d,device%d,%d,%s,%d,%d,0.001,0.002,1,%.1f,%d\n", v, d, d,
+						v, strategy, bytes_per_sync, bytes_per_sync, 0.1 * v, v % 10);
+	snprintf(path, sizeof path, "%s/fleet.csv", run);
+	write_file(path, text);
+	off = (size_t)snprintf(text, sizeof text, "device,version,strategy,chain,recover_s,verify_ok\n");
+	for (int d = 0; d < 3; d++)
+		for (int v = 1; v <= 20; v++)
+			off += (size_t)snprintf(text + off, sizeof text - off, "device%d,%d,%s,%d,%.6f,1\n",
+						d, v, strategy, v % 10 + 1, 0.0005 * (v % 10 + 1));
+	snprintf(path, sizeof path, "%s/recover.csv", run);
+	write_file(path, text);
+}
+
+/* The three fleet figures of a two-point fleet sweep: real PNG/SVG, one key per strategy, the
+ * right totals on the bytes figure's axis; a hostile strategy value runs nothing. */
+Test(plot, fleet_sweep, .timeout = 120)
+{
+	char base[] = "/tmp/stalenet-plot-XXXXXX", run[700], path[900], err[1024], canary[700];
+	static const char *const figs[] = { "fleet_bytes", "fleet_lag", "fleet_recover" };
+	const char *hostile = "delta`" CMD "`";
+	size_t len;
+	char *svg;
+	int n;
+
+	need_gnuplot();
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(canary, sizeof canary, "%s/canary", base);
+	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
+	snprintf(run, sizeof run, "%s/a", base);
+	fleet_run(run, "a", "full", 30000);
+	snprintf(run, sizeof run, "%s/b", base);
+	fleet_run(run, "b", hostile, 1000);
+	n = plot_dir(base, err, sizeof err);
+	cr_assert_eq(n, 3, "only the fleet figures: %d %s", n, n < 0 ? err : "");
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "%s/plots/%s.png", base, figs[i]);
+		check_png(path, 800, 500);
+		snprintf(path, sizeof path, "%s/plots/%s.svg", base, figs[i]);
+		check_svg(path, 12);
+		svg = (char *)slurp(path, &len);
+		svg[len - 1] = '\0';
+		cr_assert_not_null(strstr(svg, "fleet.strategy=full"), "%s: no key for full", figs[i]);
+		cr_assert_not_null(strstr(svg, "fleet.strategy=delta`touch"), "%s: no key for delta", figs[i]);
+		free(svg);
+	}
+	/* full: 60 syncs of 30000 bytes = 1.72 MiB at the end; the y axis reaches past 1.6 */
+	snprintf(path, sizeof path, "%s/plots/fleet_bytes.svg", base);
+	svg = (char *)slurp(path, &len);
+	svg[len - 1] = '\0';
+	cr_assert(strstr(svg, "<text> 1.6</text>") || strstr(svg, "<text> 1.8</text>"), "no 1.6 or 1.8 MiB tic");
+	free(svg);
+	cr_assert_neq(access(canary, F_OK), 0, "a string from the directory ran a command");
+	unsetenv("STALENET_CANARY");
+	rm_rf(base);
 }

@@ -2,11 +2,13 @@
  * version verifies, --out writes exactly the model, a tampered version fails with exit 1, bad
  * arguments exit 2. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectors/schema.h"
 #include "node/fleet_store.h"
 #include "node/rng.h"
 #include "orchestrator/cli.h"
@@ -109,4 +111,40 @@ Test(recover, tampered_and_usage, .init = setup, .fini = teardown)
 	cr_assert_eq(run(dir, "../etc@1", NULL, NULL), CLI_EXIT_USAGE);
 	cr_assert_eq(run(dir, "device0", "--all", NULL), CLI_EXIT_USAGE);
 	cr_assert_eq(run("/nonexistent-run", "--all", NULL, NULL), CLI_EXIT_FAILED);
+}
+
+/* The end-of-run pass: one recover.csv row per stored version, the tampered one with
+ * verify_ok 0, chains as the store made them (frames applied; a snapshot every 3: 1, 2, 1, 2, 3). */
+Test(recover, verify_run_writes_recover_csv, .init = setup, .fini = teardown)
+{
+	struct recover_totals tot;
+	char err[256], csv[600], *text;
+	sqlite3 *db;
+	size_t len;
+
+	cr_assert_eq(recover_verify_run(dir, &tot, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(tot.versions, 10);
+	cr_assert_eq(tot.verified, 10);
+	cr_assert(tot.recover_s_max >= tot.recover_s_mean && tot.recover_s_mean > 0);
+	snprintf(csv, sizeof csv, "%s/recover.csv", dir);
+	text = support_read_file(csv, &len);
+	cr_assert_not_null(text);
+	cr_assert(strncmp(text, TRACE_HEADER_RECOVER "\ndevice0,1,delta,1,",
+			  strlen(TRACE_HEADER_RECOVER "\ndevice0,1,delta,1,")) == 0, "%s", text);
+	cr_assert(strstr(text, "\ndevice0,3,full,1,"), "%s", text);
+	cr_assert(strstr(text, "\ndevice1,5,delta,3,"), "%s", text);
+	free(text);
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "UPDATE versions SET hash = zeroblob(32) WHERE device = 'device1'"
+				      " AND version = 2", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	cr_assert_eq(recover_verify_run(dir, &tot, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(tot.versions, 10);
+	cr_assert_eq(tot.verified, 9);
+	text = support_read_file(csv, &len);
+	cr_assert(strstr(text, "\ndevice1,2,delta,") && strstr(strstr(text, "\ndevice1,2,delta,"), ",0\n"),
+		  "%s", text);
+	free(text);
+	cr_assert_eq(recover_verify_run("/nonexistent-run", &tot, err, sizeof err), -ENOENT);
 }

@@ -84,6 +84,43 @@ Test(scenario_fleet, keys_plan_and_conf)
 	scenario_destroy(&sc);
 }
 
+/* fleet.drift: parsed per entry, resolved per device into the node configuration (every
+ * device's list in every node's configuration, entries in file order). */
+Test(scenario_fleet, drift_schedule)
+{
+	static const char y[] = HEAD
+		"fleet:\n  drift:\n"
+		"    - {at: 20s, devices: device0, add_classes: [7, 8]}\n"
+		"    - {at: 400 steps, devices: 'device[0-1]', add_classes: [9]}\n";
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = parse(y, err, sizeof err);
+	struct nodeconf_ctx ctx = { .run_dir = "/tmp/r", .port_data = 7000 };
+	struct plan *p;
+	struct kv *kv;
+
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.n_drift, 2);
+	cr_assert_eq(sc->fleet.drift[0].at_us, 20000000);
+	cr_assert(!sc->fleet.drift[0].by_steps);
+	cr_assert_eq(sc->fleet.drift[0].classes, (1u << 7) | (1u << 8));
+	cr_assert(sc->fleet.drift[1].by_steps);
+	cr_assert_eq(sc->fleet.drift[1].at_steps, 400);
+	cr_assert_eq(sc->fleet.drift[1].classes, 1u << 9);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	kv = nodeconf_build(plan_run(p, 0), 0, &ctx, NULL); /* the registry */
+	cr_assert_not_null(kv);
+	cr_assert_str_eq(kv_get(kv, "fleet.drift.0"), "t20.000000:7,8;s400:9");
+	cr_assert_str_eq(kv_get(kv, "fleet.drift.1"), "s400:9");
+	cr_assert_str_eq(kv_get(kv, "fleet.drift.2"), "");
+	kv_destroy(&kv);
+	kv = nodeconf_build(plan_run(p, 0), 2, &ctx, NULL); /* device1 */
+	cr_assert_str_eq(kv_get(kv, "fleet.drift.1"), "s400:9");
+	kv_destroy(&kv);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+}
+
 struct bad {
 	const char *yaml;
 	unsigned line, col;
@@ -100,7 +137,7 @@ static const struct bad cases[] = {
 	{ HEAD "fleet: {strategy: sparse, sparse_k: 0%}\n", 4, 37, "sends nothing" },
 	{ HEAD "fleet: {base: file}\n", 4, 15, "needs fleet.base_file" },
 	{ HEAD "fleet: {base_steps: 5}\n", 4, 21, "applies to base trained" },
-	{ HEAD "fleet: {base: trained}\n", 4, 15, "not implemented yet" },
+	{ HEAD "fleet: {base: trained, base_steps: 0}\n", 4, 36, "out of range" },
 	{ HEAD "fleet: {stratgy: full}\n", 4, 9, "did you mean 'strategy'?" },
 	{ HEAD "fleet: {registry: mesh}\n", 4, 19, "fleet.registry 'mesh' is not one of the choices" },
 	{ HEAD "fleet: {peers: 1}\n", 4, 16, "applies to registry peers" },
@@ -108,10 +145,34 @@ static const struct bad cases[] = {
 	{ HEAD "fleet: {registry: peers, peers: 3}\n", 4, 33, "a device has 2 peers (expected 1..2)" },
 	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nworkers: 1\nfleet: {registry: peers}\n", 4, 19,
 	  "at least 2 devices" },
+	{ HEAD "fleet: {drift: [{at: 5s, devices: device0, add_classes: [10]}]}\n", 4, 58, "out of range" },
+	{ HEAD "fleet: {drift: [{at: 5s, devices: device0, add_classes: [3, 3]}]}\n", 4, 61, "listed twice" },
+	{ HEAD "fleet: {drift: [{at: 5s, devices: device0, add_classes: []}]}\n", 4, 57, "is empty" },
+	{ HEAD "fleet: {drift: [{at: 5s, devices: registry, add_classes: [1]}]}\n", 4, 35, "not a device" },
+	{ HEAD "fleet: {drift: [{at: 5s, devices: device7, add_classes: [1]}]}\n", 4, 35, "device7" },
+	{ HEAD "fleet: {drift: [{at: 5 stepz, devices: device0, add_classes: [1]}]}\n", 4, 22, "at" },
+	{ HEAD "fleet: {drift: [{devices: device0, add_classes: [1]}]}\n", 4, 17, "needs at, devices and add_classes" },
+	{ HEAD "fleet: {drift: [{at: 1s, device: device0, add_classes: [1]}]}\n", 4, 26, "did you mean 'devices'?" },
 	{ "stop: {time: 30s}\nfleet: {strategy: full}\n", 2, 8, "applies to topology fleet" },
 	{ "stop: {time: 30s}\ntopology: {kind: fleet}\nnodes:\n  - {name: a, role: device}\n", 4, 3,
 	  "exactly one node with role registry" },
 };
+
+/* base trained: accepted, its step count reaches the registry's configuration. */
+Test(scenario_fleet, base_trained)
+{
+	char err[SCENARIO_ERR_MAX];
+	struct scenario *sc = parse(HEAD "fleet: {base: trained, base_steps: 120}\n", err, sizeof err);
+
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.base, SCENARIO_FLEET_BASE_TRAINED);
+	cr_assert_eq(sc->fleet.base_steps, 120);
+	scenario_destroy(&sc);
+	sc = parse(HEAD "fleet: {base: trained}\n", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	cr_assert_eq(sc->fleet.base_steps, 200);
+	scenario_destroy(&sc);
+}
 
 Test(scenario_fleet, errors_at_their_position)
 {
