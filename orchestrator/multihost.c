@@ -697,7 +697,8 @@ static void progress_row(struct csv_writer *w, const struct plan_run *run, const
 	}
 	qsort(steps, counted, sizeof steps[0], cmp_i64);
 	double med = !counted ? 0 : counted % 2 ? (double)steps[counted / 2] : (steps[counted / 2 - 1] + steps[counted / 2]) / 2.0;
-	csv_writer_row(w, "%.3f,%zu,%zu,%ld,%.1f,%ld", (double)now_rel / 1e9, alive, nwait, counted ? (long)steps[0] : 0,
+	/* runq_wait_frac and host_cpu_frac empty: the host guard samples one host's scheduler only */
+	csv_writer_row(w, "%.3f,%zu,%zu,%ld,%.1f,%ld,,", (double)now_rel / 1e9, alive, nwait, counted ? (long)steps[0] : 0,
 		       med, counted ? (long)steps[counted - 1] : 0);
 }
 
