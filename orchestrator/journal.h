@@ -35,7 +35,8 @@
 
 enum journal_kind {
 	JOURNAL_NETNS = 0,  /* NAME: umount + unlink /run/netns/NAME (testbed) */
-	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW]: write OLD back if the value is still NEW (testbed) */
+	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW [ORIG]]: 5 fields, a claim released by the rules of
+			       orchestrator/hostshare; else write OLD back if the value is still NEW */
 	JOURNAL_IPTABLES,   /* NS TABLE CHAIN RULE...: iptables -t TABLE -D CHAIN RULE... (shaper) */
 	JOURNAL_PROC,       /* PID STARTTIME NAME: TERM then KILL, only if still that process (launch) */
 	JOURNAL_CGROUP,     /* PATH: move tasks out, rmdir (orchestrator/cgroup) */

@@ -1,14 +1,19 @@
-/* Unit tests for orchestrator/hostshare, the pure rules: every interleaving of 2 and 3 runs
+/* Unit tests for orchestrator/hostshare. The pure rules: every interleaving of 2 and 3 runs
  * claiming and releasing the shared host sysctls (some killed and cleaned up later) leaves
  * the value exactly as found, and while a run lives its need is met; values changed by hand
- * are left alone; hostile journal fields are refused. */
+ * are left alone; hostile journal fields are refused. The registry scan: only claims still
+ * held count. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "orchestrator/hostshare.h"
+#include "orchestrator/journal.h"
+#include "tests/support/files.h"
 
 #define RUNS_MAX 3
 #define GC_KEY "net.ipv4.neigh.default.gc_thresh3"
@@ -225,4 +230,77 @@ Test(hostshare, hostile_records_refused)
 	cr_assert_eq(hostshare_from_record(&c, 4, old), 0);
 	cr_assert_str_eq(c.orig, "");
 	cr_assert_eq(hostshare_take(&c, "reno", "bad name", NULL, 0), -EINVAL);
+}
+
+/* ---- the registry scan -------------------------------------------------------------------- */
+
+static bool alive_unless_pid1(pid_t pid, uint64_t start_time)
+{
+	(void)start_time;
+	return pid != 1;
+}
+
+static void hand_journal(const char *base, const char *prefix, const char *records)
+{
+	char dir[256], path[300], link[300];
+	FILE *f;
+
+	snprintf(dir, sizeof dir, "%s/%s", base, prefix);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof path, "%s/journal", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "stalenet-journal 1 1 1 %s %s\n%s", dir, prefix, records);
+	cr_assert_eq(fclose(f), 0);
+	snprintf(link, sizeof link, "%s/reg/%s", base, prefix);
+	cr_assert_eq(symlink(path, link), 0);
+}
+
+/* Only claims of registered runs count: not released, not ended, plausible; the dead one only
+ * when asked for all. The run's own journal is left out. */
+Test(hostshare, scan_sees_the_claims_that_still_hold)
+{
+	char base[] = "/tmp/snt-hshare-XXXXXX", reg[128], dir[256], err[256];
+	struct hostshare_claim *v = NULL;
+	struct journal *mine, *other;
+	int n;
+
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(reg, sizeof reg, "%s/reg", base);
+	cr_assert_eq(mkdir(reg, 0700), 0);
+	journal_set_registry_dir(reg);
+	snprintf(dir, sizeof dir, "%s/mine", base);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	mine = journal_create(dir, "snaaaa-", err, sizeof err);
+	cr_assert_not_null(mine, "%s", err);
+	cr_assert_eq(journal_sysctl_claim(mine, HOSTSHARE_CC_KEY, "reno", "reno htcp", "reno"), 0);
+	snprintf(dir, sizeof dir, "%s/other", base);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	other = journal_create(dir, "snbbbb-", err, sizeof err);
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(journal_sysctl_claim(other, HOSTSHARE_CC_KEY, "reno", "reno bbr", "reno"), 0);
+	cr_assert_eq(journal_sysctl_claim(other, GC_KEY, "1024", "2048", "1024"), 0);
+	cr_assert_eq(journal_sysctl_released(other, GC_KEY), 0);
+	hand_journal(base, "sncccc-", "sysctl - " HOSTSHARE_CC_KEY " reno reno%20vegas reno\n");
+	hand_journal(base, "sndddd-", "sysctl - " HOSTSHARE_CC_KEY " reno reno%20x;y reno\n");
+	hand_journal(base, "uneeee-", "sysctl - " HOSTSHARE_CC_KEY " reno reno%20dctcp reno\nend\n");
+
+	n = hostshare_scan(HOSTSHARE_CC_KEY, journal_path(mine), true, alive_unless_pid1, &v);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(v[0].new_value, "reno bbr");
+	free(v);
+	n = hostshare_scan(HOSTSHARE_CC_KEY, journal_path(mine), false, NULL, &v);
+	cr_assert_eq(n, 2); /* bbr and the dead run's vegas */
+	cr_assert(!strcmp(v[0].new_value, "reno vegas") || !strcmp(v[1].new_value, "reno vegas"));
+	free(v);
+	n = hostshare_scan(GC_KEY, NULL, false, NULL, &v);
+	cr_assert_eq(n, 0, "a released claim does not hold");
+	free(v);
+	n = hostshare_scan(HOSTSHARE_CC_KEY, NULL, true, alive_unless_pid1, &v);
+	cr_assert_eq(n, 2, "without self: htcp and bbr");
+	free(v);
+	journal_destroy(&mine);
+	journal_destroy(&other);
+	journal_set_registry_dir(NULL);
+	support_rm_rf(base);
 }
