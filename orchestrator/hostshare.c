@@ -113,7 +113,8 @@ static bool in_effect(const struct hostshare_claim *c, const char *cur, bool lis
 	if (list) {
 		struct tokens h, t;
 
-		if (!c->new_value[0] || held(c, &h) < 0 || split(cur, &t) < 0)
+		/* A claim holding no name says nothing about where the list came from. */
+		if (!c->new_value[0] || held(c, &h) < 0 || !h.n || split(cur, &t) < 0)
 			return false;
 		for (int i = 0; i < h.n; i++)
 			if (!has(&t, h.t[i]))
