@@ -366,13 +366,11 @@ static int undo_claim(const struct journal_parsed *p, const struct journal_recor
 	return hostshare_claim_release(NULL, self, &c);
 }
 
-static int undo_sysctl(const struct journal_parsed *p, const struct journal_record *r)
+/* A record of an older version (OLD [NEW]): OLD back while the value is still NEW. */
+static int undo_old_sysctl(const struct journal_record *r)
 {
 	char cur[512];
 	int rc;
-
-	if (r->nfields == 5)
-		return undo_claim(p, r);
 
 	/* Checked: host namespace only. */
 	rc = sysctl_read(r->fields[1], cur, sizeof cur);
@@ -390,6 +388,21 @@ static int undo_sysctl(const struct journal_parsed *p, const struct journal_reco
 	rc = sysctl_write(r->fields[1], r->fields[2]);
 	if (rc < 0)
 		log_error("cleanup: restore %s=%s: %s", r->fields[1], r->fields[2], strerror(-rc));
+	return rc;
+}
+
+static int undo_sysctl(const struct journal_parsed *p, const struct journal_record *r)
+{
+	int fd, rc;
+
+	if (r->nfields == 5)
+		return undo_claim(p, r); /* takes the host lock itself */
+	/* The same lock as every other read-modify-write of the shared keys. */
+	fd = hostshare_lock();
+	if (fd < 0)
+		return fd;
+	rc = undo_old_sysctl(r);
+	hostshare_unlock(fd);
 	return rc;
 }
 
