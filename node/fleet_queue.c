@@ -306,7 +306,8 @@ static void drop_front(struct fleet_queue *q, size_t count)
 		unlink(path);
 		free(q->p[i].frame);
 	}
-	memmove(q->p, q->p + count, (k - count) * sizeof *q->p);
+	if (k > count) /* q->p is NULL while nothing was ever queued */
+		memmove(q->p, q->p + count, (k - count) * sizeof *q->p);
 	q->first = k == count ? 0 : q->first + (int64_t)count;
 }
 

@@ -882,7 +882,8 @@ static int stream_all(struct agent_state *st)
 			char rel[160];
 			if (e->d_type != DT_REG || !safe_file_name(e->d_name))
 				continue;
-			snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name);
+			if (snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel)
+				continue; /* no node file has so long a name */
 			rc = stream_file(st, base, rel) ? -EIO : 0;
 		}
 		if (d)

@@ -39,6 +39,7 @@
 #include "lib/netns.h"
 #include "lib/sysctl.h"
 #include "orchestrator/cgroup.h"
+#include "orchestrator/hostshare.h"
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), -EPERM)
 
@@ -347,7 +348,26 @@ static bool still_ours(const struct journal_record *r, const char *cur)
 	return !strcmp(a, b);
 }
 
-static int undo_sysctl(const struct journal_record *r)
+/* A claim of this version (NS KEY OLD NEW ORIG): released by the rules shared with the runs
+ * still alive, unless the run recorded its release already. */
+static int undo_claim(const struct journal_parsed *p, const struct journal_record *r)
+{
+	struct hostshare_claim c;
+	char self[PATH_MAX];
+
+	for (size_t i = 0; i < p->n; i++)
+		if (p->recs[i].kind == JOURNAL_SYSCTL_RELEASED && p->recs[i].line > r->line &&
+		    !strcmp(p->recs[i].fields[1], r->fields[1]))
+			return 0;
+	if (hostshare_from_record(&c, r->nfields, r->fields) < 0)
+		return -EINVAL;
+	if (snprintf(self, sizeof self, "%s/%s", p->run_dir, JOURNAL_FILE) >= (int)sizeof self)
+		return -ENAMETOOLONG;
+	return hostshare_claim_release(NULL, self, &c);
+}
+
+/* A record of an older version (OLD [NEW]): OLD back while the value is still NEW. */
+static int undo_old_sysctl(const struct journal_record *r)
 {
 	char cur[512];
 	int rc;
@@ -371,6 +391,21 @@ static int undo_sysctl(const struct journal_record *r)
 	return rc;
 }
 
+static int undo_sysctl(const struct journal_parsed *p, const struct journal_record *r)
+{
+	int fd, rc;
+
+	if (r->nfields == 5)
+		return undo_claim(p, r); /* takes the host lock itself */
+	/* The same lock as every other read-modify-write of the shared keys. */
+	fd = hostshare_lock();
+	if (fd < 0)
+		return fd;
+	rc = undo_old_sysctl(r);
+	hostshare_unlock(fd);
+	return rc;
+}
+
 static int undo_one(const struct journal_parsed *p, const struct journal_record *rec)
 {
 	int rc = -EINVAL;
@@ -383,7 +418,10 @@ static int undo_one(const struct journal_parsed *p, const struct journal_record 
 		rc = undo_iptables(rec);
 		break;
 	case JOURNAL_SYSCTL:
-		rc = undo_sysctl(rec);
+		rc = undo_sysctl(p, rec);
+		break;
+	case JOURNAL_SYSCTL_RELEASED:
+		rc = 0; /* a marker: undo_claim reads it */
 		break;
 	case JOURNAL_NETNS:
 		rc = netns_delete(rec->fields[0]);
@@ -512,6 +550,10 @@ int cleanup_check(const struct journal_parsed *p, char *why, size_t whylen)
 			bad = sysctl_problem(r);
 			if (bad)
 				return WHY("line %d: %s (%s)", r->line, bad, r->fields[1]);
+			break;
+		case JOURNAL_SYSCTL_RELEASED:
+			if (strcmp(r->fields[0], "-"))
+				return WHY("line %d: sysctl outside the host namespace", r->line);
 			break;
 		case JOURNAL_PROC: {
 			pid_t pid = (pid_t)strtol(r->fields[0], NULL, 10);

@@ -27,11 +27,11 @@
 
 static const char *const kind_names[JOURNAL_KIND_COUNT] = {
 	[JOURNAL_NETNS] = "netns", [JOURNAL_SYSCTL] = "sysctl", [JOURNAL_IPTABLES] = "iptables",
-	[JOURNAL_PROC] = "proc", [JOURNAL_CGROUP] = "cgroup",
+	[JOURNAL_PROC] = "proc", [JOURNAL_CGROUP] = "cgroup", [JOURNAL_SYSCTL_RELEASED] = "sysctl-released",
 };
 /* Allowed field counts per kind (max -1: unbounded up to JOURNAL_MAX_FIELDS). */
-static const int kind_min[JOURNAL_KIND_COUNT] = { 1, 3, 4, 3, 1 };
-static const int kind_max[JOURNAL_KIND_COUNT] = { 1, 4, -1, 3, 1 };
+static const int kind_min[JOURNAL_KIND_COUNT] = { 1, 3, 4, 3, 1, 2 };
+static const int kind_max[JOURNAL_KIND_COUNT] = { 1, 5, -1, 3, 1, 2 };
 
 static char registry_dir[PATH_MAX] = JOURNAL_REGISTRY_DIR;
 
@@ -42,6 +42,7 @@ struct journal {
 	char prefix[64];
 	char reg_path[PATH_MAX];
 	bool in_batch;
+	bool ended;             /* "end" written: every claim is released */
 	char *batch;            /* buffered lines of the open batch */
 	size_t batch_len, batch_cap;
 };
@@ -353,6 +354,23 @@ int journal_sysctl(struct journal *self, const char *ns, const char *key, const 
 	return append_fields(self, JOURNAL_SYSCTL, new_value ? 4 : 3, f);
 }
 
+int journal_sysctl_claim(struct journal *self, const char *key, const char *old_value,
+			 const char *new_value, const char *orig)
+{
+	const char *f[] = { "-", key, old_value, new_value, orig };
+
+	return append_fields(self, JOURNAL_SYSCTL, 5, f);
+}
+
+int journal_sysctl_released(struct journal *self, const char *key)
+{
+	const char *f[] = { "-", key };
+
+	if (self->ended)
+		return 0; /* "end" says it already, and nothing may follow it */
+	return append_fields(self, JOURNAL_SYSCTL_RELEASED, 2, f);
+}
+
 int journal_iptables(struct journal *self, const char *ns, const char *table, const char *chain,
 		     int n, const char *const *rule)
 {
@@ -419,6 +437,8 @@ int journal_mark_ended(struct journal *self)
 	if (self->in_batch)
 		return -EBUSY;
 	rc = emit_line(self, "end\n", 4);
+	if (rc == 0)
+		self->ended = true;
 	if (unlink(self->reg_path) < 0 && errno != ENOENT && rc == 0)
 		rc = -errno;
 	return rc;

@@ -11,8 +11,8 @@
  *   stalenet-journal 1 PID STARTTIME RUN_DIR PREFIX
  * (the orchestrator's pid and its /proc/PID/stat start time, so liveness never relies on a
  * name); then records
- *   netns NAME | sysctl NS KEY OLD [NEW] | iptables NS TABLE CHAIN ARG... | proc PID STARTTIME NAME
- *   | cgroup PATH
+ *   netns NAME | sysctl NS KEY OLD [NEW [ORIG]] | sysctl-released NS KEY
+ *   | iptables NS TABLE CHAIN ARG... | proc PID STARTTIME NAME | cgroup PATH
  * where NS is a name under /run/netns or "-" for the host namespace; and a final "end" once
  * a teardown completed. A torn last line (no newline) is ignored: its append never returned,
  * so its thing was never created.
@@ -35,10 +35,12 @@
 
 enum journal_kind {
 	JOURNAL_NETNS = 0,  /* NAME: umount + unlink /run/netns/NAME (testbed) */
-	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW]: write OLD back if the value is still NEW (testbed) */
+	JOURNAL_SYSCTL,     /* NS KEY OLD [NEW [ORIG]]: 5 fields, a claim released by the rules of
+			       orchestrator/hostshare; else write OLD back if the value is still NEW */
 	JOURNAL_IPTABLES,   /* NS TABLE CHAIN RULE...: iptables -t TABLE -D CHAIN RULE... (shaper) */
 	JOURNAL_PROC,       /* PID STARTTIME NAME: TERM then KILL, only if still that process (launch) */
 	JOURNAL_CGROUP,     /* PATH: move tasks out, rmdir (orchestrator/cgroup) */
+	JOURNAL_SYSCTL_RELEASED, /* NS KEY: the run's claim on KEY was released (hostshare) */
 	JOURNAL_KIND_COUNT
 };
 
@@ -65,6 +67,13 @@ int journal_netns(struct journal *self, const char *name);
  * written by older versions for tcp_allowed_congestion_control and is still read. */
 int journal_sysctl(struct journal *self, const char *ns, const char *key, const char *old_value,
 		   const char *new_value);
+/* A host-namespace claim on a shared sysctl (orchestrator/hostshare): the value found, the
+ * value written, the value before any registered run changed it. */
+int journal_sysctl_claim(struct journal *self, const char *key, const char *old_value,
+			 const char *new_value, const char *orig);
+/* The claim on key was released (its restore is done; replay skips it). Nothing is written
+ * once the journal is marked ended. */
+int journal_sysctl_released(struct journal *self, const char *key);
 /* The rule as it will be given after `-A CHAIN` (argv of n strings). */
 int journal_iptables(struct journal *self, const char *ns, const char *table, const char *chain,
 		     int n, const char *const *rule);

@@ -1321,10 +1321,13 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 	}
 	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
 		const struct plan_run *run = plan_run(plan, i);
+		int dl;
 		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
-			snprintf(dir, sizeof dir, "%s", abs_out);
+			dl = snprintf(dir, sizeof dir, "%s", abs_out);
 		else
-			snprintf(dir, sizeof dir, "%s/%.*s", abs_out, PLAN_RUN_ID_MAX, run->id);
+			dl = snprintf(dir, sizeof dir, "%s/%.*s", abs_out, PLAN_RUN_ID_MAX, run->id);
+		if (dl < 0 || dl >= (int)sizeof dir)
+			return CLI_EXIT_FAILED; /* checked above: abs_out leaves room for an id */
 		if (rundir_is_complete(dir))
 			continue;
 		int r = run_multihost_one(o, run, hosts, mh, dir, abs_out);

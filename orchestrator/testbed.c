@@ -47,6 +47,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/sysctl.h"
+#include "orchestrator/hostshare.h"
 #include "orchestrator/journal.h"
 
 #define CHUNK 128
@@ -72,9 +73,9 @@ struct testbed {
 	int prefix_len;
 	int mtu;
 	struct journal *j;     /* not owned */
-	/* host sysctls we changed: key, old value, value we set */
+	/* claims on host sysctls shared with other runs (orchestrator/hostshare) */
 	int n_sysctl;
-	char sysctl_key[HOST_SYSCTLS][64], sysctl_old[HOST_SYSCTLS][256], sysctl_new[HOST_SYSCTLS][256];
+	struct hostshare_claim sysctl[HOST_SYSCTLS];
 	struct testbed_timing timing;
 };
 
@@ -656,70 +657,31 @@ static int raise_neigh(struct testbed *tb, int n_nodes, char *err, size_t errlen
 	long want[NEIGH_KEYS] = { 4L * n_nodes, 16L * n_nodes, 32L * n_nodes };
 
 	for (int k = 0; k < NEIGH_KEYS; k++) {
-		char old[32];
-		long cur;
-		int rc = sysctl_read(neigh_keys[k], old, sizeof old);
+		char need[32];
+		int rc;
 
-		if (rc < 0) {
-			snprintf(err, errlen, "read %s: %s", neigh_keys[k], strerror(-rc));
+		snprintf(need, sizeof need, "%ld", want[k]);
+		/* journaled before the write; released at teardown by the rules of hostshare */
+		rc = hostshare_claim_take(tb->j, neigh_keys[k], need, &tb->sysctl[tb->n_sysctl], err,
+					  errlen);
+		if (rc < 0)
 			return rc;
-		}
-		cur = strtol(old, NULL, 10);
-		if (cur >= want[k])
-			continue;
-		snprintf(tb->sysctl_key[tb->n_sysctl], sizeof tb->sysctl_key[0], "%s", neigh_keys[k]);
-		snprintf(tb->sysctl_old[tb->n_sysctl], sizeof tb->sysctl_old[0], "%s", old);
-		snprintf(tb->sysctl_new[tb->n_sysctl], sizeof tb->sysctl_new[0], "%ld", want[k]);
-		/* journaled with the value we set: restored only if still ours */
-		if (tb->j) {
-			rc = journal_sysctl(tb->j, NULL, neigh_keys[k], old, tb->sysctl_new[tb->n_sysctl]);
-			if (rc < 0) {
-				snprintf(err, errlen, "journal: %s", strerror(-rc));
-				return rc;
-			}
-		}
-		rc = sysctl_write(neigh_keys[k], tb->sysctl_new[tb->n_sysctl]);
-		if (rc < 0) {
-			snprintf(err, errlen, "write %s: %s", neigh_keys[k], strerror(-rc));
-			return rc;
-		}
 		tb->n_sysctl++;
 	}
 	return 0;
 }
 
 /* A namespace other than the initial one may only pick a congestion control listed in the
- * (global) net.ipv4.tcp_allowed_congestion_control; add cc there when missing. The kernel
- * prints the list in its own order, so what we keep as "the value we set" is the read-back. */
+ * (global) net.ipv4.tcp_allowed_congestion_control; add cc there when missing. Other runs may
+ * need the same name at the same time: the claim keeps it listed until the last one is gone. */
 static int allow_cc(struct testbed *tb, const char *cc, char *err, size_t errlen)
 {
-	static const char key[] = "net.ipv4.tcp_allowed_congestion_control";
-	char old[200], want[256], *tok, *save, copy[200];
-	int rc = sysctl_read(key, old, sizeof old), k = tb->n_sysctl;
+	int rc = hostshare_claim_take(tb->j, HOSTSHARE_CC_KEY, cc, &tb->sysctl[tb->n_sysctl], err,
+				      errlen);
 
-	if (rc < 0) {
-		snprintf(err, errlen, "read %s: %s", key, strerror(-rc));
+	if (rc < 0)
 		return rc;
-	}
-	snprintf(copy, sizeof copy, "%s", old);
-	for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-		if (!strcmp(tok, cc))
-			return 0;
-	snprintf(want, sizeof want, "%s%s%s", old, *old ? " " : "", cc);
-	if (tb->j && (rc = journal_sysctl(tb->j, NULL, key, old, want)) < 0) {
-		snprintf(err, errlen, "journal: %s", strerror(-rc));
-		return rc;
-	}
-	snprintf(tb->sysctl_key[k], sizeof tb->sysctl_key[k], "%s", key);
-	snprintf(tb->sysctl_old[k], sizeof tb->sysctl_old[k], "%s", old);
 	tb->n_sysctl++;
-	rc = sysctl_write(key, want);
-	if (rc < 0) {
-		snprintf(err, errlen, "allow congestion control %s (%s): %s", cc, key, strerror(-rc));
-		return rc;
-	}
-	if (sysctl_read(key, tb->sysctl_new[k], sizeof tb->sysctl_new[k]) < 0)
-		snprintf(tb->sysctl_new[k], sizeof tb->sysctl_new[k], "%s", want);
 	return 0;
 }
 
@@ -1061,14 +1023,7 @@ int testbed_destroy(struct testbed **ptb)
 	if (tb->sw_created && (rc = netns_delete(tb->sw_netns)) < 0 && first == 0)
 		first = rc;
 	for (int k = tb->n_sysctl - 1; k >= 0; k--) {
-		char cur[256];
-
-		if (sysctl_read(tb->sysctl_key[k], cur, sizeof cur) == 0 &&
-		    strcmp(cur, tb->sysctl_new[k]) != 0) {
-			log_warn("testbed: %s changed since we set it; leaving %s", tb->sysctl_key[k], cur);
-			continue;
-		}
-		rc = sysctl_write(tb->sysctl_key[k], tb->sysctl_old[k]);
+		rc = hostshare_claim_release(tb->j, tb->j ? journal_path(tb->j) : NULL, &tb->sysctl[k]);
 		if (rc < 0 && first == 0)
 			first = rc;
 	}

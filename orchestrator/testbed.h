@@ -78,8 +78,9 @@ int testbed_random_prefix(char *buf, size_t len);
 struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *j, char *err,
 			       size_t errlen);
 
-/* Delete the namespaces (their links go with them) and restore host sysctls changed by
- * testbed_create (unless someone changed them since). Frees, sets *tb = NULL, accepts NULL.
+/* Delete the namespaces (their links go with them) and release the claims on host sysctls
+ * taken by testbed_create (orchestrator/hostshare: restored once no other live run needs them,
+ * unless changed by hand since). Frees, sets *tb = NULL, accepts NULL.
  * Returns 0 or the first error (the journal can still undo the rest). */
 int testbed_destroy(struct testbed **tb);
 

@@ -175,7 +175,7 @@ static int64_t check_store(void)
 	cr_assert_not_null(s, "%s", err);
 	cr_assert_eq(fleet_store_each(s, chain_row, &c), 0);
 	for (int i = 0; i < ND; i++) {
-		char name[16], qdir[512];
+		char name[24], qdir[512];
 		float *reg = malloc(NPARAMS * 4), *dev = malloc(NPARAMS * 4);
 		struct fleet_queue *q;
 
@@ -336,7 +336,7 @@ Test(engine_fleet, registry_crash_loses_nothing, .init = setup, .fini = teardown
 	s = fleet_store_open(path, false, err, sizeof err);
 	cr_assert_not_null(s, "%s", err);
 	for (int i = 0; i < ND; i++) {
-		char name[16];
+		char name[24];
 		struct fleet_version v;
 
 		snprintf(name, sizeof name, "device%d", i);

@@ -52,8 +52,11 @@ static void setup(void)
 	journal_set_registry_dir(registry);
 }
 
+static void restore_host(void);
+
 static void teardown(void)
 {
+	restore_host();
 	journal_set_registry_dir(NULL);
 	if (tmpdir[0])
 		support_rm_rf(tmpdir);
@@ -486,4 +489,128 @@ Test(testbed, crash_then_cleanup_leaves_nothing_but_foreign)
 	cr_assert_eq(cleanup_run(rundir, 0, &rep), 0);
 	cr_assert_eq(rep.ended, 1);
 	cr_assert_eq(rep.replayed, 0);
+}
+
+/* Host values a test lowered on purpose, put back by teardown even when an assert failed. */
+static bool host_lowered;
+static struct host_snapshot host_orig;
+
+static void restore_host(void)
+{
+	if (!host_lowered)
+		return;
+	for (size_t k = 0; k < N_KEYS; k++)
+		if (sysctl_write(host_keys[k], host_orig.sysctl[k]) < 0)
+			cr_log_error("could not restore %s", host_keys[k]);
+	host_lowered = false;
+}
+
+static bool listed(const char *name)
+{
+	char cur[256], *save, *tok;
+
+	cr_assert_eq(sysctl_read(host_keys[0], cur, sizeof cur), 0);
+	for (tok = strtok_r(cur, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+		if (!strcmp(tok, name))
+			return true;
+	return false;
+}
+
+static long thresh3(void)
+{
+	char cur[64];
+
+	cr_assert_eq(sysctl_read(host_keys[3], cur, sizeof cur), 0);
+	return strtol(cur, NULL, 10);
+}
+
+/* Overlapping runs share the host sysctls: A (cubic, 5 nodes) and B (bbr, 8 nodes) start,
+ * A leaves while B lives, C (cubic) starts and is killed -9, B leaves, `stalenet cleanup`
+ * replays C: the allowed list and the gc thresholds end exactly as they started. The host
+ * values are lowered first so that every run has something to add, and put back after. */
+Test(testbed, overlapping_runs_leave_host_sysctls_as_found)
+{
+	char pa[16], pb[16], pc[16], ra[256], rb[256], rc_[256], err[256];
+	struct testbed_spec spec = { .raise_neigh = true, .skip_reach_check = true };
+	struct host_snapshot orig, before, after;
+	struct cleanup_report rep = { 0 };
+	struct testbed *a, *b;
+	struct journal *ja, *jb;
+	int pipefd[2], status;
+	pid_t pid;
+	char ok;
+
+	snapshot(&orig);
+	host_orig = orig;
+	host_lowered = true;
+	cr_assert_eq(sysctl_write(host_keys[0], "reno"), 0);
+	cr_assert_eq(sysctl_write(host_keys[1], "10"), 0);
+	cr_assert_eq(sysctl_write(host_keys[2], "40"), 0);
+	cr_assert_eq(sysctl_write(host_keys[3], "80"), 0);
+	snapshot(&before);
+	cr_assert_eq(testbed_random_prefix(pa, sizeof pa), 0);
+	ja = new_run(pa, ra, sizeof ra);
+	do
+		cr_assert_eq(testbed_random_prefix(pb, sizeof pb), 0);
+	while (!strcmp(pa, pb));
+	jb = new_run(pb, rb, sizeof rb);
+	spec.prefix = pa;
+	spec.n_nodes = 5;
+	spec.cc = "cubic";
+	a = testbed_create(&spec, ja, err, sizeof err);
+	cr_assert_not_null(a, "%s", err);
+	spec.prefix = pb;
+	spec.n_nodes = 8;
+	spec.cc = "bbr";
+	b = testbed_create(&spec, jb, err, sizeof err);
+	cr_assert_not_null(b, "%s", err);
+	cr_assert(listed("cubic") && listed("bbr") && listed("reno"));
+	cr_assert_eq(thresh3(), 32 * 8);
+	/* A leaves: its name goes, B's stays, the thresholds stay what B needs. */
+	testbed_destroy(&a);
+	cr_assert_eq(cleanup_journal(ja), 0);
+	cr_assert_not(listed("cubic"));
+	cr_assert(listed("bbr"));
+	cr_assert_eq(thresh3(), 32 * 8);
+	/* C starts while B lives and dies without a teardown. */
+	do
+		cr_assert_eq(testbed_random_prefix(pc, sizeof pc), 0);
+	while (!strcmp(pc, pb) || !strcmp(pc, pa));
+	snprintf(rc_, sizeof rc_, "%s/%s", tmpdir, pc);
+	cr_assert_eq(mkdir(rc_, 0755), 0);
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct testbed_spec cs = { .n_nodes = 6, .prefix = pc, .raise_neigh = true,
+					   .cc = "cubic", .skip_reach_check = true };
+		struct journal *j = journal_create(rc_, pc, err, sizeof err);
+		struct testbed *tb = j ? testbed_create(&cs, j, err, sizeof err) : NULL;
+
+		if (!tb || write(pipefd[1], "k", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(pipefd[1]);
+	cr_assert_eq(read(pipefd[0], &ok, 1), 1, "the third run failed to build its testbed");
+	close(pipefd[0]);
+	cr_assert(listed("cubic"));
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	/* B leaves: C is dead, so nothing holds bbr or the raised thresholds any more. */
+	testbed_destroy(&b);
+	cr_assert_eq(cleanup_journal(jb), 0);
+	cr_assert_not(listed("bbr"));
+	journal_destroy(&ja);
+	journal_destroy(&jb);
+	/* The cleanup of the killed run takes out its name. */
+	cr_assert_eq(cleanup_run("/nonexistent", 0, &rep), 0);
+	cr_assert_eq(rep.replayed, 1);
+	cr_assert_eq(rep.failed, 0);
+	snapshot(&after);
+	for (size_t k = 0; k < N_KEYS; k++)
+		cr_assert_str_eq(after.sysctl[k], before.sysctl[k], "%s not restored", host_keys[k]);
+	restore_host();
+	assert_nothing_left(pc, &orig);
 }

@@ -143,6 +143,25 @@ Test(fleet_queue, unfinished_push_and_reset, .init = setup, .fini = teardown)
 	fleet_queue_close(&q);
 }
 
+/* Reset and ack of a queue that never held a frame (no pending array at all): a no-op on the
+ * queue, not a memmove from NULL (UBSan in `make asan`). */
+Test(fleet_queue, reset_and_ack_when_empty, .init = setup, .fini = teardown)
+{
+	struct fleet_queue *q = open_q();
+	float m[N], got[N], res[N];
+
+	model_of(4, m);
+	cr_assert_eq(fleet_queue_pending(q), 0);
+	cr_assert_eq(fleet_queue_ack(q, 7), 0);
+	cr_assert_eq(fleet_queue_reset(q, 5, m), 0);
+	cr_assert_eq(fleet_queue_pending(q), 0);
+	cr_assert_eq(fleet_queue_version(q), 5);
+	fleet_queue_state(q, got, res);
+	cr_assert_float_eq(got[N - 1], m[N - 1], 0);
+	cr_assert_float_eq(res[0], 0.0f, 0);
+	fleet_queue_close(&q);
+}
+
 Test(fleet_queue, damaged_state_refused, .init = setup, .fini = teardown)
 {
 	struct fleet_queue *q = open_q();

@@ -310,9 +310,52 @@ Test(journal, check_accepts_what_stalenet_writes)
 		"iptables sn1a2b-n0 mangle PREROUTING -i eth0 -j NFQUEUE --queue-num 3\n"
 		"iptables sn1a2b-sw mangle PREROUTING -m physdev --physdev-in sn1a2b-p0 -j NFQUEUE --queue-num 65535\n"
 		"proc 2147483640 5678 linkd\n"
+		"sysctl - net.ipv4.neigh.default.gc_thresh2 512 1024 256\n"
+		"sysctl - net.ipv4.tcp_allowed_congestion_control reno reno%20bbr reno\n"
+		"sysctl-released - net.ipv4.tcp_allowed_congestion_control\n"
 		"end\n";
 
 	cr_assert_eq(check(ok, why, sizeof why), 0, "%s", why);
+}
+
+/* Claims (5 fields) and their release markers are written and read back; the marker is not
+ * written once the journal ended ("end" must stay the last record). */
+Test(journal, claims_and_releases_round_trip)
+{
+	char dir[] = "/tmp/snt-jclaim-XXXXXX", reg[128], err[256];
+	struct journal_parsed *p = NULL;
+	struct journal *j;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(reg, sizeof reg, "%s/reg", dir);
+	journal_set_registry_dir(reg);
+	j = journal_create(dir, "sn1a2b-", err, sizeof err);
+	cr_assert_not_null(j, "%s", err);
+	cr_assert_eq(journal_sysctl_claim(j, "net.ipv4.tcp_allowed_congestion_control", "reno",
+					  "reno cubic", "reno"), 0);
+	cr_assert_eq(journal_sysctl_released(j, "net.ipv4.tcp_allowed_congestion_control"), 0);
+	cr_assert_eq(journal_mark_ended(j), 0);
+	cr_assert_eq(journal_sysctl_released(j, "net.ipv4.neigh.default.gc_thresh1"), 0);
+	cr_assert_eq(journal_load(journal_path(j), &p, err, sizeof err), 0, "%s", err);
+	cr_assert(p->ended);
+	cr_assert_eq(p->n, 2);
+	cr_assert_eq(p->recs[0].kind, JOURNAL_SYSCTL);
+	cr_assert_eq(p->recs[0].nfields, 5);
+	cr_assert_str_eq(p->recs[0].fields[3], "reno cubic");
+	cr_assert_str_eq(p->recs[0].fields[4], "reno");
+	cr_assert_eq(p->recs[1].kind, JOURNAL_SYSCTL_RELEASED);
+	cr_assert_str_eq(journal_kind_name(JOURNAL_SYSCTL_RELEASED), "sysctl-released");
+	journal_parsed_free(&p);
+	journal_destroy(&j);
+	journal_set_registry_dir(NULL);
+	{
+		char path[160];
+
+		snprintf(path, sizeof path, "%s/journal", dir);
+		unlink(path);
+		rmdir(reg);
+		rmdir(dir);
+	}
 }
 
 /* Each hostile record is refused with one line naming its line number and the reason. */
@@ -326,6 +369,8 @@ Test(journal, check_refuses_hostile_records)
 		{ "sysctl - net.ipv4.neigh.default.gc_thresh1 1;x 2", "implausible sysctl value" },
 		{ "sysctl - net.ipv4.tcp_allowed_congestion_control reno%0acubic", "implausible sysctl value" },
 		{ "sysctl - net.ipv4.neigh.default.gc_thresh1 128", "without the value it set" },
+		{ "sysctl - net.ipv4.neigh.default.gc_thresh1 128 256 1$(x)", "implausible sysctl value" },
+		{ "sysctl-released sn1a2b-n0 net.ipv4.neigh.default.gc_thresh1", "outside the host namespace" },
 		{ "proc 1 1 init", "never a process of a run" },
 		{ "proc 5 0 x", "never a process of a run" },
 		{ "iptables - filter INPUT -j ACCEPT", "outside the run's namespaces" },
