@@ -245,3 +245,95 @@ Test(kernel_peers, compensated_class_under_the_rate, .init = setup, .fini = tear
 {
 	check_compensated(50000000);
 }
+
+struct sink {
+	int fd[2];
+	volatile bool sending;
+	uint64_t bytes[2];
+	int64_t first_ns, last_ns;
+	uint64_t first_len;
+};
+
+/* Count what reaches .2 and .3 until the sender is done and nothing came for 500 ms. */
+static void *sink_main(void *arg)
+{
+	struct sink *k = arg;
+	char buf[2048];
+	for (;;) {
+		struct pollfd p[2] = { { .fd = k->fd[0], .events = POLLIN }, { .fd = k->fd[1], .events = POLLIN } };
+		int r = poll(p, 2, 500);
+		if (r <= 0) {
+			if (!k->sending)
+				break;
+			continue;
+		}
+		for (int i = 0; i < 2; i++) {
+			ssize_t n = (p[i].revents & POLLIN) ? recv(k->fd[i], buf, sizeof buf, 0) : -1;
+			if (n <= 0)
+				continue;
+			int64_t now = clock_now_ns();
+			if (!k->first_ns) {
+				k->first_ns = now;
+				k->first_len = (uint64_t)n;
+			}
+			k->last_ns = now;
+			k->bytes[i] += (uint64_t)n;
+		}
+	}
+	return NULL;
+}
+
+/* The rate is the direction's, over its whole egress: datagrams sent as fast as they go to the
+ * local and the compensated peer at once arrive at the TBF's rate in total, not twice it (one
+ * TBF per band would let each class have the whole rate), and both classes are served. */
+Test(kernel_peers, classes_share_the_rate, .init = setup, .fini = teardown, .timeout = 120)
+{
+	const uint64_t rate = 4000000;
+	struct link_params dir = { .delay_us = 20000, .rate_bps = rate }, cls = { .delay_us = 10000 };
+	struct sockaddr_in remote = addr_of(3, 0);
+	uint32_t peer = remote.sin_addr.s_addr;
+	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &dir), 0);
+	cr_assert_eq(link_shaper_apply_peers(shaper, &ep, LINK_DIR_UP, "h1", &peer, 1, &cls), 0);
+
+	struct sink k = { { sock_in(ns_sw, 2), sock_in(ns_sw, 3) }, true, { 0, 0 }, 0, 0, 0 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, sink_main, &k), 0);
+	int c = sock_in(ns_node, 0);
+	char payload[1200];
+	memset(payload, 'x', sizeof payload);
+	struct sockaddr_in to[2] = { addr_of(2, 9000), addr_of(3, 9000) };
+	int64_t end = clock_now_ns() + 3000000000LL;
+	uint64_t sent = 0;
+	while (clock_now_ns() < end) {
+		/* a full queue answers ENOBUFS or drops: the sender just goes on */
+		if (sendto(c, payload, sizeof payload, MSG_DONTWAIT, (struct sockaddr *)&to[sent % 2], sizeof to[0]) > 0)
+			sent++;
+		else {
+			struct pollfd p = { .fd = c, .events = POLLOUT };
+			poll(&p, 1, 10);
+		}
+	}
+	k.sending = false;
+	pthread_join(t, NULL);
+	close(k.fd[0]);
+	close(k.fd[1]);
+	close(c);
+	uint64_t total = k.bytes[0] + k.bytes[1];
+	double secs = (double)(k.last_ns - k.first_ns) / 1e9;
+	cr_assert_gt(secs, 1.0, "datagrams arrived over %.3f s only", secs);
+	/* payload bit rate; the TBF counts the frame (1200 + 42 bytes of headers) */
+	double bps = (double)(total - k.first_len) * 8.0 / secs, cap = (double)rate * 1200.0 / 1242.0;
+	struct link_counters up;
+	cr_assert_eq(link_shaper_counters(shaper, &ep, LINK_DIR_UP, &up), 0);
+	cr_log_info("sent %llu datagrams; received %.3f mbit/s of payload over %.2f s (cap %.3f), %llu + %llu bytes; "
+		    "root: %llu packets, %llu dropped, %llu overlimits", (unsigned long long)sent, bps / 1e6, secs, cap / 1e6,
+		    (unsigned long long)k.bytes[0], (unsigned long long)k.bytes[1], (unsigned long long)up.packets,
+		    (unsigned long long)up.dropped, (unsigned long long)up.overlimits);
+	cr_assert_leq(bps, cap * 1.1, "%.3f mbit/s through a %.3f mbit/s egress", bps / 1e6, cap / 1e6);
+	cr_assert_geq(bps, cap * 0.7, "%.3f mbit/s through a %.3f mbit/s egress", bps / 1e6, cap / 1e6);
+	cr_assert_geq(k.bytes[0], total / 5, "the local peer got %llu of %llu bytes", (unsigned long long)k.bytes[0],
+		      (unsigned long long)total);
+	cr_assert_geq(k.bytes[1], total / 5, "the compensated peer got %llu of %llu bytes", (unsigned long long)k.bytes[1],
+		      (unsigned long long)total);
+	cr_assert_gt(up.dropped + up.overlimits, 0, "a saturated egress drops or throttles: the root counts it");
+}
