@@ -7,10 +7,12 @@
 #include <linux/pkt_sched.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
+#include <netlink/route/class.h>
 #include <netlink/route/classifier.h>
 #include <netlink/route/cls/u32.h>
 #include <netlink/route/link.h>
 #include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/htb.h>
 #include <netlink/route/qdisc/prio.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/tc.h>
@@ -431,6 +433,12 @@ int link_kernel_is_bridge_port(const char *netns, const char *ifname)
 
 /* --- per-destination shaping (see the header) ------------------------------------------------ */
 
+/* Band k's class: prio's 1:k, or HTB's 1:(0x10+k) (1:1 is HTB's parent class, the rate). */
+static uint32_t band_classid(const struct link_kernel_plan *pl, size_t k)
+{
+	return LINK_KERNEL_NETEM_HANDLE | (uint32_t)(pl->rate_bps ? 0x10 + k : k);
+}
+
 /* The class band (2..) whose canonical parameters are tok, or 0. */
 static size_t band_of(const struct link_kernel_plan *pl, const char *tok, char (*toks)[1024])
 {
@@ -450,12 +458,11 @@ int link_kernel_plan(const struct link_params *p, const struct link_kernel_class
 	if (link_params_validate(p))
 		return -EINVAL;
 	out->rate_bps = p->rate_bps;
-	out->prio_handle = p->rate_bps ? LINK_KERNEL_PRIO_HANDLE : LINK_KERNEL_NETEM_HANDLE;
 	out->match_dst = match_dst;
 	out->filter = filters;
 	q = *p;
 	q.rate_bps = 0;
-	out->band[0] = (struct link_kernel_plan_band){ out->prio_handle | 1, (0x10u + 1) << 16, q };
+	out->band[0] = (struct link_kernel_plan_band){ band_classid(out, 1), (0x10u + 1) << 16, q };
 	if (link_params_format(&q, toks[0], sizeof toks[0]) < 0)
 		return -EINVAL;
 	out->n_bands = 1;
@@ -472,7 +479,7 @@ int link_kernel_plan(const struct link_params *p, const struct link_kernel_class
 			if (out->n_bands == LINK_KERNEL_MAX_BANDS)
 				return -E2BIG;
 			b = ++out->n_bands;
-			out->band[b - 1] = (struct link_kernel_plan_band){ out->prio_handle | (uint32_t)b,
+			out->band[b - 1] = (struct link_kernel_plan_band){ band_classid(out, b),
 									   (0x10u + (uint32_t)b) << 16, q };
 			memcpy(toks[b - 1], tok, sizeof tok);
 		}
@@ -483,11 +490,11 @@ int link_kernel_plan(const struct link_params *p, const struct link_kernel_class
 			if (out->n_filters == max_filters)
 				return -E2BIG;
 			filters[out->n_filters++] = (struct link_kernel_plan_filter){ c[i].peers_be[k],
-										      out->prio_handle | (uint32_t)b };
+										      band_classid(out, b) };
 		}
 	}
 	if (out->n_bands < 2) {         /* prio takes at least two bands: the second stays empty */
-		out->band[1] = (struct link_kernel_plan_band){ out->prio_handle | 2, (0x10u + 2) << 16, out->band[0].p };
+		out->band[1] = (struct link_kernel_plan_band){ band_classid(out, 2), (0x10u + 2) << 16, out->band[0].p };
 		out->n_bands = 2;
 	}
 	return 0;
@@ -529,6 +536,70 @@ static int prio_add(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t h
 		rc = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
 	rtnl_qdisc_put(q);
 	return nl2errno(rc);
+}
+
+/* HTB 1: at the root, unclassified packets to class 1:defcls. */
+static int htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	int rc;
+	if (!q)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
+	rtnl_tc_set_handle(TC_CAST(q), LINK_KERNEL_NETEM_HANDLE);
+	rc = rtnl_tc_set_kind(TC_CAST(q), "htb");
+	if (rc == 0)
+		rc = rtnl_htb_set_defcls(q, defcls);
+	if (rc == 0)
+		rc = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_qdisc_put(q);
+	return nl2errno(rc);
+}
+
+/* One HTB class: rate and ceil in bytes/s, bursts of bucket bytes, one frame a round. */
+static int htb_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t classid, uint32_t rate_Bps,
+		     uint32_t ceil_Bps, uint32_t bucket, bool change)
+{
+	struct rtnl_class *c = rtnl_class_alloc();
+	int rc;
+	if (!c)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
+	rtnl_tc_set_parent(TC_CAST(c), parent);
+	rtnl_tc_set_handle(TC_CAST(c), classid);
+	rc = rtnl_tc_set_kind(TC_CAST(c), "htb");
+	if (rc == 0)
+		rc = rtnl_htb_set_rate(c, rate_Bps);
+	if (rc == 0)
+		rc = rtnl_htb_set_ceil(c, ceil_Bps);
+	if (rc == 0)
+		rc = rtnl_htb_set_rbuffer(c, bucket);
+	if (rc == 0)
+		rc = rtnl_htb_set_cbuffer(c, bucket);
+	if (rc == 0)
+		rc = rtnl_htb_set_quantum(c, 1514);
+	if (rc == 0)
+		rc = rtnl_class_add(sk, c, change ? NLM_F_REPLACE : NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_class_put(c);
+	return nl2errno(rc);
+}
+
+/* The rate's classes: 1:1 with the whole rate (the egress never above it), and under it one
+ * class per band with an equal guaranteed share and the whole rate as ceiling (a band alone
+ * may use it all; backlogged bands share it round robin). Bursts as the plain tree's TBF. */
+static int htb_classes(struct nl_sock *sk, int ifindex, const struct link_kernel_plan *pl, bool change)
+{
+	int Bps = 0, bucket = 0, rc = link_kernel_tbf_sizes(pl->rate_bps, &Bps, &bucket);
+	if (rc < 0)
+		return rc;
+	uint32_t share = (uint32_t)Bps / (uint32_t)pl->n_bands;
+	rc = htb_class(sk, ifindex, LINK_KERNEL_NETEM_HANDLE, LINK_KERNEL_NETEM_HANDLE | 1, (uint32_t)Bps,
+		       (uint32_t)Bps, (uint32_t)bucket, change);
+	for (size_t b = 0; rc == 0 && b < pl->n_bands; b++)
+		rc = htb_class(sk, ifindex, LINK_KERNEL_NETEM_HANDLE | 1, pl->band[b].classid, share ? share : 1,
+			       (uint32_t)Bps, (uint32_t)bucket, change);
+	return rc;
 }
 
 static int u32_add(struct nl_sock *sk, int ifindex, uint32_t parent, bool match_dst,
@@ -573,7 +644,7 @@ static int plan_in_ns(void *arg)
 	if (!op->rebuild) {
 		/* in place: the rate, then each band's netem (NLM_F_REPLACE, nothing deleted) */
 		if (pl->rate_bps)
-			rc = do_tbf(sk, ifindex, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE, pl->rate_bps, true);
+			rc = htb_classes(sk, ifindex, pl, true);
 		for (size_t b = 0; rc == 0 && b < pl->n_bands; b++)
 			rc = send_netem(sk, ifindex, pl->band[b].classid, pl->band[b].netem_handle, &pl->band[b].p, true);
 		goto out;
@@ -590,15 +661,17 @@ static int plan_in_ns(void *arg)
 	rtnl_qdisc_put(old);
 	if (rc == -ENOENT || rc == -EINVAL)
 		rc = 0;
-	if (rc == 0 && pl->rate_bps)
-		rc = do_tbf(sk, ifindex, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE, pl->rate_bps, false);
-	if (rc == 0)
-		rc = prio_add(sk, ifindex, pl->rate_bps ? LINK_KERNEL_NETEM_HANDLE | 1 : TC_H_ROOT, pl->prio_handle,
-			      pl->n_bands);
+	if (rc == 0 && pl->rate_bps) {
+		rc = htb_root(sk, ifindex, 0x10 + 1);
+		if (rc == 0)
+			rc = htb_classes(sk, ifindex, pl, false);
+	} else if (rc == 0) {
+		rc = prio_add(sk, ifindex, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE, pl->n_bands);
+	}
 	for (size_t b = 0; rc == 0 && b < pl->n_bands; b++)
 		rc = send_netem(sk, ifindex, pl->band[b].classid, pl->band[b].netem_handle, &pl->band[b].p, false);
 	for (size_t f = 0; rc == 0 && f < pl->n_filters; f++)
-		rc = u32_add(sk, ifindex, pl->prio_handle, pl->match_dst, &pl->filter[f]);
+		rc = u32_add(sk, ifindex, LINK_KERNEL_NETEM_HANDLE, pl->match_dst, &pl->filter[f]);
 out:
 	nl_socket_free(sk);
 	return rc;

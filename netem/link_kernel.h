@@ -61,15 +61,16 @@ int link_kernel_is_bridge_port(const char *netns, const char *ifname);
  *
  * The packets to (or from) some peer addresses take a netem of their own, e.g. the paths that
  * cross hosts with the underlay's delay subtracted. The tree, all handles fixed:
- *   no rate:   prio 1: (root)                  -> band k: netem (0x10+k):
- *   rate:      TBF 1: (root, the whole rate) -> prio 3: under 1:1 -> band k: netem (0x10+k):
- * Band 1 (class P:1) is the default: every priority maps to it, it has the direction's own
- * parameters. Bands 2.. are the classes, one per distinct parameter set; u32 filters on the prio
- * match the IPv4 destination (or source) address of each peer and steer it to its band. The rate
- * stays one TBF over the whole egress, after the delays as in the plain netem + TBF tree, so the
- * classes share it. The root (1:) counts every packet, byte and drop of the tree: the counters
- * read handle 1: as for the plain tree. */
-#define LINK_KERNEL_PRIO_HANDLE 0x30000u   /* 3: under TBF 1:1 when the tree has a rate */
+ *   no rate:   prio 1: (root)        -> band k (class 1:k): netem (0x10+k):
+ *   rate:      HTB 1: (root) -> class 1:1 (the direction's rate, ceil the same)
+ *                            -> class 1:(0x10+k) (rate/n guaranteed, ceil the rate) -> netem (0x10+k):
+ * Band 1 is the default (prio: every priority maps to it; HTB: its default class), with the
+ * direction's own parameters; bands 2.. are the classes, one per distinct parameter set; u32
+ * filters on 1: match the IPv4 destination (or source) address of each peer and steer it to its
+ * band. With a rate the bands share it through HTB's round robin (no band starves another: a
+ * prio under one rate would serve band 1 first), the whole egress never above it. Without one
+ * the device is never the bottleneck and the prio's order does not matter. The root (1:) counts
+ * every packet, byte and drop of the tree: the counters read handle 1: as for the plain tree. */
 #define LINK_KERNEL_MAX_BANDS 16           /* TCQ_PRIO_BANDS: the default + 15 classes */
 
 struct link_kernel_class {
@@ -79,7 +80,7 @@ struct link_kernel_class {
 };
 
 struct link_kernel_plan_band {
-	uint32_t classid;              /* prio's class (P:k) */
+	uint32_t classid;              /* 1:k (prio) or 1:(0x10+k) (HTB) */
 	uint32_t netem_handle;         /* (0x10+k):0 */
 	struct link_params p;          /* rate_bps 0 */
 };
@@ -90,10 +91,9 @@ struct link_kernel_plan_filter {
 };
 
 struct link_kernel_plan {
-	uint64_t rate_bps;             /* 0: prio at the root */
-	uint32_t prio_handle;          /* 1: or 3: */
+	uint64_t rate_bps;             /* 0: prio at the root, else HTB */
 	bool match_dst;                /* filters on the destination (else the source) address */
-	size_t n_bands;                /* >= 2 (prio's minimum); band 1 the default */
+	size_t n_bands;                /* >= 2 (prio's minimum, also kept with HTB); band 1 the default */
 	struct link_kernel_plan_band band[LINK_KERNEL_MAX_BANDS];
 	size_t n_filters;
 	struct link_kernel_plan_filter *filter;   /* caller's array */

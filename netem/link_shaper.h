@@ -69,8 +69,8 @@ int link_shaper_apply(struct link_shaper *self, const struct link_endpoint *ep, 
  * own, named TAG (letters and digits, at most 16; one per direction), emulated with p instead of
  * the direction's parameters; the direction's rate (TBF at the sender) still serves them all.
  * nfq: a linkd queue per class at the receiver. kernel: a netem per class at the sender's egress
- * under a prio with u32 filters (link_kernel_plan; classes with equal p share one; at most 15
- * distinct p per direction). The direction must be shaped first (link_shaper_apply). Calling it
+ * under a prio, or an HTB holding the rate, with u32 filters (link_kernel_plan; classes with
+ * equal p share one; at most 15 distinct p per direction). The direction must be shaped first (link_shaper_apply). Calling it
  * again with the same tag changes p only (peers may then be NULL, n_peers 0). Returns 0,
  * -ENOENT (direction not shaped), -E2BIG (too many classes), -EINVAL or -errno. */
 #define LINK_SHAPER_MAX_PEERS 1024

@@ -284,8 +284,8 @@ static void *sink_main(void *arg)
 }
 
 /* The rate is the direction's, over its whole egress: datagrams sent as fast as they go to the
- * local and the compensated peer at once arrive at the TBF's rate in total, not twice it (one
- * TBF per band would let each class have the whole rate), and both classes are served. */
+ * local and the compensated peer at once arrive at the rate in total, not twice it (a limit per
+ * band would let each class have the whole rate), and the two classes share it. */
 Test(kernel_peers, classes_share_the_rate, .init = setup, .fini = teardown, .timeout = 120)
 {
 	const uint64_t rate = 4000000;
@@ -331,9 +331,11 @@ Test(kernel_peers, classes_share_the_rate, .init = setup, .fini = teardown, .tim
 		    (unsigned long long)up.dropped, (unsigned long long)up.overlimits);
 	cr_assert_leq(bps, cap * 1.1, "%.3f mbit/s through a %.3f mbit/s egress", bps / 1e6, cap / 1e6);
 	cr_assert_geq(bps, cap * 0.7, "%.3f mbit/s through a %.3f mbit/s egress", bps / 1e6, cap / 1e6);
-	cr_assert_geq(k.bytes[0], total / 5, "the local peer got %llu of %llu bytes", (unsigned long long)k.bytes[0],
+	/* sent alternately, shared round robin: about half each (a strict priority of the default
+	 * band would leave the compensated peer what the local one does not take) */
+	cr_assert_geq(k.bytes[0], total * 2 / 5, "the local peer got %llu of %llu bytes", (unsigned long long)k.bytes[0],
 		      (unsigned long long)total);
-	cr_assert_geq(k.bytes[1], total / 5, "the compensated peer got %llu of %llu bytes", (unsigned long long)k.bytes[1],
-		      (unsigned long long)total);
+	cr_assert_geq(k.bytes[1], total * 2 / 5, "the compensated peer got %llu of %llu bytes",
+		      (unsigned long long)k.bytes[1], (unsigned long long)total);
 	cr_assert_gt(up.dropped + up.overlimits, 0, "a saturated egress drops or throttles: the root counts it");
 }

@@ -19,7 +19,6 @@ Test(link_kernel_plan, no_class_is_a_prio_root_with_the_default)
 	struct link_kernel_plan_filter f[1];
 	struct link_kernel_plan pl;
 	cr_assert_eq(link_kernel_plan(&p, NULL, 0, true, f, 0, &pl), 0);
-	cr_expect_eq(pl.prio_handle, LINK_KERNEL_NETEM_HANDLE);
 	cr_expect_eq(pl.rate_bps, 0);
 	cr_expect_eq(pl.n_bands, 2); /* prio's minimum */
 	cr_expect_eq(pl.n_filters, 0);
@@ -42,28 +41,27 @@ Test(link_kernel_plan, compensated_peers_get_their_band_and_the_rest_the_default
 	struct link_kernel_plan_filter f[4];
 	struct link_kernel_plan pl;
 	cr_assert_eq(link_kernel_plan(&p, c, 3, false, f, 4, &pl), 0);
-	/* the rate stays one TBF at the root over the whole egress; the prio under it */
+	/* the rate: one HTB class over the whole egress, the bands its children 1:11, 1:12, ... */
 	cr_expect_eq(pl.rate_bps, 20000000);
-	cr_expect_eq(pl.prio_handle, LINK_KERNEL_PRIO_HANDLE);
 	cr_expect_eq(pl.n_bands, 3);
 	cr_expect_not(pl.match_dst);
 	for (size_t b = 0; b < pl.n_bands; b++) {
 		cr_expect_eq(pl.band[b].p.rate_bps, 0, "band %zu has a rate of its own", b);
 		cr_expect_eq(pl.band[b].p.jitter_us, 2000);
-		cr_expect_eq(pl.band[b].classid, LINK_KERNEL_PRIO_HANDLE | (uint32_t)(b + 1));
+		cr_expect_eq(pl.band[b].classid, 0x10011u + (uint32_t)b);
 	}
 	cr_expect_eq(pl.band[0].p.delay_us, 10000);
 	cr_expect_eq(pl.band[1].p.delay_us, 8000);
 	cr_expect_eq(pl.band[2].p.delay_us, 7000);
 	cr_assert_eq(pl.n_filters, 4);
 	cr_expect_eq(f[0].addr_be, h1[0]);
-	cr_expect_eq(f[0].classid, LINK_KERNEL_PRIO_HANDLE | 2);
+	cr_expect_eq(f[0].classid, 0x10012u);
 	cr_expect_eq(f[1].addr_be, h1[1]);
-	cr_expect_eq(f[1].classid, LINK_KERNEL_PRIO_HANDLE | 2);
+	cr_expect_eq(f[1].classid, 0x10012u);
 	cr_expect_eq(f[2].addr_be, h2[0]);
-	cr_expect_eq(f[2].classid, LINK_KERNEL_PRIO_HANDLE | 3);
+	cr_expect_eq(f[2].classid, 0x10013u);
 	cr_expect_eq(f[3].addr_be, h3[0]);
-	cr_expect_eq(f[3].classid, LINK_KERNEL_PRIO_HANDLE | 2);
+	cr_expect_eq(f[3].classid, 0x10012u);
 }
 
 Test(link_kernel_plan, a_class_equal_to_the_default_still_names_its_peers)
@@ -124,7 +122,7 @@ Test(link_kernel_plan, same_layout_only_for_a_change_of_parameters)
 	cr_assert_eq(link_kernel_plan(&p, &c, 1, true, f2, 2, &y), 0);
 	cr_expect(link_kernel_plan_same_layout(&x, &y));
 	cr_expect_eq(y.band[1].p.delay_us, 25000);
-	/* a rate appears: TBF at the root, the tree is another */
+	/* a rate appears: HTB at the root, the tree is another */
 	p.rate_bps = 1000000;
 	cr_assert_eq(link_kernel_plan(&p, &c, 1, true, f2, 2, &y), 0);
 	cr_expect_not(link_kernel_plan_same_layout(&x, &y));
