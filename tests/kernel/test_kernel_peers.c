@@ -42,6 +42,9 @@ static void setup(void)
 {
 	log_init("test", LOG_WARN);
 	support_require_root();
+	/* before anything is made: a skipped test's .fini does not run */
+	if (link_shaper_probe_kernel() != 1)
+		support_skip_or_fail("kernel has no sch_netem (run make check-kernel)");
 	subnet = (getpid() % 200) + 1;
 	snprintf(ns_node, sizeof ns_node, "snk%d-node", getpid());
 	snprintf(ns_sw, sizeof ns_sw, "snk%d-sw", getpid());
@@ -65,10 +68,6 @@ static void setup(void)
 		       ns_sw, if_sw, ns_node, subnet, if_node, ns_node, subnet, if_node, ns_sw, subnet, if_sw,
 		       ns_node, if_node) != 0) {
 		support_skip_or_fail("cannot pin neighbour entries");
-		return;
-	}
-	if (link_shaper_probe_kernel() != 1) {
-		support_skip_or_fail("kernel has no sch_netem (run make check-kernel)");
 		return;
 	}
 	struct link_shaper_opts o = { .backend = LINK_BACKEND_KERNEL };
