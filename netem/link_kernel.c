@@ -1,12 +1,19 @@
 /* netem/link_kernel: netem and TBF qdiscs through netlink (see the header). */
 #include "netem/link_kernel.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_ether.h>
 #include <linux/pkt_sched.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
+#include <netlink/route/class.h>
+#include <netlink/route/classifier.h>
+#include <netlink/route/cls/u32.h>
 #include <netlink/route/link.h>
 #include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/htb.h>
+#include <netlink/route/qdisc/prio.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/tc.h>
 #include <sched.h>
@@ -65,10 +72,10 @@ static int put_u32_pair(struct nl_msg *msg, int type, uint32_t a, uint32_t b)
 	return nla_put(msg, type, sizeof v, v);
 }
 
-static int netem_msg(struct nl_msg *msg, int ifindex, const struct link_params *p)
+static int netem_msg(struct nl_msg *msg, int ifindex, uint32_t parent, uint32_t handle, const struct link_params *p)
 {
 	struct tcmsg tcm = { .tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex,
-			     .tcm_handle = LINK_KERNEL_NETEM_HANDLE, .tcm_parent = TC_H_ROOT };
+			     .tcm_handle = handle, .tcm_parent = parent };
 	struct tc_netem_qopt qopt = {
 		.limit = p->limit_pkts ? p->limit_pkts : 1000,
 		.loss = p->loss_model == LINK_LOSS_RANDOM ? netem_model_scale_ppm(p->loss_ppm) : 0,
@@ -173,11 +180,32 @@ static int do_tbf(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t han
 	return nl2errno(rc);
 }
 
+/* One netem qdisc (parent, handle) with p, created or replaced in place. */
+static int send_netem(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t handle, const struct link_params *p,
+		      bool change)
+{
+	/* Room for the 8 KB jitter table: the default message size is one page. */
+	struct nl_msg *msg = nlmsg_alloc_size(32768);
+	int rc;
+	if (msg && !nlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, RTM_NEWQDISC, 0,
+			      NLM_F_REQUEST | (change ? NLM_F_REPLACE : NLM_F_CREATE | NLM_F_EXCL))) {
+		nlmsg_free(msg);
+		msg = NULL;
+	}
+	if (!msg)
+		return -ENOMEM;
+	rc = netem_msg(msg, ifindex, parent, handle, p);
+	if (rc < 0) {
+		nlmsg_free(msg);
+		return nl2errno(rc);
+	}
+	return nl2errno(nl_send_sync(sk, msg)); /* frees msg */
+}
+
 static int netem_in_ns(void *arg)
 {
 	struct netem_op *op = arg;
 	struct nl_sock *sk = route_sock();
-	struct nl_msg *msg = NULL;
 	int rc, ifindex = ifindex_of(op);
 	if (!sk) {
 		rc = -ENOMEM;
@@ -187,24 +215,7 @@ static int netem_in_ns(void *arg)
 		rc = -ENODEV;
 		goto out;
 	}
-	/* Room for the 8 KB jitter table: the default message size is one page. */
-	msg = nlmsg_alloc_size(32768);
-	if (msg && !nlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, RTM_NEWQDISC, 0,
-			      NLM_F_REQUEST | (op->change ? NLM_F_REPLACE : NLM_F_CREATE | NLM_F_EXCL))) {
-		nlmsg_free(msg);
-		msg = NULL;
-	}
-	if (!msg) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = netem_msg(msg, ifindex, op->p);
-	if (rc < 0) {
-		rc = nl2errno(rc);
-		goto out;
-	}
-	rc = nl2errno(nl_send_sync(sk, msg)); /* frees msg */
-	msg = NULL;
+	rc = send_netem(sk, ifindex, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE, op->p, op->change);
 	if (rc < 0)
 		goto out;
 	/* Rate: TBF under netem's class 1:1 (netem hands released packets to its child). */
@@ -226,7 +237,6 @@ static int netem_in_ns(void *arg)
 		}
 	}
 out:
-	nlmsg_free(msg);
 	if (sk)
 		nl_socket_free(sk);
 	return rc;
@@ -419,6 +429,261 @@ int link_kernel_is_bridge_port(const char *netns, const char *ifname)
 {
 	struct netem_op op = { .ifname = ifname };
 	return netns_call(netns, master_in_ns, &op);
+}
+
+/* --- per-destination shaping (see the header) ------------------------------------------------ */
+
+/* Band k's class: prio's 1:k, or HTB's 1:(0x10+k) (1:1 is HTB's parent class, the rate). */
+static uint32_t band_classid(const struct link_kernel_plan *pl, size_t k)
+{
+	return LINK_KERNEL_NETEM_HANDLE | (uint32_t)(pl->rate_bps ? 0x10 + k : k);
+}
+
+/* The class band (2..) whose canonical parameters are tok, or 0. */
+static size_t band_of(const struct link_kernel_plan *pl, const char *tok, char (*toks)[1024])
+{
+	for (size_t b = 1; b < pl->n_bands; b++)
+		if (strcmp(toks[b], tok) == 0)
+			return b + 1;
+	return 0;
+}
+
+int link_kernel_plan(const struct link_params *p, const struct link_kernel_class *c, size_t n, bool match_dst,
+		     struct link_kernel_plan_filter *filters, size_t max_filters, struct link_kernel_plan *out)
+{
+	char toks[LINK_KERNEL_MAX_BANDS][1024]; /* canonical parameters of each band */
+	struct link_params q;
+
+	memset(out, 0, sizeof *out);
+	if (link_params_validate(p))
+		return -EINVAL;
+	out->rate_bps = p->rate_bps;
+	out->match_dst = match_dst;
+	out->filter = filters;
+	q = *p;
+	q.rate_bps = 0;
+	out->band[0] = (struct link_kernel_plan_band){ band_classid(out, 1), (0x10u + 1) << 16, q };
+	if (link_params_format(&q, toks[0], sizeof toks[0]) < 0)
+		return -EINVAL;
+	out->n_bands = 1;
+	for (size_t i = 0; i < n; i++) {
+		char tok[1024];
+		size_t b;
+		q = c[i].p;
+		q.rate_bps = 0;
+		if (!c[i].n_peers || link_params_validate(&q) || link_params_format(&q, tok, sizeof tok) < 0)
+			return -EINVAL;
+		/* a class equal to the default still gets a band of its own: its peers are named */
+		b = band_of(out, tok, toks);
+		if (!b) {
+			if (out->n_bands == LINK_KERNEL_MAX_BANDS)
+				return -E2BIG;
+			b = ++out->n_bands;
+			out->band[b - 1] = (struct link_kernel_plan_band){ band_classid(out, b),
+									   (0x10u + (uint32_t)b) << 16, q };
+			memcpy(toks[b - 1], tok, sizeof tok);
+		}
+		for (size_t k = 0; k < c[i].n_peers; k++) {
+			for (size_t f = 0; f < out->n_filters; f++)
+				if (filters[f].addr_be == c[i].peers_be[k])
+					return -EINVAL;
+			if (out->n_filters == max_filters)
+				return -E2BIG;
+			filters[out->n_filters++] = (struct link_kernel_plan_filter){ c[i].peers_be[k],
+										      band_classid(out, b) };
+		}
+	}
+	if (out->n_bands < 2) {         /* prio takes at least two bands: the second stays empty */
+		out->band[1] = (struct link_kernel_plan_band){ band_classid(out, 2), (0x10u + 2) << 16, out->band[0].p };
+		out->n_bands = 2;
+	}
+	return 0;
+}
+
+bool link_kernel_plan_same_layout(const struct link_kernel_plan *a, const struct link_kernel_plan *b)
+{
+	if (!a->rate_bps != !b->rate_bps || a->n_bands != b->n_bands || a->n_filters != b->n_filters ||
+	    a->match_dst != b->match_dst)
+		return false;
+	for (size_t f = 0; f < a->n_filters; f++)
+		if (a->filter[f].addr_be != b->filter[f].addr_be || a->filter[f].classid != b->filter[f].classid)
+			return false;
+	return true;
+}
+
+struct plan_op {
+	const char *ifname;
+	const struct link_kernel_plan *plan;
+	bool rebuild;
+};
+
+static int prio_add(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t handle, size_t bands)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	uint8_t map[TC_PRIO_MAX + 1] = { 0 };     /* every priority to band 1, the default */
+	int rc;
+	if (!q)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	rtnl_tc_set_parent(TC_CAST(q), parent);
+	rtnl_tc_set_handle(TC_CAST(q), handle);
+	rc = rtnl_tc_set_kind(TC_CAST(q), "prio");
+	if (rc == 0) {
+		rtnl_qdisc_prio_set_bands(q, (int)bands);
+		rc = rtnl_qdisc_prio_set_priomap(q, map, (int)sizeof map);
+	}
+	if (rc == 0)
+		rc = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_qdisc_put(q);
+	return nl2errno(rc);
+}
+
+/* HTB 1: at the root, unclassified packets to class 1:defcls. */
+static int htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	int rc;
+	if (!q)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
+	rtnl_tc_set_handle(TC_CAST(q), LINK_KERNEL_NETEM_HANDLE);
+	rc = rtnl_tc_set_kind(TC_CAST(q), "htb");
+	if (rc == 0)
+		rc = rtnl_htb_set_defcls(q, defcls);
+	if (rc == 0)
+		rc = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_qdisc_put(q);
+	return nl2errno(rc);
+}
+
+/* One HTB class: rate and ceil in bytes/s, bursts of bucket bytes, one frame a round. */
+static int htb_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t classid, uint32_t rate_Bps,
+		     uint32_t ceil_Bps, uint32_t bucket, bool change)
+{
+	struct rtnl_class *c = rtnl_class_alloc();
+	int rc;
+	if (!c)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
+	rtnl_tc_set_parent(TC_CAST(c), parent);
+	rtnl_tc_set_handle(TC_CAST(c), classid);
+	rc = rtnl_tc_set_kind(TC_CAST(c), "htb");
+	if (rc == 0)
+		rc = rtnl_htb_set_rate(c, rate_Bps);
+	if (rc == 0)
+		rc = rtnl_htb_set_ceil(c, ceil_Bps);
+	if (rc == 0)
+		rc = rtnl_htb_set_rbuffer(c, bucket);
+	if (rc == 0)
+		rc = rtnl_htb_set_cbuffer(c, bucket);
+	if (rc == 0)
+		rc = rtnl_htb_set_quantum(c, 1514);
+	if (rc == 0)
+		rc = rtnl_class_add(sk, c, change ? NLM_F_REPLACE : NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_class_put(c);
+	return nl2errno(rc);
+}
+
+/* The rate's classes: 1:1 with the whole rate (the egress never above it), and under it one
+ * class per band with an equal guaranteed share and the whole rate as ceiling (a band alone
+ * may use it all; backlogged bands share it round robin). Bursts as the plain tree's TBF. */
+static int htb_classes(struct nl_sock *sk, int ifindex, const struct link_kernel_plan *pl, bool change)
+{
+	int Bps = 0, bucket = 0, rc = link_kernel_tbf_sizes(pl->rate_bps, &Bps, &bucket);
+	if (rc < 0)
+		return rc;
+	uint32_t share = (uint32_t)Bps / (uint32_t)pl->n_bands;
+	rc = htb_class(sk, ifindex, LINK_KERNEL_NETEM_HANDLE, LINK_KERNEL_NETEM_HANDLE | 1, (uint32_t)Bps,
+		       (uint32_t)Bps, (uint32_t)bucket, change);
+	for (size_t b = 0; rc == 0 && b < pl->n_bands; b++)
+		rc = htb_class(sk, ifindex, LINK_KERNEL_NETEM_HANDLE | 1, pl->band[b].classid, share ? share : 1,
+			       (uint32_t)Bps, (uint32_t)bucket, change);
+	return rc;
+}
+
+static int u32_add(struct nl_sock *sk, int ifindex, uint32_t parent, bool match_dst,
+		   const struct link_kernel_plan_filter *f)
+{
+	struct rtnl_cls *cls = rtnl_cls_alloc();
+	int rc;
+	if (!cls)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
+	rtnl_tc_set_parent(TC_CAST(cls), parent);
+	rtnl_cls_set_protocol(cls, ETH_P_IP);
+	rtnl_cls_set_prio(cls, 1);
+	rc = rtnl_tc_set_kind(TC_CAST(cls), "u32");
+	/* the IPv4 header's source address is at byte 12, the destination at 16; terminal: a match
+	 * decides the class (without it u32 would go on to the next node) */
+	struct in_addr a = { f->addr_be };
+	if (rc == 0)
+		rc = rtnl_u32_add_key_in_addr(cls, &a, 32, match_dst ? 16 : 12, 0);
+	if (rc == 0)
+		rc = rtnl_u32_set_cls_terminal(cls);
+	if (rc == 0)
+		rc = rtnl_u32_set_classid(cls, f->classid);
+	if (rc == 0)
+		rc = rtnl_cls_add(sk, cls, NLM_F_CREATE);
+	rtnl_cls_put(cls);
+	return nl2errno(rc);
+}
+
+static int plan_in_ns(void *arg)
+{
+	struct plan_op *op = arg;
+	const struct link_kernel_plan *pl = op->plan;
+	struct nl_sock *sk = route_sock();
+	int rc = 0, ifindex = (int)if_nametoindex(op->ifname);
+	if (!sk)
+		return -ENOMEM;
+	if (ifindex <= 0) {
+		rc = -ENODEV;
+		goto out;
+	}
+	if (!op->rebuild) {
+		/* in place: the rate, then each band's netem (NLM_F_REPLACE, nothing deleted) */
+		if (pl->rate_bps)
+			rc = htb_classes(sk, ifindex, pl, true);
+		for (size_t b = 0; rc == 0 && b < pl->n_bands; b++)
+			rc = send_netem(sk, ifindex, pl->band[b].classid, pl->band[b].netem_handle, &pl->band[b].p, true);
+		goto out;
+	}
+	/* a new tree: whatever is at the root goes (with its filters), then root to leaves */
+	struct rtnl_qdisc *old = rtnl_qdisc_alloc();
+	if (!old) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rtnl_tc_set_ifindex(TC_CAST(old), ifindex);
+	rtnl_tc_set_parent(TC_CAST(old), TC_H_ROOT);
+	rc = nl2errno(rtnl_qdisc_delete(sk, old));
+	rtnl_qdisc_put(old);
+	if (rc == -ENOENT || rc == -EINVAL)
+		rc = 0;
+	if (rc == 0 && pl->rate_bps) {
+		rc = htb_root(sk, ifindex, 0x10 + 1);
+		if (rc == 0)
+			rc = htb_classes(sk, ifindex, pl, false);
+	} else if (rc == 0) {
+		rc = prio_add(sk, ifindex, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE, pl->n_bands);
+	}
+	for (size_t b = 0; rc == 0 && b < pl->n_bands; b++)
+		rc = send_netem(sk, ifindex, pl->band[b].classid, pl->band[b].netem_handle, &pl->band[b].p, false);
+	for (size_t f = 0; rc == 0 && f < pl->n_filters; f++)
+		rc = u32_add(sk, ifindex, LINK_KERNEL_NETEM_HANDLE, pl->match_dst, &pl->filter[f]);
+out:
+	nl_socket_free(sk);
+	return rc;
+}
+
+int link_kernel_apply_plan(const char *netns, const char *ifname, const struct link_kernel_plan *plan, bool rebuild)
+{
+	struct plan_op op = { ifname, plan, rebuild };
+	int rc = netns_call(netns, plan_in_ns, &op);
+	if (rc < 0)
+		log_error("per-peer classes on %s/%s: %s", netns ? netns : "", ifname, strerror(-rc));
+	return rc;
 }
 
 int link_kernel_probe(void)

@@ -37,12 +37,31 @@
 
 #define SHAPER_MAX_LINKS 4096
 
+/* kernel: a per-peer class of a direction (link_shaper_apply_peers). */
+struct kclass {
+	char tag[17];
+	uint32_t *peers_be;
+	size_t n_peers;
+	struct link_params p;
+};
+#define SHAPER_MAX_KCLASSES 64
+
+/* kernel: a direction's classes and the tree now on its interface. */
+struct kstate {
+	struct kclass cls[SHAPER_MAX_KCLASSES];
+	size_t n;
+	struct link_kernel_plan plan;       /* plan.filter: owned */
+};
+
 struct shaped {
-	char name[128];          /* receiver netns/ifname: the linkd link name */
+	char name[128];          /* nfq: receiver netns/ifname, the linkd link name; kernel: "k:" sender's */
 	uint16_t qnum;
 	bool tbf;                /* nfq: TBF at the sender's root */
 	bool rule;               /* nfq: iptables rule added */
 	bool bridged;            /* nfq: the rule matches a bridge port (physdev) */
+	/* kernel: the direction's own parameters and its per-peer classes (NULL: plain netem) */
+	struct link_params def;
+	struct kstate *k;
 };
 
 struct link_shaper {
@@ -103,10 +122,23 @@ struct link_shaper *link_shaper_new(const struct link_shaper_opts *opts)
 	return s;
 }
 
+static void kclasses_free(struct shaped *l)
+{
+	if (!l->k)
+		return;
+	for (size_t i = 0; i < l->k->n; i++)
+		free(l->k->cls[i].peers_be);
+	free(l->k->plan.filter);
+	free(l->k);
+	l->k = NULL;
+}
+
 void link_shaper_destroy(struct link_shaper **self)
 {
 	if (!self || !*self)
 		return;
+	for (size_t i = 0; i < (*self)->nlinks; i++)
+		kclasses_free(&(*self)->links[i]);
 	free(*self);
 	*self = NULL;
 }
@@ -146,6 +178,52 @@ static struct shaped *lookup(struct link_shaper *s, const char *name, bool creat
 static void link_name(const struct sides *sd, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/%s", sd->rcv_ns[0] ? sd->rcv_ns : "-", sd->rcv_if);
+}
+
+/* kernel: a direction is known by its sending side (where its qdiscs are). */
+static void kname(const struct sides *sd, char *buf, size_t len)
+{
+	snprintf(buf, len, "k:%s/%s", sd->snd_ns[0] ? sd->snd_ns : "-", sd->snd_if);
+}
+
+/* kernel: plan the direction's tree (its parameters + classes) and make it so: built anew when
+ * its layout (rate or not, bands, filters) differs from the one on the interface, else changed in
+ * place. On failure the previous plan stays recorded. */
+static int kernel_tree(const struct sides *sd, enum link_dir dir, struct shaped *l)
+{
+	struct link_kernel_class c[SHAPER_MAX_KCLASSES];
+	struct link_kernel_plan plan;
+	struct link_kernel_plan_filter *f;
+	size_t nf = 0;
+	int rc;
+
+	for (size_t i = 0; i < l->k->n; i++) {
+		c[i] = (struct link_kernel_class){ l->k->cls[i].peers_be, l->k->cls[i].n_peers, l->k->cls[i].p };
+		nf += l->k->cls[i].n_peers;
+	}
+	if (!(f = malloc((nf ? nf : 1) * sizeof *f)))
+		return -ENOMEM;
+	/* up: the packets TO the peers (the node's egress); down: those FROM them (the switch's) */
+	rc = link_kernel_plan(&l->def, c, l->k->n, dir == LINK_DIR_UP, f, nf, &plan);
+	if (rc < 0) {
+		log_error("link_shaper: per-peer classes on %s: %s", l->name + 2,
+			  rc == -E2BIG ? "more than 15 distinct parameter sets" : strerror(-rc));
+		free(f);
+		return rc;
+	}
+	bool rebuild = !l->k->plan.filter || !link_kernel_plan_same_layout(&l->k->plan, &plan);
+	rc = link_kernel_apply_plan(sd->snd_ns, sd->snd_if, &plan, rebuild);
+	if (rc < 0) {
+		free(f);
+		if (rebuild) {          /* half a tree: the next call builds it anew */
+			free(l->k->plan.filter);
+			l->k->plan.filter = NULL;
+		}
+		return rc;
+	}
+	free(l->k->plan.filter);
+	l->k->plan = plan;
+	return 0;
 }
 
 static int linkd_set_params(struct link_shaper *s, const struct sides *sd, const struct shaped *l,
@@ -214,8 +292,17 @@ int link_shaper_apply(struct link_shaper *s, const struct link_endpoint *ep, enu
 	sides_of(ep, dir, &sd);
 	if (s->backend == LINK_BACKEND_KERNEL) {
 		const char *undo[] = { "tc", "qdisc", "del", "dev", sd.snd_if, "root", NULL };
+		char kn[128];
+		kname(&sd, kn, sizeof kn);
+		struct shaped *l = lookup(s, kn, true);
 		int rc = record(s, "qdisc", sd.snd_ns, undo);
-		return rc < 0 ? rc : link_kernel_netem(sd.snd_ns, sd.snd_if, p, false);
+		if (rc < 0 || (rc = link_kernel_netem(sd.snd_ns, sd.snd_if, p, false)) < 0)
+			return rc;
+		if (l) {                /* remembered for the per-peer classes (link_shaper_apply_peers) */
+			kclasses_free(l);
+			l->def = *p;
+		}
+		return 0;
 	}
 	char name[128];
 	link_name(&sd, name, sizeof name);
@@ -266,8 +353,24 @@ int link_shaper_change(struct link_shaper *s, const struct link_endpoint *ep, en
 		return -EINVAL;
 	}
 	sides_of(ep, dir, &sd);
-	if (s->backend == LINK_BACKEND_KERNEL)
-		return link_kernel_netem(sd.snd_ns, sd.snd_if, p, true);
+	if (s->backend == LINK_BACKEND_KERNEL) {
+		char kn[128];
+		kname(&sd, kn, sizeof kn);
+		struct shaped *l = lookup(s, kn, false);
+		if (!l || !l->k) {
+			int rc = link_kernel_netem(sd.snd_ns, sd.snd_if, p, true);
+			if (rc == 0 && l)
+				l->def = *p;
+			return rc;
+		}
+		/* the default band; the classes keep theirs until link_shaper_apply_peers changes them */
+		struct link_params old = l->def;
+		l->def = *p;
+		int rc = kernel_tree(&sd, dir, l);
+		if (rc < 0)
+			l->def = old;
+		return rc;
+	}
 	char name[128];
 	link_name(&sd, name, sizeof name);
 	struct shaped *l = lookup(s, name, false);
@@ -298,6 +401,49 @@ static void peer_rule_argv(const char **argv, const char *op, const char *ifname
 	}
 }
 
+/* kernel: the class TAG of a direction (see link_shaper_apply_peers): added to or changed in the
+ * direction's tree (link_kernel_plan). */
+static int kernel_peers(struct link_shaper *s, const struct sides *sd, enum link_dir dir, const char *tag,
+			const uint32_t *peers_be, size_t n_peers, const struct link_params *p)
+{
+	char kn[128];
+	struct kclass *c = NULL;
+	int rc;
+
+	kname(sd, kn, sizeof kn);
+	struct shaped *l = lookup(s, kn, false);
+	if (!l)
+		return -ENOENT;         /* the direction is shaped first: its parameters are the default */
+	if (!l->k && !(l->k = calloc(1, sizeof *l->k)))
+		return -ENOMEM;
+	for (size_t i = 0; i < l->k->n; i++)
+		if (strcmp(l->k->cls[i].tag, tag) == 0)
+			c = &l->k->cls[i];
+	if (c) {                        /* an existing class: its parameters only */
+		struct link_params old = c->p;
+		c->p = *p;
+		if ((rc = kernel_tree(sd, dir, l)) < 0)
+			c->p = old;
+		return rc;
+	}
+	if (!n_peers)
+		return -EINVAL;         /* a new class needs its peers */
+	if (l->k->n == SHAPER_MAX_KCLASSES)
+		return -E2BIG;
+	c = &l->k->cls[l->k->n];
+	*c = (struct kclass){ .n_peers = n_peers, .p = *p };
+	snprintf(c->tag, sizeof c->tag, "%s", tag);
+	if (!(c->peers_be = malloc(n_peers * sizeof *peers_be)))
+		return -ENOMEM;
+	memcpy(c->peers_be, peers_be, n_peers * sizeof *peers_be);
+	l->k->n++;
+	if ((rc = kernel_tree(sd, dir, l)) < 0) {
+		free(c->peers_be);
+		l->k->n--;
+	}
+	return rc;
+}
+
 int link_shaper_apply_peers(struct link_shaper *s, const struct link_endpoint *ep, enum link_dir dir,
 			    const char *tag, const uint32_t *peers_be, size_t n_peers, const struct link_params *p)
 {
@@ -307,11 +453,11 @@ int link_shaper_apply_peers(struct link_shaper *s, const struct link_endpoint *e
 		log_error("link_shaper: %s", why);
 		return -EINVAL;
 	}
-	if (s->backend != LINK_BACKEND_NFQ)
-		return -ENOTSUP;
 	if (n_peers > LINK_SHAPER_MAX_PEERS || !tag || !*tag || strlen(tag) > 16 || strpbrk(tag, " /=\n"))
 		return -EINVAL;
 	sides_of(ep, dir, &sd);
+	if (s->backend == LINK_BACKEND_KERNEL)
+		return kernel_peers(s, &sd, dir, tag, peers_be, n_peers, p);
 	char name[128], own[128];
 	link_name(&sd, own, sizeof own);
 	struct shaped *base = lookup(s, own, false);
@@ -625,8 +771,16 @@ int link_shaper_remove(struct link_shaper *s, const struct link_endpoint *ep, en
 {
 	struct sides sd;
 	sides_of(ep, dir, &sd);
-	if (s->backend == LINK_BACKEND_KERNEL)
+	if (s->backend == LINK_BACKEND_KERNEL) {
+		char kn[128];
+		kname(&sd, kn, sizeof kn);
+		struct shaped *l = lookup(s, kn, false);
+		if (l) {
+			kclasses_free(l);
+			*l = s->links[--s->nlinks];
+		}
 		return link_kernel_del(sd.snd_ns, sd.snd_if, TC_H_ROOT, LINK_KERNEL_NETEM_HANDLE);
+	}
 	char name[128], req[200], reply[256];
 	link_name(&sd, name, sizeof name);
 	struct shaped *l = lookup(s, name, false);

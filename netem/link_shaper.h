@@ -64,13 +64,15 @@ enum link_backend link_shaper_backend(const struct link_shaper *self);
 /* Start shaping one direction. Returns 0 or -errno (-EINVAL for invalid params, logged). */
 int link_shaper_apply(struct link_shaper *self, const struct link_endpoint *ep, enum link_dir dir,
 		      const struct link_params *p);
-/* Shape a direction's packets exchanged with some peers differently from the rest (nfq only):
- * those whose destination (up) or source (down) is one of the n_peers IPv4 addresses go to a
- * class of their own, named TAG (letters and digits, at most 16; one per direction), emulated
- * with p instead of the direction's parameters; the direction's rate (TBF at the sender) still
- * serves them. The direction must be shaped first (link_shaper_apply). Calling it again with the
- * same tag changes p only (peers may then be NULL, n_peers 0). Returns 0, -ENOTSUP (kernel backend), -ENOENT (direction not shaped),
- * -EINVAL or -errno. */
+/* Shape a direction's packets exchanged with some peers differently from the rest: those whose
+ * destination (up) or source (down) is one of the n_peers IPv4 addresses go to a class of their
+ * own, named TAG (letters and digits, at most 16; one per direction), emulated with p instead of
+ * the direction's parameters; the direction's rate (TBF at the sender) still serves them all.
+ * nfq: a linkd queue per class at the receiver. kernel: a netem per class at the sender's egress
+ * under a prio, or an HTB holding the rate, with u32 filters (link_kernel_plan; classes with
+ * equal p share one; at most 15 distinct p per direction). The direction must be shaped first (link_shaper_apply). Calling it
+ * again with the same tag changes p only (peers may then be NULL, n_peers 0). Returns 0,
+ * -ENOENT (direction not shaped), -E2BIG (too many classes), -EINVAL or -errno. */
 #define LINK_SHAPER_MAX_PEERS 1024
 int link_shaper_apply_peers(struct link_shaper *self, const struct link_endpoint *ep, enum link_dir dir,
 			    const char *tag, const uint32_t *peers_be, size_t n_peers, const struct link_params *p);

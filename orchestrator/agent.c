@@ -716,7 +716,8 @@ static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len
 	rc = link_shaper_apply_peers(st->shaper, &ep, d, tag, peers, n, &lp);
 	if (rc < 0) {
 		snprintf(msg, len, "shapepeers: %s %s: %s", name, dir,
-			 rc == -ENOTSUP ? "per-peer classes need the nfq backend" : strerror(-rc));
+			 rc == -E2BIG ? "more than 15 distinct delays across hosts in one direction (the kernel backend's "
+					"prio bands)" : strerror(-rc));
 		return rc;
 	}
 	struct agent_class *c = &st->classes[st->n_classes++];

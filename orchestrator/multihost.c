@@ -455,7 +455,6 @@ int multihost_shape(struct multihost *self, const struct plan_run *run, const st
 		    const char *want, bool trace, const char **backend, FILE *err_out)
 {
 	char reply[AGENT_LINE_MAX], req[AGENT_LINE_MAX];
-	bool classes = false;
 	size_t n_comp = 0;
 	uint32_t u_min = UINT32_MAX, u_max = 0;
 	/* every path across hosts checked before anything is shaped */
@@ -468,7 +467,6 @@ int multihost_shape(struct multihost *self, const struct plan_run *run, const st
 				fprintf(err_out, "stalenet: %s\n", err);
 				return -ERANGE;
 			}
-			classes = classes || where != MULTIHOST_COMP_NONE;
 			if (where != MULTIHOST_COMP_NONE) {
 				n_comp++;
 				u_min = u < u_min ? u : u_min;
@@ -478,11 +476,6 @@ int multihost_shape(struct multihost *self, const struct plan_run *run, const st
 	if (n_comp)
 		fprintf(err_out, "stalenet: delay compensation: %zu path(s) across hosts shaped %u..%u us less (the "
 			"underlay's one-way delay)\n", n_comp, u_min, u_max);
-	if (classes && !strcmp(want, "kernel")) {
-		fprintf(err_out, "stalenet: delay compensation on links across hosts needs the nfq backend (its per-peer "
-			"classes); the kernel backend cannot compensate yet: drop --backend kernel\n");
-		return -ENOTSUP;
-	}
 	for (size_t h = 0; h < self->hosts->n; h++) {
 		snprintf(req, sizeof req, "shaper %s", want);
 		if (host_used(p, h) && request_ok(self, h, req, reply, sizeof reply, err_out))

@@ -61,9 +61,9 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
  * pair to its host's switch; a path across hosts is the sender's up, the underlay, the
  * receiver's down), with delay compensation on the paths that cross hosts (see
  * multihost_compensation): the compensating end shapes its cross-host peers in a class of their
- * own (nfq per-peer classes, link_shaper_apply_peers) with its delay less the underlay's.
- * want: the backend asked of every host ("nfq", "kernel"; compensation needs nfq, so "kernel"
- * is refused when a path needs it). Every path is checked before anything is shaped. Unshaped
+ * own (link_shaper_apply_peers: a linkd queue with nfq, a netem band with u32 filters on the
+ * sender's egress with kernel) with its delay less the underlay's. want: the backend asked of
+ * every host ("nfq", "kernel", "auto"). Every path is checked before anything is shaped. Unshaped
  * directions are left alone, unless the run changes them (a timeline change of the node; trace:
  * network.trace reshapes every link). *backend: what the first host that shaped a link used. Returns 0
  * or -errno after an error line. */

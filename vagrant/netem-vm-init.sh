@@ -11,7 +11,7 @@ WORK=$(arg workdir)
 # and the queue itself; the bridge for the testbed's switch; br_netfilter also makes the sysctl
 # net.bridge.bridge-nf-call-iptables that the backend writes. nf_tables needs libcrc32c, whose
 # crc32c (crc32c_generic) busybox's modprobe does not load by itself (a soft dependency).
-for m in virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf \
+for m in virtio_pci 9pnet_virtio 9p veth vxlan sch_netem sch_tbf \
 	crc32c_generic bridge br_netfilter nf_tables nft_compat nft_chain_nat nfnetlink_queue \
 	xt_NFQUEUE xt_physdev xt_mark ip_tables iptable_mangle ip6table_mangle; do
 	modprobe $m || echo "modprobe $m failed"

@@ -15,8 +15,8 @@ set -euo pipefail
 
 # What the cached VM holds; bump it when the initramfs gains modules, so a VM cached by an older
 # script is rebuilt instead of failing (2: bridge and netfilter for `stalenet run` and the nfq
-# backend).
-VM_LAYOUT=4
+# backend; 5: vxlan and udp_tunnel for runs across test hosts).
+VM_LAYOUT=5
 
 die() { echo "netem-vm: $*" >&2; exit 1; }
 cmd=${1:-}; shift || true
@@ -76,7 +76,8 @@ PY
 	rm -rf "$ir" && mkdir -p "$ir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,host} "$ir/lib/modules/$kver"
 	# bridge, llc/stp and netfilter (iptables-nft, NFQUEUE): what a whole `stalenet run` needs.
 	(cd "$km" && find kernel/drivers/virtio kernel/fs/9p kernel/fs/netfs kernel/fs/fscache kernel/net/9p \
-		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko \
+		kernel/net/sched kernel/drivers/net/veth.ko kernel/drivers/net/ifb.ko kernel/drivers/net/vxlan/vxlan.ko \
+		kernel/net/ipv4/udp_tunnel.ko kernel/net/ipv6/ip6_udp_tunnel.ko \
 		kernel/net/bridge kernel/net/802 kernel/net/llc kernel/net/netfilter kernel/net/ipv4/netfilter \
 		kernel/net/ipv6/netfilter kernel/lib/libcrc32c.ko kernel/crypto/crc32c_generic.ko -name '*.ko*' 2>/dev/null \
 		| grep -v -E '9pnet_(rdma|xen)|virtio_(mem|balloon|input|vdpa|mmio|dma_buf)|netfilter/(ipvs|ipset)/' \
