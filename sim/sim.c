@@ -42,6 +42,7 @@
 #include "sim/sim_p2p.h"
 #include "sim/sim_profile.h"
 #include "sim/sim_ring.h"
+#include "sim/sim_setup.h"
 #include "sim/sim_status.h"
 #include "sim/sim_train.h"
 
@@ -633,30 +634,13 @@ static void dispatch(struct sim *s, const struct sim_event *e)
 
 /* --- setup --------------------------------------------------------------------------------- */
 
-static void model_spec_of(const struct scenario *sc, struct model_spec *spec)
-{
-	memset(spec, 0, sizeof *spec);
-	spec->kind = sc->model.kind == SCENARIO_MODEL_MLP ? MODEL_MLP :
-		     sc->model.kind == SCENARIO_MODEL_CNN ? MODEL_CNN : MODEL_SOFTMAX;
-	spec->rows = 28;
-	spec->cols = 28;
-	spec->nclasses = 10;
-	spec->channels = 32;
-	spec->kernel = 5;
-	if (spec->kind != MODEL_SOFTMAX) {
-		spec->nhidden = (uint32_t)sc->model.n_hidden;
-		for (size_t i = 0; i < sc->model.n_hidden && i < MODEL_MAX_HIDDEN; i++)
-			spec->hidden[i] = sc->model.hidden[i];
-	}
-}
-
 size_t sim_model_params(const struct scenario *sc)
 {
 	struct model_spec spec;
 	struct model *m;
 	size_t n;
 
-	model_spec_of(sc, &spec);
+	sim_setup_model_spec(sc, 28, 28, &spec);
 	m = model_new(&spec, 1);
 	n = m ? model_nparams(m) : 0;
 	model_destroy(&m);
@@ -690,7 +674,7 @@ int sim_measure_costs(const struct scenario *sc, int64_t *step_ns_out, int64_t *
 	double loss;
 	int rc = -ENOMEM;
 
-	model_spec_of(sc, &spec);
+	sim_setup_model_spec(sc, 28, 28, &spec);
 	m = model_new(&spec, 1);
 	if (!m)
 		goto out;
