@@ -272,16 +272,6 @@ static void put_row(struct csv_buf *b, const struct fleet_summary_row *r)
 	csv_buf_put(b, "\n");
 }
 
-static bool is_run_dir(const char *dir, const char *name)
-{
-	char path[4096];
-
-	if (name[0] == '.')
-		return false;
-	snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
-	return access(path, F_OK) == 0;
-}
-
 int fleet_summary_rebuild(const char *dir, char *err, size_t errlen)
 {
 	struct fleet_summary_row *rows = NULL;
@@ -292,19 +282,7 @@ int fleet_summary_rebuild(const char *dir, char *err, size_t errlen)
 	bool single;
 	int rc;
 
-	snprintf(path, sizeof path, "%s/meta.json", dir);
-	single = access(path, F_OK) == 0;
-	if (single) {
-		names = calloc(1, sizeof *names);
-		if (names && !(names[0] = strdup("."))) {
-			free(names);
-			names = NULL;
-		}
-		rc = names ? 0 : -ENOMEM;
-		nnames = names ? 1 : 0;
-	} else {
-		rc = summary_list_dir(dir, is_run_dir, NULL, &names, &nnames);
-	}
+	rc = summary_list_runs(dir, &names, &nnames, &single);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
 		return rc;

@@ -856,6 +856,27 @@ static bool is_run_dir(const char *dir, const char *name)
 	return access(path, F_OK) == 0;
 }
 
+int summary_list_runs(const char *dir, char ***out, size_t *nout, bool *single)
+{
+	char path[4096];
+
+	*out = NULL;
+	*nout = 0;
+	/* A run directory holds meta.json (whatever it is: meta_load_dir says what is wrong). */
+	snprintf(path, sizeof path, "%s/meta.json", dir);
+	*single = access(path, F_OK) == 0;
+	if (!*single)
+		return summary_list_dir(dir, is_run_dir, NULL, out, nout);
+	*out = calloc(1, sizeof **out);
+	if (!*out || !((*out)[0] = strdup("."))) {
+		free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
+	*nout = 1;
+	return 0;
+}
+
 int summary_rebuild(const char *dir, char *err, size_t errlen)
 {
 	return summary_rebuild_each(dir, NULL, NULL, err, errlen);
@@ -872,25 +893,13 @@ int summary_rebuild_each(const char *dir, summary_run_fn *fn, void *arg, char *e
 	bool single;
 	int rc;
 
-	/* A run directory holds meta.json (whatever it is: meta_load_dir says what is wrong). */
-	snprintf(path, sizeof path, "%s/meta.json", dir);
-	single = access(path, F_OK) == 0;
-	if (single) {
-		names = calloc(1, sizeof *names);
-		if (!names || !(names[0] = strdup("."))) {
-			free(names);
-			names = NULL;
-			rc = -ENOMEM;
+	rc = summary_list_runs(dir, &names, &nnames, &single);
+	if (rc < 0) {
+		if (single)
 			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		nnames = 1;
-	} else {
-		rc = summary_list_dir(dir, is_run_dir, NULL, &names, &nnames);
-		if (rc < 0) {
+		else
 			snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
-			return rc;
-		}
+		return rc;
 	}
 	rows = calloc(nnames + 1, sizeof *rows);
 	if (!rows) {
