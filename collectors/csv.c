@@ -207,3 +207,44 @@ void csv_writer_close(struct csv_writer **self)
 	free(*self);
 	*self = NULL;
 }
+
+void csv_buf_put(struct csv_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (b->rc < 0)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *np;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		if (!(np = realloc(b->p, cap))) {
+			b->rc = -ENOMEM;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n + 1);
+	b->len += n;
+}
+
+void csv_buf_field(struct csv_buf *b, const char *s)
+{
+	char stackbuf[512], *q = stackbuf;
+	size_t n = csv_quote(s, stackbuf, sizeof stackbuf);
+
+	if (n >= sizeof stackbuf) {
+		q = malloc(n + 1);
+		if (!q) {
+			b->rc = -ENOMEM;
+			return;
+		}
+		csv_quote(s, q, n + 1);
+	}
+	csv_buf_put(b, q);
+	if (q != stackbuf)
+		free(q);
+}

@@ -34,6 +34,20 @@ size_t csv_quote(const char *s, char *buf, size_t buflen);
 /* Whether s must be quoted as a CSV field (holds ',', '"', CR or LF). */
 bool csv_needs_quote(const char *s);
 
+/* CSV text built in memory (a whole file to be replaced at once). p is NUL-terminated once
+ * anything was put (malloc'd: the caller frees it), len its length. rc turns -ENOMEM when the
+ * text cannot grow; every later put is then ignored, so a caller checks rc once at the end. */
+struct csv_buf {
+	char *p;
+	size_t len, cap;
+	int rc;
+};
+
+/* Append s as it is. */
+void csv_buf_put(struct csv_buf *b, const char *s);
+/* Append s as one CSV field (csv_quote). */
+void csv_buf_field(struct csv_buf *b, const char *s);
+
 /* Rows written through this writer since open. */
 size_t csv_writer_rows(const struct csv_writer *self);
 

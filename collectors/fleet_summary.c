@@ -213,116 +213,63 @@ out:
 
 /* ---- fleet_summary.csv ---------------------------------------------------------------- */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	int rc;
-};
-
-static void put(struct buf *b, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (b->rc < 0)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *np;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		if (!(np = realloc(b->p, cap))) {
-			b->rc = -ENOMEM;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n + 1);
-	b->len += n;
-}
-
-static void put_field(struct buf *b, const char *s)
-{
-	size_t n = csv_quote(s, NULL, 0);
-	char *q = malloc(n + 1);
-
-	if (!q) {
-		b->rc = -ENOMEM;
-		return;
-	}
-	csv_quote(s, q, n + 1);
-	put(b, q);
-	free(q);
-}
-
-static void put_num(struct buf *b, int prec, double v)
+static void put_num(struct csv_buf *b, int prec, double v)
 {
 	char s[64] = "";
 
 	if (!isnan(v))
 		snprintf(s, sizeof s, "%.*f", prec, v);
-	put(b, s);
+	csv_buf_put(b, s);
 }
 
-static void put_u(struct buf *b, uint64_t v)
+static void put_u(struct csv_buf *b, uint64_t v)
 {
 	char s[32];
 
 	snprintf(s, sizeof s, "%llu", (unsigned long long)v);
-	put(b, s);
+	csv_buf_put(b, s);
 }
 
-static void put_row(struct buf *b, const struct fleet_summary_row *r)
+static void put_row(struct csv_buf *b, const struct fleet_summary_row *r)
 {
-	put_field(b, r->meta.run_id);
-	put(b, ",");
+	csv_buf_field(b, r->meta.run_id);
+	csv_buf_put(b, ",");
 	put_u(b, r->devices);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 3, r->duration_s);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_u(b, r->versions_made);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_u(b, r->versions);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_u(b, r->rejected);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_u(b, r->bytes_tx);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 0, r->bytes_per_device_hour);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_u(b, r->bytes_stored);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 1, r->stored_per_version);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 3, r->lag_mean_s);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 3, r->lag_max_s);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	if (r->has_recover) {
 		put_u(b, r->recover_versions);
-		put(b, ",");
+		csv_buf_put(b, ",");
 		put_u(b, r->recover_failed);
 	} else {
-		put(b, ",");
+		csv_buf_put(b, ",");
 	}
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 6, r->recover_s_mean);
-	put(b, ",");
+	csv_buf_put(b, ",");
 	put_num(b, 6, r->recover_s_max);
-	put(b, ",");
-	put_field(b, r->meta.status);
-	put(b, "\n");
-}
-
-static bool is_run_dir(const char *dir, const char *name)
-{
-	char path[4096];
-
-	if (name[0] == '.')
-		return false;
-	snprintf(path, sizeof path, "%s/%s/meta.json", dir, name);
-	return access(path, F_OK) == 0;
+	csv_buf_put(b, ",");
+	csv_buf_field(b, r->meta.status);
+	csv_buf_put(b, "\n");
 }
 
 int fleet_summary_rebuild(const char *dir, char *err, size_t errlen)
@@ -330,24 +277,12 @@ int fleet_summary_rebuild(const char *dir, char *err, size_t errlen)
 	struct fleet_summary_row *rows = NULL;
 	char keys[META_MAX_SWEEP * 4][META_KEY_LEN];
 	char **names = NULL, path[4096];
-	struct buf b = { 0 };
+	struct csv_buf b = { 0 };
 	size_t nnames = 0, nrows = 0, nkeys = 0;
 	bool single;
 	int rc;
 
-	snprintf(path, sizeof path, "%s/meta.json", dir);
-	single = access(path, F_OK) == 0;
-	if (single) {
-		names = calloc(1, sizeof *names);
-		if (names && !(names[0] = strdup("."))) {
-			free(names);
-			names = NULL;
-		}
-		rc = names ? 0 : -ENOMEM;
-		nnames = names ? 1 : 0;
-	} else {
-		rc = summary_list_dir(dir, is_run_dir, NULL, &names, &nnames);
-	}
+	rc = summary_list_runs(dir, &names, &nnames, &single);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
 		return rc;
@@ -385,16 +320,16 @@ int fleet_summary_rebuild(const char *dir, char *err, size_t errlen)
 	if (nrows == 0)
 		goto out;
 	for (size_t k = 0; k < nkeys; k++) {
-		put_field(&b, keys[k]);
-		put(&b, ",");
+		csv_buf_field(&b, keys[k]);
+		csv_buf_put(&b, ",");
 	}
-	put(&b, FLEET_SUMMARY_HEADER "\n");
+	csv_buf_put(&b, FLEET_SUMMARY_HEADER "\n");
 	for (size_t i = 0; i < nrows; i++) {
 		for (size_t k = 0; k < nkeys; k++) {
 			const char *v = meta_sweep_value(&rows[i].meta, keys[k]);
 
-			put_field(&b, v ? v : "");
-			put(&b, ",");
+			csv_buf_field(&b, v ? v : "");
+			csv_buf_put(&b, ",");
 		}
 		put_row(&b, &rows[i]);
 	}

@@ -770,35 +770,53 @@ out:
 	return rc;
 }
 
+typedef int band_load_fn(const struct plot_set *set, struct plot_band *bands, char *err, size_t errlen);
+
+/* The start of a figure of one band per sweep point over time: the bands loaded by load,
+ * NAME_P.dat written for each, NAME's script opened and titled with what. Returns the script,
+ * or NULL with *rc < 0 (failure) or 0 (nothing to plot). *bands is the caller's to free. */
+static FILE *band_fig_begin(struct ctx *c, const char *name, band_load_fn *load, const char *what,
+			    struct plot_band **bands, int *rc)
+{
+	FILE *f;
+
+	*bands = calloc(c->set->npoints, sizeof **bands);
+	if (!*bands) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = load(c->set, *bands, c->err, c->errlen);
+	if (*rc <= 0)
+		return NULL;
+	for (size_t p = 0; p < c->set->npoints && *rc >= 0; p++)
+		*rc = write_band(c, name, p, &(*bands)[p]);
+	if (*rc < 0)
+		return NULL;
+	f = fig_begin(c, name);
+	if (!f) {
+		*rc = -EIO;
+		return NULL;
+	}
+	title_repeats(f, c, what);
+	fprintf(f, "set xlabel 'time since run start (s)'\n");
+	return f;
+}
+
 /* Cumulative packets dropped on all emulated links over time, per sweep point. */
 static int fig_link_drops(struct ctx *c)
 {
 	struct plot_band *bands = NULL;
-	FILE *f = NULL;
 	int rc;
+	FILE *f = band_fig_begin(c, "link_drops", plot_data_link_drops,
+				 "Packets dropped on the emulated links (all links summed, cumulative)", &bands, &rc);
 
-	bands = calloc(c->set->npoints, sizeof *bands);
-	if (!bands)
-		return -ENOMEM;
-	rc = plot_data_link_drops(c->set, bands, c->err, c->errlen);
-	if (rc <= 0)
-		goto out;
-	for (size_t p = 0; p < c->set->npoints && rc >= 0; p++)
-		rc = write_band(c, "link_drops", p, &bands[p]);
-	if (rc < 0)
-		goto out;
-	f = fig_begin(c, "link_drops");
-	if (!f) {
-		rc = -EIO;
-		goto out;
+	if (f) {
+		fprintf(f, "set ylabel 'packets dropped (count)'\n");
+		fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
+		plot_bands(f, c, "link_drops");
+		fputc('\n', f);
+		rc = fig_end(c, "link_drops", f, 1000, 600);
 	}
-	title_repeats(f, c, "Packets dropped on the emulated links (all links summed, cumulative)");
-	fprintf(f, "set xlabel 'time since run start (s)'\nset ylabel 'packets dropped (count)'\n");
-	fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
-	plot_bands(f, c, "link_drops");
-	fputc('\n', f);
-	rc = fig_end(c, "link_drops", f, 1000, 600);
-out:
 	free(bands);
 	return rc;
 }
@@ -899,27 +917,16 @@ out:
 /* Cumulative sync bytes that reached the registry, all devices, per sweep point. */
 static int fig_fleet_bytes(struct ctx *c)
 {
-	struct plot_band *bands = calloc(c->set->npoints, sizeof *bands);
-	FILE *f = NULL;
+	struct plot_band *bands = NULL;
 	int rc;
+	FILE *f = band_fig_begin(c, "fleet_bytes", plot_fleet_bytes,
+				 "Fleet sync bytes received by the registry (all devices, cumulative)", &bands, &rc);
 
-	if (!bands)
-		return -ENOMEM;
-	rc = plot_fleet_bytes(c->set, bands, c->err, c->errlen);
-	if (rc <= 0)
+	if (!f)
 		goto out;
-	for (size_t p = 0; p < c->set->npoints && rc >= 0; p++)
-		rc = write_band(c, "fleet_bytes", p, &bands[p]);
-	if (rc < 0)
-		goto out;
-	f = fig_begin(c, "fleet_bytes");
-	if (!f) {
-		rc = -EIO;
-		goto out;
-	}
-	title_repeats(f, c, "Fleet sync bytes received by the registry (all devices, cumulative)");
-	fprintf(f, "set xlabel 'time since run start (s)'\nset ylabel 'bytes (MiB)'\n");
-	fprintf(f, "set yrange [0:*]\nset key inside top left\nplot ");
+	fprintf(f, "set ylabel 'bytes (MiB)'\n");
+	fprintf(f, "set yrange [0:*]\nset key inside top left\n");
+	fprintf(f, "plot ");
 	for (size_t p = 0; p < c->set->npoints; p++) {
 		if (c->set->points[p].nruns > 1)
 			fprintf(f, "'fleet_bytes_%zu.dat' using 1:($3/1048576):($4/1048576) with "

@@ -646,72 +646,28 @@ static int keyset_add(struct keyset *ks, const char *key)
 	return 1;
 }
 
-static void append_str(char **buf, size_t *len, size_t *cap, const char *s, int *rc)
-{
-	size_t n = strlen(s);
-
-	if (*rc < 0)
-		return;
-	if (*len + n + 1 > *cap) {
-		size_t nc = (*cap ? *cap : 4096);
-		char *nb;
-
-		while (nc < *len + n + 1)
-			nc *= 2;
-		nb = realloc(*buf, nc);
-		if (!nb) {
-			*rc = -ENOMEM;
-			return;
-		}
-		*buf = nb;
-		*cap = nc;
-	}
-	memcpy(*buf + *len, s, n + 1);
-	*len += n;
-}
-
-/* Append s as one CSV field, quoted where it needs it. */
-static void append_field(char **buf, size_t *len, size_t *cap, const char *s, int *rc)
-{
-	char stackbuf[512], *q = stackbuf;
-	size_t n = csv_quote(s, stackbuf, sizeof stackbuf);
-
-	if (n >= sizeof stackbuf) {
-		q = malloc(n + 1);
-		if (!q) {
-			*rc = -ENOMEM;
-			return;
-		}
-		csv_quote(s, q, n + 1);
-	}
-	append_str(buf, len, cap, q, rc);
-	if (q != stackbuf)
-		free(q);
-}
-
-static void header_line(const struct keyset *ks, char **buf, size_t *len, size_t *cap, int *rc)
+static void header_line(const struct keyset *ks, struct csv_buf *b)
 {
 	for (size_t i = 0; i < ks->n; i++) {
-		append_field(buf, len, cap, ks->k[i], rc);
-		append_str(buf, len, cap, ",", rc);
+		csv_buf_field(b, ks->k[i]);
+		csv_buf_put(b, ",");
 	}
-	append_str(buf, len, cap, SUMMARY_FIXED_HEADER "\n", rc);
+	csv_buf_put(b, SUMMARY_FIXED_HEADER "\n");
 }
 
-static void row_line(const struct keyset *ks, const struct summary_row *r, char **buf,
-		     size_t *len, size_t *cap, int *rc)
+static void row_line(const struct keyset *ks, const struct summary_row *r, struct csv_buf *b)
 {
 	char fixed[2048];
 
 	for (size_t i = 0; i < ks->n; i++) {
 		const char *v = meta_sweep_value(&r->meta, ks->k[i]);
 
-		append_field(buf, len, cap, v ? v : "", rc);
-		append_str(buf, len, cap, ",", rc);
+		csv_buf_field(b, v ? v : "");
+		csv_buf_put(b, ",");
 	}
 	format_fixed(r, fixed, sizeof fixed);
-	append_str(buf, len, cap, fixed, rc);
-	append_str(buf, len, cap, "\n", rc);
+	csv_buf_put(b, fixed);
+	csv_buf_put(b, "\n");
 }
 
 static int write_atomic(const char *path, const char *data, size_t len, char *err, size_t errlen)
@@ -748,8 +704,8 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 {
 	struct keyset ks = { 0 };
 	struct table *t = NULL;
-	char *buf = NULL;
-	size_t len = 0, cap = 0, nold = 0;
+	struct csv_buf b = { 0 };
+	size_t nold = 0;
 	bool missing = false, grown = false, replace = false, old = false;
 	int crun = -1, rc = 0;
 
@@ -781,14 +737,14 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 	if (t && !grown && !replace && !old) {
 		struct csv_writer *w = csv_writer_open(path, NULL);
 
-		row_line(&ks, row, &buf, &len, &cap, &rc);
-		if (rc == 0 && len > 0)
-			buf[len - 1] = '\0'; /* the writer adds the newline */
-		if (!w || rc < 0) {
+		row_line(&ks, row, &b);
+		if (b.rc == 0 && b.len > 0)
+			b.p[b.len - 1] = '\0'; /* the writer adds the newline */
+		if (!w || b.rc < 0) {
 			snprintf(err, errlen, "%s: cannot append", path);
-			rc = rc < 0 ? rc : -EIO;
+			rc = b.rc < 0 ? b.rc : -EIO;
 		} else {
-			rc = csv_writer_row(w, "%s", buf);
+			rc = csv_writer_row(w, "%s", b.p);
 			if (rc < 0)
 				snprintf(err, errlen, "%s: write failed", path);
 		}
@@ -796,35 +752,36 @@ int summary_append(const char *path, const struct summary_row *row, char *err, s
 		goto out;
 	}
 	/* Rewrite: union header, old rows remapped by column name, then the new row. */
-	header_line(&ks, &buf, &len, &cap, &rc);
+	header_line(&ks, &b);
 	for (size_t r = 0; t && r < table_rows(t); r++) {
 		if (strcmp(table_get(t, r, (size_t)crun), row->meta.run_id) == 0)
 			continue;
 		for (size_t i = 0; i < ks.n; i++) {
 			int c = table_col(t, ks.k[i]);
 
-			append_field(&buf, &len, &cap, c >= 0 && c < crun ? table_get(t, r, (size_t)c) : "", &rc);
-			append_str(&buf, &len, &cap, ",", &rc);
+			csv_buf_field(&b, c >= 0 && c < crun ? table_get(t, r, (size_t)c) : "");
+			csv_buf_put(&b, ",");
 		}
 		for (size_t c = (size_t)crun; c < table_cols(t); c++) {
 			/* a row of the older header: late_p99_worst_ms (before status) unknown */
 			if (old && c + 1 == table_cols(t))
-				append_str(&buf, &len, &cap, ",", &rc);
-			append_field(&buf, &len, &cap, table_get(t, r, c), &rc);
-			append_str(&buf, &len, &cap, c + 1 < table_cols(t) ? "," : "", &rc);
+				csv_buf_put(&b, ",");
+			csv_buf_field(&b, table_get(t, r, c));
+			csv_buf_put(&b, c + 1 < table_cols(t) ? "," : "");
 		}
 		/* ... and the guard's columns (after status) */
-		append_str(&buf, &len, &cap, old ? ",,,,,\n" : "\n", &rc);
+		csv_buf_put(&b, old ? ",,,,,\n" : "\n");
 	}
-	row_line(&ks, row, &buf, &len, &cap, &rc);
-	if (rc < 0) {
+	row_line(&ks, row, &b);
+	if (b.rc < 0) {
+		rc = b.rc;
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
-	rc = write_atomic(path, buf, len, err, errlen);
+	rc = write_atomic(path, b.p, b.len, err, errlen);
 out:
 	free(ks.k);
-	free(buf);
+	free(b.p);
 	table_destroy(&t);
 	return rc;
 }
@@ -899,6 +856,27 @@ static bool is_run_dir(const char *dir, const char *name)
 	return access(path, F_OK) == 0;
 }
 
+int summary_list_runs(const char *dir, char ***out, size_t *nout, bool *single)
+{
+	char path[4096];
+
+	*out = NULL;
+	*nout = 0;
+	/* A run directory holds meta.json (whatever it is: meta_load_dir says what is wrong). */
+	snprintf(path, sizeof path, "%s/meta.json", dir);
+	*single = access(path, F_OK) == 0;
+	if (!*single)
+		return summary_list_dir(dir, is_run_dir, NULL, out, nout);
+	*out = calloc(1, sizeof **out);
+	if (!*out || !((*out)[0] = strdup("."))) {
+		free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
+	*nout = 1;
+	return 0;
+}
+
 int summary_rebuild(const char *dir, char *err, size_t errlen)
 {
 	return summary_rebuild_each(dir, NULL, NULL, err, errlen);
@@ -910,30 +888,18 @@ int summary_rebuild_each(const char *dir, summary_run_fn *fn, void *arg, char *e
 	struct summary_row *rows = NULL;
 	struct keyset ks = { 0 };
 	char **names = NULL, path[4096];
-	char *buf = NULL;
-	size_t nnames = 0, len = 0, cap = 0;
+	struct csv_buf b = { 0 };
+	size_t nnames = 0;
 	bool single;
 	int rc;
 
-	/* A run directory holds meta.json (whatever it is: meta_load_dir says what is wrong). */
-	snprintf(path, sizeof path, "%s/meta.json", dir);
-	single = access(path, F_OK) == 0;
-	if (single) {
-		names = calloc(1, sizeof *names);
-		if (!names || !(names[0] = strdup("."))) {
-			free(names);
-			names = NULL;
-			rc = -ENOMEM;
+	rc = summary_list_runs(dir, &names, &nnames, &single);
+	if (rc < 0) {
+		if (single)
 			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		nnames = 1;
-	} else {
-		rc = summary_list_dir(dir, is_run_dir, NULL, &names, &nnames);
-		if (rc < 0) {
+		else
 			snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
-			return rc;
-		}
+		return rc;
 	}
 	rows = calloc(nnames + 1, sizeof *rows);
 	if (!rows) {
@@ -958,16 +924,16 @@ int summary_rebuild_each(const char *dir, summary_run_fn *fn, void *arg, char *e
 			goto out;
 		}
 	}
-	rc = 0;
-	header_line(&ks, &buf, &len, &cap, &rc);
+	header_line(&ks, &b);
 	for (size_t i = 0; i < nnames; i++)
-		row_line(&ks, &rows[i], &buf, &len, &cap, &rc);
-	if (rc < 0) {
+		row_line(&ks, &rows[i], &b);
+	if (b.rc < 0) {
+		rc = b.rc;
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	snprintf(path, sizeof path, "%s/summary.csv", dir);
-	rc = write_atomic(path, buf, len, err, errlen);
+	rc = write_atomic(path, b.p, b.len, err, errlen);
 	if (rc == 0)
 		rc = (int)nnames;
 out:
@@ -976,6 +942,6 @@ out:
 	free(names);
 	free(rows);
 	free(ks.k);
-	free(buf);
+	free(b.p);
 	return rc;
 }

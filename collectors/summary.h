@@ -105,6 +105,11 @@ int summary_lacks_describe(const struct summary_row *row, char *buf, size_t len)
 int summary_list_dir(const char *dir, bool (*keep)(const char *dir, const char *name),
 		     int (*cmp)(const void *a, const void *b), char ***out, size_t *nout);
 
+/* The runs of dir: dir itself when it holds meta.json (*single true, one name "."), else its
+ * entries that hold one (hidden ones aside), in strcmp order. The caller frees each name and
+ * *out. Returns 0, or -errno with *out NULL, *nout 0. */
+int summary_list_runs(const char *dir, char ***out, size_t *nout, bool *single);
+
 /* Called by summary_rebuild_each for each run, after its row is computed: name is the run's
  * subdirectory, or NULL when DIR is the run directory itself. */
 typedef void summary_run_fn(void *arg, const char *name, const struct summary_row *row);

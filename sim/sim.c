@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +42,8 @@
 #include "sim/sim_p2p.h"
 #include "sim/sim_profile.h"
 #include "sim/sim_ring.h"
+#include "sim/sim_setup.h"
+#include "sim/sim_status.h"
 #include "sim/sim_train.h"
 
 #define SIM_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
@@ -111,29 +112,12 @@ struct sim {
 	bool stop_acc;
 	struct csv_writer **trace;  /* per worker, NULL above node_files */
 	struct csv_writer *progress, *eval;
-	char *err;
-	size_t errlen;
-	int rc;
+	struct sim_status st;
 };
-
-static int fail(struct sim *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct sim *s, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (s->rc)
-		return s->rc;
-	va_start(ap, fmt);
-	vsnprintf(s->err, s->errlen, fmt, ap);
-	va_end(ap);
-	s->rc = rc;
-	return rc;
-}
 
 static void push_ev(struct sim *s, int64_t t, uint32_t who, enum sim_ev kind, uint16_t gen)
 {
-	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, gen) < 0)
-		fail(s, -ENOMEM, "out of memory (event queue)");
+	sim_status_push(&s->st, s->heap, t, who, (uint16_t)kind, gen);
 }
 
 /* --- histograms ---------------------------------------------------------------------------- */
@@ -157,7 +141,7 @@ static int grow(void **a, size_t *len, size_t need, size_t elem)
 static void hist_add(struct sim *s, uint32_t step, int d)
 {
 	if (step >= s->hist_len && grow((void **)&s->hist, &s->hist_len, step, sizeof *s->hist) < 0) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
 	s->hist[step] += (uint32_t)d;
@@ -221,7 +205,7 @@ static void stale_add(struct sim *s, uint64_t v)
 	size_t b = stale_bucket(v);
 
 	if (b >= s->stale_len && grow((void **)&s->stale_hist, &s->stale_len, b, sizeof *s->stale_hist) < 0) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
 	s->stale_hist[b]++;
@@ -353,7 +337,7 @@ static void progress_row(struct sim *s, int64_t t)
 	/* runq_wait_frac and host_cpu_frac: a simulated host has none (empty) */
 	if (csv_writer_row(s->progress, "%.3f,%u,%u,%u,%g,%u,,", t / 1e9, s->live,
 			   core_ps_waiting(s->core), lo, median, hi) < 0)
-		fail(s, -EIO, "write progress.csv failed");
+		sim_status_fail(&s->st, -EIO, "write progress.csv failed");
 }
 
 static void eval_row(struct sim *s, int64_t t)
@@ -366,7 +350,7 @@ static void eval_row(struct sim *s, int64_t t)
 	if (!s->train)
 		return;
 	if (sim_train_eval(s->train, &test, &train) < 0) {
-		fail(s, -ENOMEM, "evaluation failed");
+		sim_status_fail(&s->st, -ENOMEM, "evaluation failed");
 		return;
 	}
 	core_ps_stats(s->core, &cs);
@@ -376,7 +360,7 @@ static void eval_row(struct sim *s, int64_t t)
 			   plan_node_name(s->run, s->srv, nm, sizeof nm), (long long)cs.version,
 			   (double)samples / (double)sim_train_set_size(s->train), (unsigned long long)samples,
 			   test.accuracy, test.loss, train.loss) < 0)
-		fail(s, -EIO, "write eval.csv failed");
+		sim_status_fail(&s->st, -EIO, "write eval.csv failed");
 	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy) {
 		s->stop_acc = true;
 		s->stop_ns = t;
@@ -416,7 +400,7 @@ static void step_row(struct sim *s, uint32_t i, int64_t t, uint32_t step, int64_
 		if (csv_writer_row(s->trace[i], "%.6f,%s,%u,%.6f,%.6f,%s,%u,,%llu,%llu,0", t / 1e9,
 				   name, w->step, w->cur_compute, w->cur_wait, st, w->version,
 				   (unsigned long long)tx, (unsigned long long)rx) < 0)
-			fail(s, -EIO, "write nodes/%s.csv failed", name);
+			sim_status_fail(&s->st, -EIO, "write nodes/%s.csv failed", name);
 	}
 	w->cur_wait = 0;
 }
@@ -427,7 +411,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 	const struct core_ps_action *a = core_ps_actions(s->core, &na);
 	uint32_t pnode = s->node_of[from];
 
-	for (k = 0; k < na && !s->rc; k++) {
+	for (k = 0; k < na && !s->st.rc; k++) {
 		const struct core_ps_action *x = &a[k];
 		struct sim_worker *w = x->worker < s->n ? &s->w[x->worker] : NULL;
 		double loss = 0;
@@ -486,7 +470,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 			break;
 		}
 		if (rc < 0)
-			fail(s, rc, "training: %s", strerror(-rc));
+			sim_status_fail(&s->st, rc, "training: %s", strerror(-rc));
 	}
 }
 
@@ -509,7 +493,7 @@ static void handle(struct sim *s, uint32_t i, int64_t now)
 	}
 	w->msg = MSG_NONE;
 	if (rc < 0) {
-		fail(s, rc, "consistency core refused an event of worker %u", i);
+		sim_status_fail(&s->st, rc, "consistency core refused an event of worker %u", i);
 		return;
 	}
 	carry_out(s, i, now);
@@ -533,7 +517,7 @@ static void leave(struct sim *s, uint32_t i, enum core_ps_leave why, int64_t now
 	w->gen++;
 	w->msg = MSG_NONE;
 	if (core_ps_on_leave(s->core, i, why, now) < 0)
-		fail(s, -EINVAL, "consistency core refused the leave of worker %u", i);
+		sim_status_fail(&s->st, -EINVAL, "consistency core refused the leave of worker %u", i);
 	else
 		carry_out(s, i, now);
 }
@@ -650,30 +634,13 @@ static void dispatch(struct sim *s, const struct sim_event *e)
 
 /* --- setup --------------------------------------------------------------------------------- */
 
-static void model_spec_of(const struct scenario *sc, struct model_spec *spec)
-{
-	memset(spec, 0, sizeof *spec);
-	spec->kind = sc->model.kind == SCENARIO_MODEL_MLP ? MODEL_MLP :
-		     sc->model.kind == SCENARIO_MODEL_CNN ? MODEL_CNN : MODEL_SOFTMAX;
-	spec->rows = 28;
-	spec->cols = 28;
-	spec->nclasses = 10;
-	spec->channels = 32;
-	spec->kernel = 5;
-	if (spec->kind != MODEL_SOFTMAX) {
-		spec->nhidden = (uint32_t)sc->model.n_hidden;
-		for (size_t i = 0; i < sc->model.n_hidden && i < MODEL_MAX_HIDDEN; i++)
-			spec->hidden[i] = sc->model.hidden[i];
-	}
-}
-
 size_t sim_model_params(const struct scenario *sc)
 {
 	struct model_spec spec;
 	struct model *m;
 	size_t n;
 
-	model_spec_of(sc, &spec);
+	sim_setup_model_spec(sc, 28, 28, &spec);
 	m = model_new(&spec, 1);
 	n = m ? model_nparams(m) : 0;
 	model_destroy(&m);
@@ -707,7 +674,7 @@ int sim_measure_costs(const struct scenario *sc, int64_t *step_ns_out, int64_t *
 	double loss;
 	int rc = -ENOMEM;
 
-	model_spec_of(sc, &spec);
+	sim_setup_model_spec(sc, 28, 28, &spec);
 	m = model_new(&spec, 1);
 	if (!m)
 		goto out;
@@ -776,23 +743,23 @@ static int open_outputs(struct sim *s)
 		return 0;
 	snprintf(path, sizeof path, "%s/progress.csv", s->o->dir);
 	if (!(s->progress = csv_writer_open(path, TRACE_HEADER_PROGRESS)))
-		return fail(s, -EIO, "cannot open %s", path);
+		return sim_status_fail(&s->st, -EIO, "cannot open %s", path);
 	if (s->train) {
 		snprintf(path, sizeof path, "%s/eval.csv", s->o->dir);
 		if (!(s->eval = csv_writer_open(path, TRACE_HEADER_EVAL)))
-			return fail(s, -EIO, "cannot open %s", path);
+			return sim_status_fail(&s->st, -EIO, "cannot open %s", path);
 	}
 	if (s->n > nf)
 		return 0;
 	if (!(s->trace = calloc(s->n, sizeof *s->trace)))
-		return fail(s, -ENOMEM, "out of memory");
+		return sim_status_fail(&s->st, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < s->n; i++) {
 		char nm[SCENARIO_NODE_NAME_MAX];
 
 		snprintf(path, sizeof path, "%s/nodes/%s.csv", s->o->dir,
 			 plan_node_name(s->run, s->node_of[i], nm, sizeof nm));
 		if (!(s->trace[i] = csv_writer_open(path, TRACE_HEADER_NODE)))
-			return fail(s, -EIO, "cannot open %s", path);
+			return sim_status_fail(&s->st, -EIO, "cannot open %s", path);
 	}
 	return 0;
 }
@@ -806,8 +773,8 @@ static int write_workers(struct sim *s)
 		return 0;
 	snprintf(path, sizeof path, "%s/workers.csv", s->o->dir);
 	if (!(f = csv_writer_open(path, TRACE_HEADER_WORKERS)))
-		return fail(s, -EIO, "cannot open %s", path);
-	for (uint32_t i = 0; i < s->n && !s->rc; i++) {
+		return sim_status_fail(&s->st, -EIO, "cannot open %s", path);
+	for (uint32_t i = 0; i < s->n && !s->st.rc; i++) {
 		const struct sim_worker *w = &s->w[i];
 		char mean[32] = "", max[16] = "", nm[SCENARIO_NODE_NAME_MAX];
 
@@ -817,10 +784,10 @@ static int write_workers(struct sim *s)
 		}
 		if (csv_writer_row(f, "%s,%u,%.4f,%.4f,%s,%s", plan_node_name(s->run, s->node_of[i], nm, sizeof nm), w->step,
 				   w->compute_s, w->wait_s, mean, max) < 0)
-			fail(s, -EIO, "write %s failed", path);
+			sim_status_fail(&s->st, -EIO, "write %s failed", path);
 	}
 	csv_writer_close(&f);
-	return s->rc;
+	return s->st.rc;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -878,7 +845,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 {
 	const struct plan_run *run = o->run;
 	const struct scenario *sc = run->scenario;
-	struct sim s = { .o = o, .run = run, .sc = sc, .err = err, .errlen = errlen };
+	struct sim s = { .o = o, .run = run, .sc = sc, .st = { .err = err, .errlen = errlen } };
 	struct core_ps_conf cc;
 	bool *late = NULL;
 	const char *why;
@@ -942,7 +909,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			s.up = calloc(run->n_nodes, sizeof *s.up);
 			s.down = calloc(run->n_nodes, sizeof *s.down);
 			if (!s.up || !s.down) {
-				fail(&s, -ENOMEM, "out of memory");
+				sim_status_fail(&s.st, -ENOMEM, "out of memory");
 				goto out;
 			}
 		}
@@ -951,7 +918,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	/* a worker has one event pending at a time (its churn aside): n + a few, grown if not */
 	s.heap = sim_heap_new((size_t)s.n + 64);
 	if (!s.node_of || !s.w || !late || !s.heap) {
-		fail(&s, -ENOMEM, "out of memory");
+		sim_status_fail(&s.st, -ENOMEM, "out of memory");
 		goto out;
 	}
 	if (sc->network.trace) {
@@ -959,7 +926,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		s.cur_up = calloc(run->n_nodes, sizeof *s.cur_up);
 		s.cur_down = calloc(run->n_nodes, sizeof *s.cur_down);
 		if (!s.ltrace || !s.cur_up || !s.cur_down) {
-			s.rc = s.ltrace ? -ENOMEM : -EINVAL;
+			s.st.rc = s.ltrace ? -ENOMEM : -EINVAL;
 			goto out;
 		}
 	}
@@ -994,7 +961,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 	};
 	s.core = core_ps_new(&cc);
 	if (!s.core) {
-		fail(&s, -EINVAL, "consistency core: bad configuration");
+		sim_status_fail(&s.st, -EINVAL, "consistency core: bad configuration");
 		goto out;
 	}
 	for (uint32_t i = 0; i < s.n; i++) {
@@ -1005,7 +972,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		if (!(st->set & SCENARIO_STRAG_TRACE) || !st->trace)
 			continue;
 		if (!s.strag && !(s.strag = calloc(s.n, sizeof *s.strag))) {
-			fail(&s, -ENOMEM, "out of memory");
+			sim_status_fail(&s.st, -ENOMEM, "out of memory");
 			goto out;
 		}
 		sp = (struct straggler_params){ .slowdown = (st->set & SCENARIO_STRAG_SLOWDOWN) ? st->slowdown : 1.0,
@@ -1015,7 +982,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		/* seeded as the emulated worker seeds its model (node/engine_common) */
 		s.strag[i] = straggler_new(&sp, run->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
 		if (!s.strag[i]) {
-			fail(&s, -EINVAL, "%s: stragglers compute.trace %s cannot be read", plan_node_name(run, s.node_of[i], nm, sizeof nm),
+			sim_status_fail(&s.st, -EINVAL, "%s: stragglers compute.trace %s cannot be read", plan_node_name(run, s.node_of[i], nm, sizeof nm),
 			     st->trace);
 			goto out;
 		}
@@ -1025,7 +992,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
 		s.prof_transfer = calloc(s.n, sizeof *s.prof_transfer);
 		if (!s.profile || !s.prof_compute || !s.prof_transfer) {
-			s.rc = -EINVAL;
+			s.st.rc = -EINVAL;
 			goto out;
 		}
 		for (uint32_t i = 0; i < s.n; i++) {
@@ -1046,7 +1013,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		free(names);
 		free(nm);
 		if (!s.train) {
-			s.rc = -EINVAL;
+			s.st.rc = -EINVAL;
 			goto out;
 		}
 	}
@@ -1078,7 +1045,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		push_ev(&s, 0, 0, EV_EVAL, 0);
 	/* A pBSP/pSSP (or SSP) crossing releases in the order the core says; EV_SAMPLE and
 	 * EV_EVAL at equal times come after the workers' events pushed before them. */
-	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
+	while (!s.st.rc && sim_heap_pop(s.heap, &e) == 1) {
 		if (e.t_ns > s.stop_ns)
 			break;
 		s.events++;
@@ -1086,9 +1053,9 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		if (s.stop_acc)
 			break;
 	}
-	if (!s.rc)
+	if (!s.st.rc)
 		write_workers(&s);
-	if (!s.rc) {
+	if (!s.st.rc) {
 		struct mallinfo2 mi = mallinfo2();
 
 		fill_result(&s, res);
@@ -1123,5 +1090,5 @@ out:
 	free(late);
 	free(s.hist);
 	free(s.stale_hist);
-	return s.rc;
+	return s.st.rc;
 }

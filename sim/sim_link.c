@@ -44,8 +44,19 @@ static uint64_t gap(double log1mp, struct rng *r)
 	return g > 1e18 ? (uint64_t)1e18 : (uint64_t)g;
 }
 
-int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
-			 uint32_t *lost)
+/* The next timeout after rto: doubled, at most TCP_RTO_MAX. */
+static int64_t backoff(int64_t rto)
+{
+	return rto * 2 > SIM_LINK_RTO_MAX_NS ? SIM_LINK_RTO_MAX_NS : rto * 2;
+}
+
+/* What the loss of segment i of segments costs (the retransmissions' fate drawn from r). */
+typedef int64_t (*loss_cost_fn)(double p, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns,
+				struct rng *r);
+
+/* Walk the lost segments of a message (p clamped below 1) and add up what each costs. */
+static int64_t walk_losses(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
+			   uint32_t *lost, loss_cost_fn cost_of)
 {
 	int64_t cost = 0;
 	uint32_t nlost = 0;
@@ -61,66 +72,66 @@ int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rt
 	}
 	l1mp = log1p(-p);
 	for (i = gap(l1mp, r); i < segments; i += 1 + gap(l1mp, r)) {
-		int64_t rto = rto_ns;
-		uint32_t rest = segments - 1 - (uint32_t)i, rounds = 0;
-
 		nlost++;
-		/* the first timeout, then one more (doubled) for every retransmission lost again */
-		for (int k = 0; k < SIM_LINK_MAX_RETRIES; k++) {
-			cost += rto;
-			rto = rto * 2 > SIM_LINK_RTO_MAX_NS ? SIM_LINK_RTO_MAX_NS : rto * 2;
-			if (rng_uniform(r) >= p)
-				break;
-		}
-		/* window collapse: the segments that were already in flight when the loss happened
-		 * (a window of SIM_LINK_WINDOW after it) arrived and wait in the receiver's buffer;
-		 * the rest of the message goes in slow start from one segment, the window doubling
-		 * each round trip: r segments take ceil(log2(r + 1)) of them */
-		rest = rest > SIM_LINK_WINDOW ? rest - SIM_LINK_WINDOW : 0;
-		while (rounds < 32 && ((1ull << rounds) - 1) < (uint64_t)rest)
-			rounds++;
-		cost += (int64_t)rounds * rtt_ns;
+		cost += cost_of(p, i, segments, rto_ns, rtt_ns, r);
 	}
 	if (lost)
 		*lost = nlost;
 	return cost;
 }
 
+/* Timeout recovery: the first timeout, one more (doubled) for every retransmission lost again,
+ * then slow start for what was not yet in flight. */
+static int64_t rto_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r)
+{
+	int64_t cost = 0, rto = rto_ns;
+	uint32_t rest = segments - 1 - (uint32_t)i, rounds = 0;
+
+	for (int k = 0; k < SIM_LINK_MAX_RETRIES; k++) {
+		cost += rto;
+		rto = backoff(rto);
+		if (rng_uniform(r) >= p)
+			break;
+	}
+	/* window collapse: the segments that were already in flight when the loss happened
+	 * (a window of SIM_LINK_WINDOW after it) arrived and wait in the receiver's buffer;
+	 * the rest of the message goes in slow start from one segment, the window doubling
+	 * each round trip: r segments take ceil(log2(r + 1)) of them */
+	rest = rest > SIM_LINK_WINDOW ? rest - SIM_LINK_WINDOW : 0;
+	while (rounds < 32 && ((1ull << rounds) - 1) < (uint64_t)rest)
+		rounds++;
+	return cost + (int64_t)rounds * rtt_ns;
+}
+
+/* SACK/RACK recovery and tail loss probes; timeouts only when a retransmission is lost again. */
+static int64_t fast_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r)
+{
+	int64_t cost, rto = rto_ns;
+
+	if (i + 1 < segments)
+		cost = rtt_ns + rtt_ns / 4;              /* RACK: a later segment was SACKed */
+	else if (segments > 1)
+		cost = 2 * rtt_ns;                       /* tail loss probe */
+	else
+		cost = rtt_ns + rtt_ns / 2 + SIM_LINK_DELACK_NS; /* probe of a lone segment */
+	/* the retransmission lost again: timeouts, doubled each time */
+	for (int k = 0; k < SIM_LINK_MAX_RETRIES && rng_uniform(r) < p; k++) {
+		cost += rto;
+		rto = backoff(rto);
+	}
+	return cost;
+}
+
+int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
+			 uint32_t *lost)
+{
+	return walk_losses(p, segments, rto_ns, rtt_ns, r, lost, rto_loss);
+}
+
 int64_t sim_link_loss_fast_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
 			      uint32_t *lost)
 {
-	int64_t cost = 0;
-	uint32_t nlost = 0;
-	double l1mp;
-	uint64_t i;
-
-	if (p > 0.999999)
-		p = 0.999999;
-	if (!(p > 0) || segments == 0) {
-		if (lost)
-			*lost = 0;
-		return 0;
-	}
-	l1mp = log1p(-p);
-	for (i = gap(l1mp, r); i < segments; i += 1 + gap(l1mp, r)) {
-		int64_t rto = rto_ns;
-
-		nlost++;
-		if (i + 1 < segments)
-			cost += rtt_ns + rtt_ns / 4;              /* RACK: a later segment was SACKed */
-		else if (segments > 1)
-			cost += 2 * rtt_ns;                       /* tail loss probe */
-		else
-			cost += rtt_ns + rtt_ns / 2 + SIM_LINK_DELACK_NS; /* probe of a lone segment */
-		/* the retransmission lost again: timeouts, doubled each time */
-		for (int k = 0; k < SIM_LINK_MAX_RETRIES && rng_uniform(r) < p; k++) {
-			cost += rto;
-			rto = rto * 2 > SIM_LINK_RTO_MAX_NS ? SIM_LINK_RTO_MAX_NS : rto * 2;
-		}
-	}
-	if (lost)
-		*lost = nlost;
-	return cost;
+	return walk_losses(p, segments, rto_ns, rtt_ns, r, lost, fast_loss);
 }
 
 int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64_t bytes, int64_t now_ns,

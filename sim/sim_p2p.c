@@ -27,7 +27,6 @@
 
 #include <errno.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +41,7 @@
 #include "sim/sim_profile.h"
 #include "sim/sim_record.h"
 #include "sim/sim_replicas.h"
+#include "sim/sim_status.h"
 
 #define SIM_P2P_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
 #define SIM_P2P_SMALL WIRE_HEADER_BYTES
@@ -125,29 +125,12 @@ struct p2p {
 	int64_t last_eval_ns;
 	uint64_t model_bytes, events, updates;
 	int64_t stop_ns;
-	char *err;
-	size_t errlen;
-	int rc;
+	struct sim_status st;
 };
-
-static int fail(struct p2p *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct p2p *s, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (s->rc)
-		return s->rc;
-	va_start(ap, fmt);
-	vsnprintf(s->err, s->errlen, fmt, ap);
-	va_end(ap);
-	s->rc = rc;
-	return rc;
-}
 
 static void push_gen(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind, uint16_t gen)
 {
-	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, gen) < 0)
-		fail(s, -ENOMEM, "out of memory (event queue)");
+	sim_status_push(&s->st, s->heap, t, who, (uint16_t)kind, gen);
 }
 
 static void push_ev(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind)
@@ -172,7 +155,7 @@ static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, i
 			struct msg *m = realloc(s->msgs, cap * sizeof *m);
 
 			if (!m) {
-				fail(s, -ENOMEM, "out of memory (messages)");
+				sim_status_fail(&s->st, -ENOMEM, "out of memory (messages)");
 				return;
 			}
 			s->msgs = m;
@@ -247,7 +230,7 @@ static void after_barrier(struct p2p *s, uint32_t i, int64_t now)
 
 	sim_record_waiting(s->rec, i, false);
 	if (p->crossing && !core_p2p_barrier_end(p->core, p->clock)) {
-		fail(s, -EPROTO, "peer %u: the barrier at clock %u passed without its condition", i, p->clock);
+		sim_status_fail(&s->st, -EPROTO, "peer %u: the barrier at clock %u passed without its condition", i, p->clock);
 		return;
 	}
 	if (!core_p2p_gossip_due(p->core, p->clock) ||
@@ -318,7 +301,7 @@ static void step_done(struct p2p *s, uint32_t i, int64_t now)
 		double loss;
 
 		if ((rc = sim_replicas_step(s->rep, i, &loss)) < 0) {
-			fail(s, rc, "peer %u: training step failed", i);
+			sim_status_fail(&s->st, rc, "peer %u: training step failed", i);
 			return;
 		}
 	}
@@ -327,7 +310,7 @@ static void step_done(struct p2p *s, uint32_t i, int64_t now)
 	rc = sim_record_step(s->rec, i, now, p->clock, (now - p->t1) / 1e9, (p->t1 - p->t0) / 1e9, p->stale,
 			     p->clock, p->tx, p->rx);
 	if (rc < 0) {
-		fail(s, rc, "write the trace of peer %u failed", i);
+		sim_status_fail(&s->st, rc, "write the trace of peer %u failed", i);
 		return;
 	}
 	answer_held(s, i, now);
@@ -366,7 +349,7 @@ static void merge(struct p2p *s, uint32_t i)
 		sim_replicas_release(s->rep, &p->got[a]);
 	p->ngot = 0;
 	if (rc < 0)
-		fail(s, rc, "peer %u: merge failed", i);
+		sim_status_fail(&s->st, rc, "peer %u: merge failed", i);
 }
 
 static void catch_up_done(struct p2p *s, uint32_t i, int64_t now);
@@ -425,7 +408,7 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 			struct held *h = realloc(p->held, cap * sizeof *h);
 
 			if (!h) {
-				fail(s, -ENOMEM, "out of memory (held requests)");
+				sim_status_fail(&s->st, -ENOMEM, "out of memory (held requests)");
 				return;
 			}
 			p->held = h;
@@ -554,7 +537,7 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	core_p2p_destroy(&p->core);
 	cc.self = i;
 	if (!(p->core = core_p2p_new(&cc))) {
-		fail(s, -ENOMEM, "out of memory (consistency core)");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory (consistency core)");
 		return;
 	}
 	for (uint32_t j = 0; j < s->n; j++) {
@@ -567,7 +550,7 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	p->clock = 0;
 	p->nheld = 0;
 	if (s->rep && sim_replicas_restart(s->rep, i) < 0) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
 	sim_record_set_clock(s->rec, i, 0);
@@ -584,7 +567,7 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	p->their = calloc(s->n, sizeof *p->their);
 	p->answered = calloc(s->n, sizeof *p->answered);
 	if (!p->their || !p->answered) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
 	p->t0 = now;
@@ -632,12 +615,12 @@ static void resume_done(struct p2p *s, uint32_t i, int64_t now)
 	p->clock = (uint32_t)p->their[p->resume_from];
 	/* the engine copies the replica that came (its optimiser stays the new process's) */
 	if (p->resume_snap && sim_replicas_adopt(s->rep, i, p->resume_snap) < 0) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
 	catch_up_free(s, p);
 	if (sim_record_set_clock(s->rec, i, p->clock) < 0) {
-		fail(s, -ENOMEM, "out of memory");
+		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
 	answer_held(s, i, now);
@@ -654,7 +637,7 @@ static void eval_row(struct p2p *s, int64_t now)
 	int rc = sim_replicas_eval(s->rep, 0, &test, &train);
 
 	if (rc < 0) {
-		fail(s, rc, "evaluation failed");
+		sim_status_fail(&s->st, rc, "evaluation failed");
 		return;
 	}
 	s->last_eval_ns = now;
@@ -662,7 +645,7 @@ static void eval_row(struct p2p *s, int64_t now)
 				      s->run->nodes[s->node_of[0]].name, s->p[0].clock,
 				      (double)samples / sim_replicas_share(s->rep, 0), (unsigned long long)samples,
 				      test.accuracy, test.loss, train.loss) < 0)
-		fail(s, -EIO, "write eval.csv failed");
+		sim_status_fail(&s->st, -EIO, "write eval.csv failed");
 	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy) {
 		s->stop_acc = true;
 		s->stop_ns = now;
@@ -716,7 +699,7 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 		break;
 	case EV_SAMPLE:
 		if (sim_record_progress(s->rec, now) < 0)
-			fail(s, -EIO, "write progress.csv failed");
+			sim_status_fail(&s->st, -EIO, "write progress.csv failed");
 		/* nothing else pending (every peer done or gone for good): the run is over */
 		if (now + SIM_P2P_SAMPLE_NS <= s->stop_ns && !idle(s))
 			push_ev(s, now + SIM_P2P_SAMPLE_NS, 0, EV_SAMPLE);
@@ -750,29 +733,29 @@ static int open_training(struct p2p *s)
 
 	for (uint32_t i = 0; names && i < s->n; i++)
 		names[i] = s->run->nodes[s->node_of[i]].name;
-	s->rep = names ? sim_replicas_new(s->sc, s->n, s->run->seed, SIM_REPLICAS_PEERS, s->o->dir, names, s->err,
-					   s->errlen) : NULL;
+	s->rep = names ? sim_replicas_new(s->sc, s->n, s->run->seed, SIM_REPLICAS_PEERS, s->o->dir, names, s->st.err,
+					   s->st.errlen) : NULL;
 	free(names);
 	if (!s->rep) {
-		if (!s->err[0])
-			return fail(s, -ENOMEM, "out of memory");
-		s->rc = -EINVAL; /* sim_replicas_new said why in err */
-		return s->rc;
+		if (!s->st.err[0])
+			return sim_status_fail(&s->st, -ENOMEM, "out of memory");
+		s->st.rc = -EINVAL; /* sim_replicas_new said why in err */
+		return s->st.rc;
 	}
 	if (!(s->wbuf = calloc(s->n, sizeof *s->wbuf)))
-		return fail(s, -ENOMEM, "out of memory");
+		return sim_status_fail(&s->st, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t cap = s->sc->consistency.fanout < s->n ? s->sc->consistency.fanout : s->n;
 
 		s->p[i].got = calloc(cap ? cap : 1, sizeof *s->p[i].got);
 		s->p[i].got_from = calloc(cap ? cap : 1, sizeof *s->p[i].got_from);
 		if (!s->p[i].got || !s->p[i].got_from)
-			return fail(s, -ENOMEM, "out of memory");
+			return sim_status_fail(&s->st, -ENOMEM, "out of memory");
 	}
 	if (s->o->dir) {
 		snprintf(path, sizeof path, "%s/eval.csv", s->o->dir);
 		if (!(s->eval = csv_writer_open(path, TRACE_HEADER_EVAL)))
-			return fail(s, -EIO, "cannot open %s", path);
+			return sim_status_fail(&s->st, -EIO, "cannot open %s", path);
 	}
 	return 0;
 }
@@ -781,7 +764,7 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 {
 	const struct plan_run *run = o->run;
 	const struct scenario *sc = run->scenario;
-	struct p2p s = { .o = o, .run = run, .sc = sc, .err = err, .errlen = errlen, .free_msg = UINT32_MAX,
+	struct p2p s = { .o = o, .run = run, .sc = sc, .st = { .err = err, .errlen = errlen }, .free_msg = UINT32_MAX,
 			 .last_eval_ns = -1 };
 	struct sim_event e = { 0 };
 	const char *why;
@@ -823,7 +806,7 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	s.answered_at = malloc((size_t)s.n * s.n * sizeof *s.answered_at);
 	s.heap = sim_heap_new((size_t)s.n * 4 + 64);
 	if (!s.node_of || !s.p || !s.awaited || !s.late || !s.answered_at || !s.heap) {
-		fail(&s, -ENOMEM, "out of memory");
+		sim_status_fail(&s.st, -ENOMEM, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < (size_t)s.n * s.n; i++)
@@ -832,16 +815,16 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		if (run->nodes[i].role == SCENARIO_ROLE_PEER)
 			s.node_of[k++] = (uint32_t)i;
 	if (!(s.net = sim_net_new(run, err, errlen))) {
-		s.rc = -EINVAL;
+		s.st.rc = -EINVAL;
 		goto out;
 	}
 	if (sc->simulation.profile && !(s.profile = sim_profile_load(sc->simulation.profile, err, errlen))) {
-		s.rc = -EINVAL;
+		s.st.rc = -EINVAL;
 		goto out;
 	}
 	if (!(s.node = sim_node_new(run, s.node_of, s.n, o->step_cost_ns, s.profile, err, errlen)) ||
 	    !(s.rec = sim_record_new(run, o->dir, s.node_of, s.n, err, errlen))) {
-		s.rc = -EINVAL;
+		s.st.rc = -EINVAL;
 		goto out;
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL && open_training(&s) < 0)
@@ -863,7 +846,7 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 
 		cc.self = i;
 		if (!(s.p[i].core = core_p2p_new(&cc))) {
-			fail(&s, -ENOMEM, "consistency core: bad configuration or out of memory");
+			sim_status_fail(&s.st, -ENOMEM, "consistency core: bad configuration or out of memory");
 			goto out;
 		}
 		/* peers that join late are out of every barrier until they connect */
@@ -896,7 +879,7 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 	push_ev(&s, 0, 0, EV_SAMPLE);
 	if (s.rep)
 		push_ev(&s, 0, 0, EV_EVAL);
-	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
+	while (!s.st.rc && sim_heap_pop(s.heap, &e) == 1) {
 		if (e.t_ns > s.stop_ns)
 			break;
 		s.events++;
@@ -905,17 +888,17 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 			break;
 	}
 	/* peer 0 evaluates once more at the end, as the engine does */
-	if (!s.rc && s.rep && !s.stop_acc) {
+	if (!s.st.rc && s.rep && !s.stop_acc) {
 		int64_t end = s.stop_ns < INT64_MAX / 4 ? s.stop_ns : e.t_ns;
 
 		if (end != s.last_eval_ns)
 			eval_row(&s, end);
 	}
-	if (!s.rc) {
+	if (!s.st.rc) {
 		struct mallinfo2 mi;
 
 		memset(res, 0, sizeof *res);
-		s.rc = sim_record_finish(s.rec, res, err, errlen);
+		s.st.rc = sim_record_finish(s.rec, res, err, errlen);
 		mi = mallinfo2();
 		res->events = s.events;
 		res->updates = s.updates;
@@ -954,5 +937,5 @@ out:
 	free(s.answered_at);
 	free(s.p);
 	free(s.node_of);
-	return s.rc;
+	return s.st.rc;
 }

@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "sim/sim_profile.h"
 #include "sim/sim_record.h"
 #include "sim/sim_replicas.h"
+#include "sim/sim_status.h"
 
 #define SIM_RING_SAMPLE_NS 100000000ll
 
@@ -67,29 +67,12 @@ struct ring {
 	bool central;        /* centralized: node/trainer's stop rule */
 	int64_t last_eval_ns;
 	uint32_t done;       /* nodes that stopped: with all of them the run is over */
-	char *err;
-	size_t errlen;
-	int rc;
+	struct sim_status st;
 };
-
-static int fail(struct ring *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct ring *s, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (s->rc)
-		return s->rc;
-	va_start(ap, fmt);
-	vsnprintf(s->err, s->errlen, fmt, ap);
-	va_end(ap);
-	s->rc = rc;
-	return rc;
-}
 
 static void push_ev(struct ring *s, int64_t t, uint32_t who, enum ring_ev kind)
 {
-	if (sim_heap_push(s->heap, t, who, (uint16_t)kind, 0) < 0)
-		fail(s, -ENOMEM, "out of memory (event queue)");
+	sim_status_push(&s->st, s->heap, t, who, (uint16_t)kind, 0);
 }
 
 /* Bytes of the chunk node i sends in phase p (node/engine_allreduce's chunk_off). */
@@ -140,7 +123,7 @@ static void step_end(struct ring *s, uint32_t i, int64_t now)
 		int rc = sim_replicas_step_mean(s->rep, &loss);
 
 		if (rc < 0) {
-			fail(s, rc, "training step failed");
+			sim_status_fail(&s->st, rc, "training step failed");
 			return;
 		}
 	}
@@ -149,7 +132,7 @@ static void step_end(struct ring *s, uint32_t i, int64_t now)
 	/* the engine's row: compute the gradient and straggler, wait the ring, staleness 0 */
 	if (sim_record_step(s->rec, i, now, d->step, (d->t1 - d->t0) / 1e9, (now - d->t1) / 1e9, 0, d->step,
 			    d->tx, d->rx) < 0) {
-		fail(s, -EIO, "write the trace of node %u failed", i);
+		sim_status_fail(&s->st, -EIO, "write the trace of node %u failed", i);
 		return;
 	}
 	/* centralized (node/trainer) checks after each step; the ring ends on the voted step */
@@ -196,7 +179,7 @@ static void eval_row(struct ring *s, int64_t now)
 	double epoch = (double)samples / sim_replicas_share(s->rep, 0);
 
 	if (rc < 0) {
-		fail(s, rc, "evaluation failed");
+		sim_status_fail(&s->st, rc, "evaluation failed");
 		return;
 	}
 	s->last_eval_ns = now;
@@ -208,7 +191,7 @@ static void eval_row(struct ring *s, int64_t now)
 		rc = csv_writer_row(s->eval, "%.3f,%s,%u,%.4f,%llu,%.6f,%.6f,%.6f", now / 1e9, name, s->r[0].step,
 				    epoch, (unsigned long long)samples, test.accuracy, test.loss, train.loss);
 	if (rc < 0)
-		fail(s, -EIO, "write eval.csv failed");
+		sim_status_fail(&s->st, -EIO, "write eval.csv failed");
 	if (s->sc->stop_accuracy > 0 && test.accuracy >= s->sc->stop_accuracy && !s->stop_acc) {
 		s->stop_acc = true;
 		if (s->r[0].step < s->last_step)
@@ -242,7 +225,7 @@ static void dispatch(struct ring *s, const struct sim_event *e)
 	case EV_SAMPLE:
 		/* the samples and the evaluations end with the run (every node stopped) */
 		if (sim_record_progress(s->rec, now) < 0)
-			fail(s, -EIO, "write progress.csv failed");
+			sim_status_fail(&s->st, -EIO, "write progress.csv failed");
 		if (s->done < s->n && now + SIM_RING_SAMPLE_NS <= s->stop_ns)
 			push_ev(s, now + SIM_RING_SAMPLE_NS, 0, EV_SAMPLE);
 		break;
@@ -273,7 +256,7 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 {
 	const struct plan_run *run = o->run;
 	const struct scenario *sc = run->scenario;
-	struct ring s = { .run = run, .sc = sc, .err = err, .errlen = errlen, .last_step = UINT32_MAX,
+	struct ring s = { .run = run, .sc = sc, .st = { .err = err, .errlen = errlen }, .last_step = UINT32_MAX,
 			  .last_eval_ns = -1 };
 	struct sim_event e;
 	enum scenario_role role = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? SCENARIO_ROLE_CENTRAL
@@ -327,23 +310,23 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 	s.r = calloc(s.n, sizeof *s.r);
 	s.heap = sim_heap_new((size_t)s.n * 2 + 64);
 	if (!s.node_of || !s.r || !s.heap) {
-		fail(&s, -ENOMEM, "out of memory");
+		sim_status_fail(&s.st, -ENOMEM, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < run->n_nodes; i++)
 		if (run->nodes[i].role == role)
 			s.node_of[k++] = (uint32_t)i;
 	if (!(s.net = sim_net_new(run, err, errlen))) {
-		s.rc = -EINVAL;
+		s.st.rc = -EINVAL;
 		goto out;
 	}
 	if (sc->simulation.profile && !(s.profile = sim_profile_load(sc->simulation.profile, err, errlen))) {
-		s.rc = -EINVAL;
+		s.st.rc = -EINVAL;
 		goto out;
 	}
 	if (!(s.node = sim_node_new(run, s.node_of, s.n, o->step_cost_ns, s.profile, err, errlen)) ||
 	    !(s.rec = sim_record_new(run, o->dir, s.node_of, s.n, err, errlen))) {
-		s.rc = -EINVAL;
+		s.st.rc = -EINVAL;
 		goto out;
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
@@ -357,12 +340,12 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 						  names, err, errlen) : NULL;
 		free(names);
 		if (!s.rep) {
-			s.rc = -EINVAL;
+			s.st.rc = -EINVAL;
 			goto out;
 		}
 		snprintf(path, sizeof path, "%s/eval.csv", o->dir ? o->dir : "");
 		if (o->dir && !(s.eval = csv_writer_open(path, TRACE_HEADER_EVAL))) {
-			fail(&s, -EIO, "cannot open %s", path);
+			sim_status_fail(&s.st, -EIO, "cannot open %s", path);
 			goto out;
 		}
 		push_ev(&s, 0, 0, EV_EVAL);
@@ -376,18 +359,18 @@ int sim_ring_run(const struct sim_opts *o, struct sim_result *res, char *err, si
 		push_ev(&s, sim_net_change_at(s.net, i), (uint32_t)i, EV_NET);
 	push_ev(&s, 0, 0, EV_SAMPLE);
 	/* no stop at stop.time: the nodes end on the step they voted the last, as the engine's */
-	while (!s.rc && sim_heap_pop(s.heap, &e) == 1) {
+	while (!s.st.rc && sim_heap_pop(s.heap, &e) == 1) {
 		s.events++;
 		dispatch(&s, &e);
 	}
 	/* the engines and the trainer evaluate once more at the end */
-	if (!s.rc && s.rep && s.last_eval_ns != s.end_ns)
+	if (!s.st.rc && s.rep && s.last_eval_ns != s.end_ns)
 		eval_row(&s, s.end_ns);
-	if (!s.rc) {
+	if (!s.st.rc) {
 		struct mallinfo2 mi;
 
 		memset(res, 0, sizeof *res);
-		s.rc = sim_record_finish(s.rec, res, err, errlen);
+		s.st.rc = sim_record_finish(s.rec, res, err, errlen);
 		mi = mallinfo2();
 		res->events = s.events;
 		res->updates = s.updates;
@@ -407,5 +390,5 @@ out:
 	sim_heap_destroy(&s.heap);
 	free(s.r);
 	free(s.node_of);
-	return s.rc;
+	return s.st.rc;
 }

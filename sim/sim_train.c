@@ -21,6 +21,7 @@
 #include "node/optim.h"
 #include "node/partition.h"
 #include "node/rng.h"
+#include "sim/sim_setup.h"
 
 #define SIM_TRAIN_LOSS_SAMPLE 1000 /* fixed training sample of the train_loss column */
 
@@ -74,61 +75,18 @@ static void changed(struct sim_train *t)
 struct sim_train *sim_train_new(const struct scenario *sc, uint32_t n, uint64_t seed, const char *dir,
 				const char *const *names, char *err, size_t errlen)
 {
-	char img[PATH_MAX], lbl[PATH_MAX], path[PATH_MAX + 32];
-	struct partition_params *pp = NULL;
 	struct optim_params op = { 0 };
 	struct model_spec spec = { 0 };
 	struct sim_train *t = calloc(1, sizeof *t);
-	int rc;
 
-	if (!t || !(pp = calloc(1, sizeof *pp)))
+	if (!t)
 		goto nomem;
 	t->n = n;
 	t->batch = sc->train.batch;
-	if (data_paths(sc->data.path, DATA_TRAIN, img, lbl, sizeof img) < 0 ||
-	    data_load(img, lbl, NULL, 0, &t->train) < 0) {
-		snprintf(err, errlen, "simulation.train real: cannot load the training set from %s", sc->data.path);
+	if (sim_setup_data(sc, &t->train, &t->test, err, errlen) < 0 ||
+	    sim_setup_split(sc, n, seed, false, t->train, "workers", dir, names, &t->part, err, errlen) < 0)
 		goto fail;
-	}
-	if (data_paths(sc->data.path, DATA_TEST, img, lbl, sizeof img) < 0 ||
-	    data_load(img, lbl, NULL, 0, &t->test) < 0) {
-		snprintf(err, errlen, "simulation.train real: cannot load the test set from %s", sc->data.path);
-		goto fail;
-	}
-	*pp = (struct partition_params){ .scheme = (enum partition_scheme)sc->data.scheme, .nodes = n, .seed = seed,
-					 .per_node = sc->data.per_node, .alpha = sc->data.alpha,
-					 .zipf = sc->data.zipf };
-	if (sc->data.n_sizes) {
-		if (sc->data.n_sizes > PARTITION_MAX_FRACTIONS) {
-			snprintf(err, errlen, "data.partition.sizes: too many entries");
-			goto fail;
-		}
-		pp->nfractions = sc->data.n_sizes;
-		memcpy(pp->fractions, sc->data.sizes, sc->data.n_sizes * sizeof *sc->data.sizes);
-	}
-	if ((rc = partition_build(pp, t->train->labels, t->train->n, &t->part)) < 0) {
-		snprintf(err, errlen, "data.partition: cannot split %u samples over %u workers", t->train->n, n);
-		goto fail;
-	}
-	if (dir) {
-		snprintf(path, sizeof path, "%s/partition.csv", dir);
-		if (partition_write_csv(t->part, path, names) < 0) {
-			snprintf(err, errlen, "cannot write %s", path);
-			goto fail;
-		}
-	}
-	spec.kind = sc->model.kind == SCENARIO_MODEL_MLP ? MODEL_MLP :
-		    sc->model.kind == SCENARIO_MODEL_CNN ? MODEL_CNN : MODEL_SOFTMAX;
-	spec.rows = t->train->rows;
-	spec.cols = t->train->cols;
-	spec.nclasses = 10;
-	spec.channels = 32;
-	spec.kernel = 5;
-	if (spec.kind != MODEL_SOFTMAX) {
-		spec.nhidden = (uint32_t)sc->model.n_hidden;
-		for (size_t i = 0; i < sc->model.n_hidden && i < MODEL_MAX_HIDDEN; i++)
-			spec.hidden[i] = sc->model.hidden[i];
-	}
+	sim_setup_model_spec(sc, t->train->rows, t->train->cols, &spec);
 	model_blas_threads(1);
 	t->server = model_new(&spec, seed);
 	t->scratch = model_new(&spec, seed);
@@ -137,11 +95,7 @@ struct sim_train *sim_train_new(const struct scenario *sc, uint32_t n, uint64_t 
 		goto fail;
 	}
 	t->np = model_nparams(t->server);
-	op = (struct optim_params){ .lr = sc->train.lr, .momentum = sc->train.momentum,
-				    .weight_decay = sc->train.weight_decay,
-				    .schedule = (enum optim_schedule)sc->train.lr_schedule,
-				    .step_every = sc->train.lr_step_every, .step_gamma = sc->train.lr_step_gamma,
-				    .decay = sc->train.lr_decay };
+	sim_setup_optim(sc, &op);
 	t->optim = optim_new(t->np, &op);
 	t->grad = malloc(t->np * sizeof *t->grad);
 	t->agg = calloc(t->np, sizeof *t->agg);
@@ -167,12 +121,10 @@ struct sim_train *sim_train_new(const struct scenario *sc, uint32_t n, uint64_t 
 		rng_seed(&w->rng, seed ^ ((uint64_t)i << 32), ENGINE_RNG_STREAM_ORDER);
 		rng_shuffle_u32(&w->rng, w->order, w->n);
 	}
-	free(pp);
 	return t;
 nomem:
 	snprintf(err, errlen, "out of memory");
 fail:
-	free(pp);
 	sim_train_destroy(&t);
 	return NULL;
 }

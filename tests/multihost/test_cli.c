@@ -31,17 +31,10 @@ static char stalenet[PATH_MAX + 16], scen[400], hosts_file[400], out_file[400], 
 
 static void setup(void)
 {
-	char exe[PATH_MAX], why[512];
+	char why[512];
 	support_require_netns("hsprobe-cli");
-	if (access("/usr/sbin/sshd", X_OK))
-		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	cr_assert_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++)
-		*strrchr(exe, '/') = 0;
-	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
-	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
+	support_require_sshd();
+	cr_assert(support_stalenet_path(stalenet, sizeof stalenet), "%s: build it first", stalenet);
 	/* each host's monotonic clock far from ours: a trace not mapped onto one clock shows it */
 	static const int64_t offsets[3] = { 0, 1000250000000ll, -2125000000ll };
 	if (hostsim_start(&hs, "l", 3, offsets, why, sizeof why))
@@ -395,25 +388,6 @@ static bool run_started(void *arg)
 	return yes;
 }
 
-/* The stalenet agent serving host i (in its network namespace, argv[1] "agent"), or 0. */
-static pid_t agent_of(size_t i)
-{
-	pid_t pids[256];
-	size_t n = hostsim_host_pids(&hs, i, pids, 256);
-	for (size_t k = 0; k < n; k++) {
-		char path[64], cmd[512];
-		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[k]);
-		FILE *f = fopen(path, "re");
-		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
-		if (f)
-			fclose(f);
-		cmd[r] = 0;
-		if (r && !strcmp(cmd, stalenet) && strlen(cmd) + 1 < r && !strcmp(cmd + strlen(cmd) + 1, "agent"))
-			return pids[k];
-	}
-	return 0;
-}
-
 Test(multihost_cli, killed_agent_stops_the_run)
 {
 	write_hosts(hs.host[1].address, "h2");
@@ -422,7 +396,7 @@ Test(multihost_cli, killed_agent_stops_the_run)
 			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
 	pid_t pid = start_cli(args);
 	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
-	pid_t agent = agent_of(2);
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
 	cr_assert_gt(agent, 0, "no agent on h2");
 	int64_t t_kill = support_now_ms();
 	cr_assert_eq(kill(agent, SIGKILL), 0);
@@ -576,7 +550,7 @@ Test(multihost_cli, killed_agent_with_continue_drops_its_nodes)
 	cr_assert(support_wait_until(run_started, NULL, 90000), "the run did not start");
 	/* worker3's trace streamed from h2 while it runs: rows here before the host is lost */
 	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no streamed rows of worker3");
-	pid_t agent = agent_of(2);
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
 	cr_assert_gt(agent, 0, "no agent on h2");
 	cr_assert_eq(kill(agent, SIGKILL), 0);
 	int st = 0;

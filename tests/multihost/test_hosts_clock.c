@@ -23,17 +23,10 @@ static const int64_t offsets[3] = { 1000250000000ll, 7500000000ll, -2125000000ll
 
 static void setup(void)
 {
-	char exe[PATH_MAX], why[512];
+	char why[512];
 	support_require_netns("hsprobe-clock");
-	if (access("/usr/sbin/sshd", X_OK))
-		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	cr_assert_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++)     /* BUILD/tests/multihost/test_x -> BUILD/stalenet */
-		*strrchr(exe, '/') = 0;
-	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
-	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
+	support_require_sshd();
+	cr_assert(support_stalenet_path(stalenet, sizeof stalenet), "%s: build it first", stalenet);
 	int rc = hostsim_start(&hs, "c", 3, offsets, why, sizeof why);
 	if (rc)
 		support_skip_or_fail("hosts: %s", why);

@@ -40,17 +40,10 @@ static char prefix[16];
 
 static void setup(void)
 {
-	char exe[PATH_MAX], why[512];
+	char why[512];
 	support_require_netns("hsprobe-ovl");
-	if (access("/usr/sbin/sshd", X_OK))
-		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	cr_assert_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++)
-		*strrchr(exe, '/') = 0;
-	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
-	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
+	support_require_sshd();
+	cr_assert(support_stalenet_path(stalenet, sizeof stalenet), "%s: build it first", stalenet);
 	if (hostsim_start(&hs, "o", 3, NULL, why, sizeof why))
 		support_skip_or_fail("hosts: %s", why);
 	snprintf(prefix, sizeof prefix, "sm%04x-", (unsigned)getpid() & 0xffff);
@@ -567,15 +560,8 @@ Test(multihost_scale, build_and_teardown_vs_hosts, .timeout = 900)
 	}
 	char why[512];
 	support_require_netns("hsprobe-scale");
-	if (access("/usr/sbin/sshd", X_OK))
-		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	cr_assert_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++)
-		*strrchr(exe, '/') = 0;
-	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
+	support_require_sshd();
+	support_stalenet_path(stalenet, sizeof stalenet);
 	snprintf(prefix, sizeof prefix, "sk%04x-", (unsigned)getpid() & 0xffff);
 	for (size_t c = 0; c < n_counts; c++) {
 		size_t nh = counts[c];

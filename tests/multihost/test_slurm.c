@@ -35,19 +35,12 @@ static const int64_t offsets[3] = { 0, 1000250000000ll, -2125000000ll };
 
 static void setup(void)
 {
-	char exe[PATH_MAX], why[1024];
+	char why[1024];
 	support_require_netns("hsprobe-slurm");
-	if (access("/usr/sbin/sshd", X_OK))
-		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
+	support_require_sshd();
 	if (*slurmsim_missing())
 		support_skip_or_fail("missing %s (apt-get install slurm-wlm munge)", slurmsim_missing());
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	cr_assert_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++)
-		*strrchr(exe, '/') = 0;
-	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
-	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first", stalenet);
+	cr_assert(support_stalenet_path(stalenet, sizeof stalenet), "%s: build it first", stalenet);
 	if (hostsim_start(&hs, "s", 3, offsets, why, sizeof why))
 		support_skip_or_fail("hosts: %s", why);
 	if (slurmsim_start(&ss, &hs, 4, 30000, why, sizeof why))
@@ -467,39 +460,13 @@ static void scale_one(size_t n)
 Test(slurm_scale, setup_and_teardown_against_hosts, .timeout = 600)
 {
 	support_require_netns("hsprobe-slurmz");
-	if (access("/usr/sbin/sshd", X_OK))
-		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
+	support_require_sshd();
 	if (*slurmsim_missing())
 		support_skip_or_fail("missing %s (apt-get install slurm-wlm munge)", slurmsim_missing());
-	char exe[PATH_MAX];
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	cr_assert_gt(len, 0);
-	exe[len] = 0;
-	for (int i = 0; i < 3; i++)
-		*strrchr(exe, '/') = 0;
-	snprintf(stalenet, sizeof stalenet, "%s/stalenet", exe);
+	support_stalenet_path(stalenet, sizeof stalenet);
 	static const size_t sizes[] = { 2, 4, 8 };
 	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
 		scale_one(sizes[k]);
-}
-
-/* The stalenet agent serving host i (in its network namespace, argv[1] "agent"), or 0. */
-static pid_t agent_of(size_t i)
-{
-	pid_t pids[256];
-	size_t n = hostsim_host_pids(&hs, i, pids, 256);
-	for (size_t k = 0; k < n; k++) {
-		char path[64], cmd[512];
-		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[k]);
-		FILE *f = fopen(path, "re");
-		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
-		if (f)
-			fclose(f);
-		cmd[r] = 0;
-		if (r && !strcmp(cmd, stalenet) && strlen(cmd) + 1 < r && !strcmp(cmd + strlen(cmd) + 1, "agent"))
-			return pids[k];
-	}
-	return 0;
 }
 
 Test(slurm, killed_agent_stops_the_run_and_cleanup_clears_its_host)
@@ -511,7 +478,7 @@ Test(slurm, killed_agent_stops_the_run_and_cleanup_clears_its_host)
 	cr_assert_gt(salloc, 0);
 	struct started_arg a = { 0 };
 	cr_assert(support_wait_until(run_started, &a, 60000), "the run did not start");
-	pid_t agent = agent_of(2);
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
 	cr_assert_gt(agent, 0, "no agent on h2");
 	int64_t t_kill = support_now_ms();
 	cr_assert_eq(kill(agent, SIGKILL), 0);

@@ -48,26 +48,10 @@ static int lock_fd = -1;
 
 static void setup(void)
 {
-	char self[PATH_MAX - 16];
-	ssize_t n;
-
 	log_init("test_guard", LOG_WARN);
 	support_require_netns("sntst-guardprobe");
-	if (access(DATA_DIR "/train-images-idx3-ubyte.gz", R_OK) < 0 &&
-	    access(DATA_DIR "/train-images-idx3-ubyte", R_OK) < 0)
-		support_skip_or_fail("no Fashion-MNIST under %s", DATA_DIR);
-	/* build/tests/netns/test_guard -> build/stalenet */
-	n = readlink("/proc/self/exe", self, sizeof self - 1);
-	cr_assert_gt(n, 0);
-	self[n] = '\0';
-	for (int up = 0; up < 3; up++) {
-		char *slash = strrchr(self, '/');
-
-		cr_assert_not_null(slash);
-		*slash = '\0';
-	}
-	snprintf(stalenet_bin, sizeof stalenet_bin, "%s/stalenet", self);
-	if (access(stalenet_bin, X_OK) < 0)
+	support_require_dataset(DATA_DIR);
+	if (!support_stalenet_path(stalenet_bin, sizeof stalenet_bin))
 		support_skip_or_fail("build/stalenet not built");
 	lock_fd = support_host_lock();
 	support_tmpdir(tmpdir, sizeof tmpdir, "tguard");

@@ -58,23 +58,9 @@ static const char *const host_keys[] = {
 
 static void setup(void)
 {
-	char self[PATH_MAX - 16];
-	ssize_t n;
-
 	log_init("test_run", LOG_WARN);
 	support_require_netns("sntst-runprobe");
-	/* build/tests/netns/test_run -> build/stalenet */
-	n = readlink("/proc/self/exe", self, sizeof self - 1);
-	cr_assert_gt(n, 0);
-	self[n] = '\0';
-	for (int up = 0; up < 3; up++) {
-		char *slash = strrchr(self, '/');
-
-		cr_assert_not_null(slash);
-		*slash = '\0';
-	}
-	snprintf(stalenet_bin, sizeof stalenet_bin, "%s/stalenet", self);
-	if (access(stalenet_bin, X_OK) < 0)
+	if (!support_stalenet_path(stalenet_bin, sizeof stalenet_bin))
 		support_skip_or_fail("build/stalenet not built");
 	lock_fd = support_host_lock();
 	support_tmpdir(tmpdir, sizeof tmpdir, "trun");

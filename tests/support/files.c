@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collectors/table.h"
+
 char *support_tmpdir(char *buf, size_t len, const char *tag)
 {
 	int n = snprintf(buf, len, "/tmp/stalenet-%s-XXXXXX", tag);
@@ -82,6 +84,35 @@ char *support_slurp(const char *path, size_t *len)
 
 	cr_assert_not_null(s, "read %s: %s", path, strerror(errno));
 	return s;
+}
+
+bool support_same_file(const char *a, const char *b, const char *file)
+{
+	char pa[600], pb[600];
+	size_t la, lb;
+	char *x, *y;
+	bool same;
+
+	snprintf(pa, sizeof pa, "%s/%s", a, file);
+	snprintf(pb, sizeof pb, "%s/%s", b, file);
+	x = support_slurp(pa, &la);
+	y = support_slurp(pb, &lb);
+	same = la == lb && memcmp(x, y, la) == 0;
+	free(x);
+	free(y);
+	return same;
+}
+
+struct table *support_load_table(const char *dir, const char *file)
+{
+	char path[600], err[512];
+	bool missing = false;
+	struct table *t;
+
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	t = table_load(path, &missing, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	return t;
 }
 
 void support_write_file(const char *path, const char *text)

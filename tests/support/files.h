@@ -4,7 +4,10 @@
 #ifndef STALENET_TESTS_SUPPORT_FILES_H
 #define STALENET_TESTS_SUPPORT_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+struct table;
 
 /* Create a fresh directory /tmp/stalenet-<tag>-XXXXXX into buf (len bytes) and return buf.
  * Fails the test when it cannot. The caller removes it (support_rm_rf). */
@@ -21,6 +24,14 @@ char *support_read_file(const char *path, size_t *len);
 
 /* support_read_file() for a file the test needs: fails the test when it cannot be read. */
 char *support_slurp(const char *path, size_t *len);
+
+/* Whether the files a/file and b/file hold the same bytes (fails the test when either cannot be
+ * read). */
+bool support_same_file(const char *a, const char *b, const char *file);
+
+/* The CSV table dir/file (collectors/table; the caller destroys it). Fails the test when it
+ * cannot be loaded. */
+struct table *support_load_table(const char *dir, const char *file);
 
 /* Write text to path (created or truncated). Fails the test when it cannot. */
 void support_write_file(const char *path, const char *text);

@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,4 +64,37 @@ void support_host_unlock(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
+}
+
+void support_require_dataset(const char *dir)
+{
+	char img[PATH_MAX], gz[PATH_MAX];
+
+	snprintf(img, sizeof img, "%s/train-images-idx3-ubyte", dir);
+	snprintf(gz, sizeof gz, "%s/train-images-idx3-ubyte.gz", dir);
+	if (access(gz, R_OK) < 0 && access(img, R_OK) < 0)
+		support_skip_or_fail("no Fashion-MNIST under %s", dir);
+}
+
+void support_require_sshd(void)
+{
+	if (access("/usr/sbin/sshd", X_OK))
+		support_skip_or_fail("no /usr/sbin/sshd (apt-get install openssh-server)");
+}
+
+bool support_stalenet_path(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+	cr_assert_gt(n, 0);
+	self[n] = '\0';
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(self, '/');
+
+		cr_assert_not_null(slash);
+		*slash = '\0';
+	}
+	snprintf(out, len, "%s/stalenet", self);
+	return access(out, X_OK) == 0;
 }

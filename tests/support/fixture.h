@@ -8,6 +8,7 @@
 #define STALENET_TESTS_SUPPORT_FIXTURE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* True when STALENET_TESTS_MUST_RUN=1: a test that cannot run must fail, not skip. */
 bool support_must_run(void);
@@ -22,6 +23,17 @@ void support_require_root(void);
 /* Skip (or fail) unless this host lets us create a network namespace: probe is added and
  * deleted again (a name unique to the suite). Implies support_require_root(). */
 void support_require_netns(const char *probe);
+
+/* Skip (or fail) unless the training images of the data set under dir are there (gzipped or
+ * not). */
+void support_require_dataset(const char *dir);
+
+/* Skip (or fail) unless /usr/sbin/sshd is installed (every simulated host runs one). */
+void support_require_sshd(void);
+
+/* Write the path of the stalenet binary of this build into out (len bytes): BUILD/stalenet for
+ * a test binary BUILD/tests/SUITE/test_x. Returns whether it is executable there. */
+bool support_stalenet_path(char *out, size_t len);
 
 /* Take the host-wide test lock (blocking): one test at a time touches host-wide state
  * (sysctls, iptables, /run/netns listings), whichever suite it belongs to. Returns the fd to

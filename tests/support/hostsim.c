@@ -303,3 +303,25 @@ void hostsim_stop(struct hostsim *hs)
 	hs->n = 0;
 	hs->dir[0] = hs->ctl_ns[0] = hs->underlay_ns[0] = 0;
 }
+
+pid_t hostsim_agent_pid(const struct hostsim *hs, size_t i, const char *stalenet)
+{
+	pid_t pids[256];
+	size_t n = hostsim_host_pids(hs, i, pids, 256);
+
+	for (size_t k = 0; k < n; k++) {
+		char path[64], cmd[512];
+		FILE *f;
+		size_t r;
+
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[k]);
+		f = fopen(path, "re");
+		r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		cmd[r] = 0;
+		if (r && !strcmp(cmd, stalenet) && strlen(cmd) + 1 < r && !strcmp(cmd + strlen(cmd) + 1, "agent"))
+			return pids[k];
+	}
+	return 0;
+}

@@ -48,4 +48,8 @@ void hostsim_stop(struct hostsim *hs);
 /* Pids of processes whose network namespace is the host's (up to max); their count. */
 size_t hostsim_host_pids(const struct hostsim *hs, size_t i, pid_t *pids, size_t max);
 
+/* The agent serving host i: a process in its namespace running "stalenet agent" (argv[0] the
+ * binary stalenet, argv[1] "agent"), or 0 when there is none. */
+pid_t hostsim_agent_pid(const struct hostsim *hs, size_t i, const char *stalenet);
+
 #endif

@@ -287,3 +287,42 @@ Test(csv, full_disk_cuts_partial_row, .timeout = 20)
 	free(text);
 	unlink(path);
 }
+
+Test(csv, buf_builds_text_and_quotes_fields)
+{
+	struct csv_buf b = { 0 };
+	char *longf = malloc(2001), *want = malloc(2100);
+
+	cr_assert(longf && want);
+	memset(longf, 'a', 2000);
+	longf[1000] = '"';
+	longf[2000] = '\0';
+	csv_buf_field(&b, "x,y");
+	csv_buf_put(&b, ",");
+	csv_buf_field(&b, "plain");
+	csv_buf_put(&b, "\n");
+	cr_assert_eq(b.rc, 0);
+	cr_assert_str_eq(b.p, "\"x,y\",plain\n");
+	cr_assert_eq(b.len, strlen("\"x,y\",plain\n"));
+	/* a field longer than the stack buffer, with a quote to double */
+	csv_buf_field(&b, longf);
+	snprintf(want, 2100, "\"x,y\",plain\n\"%.1000s\"\"%s\"", longf, longf + 1001);
+	cr_assert_eq(b.rc, 0);
+	cr_assert_str_eq(b.p, want);
+	cr_assert_eq(b.len, strlen(want));
+	cr_assert_geq(b.cap, b.len + 1);
+	free(b.p);
+	free(longf);
+	free(want);
+}
+
+Test(csv, buf_ignores_puts_after_a_failure)
+{
+	struct csv_buf b = { .rc = -ENOMEM };
+
+	csv_buf_put(&b, "abc");
+	csv_buf_field(&b, "d,e");
+	cr_assert_eq(b.rc, -ENOMEM);
+	cr_assert_null(b.p);
+	cr_assert_eq(b.len, 0);
+}

@@ -73,18 +73,6 @@ static void simulate(const struct scenario *sc, const char *dir, struct sim_resu
 	simulate_plan(sc, dir, res, false);
 }
 
-static struct table *load(const char *dir, const char *file)
-{
-	char path[600], err[512];
-	bool missing = false;
-	struct table *t;
-
-	snprintf(path, sizeof path, "%s/%s", dir, file);
-	t = table_load(path, &missing, err, sizeof err);
-	cr_assert_not_null(t, "%s", err);
-	return t;
-}
-
 static double cell(const struct table *t, size_t r, const char *col)
 {
 	double v = NAN;
@@ -98,7 +86,7 @@ static double cell(const struct table *t, size_t r, const char *col)
 /* max over progress samples of (max_step - min_step); *waited = any sample with waiting > 0 */
 static double max_spread(const char *dir, bool *waited)
 {
-	struct table *t = load(dir, "progress.csv");
+	struct table *t = support_load_table(dir, "progress.csv");
 	double m = 0;
 
 	*waited = false;
@@ -111,23 +99,6 @@ static double max_spread(const char *dir, bool *waited)
 	}
 	table_destroy(&t);
 	return m;
-}
-
-static bool same_file(const char *a, const char *b, const char *file)
-{
-	char pa[600], pb[600];
-	size_t la, lb;
-	char *x, *y;
-	bool same;
-
-	snprintf(pa, sizeof pa, "%s/%s", a, file);
-	snprintf(pb, sizeof pb, "%s/%s", b, file);
-	x = support_slurp(pa, &la);
-	y = support_slurp(pb, &lb);
-	same = la == lb && memcmp(x, y, la) == 0;
-	free(x);
-	free(y);
-	return same;
 }
 
 Test(sim, bsp_spread_at_most_one_round, .timeout = 60)
@@ -183,7 +154,7 @@ Test(sim, asp_never_waits, .timeout = 60)
 	max_spread(dir, &waited);
 	cr_assert_not(waited);
 	cr_assert_eq(r.wait_fraction, 0);
-	t = load(dir, "nodes/worker3.csv");
+	t = support_load_table(dir, "nodes/worker3.csv");
 	cr_assert_gt(table_rows(t), 50);
 	for (size_t i = 0; i < table_rows(t); i++)
 		cr_assert_eq(cell(t, i, "wait_s"), 0);
@@ -207,7 +178,7 @@ Test(sim, pbsp0_is_asp, .timeout = 60)
 	simulate(x, a, &ra);
 	simulate(y, b, &rb);
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-		cr_assert(same_file(a, b, files[i]), "%s differs", files[i]);
+		cr_assert(support_same_file(a, b, files[i]), "%s differs", files[i]);
 	cr_assert_eq(ra.events, rb.events);
 	scenario_destroy(&x);
 	scenario_destroy(&y);
@@ -226,9 +197,9 @@ Test(sim, pbsp_all_is_bsp, .timeout = 60)
 	support_tmpdir(b, sizeof b, "sim");
 	simulate(x, a, &ra);
 	simulate(y, b, &rb);
-	cr_assert(same_file(a, b, "progress.csv"), "progress.csv differs");
-	ta = load(a, "workers.csv");
-	tb = load(b, "workers.csv");
+	cr_assert(support_same_file(a, b, "progress.csv"), "progress.csv differs");
+	ta = support_load_table(a, "workers.csv");
+	tb = support_load_table(b, "workers.csv");
 	cr_assert_eq(table_rows(ta), 5);
 	cr_assert_eq(table_rows(tb), 5);
 	for (size_t i = 0; i < 5; i++) {
@@ -263,7 +234,7 @@ Test(sim, draw_rules, .timeout = 60)
 	support_tmpdir(c, sizeof c, "sim");
 	simulate(asp, a, &ra);
 	simulate(p0, b, &rb);
-	cr_assert(same_file(a, b, "workers.csv") && same_file(a, b, "progress.csv"),
+	cr_assert(support_same_file(a, b, "workers.csv") && support_same_file(a, b, "progress.csv"),
 		  "pBSP(0) per crossing is not ASP");
 	/* fresh directories: a run's files are not meant to be written over */
 	support_rm_rf(a);
@@ -272,7 +243,7 @@ Test(sim, draw_rules, .timeout = 60)
 	support_tmpdir(c, sizeof c, "sim");
 	simulate(bsp, a, &ra);
 	simulate(pall, c, &rc);
-	cr_assert(same_file(a, c, "progress.csv"), "pBSP(N-1) per crossing is not BSP");
+	cr_assert(support_same_file(a, c, "progress.csv"), "pBSP(N-1) per crossing is not BSP");
 	support_rm_rf(b);
 	support_rm_rf(c);
 	support_tmpdir(b, sizeof b, "sim");
@@ -339,7 +310,7 @@ Test(sim, deterministic, .timeout = 60)
 	simulate(sc, a, &ra);
 	simulate(sc, b, &rb);
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-		cr_assert(same_file(a, b, files[i]), "%s differs", files[i]);
+		cr_assert(support_same_file(a, b, files[i]), "%s differs", files[i]);
 	cr_assert_eq(ra.events, rb.events);
 	scenario_destroy(&sc);
 	support_rm_rf(a);
@@ -367,7 +338,7 @@ Test(sim, churn_crash_restart_late_join_leave, .timeout = 60)
 	cr_assert_not_null(sc, "%s", err);
 	support_tmpdir(dir, sizeof dir, "sim");
 	simulate(sc, dir, &r);
-	t = load(dir, "workers.csv");
+	t = support_load_table(dir, "workers.csv");
 	/* the others went on without the crashed worker and the one that left, and were not held
 	 * for ever by the late one: about 30 s / 105 ms */
 	cr_assert_gt(cell(t, 0, "final_step"), 200);
@@ -393,7 +364,7 @@ Test(sim, many_workers_use_workers_csv, .timeout = 60)
 	simulate(sc, dir, &r);
 	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
 	cr_assert_neq(access(path, F_OK), 0, "100 workers > node_files 10: no per-worker trace");
-	t = load(dir, "workers.csv");
+	t = support_load_table(dir, "workers.csv");
 	cr_assert_eq(table_rows(t), 100);
 	cr_assert_eq(r.workers, 100);
 	table_destroy(&t);
@@ -436,7 +407,7 @@ Test(sim, model_averaging_rounds, .timeout = 60)
 	/* a round is 4 local steps; BSP holds every worker to the same round */
 	cr_assert_gt(r.steps_min, 40);
 	cr_assert_leq(r.steps_max - r.steps_min, 4);
-	t = load(dir, "nodes/worker2.csv");
+	t = support_load_table(dir, "nodes/worker2.csv");
 	for (size_t i = 0; i < table_rows(t); i++) {
 		double step = cell(t, i, "step");
 		bool push = fmod(step, 4) == 0;
@@ -471,14 +442,14 @@ Test(sim, compute_trace_replayed, .timeout = 60)
 	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
 	cr_assert_not_null(sc, "%s", err);
 	simulate(sc, dir, &r);
-	t = load(dir, "nodes/worker0.csv");
+	t = support_load_table(dir, "nodes/worker0.csv");
 	cr_assert_gt(table_rows(t), 10);
 	/* the trace's times, cyclically, stretched by the slowdown: 0.5, 1.0, 1.5, 0.5, ... */
 	for (size_t i = 0; i < table_rows(t); i++)
 		cr_assert_float_eq(cell(t, i, "compute_s"), 0.5 * (double)(i % 3 + 1), 1e-5, "row %zu: %g", i,
 				   cell(t, i, "compute_s"));
 	table_destroy(&t);
-	t = load(dir, "nodes/worker1.csv");
+	t = support_load_table(dir, "nodes/worker1.csv");
 	cr_assert_float_eq(cell(t, 0, "compute_s"), 0.01, 1e-6);
 	table_destroy(&t);
 	scenario_destroy(&sc);
@@ -506,7 +477,7 @@ Test(sim, network_trace_changes_every_link, .timeout = 60)
 	sc = scenario_parse(buf, strlen(buf), "t.yaml", err, sizeof err);
 	cr_assert_not_null(sc, "%s", err);
 	simulate(sc, dir, &r);
-	t = load(dir, "nodes/worker0.csv");
+	t = support_load_table(dir, "nodes/worker0.csv");
 	for (size_t i = 1; i < table_rows(t); i++) {
 		double t0 = cell(t, i - 1, "t_s"), dt = cell(t, i, "t_s") - t0;
 
@@ -611,7 +582,7 @@ Test(sim, compact_plan_same_outputs, .timeout = 60)
 	simulate_plan(sc, a, &ra, false);
 	simulate_plan(sc, b, &rb, true);
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-		cr_assert(same_file(a, b, files[i]), "%s differs", files[i]);
+		cr_assert(support_same_file(a, b, files[i]), "%s differs", files[i]);
 	cr_assert_eq(ra.events, rb.events);
 	cr_assert_gt(ra.events, 1000);
 	scenario_destroy(&sc);

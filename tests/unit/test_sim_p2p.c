@@ -91,18 +91,6 @@ static void simulate(const struct scenario *sc, const char *dir, struct sim_resu
 		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
 }
 
-static struct table *load(const char *dir, const char *file)
-{
-	char path[600], err[512];
-	bool missing = false;
-	struct table *t;
-
-	snprintf(path, sizeof path, "%s/%s", dir, file);
-	t = table_load(path, &missing, err, sizeof err);
-	cr_assert_not_null(t, "%s", err);
-	return t;
-}
-
 static double cell(const struct table *t, size_t r, const char *col)
 {
 	double v = NAN;
@@ -130,7 +118,7 @@ static void traces_load(const char *dir, unsigned n, struct traces *tr)
 		struct table *t;
 
 		snprintf(f, sizeof f, "nodes/peer%u.csv", i);
-		t = load(dir, f);
+		t = support_load_table(dir, f);
 		tr->rows[i] = table_rows(t);
 		tr->end[i] = calloc(tr->rows[i] + 1, sizeof(double));
 		tr->start[i] = calloc(tr->rows[i] + 1, sizeof(double));
@@ -178,7 +166,7 @@ static size_t check_bound(const struct traces *tr, unsigned s)
 /* max over progress samples of max_step - min_step; *waited: a sample with waiting > 0 */
 static double max_spread(const char *dir, bool *waited)
 {
-	struct table *t = load(dir, "progress.csv");
+	struct table *t = support_load_table(dir, "progress.csv");
 	double m = 0;
 
 	*waited = false;
@@ -193,32 +181,15 @@ static double max_spread(const char *dir, bool *waited)
 	return m;
 }
 
-static bool same_file(const char *a, const char *b, const char *file)
-{
-	char pa[600], pb[600];
-	size_t la, lb;
-	char *x, *y;
-	bool same;
-
-	snprintf(pa, sizeof pa, "%s/%s", a, file);
-	snprintf(pb, sizeof pb, "%s/%s", b, file);
-	x = support_slurp(pa, &la);
-	y = support_slurp(pb, &lb);
-	same = la == lb && memcmp(x, y, la) == 0;
-	free(x);
-	free(y);
-	return same;
-}
-
 static void assert_same_runs(const char *a, const char *b, unsigned n)
 {
-	cr_assert(same_file(a, b, "progress.csv"), "progress.csv differs");
-	cr_assert(same_file(a, b, "workers.csv"), "workers.csv differs");
+	cr_assert(support_same_file(a, b, "progress.csv"), "progress.csv differs");
+	cr_assert(support_same_file(a, b, "workers.csv"), "workers.csv differs");
 	for (unsigned i = 0; i < n; i++) {
 		char f[64];
 
 		snprintf(f, sizeof f, "nodes/peer%u.csv", i);
-		cr_assert(same_file(a, b, f), "%s differs", f);
+		cr_assert(support_same_file(a, b, f), "%s differs", f);
 	}
 }
 
@@ -378,7 +349,7 @@ Test(sim_p2p, stop_steps_and_bye, .timeout = 60)
 	cr_assert_eq(r.steps_max, 40);
 	cr_assert_eq(r.total_steps, 40 * NPEERS);
 	/* everybody said BYE: the last progress sample has nobody live */
-	t = load(dir, "progress.csv");
+	t = support_load_table(dir, "progress.csv");
 	cr_assert_eq(cell(t, table_rows(t) - 1, "alive"), 0);
 	table_destroy(&t);
 	scenario_destroy(&sc);
@@ -428,7 +399,7 @@ Test(sim_ring, allreduce_step_is_compute_plus_ring, .timeout = 60)
 		char f[64];
 
 		snprintf(f, sizeof f, "nodes/peer%u.csv", i);
-		t = load(dir, f);
+		t = support_load_table(dir, f);
 		cr_assert_eq(table_rows(t), 180);
 		for (size_t k = 0; k < table_rows(t); k++) {
 			cr_assert_float_eq(cell(t, k, "t_s"), 0.056 * (double)(k + 1), 1e-6);
@@ -542,10 +513,10 @@ Test(sim_p2p, train_real, .timeout = 120)
 	support_tmpdir(b, sizeof b, "simp2p");
 	simulate(sc, a, &ra);
 	simulate(sc, b, &rb);
-	cr_assert(same_file(a, b, "eval.csv"), "eval.csv differs between two simulations");
+	cr_assert(support_same_file(a, b, "eval.csv"), "eval.csv differs between two simulations");
 	assert_same_runs(a, b, 4);
-	cr_assert(same_file(a, b, "partition.csv"));
-	t = load(a, "eval.csv");
+	cr_assert(support_same_file(a, b, "partition.csv"));
+	t = support_load_table(a, "eval.csv");
 	cr_assert_gt(table_rows(t), 10);
 	last = cell(t, table_rows(t) - 1, "test_accuracy");
 	cr_assert_gt(last, 0.65, "peer0's replica after 20 s: %g", last);
@@ -603,7 +574,7 @@ Test(sim_p2p, churn_crash_restart_join, .timeout = 60)
 
 	support_tmpdir(dir, sizeof dir, "simp2p");
 	simulate(sc, dir, &r);
-	t = load(dir, "nodes/peer0.csv");
+	t = support_load_table(dir, "nodes/peer0.csv");
 	for (size_t k = 0; k < table_rows(t); k++) {
 		double ts = cell(t, k, "t_s");
 
@@ -615,7 +586,7 @@ Test(sim_p2p, churn_crash_restart_join, .timeout = 60)
 	cr_assert_gt(during, 10, "peer0 stalled while peer1 was down (%zu steps)", during);
 	/* held from before 8 s until the joiner's 2 s deadline, its resume and its first step */
 	cr_assert(max_wait > 1.9 && max_wait < 3, "the joiner's 2 s catch-up wait: %g", max_wait);
-	t = load(dir, "nodes/peer1.csv");
+	t = support_load_table(dir, "nodes/peer1.csv");
 	for (size_t k = 0; k < table_rows(t); k++) {
 		if (cell(t, k, "t_s") < 5)
 			last_before = cell(t, k, "step");
@@ -624,14 +595,14 @@ Test(sim_p2p, churn_crash_restart_join, .timeout = 60)
 	}
 	table_destroy(&t);
 	cr_assert_gt(first_after, last_before + 10, "peer1 resumed at %g after %g", first_after, last_before);
-	t = load(dir, "nodes/peer4.csv");
+	t = support_load_table(dir, "nodes/peer4.csv");
 	join_t = cell(t, 0, "t_s");
 	join_step = cell(t, 0, "step");
 	table_destroy(&t);
 	cr_assert_geq(join_t, 8);
 	cr_assert_gt(join_step, 30, "peer4 began at step %g (the others were near 40)", join_step);
 	/* everybody back: lockstep */
-	t = load(dir, "progress.csv");
+	t = support_load_table(dir, "progress.csv");
 	for (size_t k = 0; k < table_rows(t); k++)
 		if (cell(t, k, "t_s") >= 12)
 			cr_assert_leq(cell(t, k, "max_step") - cell(t, k, "min_step"), 1, "at %g s",
@@ -685,7 +656,7 @@ Test(sim_ring, idle_restart, .timeout = 60)
 		cr_assert_not_null(sc, "%s", err);
 		support_tmpdir(dir, sizeof dir, "simring");
 		simulate(sc, dir, &r);
-		t = load(dir, "nodes/peer0.csv");
+		t = support_load_table(dir, "nodes/peer0.csv");
 		cr_assert_eq(table_rows(t), 10);
 		cr_assert_float_eq(cell(t, 0, "wait_s"), 0.024, 1e-9);
 		for (size_t k = 1; k < table_rows(t); k++)
@@ -713,10 +684,10 @@ Test(sim_p2p, train_real_with_restart, .timeout = 120)
 	support_tmpdir(b, sizeof b, "simp2p");
 	simulate(sc, a, &ra);
 	simulate(sc, b, &rb);
-	cr_assert(same_file(a, b, "eval.csv"));
+	cr_assert(support_same_file(a, b, "eval.csv"));
 	assert_same_runs(a, b, 4);
 	/* peer 0 evaluates its replica: after the restart it is the adopted one, not a fresh model */
-	t = load(a, "eval.csv");
+	t = support_load_table(a, "eval.csv");
 	for (size_t k = 0; k < table_rows(t); k++)
 		if (cell(t, k, "t_s") >= 10)
 			cr_assert_gt(cell(t, k, "test_accuracy"), 0.5, "at %g s", cell(t, k, "t_s"));
