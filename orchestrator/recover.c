@@ -2,6 +2,7 @@
 #include "orchestrator/recover.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "collectors/schema.h"
+#include "collectors/summary.h"
 #include "lib/clock.h"
 #include "lib/limits.h"
 #include "lib/safefile.h"
@@ -16,7 +18,7 @@
 #include "orchestrator/cli.h"
 
 static const char usage[] = "usage: stalenet recover RUN_DIR DEVICE[@VERSION] [--out FILE]\n"
-			    "       stalenet recover RUN_DIR --all\n";
+			    "       stalenet recover RUN_DIR|SWEEP_DIR --all\n";
 
 struct rows {
 	struct fleet_version *v;
@@ -91,12 +93,107 @@ static int write_model(const char *path, const float *m, size_t n)
 	return close(fd) < 0 ? -errno : 0;
 }
 
+/* --all over one run directory's store: every version rebuilt and printed, then the closing
+ * line. *versions and *bad count what was rebuilt and what failed. Returns CLI_EXIT_OK,
+ * CLI_EXIT_FAILED (a version that did not verify, or no readable store). */
+static int verify_all(const char *run_dir, size_t *versions, size_t *bad)
+{
+	char path[4096], err[512];
+	struct fleet_store *s = NULL;
+	struct rows rows = { 0 };
+	float *model = NULL;
+	double sum = 0, max = 0, secs;
+	uint32_t n, k;
+	int rc = CLI_EXIT_FAILED, r;
+
+	*versions = *bad = 0;
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", run_dir, FLEET_STORE_FILE) >= sizeof path) {
+		fprintf(stderr, "stalenet recover: %s: path too long\n", run_dir);
+		return rc;
+	}
+	if (!(s = fleet_store_open(path, false, err, sizeof err))) {
+		fprintf(stderr, "stalenet recover: %s\n", err);
+		return rc;
+	}
+	if (fleet_store_get_meta(s, &n, &k) < 0) {
+		fprintf(stderr, "stalenet recover: %s: no valid fleet store\n", path);
+		goto out;
+	}
+	if (!(model = malloc((size_t)n * sizeof(float))))
+		goto out;
+	if ((r = fleet_store_each(s, collect, &rows)) < 0) {
+		fprintf(stderr, "stalenet recover: %s: %s\n", path, strerror(-r));
+		goto out;
+	}
+	for (size_t i = 0; i < rows.n; i++) {
+		if ((r = one(s, rows.v[i].device, rows.v[i].version, model, &secs)) < 0)
+			goto out;
+		*bad += r != 0;
+		sum += secs;
+		if (secs > max)
+			max = secs;
+	}
+	*versions = rows.n;
+	printf("recover: %zu versions, %zu verified, %zu failed, recover_s mean %.6f max %.6f\n",
+	       rows.n, rows.n - *bad, *bad, rows.n ? sum / (double)rows.n : 0.0, max);
+	rc = *bad ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+out:
+	free(rows.v);
+	free(model);
+	fleet_store_close(&s);
+	return rc;
+}
+
+static bool has_store(const char *dir)
+{
+	char path[4096];
+
+	return (size_t)snprintf(path, sizeof path, "%s/%s", dir, FLEET_STORE_FILE) < sizeof path &&
+	       access(path, F_OK) == 0;
+}
+
+/* --all over a sweep directory: every run holding a fleet store, in name order, then a total.
+ * A sweep without any store is a failure (nothing was verified). */
+static int verify_sweep(const char *dir)
+{
+	char **names = NULL, sub[4096];
+	size_t n = 0, runs = 0, versions = 0, bad = 0, failed_runs = 0;
+	bool single = false;
+	int r = summary_list_runs(dir, &names, &n, &single);
+
+	if (r < 0) {
+		fprintf(stderr, "stalenet recover: %s: %s\n", dir, strerror(-r));
+		return CLI_EXIT_FAILED;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t v = 0, b = 0;
+
+		if (!single && (size_t)snprintf(sub, sizeof sub, "%s/%s", dir, names[i]) < sizeof sub &&
+		    has_store(sub)) {
+			printf("run %s\n", names[i]);
+			runs++;
+			if (verify_all(sub, &v, &b) != CLI_EXIT_OK)
+				failed_runs++;
+			versions += v;
+			bad += b;
+		}
+		free(names[i]);
+	}
+	free(names);
+	if (!runs) {
+		fprintf(stderr, "stalenet recover: %s: no %s here or in its runs\n", dir, FLEET_STORE_FILE);
+		return CLI_EXIT_FAILED;
+	}
+	printf("recover: %zu runs, %zu versions, %zu verified, %zu failed\n", runs, versions,
+	       versions - bad, bad);
+	return failed_runs ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+}
+
 int recover_cmd(int argc, char **argv)
 {
 	const char *run_dir = NULL, *target = NULL, *out_path = NULL;
 	char path[4096], err[512], device[FLEET_STORE_DEVICE_MAX + 1];
 	struct fleet_store *s = NULL;
-	struct rows rows = { 0 };
 	float *model = NULL;
 	bool all = false;
 	int64_t version = 0;
@@ -139,6 +236,11 @@ int recover_cmd(int argc, char **argv)
 			version = v;
 		}
 	}
+	if (all) {
+		size_t versions, bad;
+
+		return has_store(run_dir) ? verify_all(run_dir, &versions, &bad) : verify_sweep(run_dir);
+	}
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", run_dir, FLEET_STORE_FILE) >= sizeof path) {
 		fprintf(stderr, "stalenet recover: %s: path too long\n", run_dir);
 		goto out;
@@ -157,7 +259,7 @@ int recover_cmd(int argc, char **argv)
 	model = malloc((size_t)n * sizeof(float));
 	if (!model)
 		goto out;
-	if (!all) {
+	{
 		struct fleet_version last;
 		double secs;
 
@@ -179,27 +281,6 @@ int recover_cmd(int argc, char **argv)
 			}
 		}
 		rc = CLI_EXIT_OK;
-	} else {
-		size_t bad = 0;
-		double sum = 0, max = 0, secs;
-		int r = fleet_store_each(s, collect, &rows);
-
-		if (r < 0) {
-			fprintf(stderr, "stalenet recover: %s: %s\n", path, strerror(-r));
-			goto out;
-		}
-		for (size_t i = 0; i < rows.n; i++) {
-			r = one(s, rows.v[i].device, rows.v[i].version, model, &secs);
-			if (r < 0)
-				goto out;
-			bad += r != 0;
-			sum += secs;
-			if (secs > max)
-				max = secs;
-		}
-		printf("recover: %zu versions, %zu verified, %zu failed, recover_s mean %.6f max %.6f\n",
-		       rows.n, rows.n - bad, bad, rows.n ? sum / (double)rows.n : 0.0, max);
-		rc = bad ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 	}
 	goto out;
 bad_target:
@@ -209,7 +290,6 @@ bad_target:
 usage:
 	fputs(usage, stderr);
 out:
-	free(rows.v);
 	free(model);
 	fleet_store_close(&s);
 	return rc;

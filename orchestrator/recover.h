@@ -9,7 +9,9 @@
 
 /* The command (argv[0] is "recover"). Prints one line per rebuilt version to stdout:
  * `DEVICE@VERSION ok|FAILED strategy=S chain=N recover_s=T hash=HEX`, and with --all a
- * closing summary line. Returns CLI_EXIT_OK, CLI_EXIT_FAILED (a version that does not verify,
+ * closing summary line; --all on a sweep directory verifies every run holding a store (a
+ * `run NAME` line before each) and ends with a total. Returns CLI_EXIT_OK, CLI_EXIT_FAILED (a
+ * version that does not verify,
  * or no such version), or CLI_EXIT_USAGE. --out writes the model as raw little-endian float32. */
 int recover_cmd(int argc, char **argv);
 

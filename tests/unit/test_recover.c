@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "collectors/schema.h"
 #include "node/fleet_store.h"
@@ -147,4 +148,42 @@ Test(recover, verify_run_writes_recover_csv, .init = setup, .fini = teardown)
 		  "%s", text);
 	free(text);
 	cr_assert_eq(recover_verify_run("/nonexistent-run", &tot, err, sizeof err), -ENOENT);
+}
+
+/* --all on a sweep directory: every run holding a store is verified (runs are the
+ * subdirectories holding meta.json); one tampered version in one run fails the whole; a sweep
+ * without any store fails. */
+Test(recover, all_over_a_sweep, .init = setup, .fini = teardown)
+{
+	char sweep[512], run_dir[600], file[700];
+	sqlite3 *db;
+
+	snprintf(sweep, sizeof sweep, "%s/sweep", dir);
+	cr_assert_eq(mkdir(sweep, 0755), 0);
+	cr_assert_eq(run(sweep, "--all", NULL, NULL), CLI_EXIT_FAILED, "an empty sweep verifies nothing");
+	for (int k = 0; k < 2; k++) {
+		size_t len;
+		char *bytes;
+
+		snprintf(run_dir, sizeof run_dir, "%s/point%d", sweep, k);
+		cr_assert_eq(mkdir(run_dir, 0755), 0);
+		snprintf(file, sizeof file, "%s/meta.json", run_dir);
+		support_write_file(file, "{}\n");
+		bytes = support_read_file(path, &len);
+		cr_assert_not_null(bytes);
+		snprintf(file, sizeof file, "%s/%s", run_dir, FLEET_STORE_FILE);
+		FILE *f = fopen(file, "we");
+		cr_assert_not_null(f);
+		cr_assert_eq(fwrite(bytes, 1, len, f), len);
+		fclose(f);
+		free(bytes);
+	}
+	cr_assert_eq(run(sweep, "--all", NULL, NULL), CLI_EXIT_OK);
+	snprintf(file, sizeof file, "%s/point1/%s", sweep, FLEET_STORE_FILE);
+	cr_assert_eq(sqlite3_open(file, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "UPDATE versions SET hash = zeroblob(32) WHERE device = 'device0'"
+				      " AND version = 3", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	cr_assert_eq(run(sweep, "--all", NULL, NULL), CLI_EXIT_FAILED);
+	cr_assert_eq(run(sweep, "device0@1", NULL, NULL), CLI_EXIT_FAILED, "one version needs a run directory");
 }
