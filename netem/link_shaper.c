@@ -153,6 +153,41 @@ static int record(struct link_shaper *s, const char *kind, const char *netns, co
 	return s->record ? s->record(s->record_ctx, kind, netns, argv) : 0;
 }
 
+/* nfq: the sending node's TCP is asked for segmentation-offload packets of at least
+ * LINK_SHAPER_NFQ_MIN_TSO_SEGS segments (net.ipv4.tcp_min_tso_segs, a sysctl of the node's own
+ * namespace: it goes with the namespace, nothing to record). TCP sizes its offloaded packets to
+ * about a millisecond of its pacing rate, at least 2 segments; on the emulated links of a
+ * training run (a few MB/s per flow) that is 2-3 segments, so the emulator handled a packet
+ * (and the receiver sent an ACK) for every ~3 KB. The wire sees the same segments at the same
+ * times either way: without a pacing qdisc TCP sends what its window allows back to back, and
+ * the emulator draws loss per wire segment (linkd's split queue). */
+static int write_min_tso_segs(void *arg)
+{
+	const char *v = arg;
+	int fd = open("/proc/sys/net/ipv4/tcp_min_tso_segs", O_WRONLY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, v, strlen(v)) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static void set_min_tso_segs(const char *netns)
+{
+	char v[16];
+	int rc;
+
+	if (!netns || !*netns)
+		return; /* not a namespace of ours (the caller's own): the host's TCP is not ours to change */
+	snprintf(v, sizeof v, "%d", LINK_SHAPER_NFQ_MIN_TSO_SEGS);
+	if ((rc = netns_call(netns, write_min_tso_segs, v)) < 0)
+		log_warn("link_shaper: %s: net.ipv4.tcp_min_tso_segs: %s (the emulator handles smaller packets)",
+			 netns, strerror(-rc));
+}
+
 /* Run argv in netns (lib/netns); the tool's output is discarded unless debugging. */
 static int run_in_ns(const char *netns, const char *const *argv)
 {
@@ -339,6 +374,8 @@ int link_shaper_apply(struct link_shaper *s, const struct link_endpoint *ep, enu
 			return rc;
 		}
 		l->rule = true;
+		if (dir == LINK_DIR_UP)
+			set_min_tso_segs(sd.snd_ns);
 	}
 	return nfq_rate(s, &sd, l, p->rate_bps);
 }

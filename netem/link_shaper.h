@@ -5,7 +5,10 @@
  * switch's. Direction `up` = node -> switch, `down` = switch -> node. Two backends:
  *   kernel  the netem qdisc (+ TBF child for rate) on the sending side's veth egress (libnl).
  *   nfq     stalenet-linkd holds packets at the receiving side's ingress (NFQUEUE, iptables mangle
- *           PREROUTING rule added here); rate is a TBF qdisc on the sending side's egress.
+ *           PREROUTING rule added here); rate is a TBF qdisc on the sending side's egress. The
+ *           node's TCP is set to build offloaded packets of at least LINK_SHAPER_NFQ_MIN_TSO_SEGS
+ *           segments (a sysctl of the node's namespace, when it is a named one): the emulator's
+ *           CPU goes by packets, and loss is still drawn per wire segment.
  * Every host change (qdisc, iptables rule) is reported to the record hook BEFORE it is made, so the
  * orchestrator's teardown journal can undo it even if we crash halfway. */
 #ifndef STALENET_LINK_SHAPER_H
@@ -18,6 +21,9 @@
 #include "lib/link_params.h"
 
 enum link_backend { LINK_BACKEND_AUTO = 0, LINK_BACKEND_KERNEL, LINK_BACKEND_NFQ };
+
+/* nfq: net.ipv4.tcp_min_tso_segs in the sending node's namespace (kernel default 2). */
+#define LINK_SHAPER_NFQ_MIN_TSO_SEGS 16
 enum link_dir { LINK_DIR_UP = 0, LINK_DIR_DOWN };
 
 struct link_endpoint {
