@@ -7,9 +7,9 @@
 # network.precision (default auto: the host's measured timers choose, and spin polls through the
 # margin before every release, so compare versions at the same precision). Needs root; skips
 # otherwise.
-# Honest accounting: work the emulator hands to the kernel's NAPI threads (threaded NAPI on the
-# nodes' veths, netem/link_shaper) is not work saved. The bench also reads the CPU of the napi
-# kthreads that appeared with the run (named napi/<dev>-<id>; present before the run = not ours)
+# Honest accounting: work moved out of the emulator's verdict calls into kernel threads (e.g.
+# threaded NAPI on the veths, see docs/precision.md) is not work saved. The bench also reads the
+# CPU of the napi kthreads that appeared with the run (named napi/<dev>-<id>; present before the run = not ours)
 # and of ksoftirqd, and the whole host's busy time over the same window (/proc/stat; other load
 # on the host is in it: compare it only between back-to-back runs).
 set -euo pipefail
