@@ -17,10 +17,12 @@
 
 #include "orchestrator/plan.h"
 
-/* The emulator's CPU per packet and shaped direction (NFQUEUE verdict round trip plus the
- * release heap): an assumed figure, not measured at check time (tests/bench/
- * bench_linkd_share.sh measures the emulator's real share during a run). */
-#define CPUNEED_NFQ_PACKET_S 20e-6
+/* The emulator's CPU per CPUNEED_PACKET_BYTES carried in one shaped direction (NFQUEUE verdict
+ * round trip, the kernel's delivery inside it, the release heap): not measured at check time,
+ * but taken from tests/bench/bench_linkd_share.sh while training (4.4-5.1 s of emulator CPU per
+ * GB carried once the nodes' TCP sends offloaded packets of >= 16 segments, netem/link_shaper;
+ * 10.4-11.2 s before, docs/precision.md). */
+#define CPUNEED_NFQ_PACKET_S 7e-6
 #define CPUNEED_PACKET_BYTES 1448.0
 /* CPU of one step's messages (push and reply: copies, checksums, the TCP stack, at both
  * ends): a floor plus a cost per byte, fitted to the step rates of one compute-bound worker on
