@@ -61,6 +61,11 @@ knew=()
 for k in $(kthreads napi/); do case "$napi_pre" in *" $k "*) ;; *) knew+=("$k");; esac; done
 ksoft=($(kthreads ksoftirqd/))
 n0=$(sumcpu "${knew[@]}"); s0=$(sumcpu "${ksoft[@]}")
+# "t_s median_step" of progress.csv's latest row (the training's pace, to see that a cheaper
+# emulator did not slow it)
+progress() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "median_step") m = i; next }
+	m && $1 != "" { t = $1; v = $m } END { print (t == "" ? 0 : t), (v == "" ? 0 : v) }' "$dir/out/progress.csv"; }
+p0=$(progress)
 c0=$(cpu "$pid"); t0=$(date +%s.%N); h0=$(hostbusy)
 last=$c0; nlast=$n0; slast=$s0; hlast=$h0
 while kill -0 "$pid" 2>/dev/null; do
@@ -77,10 +82,11 @@ wait "$run" || { echo "bench_linkd_share: run failed"; tail -20 "$dir/log"; exit
 # counts once), bytes their true length: the bytes show the load is the same across versions.
 pkts=$(awk -F, 'NR > 1 { last[$2 "," $3] = $4 } END { for (k in last) s += last[k]; print s + 0 }' "$dir/out/links.csv")
 bytes=$(awk -F, 'NR > 1 { last[$2 "," $3] = $5 } END { for (k in last) s += last[k]; printf "%.0f", s + 0 }' "$dir/out/links.csv")
+p1=$(progress)
 prec=$(sed -n 's/.*"precision": *"\([a-z]*\)".*/\1/p' "$dir/out/meta.json" | head -1)
 echo "bench_linkd_share: precision ${prec:-?} (network.precision: $PREC), load $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts" -v b="$bytes" -v s="$SECS" \
-	-v kn="$napi" -v nk="${#knew[@]}" -v ks="$soft" -v hb="$((hlast - h0))" 'BEGIN {
+	-v kn="$napi" -v nk="${#knew[@]}" -v ks="$soft" -v hb="$((hlast - h0))" -v p0="$p0" -v p1="$p1" 'BEGIN {
 	cpu = (c1 - c0) / hz; wall = t1 - t0
 	printf "bench_linkd_share: 10 workers + server, MLP 784-256-10, ASP, 5 ms +- 1 ms, 0.1%% loss, %d s of training\n", s
 	printf "  stalenet-linkd: %.2f s CPU over %.1f s = %.1f%% of one core (%.1f%% of the 2-core machine); %d packets through its queues (%.0f pkts/s, %.1f MB/s)\n",
@@ -92,4 +98,6 @@ awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts"
 	       nk, k, 100 * k / wall, 100 * (cpu + k) / wall, (p > 0 ? 1e6 * (cpu + k) / p : 0)
 	printf "  ksoftirqd (host-wide): %.2f s CPU = %.1f%% of one core; whole host busy: %.1f of 2 cores (%.0f%%, other load included)\n",
 	       q, 100 * q / wall, h / wall, 50 * h / wall
+	split(p0, a, " "); split(p1, z, " ")
+	if (z[1] > a[1]) printf "  training: median step %d -> %d over %.1f s = %.2f steps/s a worker\n", a[2], z[2], z[1] - a[1], (z[2] - a[2]) / (z[1] - a[1])
 }'
