@@ -83,10 +83,15 @@ wait "$run" || { echo "bench_linkd_share: run failed"; tail -20 "$dir/log"; exit
 pkts=$(awk -F, 'NR > 1 { last[$2 "," $3] = $4 } END { for (k in last) s += last[k]; print s + 0 }' "$dir/out/links.csv")
 bytes=$(awk -F, 'NR > 1 { last[$2 "," $3] = $5 } END { for (k in last) s += last[k]; printf "%.0f", s + 0 }' "$dir/out/links.csv")
 p1=$(progress)
+# release lateness over the run's links.csv rows (nfq): mean of the rows' means, worst p99 and
+# the rows whose p99 is above 0.5 ms (the live view's warning)
+late=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "late_mean_ms") a = i; if ($i == "late_p99_ms") b = i }; next }
+	a && $a != "" { n++; m += $a; if ($b + 0 > w) w = $b + 0; if ($b + 0 > 0.5) o++ }
+	END { if (n) printf "%.3f %.3f %d %d", m / n, w, o, n; else print "none" }' "$dir/out/links.csv")
 prec=$(sed -n 's/.*"precision": *"\([a-z]*\)".*/\1/p' "$dir/out/meta.json" | head -1)
 echo "bench_linkd_share: precision ${prec:-?} (network.precision: $PREC), load $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts" -v b="$bytes" -v s="$SECS" \
-	-v kn="$napi" -v nk="${#knew[@]}" -v ks="$soft" -v hb="$((hlast - h0))" -v p0="$p0" -v p1="$p1" 'BEGIN {
+	-v kn="$napi" -v nk="${#knew[@]}" -v ks="$soft" -v hb="$((hlast - h0))" -v p0="$p0" -v p1="$p1" -v late="$late" 'BEGIN {
 	cpu = (c1 - c0) / hz; wall = t1 - t0
 	printf "bench_linkd_share: 10 workers + server, MLP 784-256-10, ASP, 5 ms +- 1 ms, 0.1%% loss, %d s of training\n", s
 	printf "  stalenet-linkd: %.2f s CPU over %.1f s = %.1f%% of one core (%.1f%% of the 2-core machine); %d packets through its queues (%.0f pkts/s, %.1f MB/s)\n",
@@ -98,6 +103,7 @@ awk -v c0="$c0" -v c1="$last" -v t0="$t0" -v t1="$t1" -v hz="$tick" -v p="$pkts"
 	       nk, k, 100 * k / wall, 100 * (cpu + k) / wall, (p > 0 ? 1e6 * (cpu + k) / p : 0)
 	printf "  ksoftirqd (host-wide): %.2f s CPU = %.1f%% of one core; whole host busy: %.1f of 2 cores (%.0f%%, other load included)\n",
 	       q, 100 * q / wall, h / wall, 50 * h / wall
+	if (split(late, l, " ") == 4) printf "  release lateness (links.csv, %d rows): mean %.3f ms, worst p99 %.3f ms, %d rows with p99 > 0.5 ms\n", l[4], l[1], l[2], l[3]
 	split(p0, a, " "); split(p1, z, " ")
 	if (z[1] > a[1]) printf "  training: median step %d -> %d over %.1f s = %.2f steps/s a worker\n", a[2], z[2], z[1] - a[1], (z[2] - a[2]) / (z[1] - a[1])
 }'
