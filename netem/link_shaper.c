@@ -158,9 +158,10 @@ static int record(struct link_shaper *s, const char *kind, const char *netns, co
  * namespace: it goes with the namespace, nothing to record). TCP sizes its offloaded packets to
  * about a millisecond of its pacing rate, at least 2 segments; on the emulated links of a
  * training run (a few MB/s per flow) that is 2-3 segments, so the emulator handled a packet
- * (and the receiver sent an ACK) for every ~3 KB. The wire sees the same segments at the same
- * times either way: without a pacing qdisc TCP sends what its window allows back to back, and
- * the emulator draws loss per wire segment (linkd's split queue). */
+ * (and the receiver sent an ACK) for every ~3 KB. Without a pacing qdisc TCP sends what its
+ * window allows back to back either way, and the emulator draws loss per wire segment (linkd's
+ * split queue); the segments of one packet share one delay draw (docs/precision.md). Only the
+ * nfq backend does this: sch_netem drops an offloaded packet whole. */
 static int write_min_tso_segs(void *arg)
 {
 	const char *v = arg;

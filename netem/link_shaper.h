@@ -21,10 +21,11 @@
 #include "lib/link_params.h"
 
 enum link_backend { LINK_BACKEND_AUTO = 0, LINK_BACKEND_KERNEL, LINK_BACKEND_NFQ };
-
-/* nfq: net.ipv4.tcp_min_tso_segs in the sending node's namespace (kernel default 2). */
-#define LINK_SHAPER_NFQ_MIN_TSO_SEGS 16
 enum link_dir { LINK_DIR_UP = 0, LINK_DIR_DOWN };
+
+/* nfq: net.ipv4.tcp_min_tso_segs set in the sending node's namespace when its up direction is
+ * first shaped (kernel default 2). */
+#define LINK_SHAPER_NFQ_MIN_TSO_SEGS 16
 
 struct link_endpoint {
 	const char *node_netns;     /* name under /run/netns ("" or NULL = current namespace) */
