@@ -63,16 +63,48 @@ static const char *color(size_t i)
 	return COLORS[i % NCOLORS];
 }
 
-/* Colour and dash of point p: its style's colour; the dash tells the directories of a
- * comparison apart (and sweeps of more points than colours). */
+/* Dash patterns, each visibly different from the others, and point markers (gnuplot's 1-15,
+ * 7 last: the figures that always mark points use it for the unvaried look). */
+static const char *const DASHES[PLOT_LOOK_NDASH] = {
+	"1", "(12,6)", "(3,5)", "(12,5,3,5)", "(12,5,3,5,3,5)", "(6,6)", "(22,6)", "(22,5,3,5,3,5,3,5)",
+};
+static const int MARKS[] = { 0, 4, 6, 8, 10, 12, 14, 1, 2, 3, 5, 9, 11, 13, 15, 7 };
+#define NMARKS (sizeof MARKS / sizeof MARKS[0])
+#define MARK_EVERY 24 /* a line's markers: one per this many samples */
+
+void plot_look_of(const struct plot_set *set, size_t p, struct plot_look *out)
+{
+	const struct plot_point *pt = &set->points[p];
+	size_t nsrc = 1, v;
+
+	for (size_t q = 0; q < set->npoints; q++)
+		if (set->points[q].source + 1 > nsrc)
+			nsrc = set->points[q].source + 1;
+	v = pt->source + nsrc * (pt->style / NCOLORS);
+	out->color = color(pt->style);
+	out->dash = DASHES[v % PLOT_LOOK_NDASH];
+	out->point = MARKS[(v / PLOT_LOOK_NDASH) % NMARKS];
+	out->fill = (int)(v % 8);
+}
+
+/* Colour of point p (its style's). */
 static const char *pcolor(const struct ctx *c, size_t p)
 {
 	return color(c->set->points[p].style);
 }
 
-static size_t pdash(const struct ctx *c, size_t p)
+/* The look of point p as a gnuplot line: "lines" or "linespoints" with its colour, width lw,
+ * dash and (past the first 8 variants of its colour) markers; ends before the title. */
+static void line_look(FILE *f, const struct ctx *c, size_t p, double lw)
 {
-	return 1 + c->set->points[p].source + c->set->points[p].style / NCOLORS;
+	struct plot_look lk;
+
+	plot_look_of(c->set, p, &lk);
+	if (lk.point)
+		fprintf(f, "with linespoints pt %d pi %d ps 1 lw %.3g lc rgb '%s' dt %s ", lk.point,
+			MARK_EVERY, lw, lk.color, lk.dash);
+	else
+		fprintf(f, "with lines lw %.3g lc rgb '%s' dt %s ", lw, lk.color, lk.dash);
 }
 
 /* ---- text ---------------------------------------------------------------------------- */
@@ -379,8 +411,9 @@ static void plot_bands(FILE *f, const struct ctx *c, const char *name)
 		if (c->set->points[p].nruns > 1)
 			fprintf(f, "'%s_%zu.dat' using 1:3:4 with filledcurves lc rgb '%s' notitle, ",
 				name, p, pcolor(c, p));
-		fprintf(f, "'%s_%zu.dat' using 1:2 with lines lw 2 lc rgb '%s' dt %zu title "
-			   "columnheader(2)", name, p, pcolor(c, p), pdash(c, p));
+		fprintf(f, "'%s_%zu.dat' using 1:2 ", name, p);
+		line_look(f, c, p, 2);
+		fprintf(f, "title columnheader(2)");
 		if (p + 1 < c->set->npoints)
 			fputs(", ", f);
 	}
@@ -502,10 +535,14 @@ static int fig_steps_final(struct ctx *c)
 	fprintf(f, "plot 'steps_final_tics.dat' using 1:2:xticlabels(3) with dots lc rgb '#FFFFFFFF' "
 		   "notitle, ");
 	for (size_t p = 0; p < s->npoints; p++) {
+		struct plot_look lk;
+
 		fprintf(f, "'steps_final.dat' using (%zu):($1==%zu ? $3 : NaN) with boxplot "
 			   "lc rgb '%s' lw 1.5, ", p, p, pcolor(c, p));
-		fprintf(f, "'steps_final.dat' using ($1==%zu ? $2 : NaN):3 with points pt 7 ps 1.1 "
-			   "lc rgb '%s'%s", p, pcolor(c, p), p + 1 < s->npoints ? ", " : "\n");
+		plot_look_of(s, p, &lk);
+		fprintf(f, "'steps_final.dat' using ($1==%zu ? $2 : NaN):3 with points pt %d ps 1.1 "
+			   "lc rgb '%s'%s", p, lk.point ? lk.point : 7, lk.color,
+			p + 1 < s->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "steps_final", f, 1000, 620);
 	f = NULL;
@@ -563,9 +600,15 @@ static int fig_steps_cdf(struct ctx *c)
 		fputc('\n', d);
 		/* a step function: up by 1/m at each worker's final step; one point per distinct
 		 * step (the fraction at or below it), so 100,000 workers make a small file */
-		for (size_t i = 0; i < m; i++)
-			if (i + 1 == m || xs[i + 1] != xs[i])
-				fprintf(d, "%.6g\t%.6g\n", xs[i], (double)(i + 1) / (double)m);
+		for (size_t i = 0, last = 0; i < m; i++) {
+			if (i + 1 < m && xs[i + 1] == xs[i])
+				continue;
+			/* the corner: the fraction so far, then the rise at this step */
+			if (last > 0)
+				fprintf(d, "%.6g\t%.6g\n", xs[i], (double)last / (double)m);
+			fprintf(d, "%.6g\t%.6g\n", xs[i], (double)(i + 1) / (double)m);
+			last = i + 1;
+		}
 		if (m == 0)
 			fputs("NaN\tNaN\n", d);
 		if (fclose(d) != 0) {
@@ -586,9 +629,12 @@ static int fig_steps_cdf(struct ctx *c)
 	fprintf(f, "set ylabel 'fraction of workers with at most x steps'\n");
 	fprintf(f, "set yrange [0:1]\nset xrange [0:*]\nset key outside right top\n");
 	fprintf(f, "plot ");
-	for (size_t p = 0; p < s->npoints; p++)
-		fprintf(f, "'steps_cdf_%zu.dat' using 1:2 with steps lw 2 lc rgb '%s' dt %zu title "
-			   "columnheader(2)%s", p, pcolor(c, p), pdash(c, p), p + 1 < s->npoints ? ", " : "\n");
+	for (size_t p = 0; p < s->npoints; p++) {
+		/* the file holds the steps' corners: drawn as lines, it is the step function */
+		fprintf(f, "'steps_cdf_%zu.dat' using 1:2 ", p);
+		line_look(f, c, p, 2);
+		fprintf(f, "title columnheader(2)%s", p + 1 < s->npoints ? ", " : "\n");
+	}
 	rc = fig_end(c, "steps_cdf", f, 1200, 620);
 	f = NULL;
 out:
@@ -671,19 +717,24 @@ static int fig_progress(struct ctx *c)
 		first = 0;
 		fprintf(f, "'progress_%zu.dat' using 1:2:4 with filledcurves lc rgb '%s' notitle, ", p,
 			pcolor(c, p));
-		fprintf(f, "'progress_%zu.dat' using 1:3 with lines lw 2 lc rgb '%s' "
-			   "title columnheader(3)", p, pcolor(c, p));
+		fprintf(f, "'progress_%zu.dat' using 1:3 ", p);
+		line_look(f, c, p, 2);
+		fprintf(f, "title columnheader(3)");
 	}
 	fprintf(f, "\nset title 'Workers blocked at a barrier (%.3g s mean)'\n", win_max);
 	fprintf(f, "set ylabel 'workers waiting (count)'\nset xlabel 'time since run start (s)'\n");
 	fprintf(f, "set yrange [0:*]\nplot ");
 	for (size_t p = 0, first = 1; p < s->npoints; p++) {
+		struct plot_look lk;
+
 		if (!prog[p].rows)
 			continue;
 		fprintf(f, "%s", first ? "" : ", ");
 		first = 0;
-		fprintf(f, "'progress_%zu.dat' using 1:5 with linespoints pt 7 ps 0.5 lw 1.5 "
-			   "lc rgb '%s' title columnheader(5)", p, pcolor(c, p));
+		plot_look_of(s, p, &lk);
+		fprintf(f, "'progress_%zu.dat' using 1:5 with linespoints pt %d ps 0.5 lw 1.5 "
+			   "lc rgb '%s' dt %s title columnheader(5)", p, lk.point ? lk.point : 7,
+			lk.color, lk.dash);
 	}
 	fprintf(f, "\nunset multiplot\n");
 	rc = fig_end(c, "progress", f, 1100, 820);
@@ -755,9 +806,17 @@ static int fig_staleness(struct ctx *c)
 	for (size_t p = 0; p < s->npoints; p++) {
 		double off = ((double)p - (double)(s->npoints - 1) / 2.0) * bw;
 
-		fprintf(f, "'staleness.dat' using ($1%+.4f):%zu with boxes lc rgb '%s' "
-			   "title columnheader(%zu)%s", off, p + 2, pcolor(c, p), p + 2,
-			p + 1 < s->npoints ? ", " : "\n");
+		struct plot_look lk;
+
+		plot_look_of(s, p, &lk);
+		if (lk.fill)
+			fprintf(f, "'staleness.dat' using ($1%+.4f):%zu with boxes lc rgb '%s' "
+				   "fs pattern %d border title columnheader(%zu)%s", off, p + 2,
+				lk.color, lk.fill, p + 2, p + 1 < s->npoints ? ", " : "\n");
+		else
+			fprintf(f, "'staleness.dat' using ($1%+.4f):%zu with boxes lc rgb '%s' "
+				   "title columnheader(%zu)%s", off, p + 2, lk.color, p + 2,
+				p + 1 < s->npoints ? ", " : "\n");
 	}
 	rc = fig_end(c, "staleness_hist", f, 1000, 600);
 	f = NULL;

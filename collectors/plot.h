@@ -30,6 +30,23 @@ int plot_dir(const char *run_or_sweep_dir, char *err, size_t errlen);
 int plot_compare(const char *const *dirs, const char *const *labels, size_t ndirs,
 		 const char *out_dir, char *err, size_t errlen);
 
+struct plot_set;
+
+/* How point p of a set is drawn: its style's colour (8 colour-blind-safe ones), a dash pattern
+ * and a point marker for the colour's repeats. The variant v = source + nsources * (style / 8)
+ * picks the dash (v % PLOT_LOOK_NDASH: a directory of a comparison keeps its dash while it
+ * has fewer than 8 values) and the marker (v / PLOT_LOOK_NDASH, 0: none), so two points of a
+ * set of at most 32 styles and 32 sources never look alike. fill is the box fill pattern
+ * (0: solid; v % 8 otherwise). Strings are constants of this module, never the set's text. */
+#define PLOT_LOOK_NDASH 8
+struct plot_look {
+	const char *color; /* "#RRGGBB" */
+	const char *dash;  /* gnuplot dash type: "1" (solid) or "(a,b,...)" */
+	int point;         /* gnuplot point type, 0: a plain line */
+	int fill;          /* gnuplot fill pattern for boxes, 0: solid */
+};
+void plot_look_of(const struct plot_set *set, size_t p, struct plot_look *out);
+
 /* Copy src into dst (dstlen > 0) keeping only letters, digits, space and ._-+=:,/%()[] ;
  * every other byte becomes '_'. The form in which untrusted text may enter gnuplot script
  * text. Returns dst. */

@@ -14,6 +14,12 @@ struct core_p2p {
 	size_t nsample;
 	uint32_t *list;      /* what the last call listed */
 	uint64_t brng, grng; /* barrier and gossip sampling streams */
+	/* Liveness: alive[j] = live[j] (the driver's word) && !out[j] (a join took j out until
+	 * reached[j]). */
+	bool *live, *out, *reached;
+	/* The join in progress: asked, answered (with clock), counted departed by an answer. */
+	bool *j_asked, *j_answered, *j_departed;
+	int64_t *j_clock;
 	size_t *scratch;     /* gossip draws (so a crossing's sample survives a gossip round) */
 };
 
@@ -34,12 +40,21 @@ struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
 	c->sample = calloc(n, sizeof *c->sample);
 	c->scratch = calloc(n, sizeof *c->scratch);
 	c->list = calloc(n, sizeof *c->list);
-	if (!c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list) {
+	c->live = calloc(n, sizeof *c->live);
+	c->out = calloc(n, sizeof *c->out);
+	c->reached = calloc(n, sizeof *c->reached);
+	c->j_asked = calloc(n, sizeof *c->j_asked);
+	c->j_answered = calloc(n, sizeof *c->j_answered);
+	c->j_departed = calloc(n, sizeof *c->j_departed);
+	c->j_clock = calloc(n, sizeof *c->j_clock);
+	if (!c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list ||
+	    !c->live || !c->out || !c->reached || !c->j_asked || !c->j_answered ||
+	    !c->j_departed || !c->j_clock) {
 		core_p2p_destroy(&c);
 		return NULL;
 	}
 	for (uint32_t j = 0; j < n; j++)
-		c->alive[j] = true;
+		c->alive[j] = c->live[j] = true;
 	c->brng = conf->seed ^ (0xb5ad4eceda1ce2a9ull * (conf->self + 1));
 	c->grng = conf->seed ^ (0x2545f4914f6cdd1dull * (conf->self + 1));
 	return c;
@@ -58,14 +73,23 @@ void core_p2p_destroy(struct core_p2p **p)
 	free(c->sample);
 	free(c->scratch);
 	free(c->list);
+	free(c->live);
+	free(c->out);
+	free(c->reached);
+	free(c->j_asked);
+	free(c->j_answered);
+	free(c->j_departed);
+	free(c->j_clock);
 	free(c);
 	*p = NULL;
 }
 
 void core_p2p_set_alive(struct core_p2p *c, uint32_t j, bool live)
 {
-	if (j < c->conf.n)
-		c->alive[j] = live || j == c->conf.self;
+	if (j >= c->conf.n)
+		return;
+	c->live[j] = live || j == c->conf.self;
+	c->alive[j] = c->live[j] && !c->out[j];
 }
 
 bool core_p2p_is_alive(const struct core_p2p *c, uint32_t j)
@@ -177,4 +201,60 @@ uint32_t core_p2p_resume_from(const struct core_p2p *c, int64_t clock, const boo
 	if (from == UINT32_MAX || *lo <= clock)
 		return UINT32_MAX;
 	return from;
+}
+
+/* --- join ---------------------------------------------------------------------------------- */
+
+size_t core_p2p_join_begin(struct core_p2p *c, const uint32_t **ask)
+{
+	size_t k = core_p2p_live_others(c, ask);
+	size_t n = c->conf.n;
+
+	memset(c->j_asked, 0, n * sizeof *c->j_asked);
+	memset(c->j_answered, 0, n * sizeof *c->j_answered);
+	memset(c->j_departed, 0, n * sizeof *c->j_departed);
+	for (size_t i = 0; i < k; i++)
+		c->j_asked[(*ask)[i]] = true;
+	return k;
+}
+
+void core_p2p_join_on_answer(struct core_p2p *c, uint32_t j, int64_t clock, const bool *departed)
+{
+	if (j >= c->conf.n || j == c->conf.self)
+		return;
+	core_p2p_on_clock(c, j, clock);
+	if (!c->j_answered[j] || clock > c->j_clock[j])
+		c->j_clock[j] = clock;
+	c->j_answered[j] = true;
+	for (uint32_t k = 0; departed && k < c->conf.n; k++)
+		if (departed[k] && k != j && k != c->conf.self)
+			c->j_departed[k] = true;
+}
+
+bool core_p2p_join_waits_for(const struct core_p2p *c, uint32_t j)
+{
+	if (j >= c->conf.n || !c->j_asked[j] || c->j_answered[j])
+		return false;
+	/* A peer we reached is alive whatever a stale view says: wait for its answer. */
+	return !c->j_departed[j] || c->reached[j];
+}
+
+uint32_t core_p2p_join_end(struct core_p2p *c, int64_t clock, int64_t *lo)
+{
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		if (c->j_asked[j] && !c->j_answered[j] && !c->reached[j]) {
+			c->out[j] = true;
+			c->alive[j] = false;
+		}
+	}
+	return core_p2p_resume_from(c, clock, c->j_answered, c->j_clock, lo);
+}
+
+void core_p2p_on_reached(struct core_p2p *c, uint32_t j)
+{
+	if (j >= c->conf.n)
+		return;
+	c->reached[j] = true;
+	c->out[j] = false;
+	c->alive[j] = c->live[j];
 }

@@ -3,8 +3,8 @@
  * What node/engine_p2p decides, without its sockets and threads: which peers a barrier
  * crossing checks and which of them must be asked for their clock (CLOCK_REQ), whether the
  * crossing may pass once they answered, when a responder answers a held CLOCK_REQ, which peers
- * a gossip round pulls from and how their replicas are weighted, and from which peer a
- * restarted or late peer resumes. No I/O, no clock, no globals: the driver reports what it
+ * a gossip round pulls from and how their replicas are weighted, and, for a restarted or late
+ * peer's join, whom it waits for, whom it takes out and from which peer it resumes. No I/O, no clock, no globals: the driver reports what it
  * learnt (a peer's clock, a peer's liveness) and asks; randomness comes from the two sampling
  * streams the core keeps, seeded as the emulator always seeded them, so a run draws the same
  * samples as before the core existed. No process holds the clock vector: every peer has its
@@ -79,13 +79,39 @@ double core_p2p_merge_weight(const struct core_p2p *c, double reported);
 /* Weight of my own replica in the merge, with my `samples` training samples. */
 double core_p2p_own_weight(const struct core_p2p *c, uint64_t samples);
 
-/* The live others, in index order (who a restarted peer asks for their clock). Returns how
- * many; *peers is owned by the core, valid until the next call. */
+/* The live others, in index order. Returns how many; *peers is owned by the core, valid until
+ * the next call. */
 size_t core_p2p_live_others(struct core_p2p *c, const uint32_t **peers);
 /* A restarted or late peer at clock `clock`: the peer to resume from among those that
  * answered (answered[j]) with clocks their[j]: the slowest, when it is ahead of clock. Returns
  * its index, *lo its clock; UINT32_MAX when there is nobody to resume from. */
 uint32_t core_p2p_resume_from(const struct core_p2p *c, int64_t clock, const bool *answered,
 			      const int64_t *their, int64_t *lo);
+
+/* The join of a restarted or late peer. It asks every live other for its clock and for its
+ * view of who departed (core_p2p_join_begin), reports each answer (core_p2p_join_on_answer) and
+ * waits while core_p2p_join_waits_for says so: for a peer that has not answered, unless an
+ * answer counts it as departed and this peer never reached it (no connection of ours to it
+ * completed: core_p2p_on_reached). So a join does not wait for a peer that crashed before it
+ * started. core_p2p_join_end (all answered or skipped, or the driver's deadline passed) takes
+ * every asked peer that neither answered nor was reached out of every barrier and sample until
+ * it is reached, and names the peer to resume from. */
+
+/* Begin a join: forgets any earlier one and lists the peers to ask (the live others, in index
+ * order; *ask owned by the core, valid until the next call). Returns how many. */
+size_t core_p2p_join_begin(struct core_p2p *c, const uint32_t **ask);
+/* Peer j answered the join with clock `clock` (also core_p2p_on_clock) and, unless departed is
+ * NULL (it sent no view), departed[k] for each of the n peers k it counts as departed. */
+void core_p2p_join_on_answer(struct core_p2p *c, uint32_t j, int64_t clock, const bool *departed);
+/* Whether the join still waits for peer j: j was asked, has not answered, and either no answer
+ * counts it as departed or this peer reached it. */
+bool core_p2p_join_waits_for(const struct core_p2p *c, uint32_t j);
+/* End the join at clock `clock`: the asked peers that neither answered nor were reached are out
+ * (core_p2p_is_alive false) until core_p2p_on_reached. Returns the peer to resume from (the
+ * slowest answer, when it is ahead of clock) with *lo its clock, else UINT32_MAX. */
+uint32_t core_p2p_join_end(struct core_p2p *c, int64_t clock, int64_t *lo);
+/* A connection of ours to peer j completed (a handshake): j counts as reached from now on, and
+ * is back in if a join had taken it out. */
+void core_p2p_on_reached(struct core_p2p *c, uint32_t j);
 
 #endif

@@ -37,6 +37,8 @@
 #define P2P_MAX_PENDING 4096
 #define P2P_CATCH_UP_NS 2000000000ll
 #define P2P_WATCH_NS 100000000ll
+/* CLOCK_REQ value of a join's request: reply with your view of who departed. */
+#define P2P_JOIN_VIEW 1.0
 
 struct shared {
 	pthread_mutex_t mu;
@@ -44,6 +46,7 @@ struct shared {
 	struct wire_buf *published; /* replica after the last completed step */
 	double weight;              /* my training samples */
 	bool *dead;                 /* BYE seen from peer j */
+	bool *departed;             /* the loop's view: peer j is out of barriers and samples */
 	bool run_over;              /* a BYE carried the run-over bit */
 	float **final;              /* ensemble, peer 0: last unsolicited replica of each peer */
 	struct wire_stats st;       /* ROUTER traffic (service thread) */
@@ -53,6 +56,7 @@ struct pending {
 	uint8_t id[WIRE_MAX_ID];
 	size_t idlen;
 	int64_t threshold, seq;
+	bool view;                  /* a join's request: the reply carries the departed view */
 };
 
 struct service {
@@ -80,13 +84,23 @@ int engine_p2p_combine_parse(const char *name, enum p2p_combine *out)
 
 /* --- service thread ------------------------------------------------------------------------ */
 
+/* A CLOCK_REP; with view, its payload is the departed view: per peer 1.0 when this peer counts it
+ * as departed, else 0.0 (left out when it would not fit in a replica's frame). */
 static void reply_clock(struct service *s, const uint8_t *id, size_t idlen, int64_t clock,
-			int64_t seq)
+			int64_t seq, bool view)
 {
 	struct wire_header h = { .type = WIRE_CLOCK_REP, .sender = s->self, .step = clock,
 				 .model_version = clock, .aux = seq };
+	float v[ENGINE_MAX_NODES];
 
-	wire_send(s->router, id, idlen, &h, NULL, NULL, true, &s->st);
+	if (view && s->n * sizeof(float) <= s->max_bytes) {
+		pthread_mutex_lock(&s->sh->mu);
+		for (uint32_t j = 0; j < s->n; j++)
+			v[j] = s->sh->departed[j] ? 1.0f : 0.0f;
+		pthread_mutex_unlock(&s->sh->mu);
+		h.payload_len = (uint32_t)(s->n * sizeof(float));
+	}
+	wire_send(s->router, id, idlen, &h, h.payload_len ? v : NULL, NULL, true, &s->st);
 }
 
 static void answer_pending(struct service *s)
@@ -99,7 +113,8 @@ static void answer_pending(struct service *s)
 	pthread_mutex_unlock(&s->sh->mu);
 	for (size_t i = 0; i < s->npend; i++) {
 		if (core_p2p_answerable(clock, s->pend[i].threshold))
-			reply_clock(s, s->pend[i].id, s->pend[i].idlen, clock, s->pend[i].seq);
+			reply_clock(s, s->pend[i].id, s->pend[i].idlen, clock, s->pend[i].seq,
+				    s->pend[i].view);
 		else
 			s->pend[k++] = s->pend[i];
 	}
@@ -119,13 +134,14 @@ static void handle_request(struct service *s, struct wire_msg *m)
 	}
 	switch (m->h.type) {
 	case WIRE_CLOCK_REQ: {
+		bool view = m->h.value == P2P_JOIN_VIEW;
 		int64_t clock;
 
 		pthread_mutex_lock(&sh->mu);
 		clock = sh->clock;
 		pthread_mutex_unlock(&sh->mu);
 		if (core_p2p_answerable(clock, m->h.model_version)) {
-			reply_clock(s, m->id, m->idlen, clock, m->h.aux);
+			reply_clock(s, m->id, m->idlen, clock, m->h.aux, view);
 		} else if (s->npend < P2P_MAX_PENDING) {
 			struct pending *p = &s->pend[s->npend++];
 
@@ -133,6 +149,7 @@ static void handle_request(struct service *s, struct wire_msg *m)
 			p->idlen = m->idlen;
 			p->threshold = m->h.model_version;
 			p->seq = m->h.aux;
+			p->view = view;
 		}
 		break;
 	}
@@ -245,6 +262,8 @@ struct peer {
 	bool *alive;
 	struct wire_stats st;       /* DEALER traffic */
 	bool stop_all;              /* this peer ends the run for everybody (stop.accuracy) */
+	bool joining;               /* catch_up's clock exchange: answers go to the core's join */
+	bool *view;                 /* scratch: a join answer's departed view */
 	/* replies of one exchange */
 	bool *asked, *got;
 	float **models;
@@ -274,8 +293,15 @@ static bool refresh(struct peer *p, bool check_time)
 		p->alive[j] = j == p->c.index || (!p->sh.dead[j] && !p->down[j]);
 	over = p->sh.run_over;
 	pthread_mutex_unlock(&p->sh.mu);
-	for (uint32_t j = 0; j < p->c.n; j++)
+	/* The core adds its own rule (a peer a join took out stays out until reached). */
+	for (uint32_t j = 0; j < p->c.n; j++) {
 		core_p2p_set_alive(p->core, j, p->alive[j]);
+		p->alive[j] = core_p2p_is_alive(p->core, j);
+	}
+	pthread_mutex_lock(&p->sh.mu);
+	for (uint32_t j = 0; j < p->c.n; j++)
+		p->sh.departed[j] = !p->alive[j];
+	pthread_mutex_unlock(&p->sh.mu);
 	if (p->ctl && ctl_client_should_stop(p->ctl))
 		over = true;
 	if (check_time && p->c.stop_time_s > 0 &&
@@ -296,6 +322,7 @@ static void watch(struct peer *p, uint32_t j)
 	while (p->mon[j] && wire_monitor_next(p->mon[j], &event, &value) == 1) {
 		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
 			p->conns[j]++;
+			core_p2p_on_reached(p->core, j);
 			if (p->down[j])
 				log_info("p2p: peer %u is reachable (again)", j);
 			p->down[j] = false;
@@ -313,6 +340,8 @@ static int send_request(struct peer *p, uint32_t j, enum wire_type type, int64_t
 	struct wire_header h = { .type = (uint16_t)type, .sender = p->c.index, .step = p->clock,
 				 .model_version = threshold, .aux = seq };
 
+	if (type == WIRE_CLOCK_REQ && p->joining)
+		h.value = P2P_JOIN_VIEW;
 	return wire_send(p->dealer[j], NULL, 0, &h, NULL, NULL, true, &p->st);
 }
 
@@ -321,6 +350,16 @@ static int send_request(struct peer *p, uint32_t j, enum wire_type type, int64_t
  * replies models[j] and weights[j]. Returns 0, or -ECANCELED when the run ended meanwhile. */
 static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold,
 			  int64_t deadline_ns);
+
+/* A join's CLOCK_REP from peer j into the core, with its departed view when it carries one. */
+static void join_answer(struct peer *p, uint32_t j, const struct wire_msg *m)
+{
+	bool has_view = m->n == p->c.n;
+
+	for (uint32_t k = 0; has_view && k < p->c.n; k++)
+		p->view[k] = m->payload[k] != 0.0f;
+	core_p2p_join_on_answer(p->core, j, m->h.step, has_view ? p->view : NULL);
+}
 
 static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
 {
@@ -370,14 +409,16 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 		for (uint32_t j = 0; j < n; j++) {
 			if (!p->asked[j] || p->got[j])
 				continue;
-			if (!p->alive[j]) { /* left the run: nothing to wait for */
+			watch(p, j);
+			/* Left the run, or (a join) counted departed by the peers that answered and
+			 * never reached: nothing to wait for. */
+			if (!p->alive[j] || (p->joining && !core_p2p_join_waits_for(p->core, j))) {
 				p->asked[j] = false;
 				left--;
 				continue;
 			}
 			/* What a broken connection carried is lost: after ZeroMQ reconnected, the
 			 * request goes again (same seq: a second reply is ignored). */
-			watch(p, j);
 			if (p->conns[j] >= 2 && p->conns[j] > p->sent_conn[j]) {
 				p->sent_conn[j] = p->conns[j];
 				p->resent++;
@@ -427,6 +468,8 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 					p->got[j] = true;
 					p->their_clock[j] = m.h.step;
 					core_p2p_on_clock(p->core, j, m.h.step);
+					if (p->joining && type == WIRE_CLOCK_REQ)
+						join_answer(p, j, &m);
 					left--;
 				}
 				wire_msg_close(&m);
@@ -523,25 +566,36 @@ static int publish(struct peer *p);
 
 /* A restarted or late peer: the others went on without it. It continues from the slowest
  * answering peer's clock with that peer's replica, as a restarted parameter-server worker
- * resumes at the slowest live clock. Peers that do not answer within 2 s (crashed, or gone
- * without this process seeing their BYE) are not waited for. */
+ * resumes at the slowest live clock. The answers carry each peer's view of who departed:
+ * node/core_p2p's join does not wait for a peer they count as departed and that this process
+ * never reached (it crashed before we started), and takes it out until it is reached. Others
+ * are waited for at most 2 s. */
 static int catch_up(struct peer *p)
 {
 	uint32_t n = p->c.n, from;
 	const uint32_t *peers;
+	int64_t t0 = clock_now_ns();
 	size_t k;
 	int64_t lo;
 	int rc;
 
 	refresh(p, false);
-	k = core_p2p_live_others(p->core, &peers);
+	k = core_p2p_join_begin(p->core, &peers);
 	memset(p->asked, 0, n * sizeof *p->asked);
 	for (size_t i = 0; i < k; i++)
 		p->asked[peers[i]] = true;
-	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+	p->joining = true;
+	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, t0 + P2P_CATCH_UP_NS);
+	p->joining = false;
 	if (rc)
 		return rc;
-	from = core_p2p_resume_from(p->core, p->clock, p->got, p->their_clock, &lo);
+	from = core_p2p_join_end(p->core, p->clock, &lo);
+	for (uint32_t j = 0; j < n; j++)
+		if (j != p->c.index && !core_p2p_is_alive(p->core, j) && p->alive[j])
+			log_info("p2p: peer %u did not answer the join and was never reached: out "
+				 "until it is", j);
+	refresh(p, false);
+	log_info("p2p: join's clock exchange took %.3f s", (double)(clock_now_ns() - t0) / 1e9);
 	if (from == UINT32_MAX)
 		return 0;
 	memset(p->asked, 0, n * sizeof *p->asked);
@@ -752,12 +806,14 @@ static int peer_setup(struct peer *p)
 		p->core = core_p2p_new(&cc);
 	}
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
+	p->sh.departed = calloc(n, sizeof *p->sh.departed);
+	p->view = calloc(n, sizeof *p->view);
 	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
 								      : NULL;
 	if (!p->core || !p->alive || !p->asked || !p->got || !p->weights ||
 	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
 	    !p->down ||
-	    !p->sh.dead ||
+	    !p->sh.dead || !p->sh.departed || !p->view ||
 	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
 		return -ENOMEM;
 	for (uint32_t j = 0; j < n; j++) {
@@ -863,6 +919,8 @@ static void peer_teardown(struct peer *p)
 	free(p->svc.pend);
 	free(p->sh.final);
 	free(p->sh.dead);
+	free(p->sh.departed);
+	free(p->view);
 	free(p->models);
 	free(p->dealer);
 	free(p->mon);
@@ -901,6 +959,7 @@ int engine_p2p_run(const struct kv *cfg)
 	/* Peers that join late (workers.late) are out of every barrier until they connect. */
 	for (uint32_t j = 0; j < p->c.n; j++)
 		p->down[j] = p->c.late[j] && j != p->c.index;
+	refresh(p, false); /* the departed view the service thread answers joins with */
 	trace = engine_trace_open(&p->c);
 	ev = p->c.index == 0 ? engine_eval_open(&p->c) : NULL;
 	if (!trace || (p->c.index == 0 && !ev)) {

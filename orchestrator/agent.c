@@ -176,18 +176,25 @@ static int split(char *s, char **out, int max)
 	return n;
 }
 
-/* "build PREFIX VNI LOCAL NODES REMOTES CC MTU": this host's nodes (NODES: a comma list of NAME:INDEX,
+/* "build PREFIX VNI LOCAL NODES REMOTES CC MTU [PIN]": this host's nodes (NODES: a comma list of NAME:INDEX,
  * node INDEX of the run getting address subnet + INDEX + 1), the switch bridge and the VXLAN segment VNI to the REMOTES
- * (comma list of underlay addresses, "-" for none), LOCAL being this host's. Journalled. */
+ * (comma list of underlay addresses, "-" for none), LOCAL being this host's. PIN: the run's node count, whose
+ * addresses every node here holds as permanent neighbours (orchestrator/testbed; absent: this host's nodes only).
+ * Journalled. */
 static int build(struct agent_state *st, char *args, char *msg, size_t len)
 {
-	char *f[7], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
+	char *f[8], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
 	uint32_t remotes[OVERLAY_MAX_REMOTES], local, index[AGENT_MAX_NODES];
 	int nf = 0, rc;
-	for (char *t = strtok_r(args, " ", &save); t && nf < 7; t = strtok_r(NULL, " ", &save))
+	int64_t pin = 0;
+	for (char *t = strtok_r(args, " ", &save); t && nf < 8; t = strtok_r(NULL, " ", &save))
 		f[nf++] = t;
-	if (nf != 7 || strtok_r(NULL, " ", &save)) {
-		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC MTU");
+	if (nf < 7 || strtok_r(NULL, " ", &save)) {
+		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC MTU [PIN]");
+		return -EINVAL;
+	}
+	if (nf == 8 && (parse_i64(f[7], &pin) || pin < 0 || pin > 65536)) {
+		snprintf(msg, len, "build: bad PIN");
 		return -EINVAL;
 	}
 	int64_t want_mtu;
@@ -256,7 +263,7 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	if (!(st->j = journal_create(st->rundir, f[0], msg, len)))
 		return -EIO;
 	struct testbed_spec spec = { .prefix = f[0], .n_nodes = n_names, .node_names = (const char *const *)names,
-				     .mtu = mtu, .addr_index = index, .cc = f[5] };
+				     .mtu = mtu, .addr_index = index, .cc = f[5], .pin_nodes = (uint32_t)pin };
 	if (!(st->tb = testbed_create(&spec, st->j, msg, len))) {
 		teardown(st);
 		return -EIO;

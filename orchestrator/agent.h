@@ -8,7 +8,7 @@
  *   "time T1"         -> "time T1 T2 T3"   T2: the agent's CLOCK_MONOTONIC (ns) when the line
  *                                           was read, T3 just before the answer is written
  *                                           (also while nodes run: the clock refresh)
- *   "build PREFIX VNI LOCAL NODES REMOTES CC MTU"
+ *   "build PREFIX VNI LOCAL NODES REMOTES CC MTU [PIN]"
  *                     -> "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU" or "fail WHY":
  *                        this host's share of the testbed (orchestrator/testbed: NODES, a comma
  *                        list of NAME:INDEX, node INDEX of the run at subnet + INDEX + 1, MTU lowered
@@ -16,7 +16,9 @@
  *                        list of underlay addresses or "-") by VXLAN segment VNI from LOCAL
  *                        (orchestrator/overlay), TCP congestion control CC in the nodes
  *                        (the scenario's network.cc), node MTU MTU (0: the underlay's
- *                        less the encapsulation; a larger one than that fits is refused);
+ *                        less the encapsulation; a larger one than that fits is refused),
+ *                        the addresses of nodes 0 .. PIN-1 pinned as neighbours in every node
+ *                        (the run's nodes on every host; absent: this host's nodes);
  *                        journalled in RTDIR/agent-PREFIX/journal
  *   "probe ADDR COUNT" -> "probe ADDR GOT MIN_NS MEDIAN_NS": COUNT UDP round trips over the
  *                        underlay to the agent of the host at ADDR (after a build; each agent
@@ -69,7 +71,7 @@
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 
-#define AGENT_PROTO    3
+#define AGENT_PROTO    4
 #define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 

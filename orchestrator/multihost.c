@@ -205,6 +205,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 				ok = appendf(req, sizeof req, &pos, "%c%s", n_rem++ ? ',' : ' ', hs->list[k].address);
 		ok = ok && (n_rem || appendf(req, sizeof req, &pos, " -"));
 		ok = ok && appendf(req, sizeof req, &pos, " %s %u", run->scenario->network.cc, run->scenario->network.mtu);
+		/* every host pins every node of the run (and the hub) as a neighbour */
+		ok = ok && appendf(req, sizeof req, &pos, " %zu", p->n_nodes + (self->hub_host != SIZE_MAX));
 		if (!ok) {
 			fprintf(err_out, "stalenet: host %s: too many nodes for one build request (not yet supported)\n",
 				hs->list[h].name);

@@ -42,6 +42,7 @@
 #include <netlink/route/link.h>
 #include <netlink/route/link/bridge.h>
 #include <netlink/route/link/veth.h>
+#include <netlink/route/neighbour.h>
 
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -72,6 +73,8 @@ struct testbed {
 	struct tb_node *nodes;
 	int prefix_len;
 	int mtu;
+	uint32_t *pin;         /* addresses pinned in every node's neighbour table (network order) */
+	int n_pin;
 	struct journal *j;     /* not owned */
 	/* claims on host sysctls shared with other runs (orchestrator/hostshare) */
 	int n_sysctl;
@@ -129,13 +132,17 @@ static void batch_reset(struct nlbatch *b, uint32_t seq0)
 
 static int nl_open(void)
 {
-	int one = 1, fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	int one = 1, rcvbuf = 1 << 20, fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 
 	if (fd < 0)
 		return -errno;
 	/* Acks without the echoed request: a chunk's acks fit the default receive buffer. */
 	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+	/* A node's batch acks every pinned neighbour too (up to TESTBED_PIN_NEIGH_MAX, about 1 KiB
+	 * of buffer each): room for them all, beyond rmem_max when allowed (we are root). */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		int rc = -errno;
 
@@ -227,10 +234,13 @@ static int msg_bridge(struct nlbatch *b, const char *name, int mtu)
 /* veth pair: local end sw_ifname enslaved to master and up; peer eth0 in nsfd. The peer
  * cannot be created up (veth_open fails with ENOTCONN before the pair is joined), so the
  * node brings it up itself. */
-static int msg_veth(struct nlbatch *b, const char *sw_ifname, int master, int nsfd, int mtu)
+static int msg_veth(struct nlbatch *b, const char *sw_ifname, int master, int nsfd, int mtu,
+		    uint32_t node_addr_be)
 {
 	struct rtnl_link *l = rtnl_link_veth_alloc(), *peer;
 	struct nl_msg *m = NULL;
+	struct nl_addr *mac = NULL;
+	uint8_t hw[6];
 	int rc;
 
 	if (!l)
@@ -243,6 +253,17 @@ static int msg_veth(struct nlbatch *b, const char *sw_ifname, int master, int ns
 	rtnl_link_set_name(peer, TESTBED_NODE_IFNAME);
 	rtnl_link_set_ns_fd(peer, nsfd);
 	rtnl_link_set_mtu(peer, (unsigned)mtu);
+	/* The node's MAC follows from its address, so every namespace (and every host of a run
+	 * across hosts) can pin it without asking. */
+	testbed_mac_of(node_addr_be, hw);
+	mac = nl_addr_build(AF_LLC, hw, sizeof hw);
+	if (!mac) {
+		rtnl_link_put(peer);
+		rtnl_link_veth_release(l);
+		return -ENOMEM;
+	}
+	rtnl_link_set_addr(peer, mac);
+	nl_addr_put(mac);
 	rc = rtnl_link_build_add_request(l, NLM_F_CREATE | NLM_F_EXCL, &m);
 	rtnl_link_put(peer);
 	rtnl_link_veth_release(l);
@@ -298,6 +319,38 @@ out:
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */
+
+/* A permanent neighbour entry on ifindex: addr_be is at the MAC testbed_mac_of gives it. */
+static int msg_neigh(struct nlbatch *b, int ifindex, uint32_t addr_be)
+{
+	struct rtnl_neigh *ne = rtnl_neigh_alloc();
+	struct nl_addr *dst = nl_addr_build(AF_INET, &addr_be, 4), *ll = NULL;
+	struct nl_msg *m = NULL;
+	uint8_t hw[6];
+	int rc = -ENOMEM;
+
+	testbed_mac_of(addr_be, hw);
+	ll = nl_addr_build(AF_LLC, hw, sizeof hw);
+	if (!ne || !dst || !ll)
+		goto out;
+	rtnl_neigh_set_ifindex(ne, ifindex);
+	rtnl_neigh_set_family(ne, AF_INET);
+	rtnl_neigh_set_state(ne, NUD_PERMANENT);
+	if (rtnl_neigh_set_dst(ne, dst) < 0)
+		goto out;
+	rtnl_neigh_set_lladdr(ne, ll);
+	if (rtnl_neigh_build_add_request(ne, NLM_F_CREATE | NLM_F_REPLACE, &m) < 0) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = batch_add(b, m);
+out:
+	nlmsg_free(m);
+	nl_addr_put(ll);
+	nl_addr_put(dst);
+	rtnl_neigh_put(ne);
+	return rc;
+}
 
 static int ifindex_of(int sockfd, const char *name)
 {
@@ -701,6 +754,55 @@ static int enter_new_ns(const char *name, const char *what, char *err, size_t er
 	return rc;
 }
 
+/* The addresses every node pins (tb->pin): spec->pin_nodes addresses from the subnet's first,
+ * or the testbed's own nodes; none above TESTBED_PIN_NEIGH_MAX (n^2 entries kernel-wide). */
+static int plan_pins(struct testbed *tb, const struct testbed_spec *spec, uint32_t base,
+		     char *err, size_t errlen)
+{
+	int n = spec->pin_nodes ? (int)spec->pin_nodes : tb->n;
+
+	if (spec->pin_nodes > (1u << (32 - tb->prefix_len)) - 2) {
+		snprintf(err, errlen, "%u pinned neighbours do not fit a /%d", spec->pin_nodes,
+			 tb->prefix_len);
+		return -EINVAL;
+	}
+	if (spec->no_pin_neigh || n < 2)
+		return 0;
+	if (n > TESTBED_PIN_NEIGH_MAX) {
+		log_info("testbed: %d nodes: neighbours not pinned (more than %d)", n,
+			 TESTBED_PIN_NEIGH_MAX);
+		return 0;
+	}
+	tb->pin = calloc((size_t)n, sizeof *tb->pin);
+	if (!tb->pin) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (int q = 0; q < n; q++)
+		tb->pin[q] = spec->pin_nodes ? htonl(base + (uint32_t)q + 1) : tb->nodes[q].addr_be;
+	tb->n_pin = n;
+	return 0;
+}
+
+/* How many entries node i pins (all but its own address). */
+static int pins_of(const struct testbed *tb, int i)
+{
+	int k = 0;
+
+	for (int q = 0; q < tb->n_pin; q++)
+		k += tb->pin[q] != tb->nodes[i].addr_be;
+	return k;
+}
+
+void testbed_mac_of(uint32_t addr_be, uint8_t mac[6])
+{
+	/* 02: locally administered unicast; 0x53 ('S'); then the IPv4 address. Unique on a
+	 * segment, whose addresses are. */
+	mac[0] = 0x02;
+	mac[1] = 0x53;
+	memcpy(mac + 2, &addr_be, 4);
+}
+
 struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *j, char *err,
 			       size_t errlen)
 {
@@ -788,6 +890,9 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 		nd->addr_be = htonl(base + (spec->addr_index ? spec->addr_index[i] : (uint32_t)i) + 1);
 		inet_ntop(AF_INET, &nd->addr_be, nd->addr_str, sizeof nd->addr_str);
 	}
+	rc = plan_pins(tb, spec, base, err, errlen);
+	if (rc < 0)
+		goto fail;
 
 	rc = netns_prepare_dir();
 	if (rc < 0) {
@@ -903,7 +1008,8 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 		t = clock_now_ns();
 		batch_reset(&sb, 1000 + (uint32_t)a);
 		for (int i = a; i < b && rc == 0; i++)
-			rc = msg_veth(&sb, tb->nodes[i].sw_ifname, bridx, nsfd[i - a], tb->mtu);
+			rc = msg_veth(&sb, tb->nodes[i].sw_ifname, bridx, nsfd[i - a], tb->mtu,
+				      tb->nodes[i].addr_be);
 		if (rc == 0)
 			rc = batch_run(swnl, &sb, &bad);
 		if (rc < 0) {
@@ -913,7 +1019,8 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 		}
 		tb->timing.links_ns += clock_now_ns() - t;
 
-		/* 3. loopback up + address, pipelined over the nodes' own sockets. */
+		/* 3. loopback up + address + pinned neighbours, pipelined over the nodes' own
+		 * sockets. */
 		t = clock_now_ns();
 		for (int i = a; i < b; i++) {
 			int k = i - a, idx = ifindex_of(udpfd[k], TESTBED_NODE_IFNAME);
@@ -924,6 +1031,9 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 				rc = msg_link_up(nb, idx);
 			if (rc == 0)
 				rc = msg_addr(nb, idx, tb->nodes[i].addr_be, plen);
+			for (int q = 0; q < tb->n_pin && rc == 0; q++)
+				if (tb->pin[q] != tb->nodes[i].addr_be)
+					rc = msg_neigh(nb, idx, tb->pin[q]);
 			if (rc == 0)
 				rc = batch_send(nlfd[k], nb);
 			if (rc < 0) {
@@ -933,12 +1043,13 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 		}
 		for (int i = a; i < b; i++) {
 			ifidx[i - a] = ifindex_of(udpfd[i - a], TESTBED_NODE_IFNAME);
-			nb->count = 3;
+			nb->count = 3 + pins_of(tb, i);
 			nb->seq0 = 1;
 			rc = batch_acks(nlfd[i - a], nb, &bad);
 			if (rc < 0) {
 				snprintf(err, errlen, "%s: %s: %s", tb->nodes[i].name,
-					 bad == 0 ? "lo up" : bad == 1 ? "eth0 up" : "address",
+					 bad == 0 ? "lo up" : bad == 1 ? "eth0 up" :
+					 bad == 2 ? "address" : "pinned neighbour",
 					 strerror(-rc));
 				goto fail;
 			}
@@ -1028,6 +1139,7 @@ int testbed_destroy(struct testbed **ptb)
 			first = rc;
 	}
 	free(tb->nodes);
+	free(tb->pin);
 	free(tb);
 	*ptb = NULL;
 	return first;

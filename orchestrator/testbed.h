@@ -5,7 +5,9 @@
  * switch end (PREFIX "p" INDEX) is a bridge port. Addresses come from one subnet (default
  * 198.18.0.0/15, node i gets subnet + i + 1); loopback is up, the MTU and the TCP congestion
  * control are set per namespace, IPv6 is off (no DAD/MLD noise on the emulated links) unless
- * asked for. Every name starts with the run prefix (e.g. "sn1a2b-") so runs coexist; the
+ * asked for. Each node's MAC follows from its address (testbed_mac_of) and every node's
+ * neighbour table holds a permanent entry for every other node (up to TESTBED_PIN_NEIGH_MAX
+ * nodes), so a lossy link never loses an ARP exchange. Every name starts with the run prefix (e.g. "sn1a2b-") so runs coexist; the
  * namespaces are named the `ip netns` way, so `ip netns exec sn1a2b-worker3 ...` works.
  *
  * Everything is recorded in the journal before it is created (namespaces, host sysctls); the
@@ -30,6 +32,7 @@ struct journal;
 #define TESTBED_NEIGH_AUTO_NODES 500   /* above this, neighbour thresholds are raised anyway */
 #define TESTBED_PREFIX_MAX 8           /* prefix + "p" + index must fit IFNAMSIZ */
 #define TESTBED_REACH_PORT 47001       /* UDP port of the reachability check, inside the nodes */
+#define TESTBED_PIN_NEIGH_MAX 256      /* above this many nodes, neighbours are not pinned */
 
 /* Transport knobs set inside every node's namespace (scenario network.tcp). The sysctls are
  * per namespace, so they die with it: nothing on the host changes and nothing is journalled. */
@@ -55,6 +58,9 @@ struct testbed_spec {
 	bool skip_reach_check;           /* do not ping every node after creation */
 	const uint32_t *addr_index;      /* node i gets subnet + addr_index[i] + 1 (one host's share of
 					    a run across hosts keeps the run's addresses); NULL = i */
+	uint32_t pin_nodes;              /* pin the neighbours subnet + 1 .. subnet + pin_nodes (a run
+					    across hosts: all its nodes); 0 = this testbed's nodes */
+	bool no_pin_neigh;               /* leave neighbour resolution to ARP */
 };
 
 /* Where creation time went (nanoseconds). */
@@ -67,6 +73,9 @@ struct testbed_timing {
 };
 
 struct testbed;
+
+/* The MAC of the node at addr_be (network order) on every testbed: 02:53 then the address. */
+void testbed_mac_of(uint32_t addr_be, uint8_t mac[6]);
 
 /* A fresh prefix "sn<4 hex>-" in buf (>= 8 bytes) that no registered run or namespace uses.
  * Returns 0 or -errno. */

@@ -59,11 +59,13 @@ enum p2p_state { P_BARRIER = 1, P_GOSSIP, P_COMPUTE, P_DONE, P_OFF, P_CATCHUP, P
 struct msg {
 	int64_t value;      /* CLOCK_REQ: threshold; CLOCK_REP, MODEL: the sender's clock */
 	struct sim_replica_snap *snap; /* MODEL with train real: the replica sent (a reference) */
+	bool *view;         /* CLOCK_REP to a join: the responder's departed view (n, owned) */
 	uint32_t from, to;
 	uint32_t seq;       /* the requester's exchange number */
 	uint32_t next_free;
 	uint16_t gen;       /* the requester's life (a restart is a new process: new connections) */
 	uint8_t type;
+	bool join;          /* CLOCK_REQ of a join: the reply carries the responder's view */
 };
 
 struct held {              /* a CLOCK_REQ a peer holds until its clock reaches the threshold */
@@ -138,9 +140,10 @@ static void push_ev(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind)
 	push_gen(s, t, who, kind, 0);
 }
 
-/* Send a message of `type` from peer a to peer b at now. */
-static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, int64_t value, uint32_t seq,
-		     uint16_t gen, int64_t now)
+/* Send a message of `type` from peer a to peer b at now. Returns its index in the pool
+ * (UINT32_MAX when out of memory), valid until it is delivered. */
+static uint32_t send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, int64_t value,
+			 uint32_t seq, uint16_t gen, int64_t now)
 {
 	uint64_t bytes = type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
 	uint32_t id;
@@ -156,7 +159,7 @@ static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, i
 
 			if (!m) {
 				sim_status_fail(&s->st, -ENOMEM, "out of memory (messages)");
-				return;
+				return UINT32_MAX;
 			}
 			s->msgs = m;
 			s->capmsgs = cap;
@@ -171,13 +174,14 @@ static void send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, i
 		/* noticed one propagation delay later (a handshake: a round trip) */
 		t = now + (type == M_UP ? 2 : 1) * sim_net_delay_ns(s->net, s->node_of[a], s->node_of[b]);
 		push_ev(s, t, id, EV_MSG);
-		return;
+		return id;
 	}
 	s->p[a].tx += bytes;
 	/* answers go back over the requester's connection, whose sender may have been idle */
 	t = sim_net_send(s->net, s->node_of[a], s->node_of[b], bytes, now, NULL,
 			 type == M_CLOCK_REP || type == M_MODEL ? &s->answered_at[(size_t)a * s->n + b] : NULL);
 	push_ev(s, t, id, EV_MSG);
+	return id;
 }
 
 static void start_compute(struct p2p *s, uint32_t i, int64_t now);
@@ -189,9 +193,16 @@ static void ask_all(struct p2p *s, uint32_t i, enum p2p_msg type, int64_t thresh
 	struct peer *p = &s->p[i];
 
 	p->seq++;
-	for (uint32_t j = 0; j < s->n; j++)
-		if (s->awaited[(size_t)i * s->n + j])
-			send_msg(s, i, j, type, threshold, p->seq, p->gen, now);
+	for (uint32_t j = 0; j < s->n; j++) {
+		uint32_t id;
+
+		if (!s->awaited[(size_t)i * s->n + j])
+			continue;
+		id = send_msg(s, i, j, type, threshold, p->seq, p->gen, now);
+		/* a join's clock request asks for the view too (node/engine_p2p's catch_up) */
+		if (id != UINT32_MAX && type == M_CLOCK_REQ && p->state == P_CATCHUP)
+			s->msgs[id].join = true;
+	}
 }
 
 /* The barrier before step clock+1 (engine_p2p's barrier_wait). */
@@ -354,6 +365,18 @@ static void merge(struct p2p *s, uint32_t i)
 
 static void catch_up_done(struct p2p *s, uint32_t i, int64_t now);
 static void resume_done(struct p2p *s, uint32_t i, int64_t now);
+static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now);
+
+/* A join's answers counted some awaited peers departed (node/core_p2p's join rule): those are
+ * not waited for; the catch-up ends when nobody is left. */
+static void join_skip(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	for (uint32_t j = 0; j < s->n && p->state == P_CATCHUP; j++)
+		if (s->awaited[(size_t)i * s->n + j] && !core_p2p_join_waits_for(p->core, j))
+			answered(s, i, j, now);
+}
 
 /* Peer i got j's answer (or j left): one fewer awaited; the exchange ends with the last. */
 static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
@@ -389,18 +412,27 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 
 	s->msgs[id].next_free = s->free_msg;
 	s->msgs[id].snap = NULL; /* the reference is m's now */
+	s->msgs[id].view = NULL; /* so is the view */
 	s->free_msg = id;
 	if (m.type != M_UP && m.type != M_DOWN) /* those two carry no bytes */
 		p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
 	if (p->state == P_DONE || p->state == P_OFF) {
 		if (m.snap)
 			sim_replicas_release(s->rep, &m.snap);
+		free(m.view);
 		return; /* its sockets are closed */
 	}
 	switch ((enum p2p_msg)m.type) {
 	case M_CLOCK_REQ:
 		if (core_p2p_answerable(p->clock, m.value)) {
-			send_msg(s, m.to, m.from, M_CLOCK_REP, p->clock, m.seq, m.gen, now);
+			uint32_t rid = send_msg(s, m.to, m.from, M_CLOCK_REP, p->clock, m.seq, m.gen, now);
+
+			if (rid != UINT32_MAX && m.join && (s->msgs[rid].view = malloc(s->n * sizeof(bool)))) {
+				/* who this peer counts as departed when it answers (the engine's
+				 * service thread reads the loop's view) */
+				for (uint32_t k = 0; k < s->n; k++)
+					s->msgs[rid].view[k] = k != m.to && !core_p2p_is_alive(p->core, k);
+			}
 			break;
 		}
 		if (p->nheld == p->capheld) {
@@ -428,6 +460,8 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 			break;
 		}
 		core_p2p_on_clock(p->core, m.from, m.value);
+		if (p->state == P_CATCHUP && m.type == M_CLOCK_REP)
+			core_p2p_join_on_answer(p->core, m.from, m.value, m.view);
 		if (p->state == P_CATCHUP || p->state == P_RESUME) {
 			p->their[m.from] = m.value;
 			p->answered[m.from] = true;
@@ -446,9 +480,12 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 				p->lag = (int64_t)p->clock - m.value;
 		}
 		answered(s, m.to, m.from, now);
+		if (p->state == P_CATCHUP && m.gen == p->gen)
+			join_skip(s, m.to, now);
 		break;
 	case M_UP:
 		core_p2p_set_alive(p->core, m.from, true);
+		core_p2p_on_reached(p->core, m.from);
 		break;
 	case M_BYE:
 	case M_DOWN:
@@ -468,6 +505,7 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 	}
 	if (m.snap) /* a reply nobody took */
 		sim_replicas_release(s->rep, &m.snap);
+	free(m.view);
 }
 
 /* --- churn ---------------------------------------------------------------------------------- */
@@ -572,7 +610,7 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	}
 	p->t0 = now;
 	p->state = P_CATCHUP;
-	k = core_p2p_live_others(p->core, &peers);
+	k = core_p2p_join_begin(p->core, &peers);
 	if (k == 0) {
 		catch_up_done(s, i, now);
 		return;
@@ -591,7 +629,8 @@ static void catch_up_done(struct p2p *s, uint32_t i, int64_t now)
 	uint32_t from;
 
 	end_exchange(s, i);
-	from = core_p2p_resume_from(p->core, p->clock, p->answered, p->their, &lo);
+	/* the join's end: peers neither answered nor reached are out until reached */
+	from = core_p2p_join_end(p->core, p->clock, &lo);
 	if (from == UINT32_MAX) {
 		catch_up_free(s, p);
 		p->state = P_BARRIER;
@@ -920,9 +959,11 @@ out:
 		core_p2p_destroy(&s.p[i].core);
 		free(s.p[i].held);
 	}
-	for (uint32_t id = 0; s.msgs && id < s.nmsgs; id++)
+	for (uint32_t id = 0; s.msgs && id < s.nmsgs; id++) {
 		if (s.msgs[id].snap) /* replies still in flight */
 			sim_replicas_release(s.rep, &s.msgs[id].snap);
+		free(s.msgs[id].view);
+	}
 	csv_writer_close(&s.eval);
 	sim_replicas_destroy(&s.rep);
 	free(s.wbuf);

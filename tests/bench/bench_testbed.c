@@ -5,11 +5,13 @@
  * journal is replayed at the end, so the bench leaves nothing behind even when it fails.
  *
  * Usage: bench_testbed [N ...]   (default: 200 200 200 1000). Needs root; skips otherwise.
+ * An N written "uN" builds N nodes without pinned neighbours (the cost of pinning: N^2 entries).
  *
  * "Delete" is the time until every namespace name is gone and the host sysctls are restored;
  * the kernel frees the namespaces asynchronously after that, which the next round's create
  * time would show. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,7 @@
 #include "orchestrator/journal.h"
 #include "orchestrator/testbed.h"
 
-static int run_one(int n, const char *dir, int round)
+static int run_one(int n, bool pin, const char *dir, int round)
 {
 	char prefix[16], err[256], rdir[512];
 	struct journal *j = NULL;
@@ -43,6 +45,7 @@ static int run_one(int n, const char *dir, int round)
 		return -1;
 	}
 	spec.prefix = prefix;
+	spec.no_pin_neigh = !pin;
 	t0 = clock_now_ns();
 	tb = testbed_create(&spec, j, err, sizeof err);
 	t_create = clock_now_ns() - t0;
@@ -56,9 +59,9 @@ static int run_one(int n, const char *dir, int round)
 	t0 = clock_now_ns();
 	testbed_destroy(&tb);
 	t_delete = clock_now_ns() - t0;
-	printf("%5d nodes: create %.3f s (netns %.3f, links %.3f, addrs %.3f, reach %.3f)  "
+	printf("%5d nodes%s: create %.3f s (netns %.3f, links %.3f, addrs %.3f, reach %.3f)  "
 	       "delete %.3f s",
-	       n, t_create / 1e9, tm->netns_ns / 1e9, tm->links_ns / 1e9, tm->addrs_ns / 1e9,
+	       n, pin ? "" : " (unpinned)", t_create / 1e9, tm->netns_ns / 1e9, tm->links_ns / 1e9, tm->addrs_ns / 1e9,
 	       tm->reach_ns / 1e9, t_delete / 1e9);
 	if (n == 200)
 		printf("   [Mininet: 3.38 s / 5.38 s]");
@@ -87,10 +90,11 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1) {
 		for (int i = 1; i < argc; i++)
-			fail |= run_one(atoi(argv[i]), dir, i) < 0;
+			fail |= run_one(atoi(argv[i] + (argv[i][0] == 'u')), argv[i][0] != 'u', dir,
+					i) < 0;
 	} else {
 		for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
-			fail |= run_one(defaults[i], dir, (int)i) < 0;
+			fail |= run_one(defaults[i], true, dir, (int)i) < 0;
 	}
 	return fail;
 }

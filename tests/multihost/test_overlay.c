@@ -117,7 +117,7 @@ static void build_all(void)
 			if (k != i)
 				snprintf(remotes + strlen(remotes), sizeof remotes - strlen(remotes), "%s%s",
 					 remotes[0] ? "," : "", hs.host[k].address);
-		snprintf(req, sizeof req, "build %s %u %s %s %s reno 0", prefix, 4000 + (unsigned)getpid() % 1000,
+		snprintf(req, sizeof req, "build %s %u %s %s %s reno 0 5", prefix, 4000 + (unsigned)getpid() % 1000,
 			 hs.host[i].address, names[i], remotes);
 		int64_t t0 = clock_now_ns();
 		cr_assert_eq(agentlink_request(links[i], req, reply, sizeof reply, 60000), 0);
@@ -301,6 +301,16 @@ Test(multihost_overlay, full_size_frames_cross_hosts)
 	pid_t sink_local = start_sink(0, "worker0", "198.18.0.2", &report_local);
 	cr_assert_eq(enter(0, "server0"), 0);
 	cr_expect_eq(if_mtu("eth0"), 1450);
+	/* every node of the run is a permanent neighbour, those on other hosts included */
+	{
+		char line[256] = "";
+		FILE *ip = popen("ip -4 neigh show 198.18.0.5 dev eth0", "re");
+		cr_assert_not_null(ip);
+		if (!fgets(line, sizeof line, ip))
+			line[0] = 0;
+		pclose(ip);
+		cr_expect(strstr(line, "lladdr 02:53:c6:12:00:05 PERMANENT"), "worker3 on h2: '%s'", line);
+	}
 
 	double xmin, xmed, lmin, lmed;
 	rtt("198.18.0.5", &xmin, &xmed);

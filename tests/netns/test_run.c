@@ -1358,6 +1358,77 @@ Test(run, p2p_peer_crashes_restarts_and_catches_up)
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);
 }
 
+/* Largest gap between consecutive steps' t_s in a node trace, among steps after t_from s. */
+static double max_step_gap_after(const char *path, double t_from)
+{
+	char line[512];
+	double t, t_prev = -1, gap = 0;
+	FILE *f = fopen(path, "r");
+
+	cr_assert_not_null(f, "%s", path);
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lf,", &t) != 1)
+			continue;
+		if (t_prev >= t_from && t - t_prev > gap)
+			gap = t - t_prev;
+		t_prev = t;
+	}
+	fclose(f);
+	return gap;
+}
+
+/* A BSP peer restarts while another is crashed for good: the restarted process's join does
+ * not wait for the crashed peer (the answers of the live ones count it as departed), nor does
+ * any barrier after it, so no peer stalls: peer0 steps to the end with no gap near the 2 s the
+ * join used to wait, let alone the rest of the run its barriers used to wait for peer3. */
+Test(run, p2p_restart_while_another_peer_is_down_does_not_stall)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], line[512];
+	double t_restart = 0, t_last0, gap0, gap2;
+	int rc;
+
+	tpath(scen, sizeof scen, "p2p.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: t-p2p-join-down\n"
+			 "seed: 5\n"
+			 "stop: {time: 7s}\n"
+			 "linkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\n"
+			 "model: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\n"
+			 "topology: {kind: p2p}\n"
+			 "consistency: {barrier: bsp, fanout: 1}\n"
+			 "workers: 4\n"
+			 "network:\n"
+			 "  default: {delay: 1ms}\n"
+			 "stragglers:\n"
+			 "  - {nodes: workers, compute: {delay: {dist: constant, value: 10ms}}}\n"
+			 "  - {nodes: peer3, crash: {at: 1500ms}}\n"
+			 "  - {nodes: peer2, crash: {at: 2500ms, restart: 3500ms}}\n");
+	snapshot(&before);
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 60000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	cr_assert(find_event(dir, "restart", "peer2", line, sizeof line), "no restart row");
+	cr_assert_eq(sscanf(line, "%lf,", &t_restart), 1);
+	snprintf(path, sizeof path, "%s/nodes/peer0.csv", dir);
+	t_last0 = last_t(path);
+	gap0 = max_step_gap_after(path, t_restart);
+	snprintf(path, sizeof path, "%s/nodes/peer2.csv", dir);
+	gap2 = max_step_gap_after(path, t_restart + 0.001);
+	cr_log_info("restart at %.2f s; peer0: last step %.2f s, largest gap after the restart "
+		    "%.3f s; restarted peer2's largest gap %.3f s", t_restart, t_last0, gap0, gap2);
+	cr_assert_geq(t_last0, 6.5, "peer0's last step at %.2f s of 7", t_last0);
+	cr_assert_gt(last_t(path), 6.5, "restarted peer2's last step at %.2f s", last_t(path));
+	/* The join used to wait 2 s for peer3's answer, every other peer waiting with it. */
+	cr_assert_lt(gap0, 1.5, "peer0 stalled %.3f s after the restart", gap0);
+	cr_assert_eq(trace_schema_check_dir(dir, line, sizeof line), 0, "%s", line);
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+}
+
 /* topology fleet in namespaces over a lossy link, its registry killed (planned crash) and
  * restarted mid-run: the run completes, `stalenet recover --all` rebuilds and verifies every
  * stored version, and every version fleet.csv recorded as committed before the crash (the

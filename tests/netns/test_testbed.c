@@ -7,6 +7,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -310,6 +313,113 @@ Test(testbed, nodes_reach_each_other_over_udp)
 		for (int b = 0; b < 4; b++)
 			if (a != b)
 				udp_between(tb, a, b);
+	testbed_destroy(&tb);
+	cr_assert_eq(cleanup_journal(j), 0);
+	journal_destroy(&j);
+	assert_nothing_left(prefix, &before);
+}
+
+/* Every line a command prints inside netns, joined (at most len - 1 bytes). */
+static void ns_lines(const char *netns, const char *cmd, char *out, size_t len)
+{
+	int saved = -1;
+	size_t used = 0;
+	FILE *p;
+
+	cr_assert_eq(netns_enter(netns, &saved), 0);
+	p = popen(cmd, "re");
+	cr_assert_not_null(p);
+	out[0] = '\0';
+	while (used + 1 < len && fgets(out + used, (int)(len - used), p))
+		used += strlen(out + used);
+	pclose(p);
+	cr_assert_eq(netns_restore(&saved), 0);
+}
+
+/* A packet socket receiving every ARP frame that reaches eth0 of the namespace. */
+static int arp_watch(const char *netns)
+{
+	int saved = -1, fd;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ARP) };
+
+	cr_assert_eq(netns_enter(netns, &saved), 0);
+	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ARP));
+	cr_assert_geq(fd, 0, "packet socket: %s", strerror(errno));
+	sll.sll_ifindex = (int)if_nametoindex("eth0");
+	cr_assert_gt(sll.sll_ifindex, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sll, sizeof sll), 0, "bind: %s", strerror(errno));
+	cr_assert_eq(netns_restore(&saved), 0);
+	return fd;
+}
+
+/* Every node's MAC follows from its address and every node holds a PERMANENT entry for every
+ * other node: traffic between all pairs sends no ARP at all (a packet socket on a node sees
+ * none, and does see the request for an address nobody pinned). */
+Test(testbed, neighbours_are_pinned_and_no_arp_is_sent)
+{
+	const int n = 4;
+	struct testbed_spec spec = { .n_nodes = n, .skip_reach_check = true };
+	char prefix[16], rundir[256], err[256], v[4096], want[128];
+	struct host_snapshot before;
+	struct testbed *tb;
+	struct journal *j;
+	struct pollfd pfd;
+	uint8_t frame[128];
+	int fd, saved = -1, tx;
+
+	snapshot(&before);
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	j = new_run(prefix, rundir, sizeof rundir);
+	spec.prefix = prefix;
+	tb = testbed_create(&spec, j, err, sizeof err);
+	cr_assert_not_null(tb, "%s", err);
+	fd = arp_watch(testbed_node_netns(tb, n - 1));
+	for (int a = 0; a < n; a++) {
+		uint8_t mac[6];
+
+		testbed_mac_of(testbed_node_addr(tb, a), mac);
+		snprintf(want, sizeof want, "link/ether %02x:%02x:%02x:%02x:%02x:%02x ", mac[0], mac[1],
+			 mac[2], mac[3], mac[4], mac[5]);
+		ns_lines(testbed_node_netns(tb, a), "ip -o link show eth0", v, sizeof v);
+		cr_assert(strstr(v, want), "node %d: want %s in: %s", a, want, v);
+		ns_lines(testbed_node_netns(tb, a), "ip -4 neigh show dev eth0", v, sizeof v);
+		for (int b = 0; b < n; b++) {
+			char *line;
+
+			testbed_mac_of(testbed_node_addr(tb, b), mac);
+			snprintf(want, sizeof want, "%s lladdr %02x:%02x:%02x:%02x:%02x:%02x PERMANENT",
+				 testbed_node_addr_str(tb, b), mac[0], mac[1], mac[2], mac[3], mac[4],
+				 mac[5]);
+			line = strstr(v, want);
+			if (a == b)
+				cr_assert_null(strstr(v, testbed_node_addr_str(tb, b)), "own: %s", v);
+			else
+				cr_assert_not_null(line, "node %d lacks %s in:\n%s", a, want, v);
+		}
+	}
+	for (int a = 0; a < n; a++)
+		for (int b = 0; b < n; b++)
+			if (a != b)
+				udp_between(tb, a, b);
+	cr_assert_lt(recv(fd, frame, sizeof frame, MSG_DONTWAIT), 0, "an ARP frame was sent");
+	cr_assert_eq(errno, EAGAIN);
+	/* The watch works: an address no node has (inside our subnet) is resolved by ARP. */
+	cr_assert_eq(netns_enter(testbed_node_netns(tb, 0), &saved), 0);
+	tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(netns_restore(&saved), 0);
+	{
+		struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(47999),
+					  .sin_addr.s_addr = htonl(0xc6120000u + 200) };
+
+		sendto(tx, "x", 1, 0, (struct sockaddr *)&to, sizeof to);
+	}
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&pfd, 1, 3000), 1, "no ARP request seen for an unpinned address");
+	close(tx);
+	close(fd);
+	/* after the traffic the entries are still the pinned ones */
+	ns_lines(testbed_node_netns(tb, 0), "ip -4 neigh show dev eth0", v, sizeof v);
+	cr_assert(strstr(v, testbed_node_addr_str(tb, 1)) && strstr(v, "PERMANENT"), "%s", v);
 	testbed_destroy(&tb);
 	cr_assert_eq(cleanup_journal(j), 0);
 	journal_destroy(&j);

@@ -114,7 +114,9 @@ Test(agent, bad_builds_refused_and_the_agent_goes_on)
 		"build ab- 5 10.0.0.1 a:-1 - reno 0\n",          /* negative index */
 		"build ab- 5 10.0.0.1 a:x - reno 0\n",           /* index not a number */
 		"build ab- 5 10.0.0.1 a:0 10.0.0.x reno 0\n",    /* remote */
-		"build ab- 5 10.0.0.1 a:0 - reno 0 extra\n",
+		"build ab- 5 10.0.0.1 a:0 - reno 0 extra\n",    /* PIN not a number */
+		"build ab- 5 10.0.0.1 a:0 - reno 0 -1\n",       /* negative PIN */
+		"build ab- 5 10.0.0.1 a:0 - reno 0 4 x\n",
 		"build ab- 5 10.0.0.1 a:0 - reno 100\n",   /* MTU below the IPv4 minimum */
 		"build ab- 5 10.0.0.1 a:0 - reno x\n",
 		"build ab- 5 10.0.0.1 a:0 - Reno;x 0\n",   /* congestion control name */

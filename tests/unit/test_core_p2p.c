@@ -8,7 +8,10 @@
  *   liveness    a peer that dies while asked no longer blocks the crossing; dead peers are
  *               never asked nor drawn
  *   gossip      due every H steps (never at 0, never for ensemble), partners drawn from the
- *               emulator's stream, weights; a restarted peer resumes from the slowest answer */
+ *               emulator's stream, weights; a restarted peer resumes from the slowest answer
+ *   join        every case of 4 peers (crashed or live, reached or not, each answer's view):
+ *               the join waits exactly for the unanswered peers no answer counts departed or
+ *               that it reached; the skipped ones are out of barriers until reached */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -279,4 +282,116 @@ Test(core_p2p, gossip_and_resume)
 	core_p2p_destroy(&c);
 	cr_assert_null(core_p2p_new(&(struct core_p2p_conf){ .n = 2, .self = 2, .local_steps = 1 }));
 	cr_assert_null(core_p2p_new(&(struct core_p2p_conf){ .n = 2, .self = 0, .local_steps = 0 }));
+}
+
+/* The join against a reference from its definition, every case of 4 peers (self 0): each other
+ * peer is live or crashed, is reached by the joiner or not (only a live one can be), and each
+ * live peer that answers counts each other peer as departed or not (a crashed peer is counted
+ * departed by the live ones that saw it go, i.e. by any subset). The joiner waits for a peer
+ * exactly while it has not answered and (no answer counts it departed or the joiner reached
+ * it); a crashed peer some answer counts departed is never waited for; at the end every asked
+ * peer that neither answered nor was reached is out until reached, and the resume peer is the
+ * slowest answer. */
+Test(core_p2p, join_skips_only_departed_unreached_peers)
+{
+	const uint32_t n = 4;
+	unsigned long cases = 0;
+
+	/* crashed: bit j-1; reached (live only): bit j-1; views: 3 bits per answerer. */
+	for (unsigned crashed = 0; crashed < 8; crashed++) {
+		for (unsigned reached = 0; reached < 8; reached++) {
+			if (reached & crashed)
+				continue;
+			for (unsigned views = 0; views < 512; views++) {
+				struct core_p2p_conf conf = { .n = n, .self = 0,
+							      .bp = { .kind = BARRIER_BSP },
+							      .local_steps = 1 };
+				struct core_p2p *c = core_p2p_new(&conf);
+				const uint32_t *ask;
+				bool departed_by_some[4] = { false }, view[4];
+				int64_t clk[4] = { 0, 40, 25, 31 }, lo, want_lo = INT64_MAX;
+				uint32_t want_from = UINT32_MAX, from;
+				size_t k;
+
+				cr_assert_not_null(c);
+				bool skip_case = false;
+
+				/* a view only from a live answerer; a crashed peer's bits are unused */
+				for (uint32_t a = 1; a < n; a++)
+					if ((crashed >> (a - 1)) & 1 && (views >> (3 * (a - 1))) & 7)
+						skip_case = true;
+				if (skip_case) {
+					core_p2p_destroy(&c);
+					continue;
+				}
+				cases++;
+				for (uint32_t j = 1; j < n; j++)
+					if ((reached >> (j - 1)) & 1)
+						core_p2p_on_reached(c, j);
+				k = core_p2p_join_begin(c, &ask);
+				cr_assert_eq(k, 3);
+				for (uint32_t j = 1; j < n; j++)
+					cr_assert(core_p2p_join_waits_for(c, j));
+				cr_assert_not(core_p2p_join_waits_for(c, 0));
+				/* The live peers answer, in index order. */
+				for (uint32_t a = 1; a < n; a++) {
+					if ((crashed >> (a - 1)) & 1)
+						continue;
+					for (uint32_t t = 0; t < n; t++) {
+						view[t] = t != 0 && t != a &&
+							  (views >> (3 * (a - 1) + t - 1)) & 1;
+						if (view[t])
+							departed_by_some[t] = true;
+					}
+					core_p2p_join_on_answer(c, a, clk[a], view);
+					if (clk[a] < want_lo) {
+						want_lo = clk[a];
+						want_from = a;
+					}
+					cr_assert_eq(core_p2p_known(c, a), clk[a]);
+				}
+				for (uint32_t j = 1; j < n; j++) {
+					bool answered = !((crashed >> (j - 1)) & 1);
+					bool r = (reached >> (j - 1)) & 1;
+					bool want = !answered && (!departed_by_some[j] || r);
+
+					cr_assert_eq(core_p2p_join_waits_for(c, j), want,
+						     "crashed %u reached %u views %u peer %u", crashed,
+						     reached, views, j);
+				}
+				from = core_p2p_join_end(c, 0, &lo);
+				cr_assert_eq(from, want_from);
+				if (from != UINT32_MAX)
+					cr_assert_eq(lo, want_lo);
+				for (uint32_t j = 1; j < n; j++) {
+					bool answered = !((crashed >> (j - 1)) & 1);
+					bool r = (reached >> (j - 1)) & 1;
+
+					cr_assert_eq(core_p2p_is_alive(c, j), answered || r);
+				}
+				/* Out means out of the barrier too, and the driver's "live" does
+				 * not bring it back: only a connection does. */
+				for (uint32_t j = 1; j < n; j++)
+					core_p2p_set_alive(c, j, true);
+				{
+					bool in_ask[4] = { false };
+					int64_t thr;
+					size_t nask = core_p2p_barrier_begin(c, 50, &thr, &ask);
+
+					cr_assert_eq(thr, 50);
+					for (size_t i = 0; i < nask; i++)
+						in_ask[ask[i]] = true;
+					for (uint32_t j = 1; j < n; j++)
+						cr_assert_eq(in_ask[j], !((crashed >> (j - 1)) & 1) ||
+									 ((reached >> (j - 1)) & 1));
+				}
+				for (uint32_t j = 1; j < n; j++) {
+					core_p2p_on_reached(c, j);
+					cr_assert(core_p2p_is_alive(c, j));
+				}
+				core_p2p_destroy(&c);
+			}
+		}
+	}
+	cr_assert_gt(cases, 100ul);
 }

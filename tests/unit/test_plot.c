@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "collectors/plot.h"
+#include "collectors/plot_data.h"
 #include "tests/support/files.h"
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -643,5 +644,127 @@ Test(plot, fleet_sweep, .timeout = 120)
 	free(svg);
 	cr_assert_neq(access(canary, F_OK), 0, "a string from the directory ran a command");
 	unsetenv("STALENET_CANARY");
+	rm_rf(base);
+}
+
+/* Every (style, source) pair up to 32 x 32 is drawn differently (colour, dash, marker); a sweep's
+ * first 8 points are plain solid lines in 8 colours; a comparison's directory keeps one dash
+ * while it has at most 8 values; dashes are built-in patterns only. */
+Test(plot, looks_are_distinct_past_the_palette)
+{
+	struct plot_set set = { 0 };
+	struct plot_look *lk;
+	size_t n = 32 * 32;
+
+	set.points = calloc(n, sizeof *set.points);
+	lk = calloc(n, sizeof *lk);
+	cr_assert(set.points && lk);
+	/* a sweep of 32 points */
+	set.npoints = 32;
+	for (size_t p = 0; p < 32; p++)
+		set.points[p].style = p;
+	for (size_t p = 0; p < 32; p++)
+		plot_look_of(&set, p, &lk[p]);
+	for (size_t p = 0; p < 8; p++) {
+		cr_assert_str_eq(lk[p].dash, "1");
+		cr_assert_eq(lk[p].point, 0);
+		cr_assert_eq(lk[p].fill, 0);
+		for (size_t q = 0; q < p; q++)
+			cr_assert_str_neq(lk[p].color, lk[q].color);
+	}
+	for (size_t p = 0; p < 32; p++)
+		for (size_t q = 0; q < p; q++)
+			cr_assert(strcmp(lk[p].color, lk[q].color) || strcmp(lk[p].dash, lk[q].dash) ||
+				  lk[p].point != lk[q].point,
+				  "sweep points %zu and %zu look alike", q, p);
+	/* the 9th point shares the 1st's colour, not its line, and its bars are not solid */
+	cr_assert_str_eq(lk[8].color, lk[0].color);
+	cr_assert_str_neq(lk[8].dash, lk[0].dash);
+	cr_assert_neq(lk[8].fill, 0);
+	/* every style against every source */
+	set.npoints = n;
+	for (size_t p = 0; p < n; p++) {
+		set.points[p].style = p % 32;
+		set.points[p].source = p / 32;
+	}
+	for (size_t p = 0; p < n; p++) {
+		plot_look_of(&set, p, &lk[p]);
+		cr_assert_eq(strspn(lk[p].dash, "0123456789,()"), strlen(lk[p].dash), "%s", lk[p].dash);
+		cr_assert(lk[p].point >= 0 && lk[p].point <= 15);
+		cr_assert(lk[p].color[0] == '#' && strlen(lk[p].color) == 7);
+	}
+	for (size_t p = 0; p < n; p++)
+		for (size_t q = 0; q < p; q++)
+			cr_assert(strcmp(lk[p].color, lk[q].color) || strcmp(lk[p].dash, lk[q].dash) ||
+				  lk[p].point != lk[q].point,
+				  "(style %zu, source %zu) and (style %zu, source %zu) look alike",
+				  q % 32, q / 32, p % 32, p / 32);
+	/* a comparison of 3 directories with 5 values: a directory is one dash, no markers */
+	set.npoints = 15;
+	for (size_t p = 0; p < 15; p++) {
+		set.points[p].style = p % 5;
+		set.points[p].source = p / 5;
+	}
+	for (size_t p = 0; p < 15; p++) {
+		struct plot_look first;
+
+		plot_look_of(&set, p, &lk[p]);
+		plot_look_of(&set, (p / 5) * 5, &first);
+		cr_assert_str_eq(lk[p].dash, first.dash);
+		cr_assert_eq(lk[p].point, 0);
+		if (p >= 5)
+			cr_assert_str_neq(lk[p].dash, lk[p - 5].dash);
+	}
+	free(lk);
+	free(set.points);
+}
+
+/* A sweep of 10 points drawn: the 9th line has the 1st's colour but a dash (gnuplot's SVG
+ * stroke-dasharray) in the band and CDF figures; the steps' corners are in the CDF. */
+Test(plot, ten_points_drawn_apart, .timeout = 120)
+{
+	char base[] = "/tmp/stalenet-plot-XXXXXX", dir[700], path[900], err[1024], *meta, *at;
+	static const char *const figs[] = { "accuracy_time", "steps_cdf", "progress" };
+	size_t len;
+	int n;
+
+	need_gnuplot();
+	cr_assert_not_null(mkdtemp(base));
+	for (int i = 0; i < 10; i++) {
+		snprintf(dir, sizeof dir, "%s/p%d", base, i);
+		copy_tree("tests/data/sweep_small/consistency.barrier=asp+rep=1", dir);
+		snprintf(path, sizeof path, "%s/meta.json", dir);
+		meta = (char *)slurp(path, &len);
+		meta[len - 1] = '\0';
+		at = strstr(meta, "\"consistency.barrier\": \"asp\"");
+		cr_assert_not_null(at);
+		at[strlen("\"consistency.barrier\": \"")] = 'v';
+		at[strlen("\"consistency.barrier\": \"") + 1] = (char)('0' + i);
+		at[strlen("\"consistency.barrier\": \"") + 2] = ' ';
+		write_file(path, meta);
+		free(meta);
+	}
+	n = plot_dir(base, err, sizeof err);
+	cr_assert_geq(n, 3, "plot_dir: %d %s", n, n < 0 ? err : "");
+	for (size_t k = 0; k < 3; k++) {
+		char *svg, *p;
+		size_t solid = 0, dashed = 0;
+
+		snprintf(path, sizeof path, "%s/plots/%s.svg", base, figs[k]);
+		svg = (char *)slurp(path, &len);
+		svg[len - 1] = '\0';
+		for (p = svg; (p = strstr(p, "stroke='rgb(  0, 114, 178)'")); p++) {
+			char *end = strchr(p, '>');
+
+			cr_assert_not_null(end);
+			if (memmem(p, (size_t)(end - p), "stroke-dasharray", 16))
+				dashed++;
+			else
+				solid++;
+		}
+		cr_assert_gt(solid, 0, "%s: no solid line of the first colour", figs[k]);
+		cr_assert_gt(dashed, 0, "%s: the 9th point's line is not dashed", figs[k]);
+		free(svg);
+	}
 	rm_rf(base);
 }
