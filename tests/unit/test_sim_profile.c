@@ -389,3 +389,121 @@ Test(sim_profile, replayed_delays_follow_the_emulated_stream, .timeout = 60)
 	support_rm_rf(src);
 	support_rm_rf(dst);
 }
+
+/* A restarted worker is a new process whose straggler stream starts again: the calibrated
+ * simulation restarts the stream at the restart (the first step after it draws the stream's
+ * first delay again), and the calibration, replaying a trace with a restart (the step column
+ * jumps), restarts its replay there and finds every row's draw. */
+Test(sim_profile, replayed_delays_restart_with_the_process, .timeout = 60)
+{
+	enum { MAXROWS = 200 };
+	char dir[256], path[600], text[2048], err[512], *prof_text;
+	double d[MAXROWS], got[MAXROWS], base[SIM_PROFILE_Q];
+	struct scenario *sc;
+	struct plan *p;
+	struct sim_result res;
+	struct straggler_params sp = { .slowdown = 1, .dist = STRAGGLER_GAMMA, .a = 1, .b = 1 };
+	struct straggler *st;
+	uint64_t seed;
+	int n, jump = -1, prev = 0, step;
+	FILE *f;
+#define RESTART "name: c\nseed: 5\nstop: {time: 40s}\nconsistency: {barrier: asp}\nworkers: 2\n"          \
+		"linkcheck: off\nnetwork: {default: {delay: 1ms}}\nstragglers:\n"                        \
+		"  - {nodes: workers, compute: {delay: {dist: gamma, shape: 1, scale: 1s}}}\n"          \
+		"  - {nodes: worker1, crash: {at: 10s, restart: 15s}}\n"                                 \
+		"simulation: {step_cost: 1ms, server_cost: 20us%s}\n"
+
+	support_tmpdir(dir, sizeof dir, "restart");
+	snprintf(path, sizeof path, "%s/given.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.base_s =");
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		fprintf(f, " 0.002");
+	fprintf(f, "\nall.transfer_s =");
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		fprintf(f, " 0.003");
+	fprintf(f, "\n");
+	fclose(f);
+	{
+		char extra[700];
+
+		snprintf(extra, sizeof extra, ", profile: '%s'", path);
+		snprintf(text, sizeof text, RESTART, extra);
+	}
+	sc = scenario_parse(text, strlen(text), "c.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	seed = plan_run(p, 0)->seed;
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+	snprintf(path, sizeof path, "%s/run", dir);
+	simulate(text, path, &res);
+
+	/* worker1's delays: the stream from its start, and again from the restart */
+	st = straggler_new(&sp, straggler_seed(seed, 1));
+	cr_assert_not_null(st);
+	for (int k = 0; k < MAXROWS; k++)
+		d[k] = straggler_delay_s(st);
+	straggler_destroy(&st);
+	snprintf(path, sizeof path, "%s/run/nodes/worker1.csv", dir);
+	read_trace(path, got, MAXROWS, &n);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	{
+		char line[512];
+		int r = 0;
+
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "%*[^,],%*[^,],%d,", &step) == 1) {
+				if (r && step != prev + 1 && jump < 0)
+					jump = r;
+				prev = step;
+				r++;
+			}
+	}
+	fclose(f);
+	cr_assert_gt(jump, 2, "no restart in worker1's trace");
+	cr_assert_lt(jump, n - 2);
+	for (int r = 0; r < n; r++) {
+		double want = 0.002 + (r < jump ? d[r] : d[r - jump]);
+
+		cr_assert_float_eq(got[r], want, 2e-6, "row %d (restart at row %d): %.6f against %.6f", r, jump,
+				   got[r], want);
+	}
+
+	/* calibrated on that run as on an emulated one: the replay restarts with the process */
+	for (int w = 0; w < 2; w++) {
+		snprintf(path, sizeof path, "%s/run/nodes/worker%d.conf", dir, w);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "run.seed = %llu\nnode.index = %d\nstraggler.delay.dist = gamma\n"
+			   "straggler.delay.a = 1\nstraggler.delay.b = 1\n", (unsigned long long)seed, w);
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "%s/run/profile.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	snprintf(text, sizeof text, "%s/run", dir);
+	cr_assert_eq(sim_profile_fit(text, f, err, sizeof err), 2, "%s", err);
+	fclose(f);
+	prof_text = support_slurp(path, NULL);
+	cr_assert_not_null(strstr(prof_text, "profile.delays_replayed = 2\n"), "%s", prof_text);
+	{
+		const char *q = strstr(prof_text, "all.base_s =");
+
+		cr_assert_not_null(q, "%s", prof_text);
+		q += strlen("all.base_s =");
+		for (int k = 0; k < SIM_PROFILE_Q; k++) {
+			char *end;
+
+			base[k] = strtod(q, &end);
+			cr_assert(end != q);
+			q = end;
+			cr_assert_float_eq(base[k], 0.002, 2e-6, "base q%d %g", 5 * k, base[k]);
+		}
+	}
+	free(prof_text);
+	support_rm_rf(dir);
+}
