@@ -296,8 +296,8 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 
 /* Worker w's delay model as its emulated process builds it at start (node/engine_common):
  * the scenario's delay distribution, seeded by straggler_seed(run seed, w), so its draws are
- * the emulated worker's, in order; a restarted process starts the stream again. NULL
- * without a delay distribution; -ENOMEM. */
+ * the emulated worker's, in order; a restarted process starts the stream again. None (NULL)
+ * without a delay distribution. 0 or -ENOMEM. */
 static int delay_stream_reset(struct sim *s, uint32_t w)
 {
 	const struct scenario_straggler *st = plan_node_straggler(s->run, s->node_of[w]);
