@@ -246,7 +246,7 @@ int engine_work_open(const struct kv *cfg, const struct engine_conf *c, bool wit
 	if (!w)
 		return -ENOMEM;
 	w->batch = c->batch;
-	w->straggler = straggler_new(&sp, c->seed ^ (0x9e3779b97f4a7c15ull * (c->index + 1)));
+	w->straggler = straggler_new(&sp, straggler_seed(c->seed, c->index));
 	if (!w->straggler) {
 		rc = -EINVAL;
 		goto out;

@@ -151,6 +151,11 @@ out:
 	return rc;
 }
 
+uint64_t straggler_seed(uint64_t run_seed, uint32_t index)
+{
+	return run_seed ^ (0x9e3779b97f4a7c15ull * ((uint64_t)index + 1));
+}
+
 struct straggler *straggler_new(const struct straggler_params *p, uint64_t seed)
 {
 	struct straggler *s = NULL;

@@ -51,7 +51,12 @@ int straggler_params_from_kv(const struct kv *cfg, struct straggler_params *p);
 
 struct straggler;
 
-/* A straggler model drawing from seed (use run.seed mixed with the node index). Loads the
+/* The seed of the straggler model of the node with index `index` among its role (node.index) in
+ * a run seeded run_seed: what every engine passes to straggler_new, so the simulator and the
+ * calibration can replay a node's delay draws (docs/simulation.md, Calibration). */
+uint64_t straggler_seed(uint64_t run_seed, uint32_t index);
+
+/* A straggler model drawing from seed (straggler_seed for a node of a run). Loads the
  * trace if any. NULL (logged) on a bad trace file or no memory. */
 struct straggler *straggler_new(const struct straggler_params *p, uint64_t seed);
 void straggler_destroy(struct straggler **self);

@@ -4,6 +4,7 @@
 # the three over each other and print the side-by-side table of docs/simulation.md.
 #
 #   sudo bash scripts/calibrate-compare.sh SCENARIO OUT [--target ACC]... [--set key=value]...
+#       [--workers POINT]...
 #   bash scripts/calibrate-compare.sh scenarios/straggler.yaml runs/cmp --target 0.72 \
 #       --set stop.time=150s --set sweep.repeat=3
 #
@@ -19,14 +20,16 @@
 #
 # Output: OUT/emulated, OUT/simulated, OUT/calibrated (run directories), OUT/compare/*.svg and
 # *.png (accuracy_time, steps_cdf), OUT/table.md (also printed): the table twice, the time to
-# target as the first evaluation at the target, then on the mean of the last 3 evaluations.
+# target as the first evaluation at the target, then on the mean of the last 3 evaluations; with
+# --workers POINT (a sweep point as the table names it, e.g. asp; repeatable) also every worker's
+# final step in each emulated run of that point beside the same worker simulated (OUT/workers.md).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${STALENET:-$ROOT/build/stalenet}
 
 usage() {
-	echo "usage: $0 SCENARIO OUT [--target ACC]... [--set key=value]..." >&2
+	echo "usage: $0 SCENARIO OUT [--target ACC]... [--set key=value]... [--workers POINT]..." >&2
 	exit 2
 }
 [ $# -ge 2 ] || usage
@@ -35,10 +38,12 @@ OUT=$2
 shift 2
 TARGETS=()
 SETS=()
+WORKERS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--target) [ $# -ge 2 ] || usage; TARGETS+=(--target "$2"); shift 2 ;;
 	--set) [ $# -ge 2 ] || usage; SETS+=(--set "$2"); shift 2 ;;
+	--workers) [ $# -ge 2 ] || usage; WORKERS+=(--point "$2"); shift 2 ;;
 	*) usage ;;
 	esac
 done
@@ -74,3 +79,7 @@ echo "== simulated, calibrated" >&2
 	echo
 	python3 "$ROOT/scripts/calibrate-table.py" table "$OUT" "${TARGETS[@]}" --smooth 3
 } | tee "$OUT/table.md"
+if [ ${#WORKERS[@]} -gt 0 ]; then
+	echo
+	python3 "$ROOT/scripts/calibrate-table.py" workers "$OUT" "${WORKERS[@]}" | tee "$OUT/workers.md"
+fi

@@ -208,6 +208,72 @@ def table(out_dir, targets):
         print("\nwarning: calibrated runs %s do not carry their emulated run's seed" % bad)
 
 
+def final_steps(run_dir):
+    """{worker: final step} of one run: workers.csv when the run has one (simulations), else the
+    last row of every nodes/<worker>.csv."""
+    out = {}
+    wcsv = os.path.join(run_dir, "workers.csv")
+    if os.path.isfile(wcsv):
+        with open(wcsv) as f:
+            for r in csv.DictReader(f):
+                out[r["node"]] = int(float(r["final_step"]))
+        return out
+    nodes = os.path.join(run_dir, "nodes")
+    for name in sorted(os.listdir(nodes)):
+        if not name.endswith(".csv") or name.startswith(("server", ".")):
+            continue
+        last = None
+        with open(os.path.join(nodes, name)) as f:
+            for r in csv.DictReader(f):
+                last = r
+        if last is not None and last.get("step") not in (None, ""):
+            out[name[:-4]] = int(float(last["step"]))
+    return out
+
+
+def worker_key(name):
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return (name.rstrip("0123456789"), int(digits) if digits else -1, name)
+
+
+def workers(out_dir, names):
+    runs = {kind: {m["run_index"]: m for m in runs_of(os.path.join(out_dir, kind))}
+            for kind, _ in KINDS}
+    print("Final step per worker: each emulated run beside the simulated runs of the same plan "
+          "index (same seed); diff = calibrated - emulated.\n")
+    summary = []
+    for idx in sorted(runs["emulated"]):
+        em = runs["emulated"][idx]
+        name = ", ".join(v for _, v in point(em)) or "run"
+        if names and name not in names:
+            continue
+        steps = {kind: final_steps(runs[kind][idx]["_dir"]) if idx in runs[kind] else {}
+                 for kind, _ in KINDS}
+        e, u, c = steps["emulated"], steps["simulated"], steps["calibrated"]
+        print("%s, repeat %s (run %d, seed %s):\n" % (name, em.get("repeat"), idx, em.get("seed")))
+        print("| worker | emulated | simulated, uncalibrated | simulated, calibrated | diff |")
+        print("| --- | --- | --- | --- | --- |")
+        diffs = []
+        for w in sorted(e, key=worker_key):
+            d = c[w] - e[w] if w in c else None
+            if d is not None:
+                diffs.append(d)
+            print("| %s | %d | %s | %s | %s |" % (w, e[w], u.get(w, "-"), c.get(w, "-"),
+                                                  "%+d" % d if d is not None else "-"))
+        print()
+        summary.append((name, em.get("repeat"), e, u, c, diffs))
+    print("| point | repeat | spread emulated | uncalibrated | calibrated | "
+          "mean abs diff per worker | largest abs diff |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, rep, e, u, c, diffs in summary:
+        def spread(x):
+            return "%d" % (max(x.values()) - min(x.values())) if x else "-"
+        print("| %s | %s | %s | %s | %s | %s | %s |" % (
+            name, rep, spread(e), spread(u), spread(c),
+            "%.2f" % statistics.mean(abs(d) for d in diffs) if diffs else "-",
+            "%d" % max(abs(d) for d in diffs) if diffs else "-"))
+
+
 def main():
     global SMOOTH
     args = sys.argv[1:]
@@ -218,6 +284,13 @@ def main():
         args = args[:-2]
     if len(args) == 2 and args[0] == "zip":
         zip_args(args[1])
+    elif len(args) >= 2 and args[0] == "workers" and len(args) % 2 == 0:
+        names = []
+        for i in range(2, len(args), 2):
+            if args[i] != "--point":
+                sys.exit(__doc__)
+            names.append(args[i + 1])
+        workers(args[1], names)
     elif len(args) >= 2 and args[0] == "table" and len(args) % 2 == 0:
         targets = []
         for i in range(2, len(args), 2):

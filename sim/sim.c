@@ -90,6 +90,10 @@ struct sim {
 	struct straggler **strag;     /* per worker with a compute.trace: node/straggler's model
 				       * (NULL array when no worker has one) */
 	const double **prof_compute;  /* per worker: quantiles of its step time (NULL: the model) */
+	const double **prof_base;     /* per worker: of its step time without the delay draws
+				       * (NULL array, or NULL: prof_compute) */
+	struct straggler **emu_delay; /* per worker with prof_base: node/straggler's model of its
+				       * delay, seeded as the emulated worker's (its draws, in order) */
 	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
 	struct sim_link_tcp tcp;
 	struct rng link_rng;
@@ -262,6 +266,17 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 
 		return (int64_t)(1e9 * (c + straggler_step_extra_s(s->strag[w], step, c)));
 	}
+	if (s->prof_base && s->prof_base[w]) {
+		/* calibrated: the emulated worker's base compute and its own delay draws, the
+		 * next of its stream (step_ns is asked once per step, in order) */
+		struct rng r;
+		double b;
+
+		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		b = sim_profile_draw(s->prof_base[w], rng_uniform(&r));
+		b += s->emu_delay[w] ? straggler_delay_s(s->emu_delay[w]) : 0;
+		return (int64_t)(1e9 * b);
+	}
 	if (s->prof_compute && s->prof_compute[w]) {
 		struct rng r;
 
@@ -277,6 +292,24 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 		t += 1e9 * straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a, st->delay_b, &r);
 	}
 	return t > 0 ? (int64_t)t : 0;
+}
+
+/* Worker w's delay model as its emulated process builds it at start (node/engine_common):
+ * the scenario's delay distribution, seeded by straggler_seed(run seed, w), so its draws are
+ * the emulated worker's, in order; a restarted process starts the stream again. None (NULL)
+ * without a delay distribution. 0 or -ENOMEM. */
+static int delay_stream_reset(struct sim *s, uint32_t w)
+{
+	const struct scenario_straggler *st = plan_node_straggler(s->run, s->node_of[w]);
+	struct straggler_params sp;
+
+	straggler_destroy(&s->emu_delay[w]);
+	if (!(st->set & SCENARIO_STRAG_DELAY) || st->delay_dist == SCENARIO_DIST_NONE)
+		return 0;
+	sp = (struct straggler_params){ .slowdown = 1.0, .dist = (enum straggler_dist)st->delay_dist,
+					.a = st->delay_a, .b = st->delay_b };
+	s->emu_delay[w] = straggler_new(&sp, straggler_seed(s->run->seed, w));
+	return s->emu_delay[w] ? 0 : -ENOMEM;
 }
 
 /* When a step wanted at t can start: after the pause window t falls in, if any. */
@@ -602,8 +635,13 @@ static void dispatch(struct sim *s, const struct sim_event *e)
 		leave(s, e->who, CORE_PS_LEAVE_CLOSED, now);
 		break;
 	case EV_RESTART:
-		if (w->state == W_OFF)
-			start(s, e->who, now);
+		if (w->state != W_OFF)
+			break;
+		if (s->emu_delay && delay_stream_reset(s, e->who) < 0) {
+			sim_status_fail(&s->st, -ENOMEM, "out of memory");
+			break;
+		}
+		start(s, e->who, now);
 		break;
 	case EV_LEAVE:
 		if (e->gen == w->gen || e->gen == UINT16_MAX)
@@ -980,7 +1018,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 											   : STRAGGLER_NONE,
 						.a = st->delay_a, .b = st->delay_b, .trace = st->trace };
 		/* seeded as the emulated worker seeds its model (node/engine_common) */
-		s.strag[i] = straggler_new(&sp, run->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
+		s.strag[i] = straggler_new(&sp, straggler_seed(run->seed, i));
 		if (!s.strag[i]) {
 			sim_status_fail(&s.st, -EINVAL, "%s: stragglers compute.trace %s cannot be read", plan_node_name(run, s.node_of[i], nm, sizeof nm),
 			     st->trace);
@@ -1001,6 +1039,18 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 
 			s.prof_compute[i] = sim_profile_compute(s.profile, name);
 			s.prof_transfer[i] = sim_profile_transfer(s.profile, name);
+			if (!sim_profile_base(s.profile, name))
+				continue;
+			if (!s.prof_base && (!(s.prof_base = calloc(s.n, sizeof *s.prof_base)) ||
+					     !(s.emu_delay = calloc(s.n, sizeof *s.emu_delay)))) {
+				sim_status_fail(&s.st, -ENOMEM, "out of memory");
+				goto out;
+			}
+			s.prof_base[i] = sim_profile_base(s.profile, name);
+			if (delay_stream_reset(&s, i) < 0) {
+				sim_status_fail(&s.st, -ENOMEM, "out of memory");
+				goto out;
+			}
 		}
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
@@ -1076,6 +1126,10 @@ out:
 	for (uint32_t i = 0; s.strag && i < s.n; i++)
 		straggler_destroy(&s.strag[i]);
 	free(s.strag);
+	for (uint32_t i = 0; s.emu_delay && i < s.n; i++)
+		straggler_destroy(&s.emu_delay[i]);
+	free(s.emu_delay);
+	free(s.prof_base);
 	free(s.prof_compute);
 	free(s.prof_transfer);
 	core_ps_destroy(&s.core);

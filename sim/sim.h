@@ -8,7 +8,9 @@
  *             of the same worker takes the same time under every barrier (a compute.trace:
  *             node/straggler's own model); a pause window delays the start of a step to its
  *             end; crash, restart, late join and leave; or, with simulation.profile, draws
- *             from the step times fitted to an emulated run (sim/sim_profile)
+ *             from the step times fitted to an emulated run (sim/sim_profile): where the
+ *             profile has the base compute, a draw of it plus the emulated worker's own
+ *             delay draws (its node/straggler stream, replayed in order)
  *   links     sim/sim_link on every node's up and down direction (timeline changes and
  *             network.trace rows applied);
  *             with a profile, half a draw of the worker's fitted round trip per message

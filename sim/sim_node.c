@@ -62,7 +62,7 @@ struct sim_node *sim_node_new(const struct plan_run *run, const uint32_t *node_o
 								 : STRAGGLER_NONE,
 			.a = st->delay_a, .b = st->delay_b, .trace = st->trace };
 		/* seeded as the emulated node seeds its model (node/engine_common) */
-		m->strag[k] = straggler_new(&sp, run->seed ^ (0x9e3779b97f4a7c15ull * (k + 1)));
+		m->strag[k] = straggler_new(&sp, straggler_seed(run->seed, k));
 		if (!m->strag[k]) {
 			snprintf(err, errlen, "%s: stragglers compute.trace %s cannot be read",
 				 run->nodes[node_of[k]].name, st->trace);

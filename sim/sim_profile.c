@@ -13,6 +13,11 @@
 #include "collectors/summary.h"
 #include "collectors/table.h"
 #include "lib/kv.h"
+#include "node/straggler.h"
+
+/* A compute time less than the replayed delay by more than the trace's rounding (%.6f of both
+ * numbers) means the trace is not that delay stream's. */
+#define BASE_SLACK_S 2e-6
 
 struct sim_profile {
 	struct kv *kv;
@@ -150,13 +155,72 @@ static void flag_outliers(double *const *v, const size_t *n, size_t nw, bool *fl
 	}
 }
 
+/* The delays worker `name` drew, replayed: its node/straggler model built from the run's
+ * nodes/<name>.conf (run.seed, node.index, straggler.*) with the seed every engine uses, one
+ * draw per trace row in order, the stream restarted where the step column does not go on by
+ * one (a restarted process). base[r] = c[r] minus row r's draw (at least 0; no delay
+ * distribution: draws of 0). Returns 1 when every row's compute time holds its draw (the rows
+ * are that stream's), 0 when the conf is missing or bad, the node replays a compute trace, or a
+ * row does not hold its draw; *why says which. Reads nothing but the conf. */
+static int replay_delays(const char *dir, const char *name, const double *c, const double *step,
+			 size_t n, double *base, const char **why)
+{
+	char path[8192], err[512];
+	struct kv *cfg = NULL;
+	struct straggler_params sp;
+	struct straggler *st = NULL;
+	uint64_t seed = 0;
+	int64_t idx = -1;
+	int rc = 0;
+
+	snprintf(path, sizeof path, "%s/%.*s.conf", dir, (int)(strlen(name) - 4), name);
+	*why = "no readable node configuration";
+	cfg = kv_load(path, err, sizeof err);
+	if (!cfg)
+		return 0;
+	*why = "a bad run.seed, node.index or straggler.* in its configuration";
+	if (kv_get_u64(cfg, "run.seed", 0, &seed) < 0 || kv_get_i64(cfg, "node.index", -1, &idx) < 0 ||
+	    idx < 0 || idx > UINT32_MAX || !kv_get(cfg, "run.seed") ||
+	    straggler_params_from_kv(cfg, &sp) < 0)
+		goto out;
+	*why = "a replayed compute trace";
+	if (sp.trace)
+		goto out;
+	/* no delay distribution: draws of 0, the compute time is all base */
+	for (size_t r = 0; r < n; r++) {
+		double d;
+
+		if (!st || (r && step[r] != step[r - 1] + 1)) {
+			straggler_destroy(&st);
+			st = straggler_new(&sp, straggler_seed(seed, (uint32_t)idx));
+			*why = "no memory";
+			if (!st)
+				goto out;
+		}
+		d = straggler_delay_s(st);
+		if (!(c[r] >= d - BASE_SLACK_S)) {
+			*why = "a compute time shorter than its replayed delay (another stream)";
+			goto out;
+		}
+		base[r] = c[r] > d ? c[r] - d : 0;
+	}
+	*why = NULL;
+	rc = 1;
+out:
+	straggler_destroy(&st);
+	kv_destroy(&cfg);
+	return rc;
+}
+
 int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 {
 	char dir[4096], path[8192];
 	char **names = NULL;
 	size_t nn = 0, nall = 0, nw = 0;
-	double **cs = NULL, **tr = NULL, *rest = NULL, *tmp = NULL, *d = NULL;
-	size_t *m = NULL, *who = NULL;
+	double **cs = NULL, **tr = NULL, **bs = NULL, *rest = NULL, *tmp = NULL, *d = NULL;
+	double **bv = NULL, *cc_all = NULL, *step_all = NULL;
+	size_t *m = NULL, *who = NULL, *bm = NULL, *bn = NULL, *bw = NULL, nb = 0, nball = 0;
+	const char **bwhy = NULL;
 	bool *flagged = NULL;
 	int rc;
 
@@ -170,13 +234,16 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 	tr = calloc(nn ? nn : 1, sizeof *tr);
 	m = calloc(nn ? nn : 1, sizeof *m);
 	who = calloc(nn ? nn : 1, sizeof *who);
-	if (!cs || !tr || !m || !who)
+	bs = calloc(nn ? nn : 1, sizeof *bs);
+	bm = calloc(nn ? nn : 1, sizeof *bm);
+	bwhy = calloc(nn ? nn : 1, sizeof *bwhy);
+	if (!cs || !tr || !m || !who || !bs || !bm || !bwhy)
 		goto nomem;
 	/* every worker's samples, sorted */
 	for (size_t i = 0; i < nn; i++) {
 		struct table *t;
 		bool missing = false;
-		int ct, cc, cw;
+		int ct, cc, cw, cst;
 		size_t rows, k = 0;
 
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -188,6 +255,7 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 		ct = table_col(t, "t_s");
 		cc = table_col(t, "compute_s");
 		cw = table_col(t, "wait_s");
+		cst = table_col(t, "step");
 		rows = table_rows(t);
 		if (ct < 0 || cc < 0 || cw < 0 || rows < 2) {
 			table_destroy(&t);
@@ -195,10 +263,29 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 		}
 		cs[nw] = malloc(rows * sizeof **cs);
 		tr[nw] = malloc(rows * sizeof **tr);
-		if (!cs[nw] || !tr[nw]) {
+		bs[nw] = malloc(rows * sizeof **bs);
+		free(cc_all);
+		free(step_all);
+		cc_all = malloc(rows * sizeof *cc_all);
+		step_all = malloc(rows * sizeof *step_all);
+		if (!cs[nw] || !tr[nw] || !bs[nw] || !cc_all || !step_all) {
 			table_destroy(&t);
 			nw++; /* freed at out */
 			goto nomem;
+		}
+		/* the compute time without the delay the worker drew, where its draws replay */
+		for (size_t r = 0; r < rows; r++) {
+			cc_all[r] = table_double_or(t, r, (size_t)cc, NAN);
+			step_all[r] = cst < 0 ? (double)r : table_double_or(t, r, (size_t)cst, NAN);
+		}
+		if (replay_delays(dir, names[i], cc_all, step_all, rows, bs[nw], &bwhy[nw]) == 1) {
+			qsort(bs[nw], rows, sizeof **bs, cmp_double);
+			bm[nw] = rows;
+			nball += rows;
+			nb++;
+		} else {
+			free(bs[nw]);
+			bs[nw] = NULL;
 		}
 		for (size_t r = 1; r < rows; r++) {
 			double t0 = table_double_or(t, r - 1, (size_t)ct, NAN), t1 = table_double_or(t, r, (size_t)ct, NAN);
@@ -215,7 +302,13 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 		if (k == 0) {
 			free(cs[nw]);
 			free(tr[nw]);
-			cs[nw] = tr[nw] = NULL;
+			free(bs[nw]);
+			cs[nw] = tr[nw] = bs[nw] = NULL;
+			if (bm[nw]) {
+				nball -= bm[nw];
+				nb--;
+				bm[nw] = 0;
+			}
 			continue;
 		}
 		qsort(cs[nw], k, sizeof **cs, cmp_double);
@@ -230,11 +323,14 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: no worker trace with two rows or more", dir);
 		goto out;
 	}
-	rest = malloc(nall * sizeof *rest);
-	tmp = malloc(nall * sizeof *tmp);
+	rest = malloc((nall > nball ? nall : nball) * sizeof *rest);
+	tmp = malloc((nall > nball ? nall : nball) * sizeof *tmp);
 	d = calloc(nw, sizeof *d);
 	flagged = calloc(nw, sizeof *flagged);
-	if (!rest || !tmp || !d || !flagged)
+	bv = calloc(nw, sizeof *bv);
+	bn = calloc(nw, sizeof *bn);
+	bw = calloc(nw, sizeof *bw);
+	if (!rest || !tmp || !d || !flagged || !bv || !bn || !bw)
 		goto nomem;
 	fprintf(out, "# stalenet calibration profile (docs/simulation.md): per worker, quantiles 0%%, 5%%, "
 		     "..., 100%% of\n# its step compute time and of its transfer time per step, seconds; a "
@@ -265,6 +361,48 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 		}
 		put(out, "all", key, tmp, r);
 	}
+	/* base_s: the compute time without the replayed delay draws, of the workers whose traces
+	 * hold their draws; the simulator adds the draws themselves (sim/sim.c) */
+	fprintf(out, "# base_s: compute_s less the delay each step drew from the worker's straggler\n"
+		     "# stream (replayed from nodes/<worker>.conf); a simulation draws the base and adds\n"
+		     "# the same stream's draws\n");
+	for (size_t w = 0; w < nw; w++) {
+		char name[256];
+
+		snprintf(name, sizeof name, "%.*s", (int)(strlen(names[who[w]]) - 4), names[who[w]]);
+		if (!bs[w])
+			fprintf(out, "# %s.base_s: none (%s)\n", name, bwhy[w] ? bwhy[w] : "?");
+	}
+	nb = 0;
+	for (size_t w = 0; w < nw; w++)
+		if (bs[w]) {
+			bv[nb] = bs[w];
+			bn[nb] = bm[w];
+			bw[nb++] = w;
+		}
+	if (nb) {
+		size_t r;
+
+		flag_outliers(bv, bn, nb, flagged, d, rest);
+		for (size_t k = 0; k < nb; k++) {
+			char name[256];
+			const char *nm = names[who[bw[k]]];
+
+			snprintf(name, sizeof name, "%.*s", (int)(strlen(nm) - 4), nm);
+			if (!flagged[k]) {
+				fprintf(out, "# %s.base_s: as all (KS D = %.3f)\n", name, d[k]);
+				continue;
+			}
+			put(out, name, "base_s", bv[k], bn[k]);
+		}
+		r = pool_of(bv, bn, flagged, nb, nb, tmp);
+		if (r == 0) {
+			memset(flagged, 0, nb * sizeof *flagged);
+			r = pool_of(bv, bn, flagged, nb, nb, tmp);
+		}
+		put(out, "all", "base_s", tmp, r);
+	}
+	fprintf(out, "profile.delays_replayed = %zu\n", nb);
 	fprintf(out, "profile.workers = %zu\n", nw);
 	rc = fflush(out) == 0 && !ferror(out) ? (int)nw : -EIO;
 	if (rc < 0)
@@ -280,9 +418,19 @@ out:
 	for (size_t w = 0; w < nw; w++) {
 		free(cs[w]);
 		free(tr[w]);
+		if (bs)
+			free(bs[w]);
 	}
 	free(cs);
 	free(tr);
+	free(bs);
+	free(bm);
+	free(bwhy);
+	free(bv);
+	free(bn);
+	free(bw);
+	free(cc_all);
+	free(step_all);
 	free(m);
 	free(who);
 	free(rest);
@@ -321,7 +469,7 @@ static struct sim_profile *from_kv(struct kv *kv, const char *path, char *err, s
 
 		kv_entry(p->kv, i, &key, &val);
 		dot = strrchr(key, '.');
-		if (!dot || (strcmp(dot, ".compute_s") && strcmp(dot, ".transfer_s")))
+		if (!dot || (strcmp(dot, ".compute_s") && strcmp(dot, ".transfer_s") && strcmp(dot, ".base_s")))
 			continue;
 		for (int k = 0; k < SIM_PROFILE_Q; k++) {
 			errno = 0;
@@ -413,6 +561,11 @@ const double *sim_profile_compute(const struct sim_profile *p, const char *name)
 const double *sim_profile_transfer(const struct sim_profile *p, const char *name)
 {
 	return find(p, name, "transfer_s");
+}
+
+const double *sim_profile_base(const struct sim_profile *p, const char *name)
+{
+	return find(p, name, "base_s");
 }
 
 double sim_profile_draw(const double *q, double u)

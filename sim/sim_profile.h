@@ -11,7 +11,14 @@
  * CDF through the quantiles. The file is the flat `key = value` text of lib/kv:
  *   profile.source = RUN_DIR            profile.workers = 8
  *   worker3.compute_s = q0 q5 ... q100 [mean of the samples >= q95]   (seconds)
- *   all.compute_s = ...                 all.transfer_s = ... */
+ *   all.compute_s = ...                 all.transfer_s = ...
+ *   all.base_s = ...                    profile.delays_replayed = 8
+ * base_s is the compute time without the straggler's delay draws: the fit rebuilds a worker's
+ * node/straggler model from the run's nodes/<worker>.conf (seed, index, distribution), replays
+ * its draws step by step and keeps compute_s minus the draw, where every step's compute time
+ * holds its draw (the trace is that stream's). A simulation with base_s draws the base and adds
+ * the very delays the emulated worker drew (same seed: the calibrated run carries its emulated
+ * run's), so its workers follow the emulated workers' own delay sequences. */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
 
@@ -44,6 +51,9 @@ void sim_profile_destroy(struct sim_profile **p);
  * gives none). Owned by the profile. */
 const double *sim_profile_compute(const struct sim_profile *p, const char *name);
 const double *sim_profile_transfer(const struct sim_profile *p, const char *name);
+/* The same for the base compute time (compute_s less the replayed delay draws), or NULL when
+ * the profile has no base_s for name nor "all" (an older profile, or no draws replayed). */
+const double *sim_profile_base(const struct sim_profile *p, const char *name);
 
 /* Inverse CDF of a quantile table at u in [0, 1), seconds: linear between quantiles, and in
  * the top 5% shaped to the table's tail mean when it has one. */

@@ -10,6 +10,7 @@
 #include "orchestrator/plan.h"
 #include "orchestrator/scenario.h"
 #include "sim/sim.h"
+#include "node/straggler.h"
 #include "sim/sim_profile.h"
 #include "tests/support/files.h"
 
@@ -253,4 +254,256 @@ Test(sim_profile, calibrated_simulation_reproduces_its_source, .timeout = 60)
 		     a.wait_fraction);
 	support_rm_rf(src);
 	support_rm_rf(dst);
+}
+
+/* Final step of a worker trace, and its compute_s column (at most max rows) into c. */
+static int read_trace(const char *path, double *c, int max, int *rows)
+{
+	char line[512];
+	int last = 0, n = 0;
+	FILE *f = fopen(path, "r");
+
+	cr_assert_not_null(f, "%s", path);
+	while (fgets(line, sizeof line, f)) {
+		double t, x;
+		int step;
+
+		if (sscanf(line, "%lf,%*[^,],%d,%lf", &t, &step, &x) != 3)
+			continue;
+		if (n < max)
+			c[n] = x;
+		n++;
+		last = step;
+	}
+	fclose(f);
+	*rows = n;
+	return last;
+}
+
+/* The delays an emulated worker draws (node/straggler seeded by straggler_seed, as every engine
+ * seeds it) are the ones calibration takes out of its compute times and a calibrated simulation
+ * adds back: a hand-made emulated ASP run of 4 workers, each step 2 ms of compute plus the
+ * worker's own gamma(1, 1 s) draws and a 3 ms round trip; calibrated; simulated with the
+ * profile and the run's seed. Every simulated step's compute time is 2 ms plus the emulated
+ * worker's draw for that step, and every worker ends on its emulated final step (within one:
+ * the simulated server adds its 20 us per message). worker3's configuration names another
+ * seed: its draws do not replay, the profile says so, and the simulation still draws the
+ * run's stream for it (the pooled base plus its own delays). */
+Test(sim_profile, replayed_delays_follow_the_emulated_stream, .timeout = 60)
+{
+	enum { W = 4, MAXROWS = 200 };
+	char src[256], dst[256], path[600], text[2048], err[512], *prof_text;
+	double want[W][MAXROWS], got[MAXROWS];
+	int emu_final[W];
+	struct scenario *sc;
+	struct plan *p;
+	struct sim_result res;
+	struct sim_profile *prof;
+	uint64_t seed;
+	FILE *f;
+#define REPLAY "name: c\nseed: 9\nstop: {time: 30s}\nconsistency: {barrier: asp}\nworkers: 4\n"         \
+	       "linkcheck: off\nnetwork: {default: {delay: 1ms}}\nstragglers:\n"                         \
+	       "  - {nodes: workers, compute: {delay: {dist: gamma, shape: 1, scale: 1s}}}\n"           \
+	       "simulation: {step_cost: 1ms, server_cost: 20us%s}\n"
+
+	snprintf(text, sizeof text, REPLAY, "");
+	sc = scenario_parse(text, strlen(text), "c.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	seed = plan_run(p, 0)->seed;
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+
+	support_tmpdir(src, sizeof src, "replay");
+	support_tmpdir(dst, sizeof dst, "replay");
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", src);
+	cr_assert_eq(system(path), 0);
+	for (int w = 0; w < W; w++) {
+		struct straggler_params sp = { .slowdown = 1, .dist = STRAGGLER_GAMMA, .a = 1, .b = 1 };
+		struct straggler *st = straggler_new(&sp, straggler_seed(seed, (uint32_t)w));
+		double t = 0.003; /* the join's round trip */
+		int k = 0;
+
+		cr_assert_not_null(st);
+		snprintf(path, sizeof path, "%s/nodes/worker%d.conf", src, w);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "run.seed = %llu\nnode.index = %d\nstraggler.delay.dist = gamma\n"
+			   "straggler.delay.a = 1\nstraggler.delay.b = 1\n",
+			(unsigned long long)(w == 3 ? seed + 1 : seed), w);
+		fclose(f);
+		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", src, w);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames\n");
+		for (;;) {
+			double c = 0.002 + straggler_delay_s(st);
+
+			if (t + c + 0.003 > 30 || k == MAXROWS)
+				break;
+			t += c + 0.003;
+			want[w][k++] = c;
+			fprintf(f, "%.6f,worker%d,%d,%.6f,0.000000,0,0,,0,0,0\n", t, w, k, c);
+		}
+		fclose(f);
+		emu_final[w] = k;
+		cr_assert_gt(k, 10);
+		straggler_destroy(&st);
+	}
+	snprintf(path, sizeof path, "%s/profile.conf", src);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(sim_profile_fit(src, f, err, sizeof err), W, "%s", err);
+	fclose(f);
+	prof_text = support_slurp(path, NULL);
+	cr_assert_not_null(strstr(prof_text, "profile.delays_replayed = 3\n"), "%s", prof_text);
+	cr_assert_not_null(strstr(prof_text, "# worker3.base_s: none (a compute time shorter"), "%s", prof_text);
+	free(prof_text);
+	prof = sim_profile_load(path, err, sizeof err);
+	cr_assert_not_null(prof, "%s", err);
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		cr_assert_float_eq(sim_profile_base(prof, "worker3")[k], 0.002, 2e-6, "base q%d %g", 5 * k,
+				   sim_profile_base(prof, "worker3")[k]);
+	sim_profile_destroy(&prof);
+
+	{
+		char extra[700];
+
+		snprintf(extra, sizeof extra, ", profile: '%s'", path);
+		snprintf(text, sizeof text, REPLAY, extra);
+	}
+	simulate(text, dst, &res);
+	for (int w = 0; w < W; w++) {
+		int n, fin;
+
+		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", dst, w);
+		fin = read_trace(path, got, MAXROWS, &n);
+		cr_assert_geq(n, emu_final[w] - 1, "worker%d: %d rows against %d", w, n, emu_final[w]);
+		for (int k = 0; k < n && k < emu_final[w]; k++)
+			cr_assert_float_eq(got[k], want[w][k], 2e-6, "worker%d step %d: %.6f against %.6f", w,
+					   k + 1, got[k], want[w][k]);
+		cr_assert_leq(abs(fin - emu_final[w]), 1, "worker%d: final step %d against %d", w, fin,
+			      emu_final[w]);
+	}
+	support_rm_rf(src);
+	support_rm_rf(dst);
+}
+
+/* A restarted worker is a new process whose straggler stream starts again: the calibrated
+ * simulation restarts the stream at the restart (the first step after it draws the stream's
+ * first delay again), and the calibration, replaying a trace with a restart (the step column
+ * jumps), restarts its replay there and finds every row's draw. */
+Test(sim_profile, replayed_delays_restart_with_the_process, .timeout = 60)
+{
+	enum { MAXROWS = 200 };
+	char dir[256], path[600], text[2048], err[512], *prof_text;
+	double d[MAXROWS], got[MAXROWS], base[SIM_PROFILE_Q];
+	struct scenario *sc;
+	struct plan *p;
+	struct sim_result res;
+	struct straggler_params sp = { .slowdown = 1, .dist = STRAGGLER_GAMMA, .a = 1, .b = 1 };
+	struct straggler *st;
+	uint64_t seed;
+	int n, jump = -1, prev = 0, step;
+	FILE *f;
+#define RESTART "name: c\nseed: 5\nstop: {time: 40s}\nconsistency: {barrier: asp}\nworkers: 2\n"          \
+		"linkcheck: off\nnetwork: {default: {delay: 1ms}}\nstragglers:\n"                        \
+		"  - {nodes: workers, compute: {delay: {dist: gamma, shape: 1, scale: 1s}}}\n"          \
+		"  - {nodes: worker1, crash: {at: 10s, restart: 15s}}\n"                                 \
+		"simulation: {step_cost: 1ms, server_cost: 20us%s}\n"
+
+	support_tmpdir(dir, sizeof dir, "restart");
+	snprintf(path, sizeof path, "%s/given.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.base_s =");
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		fprintf(f, " 0.002");
+	fprintf(f, "\nall.transfer_s =");
+	for (int k = 0; k < SIM_PROFILE_Q; k++)
+		fprintf(f, " 0.003");
+	fprintf(f, "\n");
+	fclose(f);
+	{
+		char extra[700];
+
+		snprintf(extra, sizeof extra, ", profile: '%s'", path);
+		snprintf(text, sizeof text, RESTART, extra);
+	}
+	sc = scenario_parse(text, strlen(text), "c.yaml", err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	seed = plan_run(p, 0)->seed;
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+	snprintf(path, sizeof path, "%s/run", dir);
+	simulate(text, path, &res);
+
+	/* worker1's delays: the stream from its start, and again from the restart */
+	st = straggler_new(&sp, straggler_seed(seed, 1));
+	cr_assert_not_null(st);
+	for (int k = 0; k < MAXROWS; k++)
+		d[k] = straggler_delay_s(st);
+	straggler_destroy(&st);
+	snprintf(path, sizeof path, "%s/run/nodes/worker1.csv", dir);
+	read_trace(path, got, MAXROWS, &n);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	{
+		char line[512];
+		int r = 0;
+
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "%*[^,],%*[^,],%d,", &step) == 1) {
+				if (r && step != prev + 1 && jump < 0)
+					jump = r;
+				prev = step;
+				r++;
+			}
+	}
+	fclose(f);
+	cr_assert_gt(jump, 2, "no restart in worker1's trace");
+	cr_assert_lt(jump, n - 2);
+	for (int r = 0; r < n; r++) {
+		double want = 0.002 + (r < jump ? d[r] : d[r - jump]);
+
+		cr_assert_float_eq(got[r], want, 2e-6, "row %d (restart at row %d): %.6f against %.6f", r, jump,
+				   got[r], want);
+	}
+
+	/* calibrated on that run as on an emulated one: the replay restarts with the process */
+	for (int w = 0; w < 2; w++) {
+		snprintf(path, sizeof path, "%s/run/nodes/worker%d.conf", dir, w);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "run.seed = %llu\nnode.index = %d\nstraggler.delay.dist = gamma\n"
+			   "straggler.delay.a = 1\nstraggler.delay.b = 1\n", (unsigned long long)seed, w);
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "%s/run/profile.conf", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	snprintf(text, sizeof text, "%s/run", dir);
+	cr_assert_eq(sim_profile_fit(text, f, err, sizeof err), 2, "%s", err);
+	fclose(f);
+	prof_text = support_slurp(path, NULL);
+	cr_assert_not_null(strstr(prof_text, "profile.delays_replayed = 2\n"), "%s", prof_text);
+	{
+		const char *q = strstr(prof_text, "all.base_s =");
+
+		cr_assert_not_null(q, "%s", prof_text);
+		q += strlen("all.base_s =");
+		for (int k = 0; k < SIM_PROFILE_Q; k++) {
+			char *end;
+
+			base[k] = strtod(q, &end);
+			cr_assert(end != q);
+			q = end;
+			cr_assert_float_eq(base[k], 0.002, 2e-6, "base q%d %g", 5 * k, base[k]);
+		}
+	}
+	free(prof_text);
+	support_rm_rf(dir);
 }
