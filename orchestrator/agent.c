@@ -31,6 +31,7 @@
 #include "orchestrator/cgroup.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
+#include "orchestrator/hostfiles.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/overlay.h"
 #include "orchestrator/testbed.h"
@@ -810,17 +811,6 @@ static void relay_nodes(struct agent_state *st)
 	launch_reap(on_node_exit, st);
 }
 
-static bool safe_file_name(const char *n)
-{
-	if (n[0] == '.' || strlen(n) > 100)
-		return false;
-	for (const char *p = n; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-		      *p == '-' || *p == '.'))
-			return false;
-	return true;
-}
-
 /* Send what file REL (under the nodes' run directory) gained since last time: "file REL" then
  * "l LINE" per complete line; an unfinished last line waits for the next time. */
 static int stream_file(struct agent_state *st, const char *base, const char *rel)
@@ -875,16 +865,20 @@ static int stream_all(struct agent_state *st)
 	if (!st->tb)
 		return 0;
 	snprintf(base, sizeof base, "%s/run", st->rundir);
+	/* only the files the orchestrator takes (orchestrator/hostfiles): the others would be refused */
+	const char *names[AGENT_MAX_NODES];
+	for (size_t i = 0; i < st->n_nodes; i++)
+		names[i] = st->names[i];
 	for (size_t k = 0; !rc && k < sizeof subs / sizeof subs[0]; k++) {
 		snprintf(dir, sizeof dir, "%s/run/%s", st->rundir, subs[k]);
 		DIR *d = opendir(dir);
 		struct dirent *e;
 		while (!rc && d && (e = readdir(d))) {
 			char rel[160];
-			if (e->d_type != DT_REG || !safe_file_name(e->d_name))
+			if (e->d_type != DT_REG ||
+			    snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel ||
+			    !hostfiles_allowed(rel, names, st->n_nodes))
 				continue;
-			if (snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel)
-				continue; /* no node file has so long a name */
 			rc = stream_file(st, base, rel) ? -EIO : 0;
 		}
 		if (d)

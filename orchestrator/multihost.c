@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "orchestrator/cgroup.h"
+#include "orchestrator/hostfiles.h"
 #include "orchestrator/linktrace.h"
 #include "orchestrator/slurm.h"
 #include "orchestrator/supervise.h"
@@ -561,20 +563,6 @@ size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t
 	return n;
 }
 
-/* Where a fetched file goes: REL is "NAME", "nodes/NAME" or "logs/NAME" with a safe NAME. */
-static bool safe_rel(const char *rel)
-{
-	const char *n = !strncmp(rel, "nodes/", 6) ? rel + 6 : !strncmp(rel, "logs/", 5) ? rel + 5 : rel;
-	if (!*n || n[0] == '.' || strlen(n) > 100)
-		return false;
-	for (const char *q = n; *q; q++)
-		if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_' ||
-		      *q == '-' || *q == '.'))
-			return false;
-	/* the orchestrator's own files are not overwritten by a host's */
-	return strcmp(n, "meta.json") && strcmp(n, "journal") && strcmp(n, "events.csv") && strcmp(n, "progress.csv");
-}
-
 /* Where one host's streamed file lines go: the file being written and its first line. */
 struct sink {
 	FILE *f;
@@ -584,6 +572,8 @@ struct sink {
 	int64_t origin_ns;              /* the run's origin on our clock, 0 = not started */
 	int64_t origin_host_ns;         /* the same instant on the host's clock, as its nodes got it */
 	const struct clocksync_estimate *clock;  /* the host's current estimate */
+	const char **names;             /* the host's endpoints: the files it may write (hostfiles) */
+	size_t n_names;
 };
 
 /* A row's leading t_s (seconds from the origin on the host's clock) onto our clock, by the
@@ -610,9 +600,9 @@ static void sink_close(struct sink *k)
 	k->f = NULL;
 }
 
-/* A "file REL" or "l LINE" line of host h into dir (appended: the host streams each file's new
- * rows in chunks). Returns true when the line was one of those. */
-static bool sink_line(struct multihost *self, size_t h, struct sink *k, const char *dir, const char *line, FILE *err_out)
+/* A "file REL" or "l LINE" line of host h into the run directory dirfd (appended: the host
+ * streams each file's new rows in chunks). Returns true when the line was one of those. */
+static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirfd, const char *line, FILE *err_out)
 {
 	if (!strncmp(line, "l ", 2)) {
 		/* a header row is written once: a second host's rows of the same file
@@ -632,14 +622,17 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 	if (strncmp(line, "file ", 5))
 		return false;
 	sink_close(k);
-	if (!safe_rel(line + 5)) {
-		fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, line + 5);
+	const char *rel = line + 5;
+	if (!hostfiles_allowed(rel, k->names, k->n_names)) {
+		/* the rows that follow go nowhere (k->f is NULL) */
+		fprintf(err_out, "stalenet: host %s: file %.80s refused\n", self->hosts->list[h].name, rel);
 		return true;
 	}
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%.3000s/%.200s", dir, line + 5);
 	k->first[0] = 0;
-	FILE *ex = fopen(path, "re");
+	int fd = hostfiles_open(dirfd, rel, O_RDONLY, 0);
+	FILE *ex = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (fd >= 0 && !ex)
+		close(fd);
 	if (ex) {
 		if (!fgets(k->first, sizeof k->first, ex))
 			k->first[0] = 0;
@@ -647,21 +640,26 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 		fclose(ex);
 	}
 	k->map_t = !strncmp(k->first, "t_s,", 4);
-	if (!(k->f = fopen(path, "ae")))
-		fprintf(err_out, "stalenet: %s: %s\n", path, strerror(errno));
+	fd = hostfiles_open(dirfd, rel, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	if (fd < 0 || !(k->f = fdopen(fd, "a"))) {
+		int e = fd < 0 ? -fd : errno;
+		if (fd >= 0)
+			close(fd);
+		fprintf(err_out, "stalenet: host %s: %s: %s\n", self->hosts->list[h].name, rel, strerror(e));
+	}
 	k->first_row = true;
 	return true;
 }
 
-/* The rest of host h's run files into dir: "fetch", then file lines until "fetched". */
-static int fetch_host(struct multihost *self, size_t h, struct sink *k, const char *dir, FILE *err_out)
+/* The rest of host h's run files into dirfd: "fetch", then file lines until "fetched". */
+static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirfd, FILE *err_out)
 {
 	char line[AGENT_LINE_MAX];
 	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
 	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000)) && strcmp(line, "fetched"))
-		sink_line(self, h, k, dir, line, err_out);
+		sink_line(self, h, k, dirfd, line, err_out);
 	sink_close(k);
 	return rc;
 }
@@ -765,6 +763,21 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	}
 	if (!cur)
 		result = 1;
+	/* the files each host may write (hostfiles): its endpoints' own, in the run directory
+	 * opened once (every host file is opened relative to it, no symlink followed) */
+	size_t stride = run->n_nodes + 1;
+	const char **epn = calloc(hs->n * stride, sizeof *epn);
+	for (size_t i = 0; epn && i < ep_count(self, run); i++) {
+		struct sink *k = &sinks[ep_host(self, o->p, i)];
+		if (!k->names)
+			k->names = epn + ep_host(self, o->p, i) * stride;
+		k->names[k->n_names++] = ep_name(run, i);
+	}
+	int dirfd = open(o->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!epn || dirfd < 0) {
+		fprintf(err_out, "stalenet: %s: %s\n", o->run_dir, epn ? strerror(errno) : "out of memory");
+		result = 1;
+	}
 	/* configurations, then every node launched */
 	for (size_t i = 0; i < n && !result; i++) {
 		size_t h = ep_host(self, o->p, i);
@@ -941,7 +954,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			int rc, lines = 0;
 			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				struct agentlink_event ev;
-				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
+				if (sink_line(self, h, &sinks[h], dirfd, line, err_out) ||
 				    agentlink_parse_event(line, &ev))
 					continue;
 				const char *name = ev.name, *what = ev.what;
@@ -1091,7 +1104,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
 	csv_writer_close(&progress);
 	for (size_t h = 0; h < hs->n; h++)
-		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], o->run_dir, err_out)) {
+		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], dirfd, err_out)) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
@@ -1115,6 +1128,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	for (size_t h = 0; h < hs->n; h++)
 		sink_close(&sinks[h]);
 	free(sinks);
+	free(epn);
+	if (dirfd >= 0)
+		close(dirfd);
 	free(waiting);
 	free(step);
 	return result;
