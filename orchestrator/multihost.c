@@ -220,8 +220,9 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		sent[h] = true;
 	}
 	for (size_t h = 0; h < hs->n; h++) {
-		char reply[AGENT_LINE_MAX], sw[64], ifn[32];
-		int m = 0, um = 0, r;
+		char reply[AGENT_LINE_MAX];
+		struct agentlink_built bt;
+		int r;
 		if (!sent[h])
 			continue;
 		if ((r = agentlink_recv(self->links[h], reply, sizeof reply, 120000))) {
@@ -229,8 +230,9 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			rc = rc ? rc : r;
 			continue;
 		}
-		if (sscanf(reply, "ok %63s %d %31s %d", sw, &m, ifn, &um) != 4) {
-			fprintf(err_out, "stalenet: host %s: %s\n", hs->list[h].name, reply);
+		if (agentlink_parse_built(reply, &bt)) {
+			fprintf(err_out, "stalenet: host %s: %s%.200s\n", hs->list[h].name,
+				strncmp(reply, "fail ", 5) ? "bad build answer: " : "", reply);
 			rc = rc ? rc : -EIO;
 			continue;
 		}
@@ -240,7 +242,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 				fprintf(out, " %s", run->nodes[i].name);
 		if (self->hub_host == h)
 			fprintf(out, " hub");
-		fprintf(out, " (node MTU %d over %s MTU %d)\n", m, ifn, um);
+		int m = bt.node_mtu;
+		fprintf(out, " (node MTU %d over %s MTU %d)\n", m, bt.underlay_if, bt.underlay_mtu);
 		if (mtu && m != mtu) {
 			fprintf(err_out, "stalenet: host %s: node MTU %d differs from %d of the other hosts (their "
 				"underlay MTUs differ)\n", hs->list[h].name, m, mtu);
@@ -253,18 +256,20 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 	memset(self->underlay_ns, 0, hs->n * hs->n * sizeof *self->underlay_ns);
 	for (size_t a = 0; !rc && a < hs->n; a++)
 		for (size_t h = a + 1; !rc && sent[a] && h < hs->n; h++) {
-			char req[64], reply[AGENT_LINE_MAX], ad[32];
-			int got = 0;
-			long long mn = 0, md = 0;
+			char req[64], reply[AGENT_LINE_MAX] = "no answer";
+			struct agentlink_probe pr;
 			if (!sent[h])
 				continue;
 			snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
 			if (agentlink_request(self->links[a], req, reply, sizeof reply, 60000) ||
-			    sscanf(reply, "probe %31s %d %lld %lld", ad, &got, &mn, &md) != 4 || got <= 0 || mn <= 0) {
-				fprintf(err_out, "stalenet: underlay %s -> %s: %s\n", hs->list[a].name, hs->list[h].name, reply);
+			    agentlink_parse_probe(reply, hs->list[h].address, MULTIHOST_PROBES, &pr)) {
+				fprintf(err_out, "stalenet: underlay %s -> %s: %.200s\n", hs->list[a].name, hs->list[h].name,
+					reply);
 				rc = -EHOSTUNREACH;
 				break;
 			}
+			long long mn = pr.min_ns, md = pr.median_ns;
+			int got = pr.got;
 			self->underlay_ns[a * hs->n + h] = self->underlay_ns[h * hs->n + a] = mn / 2;
 			fprintf(out, "underlay %s -> %s: base one-way delay %.1f us (min round trip %.1f us, median %.1f us, "
 				"%d of %d)\n", hs->list[a].name, hs->list[h].name, mn / 2e3, mn / 1e3, md / 1e3, got,
