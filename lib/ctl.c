@@ -247,8 +247,8 @@ int ctl_parse_status(const char *msg, struct ctl_status *out)
 			return -EINVAL;
 		step = step * 10 + d;
 	}
-	if (!n || p[n] != ' ')
-		return -EINVAL;
+	if (!n || p[n] != ' ' || (p[0] == '0' && n > 1))
+		return -EINVAL;         /* no leading zero: the writer never puts one */
 	p += n + 1;
 	for (size_t k = 0; k < sizeof STATE_NAMES / sizeof STATE_NAMES[0]; k++) {
 		size_t l = strlen(STATE_NAMES[k]);

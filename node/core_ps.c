@@ -1409,8 +1409,8 @@ static int ev_field(const char **p, int64_t lo, int64_t hi, bool last, int64_t *
 			return -EINVAL;
 		x = x * 10 + (uint64_t)(s[n] - '0');
 	}
-	if (!n || x > lim)
-		return -EINVAL;
+	if (!n || x > lim || (s[0] == '0' && (n > 1 || neg)))
+		return -EINVAL;         /* no leading zero, no "-0": the writer never puts one */
 	int64_t y = neg ? (x == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)x) : (int64_t)x;
 	if (y < lo || y > hi)
 		return -EINVAL;

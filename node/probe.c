@@ -23,8 +23,8 @@
 #include "lib/link_verdict.h"
 
 #define PROBE_PORT_DEFAULT 7100
-/* Digits only (1..19 of them, no sign, no blank), at most max, then one optional newline and
- * the end. */
+/* Digits only (1..19 of them, no sign, no blank, no leading zero), at most max, then one
+ * optional newline and the end. */
 static int digits(const char *s, uint64_t max, uint64_t *v)
 {
 	uint64_t x = 0;
@@ -35,7 +35,7 @@ static int digits(const char *s, uint64_t max, uint64_t *v)
 			return -EINVAL;
 		x = x * 10 + (uint64_t)(s[n] - '0');
 	}
-	if (!n || x > max || (s[n] && !(s[n] == '\n' && !s[n + 1])))
+	if (!n || x > max || (s[0] == '0' && n > 1) || (s[n] && !(s[n] == '\n' && !s[n + 1])))
 		return -EINVAL;
 	*v = x;
 	return 0;

@@ -43,7 +43,8 @@ static int space(const char **p)
 	return 0;
 }
 
-/* s, all of it, a decimal number of at most 20 digits, no larger than max. */
+/* s, all of it, a decimal number of at most 20 digits without a leading zero, no larger than
+ * max. */
 static int number(const char *s, uint64_t max, uint64_t *v)
 {
 	uint64_t x = 0;
@@ -55,7 +56,7 @@ static int number(const char *s, uint64_t max, uint64_t *v)
 			return -EINVAL;
 		x = x * 10 + d;
 	}
-	if (!n || x > max)
+	if (!n || x > max || (s[0] == '0' && n > 1))
 		return -EINVAL;
 	*v = x;
 	return 0;
@@ -376,8 +377,13 @@ static int cores(const char *s, double *out)
 		return -EINVAL;
 	memcpy(ip, s, il);
 	ip[il] = 0;
-	if (number(ip, CGROUP_MAX_CPUS, &i) || (dot && number(dot + 1, 999999999, &f)))
+	if (number(ip, CGROUP_MAX_CPUS, &i))
 		return -EINVAL;
+	for (size_t k = 0; k < fl; k++) {       /* the decimals: zeros lead as they may ("0.0500") */
+		if (dot[1 + k] < '0' || dot[1 + k] > '9')
+			return -EINVAL;
+		f = f * 10 + (uint64_t)(dot[1 + k] - '0');
+	}
 	double x = (double)i;
 	double scale = 1;
 	for (size_t k = 0; k < fl; k++)

@@ -83,6 +83,8 @@ Test(agentreq, bad_builds_name_what_is_wrong)
 		{ "ab- 5 10.0.0.1 a:0 - reno 575", "MTU" },
 		{ "ab- 5 10.0.0.1 a:0 - reno 65536", "MTU" },
 		{ "ab- 5 10.0.0.1 a:0 - reno -1", "MTU" },
+		{ "ab- 5 10.0.0.1 a:0 - reno 01400", "MTU" },
+		{ "ab- 05 10.0.0.1 a:0 - reno 0", "VNI" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = 0;
@@ -209,6 +211,8 @@ Test(agentreq, limit_and_send)
 	cr_expect_eq(l.memory_bytes, 268435456);
 	cr_assert_eq(agentreq_parse_limit("worker0 1 2 - 0", &l, err, sizeof err), 0, "%s", err);
 	cr_expect_float_eq(l.cpu, 2.0, 1e-12);
+	cr_assert_eq(agentreq_parse_limit("worker0 1 0.0500 - 0", &l, err, sizeof err), 0, "%s", err);
+	cr_expect_float_eq(l.cpu, 0.05, 1e-12);
 	static const char *const bad[] = { "worker0 1 nan - 0", "worker0 1 inf - 0", "worker0 1 -1 - 0", "worker0 1 1e3 - 0",
 					   "worker0 1 0x1 - 0", "worker0 1 1025 - 0", "worker0 1 .5 - 0", "worker0 1 5. - 0",
 					   "worker0 0 1 - 0", "worker0 8 1 - 0", "worker0 1 1 x - 0", "worker0 1 1 - -5",

@@ -258,6 +258,7 @@ Test(ctl_status, only_the_form_the_node_writes)
 		"status 1 running 0", "status 1 runn 0", "status 1 RUN 0", "status 1 aaaaaaaaaaaaaaaaaaaaaaaa 0",
 		"status 1 run 2", "status 1 run -1", "status 1 run 01", "status 1 run 0 ", "status 1 run 0 junk",
 		"status 1 run 0\n", "status 0x10 run 0", "status 1.5 run 0", "Status 1 run 0", "ready",
+		"status 060 wait 1", "status 00 run 0",                                          /* leading zeros */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		st = (struct ctl_status){ .step = 77 };
