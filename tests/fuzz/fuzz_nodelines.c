@@ -27,7 +27,8 @@ static void one(const char *line)
 		if (st.step < 0 || st.state < CTL_INIT || st.state > CTL_DONE)
 			abort();
 		snprintf(buf, sizeof buf, "status %" PRId64 " %s %d", st.step, ctl_state_name(st.state), st.waiting ? 1 : 0);
-		if (strcmp(buf, line) || ctl_parse_status(buf, &st2) || memcmp(&st, &st2, sizeof st))
+		if (strcmp(buf, line) || ctl_parse_status(buf, &st2) || st2.step != st.step || st2.state != st.state ||
+		    st2.waiting != st.waiting)
 			abort();        /* only the exact written form is taken */
 	}
 	if (!probe_parse_count(line, &idx)) {
