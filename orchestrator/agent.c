@@ -38,6 +38,8 @@
 #include "orchestrator/testbed.h"
 
 #define AGENT_MAX_NODES AGENTREQ_MAX_NODES  /* nodes of one host in one build request */
+_Static_assert(AGENTREQ_MAX_REMOTES == OVERLAY_MAX_REMOTES, "a build's remotes are the overlay's");
+_Static_assert(AGENTREQ_MAX_PEERS == LINK_SHAPER_MAX_PEERS, "a class's peers are the shaper's");
 #define AGENT_MAX_CLASSES (AGENT_MAX_NODES * 2 * 16)  /* per-peer classes of one build */
 #define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
 #define AGENT_STREAM_NS 500000000LL
