@@ -629,8 +629,14 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirf
 	sink_close(k);
 	const char *rel = line + 5;
 	if (!hostfiles_allowed(rel, k->names, k->n_names)) {
-		/* the rows that follow go nowhere (k->f is NULL) */
-		fprintf(err_out, "stalenet: host %s: file %.80s refused\n", self->hosts->list[h].name, rel);
+		/* the rows that follow go nowhere (k->f is NULL); the name shown without its control
+		 * characters (it is the other host's text, on our terminal) */
+		char shown[81];
+		size_t i = 0;
+		for (; rel[i] && i < sizeof shown - 1; i++)
+			shown[i] = (unsigned char)rel[i] < ' ' || rel[i] == 0x7f ? '?' : rel[i];
+		shown[i] = 0;
+		fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, shown);
 		return true;
 	}
 	k->first[0] = 0;
