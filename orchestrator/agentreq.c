@@ -174,8 +174,6 @@ int agentreq_parse_build(const char *args, struct agentreq_build *b, char *err, 
 		return fail(err, errlen, "build: bad node list '%.60s'", f[3]);
 	/* REMOTES: "-" or distinct unicast addresses, none this host's own */
 	q = strcmp(f[4], "-") ? f[4] : "";
-	if (!*q && strcmp(f[4], "-"))
-		return fail(err, errlen, "build: bad remote list");
 	while ((r = item(&q, it, sizeof it)) == 1) {
 		uint32_t a;
 		if (b->n_remotes == AGENTREQ_MAX_REMOTES)
