@@ -406,21 +406,18 @@ static int limit(struct agent_state *st, const char *args, char *msg, size_t len
 	}
 	if (strcmp(rq.cpus, "-"))
 		cgroup_parse_cpus(rq.cpus, mask);      /* checked by the parser */
-	unsigned need = rq.need;
-	const char *f[5] = { rq.name, NULL, NULL, rq.cpus, NULL };
-	double cpu = rq.cpu;
-	uint64_t mem = rq.memory_bytes;
 	char err[512];
-	if (!st->cg && !(st->cg = cgroup_run_new(NULL, st->prefix, need, st->j, err, sizeof err))) {
+	if (!st->cg && !(st->cg = cgroup_run_new(NULL, st->prefix, rq.need, st->j, err, sizeof err))) {
 		snprintf(msg, len, "limit: %s", err);
 		return -EIO;
 	}
-	if (cgroup_run_find(st->cg, f[0]) >= 0) {
+	if (cgroup_run_find(st->cg, rq.name) >= 0) {
 		snprintf(msg, len, "ok");       /* made for an earlier phase: kept */
 		return 0;
 	}
-	struct cgroup_limits lim = { .cpu = cpu, .cpus = strcmp(f[3], "-") ? mask : NULL, .memory_bytes = mem };
-	if (cgroup_run_add(st->cg, f[0], &lim, err, sizeof err) < 0) {
+	struct cgroup_limits lim = { .cpu = rq.cpu, .cpus = strcmp(rq.cpus, "-") ? mask : NULL,
+				     .memory_bytes = rq.memory_bytes };
+	if (cgroup_run_add(st->cg, rq.name, &lim, err, sizeof err) < 0) {
 		snprintf(msg, len, "limit: %s", err);
 		return -EIO;
 	}
