@@ -167,7 +167,7 @@ int agentreq_parse_build(const char *args, struct agentreq_build *b, char *err, 
 			if (b->index[i] == v)
 				return fail(err, errlen, "build: node %s: its index is another node's", it);
 		}
-		snprintf(b->names[b->n_nodes], sizeof b->names[0], "%s", it);
+		memcpy(b->names[b->n_nodes], it, strlen(it) + 1);     /* fits: agentreq_valid_name */
 		b->index[b->n_nodes++] = (uint32_t)v;
 	}
 	if (r < 0 || !b->n_nodes)
