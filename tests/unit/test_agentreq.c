@@ -99,7 +99,7 @@ Test(agentreq, bad_builds_name_what_is_wrong)
 		snprintf(one, sizeof one, "%sn%d:%d", i ? "," : "", i, i);
 		strcat(req, one);
 		if (i == 63) {
-			char ok[2048];
+			char ok[2100];
 			snprintf(ok, sizeof ok, "%s - reno 0", req);
 			cr_expect_eq(agentreq_parse_build(ok, &b, err, sizeof err), 0, "%s", err);
 			cr_expect_eq(b.n_nodes, 64);
