@@ -223,9 +223,49 @@ int ctl_client_ready_wait(struct ctl_client *self, int timeout_ms)
 	}
 }
 
+static const char *const STATE_NAMES[] = { "init", "run", "wait", "done" };
+
+const char *ctl_state_name(enum ctl_state state)
+{
+	return (unsigned)state < sizeof STATE_NAMES / sizeof STATE_NAMES[0] ? STATE_NAMES[state] : "?";
+}
+
+int ctl_parse_status(const char *msg, struct ctl_status *out)
+{
+	const char *p = msg;
+	int64_t step = 0;
+	size_t n = 0;
+	int state = -1;
+
+	if (strncmp(p, "status ", 7))
+		return -EINVAL;
+	p += 7;
+	/* STEP: digits only (no sign, no blank, no overflow), then one space */
+	for (; p[n] >= '0' && p[n] <= '9'; n++) {
+		int d = p[n] - '0';
+		if (step > (INT64_MAX - d) / 10)
+			return -EINVAL;
+		step = step * 10 + d;
+	}
+	if (!n || p[n] != ' ' || (p[0] == '0' && n > 1))
+		return -EINVAL;         /* no leading zero: the writer never puts one */
+	p += n + 1;
+	for (size_t k = 0; k < sizeof STATE_NAMES / sizeof STATE_NAMES[0]; k++) {
+		size_t l = strlen(STATE_NAMES[k]);
+		if (!strncmp(p, STATE_NAMES[k], l) && p[l] == ' ') {
+			state = (int)k;
+			p += l + 1;
+			break;
+		}
+	}
+	if (state < 0 || (p[0] != '0' && p[0] != '1') || p[1])
+		return -EINVAL;
+	*out = (struct ctl_status){ .step = step, .state = (enum ctl_state)state, .waiting = p[0] == '1' };
+	return 0;
+}
+
 int ctl_client_status(struct ctl_client *self, int64_t step, enum ctl_state state, bool waiting)
 {
-	static const char *names[] = { "init", "run", "wait", "done" };
 	int64_t now = clock_now_ns();
 	char msg[96];
 	int rc;
@@ -237,7 +277,7 @@ int ctl_client_status(struct ctl_client *self, int64_t step, enum ctl_state stat
 	self->last_step = step;
 	self->last_state = state;
 	self->last_waiting = waiting;
-	snprintf(msg, sizeof msg, "status %lld %s %d", (long long)step, names[state], waiting ? 1 : 0);
+	snprintf(msg, sizeof msg, "status %lld %s %d", (long long)step, ctl_state_name(state), waiting ? 1 : 0);
 	rc = send_text(self->sock, msg, ZMQ_DONTWAIT);
 	return rc == -EAGAIN ? 0 : rc; /* a full queue only loses a progress sample */
 }

@@ -36,6 +36,21 @@ int ctl_client_ready_wait(struct ctl_client *self, int timeout_ms);
 /* Report progress. Cheap (non-blocking send; rate-limit to ~every 50 ms is done inside). */
 int ctl_client_status(struct ctl_client *self, int64_t step, enum ctl_state state, bool waiting);
 
+/* A node's "status STEP STATE WAITING" message, parsed without I/O. The node is not trusted
+ * (it runs the experiment's code and its messages reach a process running as root): the message
+ * is taken only in exactly the form ctl_client_status writes, STEP 0..INT64_MAX in digits only,
+ * STATE one of init|run|wait|done, WAITING 0 or 1, single spaces, nothing after. Returns 0 or
+ * -EINVAL (out untouched). */
+struct ctl_status {
+	int64_t step;
+	enum ctl_state state;
+	bool waiting;
+};
+int ctl_parse_status(const char *msg, struct ctl_status *out);
+
+/* STATE's word ("init", "run", "wait", "done"); "?" out of range. */
+const char *ctl_state_name(enum ctl_state state);
+
 /* Report that the node finished its work. */
 int ctl_client_done(struct ctl_client *self);
 

@@ -1393,20 +1393,56 @@ int core_ps_event_format(const struct core_ps_event *ev, char *buf, size_t len)
 			ev->version, ev->samples);
 }
 
+/* A decimal integer at *p within [lo, hi]: an optional '-' only when lo < 0, then 1..19 digits
+ * (no '+', no blank, no overflow), ended by one space (passed; more must follow) or by the end
+ * of the line (last). */
+static int ev_field(const char **p, int64_t lo, int64_t hi, bool last, int64_t *v)
+{
+	const char *s = *p;
+	bool neg = *s == '-' && lo < 0;
+	uint64_t x = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+	size_t n = 0;
+
+	s += neg;
+	for (; s[n] >= '0' && s[n] <= '9'; n++) {
+		if (n >= 19)
+			return -EINVAL;
+		x = x * 10 + (uint64_t)(s[n] - '0');
+	}
+	if (!n || x > lim || (s[0] == '0' && (n > 1 || neg)))
+		return -EINVAL;         /* no leading zero, no "-0": the writer never puts one */
+	int64_t y = neg ? (x == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)x) : (int64_t)x;
+	if (y < lo || y > hi)
+		return -EINVAL;
+	if (last ? !(s[n] == 0 || (s[n] == '\n' && !s[n + 1])) : s[n] != ' ')
+		return -EINVAL;
+	*p = s + n + !last;
+	*v = y;
+	return 0;
+}
+
 int core_ps_event_parse(const char *line, struct core_ps_event *ev)
 {
-	int kind, used = 0;
+	const char *p = line;
+	int64_t kind, worker, flags;
 
+	/* a recorded event file is replayed: read as hostile, in exactly the form
+	 * core_ps_event_format writes (an optional newline at the end) */
 	memset(ev, 0, sizeof *ev);
-	if (sscanf(line, "E %d %" SCNu32 " %" SCNu32 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
-		   "%n", &kind, &ev->worker, &ev->flags, &ev->now_ns, &ev->step, &ev->version,
-		   &ev->samples, &used) != 7 || used == 0)
+	if (strncmp(p, "E ", 2))
 		return -EINVAL;
-	if (line[used] != '\0' && line[used] != '\n')
+	p += 2;
+	if (ev_field(&p, CORE_PS_EV_HELLO, CORE_PS_EV_TICK, false, &kind) ||
+	    ev_field(&p, 0, UINT32_MAX, false, &worker) || ev_field(&p, 0, UINT32_MAX, false, &flags) ||
+	    ev_field(&p, INT64_MIN, INT64_MAX, false, &ev->now_ns) || ev_field(&p, INT64_MIN, INT64_MAX, false, &ev->step) ||
+	    ev_field(&p, INT64_MIN, INT64_MAX, false, &ev->version) ||
+	    ev_field(&p, INT64_MIN, INT64_MAX, true, &ev->samples)) {
+		memset(ev, 0, sizeof *ev);
 		return -EINVAL;
-	if (kind < CORE_PS_EV_HELLO || kind > CORE_PS_EV_TICK)
-		return -EINVAL;
+	}
 	ev->kind = (enum core_ps_event_kind)kind;
+	ev->worker = (uint32_t)worker;
+	ev->flags = (uint32_t)flags;
 	return 0;
 }
 

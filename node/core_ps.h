@@ -193,7 +193,10 @@ void core_ps_stats(const struct core_ps *c, struct core_ps_stats *out);
 /* One event as a line without newline ("E kind worker flags now step version samples") into
  * buf (len bytes). Returns the length snprintf would write. */
 int core_ps_event_format(const struct core_ps_event *ev, char *buf, size_t len);
-/* Parse a line written by core_ps_event_format. Returns 0 or -EINVAL. */
+/* Parse a line written by core_ps_event_format (an optional newline after it): single spaces,
+ * kind one of the enum, worker and flags 0..UINT32_MAX, the rest int64, decimal digits only (a
+ * '-' but no '+', no blank, no overflow), nothing after. A recorded file is input like any
+ * other. Returns 0 or -EINVAL (*ev zeroed). */
 int core_ps_event_parse(const char *line, struct core_ps_event *ev);
 /* One action as a line without newline ("A kind worker reply step version aux x"). Returns the
  * length snprintf would write. */

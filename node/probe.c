@@ -23,7 +23,44 @@
 #include "lib/link_verdict.h"
 
 #define PROBE_PORT_DEFAULT 7100
-#define PROBE_MAX_NODES 8192
+/* Digits only (1..19 of them, no sign, no blank, no leading zero), at most max, then one
+ * optional newline and the end. */
+static int digits(const char *s, uint64_t max, uint64_t *v)
+{
+	uint64_t x = 0;
+	size_t n = 0;
+
+	for (; s[n] >= '0' && s[n] <= '9'; n++) {
+		if (n >= 19)
+			return -EINVAL;
+		x = x * 10 + (uint64_t)(s[n] - '0');
+	}
+	if (!n || x > max || (s[0] == '0' && n > 1) || (s[n] && !(s[n] == '\n' && !s[n + 1])))
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+int probe_parse_count(const char *line, uint32_t *index)
+{
+	uint64_t v;
+
+	if (strncmp(line, "count ", 6) || digits(line + 6, PROBE_MAX_NODES - 1, &v))
+		return -EINVAL;
+	*index = (uint32_t)v;
+	return 0;
+}
+
+int probe_parse_answer(const char *line, int64_t *count)
+{
+	uint64_t v;
+
+	if (digits(line, INT64_MAX, &v))
+		return -EINVAL;
+	*count = (int64_t)v;
+	return 0;
+}
+
 /* SCHED_FIFO priority of the measuring thread: below stalenet-linkd's (10 by default), so the
  * emulator serving the link still runs first. */
 #define PROBE_RT_PRIO 5
@@ -100,8 +137,9 @@ static long fetch_count(const struct sockaddr_in *hub, uint32_t index, double *c
 			break;
 	}
 	line[len] = '\0';
+	int64_t got;
 	if (len > 0 && line[len - 1] == '\n')
-		count = strtol(line, NULL, 10);
+		count = probe_parse_answer(line, &got) ? -EPROTO : (long)got;   /* long: 64 bits here */
 out:
 	close(fd);
 	return count;
@@ -247,6 +285,8 @@ int probe_run(const struct kv *cfg)
 		}
 	}
 	hub_count = fetch_count(&hub, (uint32_t)index, &connect_ms);
+	if (hub_count > nprobes)
+		hub_count = -ERANGE;    /* more arrived than were sent: not our reflector's count */
 	if (hub_count < 0) {
 		log_error("probe: TCP query to reflector %s:%lld failed: %s", hub_addr, (long long)port,
 			  strerror((int)-hub_count));
@@ -345,7 +385,7 @@ int probe_reflector_run(const struct kv *cfg)
 			char line[64];
 			int len = 0;
 			struct pollfd cp;
-			unsigned idx;
+			uint32_t idx;
 
 			if (c < 0)
 				continue;
@@ -359,7 +399,7 @@ int probe_reflector_run(const struct kv *cfg)
 					break;
 			}
 			line[len] = '\0';
-			if (sscanf(line, "count %u", &idx) == 1 && idx < PROBE_MAX_NODES) {
+			if (!probe_parse_count(line, &idx)) {
 				int n = snprintf(line, sizeof line, "%llu\n", (unsigned long long)counts[idx]);
 				if (write(c, line, (size_t)n) != n)
 					log_warn("reflector: short write to a prober");

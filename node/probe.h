@@ -42,6 +42,15 @@ struct probe_acc {
 void probe_acc_add(struct probe_acc *a, double x);
 double probe_acc_sd(const struct probe_acc *a);
 
+#define PROBE_MAX_NODES 8192     /* prober indexes 0..PROBE_MAX_NODES-1 */
+
+/* The two lines of the loss count exchange over TCP, parsed without I/O (the other end is a
+ * node: not trusted). "count INDEX", a prober's question to the reflector: INDEX digits only
+ * (no sign, no blank), below PROBE_MAX_NODES. "N", the reflector's answer: digits only, at most
+ * INT64_MAX. Each may end with one newline; nothing else may follow. Return 0 or -EINVAL. */
+int probe_parse_count(const char *line, uint32_t *index);
+int probe_parse_answer(const char *line, int64_t *count);
+
 /* Role entry points; cfg keys in docs/node-config.md (linkcheck.*, hub.addr, port.probe).
  * Return a process exit status (0 ok). */
 int probe_run(const struct kv *cfg);

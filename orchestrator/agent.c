@@ -28,14 +28,18 @@
 #include "lib/link_params.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
+#include "orchestrator/agentreq.h"
 #include "orchestrator/cgroup.h"
 #include "orchestrator/launch.h"
 #include "orchestrator/cleanup.h"
+#include "orchestrator/hostfiles.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/overlay.h"
 #include "orchestrator/testbed.h"
 
-#define AGENT_MAX_NODES 64      /* nodes of one host in one build request (line length) */
+#define AGENT_MAX_NODES AGENTREQ_MAX_NODES  /* nodes of one host in one build request */
+_Static_assert(AGENTREQ_MAX_REMOTES == OVERLAY_MAX_REMOTES, "a build's remotes are the overlay's");
+_Static_assert(AGENTREQ_MAX_PEERS == LINK_SHAPER_MAX_PEERS, "a class's peers are the shaper's");
 #define AGENT_MAX_CLASSES (AGENT_MAX_NODES * 2 * 16)  /* per-peer classes of one build */
 #define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
 #define AGENT_STREAM_NS 500000000LL
@@ -138,101 +142,27 @@ static void teardown(struct agent_state *st)
 	}
 }
 
-static bool valid_prefix(const char *p)
-{
-	size_t n = strlen(p);
-	if (n < 2 || n > TESTBED_PREFIX_MAX - 1 || p[n - 1] != '-')
-		return false;
-	for (size_t i = 0; i + 1 < n; i++)
-		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
-			return false;
-	return true;
-}
-
-/* A node name as it may appear in a path: 1..31 of [A-Za-z0-9_-]. */
-static bool valid_name(const char *p)
-{
-	size_t n = strlen(p);
-	if (n < 1 || n > 31)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') ||
-		      p[i] == '_' || p[i] == '-'))
-			return false;
-	return true;
-}
-
-/* Split a comma list in place into out (at most max); "-" is the empty list. Count or -1. */
-static int split(char *s, char **out, int max)
-{
-	int n = 0;
-	if (!strcmp(s, "-"))
-		return 0;
-	for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (n == max)
-			return -1;
-		out[n++] = t;
-	}
-	return n;
-}
-
 /* "build PREFIX VNI LOCAL NODES REMOTES CC MTU [PIN]": this host's nodes (NODES: a comma list of NAME:INDEX,
  * node INDEX of the run getting address subnet + INDEX + 1), the switch bridge and the VXLAN segment VNI to the REMOTES
  * (comma list of underlay addresses, "-" for none), LOCAL being this host's. PIN: the run's node count, whose
  * addresses every node here holds as permanent neighbours (orchestrator/testbed; absent: this host's nodes only).
  * Journalled. */
-static int build(struct agent_state *st, char *args, char *msg, size_t len)
+static int build(struct agent_state *st, const char *args, char *msg, size_t len)
 {
-	char *f[8], *names[AGENT_MAX_NODES], *save = NULL, ifname[32], vx[16];
-	uint32_t remotes[OVERLAY_MAX_REMOTES], local, index[AGENT_MAX_NODES];
-	int nf = 0, rc;
-	int64_t pin = 0;
-	for (char *t = strtok_r(args, " ", &save); t && nf < 8; t = strtok_r(NULL, " ", &save))
-		f[nf++] = t;
-	if (nf < 7 || strtok_r(NULL, " ", &save)) {
-		snprintf(msg, len, "build: expected PREFIX VNI LOCAL NODES REMOTES CC MTU [PIN]");
-		return -EINVAL;
-	}
-	if (nf == 8 && (parse_i64(f[7], &pin) || pin < 0 || pin > 65536)) {
-		snprintf(msg, len, "build: bad PIN");
-		return -EINVAL;
-	}
-	int64_t want_mtu;
-	if (parse_i64(f[6], &want_mtu) || want_mtu < 0 || want_mtu > 65535 ||
-	    (want_mtu && want_mtu < OVERLAY_MIN_MTU)) {
-		snprintf(msg, len, "build: bad MTU");
-		return -EINVAL;
-	}
-	bool cc_ok = strlen(f[5]) < 16;
-	for (const char *p = f[5]; *p && cc_ok; p++)
-		cc_ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
-	int64_t vni;
-	char *rem[OVERLAY_MAX_REMOTES];
-	int n_names = split(f[3], names, AGENT_MAX_NODES), n_rem = split(f[4], rem, OVERLAY_MAX_REMOTES);
-	if (!valid_prefix(f[0]) || parse_i64(f[1], &vni) || vni < 1 || vni >= (1 << 24) ||
-	    inet_pton(AF_INET, f[2], &local) != 1 || n_names < 1 || n_rem < 0 || !cc_ok || !f[5][0]) {
-		snprintf(msg, len, "build: bad arguments");
-		return -EINVAL;
-	}
-	for (int i = 0; i < n_names; i++) {
-		char *colon = strchr(names[i], ':');
-		int64_t idx;
-		if (!colon || parse_i64(colon + 1, &idx) || idx < 0 || idx > 65535) {
-			snprintf(msg, len, "build: bad node (expected NAME:INDEX)");
-			return -EINVAL;
-		}
-		*colon = 0;
-		index[i] = (uint32_t)idx;
-		if (!valid_name(names[i])) {
-			snprintf(msg, len, "build: bad node name");
-			return -EINVAL;
-		}
-	}
-	for (int i = 0; i < n_rem; i++)
-		if (inet_pton(AF_INET, rem[i], &remotes[i]) != 1) {
-			snprintf(msg, len, "build: bad remote address");
-			return -EINVAL;
-		}
+	static struct agentreq_build rq;       /* one request at a time (agent_serve) */
+	char ifname[32], vx[16];
+	const char *names[AGENTREQ_MAX_NODES];
+	int rc;
+	if ((rc = agentreq_parse_build(args, &rq, msg, len)) < 0)
+		return rc;
+	for (size_t i = 0; i < rq.n_nodes; i++)
+		names[i] = rq.names[i];
+	int n_names = (int)rq.n_nodes, n_rem = (int)rq.n_remotes;
+	int64_t want_mtu = rq.mtu;
+	uint32_t local = rq.local_be, *remotes = rq.remotes_be, *index = rq.index;
+	const char *f0 = rq.prefix, *cc = rq.cc;
+	char f2[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &local, f2, sizeof f2);
 	if (st->tb) {
 		snprintf(msg, len, "build: already built");
 		return -EBUSY;
@@ -240,7 +170,7 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	int umtu = overlay_underlay_mtu(local, ifname, sizeof ifname);
 	int mtu = umtu > 0 ? overlay_node_mtu(umtu) : umtu;
 	if (umtu < 0 || mtu < 0) {
-		snprintf(msg, len, "build: underlay %s: %s", f[2], umtu < 0 ? strerror(-umtu) : "MTU too small");
+		snprintf(msg, len, "build: underlay %s: %s", f2, umtu < 0 ? strerror(-umtu) : "MTU too small");
 		return umtu < 0 ? umtu : mtu;
 	}
 	if (want_mtu > mtu) {
@@ -255,22 +185,22 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 		snprintf(msg, len, "build: runtime directory: %s", strerror(-rc));
 		return rc;
 	}
-	snprintf(st->rundir, sizeof st->rundir, "%s/agent-%s", rtdir_path(), f[0]);
+	snprintf(st->rundir, sizeof st->rundir, "%s/agent-%s", rtdir_path(), f0);
 	if (mkdir(st->rundir, 0700) < 0 && errno != EEXIST) {
 		snprintf(msg, len, "build: mkdir %s: %s", st->rundir, strerror(errno));
 		return -errno;
 	}
-	if (!(st->j = journal_create(st->rundir, f[0], msg, len)))
+	if (!(st->j = journal_create(st->rundir, f0, msg, len)))
 		return -EIO;
-	struct testbed_spec spec = { .prefix = f[0], .n_nodes = n_names, .node_names = (const char *const *)names,
-				     .mtu = mtu, .addr_index = index, .cc = f[5], .pin_nodes = (uint32_t)pin };
+	struct testbed_spec spec = { .prefix = f0, .n_nodes = n_names, .node_names = names,
+				     .mtu = mtu, .addr_index = index, .cc = cc, .pin_nodes = rq.pin };
 	if (!(st->tb = testbed_create(&spec, st->j, msg, len))) {
 		teardown(st);
 		return -EIO;
 	}
-	snprintf(vx, sizeof vx, "%svx", f[0]);
+	snprintf(vx, sizeof vx, "%svx", f0);
 	struct overlay_spec o = { .switch_netns = testbed_switch_netns(st->tb), .bridge = TESTBED_BRIDGE_IFNAME,
-				  .ifname = vx, .vni = (uint32_t)vni, .local_be = local, .remotes_be = remotes,
+				  .ifname = vx, .vni = rq.vni, .local_be = local, .remotes_be = remotes,
 				  .n_remotes = (size_t)n_rem, .mtu = mtu };
 	if (n_rem && (rc = overlay_attach(&o, msg, len))) {
 		teardown(st);
@@ -281,7 +211,7 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	st->echo_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (st->echo_fd < 0 || bind(st->echo_fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		rc = -errno;
-		snprintf(msg, len, "build: probe echo on %s:%d: %s", f[2], AGENT_PROBE_PORT, strerror(errno));
+		snprintf(msg, len, "build: probe echo on %s:%d: %s", f2, AGENT_PROBE_PORT, strerror(errno));
 		teardown(st);
 		return rc;
 	}
@@ -295,13 +225,13 @@ static int build(struct agent_state *st, char *args, char *msg, size_t len)
 	mkdir(d, 0700);
 	snprintf(d, sizeof d, "%s/run/logs", st->rundir);
 	mkdir(d, 0700);
-	if (ctl_endpoint_for(st->rundir, f[0], st->ctl_ep, sizeof st->ctl_ep) < 0 ||
+	if (ctl_endpoint_for(st->rundir, f0, st->ctl_ep, sizeof st->ctl_ep) < 0 ||
 	    !(st->ctl = ctl_server_open(st->ctl_ep))) {
 		snprintf(msg, len, "build: control socket");
 		teardown(st);
 		return -EIO;
 	}
-	snprintf(st->prefix, sizeof st->prefix, "%s", f[0]);
+	snprintf(st->prefix, sizeof st->prefix, "%s", f0);
 	for (int i = 0; i < n_names; i++) {
 		snprintf(st->names[i], sizeof st->names[i], "%s", names[i]);
 		st->pid[i] = 0;
@@ -338,15 +268,17 @@ static int cmp_i64(const void *a, const void *b)
  * remotes), each waited for at most 1 s -> "probe ADDR GOT MIN_NS MEDIAN_NS". */
 static int probe(struct agent_state *st, const char *args, char *msg, size_t len)
 {
-	char addr[INET_ADDRSTRLEN];
-	int64_t count;
-	uint32_t a;
-	char cnt[24];
-	if (sscanf(args, "%15s %23s", addr, cnt) != 2 || inet_pton(AF_INET, addr, &a) != 1 || parse_i64(cnt, &count) ||
-	    count < 1 || count > 1000 || st->echo_fd < 0) {
-		snprintf(msg, len, "probe: expected ADDR COUNT (1..1000) after a build");
+	struct agentreq_probe rq;
+	int rc = agentreq_parse_probe(args, &rq, msg, len);
+	if (rc < 0)
+		return rc;
+	if (st->echo_fd < 0) {
+		snprintf(msg, len, "probe: no build yet");
 		return -EINVAL;
 	}
+	const char *addr = rq.addr;
+	int64_t count = rq.count;
+	uint32_t a = rq.addr_be;
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(AGENT_PROBE_PORT), .sin_addr = { a } };
 	struct sockaddr_in me = { .sin_family = AF_INET };
@@ -417,26 +349,20 @@ static int event(struct agent_state *st, const char *name, const char *what)
 }
 
 /* "conf NAME KEY VALUE": one key of node NAME's configuration. */
-static int conf(struct agent_state *st, char *args, char *msg, size_t len)
+static int conf(struct agent_state *st, const char *args, char *msg, size_t len)
 {
-	char *sp1 = strchr(args, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp2) {
-		snprintf(msg, len, "conf: expected NAME KEY VALUE");
-		return -EINVAL;
-	}
-	*sp1 = *sp2 = 0;
-	int i = node_of(st, args);
-	const char *key = sp1 + 1;
-	bool key_ok = *key != 0;
-	for (const char *p = key; *p; p++)
-		key_ok = key_ok && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_');
-	if (i < 0 || !key_ok || st->pid[i]) {
-		snprintf(msg, len, "conf: %s", i < 0 ? "no such node here" : !key_ok ? "bad key" : "node running");
+	struct agentreq_conf rq;
+	int rc = agentreq_parse_conf(args, &rq, msg, len);
+	if (rc < 0)
+		return rc;
+	int i = node_of(st, rq.name);
+	if (i < 0 || st->pid[i]) {
+		snprintf(msg, len, "conf: %s", i < 0 ? "no such node here" : "node running");
 		return -EINVAL;
 	}
 	if (!st->conf[i] && !(st->conf[i] = kv_new()))
 		return -ENOMEM;
-	if (kv_set(st->conf[i], key, sp2 + 1) < 0) {
+	if (kv_set(st->conf[i], rq.key, rq.value) < 0) {
 		snprintf(msg, len, "conf: bad value");
 		return -EINVAL;
 	}
@@ -468,34 +394,32 @@ static int record_node(void *arg, pid_t pid, uint64_t start_time, const char *na
  * a one-host run makes them), applied when it is launched. NEED: the run's CGROUP_* bits (the
  * controllers the first request sets up); CPU: cores (0 = no quota); CPUS: a CPU list or "-";
  * MEMORY: bytes (0 = no limit). */
-static int limit(struct agent_state *st, char *args, char *msg, size_t len)
+static int limit(struct agent_state *st, const char *args, char *msg, size_t len)
 {
-	char *save = NULL, *f[6];
-	size_t n = 0;
-	for (char *t = strtok_r(args, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
-		f[n++] = t;
-	int i = n == 5 ? node_of(st, f[0]) : -1;
-	int64_t need = 0, mem = 0;
-	char *end = NULL;
-	double cpu = i >= 0 ? strtod(f[2], &end) : 0;
+	struct agentreq_limit rq;
 	uint64_t mask[CGROUP_CPU_WORDS];
-	if (i < 0 || !end || *end || !(cpu >= 0 && cpu <= CGROUP_MAX_CPUS) || parse_i64(f[1], &need) || need <= 0 ||
-	    need > (CGROUP_CPU | CGROUP_CPUSET | CGROUP_MEMORY) || parse_i64(f[4], &mem) || mem < 0 ||
-	    (strcmp(f[3], "-") && cgroup_parse_cpus(f[3], mask) <= 0) || st->pid[i] > 0) {
-		snprintf(msg, len, "limit: expected NAME NEED CPU CPUS MEMORY for a node of the build, not running");
+	int rc = agentreq_parse_limit(args, &rq, msg, len);
+	if (rc < 0)
+		return rc;
+	int i = node_of(st, rq.name);
+	if (i < 0 || st->pid[i] > 0) {
+		snprintf(msg, len, "limit: %s", i < 0 ? "no such node here" : "node running");
 		return -EINVAL;
 	}
+	if (strcmp(rq.cpus, "-"))
+		cgroup_parse_cpus(rq.cpus, mask);      /* checked by the parser */
 	char err[512];
-	if (!st->cg && !(st->cg = cgroup_run_new(NULL, st->prefix, (unsigned)need, st->j, err, sizeof err))) {
+	if (!st->cg && !(st->cg = cgroup_run_new(NULL, st->prefix, rq.need, st->j, err, sizeof err))) {
 		snprintf(msg, len, "limit: %s", err);
 		return -EIO;
 	}
-	if (cgroup_run_find(st->cg, f[0]) >= 0) {
+	if (cgroup_run_find(st->cg, rq.name) >= 0) {
 		snprintf(msg, len, "ok");       /* made for an earlier phase: kept */
 		return 0;
 	}
-	struct cgroup_limits lim = { .cpu = cpu, .cpus = strcmp(f[3], "-") ? mask : NULL, .memory_bytes = (uint64_t)mem };
-	if (cgroup_run_add(st->cg, f[0], &lim, err, sizeof err) < 0) {
+	struct cgroup_limits lim = { .cpu = rq.cpu, .cpus = strcmp(rq.cpus, "-") ? mask : NULL,
+				     .memory_bytes = rq.memory_bytes };
+	if (cgroup_run_add(st->cg, rq.name, &lim, err, sizeof err) < 0) {
 		snprintf(msg, len, "limit: %s", err);
 		return -EIO;
 	}
@@ -518,7 +442,7 @@ static int launch(struct agent_state *st, const char *name)
 	char path[PATH_MAX], logp[PATH_MAX], what[128];
 	int i = node_of(st, name);
 	if (i < 0 || !st->conf[i] || st->pid[i] > 0)
-		return event(st, valid_name(name) ? name : "?", i < 0 ? "exit -1 no such node here" :
+		return event(st, agentreq_valid_name(name) ? name : "?", i < 0 ? "exit -1 no such node here" :
 							    !st->conf[i] ? "exit -1 no configuration" : "exit -1 running");
 	snprintf(path, sizeof path, "%s/run", st->rundir);
 	kv_set(st->conf[i], "run.dir", path);
@@ -605,23 +529,6 @@ static int make_shaper(struct agent_state *st, const char *prefix, char *msg, si
 	return 0;
 }
 
-/* The link_params tokens from save on (strtok_r), validated; 0 or -EINVAL with msg. */
-static int parse_tokens(char **save, struct link_params *lp, char *msg, size_t len)
-{
-	*lp = (struct link_params){ 0 };
-	for (char *t = strtok_r(NULL, " ", save); t; t = strtok_r(NULL, " ", save))
-		if (link_params_parse_token(lp, t) < 0) {
-			snprintf(msg, len, "shape: bad link parameter");
-			return -EINVAL;
-		}
-	const char *bad = link_params_validate(lp);
-	if (bad) {
-		snprintf(msg, len, "shape: %s", bad);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static struct link_endpoint endpoint_of(const struct agent_state *st, int i)
 {
 	return (struct link_endpoint){ .node_netns = testbed_node_netns(st->tb, i), .node_ifname = testbed_node_ifname(st->tb, i),
@@ -646,18 +553,19 @@ static int shaper(struct agent_state *st, const char *args, char *msg, size_t le
 /* "shape NAME up|down TOKEN...": node NAME's link in that direction shaped (kernel netem, as
  * one host shapes it: on the node's veth pair to its host's switch) with the link_params
  * tokens (link_params_format). */
-static int shape(struct agent_state *st, char *args, char *msg, size_t len)
+static int shape(struct agent_state *st, const char *args, char *msg, size_t len)
 {
-	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
-	int i = name ? node_of(st, name) : -1;
-	struct link_params lp;
-	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down"))) {
-		snprintf(msg, len, "shape: expected NAME up|down TOKEN... for a node of the build");
-		return -EINVAL;
-	}
-	int rc = parse_tokens(&save, &lp, msg, len);
+	struct agentreq_shape rq;
+	int rc = agentreq_parse_shape("shape", args, &rq, msg, len);
 	if (rc < 0)
 		return rc;
+	int i = node_of(st, rq.name);
+	const char *name = rq.name, *dir = rq.down ? "down" : "up";
+	struct link_params lp = rq.lp;
+	if (i < 0) {
+		snprintf(msg, len, "shape: %s is no node of the build", name);
+		return -EINVAL;
+	}
 	if (!st->shaper && (rc = make_shaper(st, st->prefix, msg, len)) < 0)
 		return rc;
 	struct link_endpoint ep = endpoint_of(st, i);
@@ -675,49 +583,27 @@ static int shape(struct agent_state *st, char *args, char *msg, size_t len)
  * the testbed's 198.18.0.0/15) get a class TAG of their own with the direction's parameters
  * TOKENs but UNDERLAY_US less delay (link_shaper_apply_peers): the cross-host paths. The class
  * is remembered, so a "reshape" of the direction reshapes it too. */
-static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len)
+static int shape_peers(struct agent_state *st, const char *args, char *msg, size_t len)
 {
-	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
-	char *tag = dir ? strtok_r(NULL, " ", &save) : NULL, *list = tag ? strtok_r(NULL, " ", &save) : NULL;
-	char *und = list ? strtok_r(NULL, " ", &save) : NULL;
-	int i = name ? node_of(st, name) : -1;
-	uint32_t peers[LINK_SHAPER_MAX_PEERS];
-	size_t n = 0;
-	int64_t u = -1;
-	struct link_params lp;
-	if (i < 0 || !und || (strcmp(dir, "up") && strcmp(dir, "down")) || parse_i64(und, &u) || u < 0 ||
-	    u > 60000000 || st->n_classes == AGENT_MAX_CLASSES) {
-		snprintf(msg, len, "shapepeers: expected NAME up|down TAG ADDRS UNDERLAY_US TOKEN... for a node of the build");
-		return -EINVAL;
-	}
-	for (const char *t = tag; *t; t++)
-		if (!((*t >= 'a' && *t <= 'z') || (*t >= '0' && *t <= '9')) || t - tag >= 16) {
-			snprintf(msg, len, "shapepeers: bad tag");
-			return -EINVAL;
-		}
-	char *s2 = NULL;
-	for (char *a = strtok_r(list, ",", &s2); a; a = strtok_r(NULL, ",", &s2)) {
-		struct in_addr in;
-		if (n == LINK_SHAPER_MAX_PEERS || inet_pton(AF_INET, a, &in) != 1 ||
-		    (ntohl(in.s_addr) & 0xfffe0000u) != TESTBED_DEFAULT_SUBNET) {
-			snprintf(msg, len, "shapepeers: bad or too many peer addresses");
-			return -EINVAL;
-		}
-		peers[n++] = in.s_addr;
-	}
-	int rc = parse_tokens(&save, &lp, msg, len);
+	static struct agentreq_peers rq;       /* one request at a time (agent_serve) */
+	int rc = agentreq_parse_peers(args, &rq, msg, len);
 	if (rc < 0)
 		return rc;
+	int i = node_of(st, rq.s.name);
+	const char *name = rq.s.name, *dir = rq.s.down ? "down" : "up", *tag = rq.tag;
+	const uint32_t *peers = rq.peers_be;
+	size_t n = rq.n_peers;
+	int64_t u = rq.underlay_us;
+	struct link_params lp = rq.s.lp;
+	if (i < 0 || st->n_classes == AGENT_MAX_CLASSES) {
+		snprintf(msg, len, "shapepeers: %s", i < 0 ? "no such node here" : "too many classes");
+		return -EINVAL;
+	}
 	if (!st->shaper) {
 		snprintf(msg, len, "shapepeers: %s %s is not shaped", name, dir);
 		return -ENOENT;
 	}
-	if (lp.delay_us < u) {
-		snprintf(msg, len, "shapepeers: %s %s: delay %u us is less than the underlay's %lld us", name, dir,
-			 lp.delay_us, (long long)u);
-		return -ERANGE;
-	}
-	lp.delay_us -= (uint32_t)u;
+	lp.delay_us -= (uint32_t)u;     /* at least u: checked by the parser */
 	struct link_endpoint ep = endpoint_of(st, i);
 	int d = strcmp(dir, "up") ? LINK_DIR_DOWN : LINK_DIR_UP;
 	rc = link_shaper_apply_peers(st->shaper, &ep, d, tag, peers, n, &lp);
@@ -737,15 +623,20 @@ static int shape_peers(struct agent_state *st, char *args, char *msg, size_t len
 /* "reshape NAME up|down TOKEN...": a shaped direction changed in place during the run (a
  * timeline change, a trace row), its per-peer classes with it (their delay the new one less
  * the underlay's, at least 0). No answer line: "ev NAME reshaped DIR ok|fail WHY". */
-static int reshape(struct agent_state *st, char *args)
+static int reshape(struct agent_state *st, const char *args)
 {
 	char msg[256], what[320];
-	char *save = NULL, *name = strtok_r(args, " ", &save), *dir = name ? strtok_r(NULL, " ", &save) : NULL;
-	int i = name ? node_of(st, name) : -1, rc = 0, clipped = 0;
-	struct link_params lp;
-	if (i < 0 || !dir || (strcmp(dir, "up") && strcmp(dir, "down")))
-		return event(st, i < 0 ? "?" : st->names[i], "reshaped ? fail expected NAME up|down TOKEN...");
-	if ((rc = parse_tokens(&save, &lp, msg, sizeof msg)) == 0 && !st->shaper) {
+	struct agentreq_shape rq;
+	int rc = agentreq_parse_shape("reshape", args, &rq, msg, sizeof msg), clipped = 0;
+	/* a bad token list is still reported under its node's name (the parser got that far) */
+	int i = rq.name[0] ? node_of(st, rq.name) : -1;
+	const char *dir = rq.down ? "down" : "up";
+	struct link_params lp = rq.lp;
+	if (i < 0) {
+		snprintf(what, sizeof what, "reshaped ? fail %s", rc ? msg : "no such node here");
+		return event(st, "?", what);
+	}
+	if (!rc && !st->shaper) {
 		snprintf(msg, sizeof msg, "not shaped");
 		rc = -ENOENT;
 	}
@@ -773,14 +664,12 @@ static int reshape(struct agent_state *st, char *args)
 }
 
 /* "send NAME MSG": relay a control message (start, stop) to node NAME; no answer. */
-static void relay_send(struct agent_state *st, char *args)
+static void relay_send(struct agent_state *st, const char *args)
 {
-	char *sp = strchr(args, ' ');
-	if (!sp)
-		return;
-	*sp = 0;
-	if (node_of(st, args) >= 0 && st->ctl)
-		ctl_server_send(st->ctl, args, sp + 1);
+	struct agentreq_send rq;
+	char err[128];
+	if (!agentreq_parse_send(args, &rq, err, sizeof err) && node_of(st, rq.name) >= 0 && st->ctl)
+		ctl_server_send(st->ctl, rq.name, rq.msg);
 }
 
 /* "kill NAME": SIGKILL node NAME (a planned crash); its exit comes as an event. */
@@ -815,17 +704,6 @@ static void relay_nodes(struct agent_state *st)
 		if (node_of(st, node) >= 0)
 			event(st, node, m);
 	launch_reap(on_node_exit, st);
-}
-
-static bool safe_file_name(const char *n)
-{
-	if (n[0] == '.' || strlen(n) > 100)
-		return false;
-	for (const char *p = n; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-		      *p == '-' || *p == '.'))
-			return false;
-	return true;
 }
 
 /* Send what file REL (under the nodes' run directory) gained since last time: "file REL" then
@@ -882,16 +760,20 @@ static int stream_all(struct agent_state *st)
 	if (!st->tb)
 		return 0;
 	snprintf(base, sizeof base, "%s/run", st->rundir);
+	/* only the files the orchestrator takes (orchestrator/hostfiles): the others would be refused */
+	const char *names[AGENT_MAX_NODES];
+	for (size_t i = 0; i < st->n_nodes; i++)
+		names[i] = st->names[i];
 	for (size_t k = 0; !rc && k < sizeof subs / sizeof subs[0]; k++) {
 		snprintf(dir, sizeof dir, "%s/run/%s", st->rundir, subs[k]);
 		DIR *d = opendir(dir);
 		struct dirent *e;
 		while (!rc && d && (e = readdir(d))) {
 			char rel[160];
-			if (e->d_type != DT_REG || !safe_file_name(e->d_name))
+			if (e->d_type != DT_REG ||
+			    snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel ||
+			    !hostfiles_allowed(rel, names, st->n_nodes))
 				continue;
-			if (snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel)
-				continue; /* no node file has so long a name */
 			rc = stream_file(st, base, rel) ? -EIO : 0;
 		}
 		if (d)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/ctl.h"
 #include "orchestrator/agent.h"
 
 struct agentlink {
@@ -411,15 +412,63 @@ int agentlink_parse_time(const char *line, int64_t t1, int64_t *t2, int64_t *t3)
 		return -EPROTO;
 	p += 5;
 	if (integer(&p, INT64_MIN, INT64_MAX, &e1) || e1 != t1 || integer(&p, INT64_MIN, INT64_MAX, t2) ||
-	    integer(&p, INT64_MIN, INT64_MAX, t3) || *p)
+	    integer(&p, INT64_MIN, INT64_MAX, t3) || *p || p[-1] == ' ')
 		return -EPROTO;
+	return 0;
+}
+
+/* A word of [A-Za-z0-9_.-] (an interface or namespace name), at most len - 1 characters. */
+static int name_word(const char **p, char *out, size_t len)
+{
+	if (word(p, out, len, false))
+		return -EPROTO;
+	for (const char *c = out; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+		      *c == '.' || *c == '-'))
+			return -EPROTO;
+	return 0;
+}
+
+int agentlink_parse_built(const char *line, struct agentlink_built *b)
+{
+	const char *p = line;
+	int64_t m, um;
+
+	memset(b, 0, sizeof *b);
+	if (strncmp(p, "ok ", 3))
+		return -EPROTO;
+	p += 3;
+	if (name_word(&p, b->switch_netns, sizeof b->switch_netns) || integer(&p, 576, 65535, &m) ||
+	    name_word(&p, b->underlay_if, sizeof b->underlay_if) || integer(&p, 576, INT32_MAX, &um) || *p ||
+	    p[-1] == ' ' || m > um)
+		return -EPROTO;
+	b->node_mtu = (int)m;
+	b->underlay_mtu = (int)um;
+	return 0;
+}
+
+int agentlink_parse_probe(const char *line, const char *addr, int count, struct agentlink_probe *pr)
+{
+	const char *p = line;
+	char a[16];
+	int64_t got;
+
+	memset(pr, 0, sizeof *pr);
+	if (strncmp(p, "probe ", 6))
+		return -EPROTO;
+	p += 6;
+	if (word(&p, a, sizeof a, false) || strcmp(a, addr) || integer(&p, 1, count, &got) ||
+	    integer(&p, 1, 60000000000LL, &pr->min_ns) || integer(&p, pr->min_ns, 60000000000LL, &pr->median_ns) ||
+	    *p || p[-1] == ' ')
+		return -EPROTO;
+	pr->got = (int)got;
 	return 0;
 }
 
 int agentlink_parse_event(const char *line, struct agentlink_event *ev)
 {
 	const char *p = line, *w;
-	int64_t v, wt;
+	int64_t v;
 
 	memset(ev, 0, sizeof *ev);
 	if (strncmp(p, "ev ", 3))
@@ -432,14 +481,12 @@ int agentlink_parse_event(const char *line, struct agentlink_event *ev)
 		ev->kind = AGENTLINK_EV_READY;
 	} else if (!strncmp(w, "status ", 7)) {
 		/* "status STEP STATE W": the node's own line (lib/ctl), relayed */
-		w += 7;
-		if (!integer(&w, INT64_MIN, INT64_MAX, &v) && !word(&w, ev->state, sizeof ev->state, false) &&
-		    !integer(&w, INT32_MIN, INT32_MAX, &wt) && !*w) {
+		struct ctl_status st;
+		if (!ctl_parse_status(w, &st)) {
 			ev->kind = AGENTLINK_EV_STATUS;
-			ev->step = v;
-			ev->waiting = (int)wt;
-		} else {
-			ev->state[0] = 0;
+			ev->step = st.step;
+			ev->waiting = st.waiting;
+			snprintf(ev->state, sizeof ev->state, "%s", ctl_state_name(st.state));
 		}
 	} else if (!strncmp(w, "exit ", 5)) {
 		/* "exit STATUS" or "exit -1 WHY" */
@@ -561,14 +608,14 @@ int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_s
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++) {
-		int64_t t1 = clock_now_ns(), t4 = 0, e1 = 0, e2, e3;
+		int64_t t1 = clock_now_ns(), t4 = 0, e2, e3;
 		int l = snprintf(req, sizeof req, "time %" PRId64 "\n", t1);
 		if ((rc = write_line(self, req, (size_t)l)))
 			break;
 		for (;;) {
 			if ((rc = read_line_raw(self, line, sizeof line, deadline, &t4)))
 				break;
-			if (sscanf(line, "time %" SCNd64 " %" SCNd64 " %" SCNd64, &e1, &e2, &e3) == 3 && e1 == t1)
+			if (!agentlink_parse_time(line, t1, &e2, &e3))
 				break;
 			/* an event or file line: kept for agentlink_recv, in order */
 			size_t ll = strlen(line);

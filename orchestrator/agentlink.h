@@ -94,6 +94,25 @@ int agentlink_parse_greeting(const char *line, struct agentlink_greeting *g);
  * (not such a line, or T1 is not t1). */
 int agentlink_parse_time(const char *line, int64_t t1, int64_t *t2, int64_t *t3);
 
+/* "ok SWITCH_NETNS NODE_MTU UNDERLAY_IF UNDERLAY_MTU", the answer to a build: SWITCH_NETNS 1..63
+ * of [A-Za-z0-9_.-], UNDERLAY_IF 1..15 of them (an interface name), NODE_MTU 576..65535 and no
+ * larger than UNDERLAY_MTU (an int; lo has 65536). Returns 0 or -EPROTO. */
+struct agentlink_built {
+	char switch_netns[64];
+	int node_mtu;
+	char underlay_if[16];
+	int underlay_mtu;
+};
+int agentlink_parse_built(const char *line, struct agentlink_built *b);
+
+/* "probe ADDR GOT MIN_NS MEDIAN_NS", the answer to "probe ADDR COUNT": ADDR the one asked for,
+ * GOT 1..count, 0 < MIN_NS <= MEDIAN_NS <= 60 s. Returns 0 or -EPROTO. */
+struct agentlink_probe {
+	int got;
+	int64_t min_ns, median_ns;
+};
+int agentlink_parse_probe(const char *line, const char *addr, int count, struct agentlink_probe *pr);
+
 enum agentlink_event_kind {
 	AGENTLINK_EV_OTHER = 0,         /* launched, done, a node's own message */
 	AGENTLINK_EV_READY,

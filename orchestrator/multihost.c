@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "orchestrator/cgroup.h"
+#include "orchestrator/hostfiles.h"
 #include "orchestrator/linktrace.h"
 #include "orchestrator/slurm.h"
 #include "orchestrator/supervise.h"
@@ -220,8 +222,9 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		sent[h] = true;
 	}
 	for (size_t h = 0; h < hs->n; h++) {
-		char reply[AGENT_LINE_MAX], sw[64], ifn[32];
-		int m = 0, um = 0, r;
+		char reply[AGENT_LINE_MAX];
+		struct agentlink_built bt;
+		int r;
 		if (!sent[h])
 			continue;
 		if ((r = agentlink_recv(self->links[h], reply, sizeof reply, 120000))) {
@@ -229,8 +232,9 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			rc = rc ? rc : r;
 			continue;
 		}
-		if (sscanf(reply, "ok %63s %d %31s %d", sw, &m, ifn, &um) != 4) {
-			fprintf(err_out, "stalenet: host %s: %s\n", hs->list[h].name, reply);
+		if (agentlink_parse_built(reply, &bt)) {
+			fprintf(err_out, "stalenet: host %s: %s%.200s\n", hs->list[h].name,
+				strncmp(reply, "fail ", 5) ? "bad build answer: " : "", reply);
 			rc = rc ? rc : -EIO;
 			continue;
 		}
@@ -240,7 +244,8 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 				fprintf(out, " %s", run->nodes[i].name);
 		if (self->hub_host == h)
 			fprintf(out, " hub");
-		fprintf(out, " (node MTU %d over %s MTU %d)\n", m, ifn, um);
+		int m = bt.node_mtu;
+		fprintf(out, " (node MTU %d over %s MTU %d)\n", m, bt.underlay_if, bt.underlay_mtu);
 		if (mtu && m != mtu) {
 			fprintf(err_out, "stalenet: host %s: node MTU %d differs from %d of the other hosts (their "
 				"underlay MTUs differ)\n", hs->list[h].name, m, mtu);
@@ -253,18 +258,20 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 	memset(self->underlay_ns, 0, hs->n * hs->n * sizeof *self->underlay_ns);
 	for (size_t a = 0; !rc && a < hs->n; a++)
 		for (size_t h = a + 1; !rc && sent[a] && h < hs->n; h++) {
-			char req[64], reply[AGENT_LINE_MAX], ad[32];
-			int got = 0;
-			long long mn = 0, md = 0;
+			char req[64], reply[AGENT_LINE_MAX] = "no answer";
+			struct agentlink_probe pr;
 			if (!sent[h])
 				continue;
 			snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
 			if (agentlink_request(self->links[a], req, reply, sizeof reply, 60000) ||
-			    sscanf(reply, "probe %31s %d %lld %lld", ad, &got, &mn, &md) != 4 || got <= 0 || mn <= 0) {
-				fprintf(err_out, "stalenet: underlay %s -> %s: %s\n", hs->list[a].name, hs->list[h].name, reply);
+			    agentlink_parse_probe(reply, hs->list[h].address, MULTIHOST_PROBES, &pr)) {
+				fprintf(err_out, "stalenet: underlay %s -> %s: %.200s\n", hs->list[a].name, hs->list[h].name,
+					reply);
 				rc = -EHOSTUNREACH;
 				break;
 			}
+			long long mn = pr.min_ns, md = pr.median_ns;
+			int got = pr.got;
 			self->underlay_ns[a * hs->n + h] = self->underlay_ns[h * hs->n + a] = mn / 2;
 			fprintf(out, "underlay %s -> %s: base one-way delay %.1f us (min round trip %.1f us, median %.1f us, "
 				"%d of %d)\n", hs->list[a].name, hs->list[h].name, mn / 2e3, mn / 1e3, md / 1e3, got,
@@ -563,20 +570,6 @@ size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t
 	return n;
 }
 
-/* Where a fetched file goes: REL is "NAME", "nodes/NAME" or "logs/NAME" with a safe NAME. */
-static bool safe_rel(const char *rel)
-{
-	const char *n = !strncmp(rel, "nodes/", 6) ? rel + 6 : !strncmp(rel, "logs/", 5) ? rel + 5 : rel;
-	if (!*n || n[0] == '.' || strlen(n) > 100)
-		return false;
-	for (const char *q = n; *q; q++)
-		if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_' ||
-		      *q == '-' || *q == '.'))
-			return false;
-	/* the orchestrator's own files are not overwritten by a host's */
-	return strcmp(n, "meta.json") && strcmp(n, "journal") && strcmp(n, "events.csv") && strcmp(n, "progress.csv");
-}
-
 /* Where one host's streamed file lines go: the file being written and its first line. */
 struct sink {
 	FILE *f;
@@ -586,6 +579,8 @@ struct sink {
 	int64_t origin_ns;              /* the run's origin on our clock, 0 = not started */
 	int64_t origin_host_ns;         /* the same instant on the host's clock, as its nodes got it */
 	const struct clocksync_estimate *clock;  /* the host's current estimate */
+	const char **names;             /* the host's endpoints: the files it may write (hostfiles) */
+	size_t n_names;
 };
 
 /* A row's leading t_s (seconds from the origin on the host's clock) onto our clock, by the
@@ -612,9 +607,9 @@ static void sink_close(struct sink *k)
 	k->f = NULL;
 }
 
-/* A "file REL" or "l LINE" line of host h into dir (appended: the host streams each file's new
- * rows in chunks). Returns true when the line was one of those. */
-static bool sink_line(struct multihost *self, size_t h, struct sink *k, const char *dir, const char *line, FILE *err_out)
+/* A "file REL" or "l LINE" line of host h into the run directory dirfd (appended: the host
+ * streams each file's new rows in chunks). Returns true when the line was one of those. */
+static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirfd, const char *line, FILE *err_out)
 {
 	if (!strncmp(line, "l ", 2)) {
 		/* a header row is written once: a second host's rows of the same file
@@ -634,14 +629,23 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 	if (strncmp(line, "file ", 5))
 		return false;
 	sink_close(k);
-	if (!safe_rel(line + 5)) {
-		fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, line + 5);
+	const char *rel = line + 5;
+	if (!hostfiles_allowed(rel, k->names, k->n_names)) {
+		/* the rows that follow go nowhere (k->f is NULL); the name shown without its control
+		 * characters (it is the other host's text, on our terminal) */
+		char shown[81];
+		size_t i = 0;
+		for (; rel[i] && i < sizeof shown - 1; i++)
+			shown[i] = (unsigned char)rel[i] < ' ' || rel[i] == 0x7f ? '?' : rel[i];
+		shown[i] = 0;
+		fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, shown);
 		return true;
 	}
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%.3000s/%.200s", dir, line + 5);
 	k->first[0] = 0;
-	FILE *ex = fopen(path, "re");
+	int fd = hostfiles_open(dirfd, rel, O_RDONLY, 0);
+	FILE *ex = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (fd >= 0 && !ex)
+		close(fd);
 	if (ex) {
 		if (!fgets(k->first, sizeof k->first, ex))
 			k->first[0] = 0;
@@ -649,21 +653,26 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, const ch
 		fclose(ex);
 	}
 	k->map_t = !strncmp(k->first, "t_s,", 4);
-	if (!(k->f = fopen(path, "ae")))
-		fprintf(err_out, "stalenet: %s: %s\n", path, strerror(errno));
+	fd = hostfiles_open(dirfd, rel, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	if (fd < 0 || !(k->f = fdopen(fd, "a"))) {
+		int e = fd < 0 ? -fd : errno;
+		if (fd >= 0)
+			close(fd);
+		fprintf(err_out, "stalenet: host %s: %s: %s\n", self->hosts->list[h].name, rel, strerror(e));
+	}
 	k->first_row = true;
 	return true;
 }
 
-/* The rest of host h's run files into dir: "fetch", then file lines until "fetched". */
-static int fetch_host(struct multihost *self, size_t h, struct sink *k, const char *dir, FILE *err_out)
+/* The rest of host h's run files into dirfd: "fetch", then file lines until "fetched". */
+static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirfd, FILE *err_out)
 {
 	char line[AGENT_LINE_MAX];
 	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
 	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000)) && strcmp(line, "fetched"))
-		sink_line(self, h, k, dir, line, err_out);
+		sink_line(self, h, k, dirfd, line, err_out);
 	sink_close(k);
 	return rc;
 }
@@ -767,6 +776,21 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	}
 	if (!cur)
 		result = 1;
+	/* the files each host may write (hostfiles): its endpoints' own, in the run directory
+	 * opened once (every host file is opened relative to it, no symlink followed) */
+	size_t stride = run->n_nodes + 1;
+	const char **epn = calloc(hs->n * stride, sizeof *epn);
+	for (size_t i = 0; epn && i < ep_count(self, run); i++) {
+		struct sink *k = &sinks[ep_host(self, o->p, i)];
+		if (!k->names)
+			k->names = epn + ep_host(self, o->p, i) * stride;
+		k->names[k->n_names++] = ep_name(run, i);
+	}
+	int dirfd = open(o->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!epn || dirfd < 0) {
+		fprintf(err_out, "stalenet: %s: %s\n", o->run_dir, epn ? strerror(errno) : "out of memory");
+		result = 1;
+	}
 	/* configurations, then every node launched */
 	for (size_t i = 0; i < n && !result; i++) {
 		size_t h = ep_host(self, o->p, i);
@@ -943,7 +967,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			int rc, lines = 0;
 			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				struct agentlink_event ev;
-				if (sink_line(self, h, &sinks[h], o->run_dir, line, err_out) ||
+				if (sink_line(self, h, &sinks[h], dirfd, line, err_out) ||
 				    agentlink_parse_event(line, &ev))
 					continue;
 				const char *name = ev.name, *what = ev.what;
@@ -1093,7 +1117,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
 	csv_writer_close(&progress);
 	for (size_t h = 0; h < hs->n; h++)
-		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], o->run_dir, err_out)) {
+		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], dirfd, err_out)) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
@@ -1117,6 +1141,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	for (size_t h = 0; h < hs->n; h++)
 		sink_close(&sinks[h]);
 	free(sinks);
+	free(epn);
+	if (dirfd >= 0)
+		close(dirfd);
 	free(waiting);
 	free(step);
 	return result;

@@ -271,9 +271,7 @@ static void sample_guard(struct sup *s)
 static void handle_msg(struct sup *s, const char *node, const char *msg)
 {
 	struct proc *p = by_name(s, node);
-	long long step;
-	char state[16];
-	int waiting;
+	struct ctl_status st;
 
 	if (!p) {
 		log_warn("control plane: message from unknown node '%s'", node);
@@ -287,9 +285,9 @@ static void handle_msg(struct sup *s, const char *node, const char *msg)
 			ctl_server_send(s->o->ctl, node, "stop");
 	} else if (!strcmp(msg, "done")) {
 		p->done = true;
-	} else if (sscanf(msg, "status %lld %15s %d", &step, state, &waiting) == 3) {
-		p->step = step;
-		p->waiting = waiting != 0;
+	} else if (!ctl_parse_status(msg, &st)) {
+		p->step = st.step;
+		p->waiting = st.waiting;
 	}
 }
 

@@ -1,8 +1,9 @@
 /* libFuzzer target: the lines a host's agent sends the orchestrator (orchestrator/agentlink:
- * the greeting, the clock answer, the node events), read from raw bytes, one line per
- * newline. The other host is not trusted: must never crash, hang or leak. Whatever parses
- * holds only checked fields (printable words of bounded length, numbers in their type's range)
- * and, written again as the agent writes it, parses to the same fields. */
+ * the greeting, the clock answer, the node events, the answers to a build and to an underlay
+ * probe), read from raw bytes, one line per newline. The other host is not trusted: must never
+ * crash, hang or leak. Whatever parses holds only checked fields (printable words of bounded
+ * length, numbers in their type's range) and, written again as the agent writes it, parses to
+ * the same fields. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +50,25 @@ static void one(const char *line)
 		if (t1 != INT64_MAX && agentlink_parse_time(buf, t1 + 1, &u2, &u3) == 0)
 			abort(); /* an answer to another exchange */
 	}
+	struct agentlink_built b, b2;
+	if (agentlink_parse_built(line, &b) == 0) {
+		if (b.node_mtu < 576 || b.node_mtu > 65535 || b.node_mtu > b.underlay_mtu)
+			abort();
+		check_word(b.switch_netns, 63);
+		check_word(b.underlay_if, 15);
+		snprintf(buf, sizeof buf, "ok %s %d %s %d", b.switch_netns, b.node_mtu, b.underlay_if, b.underlay_mtu);
+		if (agentlink_parse_built(buf, &b2) || memcmp(&b, &b2, sizeof b))
+			abort();
+	}
+	struct agentlink_probe pr, pr2;
+	if (agentlink_parse_probe(line, "10.0.0.2", 100, &pr) == 0) {
+		if (pr.got < 1 || pr.got > 100 || pr.min_ns < 1 || pr.median_ns < pr.min_ns || pr.median_ns > 60000000000LL)
+			abort();
+		snprintf(buf, sizeof buf, "probe 10.0.0.2 %d %" PRId64 " %" PRId64, pr.got, pr.min_ns, pr.median_ns);
+		if (agentlink_parse_probe(buf, "10.0.0.2", 100, &pr2) || memcmp(&pr, &pr2, sizeof pr) ||
+		    !agentlink_parse_probe(buf, "10.0.0.3", 100, &pr2))
+			abort();
+	}
 	if (agentlink_parse_event(line, &ev) == 0) {
 		check_word(ev.name, 63);
 		if (!ev.what || ev.what < line || ev.what >= line + strlen(line) || !*ev.what)
@@ -56,6 +76,8 @@ static void one(const char *line)
 		switch (ev.kind) {
 		case AGENTLINK_EV_STATUS:
 			check_word(ev.state, 15);
+			if (ev.step < 0 || (ev.waiting != 0 && ev.waiting != 1))
+				abort();
 			snprintf(buf, sizeof buf, "ev %s status %" PRId64 " %s %d", ev.name, ev.step, ev.state, ev.waiting);
 			break;
 		case AGENTLINK_EV_EXIT:

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -965,5 +966,86 @@ Test(multihost_cli, memory_limit_kill_named_across_hosts)
 	cr_expect(strstr(ev, ",node_failed,worker1,oom_killed: memory limit 16MiB reached; host h1: exit 9 oom_killed"),
 		  "%s", ev);
 	free(ev);
+	free(t);
+}
+
+/* Whether any regular file under dir (recursively) holds needle. */
+static bool tree_holds(const char *dir, const char *needle)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	bool found = false;
+	while (d && !found && (e = readdir(d))) {
+		char path[1200];
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (e->d_type == DT_DIR) {
+			found = tree_holds(path, needle);
+		} else if (e->d_type == DT_REG) {
+			size_t len;
+			char *t = support_read_file(path, &len);
+			found = t && memmem(t, len, needle, strlen(needle));
+			if (found)
+				cr_log_error("%s holds %s", path, needle);
+			free(t);
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A hostile agent host: h2's agent (the real one, its output passed through a filter) also
+ * sends rows for files it may not write just before each "fetched": the orchestrator's own
+ * files, another host's node trace, paths out of the run directory. Every one is refused by
+ * name, nothing of it lands anywhere, and the run completes with its own files intact. */
+Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
+{
+	char wrapper[600], text[3 * PATH_MAX];
+	write_hosts(hs.host[1].address, "h2");
+	snprintf(wrapper, sizeof wrapper, "%s/hostile-stalenet", hs.dir);
+	snprintf(text, sizeof text,
+		 "#!/bin/sh\n"
+		 "[ \"$(hostname)\" = h2 ] || exec '%s' \"$@\"\n"
+		 "'%s' \"$@\" | while IFS= read -r l; do\n"
+		 "  if [ \"$l\" = fetched ]; then\n"
+		 "    for f in scenario.yaml summary.csv events.csv links.csv meta.json nodes/worker0.csv \\\n"
+		 "             nodes/../progress.csv ../escaped.csv '%s/escaped-abs.csv' logs/server0.log; do\n"
+		 "      printf 'file %%s\\nl HACKED,%%s\\n' \"$f\" \"$f\"\n"
+		 "    done\n"
+		 "  fi\n"
+		 "  printf '%%s\\n' \"$l\"\n"
+		 "done\n", stalenet, stalenet, hs.dir);
+	support_write_file(wrapper, text);
+	cr_assert_eq(chmod(wrapper, 0755), 0);
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--agent-path", wrapper, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "the run completes: %s", t);
+	static const char *const refused[] = { "scenario.yaml", "summary.csv", "events.csv", "links.csv", "meta.json",
+					       "nodes/worker0.csv", "nodes/../progress.csv", "../escaped.csv",
+					       "logs/server0.log" };
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		char want[200];
+		snprintf(want, sizeof want, "stalenet: host h2: file %s refused", refused[i]);
+		cr_expect(strstr(t, want), "missing '%s'", want);
+	}
+	cr_expect(!count(t, "host h0: file") && !count(t, "host h1: file"), "a well-behaved host refused: %s", t);
+	cr_expect(!tree_holds(run_dir, "HACKED"), "a refused row landed in the run directory");
+	char p[700];
+	snprintf(p, sizeof p, "%s/escaped.csv", hs.dir);
+	cr_expect_neq(access(p, F_OK), 0, "%s written", p);
+	snprintf(p, sizeof p, "%s/escaped-abs.csv", hs.dir);
+	cr_expect_neq(access(p, F_OK), 0, "%s written", p);
+	/* h2's own files came through */
+	int rows = 0;
+	char *hd = head_of("nodes/worker3.csv", &rows);
+	cr_assert(hd, "nodes/worker3.csv missing");
+	cr_expect_str_eq(hd, TRACE_HEADER_NODE);
+	cr_expect_gt(rows, 10, "worker3 stepped (%d rows)", rows);
+	free(hd);
 	free(t);
 }

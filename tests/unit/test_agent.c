@@ -122,6 +122,12 @@ Test(agent, bad_builds_refused_and_the_agent_goes_on)
 		"build ab- 5 10.0.0.1 a:0 - Reno;x 0\n",   /* congestion control name */
 		"build ab- 5 10.0.0.1 a:0 - 0\n",        /* no congestion control */
 		"build ab- 5 203.0.113.77 a:0 - reno 0\n",       /* no interface holds this address */
+		"build ab- 5 10.0.0.1 a:0,a:1 - reno 0\n",       /* a node named twice */
+		"build ab- 5 10.0.0.1 a:0,b:0 - reno 0\n",       /* two nodes at one address */
+		"build ab- 5 10.0.0.1 a:0, - reno 0\n",          /* an empty item */
+		"build ab- 5 10.0.0.1 a:0 10.0.0.1 reno 0\n",    /* this host as its own remote */
+		"build ab- 5 10.0.0.1 a:+0 - reno 0\n",          /* a sign */
+		"build ab-  5 10.0.0.1 a:0 - reno 0\n",          /* two spaces */
 	};
 	struct conn s;
 	start(&s);
@@ -140,7 +146,7 @@ Test(agent, node_requests_without_a_build_are_refused)
 	start(&s);
 	next_line(&s);
 	cr_expect_str_eq(ask(&s, "conf worker0 node.name worker0\n"), "fail conf: no such node here");
-	cr_expect_str_eq(ask(&s, "conf worker0 ../x 1\n"), "fail conf: no such node here");
+	cr_expect_str_eq(ask(&s, "conf worker0 ../x 1\n"), "fail conf: bad key '../x'");
 	cr_expect_str_eq(ask(&s, "conf worker0\n"), "fail conf: expected NAME KEY VALUE");
 	cr_expect_str_eq(ask(&s, "launch worker0\n"), "ev worker0 exit -1 no such node here");
 	cr_expect_str_eq(ask(&s, "launch ../../bin/sh\n"), "ev ? exit -1 no such node here");
@@ -149,7 +155,9 @@ Test(agent, node_requests_without_a_build_are_refused)
 	cr_expect(!strncmp(ask(&s, "shaper bogus\n"), "fail shaper: ", 13));
 	cr_expect(!strncmp(ask(&s, "shape worker0 up delay_us=1000\n"), "fail shape: ", 12));
 	cr_expect(!strncmp(ask(&s, "shapepeers worker0 up h1 198.18.0.2 9 delay_us=1000\n"), "fail shapepeers: ", 17));
-	cr_expect_str_eq(ask(&s, "reshape worker0 up delay_us=1000\n"), "ev ? reshaped ? fail expected NAME up|down TOKEN...");
+	cr_expect_str_eq(ask(&s, "reshape worker0 up delay_us=1000\n"), "ev ? reshaped ? fail no such node here");
+	cr_expect_str_eq(ask(&s, "reshape worker0 sideways delay_us=1000\n"),
+			 "ev ? reshaped ? fail reshape: expected NAME up|down TOKEN...");
 	cr_expect(!strncmp(ask(&s, "limit worker0 1 nan - 0\n"), "fail limit: ", 12));
 	cr_expect(!strncmp(ask(&s, "limit worker0 1 0.5 - 0\n"), "fail limit: ", 12), "no such node");
 	cr_expect_str_eq(ask(&s, "unconf worker0\n"), "fail unconf: no such node here");

@@ -132,12 +132,20 @@ Test(agentlink_lines, greeting_time_events)
 	cr_expect_eq(agentlink_parse_time("time 100 1 2 3", 100, &t2, &t3), -EPROTO);
 	cr_expect_eq(agentlink_parse_time("time 100 1x 2", 100, &t2, &t3), -EPROTO);
 
-	cr_assert_eq(agentlink_parse_event("ev worker3 status 120 running 1", &ev), 0);
+	cr_assert_eq(agentlink_parse_event("ev worker3 status 120 wait 1", &ev), 0);
 	cr_expect_eq(ev.kind, AGENTLINK_EV_STATUS);
 	cr_expect_str_eq(ev.name, "worker3");
 	cr_expect_eq(ev.step, 120);
-	cr_expect_str_eq(ev.state, "running");
+	cr_expect_str_eq(ev.state, "wait");
 	cr_expect_eq(ev.waiting, 1);
+	/* a status line not as lib/ctl writes it is no status (an event of no consequence) */
+	static const char *const bad_status[] = { "ev w status 120 running 1", "ev w status -5 run 0", "ev w status 1 run 2",
+						  "ev w status 1 run 0 x", "ev w status +1 run 0", "ev w status 1 run" };
+	for (size_t i = 0; i < sizeof bad_status / sizeof bad_status[0]; i++) {
+		cr_assert_eq(agentlink_parse_event(bad_status[i], &ev), 0);
+		cr_expect_eq(ev.kind, AGENTLINK_EV_OTHER, "'%s' taken as a status", bad_status[i]);
+		cr_expect_eq(ev.step, 0);
+	}
 	line = "ev worker0 exit -1 no such node here";
 	cr_assert_eq(agentlink_parse_event(line, &ev), 0);
 	cr_expect_eq(ev.kind, AGENTLINK_EV_EXIT);
@@ -154,4 +162,44 @@ Test(agentlink_lines, greeting_time_events)
 	cr_expect_eq(agentlink_parse_event("ev ps", &ev), -EPROTO);
 	cr_expect_eq(agentlink_parse_event("ev 0123456789012345678901234567890123456789012345678901234567890123 ready",
 					   &ev), -EPROTO, "a name of 64 characters");
+}
+
+Test(agentlink, build_and_probe_answers_are_checked)
+{
+	struct agentlink_built b;
+	struct agentlink_probe p;
+
+	cr_assert_eq(agentlink_parse_built("ok sn3f-sw 1450 eth0 1500", &b), 0);
+	cr_expect_str_eq(b.switch_netns, "sn3f-sw");
+	cr_expect_eq(b.node_mtu, 1450);
+	cr_expect_str_eq(b.underlay_if, "eth0");
+	cr_expect_eq(b.underlay_mtu, 1500);
+	cr_expect_eq(agentlink_parse_built("ok sw 65485 lo 65536", &b), 0, "lo's MTU is 65536");
+	static const char *const bad_built[] = {
+		"ok", "ok sw 1450 eth0", "ok sw 1450 eth0 1500 x", "ok sw 1450 eth0 1500 ", "ok sw  1450 eth0 1500",
+		"ok sw 1450 eth0 1400",            /* the node's MTU above the underlay's */
+		"ok sw 100 eth0 1500", "ok sw 70000 eth0 80000", "ok sw -1 eth0 1500", "ok sw +1450 eth0 1500",
+		"ok sw 1450 eth0/x 1500", "ok sw 1450 averyveryverylongname 1500", "ok s;w 1450 eth0 1500",
+		"ok sw 1450 eth0 99999999999", "fail build: no", "ok sw 1450.5 eth0 1500",
+	};
+	for (size_t i = 0; i < sizeof bad_built / sizeof bad_built[0]; i++)
+		cr_expect_eq(agentlink_parse_built(bad_built[i], &b), -EPROTO, "'%s' taken", bad_built[i]);
+
+	cr_assert_eq(agentlink_parse_probe("probe 10.0.0.2 100 80000 95000", "10.0.0.2", 100, &p), 0);
+	cr_expect_eq(p.got, 100);
+	cr_expect_eq(p.min_ns, 80000);
+	cr_expect_eq(p.median_ns, 95000);
+	static const char *const bad_probe[] = {
+		"probe 10.0.0.3 100 80000 95000",  /* another host's */
+		"probe 10.0.0.2 101 80000 95000",  /* more answers than asked */
+		"probe 10.0.0.2 0 80000 95000", "probe 10.0.0.2 100 0 95000", "probe 10.0.0.2 100 -5 95000",
+		"probe 10.0.0.2 100 95000 80000",  /* median below the minimum */
+		"probe 10.0.0.2 100 80000 60000000001", "probe 10.0.0.2 100 80000", "probe 10.0.0.2 100 80000 95000 ",
+		"probe 10.0.0.2 100 80000 95000 1", "fail probe: no answer from 10.0.0.2", "probe  10.0.0.2 100 80000 95000",
+	};
+	for (size_t i = 0; i < sizeof bad_probe / sizeof bad_probe[0]; i++)
+		cr_expect_eq(agentlink_parse_probe(bad_probe[i], "10.0.0.2", 100, &p), -EPROTO, "'%s' taken", bad_probe[i]);
+	int64_t t2, t3;
+	cr_expect_eq(agentlink_parse_time("time 5 6 7", 5, &t2, &t3), 0);
+	cr_expect_eq(agentlink_parse_time("time 5 6 7 ", 5, &t2, &t3), -EPROTO);
 }

@@ -541,6 +541,25 @@ Test(core_ps, event_lines_round_trip)
 	cr_assert_eq(core_ps_event_parse("E 9 0 0 0 0 0 0", &back), -EINVAL);
 	cr_assert_eq(core_ps_event_parse("E 2 0 0 0 0 0", &back), -EINVAL);
 	cr_assert_eq(core_ps_event_parse("E 2 0 0 0 0 0 0 junk", &back), -EINVAL);
+	/* a recorded event file is hostile input: only the exact written form */
+	static const char *const bad[] = {
+		"E 2 0 0 0 0 0 0 ", "E 2 0 0 0 0 0 0\n\n", "E 2  0 0 0 0 0 0", " E 2 0 0 0 0 0 0", "E 2 +0 0 0 0 0 0",
+		"E 2 -1 0 0 0 0 0", "E 2 4294967296 0 0 0 0 0", "E 2 0 4294967296 0 0 0 0", "E 0 0 0 0 0 0 0",
+		"E -2 0 0 0 0 0 0", "E 2 0 0 9223372036854775808 0 0 0", "E 2 0 0 0 -9223372036854775809 0 0",
+		"E 2 0 0 0 0 0 99999999999999999999", "E 2 0 0 0x10 0 0 0", "E 2 0 0 0 0 0 1.5", "E 2 0 0 0 0 0 -",
+		"E\t2 0 0 0 0 0 0", "E 2 0 0 0 0 0 0\r", "A 2 0 0 0 0 0 0", "", "E 02 0 0 0 0 0 0", "E 2 0 0 -0 0 0 0",
+		"E 2 0 0 0 0 0 -01",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_expect_eq(core_ps_event_parse(bad[i], &back), -EINVAL, "'%s' taken", bad[i]);
+	cr_assert_eq(core_ps_event_parse("E 6 4294967295 4294967295 -9223372036854775808 -1 9223372036854775807 0\n",
+					 &back), 0);
+	cr_expect_eq(back.kind, CORE_PS_EV_TICK);
+	cr_expect_eq(back.worker, UINT32_MAX);
+	cr_expect_eq(back.flags, UINT32_MAX);
+	cr_expect_eq(back.now_ns, INT64_MIN);
+	cr_expect_eq(back.step, -1);
+	cr_expect_eq(back.version, INT64_MAX);
 	cr_assert_null(core_ps_new(&(struct core_ps_conf){ .n = 0 }));
 	cr_assert_null(core_ps_new(&(struct core_ps_conf){ .n = 2, .bp = { .backup = 2 } }));
 }

@@ -235,3 +235,44 @@ Test(ctl, client_ignores_foreign_server, .timeout = 30)
 	unlink(ep + 6);
 	rmdir(dir);
 }
+
+Test(ctl_status, only_the_form_the_node_writes)
+{
+	struct ctl_status st = { .step = 77 };
+
+	cr_assert_eq(ctl_parse_status("status 0 init 0", &st), 0);
+	cr_expect_eq(st.step, 0);
+	cr_expect_eq(st.state, CTL_INIT);
+	cr_expect_eq(st.waiting, false);
+	cr_assert_eq(ctl_parse_status("status 9223372036854775807 done 1", &st), 0);
+	cr_expect_eq(st.step, INT64_MAX);
+	cr_expect_eq(st.state, CTL_DONE);
+	cr_expect_eq(st.waiting, true);
+	cr_assert_eq(ctl_parse_status("status 12 wait 1", &st), 0);
+	cr_expect_eq(st.state, CTL_WAIT);
+	cr_expect_eq(st.step, 12);
+	static const char *const bad[] = {
+		"", "status", "status ", "status 1", "status 1 run", "status 1 run ",            /* missing fields */
+		"status -1 run 0", "status +1 run 0", "status  1 run 0", "status 1  run 0",     /* sign, blanks */
+		"status 9223372036854775808 run 0", "status 99999999999999999999999 run 0",      /* overflow */
+		"status 1 running 0", "status 1 runn 0", "status 1 RUN 0", "status 1 aaaaaaaaaaaaaaaaaaaaaaaa 0",
+		"status 1 run 2", "status 1 run -1", "status 1 run 01", "status 1 run 0 ", "status 1 run 0 junk",
+		"status 1 run 0\n", "status 0x10 run 0", "status 1.5 run 0", "Status 1 run 0", "ready",
+		"status 060 wait 1", "status 00 run 0",                                          /* leading zeros */
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		st = (struct ctl_status){ .step = 77 };
+		cr_expect_eq(ctl_parse_status(bad[i], &st), -EINVAL, "'%s' taken", bad[i]);
+		cr_expect_eq(st.step, 77, "'%s' touched the result", bad[i]);
+	}
+	/* what ctl_client_status writes parses back, for every state */
+	for (int s = CTL_INIT; s <= CTL_DONE; s++) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "status %d %s %d", 1000 + s, ctl_state_name((enum ctl_state)s), s & 1);
+		cr_assert_eq(ctl_parse_status(msg, &st), 0, "%s", msg);
+		cr_expect_eq(st.step, 1000 + s);
+		cr_expect_eq((int)st.state, s);
+		cr_expect_eq(st.waiting, (s & 1) != 0);
+	}
+	cr_expect_str_eq(ctl_state_name((enum ctl_state)9), "?");
+}
