@@ -91,6 +91,7 @@ struct sim {
 				       * (NULL array when no worker has one) */
 	const double **prof_compute;  /* per worker: quantiles of its step time (NULL: the model) */
 	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
+	const double *prof_warm;      /* the profile's warm-up factors, NULL = none */
 	struct sim_link_tcp tcp;
 	struct rng link_rng;
 	int64_t srv_busy_ns, stop_ns;
@@ -229,14 +230,24 @@ static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
 }
 
 /* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
- * arrives. With a calibration profile for w: half a draw of its measured round trip. */
-static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w)
+ * arrives. With a calibration profile for w: half a draw of its measured round trip, scaled
+ * by the warm-up factor of step k (1-based: the step whose round trip the message is part of,
+ * the push and its replies alike; the join's exchange is step 1's). */
+static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
+			uint32_t k)
 {
 	int64_t rtt, t;
 	struct sim_link la, lb;
 
-	if (s->prof_transfer && w < s->n && s->prof_transfer[w])
-		return now + (int64_t)(1e9 * sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2);
+	if (s->prof_transfer && w < s->n && s->prof_transfer[w]) {
+		double x = sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2;
+
+		/* the first step makes two round trips (the join's and the push's) where the
+		 * emulated trace's first row holds both: each gets half its factor */
+		if (s->prof_warm)
+			x *= s->prof_warm[sim_profile_warm_bin(k)] / (k <= 1 ? 2 : 1);
+		return now + (int64_t)(1e9 * x);
+	}
 	rtt = path_rtt(s, a, b);
 	if (s->up) {
 		t = sim_link_send(&s->up[a], &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
@@ -419,7 +430,8 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 
 		switch (x->kind) {
 		case CORE_PS_ACK: {
-			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker);
+			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker,
+					     w ? w->step / s->h + 1 : 1);
 
 			if (x->reply || !w)
 				break;
@@ -438,7 +450,10 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 		case CORE_PS_RELEASE:
 		case CORE_PS_MODEL: {
 			uint32_t to = s->node_of[x->worker];
-			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker);
+			/* the reply to the push of the worker's last step (its row is written), or
+			 * to its join */
+			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker,
+					     w && w->step >= s->h ? w->step / s->h : 1);
 
 			if (!w || w->state != W_UP)
 				break;
@@ -504,7 +519,7 @@ static void to_server(struct sim *s, uint32_t i, enum sim_msg m, uint64_t bytes,
 	struct sim_worker *w = &s->w[i];
 
 	w->msg = (uint8_t)m;
-	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i), i, EV_ARRIVE, w->gen);
+	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i, w->step / s->h + 1), i, EV_ARRIVE, w->gen);
 }
 
 static void leave(struct sim *s, uint32_t i, enum core_ps_leave why, int64_t now)
@@ -1002,6 +1017,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			s.prof_compute[i] = sim_profile_compute(s.profile, name);
 			s.prof_transfer[i] = sim_profile_transfer(s.profile, name);
 		}
+		s.prof_warm = sim_profile_warmup(s.profile);
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);

@@ -11,7 +11,16 @@
  * CDF through the quantiles. The file is the flat `key = value` text of lib/kv:
  *   profile.source = RUN_DIR            profile.workers = 8
  *   worker3.compute_s = q0 q5 ... q100 [mean of the samples >= q95]   (seconds)
- *   all.compute_s = ...                 all.transfer_s = ... */
+ *   all.compute_s = ...                 all.transfer_s = ...
+ *   all.transfer_warmup = f0 f1 ... f6  (optional, below)
+ *
+ * The warm-up: the first steps of an emulated run move their messages faster or slower than
+ * the run's steady state (a fresh TCP connection starts with its initial window and no loss
+ * history; the join's exchange is part of step 1's time). f_b is the mean transfer time, over
+ * every worker, of the steps k with floor(log2 k) = b (step 1; 2-3; 4-7; ...; 32-63; 64 and
+ * later in f6) divided by the mean of every step after the first. A simulation scales each
+ * transfer draw of step k by f_b (sim_profile_warmup_factor), so the early steps take the
+ * times the emulated ones took while the run as a whole keeps its mean. */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
 
@@ -24,6 +33,8 @@
  * hundreds of samples carry the tail that a worker's few dozen cut short (the slowest of N
  * workers, which sets a BSP round, lives in that tail). */
 #define SIM_PROFILE_KS_ALPHA 0.001
+/* Warm-up bins: steps 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and later. */
+#define SIM_PROFILE_WARM 7
 
 struct sim_profile;
 
@@ -44,6 +55,13 @@ void sim_profile_destroy(struct sim_profile **p);
  * gives none). Owned by the profile. */
 const double *sim_profile_compute(const struct sim_profile *p, const char *name);
 const double *sim_profile_transfer(const struct sim_profile *p, const char *name);
+
+/* The warm-up factors (SIM_PROFILE_WARM of them), or NULL when the profile has none (then
+ * every factor is 1). Owned by the profile. */
+const double *sim_profile_warmup(const struct sim_profile *p);
+
+/* The bin of step k (1-based; 0 is taken as 1): floor(log2 k), at most SIM_PROFILE_WARM - 1. */
+int sim_profile_warm_bin(unsigned long long k);
 
 /* Inverse CDF of a quantile table at u in [0, 1), seconds: linear between quantiles, and in
  * the top 5% shaped to the table's tail mean when it has one. */
