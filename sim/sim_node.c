@@ -8,6 +8,7 @@
 #include "node/rng.h"
 #include "node/straggler.h"
 #include "sim/sim_profile.h"
+#include "sim/sim_seed.h"
 
 /* Stream tags of the keyed draws (step time; the gap between steps). */
 #define SIM_NODE_STEP_TAG 0x53494d5354455053ull
@@ -99,7 +100,8 @@ int64_t sim_node_step_ns(const struct sim_node *m, uint32_t k, uint32_t step)
 		return (int64_t)(1e9 * (c + straggler_step_extra_s(m->strag[k], step, c)));
 	}
 	if (m->prof_compute && m->prof_compute[k]) {
-		rng_seed(&r, m->run->seed ^ SIM_NODE_STEP_TAG, ((uint64_t)k << 32) | step);
+		rng_seed(&r, sim_seed_own(m->run->seed, m->run->scenario->simulation.seed) ^ SIM_NODE_STEP_TAG,
+			 ((uint64_t)k << 32) | step);
 		return (int64_t)(1e9 * sim_profile_draw(m->prof_compute[k], rng_uniform(&r)));
 	}
 	if (st->set & SCENARIO_STRAG_SLOWDOWN)
@@ -118,7 +120,8 @@ int64_t sim_node_gap_ns(const struct sim_node *m, uint32_t k, uint32_t step)
 
 	if (!m->prof_gap || !m->prof_gap[k])
 		return 0;
-	rng_seed(&r, m->run->seed ^ SIM_NODE_GAP_TAG, ((uint64_t)k << 32) | step);
+	rng_seed(&r, sim_seed_own(m->run->seed, m->run->scenario->simulation.seed) ^ SIM_NODE_GAP_TAG,
+		 ((uint64_t)k << 32) | step);
 	return (int64_t)(1e9 * sim_profile_draw(m->prof_gap[k], rng_uniform(&r)));
 }
 
