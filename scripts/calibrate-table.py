@@ -115,7 +115,9 @@ def num(r, k):
 
 
 def collect(sweep_dir, targets):
-    """{point: [per-run dict]}"""
+    """{point: [per-run dict]} ({} when the sweep was not run)"""
+    if not os.path.isfile(os.path.join(sweep_dir, "summary.csv")):
+        return {}
     rows = summary_rows(sweep_dir)
     out = {}
     for m in runs_of(sweep_dir):
