@@ -5,7 +5,7 @@
       the --set arguments, one a line, that make `stalenet simulate` plan the emulated sweep's
       runs in the emulated order (same run index, so the same seed), run i with the profile of
       emulated run i: a zip of the emulated sweep keys with simulation.profile, repeat 1.
-  calibrate-table.py table OUT [--target ACC]... [--smooth K] [--interp]
+  calibrate-table.py table OUT... [--target ACC]... [--only BARRIER,...] [--smooth K] [--interp]
       the side-by-side table (markdown) of OUT/emulated, OUT/simulated and OUT/calibrated, and
       which of the calibration bounds hold, per sweep point (runs with equal sweep values but
       the simulation-only keys are its repeats: the numbers are means over them). The
@@ -15,7 +15,10 @@
       the mean of the last K evaluations (an accuracy that jumps between model versions
       crosses a target first at whichever version the evaluation grid hits). --interp: the
       crossing interpolated linearly between the last evaluation below the target and the
-      first at or above it (instead of the time of that first one).
+      first at or above it (instead of the time of that first one). Several OUTs (comparisons
+      of one scenario under other seeds): their runs are pooled as repeats of the same points;
+      --only keeps the points of the consistency.barrier values named (e.g. leave out one
+      measured under another rule).
 """
 import csv
 import json
@@ -166,25 +169,36 @@ def ttt_text(runs, k):
     return txt, (m if len(reached) == len(ts) else None)
 
 
-def table(out_dir, targets):
+def table(out_dirs, targets, only=None):
     if not targets:
-        emulated = os.path.join(out_dir, "emulated")
+        emulated = os.path.join(out_dirs[0], "emulated")
         with open(os.path.join(runs_of(emulated)[0]["_dir"], "meta.json")) as f:
             targets = [json.load(f)["target"]]
-    data = {}
-    for kind, _ in KINDS:
-        data[kind] = collect(os.path.join(out_dir, kind), targets)
-        if kind == "emulated":
-            continue
-        # the same sweep under other simulation.seed values: more runs of the same points
-        for extra in sorted(os.listdir(out_dir)):
-            if extra.startswith(kind + ".seed") and os.path.isdir(os.path.join(out_dir, extra)):
-                for p, rs in collect(os.path.join(out_dir, extra), targets).items():
-                    data[kind].setdefault(p, []).extend(rs)
-    # the calibrated runs carry the emulated seeds (same plan index)
-    emu_seeds = {r["index"]: r["seed"] for rs in data["emulated"].values() for r in rs}
-    bad = sorted({r["index"] for rs in data["calibrated"].values() for r in rs
-                  if emu_seeds.get(r["index"]) != r["seed"]})
+    data = {kind: {} for kind, _ in KINDS}
+    bad = []
+    for n, out_dir in enumerate(out_dirs):
+        got = {}
+        for kind, _ in KINDS:
+            got[kind] = collect(os.path.join(out_dir, kind), targets)
+            if kind == "emulated":
+                continue
+            # the same sweep under other simulation.seed values: more runs of the same points
+            for extra in sorted(os.listdir(out_dir)):
+                if extra.startswith(kind + ".seed") and os.path.isdir(os.path.join(out_dir, extra)):
+                    for p, rs in collect(os.path.join(out_dir, extra), targets).items():
+                        got[kind].setdefault(p, []).extend(rs)
+        # the calibrated runs carry the emulated seeds (same plan index)
+        emu_seeds = {r["index"]: r["seed"] for rs in got["emulated"].values() for r in rs}
+        bad += sorted({"%s run %d" % (out_dir, r["index"]) for rs in got["calibrated"].values()
+                       for r in rs if emu_seeds.get(r["index"]) != r["seed"]})
+        # several comparisons pooled: their runs are more repeats of the same points
+        for kind, _ in KINDS:
+            for p, rs in got[kind].items():
+                if only and dict(p).get("consistency.barrier") not in only:
+                    continue
+                for r in rs:
+                    r["index"] = (n, r["index"])
+                data[kind].setdefault(p, []).extend(rs)
     what = ("the mean of the last %d evaluations" % SMOOTH) if SMOOTH > 1 else "the test accuracy"
     if INTERP:
         print("Time to target: where %s crosses the accuracy named, interpolated linearly "
@@ -244,7 +258,7 @@ def table(out_dir, targets):
                 cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
         print("| %s | %s |" % (name, " | ".join(cells)))
     if bad:
-        print("\nwarning: calibrated runs %s do not carry their emulated run's seed" % bad)
+        print("\nwarning: calibrated runs do not carry their emulated run's seed: %s" % ", ".join(bad))
 
 
 def main():
@@ -261,13 +275,23 @@ def main():
         args = args[:-2]
     if len(args) == 2 and args[0] == "zip":
         zip_args(args[1])
-    elif len(args) >= 2 and args[0] == "table" and len(args) % 2 == 0:
-        targets = []
-        for i in range(2, len(args), 2):
-            if args[i] != "--target":
+    elif len(args) >= 2 and args[0] == "table":
+        targets, dirs, only, i = [], [], None, 1
+        while i < len(args):
+            if args[i] in ("--target", "--only") and i + 1 < len(args):
+                if args[i] == "--target":
+                    targets.append(float(args[i + 1]))
+                else:
+                    only = args[i + 1].split(",")
+                i += 2
+            elif args[i].startswith("--"):
                 sys.exit(__doc__)
-            targets.append(float(args[i + 1]))
-        table(args[1], targets)
+            else:
+                dirs.append(args[i])
+                i += 1
+        if not dirs:
+            sys.exit(__doc__)
+        table(dirs, targets, only)
     else:
         sys.exit(__doc__)
 
