@@ -24,7 +24,7 @@ BENCH_SOAK_SECONDS ?= 120
 DEB_PKGS := build-essential pkg-config libnl-route-3-dev libzmq3-dev libopenblas-dev libyaml-dev \
 	libcriterion-dev zlib1g-dev libnetfilter-queue-dev libmnl-dev iptables iproute2 \
 	dataset-fashion-mnist gnuplot-nox clang libclang-rt-14-dev libjansson-dev \
-	openssh-server openssh-client libsqlite3-dev libzstd-dev libsodium-dev slurm-wlm munge
+	openssh-server openssh-client libsqlite3-dev libzstd-dev libsodium-dev slurm-wlm munge python3
 PKGS := libnl-route-3.0 libzmq openblas yaml-0.1 zlib libnetfilter_queue libmnl jansson sqlite3 libzstd libsodium
 
 VERSION := 0.1.0

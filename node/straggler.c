@@ -167,10 +167,15 @@ struct straggler *straggler_new(const struct straggler_params *p, uint64_t seed)
 		return NULL;
 	s->p = *p;
 	s->p.trace = NULL;
-	rng_seed(&s->rng, seed, 0x5742a99e); /* a stream of its own, apart from data shuffles */
+	straggler_stream_seed(&s->rng, seed);
 	if (p->trace && load_trace(s, p->trace) < 0)
 		straggler_destroy(&s);
 	return s;
+}
+
+void straggler_stream_seed(struct rng *r, uint64_t seed)
+{
+	rng_seed(r, seed, 0x5742a99e); /* a stream of its own, apart from data shuffles */
 }
 
 void straggler_destroy(struct straggler **self)

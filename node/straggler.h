@@ -61,6 +61,11 @@ uint64_t straggler_seed(uint64_t run_seed, uint32_t index);
 struct straggler *straggler_new(const struct straggler_params *p, uint64_t seed);
 void straggler_destroy(struct straggler **self);
 
+/* Seed r as straggler_new(p, seed) seeds its own stream: the k-th draw of
+ * straggler_dist_draw(.., r) is then the k-th delay of that model (the simulator draws a
+ * worker's delays from the stream its emulated worker uses). */
+void straggler_stream_seed(struct rng *r, uint64_t seed);
+
 /* One draw from dist with parameters a, b (as straggler_params) using r: the distributions
  * of straggler_delay_s, for a caller that keeps its own random stream (the simulator). */
 double straggler_dist_draw(enum straggler_dist dist, double a, double b, struct rng *r);

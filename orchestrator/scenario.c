@@ -1767,7 +1767,7 @@ static int sec_simulation(struct cv *cv, const struct yamltree_node *m)
 	int rc, idx;
 	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "simulation")) ||
 	    (rc = check_keys(cv, m, KEYS("train", "step_cost", "server_cost", "rto_min", "mss", "node_files",
-				       "profile", "loss_recovery"), "simulation")))
+				       "profile", "loss_recovery", "seed"), "simulation")))
 		return rc;
 	sc->simulation.present = true;
 	if ((v = GET(m, "train"))) {
@@ -1806,6 +1806,8 @@ static int sec_simulation(struct cv *cv, const struct yamltree_node *m)
 	    (rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "simulation.node_files", &sc->simulation.node_files)))
 		return rc;
 	if ((v = GET(m, "profile")) && (rc = get_path(cv, v, "simulation.profile", &sc->simulation.profile)))
+		return rc;
+	if ((v = GET(m, "seed")) && (rc = get_u32(cv, v, 0, 1000000, "simulation.seed", &sc->simulation.seed)))
 		return rc;
 	return 0;
 }

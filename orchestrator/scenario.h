@@ -293,6 +293,8 @@ struct scenario {
 		enum scenario_sim_recovery loss_recovery; /* how a lost segment is recovered, default
 							   * timeout (docs/simulation.md) */
 		uint32_t node_files;            /* nodes/<worker>.csv up to this many workers, default 64 */
+		uint32_t seed;                  /* the simulator's own draws: 0 = the run's seed, N = the
+						 * N-th other (sim/sim_seed) */
 		char *profile;                  /* calibration profile (not read yet), NULL = none */
 	} simulation;
 

@@ -5,12 +5,25 @@
       the --set arguments, one a line, that make `stalenet simulate` plan the emulated sweep's
       runs in the emulated order (same run index, so the same seed), run i with the profile of
       emulated run i: a zip of the emulated sweep keys with simulation.profile, repeat 1.
-  calibrate-table.py table OUT [--target ACC]... [--smooth K]
+  calibrate-table.py table OUT... [--target ACC]... [--only BARRIER,...] [--smooth K] [--interp]
       the side-by-side table (markdown) of OUT/emulated, OUT/simulated and OUT/calibrated, and
       which of the calibration bounds hold, per sweep point (runs with equal sweep values but
-      the simulation-only keys are its repeats: the numbers are means over them). --smooth K:
-      time to target on the mean of the last K evaluations (an accuracy that jumps between
-      model versions crosses a target first at whichever version the evaluation grid hits).
+      the simulation-only keys are its repeats: the numbers are means over them). The
+      simulations of other simulation.seed values, OUT/simulated.seedN and
+      OUT/calibrated.seedN, count as more runs of the same points (averaged with the others:
+      the simulator's own noise is not counted as model error). --smooth K: time to target on
+      the mean of the last K evaluations (an accuracy that jumps between model versions
+      crosses a target first at whichever version the evaluation grid hits). --interp: the
+      crossing interpolated linearly between the last evaluation below the target and the
+      first at or above it (instead of the time of that first one). Several OUTs (comparisons
+      of one scenario under other seeds): their runs are pooled as repeats of the same points;
+      --only keeps the points of the consistency.barrier values named (e.g. leave out one
+      measured under another rule).
+  calibrate-table.py workers OUT [--point P]...
+      every worker's final step in each emulated run (of the points named, all without
+      --point) beside the same worker in the uncalibrated and calibrated simulations of the
+      same plan index (simulation.seed 0), and per run the spreads and the mean and largest
+      per-worker difference.
 """
 import csv
 import json
@@ -73,18 +86,33 @@ def summary_rows(sweep_dir):
 
 
 SMOOTH = 1
+INTERP = False
+
+
+def crossing(series, target, interp):
+    """series: [(t, accuracy)]. The time of the first point at or above target, or None; with
+    interp, the time where the straight line from the point before it reaches target (the
+    first point itself when it is the series' first)."""
+    prev = None
+    for t, a in series:
+        if a >= target:
+            if not interp or prev is None or a == prev[1]:
+                return t
+            return prev[0] + (target - prev[1]) / (a - prev[1]) * (t - prev[0])
+        prev = (t, a)
+    return None
 
 
 def time_to(run_dir, target):
-    """First evaluation at or above target (s), or None; with SMOOTH > 1 the first at which the
-    mean of the last SMOOTH evaluations is."""
-    window = []
+    """Time to target (s) of a run, or None: on the evaluations, or with SMOOTH > 1 on the mean
+    of the last SMOOTH evaluations (from the SMOOTH-th on); interpolated with INTERP."""
+    window, series = [], []
     with open(os.path.join(run_dir, "eval.csv")) as f:
         for r in csv.DictReader(f):
             window = (window + [float(r["test_accuracy"])])[-SMOOTH:]
-            if len(window) == SMOOTH and sum(window) / SMOOTH >= target:
-                return float(r["t_s"])
-    return None
+            if len(window) == SMOOTH:
+                series.append((float(r["t_s"]), sum(window) / SMOOTH))
+    return crossing(series, target, INTERP)
 
 
 def num(r, k):
@@ -95,7 +123,9 @@ def num(r, k):
 
 
 def collect(sweep_dir, targets):
-    """{point: [per-run dict]}"""
+    """{point: [per-run dict]} ({} when the sweep was not run)"""
+    if not os.path.isfile(os.path.join(sweep_dir, "summary.csv")):
+        return {}
     rows = summary_rows(sweep_dir)
     out = {}
     for m in runs_of(sweep_dir):
@@ -124,37 +154,65 @@ def fmt(x, digits=1):
 
 
 def ttt_text(runs, k):
+    """The mean time to target k over the runs, and per run of the emulated sweep in brackets
+    (the simulations of one run under several simulation.seed values averaged first)."""
     ts = [r["ttt"][k] for r in runs]
     reached = [t for t in ts if t is not None]
     if not reached:
         return "not reached", None
     m = statistics.mean(reached)
     txt = "%.1f s" % m
-    if len(ts) > 1:
-        txt += " (%s)" % ", ".join("%.0f" % t if t is not None else "-" for t in ts)
+    per = {}
+    for r in runs:
+        per.setdefault(r["index"], []).append(r["ttt"][k])
+    if len(per) > 1:
+        txt += " (%s)" % ", ".join(
+            "%.0f" % statistics.mean([t for t in v if t is not None])
+            if any(t is not None for t in v) else "-" for v in per.values())
     if len(reached) < len(ts):
         txt += ", %d of %d reached" % (len(reached), len(ts))
     return txt, (m if len(reached) == len(ts) else None)
 
 
-def table(out_dir, targets):
+def table(out_dirs, targets, only=None):
     if not targets:
-        emulated = os.path.join(out_dir, "emulated")
+        emulated = os.path.join(out_dirs[0], "emulated")
         with open(os.path.join(runs_of(emulated)[0]["_dir"], "meta.json")) as f:
             targets = [json.load(f)["target"]]
-    data = {kind: collect(os.path.join(out_dir, kind), targets) for kind, _ in KINDS}
-    # the calibrated runs carry the emulated seeds (same plan index)
-    emu_seeds = {r["index"]: r["seed"] for rs in data["emulated"].values() for r in rs}
-    cal_seeds = {r["index"]: r["seed"] for rs in data["calibrated"].values() for r in rs}
-    bad = [i for i in emu_seeds if cal_seeds.get(i) != emu_seeds[i]]
-    if SMOOTH > 1:
-        print("Time to target: the first evaluation at which the mean of the last %d "
-              "evaluations is at or above the test accuracy named; mean over the repeats, each "
-              "repeat in brackets.\n" % SMOOTH)
+    data = {kind: {} for kind, _ in KINDS}
+    bad = []
+    for n, out_dir in enumerate(out_dirs):
+        got = {}
+        for kind, _ in KINDS:
+            got[kind] = collect(os.path.join(out_dir, kind), targets)
+            if kind == "emulated":
+                continue
+            # the same sweep under other simulation.seed values: more runs of the same points
+            for extra in sorted(os.listdir(out_dir)):
+                if extra.startswith(kind + ".seed") and os.path.isdir(os.path.join(out_dir, extra)):
+                    for p, rs in collect(os.path.join(out_dir, extra), targets).items():
+                        got[kind].setdefault(p, []).extend(rs)
+        # the calibrated runs carry the emulated seeds (same plan index)
+        emu_seeds = {r["index"]: r["seed"] for rs in got["emulated"].values() for r in rs}
+        bad += sorted({"%s run %d" % (out_dir, r["index"]) for rs in got["calibrated"].values()
+                       for r in rs if emu_seeds.get(r["index"]) != r["seed"]})
+        # several comparisons pooled: their runs are more repeats of the same points
+        for kind, _ in KINDS:
+            for p, rs in got[kind].items():
+                if only and dict(p).get("consistency.barrier") not in only:
+                    continue
+                for r in rs:
+                    r["index"] = (n, r["index"])
+                data[kind].setdefault(p, []).extend(rs)
+    what = ("the mean of the last %d evaluations" % SMOOTH) if SMOOTH > 1 else "the test accuracy"
+    if INTERP:
+        print("Time to target: where %s crosses the accuracy named, interpolated linearly "
+              "between the last evaluation below it and the first at or above it; mean over "
+              "the runs, each in brackets.\n" % what)
     else:
-        print("Time to target: the first evaluation at or above the test accuracy named; mean "
-              "over the repeats, each repeat in brackets.\n")
-    print("| point | runs | repeats | steps min / median / max | spread | wait fraction | "
+        print("Time to target: the first evaluation at which %s is at or above the accuracy "
+              "named; mean over the runs, each in brackets.\n" % what)
+    print("| point | runs | count | steps min / median / max | spread | wait fraction | "
           "staleness mean / p99 | final accuracy | %s |" %
           " | ".join("time to %g" % t for t in targets))
     print("| --- | --- | --- | --- | --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
@@ -205,7 +263,7 @@ def table(out_dir, targets):
                 cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
         print("| %s | %s |" % (name, " | ".join(cells)))
     if bad:
-        print("\nwarning: calibrated runs %s do not carry their emulated run's seed" % bad)
+        print("\nwarning: calibrated runs do not carry their emulated run's seed: %s" % ", ".join(bad))
 
 
 def final_steps(run_dir):
@@ -275,9 +333,13 @@ def workers(out_dir, names):
 
 
 def main():
-    global SMOOTH
+    global SMOOTH, INTERP
     args = sys.argv[1:]
-    if len(args) >= 2 and args[-2] == "--smooth":
+    while args and args[-1] == "--interp" or len(args) >= 2 and args[-2] == "--smooth":
+        if args[-1] == "--interp":
+            INTERP = True
+            args = args[:-1]
+            continue
         SMOOTH = int(args[-1])
         if SMOOTH < 1:
             sys.exit(__doc__)
@@ -291,13 +353,23 @@ def main():
                 sys.exit(__doc__)
             names.append(args[i + 1])
         workers(args[1], names)
-    elif len(args) >= 2 and args[0] == "table" and len(args) % 2 == 0:
-        targets = []
-        for i in range(2, len(args), 2):
-            if args[i] != "--target":
+    elif len(args) >= 2 and args[0] == "table":
+        targets, dirs, only, i = [], [], None, 1
+        while i < len(args):
+            if args[i] in ("--target", "--only") and i + 1 < len(args):
+                if args[i] == "--target":
+                    targets.append(float(args[i + 1]))
+                else:
+                    only = args[i + 1].split(",")
+                i += 2
+            elif args[i].startswith("--"):
                 sys.exit(__doc__)
-            targets.append(float(args[i + 1]))
-        table(args[1], targets)
+            else:
+                dirs.append(args[i])
+                i += 1
+        if not dirs:
+            sys.exit(__doc__)
+        table(dirs, targets, only)
     else:
         sys.exit(__doc__)
 

@@ -42,6 +42,7 @@
 #include "sim/sim_p2p.h"
 #include "sim/sim_profile.h"
 #include "sim/sim_ring.h"
+#include "sim/sim_seed.h"
 #include "sim/sim_setup.h"
 #include "sim/sim_status.h"
 #include "sim/sim_train.h"
@@ -95,6 +96,10 @@ struct sim {
 	struct straggler **emu_delay; /* per worker with prof_base: node/straggler's model of its
 				       * delay, seeded as the emulated worker's (its draws, in order) */
 	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
+	const double *prof_warm;      /* the profile's warm-up factors, NULL = none */
+	struct rng *delay_rng;        /* per worker: its emulated worker's straggler stream
+				       * (delay draws in step order), only when some worker's
+				       * delay distribution is random; NULL = none */
 	struct sim_link_tcp tcp;
 	struct rng link_rng;
 	int64_t srv_busy_ns, stop_ns;
@@ -233,14 +238,24 @@ static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
 }
 
 /* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
- * arrives. With a calibration profile for w: half a draw of its measured round trip. */
-static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w)
+ * arrives. With a calibration profile for w: half a draw of its measured round trip, scaled
+ * by the warm-up factor of step k (1-based: the step whose round trip the message is part of,
+ * the push and its replies alike; the join's exchange is step 1's). */
+static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
+			uint32_t k)
 {
 	int64_t rtt, t;
 	struct sim_link la, lb;
 
-	if (s->prof_transfer && w < s->n && s->prof_transfer[w])
-		return now + (int64_t)(1e9 * sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2);
+	if (s->prof_transfer && w < s->n && s->prof_transfer[w]) {
+		double x = sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2;
+
+		/* the first step makes two round trips (the join's and the push's) where the
+		 * emulated trace's first row holds both: each gets half its factor */
+		if (s->prof_warm)
+			x *= s->prof_warm[sim_profile_warm_bin(k)] / (k <= 1 ? 2 : 1);
+		return now + (int64_t)(1e9 * x);
+	}
 	rtt = path_rtt(s, a, b);
 	if (s->up) {
 		t = sim_link_send(&s->up[a], &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
@@ -252,9 +267,20 @@ static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, i
 	return sim_link_send(&lb, &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
 }
 
-/* Compute time of worker w's step `step` (0-based), ns: step_cost x slowdown + a delay draw
- * from a stream of its own, so it does not depend on the order of events. */
-static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
+/* Whether a delay distribution draws random numbers. */
+static bool dist_random(const struct scenario_straggler *st)
+{
+	return (st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE &&
+	       st->delay_dist != SCENARIO_DIST_CONSTANT;
+}
+
+/* Compute time of worker w's step `step` (0-based), ns: step_cost x slowdown + a delay draw.
+ * In a run the testbed could run too (fewer workers than its node limit) the delays are the
+ * emulated worker's: the next draw of its straggler stream (called once per step, in step
+ * order, as the emulated worker draws; a restart starts the stream anew, as a restarted
+ * process does). Above it, a draw from a stream keyed by (seed, worker, step), which needs no
+ * state per worker. Either way step k of worker i takes the same time under every barrier. */
+static int64_t step_ns(struct sim *s, uint32_t w, uint32_t step)
 {
 	const struct scenario_straggler *st = plan_node_straggler(s->run, s->node_of[w]);
 	double t = (double)s->o->step_cost_ns;
@@ -272,7 +298,8 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 		struct rng r;
 		double b;
 
-		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		rng_seed(&r, sim_seed_own(s->run->seed, s->sc->simulation.seed) ^ 0x53494d5354455053ull,
+			 ((uint64_t)w << 32) | step);
 		b = sim_profile_draw(s->prof_base[w], rng_uniform(&r));
 		b += s->emu_delay[w] ? straggler_delay_s(s->emu_delay[w]) : 0;
 		return (int64_t)(1e9 * b);
@@ -280,16 +307,18 @@ static int64_t step_ns(const struct sim *s, uint32_t w, uint32_t step)
 	if (s->prof_compute && s->prof_compute[w]) {
 		struct rng r;
 
-		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		rng_seed(&r, sim_seed_own(s->run->seed, s->sc->simulation.seed) ^ 0x53494d5354455053ull,
+			 ((uint64_t)w << 32) | step);
 		return (int64_t)(1e9 * sim_profile_draw(s->prof_compute[w], rng_uniform(&r)));
 	}
 	if (st->set & SCENARIO_STRAG_SLOWDOWN)
 		t *= st->slowdown;
 	if ((st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE) {
-		struct rng r;
+		struct rng r, *use = s->delay_rng ? &s->delay_rng[w] : &r;
 
-		rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
-		t += 1e9 * straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a, st->delay_b, &r);
+		if (!s->delay_rng)
+			rng_seed(&r, s->run->seed ^ 0x53494d5354455053ull, ((uint64_t)w << 32) | step);
+		t += 1e9 * straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a, st->delay_b, use);
 	}
 	return t > 0 ? (int64_t)t : 0;
 }
@@ -452,7 +481,8 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 
 		switch (x->kind) {
 		case CORE_PS_ACK: {
-			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker);
+			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker,
+					     w ? w->step / s->h + 1 : 1);
 
 			if (x->reply || !w)
 				break;
@@ -471,7 +501,10 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 		case CORE_PS_RELEASE:
 		case CORE_PS_MODEL: {
 			uint32_t to = s->node_of[x->worker];
-			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker);
+			/* the reply to the push of the worker's last step (its row is written), or
+			 * to its join */
+			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker,
+					     w && w->step >= s->h ? w->step / s->h : 1);
 
 			if (!w || w->state != W_UP)
 				break;
@@ -537,7 +570,7 @@ static void to_server(struct sim *s, uint32_t i, enum sim_msg m, uint64_t bytes,
 	struct sim_worker *w = &s->w[i];
 
 	w->msg = (uint8_t)m;
-	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i), i, EV_ARRIVE, w->gen);
+	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i, w->step / s->h + 1), i, EV_ARRIVE, w->gen);
 }
 
 static void leave(struct sim *s, uint32_t i, enum core_ps_leave why, int64_t now)
@@ -563,6 +596,8 @@ static void start(struct sim *s, uint32_t i, int64_t now)
 		return;
 	set_state(s, w, W_UP);
 	w->gen++;
+	if (s->delay_rng)
+		straggler_stream_seed(&s->delay_rng[i], straggler_seed(s->run->seed, i));
 	to_server(s, i, MSG_JOIN, SIM_SMALL_BYTES, now);
 }
 
@@ -923,7 +958,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 				       .mss = sc->simulation.mss,
 				       .fast_recovery = sc->simulation.loss_recovery == SCENARIO_SIM_RECOVERY_FAST };
 	s.stop_ns = sc->stop_time_us ? (int64_t)sc->stop_time_us * 1000 : INT64_MAX / 4;
-	rng_seed(&s.link_rng, run->seed, 0x4c494e4bull);
+	rng_seed(&s.link_rng, sim_seed_own(run->seed, sc->simulation.seed), 0x4c494e4bull);
 	s.n = 0;
 	s.srv = UINT32_MAX;
 	for (size_t i = 0; i < run->n_nodes; i++) {
@@ -1025,6 +1060,14 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			goto out;
 		}
 	}
+	/* the emulated workers' delay streams (32 bytes per worker) where an emulated run could
+	 * exist; above the testbed's node limit a stream keyed by (seed, worker, step), no state */
+	for (uint32_t i = 0; i < s.n && s.n < SCENARIO_MAX_NODES && !s.delay_rng; i++)
+		if (dist_random(plan_node_straggler(run, s.node_of[i])) &&
+		    !(s.delay_rng = calloc(s.n, sizeof *s.delay_rng))) {
+			sim_status_fail(&s.st, -ENOMEM, "out of memory");
+			goto out;
+		}
 	if (sc->simulation.profile) {
 		s.profile = sim_profile_load(sc->simulation.profile, err, errlen);
 		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
@@ -1052,6 +1095,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 				goto out;
 			}
 		}
+		s.prof_warm = sim_profile_warmup(s.profile);
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);
@@ -1132,6 +1176,7 @@ out:
 	free(s.prof_base);
 	free(s.prof_compute);
 	free(s.prof_transfer);
+	free(s.delay_rng);
 	core_ps_destroy(&s.core);
 	sim_heap_destroy(&s.heap);
 	free(s.node_of);

@@ -7,6 +7,7 @@
 #include "node/rng.h"
 #include "orchestrator/linktrace.h"
 #include "sim/sim_link.h"
+#include "sim/sim_seed.h"
 
 struct sim_net {
 	const struct plan_run *run;
@@ -46,7 +47,7 @@ struct sim_net *sim_net_new(const struct plan_run *run, char *err, size_t errlen
 					  .mss = sc->simulation.mss,
 					  .fast_recovery = sc->simulation.loss_recovery == SCENARIO_SIM_RECOVERY_FAST };
 	/* the stream sim/sim uses for its links, so one seed means one link history */
-	rng_seed(&net->rng, run->seed, 0x4c494e4bull);
+	rng_seed(&net->rng, sim_seed_own(run->seed, sc->simulation.seed), 0x4c494e4bull);
 	net->cur_up = calloc(n, sizeof *net->cur_up);
 	net->cur_down = calloc(n, sizeof *net->cur_down);
 	net->up = calloc(n, sizeof *net->up);

@@ -8,6 +8,7 @@
 #include "node/rng.h"
 #include "node/straggler.h"
 #include "sim/sim_profile.h"
+#include "sim/sim_seed.h"
 
 /* Stream tags of the keyed draws (step time; the gap between steps). */
 #define SIM_NODE_STEP_TAG 0x53494d5354455053ull
@@ -21,7 +22,15 @@ struct sim_node {
 	struct straggler **strag;    /* per node with a compute.trace (NULL array: none) */
 	const double **prof_compute; /* per node: fitted step times (NULL array: no profile) */
 	const double **prof_gap;     /* per node: fitted remainder per step */
+	struct rng *delay_rng;       /* per node: its emulated node's straggler stream, when some
+				      * node's delay is random and n < the testbed's node limit */
 };
+
+void sim_node_restart(struct sim_node *m, uint32_t k)
+{
+	if (m->delay_rng && k < m->n)
+		straggler_stream_seed(&m->delay_rng[k], straggler_seed(m->run->seed, k));
+}
 
 void sim_node_destroy(struct sim_node **p)
 {
@@ -35,6 +44,7 @@ void sim_node_destroy(struct sim_node **p)
 	free(m->strag);
 	free(m->prof_compute);
 	free(m->prof_gap);
+	free(m->delay_rng);
 	free(m);
 	*p = NULL;
 }
@@ -70,6 +80,17 @@ struct sim_node *sim_node_new(const struct plan_run *run, const uint32_t *node_o
 			return NULL;
 		}
 	}
+	for (uint32_t k = 0; k < n && n < SCENARIO_MAX_NODES && !m->delay_rng; k++) {
+		const struct scenario_straggler *st = &run->nodes[node_of[k]].straggler;
+
+		if ((st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE &&
+		    st->delay_dist != SCENARIO_DIST_CONSTANT) {
+			if (!(m->delay_rng = calloc(n, sizeof *m->delay_rng)))
+				goto nomem;
+			for (uint32_t j = 0; j < n; j++)
+				sim_node_restart(m, j);
+		}
+	}
 	if (profile) {
 		m->prof_compute = calloc(n, sizeof *m->prof_compute);
 		m->prof_gap = calloc(n, sizeof *m->prof_gap);
@@ -87,7 +108,7 @@ nomem:
 	return NULL;
 }
 
-int64_t sim_node_step_ns(const struct sim_node *m, uint32_t k, uint32_t step)
+int64_t sim_node_step_ns(struct sim_node *m, uint32_t k, uint32_t step)
 {
 	const struct scenario_straggler *st = &m->run->nodes[m->node_of[k]].straggler;
 	double t = (double)m->step_cost_ns;
@@ -99,15 +120,17 @@ int64_t sim_node_step_ns(const struct sim_node *m, uint32_t k, uint32_t step)
 		return (int64_t)(1e9 * (c + straggler_step_extra_s(m->strag[k], step, c)));
 	}
 	if (m->prof_compute && m->prof_compute[k]) {
-		rng_seed(&r, m->run->seed ^ SIM_NODE_STEP_TAG, ((uint64_t)k << 32) | step);
+		rng_seed(&r, sim_seed_own(m->run->seed, m->run->scenario->simulation.seed) ^ SIM_NODE_STEP_TAG,
+			 ((uint64_t)k << 32) | step);
 		return (int64_t)(1e9 * sim_profile_draw(m->prof_compute[k], rng_uniform(&r)));
 	}
 	if (st->set & SCENARIO_STRAG_SLOWDOWN)
 		t *= st->slowdown;
 	if ((st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE) {
-		rng_seed(&r, m->run->seed ^ SIM_NODE_STEP_TAG, ((uint64_t)k << 32) | step);
+		if (!m->delay_rng)
+			rng_seed(&r, m->run->seed ^ SIM_NODE_STEP_TAG, ((uint64_t)k << 32) | step);
 		t += 1e9 * straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a,
-					       st->delay_b, &r);
+					       st->delay_b, m->delay_rng ? &m->delay_rng[k] : &r);
 	}
 	return t > 0 ? (int64_t)t : 0;
 }
@@ -118,7 +141,8 @@ int64_t sim_node_gap_ns(const struct sim_node *m, uint32_t k, uint32_t step)
 
 	if (!m->prof_gap || !m->prof_gap[k])
 		return 0;
-	rng_seed(&r, m->run->seed ^ SIM_NODE_GAP_TAG, ((uint64_t)k << 32) | step);
+	rng_seed(&r, sim_seed_own(m->run->seed, m->run->scenario->simulation.seed) ^ SIM_NODE_GAP_TAG,
+		 ((uint64_t)k << 32) | step);
 	return (int64_t)(1e9 * sim_profile_draw(m->prof_gap[k], rng_uniform(&r)));
 }
 

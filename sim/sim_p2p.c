@@ -572,6 +572,7 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	if (p->state != P_OFF)
 		return;
 	p->gen++;
+	sim_node_restart(s->node, i);
 	core_p2p_destroy(&p->core);
 	cc.self = i;
 	if (!(p->core = core_p2p_new(&cc))) {

@@ -24,7 +24,20 @@ struct sim_profile {
 	char **names;     /* "worker3.compute_s" ... */
 	double (*q)[SIM_PROFILE_Q + 1]; /* the quantiles, then the tail mean (NAN: none) */
 	size_t n;
+	double warm[SIM_PROFILE_WARM];  /* all.transfer_warmup */
+	bool has_warm;
 };
+
+int sim_profile_warm_bin(unsigned long long k)
+{
+	int b = 0;
+
+	while (k > 1 && b < SIM_PROFILE_WARM - 1) {
+		k >>= 1;
+		b++;
+	}
+	return b;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -222,6 +235,8 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 	size_t *m = NULL, *who = NULL, *bm = NULL, *bn = NULL, *bw = NULL, nb = 0, nball = 0;
 	const char **bwhy = NULL;
 	bool *flagged = NULL;
+	double warm_sum[SIM_PROFILE_WARM] = { 0 }, later_sum = 0;
+	size_t warm_n[SIM_PROFILE_WARM] = { 0 }, later_n = 0;
 	int rc;
 
 	snprintf(dir, sizeof dir, "%s/nodes", run_dir);
@@ -287,13 +302,22 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 			free(bs[nw]);
 			bs[nw] = NULL;
 		}
-		for (size_t r = 1; r < rows; r++) {
-			double t0 = table_double_or(t, r - 1, (size_t)ct, NAN), t1 = table_double_or(t, r, (size_t)ct, NAN);
+		for (size_t r = 0; r < rows; r++) {
+			double t0 = r ? table_double_or(t, r - 1, (size_t)ct, NAN) : 0, t1 = table_double_or(t, r, (size_t)ct, NAN);
 			double c = table_double_or(t, r, (size_t)cc, NAN), w = table_double_or(t, r, (size_t)cw, NAN);
 			double x = t1 - t0 - c - w;
+			int b = sim_profile_warm_bin(r + 1);
 
 			if (!isfinite(x) || c < 0 || w < 0)
 				continue;
+			/* the warm-up by the row's place in the trace (row r is the worker's step r + 1;
+			 * its first, from the run's start, holds the join too and only counts here) */
+			warm_sum[b] += x > 0 ? x : 0;
+			warm_n[b]++;
+			if (r == 0)
+				continue;
+			later_sum += x > 0 ? x : 0;
+			later_n++;
 			cs[nw][k] = c;
 			tr[nw][k] = x > 0 ? x : 0;
 			k++;
@@ -403,6 +427,16 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 		put(out, "all", "base_s", tmp, r);
 	}
 	fprintf(out, "profile.delays_replayed = %zu\n", nb);
+	/* the warm-up factors, when the steps after the first took any time at all */
+	if (later_n && later_sum > 0) {
+		double mean = later_sum / (double)later_n;
+
+		fprintf(out, "# mean transfer time of steps 1, 2-3, 4-7, ..., 32-63, 64- over all steps "
+			     "after the first\nall.transfer_warmup =");
+		for (int b = 0; b < SIM_PROFILE_WARM; b++)
+			fprintf(out, " %.6f", warm_n[b] ? warm_sum[b] / (double)warm_n[b] / mean : 1.0);
+		fprintf(out, "\n");
+	}
 	fprintf(out, "profile.workers = %zu\n", nw);
 	rc = fflush(out) == 0 && !ferror(out) ? (int)nw : -EIO;
 	if (rc < 0)
@@ -468,6 +502,27 @@ static struct sim_profile *from_kv(struct kv *kv, const char *path, char *err, s
 		double *q = p->q[p->n];
 
 		kv_entry(p->kv, i, &key, &val);
+		if (!strcmp(key, "all.transfer_warmup")) {
+			for (int k = 0; k < SIM_PROFILE_WARM; k++) {
+				errno = 0;
+				p->warm[k] = strtod(val, &end);
+				if (end == val || errno || !isfinite(p->warm[k]) || p->warm[k] < 0 ||
+				    p->warm[k] > 1000) {
+					snprintf(err, errlen, "%s: %s: expected %d factors in [0, 1000]", path, key,
+						 SIM_PROFILE_WARM);
+					goto fail;
+				}
+				val = end;
+			}
+			while (*val == ' ' || *val == '\t')
+				val++;
+			if (*val) {
+				snprintf(err, errlen, "%s: %s: more than %d values", path, key, SIM_PROFILE_WARM);
+				goto fail;
+			}
+			p->has_warm = true;
+			continue;
+		}
 		dot = strrchr(key, '.');
 		if (!dot || (strcmp(dot, ".compute_s") && strcmp(dot, ".transfer_s") && strcmp(dot, ".base_s")))
 			continue;
@@ -566,6 +621,11 @@ const double *sim_profile_transfer(const struct sim_profile *p, const char *name
 const double *sim_profile_base(const struct sim_profile *p, const char *name)
 {
 	return find(p, name, "base_s");
+}
+
+const double *sim_profile_warmup(const struct sim_profile *p)
+{
+	return p->has_warm ? p->warm : NULL;
 }
 
 double sim_profile_draw(const double *q, double u)

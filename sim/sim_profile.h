@@ -18,7 +18,17 @@
  * its draws step by step and keeps compute_s minus the draw, where every step's compute time
  * holds its draw (the trace is that stream's). A simulation with base_s draws the base and adds
  * the very delays the emulated worker drew (same seed: the calibrated run carries its emulated
- * run's), so its workers follow the emulated workers' own delay sequences. */
+ * run's), so its workers follow the emulated workers' own delay sequences.
+ *
+ *   all.transfer_warmup = f0 f1 ... f6  (optional, below)
+ *
+ * The warm-up: the first steps of an emulated run move their messages faster or slower than
+ * the run's steady state (a fresh TCP connection starts with its initial window and no loss
+ * history; the join's exchange is part of step 1's time). f_b is the mean transfer time, over
+ * every worker, of the steps k with floor(log2 k) = b (step 1; 2-3; 4-7; ...; 32-63; 64 and
+ * later in f6) divided by the mean of every step after the first. A simulation scales each
+ * transfer draw of step k by f_b (sim_profile_warmup_factor), so the early steps take the
+ * times the emulated ones took while the run as a whole keeps its mean. */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
 
@@ -31,6 +41,8 @@
  * hundreds of samples carry the tail that a worker's few dozen cut short (the slowest of N
  * workers, which sets a BSP round, lives in that tail). */
 #define SIM_PROFILE_KS_ALPHA 0.001
+/* Warm-up bins: steps 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and later. */
+#define SIM_PROFILE_WARM 7
 
 struct sim_profile;
 
@@ -54,6 +66,13 @@ const double *sim_profile_transfer(const struct sim_profile *p, const char *name
 /* The same for the base compute time (compute_s less the replayed delay draws), or NULL when
  * the profile has no base_s for name nor "all" (an older profile, or no draws replayed). */
 const double *sim_profile_base(const struct sim_profile *p, const char *name);
+
+/* The warm-up factors (SIM_PROFILE_WARM of them), or NULL when the profile has none (then
+ * every factor is 1). Owned by the profile. */
+const double *sim_profile_warmup(const struct sim_profile *p);
+
+/* The bin of step k (1-based; 0 is taken as 1): floor(log2 k), at most SIM_PROFILE_WARM - 1. */
+int sim_profile_warm_bin(unsigned long long k);
 
 /* Inverse CDF of a quantile table at u in [0, 1), seconds: linear between quantiles, and in
  * the top 5% shaped to the table's tail mean when it has one. */

@@ -10,6 +10,8 @@
  *             sample per crossing pBSP(0) is ASP and pBSP(N-1) BSP too, and per check holds
  *             less than per crossing (its workers get further, wait less)
  *   determinism  the same scenario and seed give byte-identical files
+ *   draws     a worker's straggler delays are its emulated worker's (node/straggler's stream,
+ *             in step order); simulation.seed changes the simulator's own draws only
  *   errors    bad simulation: values get FILE:LINE:COL messages at the value */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -24,6 +26,7 @@
 #include "collectors/table.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/scenario.h"
+#include "node/straggler.h"
 #include "sim/sim.h"
 #include "tests/support/files.h"
 
@@ -500,6 +503,105 @@ Test(sim, network_trace_changes_every_link, .timeout = 60)
 
 /* --- input errors -------------------------------------------------------------------------- */
 
+/* Every worker's delay per step is the next draw of the stream its emulated worker draws
+ * from (node/straggler seeded as node/engine_common seeds it): gamma draws take a varying
+ * number of uniforms, so a per-step key would not match past the first rejection. */
+Test(sim, delays_from_the_emulated_stream, .timeout = 60)
+{
+	static const char text[] =
+		"name: d\nseed: 5\nstop: {time: 30s}\nconsistency: {barrier: ssp, staleness: 1}\nworkers: 3\n"
+		"linkcheck: off\nnetwork: {default: {delay: 3ms, jitter: 2ms, loss: 1%}}\n"
+		"stragglers:\n  - {nodes: workers, compute: {delay: {dist: gamma, shape: 0.7, scale: 200ms}}}\n"
+		"simulation: {step_cost: 1ms, server_cost: 10us}\n";
+	char dir[256], path[600], err[SCENARIO_ERR_MAX];
+	struct scenario *sc = scenario_parse(text, sizeof text - 1, "d.yaml", err, sizeof err);
+	struct plan *p;
+	struct sim_opts o;
+	struct sim_result r;
+
+	cr_assert_not_null(sc, "%s", err);
+	p = plan_new(sc, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	support_tmpdir(dir, sizeof dir, "sim");
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir, .step_cost_ns = 1000000, .server_cost_ns = 10000 };
+	cr_assert_eq(sim_run(&o, &r, err, sizeof err), 0, "%s", err);
+	for (uint32_t i = 0; i < 3; i++) {
+		struct straggler_params sp = { .slowdown = 1, .dist = STRAGGLER_GAMMA, .a = 0.7, .b = 0.2 };
+		struct straggler *st = straggler_new(&sp, plan_run(p, 0)->seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
+		struct table *t;
+		char name[64];
+
+		cr_assert_not_null(st);
+		snprintf(name, sizeof name, "nodes/worker%u.csv", i);
+		t = support_load_table(dir, name);
+		cr_assert_gt(table_rows(t), 20, "worker%u: %zu steps", i, table_rows(t));
+		for (size_t k = 0; k < table_rows(t); k++) {
+			double want = 0.001 + straggler_step_extra_s(st, (int64_t)k, 0.001);
+
+			cr_assert_float_eq(cell(t, k, "compute_s"), want, 2e-6, "worker%u step %zu: %g, the emulated "
+					   "stream draws %g", i, k + 1, cell(t, k, "compute_s"), want);
+		}
+		table_destroy(&t);
+		straggler_destroy(&st);
+	}
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
+}
+
+/* simulation.seed: 0 is the run's seed (the same files as without the key); another value
+ * draws other links (other step times here) but the same straggler delays. */
+Test(sim, own_seed, .timeout = 60)
+{
+	char d0[256], d1[256], d2[256];
+	static const char base[] =
+		"name: t\nseed: 11\nstop: {time: 30s}\nconsistency: {barrier: asp}\nworkers: 4\nlinkcheck: off\n"
+		"network:\n  default: {delay: 2ms, jitter: 1ms}\n  links:\n    - {nodes: worker1, delay: 20ms, loss: 2%%}\n"
+		"stragglers:\n  - {nodes: workers, compute: {delay: {dist: exponential, mean: 100ms}}}\n"
+		"simulation: {step_cost: 5ms, server_cost: 50us%s}\n";
+	char text[1024], err[SCENARIO_ERR_MAX];
+	struct scenario *a, *b, *c;
+	struct sim_result r;
+	struct table *t0, *t2;
+	size_t n, same_compute = 0, same_time = 0;
+
+	snprintf(text, sizeof text, base, "");
+	a = scenario_parse(text, strlen(text), "t.yaml", err, sizeof err);
+	snprintf(text, sizeof text, base, ", seed: 0");
+	b = scenario_parse(text, strlen(text), "t.yaml", err, sizeof err);
+	snprintf(text, sizeof text, base, ", seed: 2");
+	c = scenario_parse(text, strlen(text), "t.yaml", err, sizeof err);
+	cr_assert(a && b && c, "%s", err);
+	cr_assert_eq(c->simulation.seed, 2);
+	support_tmpdir(d0, sizeof d0, "sim");
+	support_tmpdir(d1, sizeof d1, "sim");
+	support_tmpdir(d2, sizeof d2, "sim");
+	simulate(a, d0, &r);
+	simulate(b, d1, &r);
+	simulate(c, d2, &r);
+	cr_assert(support_same_file(d0, d1, "nodes/worker1.csv"), "seed 0 is the run's seed");
+	t0 = support_load_table(d0, "nodes/worker1.csv");
+	t2 = support_load_table(d2, "nodes/worker1.csv");
+	n = table_rows(t0) < table_rows(t2) ? table_rows(t0) : table_rows(t2);
+	cr_assert_gt(n, 50);
+	for (size_t k = 0; k < n; k++) {
+		same_compute += cell(t0, k, "compute_s") == cell(t2, k, "compute_s");
+		same_time += cell(t0, k, "t_s") == cell(t2, k, "t_s");
+	}
+	cr_expect_eq(same_compute, n, "the delays are the emulated worker's whatever simulation.seed says");
+	cr_expect_lt(same_time, n / 10, "%zu of %zu step times alike: the links drew the same", same_time, n);
+	table_destroy(&t0);
+	table_destroy(&t2);
+	scenario_destroy(&a);
+	scenario_destroy(&b);
+	scenario_destroy(&c);
+	support_rm_rf(d0);
+	support_rm_rf(d1);
+	support_rm_rf(d2);
+}
+
 static void bad(const char *sim, const char *want_pos, const char *want)
 {
 	char buf[2048], err[SCENARIO_ERR_MAX];
@@ -523,6 +625,8 @@ Test(sim, bad_input)
 	bad("simulation:\n  mss: 10\n", "s.yaml:4:8:", "out of range");
 	bad("simulation:\n  node_files: 5000\n", "s.yaml:4:15:", "out of range");
 	bad("simulation: [none]\n", "s.yaml:3:13:", "simulation");
+	bad("simulation:\n  seed: -1\n", "s.yaml:4:9:", "simulation.seed");
+	bad("simulation:\n  seed: 2000000\n", "s.yaml:4:9:", "out of range");
 	/* without a simulation: section the emulation limit holds */
 	{
 		char err[SCENARIO_ERR_MAX];

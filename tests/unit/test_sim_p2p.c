@@ -15,7 +15,8 @@
  *                 peer the answers count departed
  *   refusals      what is not simulated yet is refused with a message
  *   loss_recovery bad values get FILE:LINE:COL; fast recovery makes a lossy run faster
- *   train real    peer 0's replica learns, byte-identical reruns, stop.accuracy ends early */
+ *   train real    peer 0's replica learns, byte-identical reruns, stop.accuracy ends early
+ *   delays        a peer's straggler delays are its emulated peer's (node/straggler's stream) */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -28,6 +29,7 @@
 #include "collectors/table.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/scenario.h"
+#include "node/straggler.h"
 #include "sim/sim.h"
 #include "tests/support/files.h"
 
@@ -700,4 +702,43 @@ Test(sim_p2p, train_real_with_restart, .timeout = 120)
 	scenario_destroy(&sc);
 	support_rm_rf(a);
 	support_rm_rf(b);
+}
+
+/* Every peer's delay per step is the next draw of the stream its emulated peer draws from
+ * (node/straggler seeded as node/engine_common seeds it). */
+Test(sim_p2p, delays_from_the_emulated_stream, .timeout = 60)
+{
+	char dir[256], err[512];
+	struct scenario *sc = scen("ssp", 4, 0, 1, NULL);
+	struct plan *p = plan_new(sc, err, sizeof err);
+	uint64_t seed;
+	struct sim_result r;
+
+	cr_assert_not_null(p, "%s", err);
+	seed = plan_run(p, 0)->seed;
+	plan_destroy(&p);
+	support_tmpdir(dir, sizeof dir, "simp");
+	simulate(sc, dir, &r);
+	for (uint32_t i = 0; i < 4; i++) {
+		struct straggler_params sp = { .slowdown = 1, .dist = STRAGGLER_EXPONENTIAL, .a = 0.05 };
+		struct straggler *st = straggler_new(&sp, seed ^ (0x9e3779b97f4a7c15ull * (i + 1)));
+		double base = i == 2 ? 0.015 : 0.005; /* peer2: slowdown 3 */
+		struct table *t;
+		char name[64];
+
+		cr_assert_not_null(st);
+		snprintf(name, sizeof name, "nodes/peer%u.csv", i);
+		t = support_load_table(dir, name);
+		cr_assert_gt(table_rows(t), 20);
+		for (size_t k = 0; k < table_rows(t); k++) {
+			double want = base + straggler_delay_s(st);
+
+			cr_assert_float_eq(cell(t, k, "compute_s"), want, 2e-6, "peer%u step %zu: %g, the emulated "
+					   "stream draws %g", i, k + 1, cell(t, k, "compute_s"), want);
+		}
+		table_destroy(&t);
+		straggler_destroy(&st);
+	}
+	scenario_destroy(&sc);
+	support_rm_rf(dir);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectors/table.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/scenario.h"
 #include "sim/sim.h"
@@ -505,5 +506,123 @@ Test(sim_profile, replayed_delays_restart_with_the_process, .timeout = 60)
 		}
 	}
 	free(prof_text);
+	support_rm_rf(dir);
+}
+
+/* The warm-up: step k of two workers takes transfer 0.5 s (k = 1, the join's exchange too),
+ * 0.1 s (k = 2, 3) and 0.3 s (k >= 4), compute 0.1 s, no wait; the factors are the bins' means
+ * over the mean of every step after the first. */
+Test(sim_profile, warmup_fitted)
+{
+	char dir[256], path[600], err[512];
+	struct sim_profile *p;
+	const double *f;
+	double mean = (2 * 0.1 + 97 * 0.3) / 99;
+	FILE *out;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	for (int w = 0; w < 2; w++) {
+		double t = 0;
+
+		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", dir, w);
+		out = fopen(path, "w");
+		cr_assert_not_null(out);
+		fprintf(out, "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames\n");
+		for (int k = 1; k <= 100; k++) {
+			t += 0.1 + (k == 1 ? 0.5 : k <= 3 ? 0.1 : 0.3);
+			fprintf(out, "%.6f,worker%d,%d,0.100000,0.000000,0,0,,0,0,0\n", t, w, k);
+		}
+		fclose(out);
+	}
+	snprintf(path, sizeof path, "%s/p.conf", dir);
+	out = fopen(path, "w");
+	cr_assert_eq(sim_profile_fit(dir, out, err, sizeof err), 2, "%s", err);
+	fclose(out);
+	p = sim_profile_load(path, err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	f = sim_profile_warmup(p);
+	cr_assert_not_null(f);
+	cr_expect_float_eq(f[0], 0.5 / mean, 1e-5, "step 1: %g", f[0]);
+	cr_expect_float_eq(f[1], 0.1 / mean, 1e-5, "steps 2-3: %g", f[1]);
+	for (int b = 2; b < SIM_PROFILE_WARM; b++)
+		cr_expect_float_eq(f[b], 0.3 / mean, 1e-5, "bin %d: %g", b, f[b]);
+	sim_profile_destroy(&p);
+	support_rm_rf(dir);
+}
+
+Test(sim_profile, warm_bins)
+{
+	cr_expect_eq(sim_profile_warm_bin(0), 0);
+	cr_expect_eq(sim_profile_warm_bin(1), 0);
+	cr_expect_eq(sim_profile_warm_bin(2), 1);
+	cr_expect_eq(sim_profile_warm_bin(3), 1);
+	cr_expect_eq(sim_profile_warm_bin(4), 2);
+	cr_expect_eq(sim_profile_warm_bin(63), 5);
+	cr_expect_eq(sim_profile_warm_bin(64), 6);
+	cr_expect_eq(sim_profile_warm_bin(1000000), 6);
+}
+
+Test(sim_profile, warmup_hostile_refused)
+{
+	static const char *const bad[] = {
+		"all.transfer_warmup = 1 1 1 1 1 1\n",
+		"all.transfer_warmup = 1 1 1 1 1 1 1 1\n",
+		"all.transfer_warmup = 1 1 1 -1 1 1 1\n",
+		"all.transfer_warmup = 1 1 1 nan 1 1 1\n",
+		"all.transfer_warmup = 1 1 1 1e9 1 1 1\n",
+		"all.transfer_warmup = 1 1 1 x 1 1 1\n",
+	};
+	static const char tab[] = "all.transfer_s = 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n";
+	char text[512], err[512];
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(text, sizeof text, "%s%s", tab, bad[i]);
+		cr_expect_null(sim_profile_parse(text, strlen(text), "mem.profile", err, sizeof err), "accepted: %s",
+			       bad[i]);
+	}
+}
+
+/* A simulation scales every transfer draw of step k by its bin's factor: one worker, ASP,
+ * constant compute 0.1 s and transfer 0.4 s, factors 2, 0.25, 0.5, 1, ...: step 1 takes
+ * 0.8 s of transfer (two round trips of 0.4 each), steps 2-3 0.1 s, 4-7 0.2 s, 8 on 0.4 s. */
+Test(sim_profile, warmup_applied, .timeout = 30)
+{
+	char dir[256], prof[300], text[2048], path[600];
+	struct sim_result r;
+	struct table *t;
+	FILE *f;
+	double prev = 0;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(prof, sizeof prof, "%s/w.conf", dir);
+	f = fopen(prof, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.compute_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.1");
+	fprintf(f, "\nall.transfer_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.4");
+	fprintf(f, "\nall.transfer_warmup = 2 0.25 0.5 1 1 1 1\n");
+	fclose(f);
+	snprintf(text, sizeof text,
+		 "name: w\nseed: 3\nstop: {time: 20s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
+		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
+	snprintf(path, sizeof path, "%s/run", dir);
+	simulate(text, path, &r);
+	snprintf(path, sizeof path, "%s/run/nodes/worker0.csv", dir);
+	t = table_load(path, &(bool){ false }, text, sizeof text);
+	cr_assert_not_null(t, "%s", text);
+	cr_assert_geq(table_rows(t), 10);
+	for (size_t k = 1; k <= 10; k++) {
+		double ts = table_double_or(t, k - 1, (size_t)table_col(t, "t_s"), NAN);
+		double want = 0.1 + (k == 1 ? 0.8 : k <= 3 ? 0.1 : k <= 7 ? 0.2 : 0.4);
+
+		cr_expect_float_eq(ts - prev, want, 1e-4, "step %zu took %g, want %g", k, ts - prev, want);
+		prev = ts;
+	}
+	table_destroy(&t);
 	support_rm_rf(dir);
 }
