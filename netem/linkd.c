@@ -45,6 +45,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "lib/safefile.h"
+#include "netem/linkd_comp.h"
 #include "netem/linkd_pkt.h"
 #include "netem/netem_heap.h"
 #include "netem/netem_model.h"
@@ -118,6 +119,9 @@ struct lq {
 	bool order_ok;          /* order tracks every held id; false: every verdict on its own */
 	uint32_t batch_id;      /* an open batch: accept every held id up to batch_id */
 	uint32_t batch_n;       /* verdicts merged into it, 0 = none open */
+	struct linkd_comp *comp; /* the emulator's release compensation, fed by flush */
+	uint32_t rel_n;         /* held packets released into tx since the last flush */
+	int64_t rel_decide_ns;  /* when the first of them was decided */
 	bool mark;              /* config reload bookkeeping */
 };
 
@@ -135,6 +139,7 @@ struct linkd {
 	uint64_t seq;
 	bool no_pwait2;         /* the kernel lacks epoll_pwait2: millisecond timeouts (wait_events) */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
+	struct linkd_comp comp; /* release to delivery (linkd_comp): held packets leave this early */
 	int64_t last_pkt_ns;    /* the latest packet queued to us (keeps the timer ticking) */
 	int rt_prio;            /* SCHED_FIFO priority of the serving thread, 0 = normal */
 	enum linkd_precision precision;
@@ -144,6 +149,7 @@ struct linkd {
 	struct mmsghdr rx_msgs[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
 	char *rx_area;          /* RX_BATCH buffers of RX_PKT_BUF */
+	size_t rx_bufsz;        /* the buffer size rx_msgs are set up for, 0 = not yet */
 	uint64_t seed;
 	uint64_t ctl_rejected;  /* control connections from another uid, closed */
 	bool stop;
@@ -169,6 +175,7 @@ struct linkd *linkd_new(const char *ctl_path)
 		return NULL;
 	d->epfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = d->stampfd = -1;
 	d->rt_prio = 10;
+	linkd_comp_init(&d->comp, LINKD_COMP_MAX_NS);
 	d->seed = (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	netem_heap_init(&d->heap);
 	d->rx_area = malloc((size_t)RX_BATCH * RX_PKT_BUF);
@@ -436,6 +443,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 		return -ENOMEM;
 	q->fd = q->rawfd = -1;
 	q->tx = malloc(TX_BUF);
+	q->comp = &d->comp;
 	q->order_ok = linkd_pkt_order_init(&q->order, 4096) == 0;
 	snprintf(q->name, sizeof q->name, "%s", name);
 	snprintf(q->netns, sizeof q->netns, "%s", netns ? netns : "");
@@ -506,7 +514,15 @@ static int flush(struct lq *q)
 	close_batch(q);
 	if (!q->txlen)
 		return 0;
+	int64_t t0 = q->rel_n ? clock_now_ns() : 0;
 	ssize_t n = sendto(q->fd, q->tx, q->txlen, 0, NULL, 0);
+	if (q->rel_n) {
+		/* the kernel delivered the released packets inside this write: how long after their
+		 * release decision, on average over the batch (linkd_comp) */
+		if (n >= 0)
+			linkd_comp_add(q->comp, linkd_comp_sample_ns(q->rel_decide_ns, t0, clock_now_ns(), q->rel_n));
+		q->rel_n = 0;
+	}
 	int rc = 0;
 	if (n < 0 && errno == EMSGSIZE) {
 		/* the socket would not take the batch whole: one verdict at a time (a lost verdict
@@ -628,6 +644,21 @@ static void release_verdict(struct lq *q, uint32_t id, const void *pkt, uint32_t
 	add_verdict(q, id, NF_ACCEPT, pkt, len);
 }
 
+/* The verdict of a packet accepted as it comes (no delay). With nothing of its queue held it is
+ * the oldest packet the kernel holds for us (every older one has its verdict written before it),
+ * so unchanged it joins the open batch: a link without delay costs the kernel one verdict message
+ * per write instead of one per packet. */
+static void pass_now(struct lq *q, uint32_t id, const void *pkt, uint32_t len)
+{
+	if (!pkt && q->order_ok && q->order.n == 0) {
+		q->batch_id = id;
+		q->batch_n++;
+		q->dirty = true;
+		return;
+	}
+	add_verdict(q, id, NF_ACCEPT, pkt, len);
+}
+
 static struct lq *queue_by_index(struct linkd *d, uint16_t idx, uint32_t gen)
 {
 	struct lq *q = idx < MAX_QUEUES ? d->q[idx] : NULL;
@@ -646,15 +677,27 @@ static void inject(struct lq *q, const void *pkt, uint32_t len)
 		log_debug("linkd: %s: duplicate: %s", q->name, strerror(errno));
 }
 
-/* Release every held packet due by now (plus the timer's measured lateness, which next_wake
- * anticipates: without it each delayed packet would leave one wake-up latency late). */
+/* A held packet's verdict goes out with q's next write: the write's duration is measured from
+ * the first such decision (flush, linkd_comp). */
+static void note_release(struct lq *q, int64_t now)
+{
+	if (q->rel_n++ == 0)
+		q->rel_decide_ns = now;
+}
+
+/* Release every held packet due by now, less the measured time from a release to the packet's
+ * delivery (linkd_comp: the verdict write and the kernel's re-injection), plus the timer's
+ * measured lateness, which next_wake anticipates (without it each delayed packet would leave one
+ * wake-up latency late). A release's lateness counts from its time less the compensation: the
+ * packet's estimated delivery against its due time. */
 static void release_due(struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top;
 	/* spin: never early, the poll reaches the release time itself */
 	int64_t early = d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns;
+	int64_t comp = linkd_comp_ns(&d->comp);
 
-	while ((top = netem_heap_top(&d->heap)) && top->t_ns <= now + early) {
+	while ((top = netem_heap_top(&d->heap)) && top->t_ns - comp <= now + early) {
 		struct netem_heap_entry e;
 		netem_heap_pop(&d->heap, &e);
 		struct lq *q = queue_by_index(d, e.q, e.gen);
@@ -665,11 +708,13 @@ static void release_due(struct linkd *d, int64_t now)
 				release_split(q, e.id, e.data, now);
 				e.data = NULL; /* the FIFO owns the record now */
 				q->c.held--;
-				latehist_add(&q->late, now - e.t_ns);
+				/* not measured: the kernel queues it again, delivering nothing in the write */
+				latehist_add(&q->late, now - (e.t_ns - comp));
 			} else {
 				release_verdict(q, e.id, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
 				q->c.held--;
-				latehist_add(&q->late, now - e.t_ns);
+				note_release(q, now);
+				latehist_add(&q->late, now - (e.t_ns - comp));
 			}
 		}
 		free(e.data);
@@ -693,7 +738,9 @@ static int64_t next_wake(const struct linkd *d, int64_t now)
 
 	if (!top && now - d->last_pkt_ns > LINKD_WARM_NS)
 		return -1;
-	t = top ? top->t_ns - (d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) : tick;
+	t = top ? top->t_ns - linkd_comp_ns(&d->comp) -
+			  (d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns)
+		: tick;
 	return t > tick ? tick : t < now ? now : t;
 }
 
@@ -868,7 +915,7 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 		q->c.reordered++;
 	q->c.held++;
 	if (dec.delay_ns <= 0) {
-		add_verdict(q, id, NF_ACCEPT, data, flags ? plen : 0);
+		pass_now(q, id, flags ? data : NULL, flags ? plen : 0);
 		free(data);
 		q->c.held--;
 		return;
@@ -880,7 +927,9 @@ static void serve_queue(struct linkd *d, struct lq *q)
 {
 	size_t idx = q->slot;
 	size_t bufsz = q->copy_packet ? RX_PKT_BUF : RX_META_BUF;
-	for (int round = 0; round < 16; round++) {
+	/* recvmmsg changes only msg_len and msg_flags: the headers are set up again only when the
+	 * buffer size changes, not for every batch */
+	if (d->rx_bufsz != bufsz) {
 		for (int i = 0; i < RX_BATCH; i++) {
 			d->rx_iov[i].iov_base = d->rx_area + (size_t)i * bufsz;
 			d->rx_iov[i].iov_len = bufsz;
@@ -888,6 +937,9 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			d->rx_msgs[i].msg_hdr.msg_iov = &d->rx_iov[i];
 			d->rx_msgs[i].msg_hdr.msg_iovlen = 1;
 		}
+		d->rx_bufsz = bufsz;
+	}
+	for (int round = 0; round < 16; round++) {
 		int n = recvmmsg(q->fd, d->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0) {
 			if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -1243,7 +1295,18 @@ static bool spinning(const struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top = netem_heap_top(&d->heap);
 
-	return d->precision == LINKD_PRECISION_SPIN && top && top->t_ns - now <= d->spin_margin_ns;
+	return d->precision == LINKD_PRECISION_SPIN && top &&
+	       top->t_ns - linkd_comp_ns(&d->comp) - now <= d->spin_margin_ns;
+}
+
+void linkd_set_compensation(struct linkd *d, int64_t max_ns)
+{
+	linkd_comp_init(&d->comp, max_ns);
+}
+
+int64_t linkd_compensation_ns(const struct linkd *d)
+{
+	return __atomic_load_n(&d->comp.est_ns, __ATOMIC_RELAXED);
 }
 
 void linkd_set_rt_priority(struct linkd *d, int prio)

@@ -12,7 +12,8 @@
  * link draws each wire segment's loss on arrival and sends a packet that loses some on to its
  * split queue, which takes it segmented and drops just those. A packet's delay runs from the
  * kernel's receive stamp (NFQA_TIMESTAMP; the emulator keeps a socket asking for stamps so the
- * kernel takes them), not from when it was read. Duplicates are re-injected through a raw IPv4 socket in
+ * kernel takes them), not from when it was read, and it is handed back early by the measured time
+ * its verdict takes to deliver it (netem/linkd_comp). Duplicates are re-injected through a raw IPv4 socket in
  * the receiving namespace at their own release time (NFQUEUE cannot clone a packet).
  *
  * Control: a unix SOCK_SEQPACKET socket; one text request, one text reply, in the protocol of
@@ -86,6 +87,14 @@ enum linkd_precision { LINKD_PRECISION_TIMER = 0, LINKD_PRECISION_SPIN };
 #define LINKD_SPIN_MARGIN_MIN_NS 30000
 #define LINKD_SPIN_MARGIN_MAX_NS 2000000 /* longer polls would starve the shaped nodes of CPU */
 void linkd_set_precision(struct linkd *self, enum linkd_precision p, int64_t margin_ns);
+
+/* Release compensation (netem/linkd_comp): held packets are handed back to the kernel earlier than
+ * their release time by the measured time from a release decision to the packet's delivery (the
+ * verdict write, inside which the kernel re-injects it), an average bounded by max_ns; 0 turns it
+ * off. The default is on, bounded by LINKD_COMP_MAX_NS. Call before linkd_run. */
+void linkd_set_compensation(struct linkd *self, int64_t max_ns);
+/* The compensation in use now, in ns (safe from another thread while linkd_run serves). */
+int64_t linkd_compensation_ns(const struct linkd *self);
 
 /* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
 int linkd_run(struct linkd *self);

@@ -1,19 +1,21 @@
-/* netem/netem_heap: binary min-heap on (t_ns, seq); see the header. */
+/* netem/netem_heap: binary min-heap on (t_ns, seq) beside a sorted ring for in-order pushes; see
+ * the header. */
 #include "netem/netem_heap.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 void netem_heap_init(struct netem_heap *h)
 {
-	h->v = NULL;
-	h->n = h->cap = 0;
+	*h = (struct netem_heap){ 0 };
 }
 
 void netem_heap_free(struct netem_heap *h)
 {
 	free(h->v);
+	free(h->r);
 	netem_heap_init(h);
 }
 
@@ -22,7 +24,7 @@ static inline bool before(const struct netem_heap_entry *a, const struct netem_h
 	return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
 }
 
-int netem_heap_push(struct netem_heap *h, const struct netem_heap_entry *e)
+static int heap_push(struct netem_heap *h, const struct netem_heap_entry *e)
 {
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 1024;
@@ -44,15 +46,8 @@ int netem_heap_push(struct netem_heap *h, const struct netem_heap_entry *e)
 	return 0;
 }
 
-const struct netem_heap_entry *netem_heap_top(const struct netem_heap *h)
+static void heap_pop(struct netem_heap *h, struct netem_heap_entry *out)
 {
-	return h->n ? &h->v[0] : NULL;
-}
-
-int netem_heap_pop(struct netem_heap *h, struct netem_heap_entry *out)
-{
-	if (h->n == 0)
-		return -ENOENT;
 	*out = h->v[0];
 	struct netem_heap_entry last = h->v[--h->n];
 	size_t i = 0, n = h->n;
@@ -69,5 +64,65 @@ int netem_heap_pop(struct netem_heap *h, struct netem_heap_entry *out)
 	}
 	if (n)
 		h->v[i] = last;
+}
+
+/* The ring's last entry (rn > 0). */
+static inline const struct netem_heap_entry *ring_tail(const struct netem_heap *h)
+{
+	return &h->r[(h->rh + h->rn - 1) & (h->rcap - 1)];
+}
+
+/* Append to the ring (capacity a power of two; grown by doubling, entries kept in order). */
+static int ring_push(struct netem_heap *h, const struct netem_heap_entry *e)
+{
+	if (h->rn == h->rcap) {
+		size_t cap = h->rcap ? h->rcap * 2 : 1024;
+		struct netem_heap_entry *r = malloc(cap * sizeof *r);
+		if (!r)
+			return -ENOMEM;
+		size_t first = h->rcap - h->rh < h->rn ? h->rcap - h->rh : h->rn;
+		if (h->rn) {
+			memcpy(r, h->r + h->rh, first * sizeof *r);
+			memcpy(r + first, h->r, (h->rn - first) * sizeof *r);
+		}
+		free(h->r);
+		h->r = r;
+		h->rh = 0;
+		h->rcap = cap;
+	}
+	h->r[(h->rh + h->rn++) & (h->rcap - 1)] = *e;
+	return 0;
+}
+
+int netem_heap_push(struct netem_heap *h, const struct netem_heap_entry *e)
+{
+	/* in order behind the ring's last entry (or the ring empty): O(1) */
+	if (h->rn == 0 || !before(e, ring_tail(h)))
+		return ring_push(h, e);
+	return heap_push(h, e);
+}
+
+const struct netem_heap_entry *netem_heap_top(const struct netem_heap *h)
+{
+	const struct netem_heap_entry *r = h->rn ? &h->r[h->rh] : NULL;
+
+	if (!h->n)
+		return r;
+	return r && before(r, &h->v[0]) ? r : &h->v[0];
+}
+
+int netem_heap_pop(struct netem_heap *h, struct netem_heap_entry *out)
+{
+	const struct netem_heap_entry *top = netem_heap_top(h);
+
+	if (!top)
+		return -ENOENT;
+	if (h->n && top == &h->v[0]) {
+		heap_pop(h, out);
+	} else {
+		*out = *top;
+		h->rh = (h->rh + 1) & (h->rcap - 1);
+		h->rn--;
+	}
 	return 0;
 }

@@ -2,7 +2,12 @@
  *
  * linkd keeps every held packet of every queue in one heap ordered by (t_ns, seq); seq is a
  * global arrival counter, so packets with equal release times leave in arrival order (FIFO for
- * constant delay, like netem's tfifo). Pure data structure, no I/O. */
+ * constant delay, like netem's tfifo). Pure data structure, no I/O.
+ *
+ * Most pushes come in order (a constant delay, or a jitter smaller than the gaps between
+ * packets): like netem's tfifo, which appends to a list when a packet is not earlier than the
+ * last one, an entry not before the latest appended one goes to a sorted ring (O(1) in and out)
+ * and only the others to the binary heap; the earliest entry is the earlier of the two heads. */
 #ifndef STALENET_NETEM_HEAP_H
 #define STALENET_NETEM_HEAP_H
 
@@ -21,13 +26,15 @@ struct netem_heap_entry {
 };
 
 struct netem_heap {
-	struct netem_heap_entry *v;
+	struct netem_heap_entry *v;     /* the binary heap */
 	size_t n, cap;
+	struct netem_heap_entry *r;     /* the sorted ring: r[(rh + i) % rcap], i < rn */
+	size_t rh, rn, rcap;
 };
 
 /* Empty heap; no allocation until the first push. */
 void netem_heap_init(struct netem_heap *h);
-/* Frees the array only (not entries' data). */
+/* Frees the arrays only (not entries' data). */
 void netem_heap_free(struct netem_heap *h);
 
 /* Insert a copy of *e. Returns 0 or -ENOMEM. */
@@ -41,7 +48,7 @@ int netem_heap_pop(struct netem_heap *h, struct netem_heap_entry *out);
 
 static inline size_t netem_heap_size(const struct netem_heap *h)
 {
-	return h->n;
+	return h->n + h->rn;
 }
 
 #endif

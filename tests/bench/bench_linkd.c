@@ -10,7 +10,13 @@
  *
  * Two namespaces joined by a veth pair; linkd runs in a thread of this process, its CPU time read
  * from the thread's CPU clock; a sender thread blasts 64-byte UDP datagrams with sendmmsg. Needs
- * root; prints a note and exits 0 elsewhere. Nothing is asserted: the numbers are the output. */
+ * root; prints a note and exits 0 elsewhere. Nothing is asserted: the numbers are the output.
+ *
+ * STALENET_BENCH_PARTS picks parts (words of: pps and spinpps for the throughput rows of the timer
+ * and spin modes, timer, spin and kernel for the fidelity tables, cpu; default all);
+ * STALENET_BENCH_COMP=0 runs the
+ * emulator without its release compensation (netem/linkd_comp), for before/after tables from one
+ * binary. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -18,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,12 +65,26 @@ static void *linkd_main(void *arg)
 
 static int probe_rt_prio = 5;
 
+/* Whether part (a word of STALENET_BENCH_PARTS) is to run: every part when it is unset. */
+static bool part(const char *name)
+{
+	const char *p = getenv("STALENET_BENCH_PARTS");
+	size_t n = strlen(name);
+
+	if (!p || !*p)
+		return true;
+	for (const char *s = p; (s = strstr(s, name)); s += n)
+		if ((s == p || strchr(" ,", s[-1])) && strchr(" ,", s[n]))
+			return true;
+	return false;
+}
+
+/* This thread SCHED_FIFO at prio, or back to the normal scheduler with 0. */
 static void self_rt(int prio)
 {
-	struct sched_param sp = { .sched_priority = prio };
+	struct sched_param sp = { .sched_priority = prio > 0 ? prio : 0 };
 
-	if (prio > 0)
-		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	pthread_setschedparam(pthread_self(), prio > 0 ? SCHED_FIFO : SCHED_OTHER, &sp);
 }
 
 /* A fresh emulator thread with this precision (the previous one, if any, stopped). */
@@ -80,6 +101,8 @@ static int lkd_start(enum linkd_precision prec, int64_t margin_ns)
 	if (getenv("STALENET_LINKD_RT_PRIO")) /* compare with the normal scheduler: =0 */
 		linkd_set_rt_priority(lkd, atoi(getenv("STALENET_LINKD_RT_PRIO")));
 	linkd_set_precision(lkd, prec, margin_ns);
+	if (getenv("STALENET_BENCH_COMP") && atoi(getenv("STALENET_BENCH_COMP")) == 0)
+		linkd_set_compensation(lkd, 0);
 	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
 	pthread_getcpuclockid(lkd_thread, &lkd_clock);
 	return 0;
@@ -145,6 +168,9 @@ static void pps(struct link_shaper *s, const struct link_endpoint *ep, uint32_t 
 						      .msg_iov = &iov[i], .msg_iovlen = 1 } };
 	}
 	struct link_counters c0, c1;
+	/* the sender real-time too (below linkd): the row measures what the emulator can take, not
+	 * how much of a loaded host's CPU the sender got (STALENET_BENCH_PROBE_RT=0: normal) */
+	self_rt(probe_rt_prio);
 	link_shaper_counters(s, ep, LINK_DIR_UP, &c0);
 	double cpu0 = thread_cpu_s();
 	int64_t t0 = clock_now_ns(), end = t0 + 3000000000LL;
@@ -159,6 +185,7 @@ static void pps(struct link_shaper *s, const struct link_endpoint *ep, uint32_t 
 		    now.backlog_pkts > 50000)
 			usleep(1000);
 	}
+	self_rt(0);
 	usleep((delay_us + 50000) / 1000 * 1000);
 	double cpu1 = thread_cpu_s();
 	int64_t t1 = clock_now_ns();
@@ -312,21 +339,27 @@ static void fidelity_row(struct link_shaper *s, const struct link_endpoint *ep, 
 	int64_t w0 = clock_now_ns();
 	int got = probe_series(c, &to, n, idle_ms, wait_ms, &mean, &sd);
 	double cpu_ms_per_s = s == cur_nfq ? (thread_cpu_s() - cpu0) * 1e3 / ((clock_now_ns() - w0) / 1e9) : NAN;
-	double late = NAN;
-	if (link_shaper_counters(s, ep, LINK_DIR_UP, &lc) == 0 && lc.late_known)
+	double late = NAN, late_mean = NAN;
+	if (link_shaper_counters(s, ep, LINK_DIR_UP, &lc) == 0 && lc.late_known) {
 		late = lc.late_p99_ms;
-	if (link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc) == 0 && lc.late_known && !(lc.late_p99_ms <= late))
-		late = lc.late_p99_ms;
+		late_mean = lc.late_mean_ms;
+	}
+	if (link_shaper_counters(s, ep, LINK_DIR_DOWN, &lc) == 0 && lc.late_known) {
+		if (!(lc.late_p99_ms <= late))
+			late = lc.late_p99_ms;
+		late_mean = isnan(late_mean) ? lc.late_mean_ms : (late_mean + lc.late_mean_ms) / 2;
+	}
 	double loss = 1 - (double)got / n;
 	struct link_verdict_expect eb = ex;
 	eb.rtt_mean_ms += base;
 	eb.rtt_sd_ms = sqrt(ex.rtt_sd_ms * ex.rtt_sd_ms + base_sd * base_sd);
 	bool ok = link_verdict_verdict(&eb, (uint32_t)n, mean, sd, loss, NULL, 0);
 	double mean_err = (mean - eb.rtt_mean_ms) / 2, sd_err = (sd - eb.rtt_sd_ms) / sqrt(2);
-	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %-5s | %5.3f | %7.2f | %6.2f | %7.2f | %6.2f | %+6.3f | %+6.3f | %6.2f%% | %6.2f%% | %6.3f | %5.1f | %s |\n",
+	printf("| %5.1f | %5.1f | %-6s | %5.2f%% | %-5s | %5.3f | %7.2f | %6.2f | %7.2f | %6.2f | %+6.3f | %+6.3f | %6.2f%% | %6.2f%% | %+6.3f | %6.3f | %5.1f | %6.3f | %s |\n",
 	       p.delay_us / 1000.0, p.jitter_us / 1000.0, link_params_dist_name(p.dist), p.loss_ppm / 1e4,
 	       idle_ms >= 10000 ? "11 s" : idle_ms ? "1 s" : "-", base, ex.rtt_mean_ms, ex.rtt_sd_ms, mean, sd, mean_err, sd_err, ex.loss * 100,
-	       loss * 100, late, cpu_ms_per_s, ok ? "ok" : "off");
+	       loss * 100, late_mean, late, cpu_ms_per_s, s == cur_nfq ? linkd_compensation_ns(lkd) / 1e6 : NAN,
+	       ok ? "ok" : "off");
 	link_shaper_remove(s, ep, LINK_DIR_UP);
 	link_shaper_remove(s, ep, LINK_DIR_DOWN);
 out:
@@ -372,11 +405,13 @@ int main(void)
 	if (!s)
 		goto out;
 	cur_nfq = s;
-	printf("\nnfq backend throughput (64-byte UDP, 3 s, one linkd thread; load %s)\n\n", loadavg());
-	printf("| delay | sent | verdicted | dropped | wall s | cpu s | pkts/s | pkts/s per core |\n");
-	printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-	pps(s, &ep, 0);
-	pps(s, &ep, 20000);
+	if (part("pps")) {
+		printf("\nnfq backend throughput (64-byte UDP, 3 s, one linkd thread; load %s)\n\n", loadavg());
+		printf("| delay | sent | verdicted | dropped | wall s | cpu s | pkts/s | pkts/s per core |\n");
+		printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+		pps(s, &ep, 0);
+		pps(s, &ep, 20000);
+	}
 
 	struct link_params rows[] = {
 		{ .delay_us = 10000 }, { .delay_us = 10000, .jitter_us = 5000 },
@@ -399,6 +434,10 @@ int main(void)
 	static const char *const prec_names[] = { "timer", "spin" };
 	for (int b = 0; b < 2 + kernel; b++) {
 		struct link_shaper *fs = s;
+		bool fid = part(b == 2 ? "kernel" : prec_names[b]);
+
+		if (!fid && !(b < 2 && part("cpu")) && !(b == 1 && part("spinpps")))
+			continue;
 		if (b == 2) {
 			struct link_shaper_opts ko = { .backend = LINK_BACKEND_KERNEL };
 			fs = link_shaper_new(&ko);
@@ -413,11 +452,13 @@ int main(void)
 				goto out;
 			cur_nfq = fs = s;
 		}
+		if (!fid)
+			goto after_rows;
 		printf("\n%s backend fidelity%s%s: both directions shaped, RTT over UDP probes (userspace clock, "
 		       "probes %s), load %s\n\n", b == 2 ? "kernel" : "nfq", b < 2 ? ", precision " : "",
 		       b < 2 ? prec_names[b] : "", probe_rt_prio > 0 ? "SCHED_FIFO" : "normal priority", loadavg());
-		printf("| delay ms | jitter ms | dist | loss | idle before | base RTT | exp RTT | exp sd | RTT | sd | one-way mean err | one-way sd err | exp loss | loss | linkd late p99 ms | linkd cpu ms/s | verdict |\n");
-		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+		printf("| delay ms | jitter ms | dist | loss | idle before | base RTT | exp RTT | exp sd | RTT | sd | one-way mean err | one-way sd err | exp loss | loss | linkd late mean ms | linkd late p99 ms | linkd cpu ms/s | linkd comp ms | verdict |\n");
+		printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
 		self_rt(probe_rt_prio);
 		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
 			fidelity_row(fs, &ep, rows[i], rows[i].loss_ppm ? 2000 : 200, 0);
@@ -426,9 +467,10 @@ int main(void)
 		fidelity_row(fs, &ep, rows[0], 20, 1000);
 		fidelity_row(fs, &ep, rows[0], 5, 11000);
 		self_rt(0);
-		if (b < 2)
+after_rows:
+		if (b < 2 && part("cpu"))
 			pps_paced(s, &ep, 20000, 10000, prec_names[b]);
-		if (b == 1) {
+		if (b == 1 && part("spinpps")) {
 			printf("\nnfq backend throughput, precision spin (load %s)\n\n", loadavg());
 			printf("| delay | sent | verdicted | dropped | wall s | cpu s | pkts/s | pkts/s per core |\n");
 			printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,46 @@ Test(netem_heap, matches_sorted_reference)
 		}
 		cr_assert_eq(netem_heap_size(&h), nref);
 	}
+	free(ref);
+	netem_heap_free(&h);
+}
+
+/* Pushes mostly in order (a constant delay with rare earlier ones, as jitter makes): the sorted
+ * ring takes most, the heap the rest; pops interleave so the ring wraps and grows. */
+Test(netem_heap, mostly_in_order_matches_sorted_reference)
+{
+	struct netem_heap h;
+	netem_heap_init(&h);
+	enum { N = 30000 };
+	struct netem_heap_entry *ref = calloc(N, sizeof *ref);
+	size_t nref = 0, pushes = 0;
+	uint64_t seq = 0;
+	int64_t t = 0;
+	srand(9);
+	for (int round = 0; round < 3 * N; round++) {
+		/* bursts of pushes then of pops: the ring fills past its first size and wraps */
+		bool pushing = (round / 3000) % 2 == 0 ? rand() % 10 < 8 : rand() % 10 < 3;
+		if (pushing && nref < N) {
+			t += rand() % 3;
+			struct netem_heap_entry e = { .t_ns = rand() % 20 ? t : t - rand() % 100, .seq = seq++ };
+			cr_assert_eq(netem_heap_push(&h, &e), 0);
+			ref[nref++] = e;
+			pushes++;
+		} else if (nref) {
+			struct netem_heap_entry got;
+			size_t best = 0;
+			for (size_t i = 1; i < nref; i++)
+				if (cmp_entry(&ref[i], &ref[best]) < 0)
+					best = i;
+			cr_assert_eq(netem_heap_top(&h)->seq, ref[best].seq);
+			cr_assert_eq(netem_heap_pop(&h, &got), 0);
+			cr_assert_eq(got.seq, ref[best].seq);
+			cr_assert_eq(got.t_ns, ref[best].t_ns);
+			ref[best] = ref[--nref];
+		}
+		cr_assert_eq(netem_heap_size(&h), nref);
+	}
+	cr_assert_gt(pushes, 20000);
 	free(ref);
 	netem_heap_free(&h);
 }
