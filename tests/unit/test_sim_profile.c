@@ -626,3 +626,55 @@ Test(sim_profile, warmup_applied, .timeout = 30)
 	table_destroy(&t);
 	support_rm_rf(dir);
 }
+
+/* A step's measured round trip (the model reply that starts it and the push that ends it) is
+ * one draw, split in halves: two halves of independent draws would give the steps half the
+ * measured variance, and under a barrier the workers would drift apart less than the emulated
+ * ones. Transfers of 0.2 or 0.6 s (variance 0.04): the row intervals d_k also carry the
+ * ACK's own half-draw (A_k - A_{k-1}) / 2, which var(d) + 2 cov(d_k, d_k+1) cancels, leaving
+ * the variance of a step's transfer: 0.04 (0.02 with independent halves). */
+Test(sim_profile, round_trip_is_one_draw, .timeout = 30)
+{
+	char dir[256], prof[300], text[2048], path[600];
+	struct sim_result r;
+	struct table *t;
+	FILE *f;
+	double d[1000], m = 0, v = 0, c1 = 0;
+	size_t n = 0;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(prof, sizeof prof, "%s/w.conf", dir);
+	f = fopen(prof, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.compute_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.1");
+	fprintf(f, "\nall.transfer_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " %s", i < SIM_PROFILE_Q / 2 ? "0.2" : "0.6");
+	fprintf(f, "\n");
+	fclose(f);
+	snprintf(text, sizeof text,
+		 "name: w\nseed: 5\nstop: {time: 400s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
+		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
+	snprintf(path, sizeof path, "%s/run", dir);
+	simulate(text, path, &r);
+	snprintf(path, sizeof path, "%s/run/nodes/worker0.csv", dir);
+	t = table_load(path, &(bool){ false }, text, sizeof text);
+	cr_assert_not_null(t, "%s", text);
+	cr_assert_geq(table_rows(t), 300);
+	for (size_t k = 1; k < table_rows(t) && n < 1000; k++)
+		d[n++] = table_double_or(t, k, (size_t)table_col(t, "t_s"), NAN) -
+			 table_double_or(t, k - 1, (size_t)table_col(t, "t_s"), NAN);
+	table_destroy(&t);
+	for (size_t k = 0; k < n; k++)
+		m += d[k] / (double)n;
+	for (size_t k = 0; k < n; k++) {
+		v += (d[k] - m) * (d[k] - m) / (double)n;
+		if (k + 1 < n)
+			c1 += (d[k] - m) * (d[k + 1] - m) / (double)(n - 1);
+	}
+	cr_assert_float_eq(m, 0.1 + 0.4, 0.03, "mean step %g", m);
+	cr_assert(v + 2 * c1 > 0.032 && v + 2 * c1 < 0.048, "var %g + 2 cov %g: %g, want 0.04", v, c1, v + 2 * c1);
+	support_rm_rf(dir);
+}
