@@ -99,6 +99,8 @@ struct sim {
 	const double *prof_warm;      /* the profile's warm-up factors, NULL = none */
 	double *prof_u;               /* calibrated: per worker the uniform of the round trip its
 				       * last model reply began (NAN: none pending) */
+	double *prof_z;               /* ... and the normal behind its last round trip's draw */
+	double prof_ac1;              /* the profile's all.transfer_ac1 */
 	struct rng *delay_rng;        /* per worker: its emulated worker's straggler stream
 				       * (delay draws in step order), only when some worker's
 				       * delay distribution is random; NULL = none */
@@ -266,7 +268,16 @@ static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, i
 			u = s->prof_u[w];
 			s->prof_u[w] = NAN;
 		} else {
-			u = rng_uniform(&s->link_rng);
+			if (half == RT_FIRST && s->prof_ac1 != 0) {
+				/* successive round trips of a worker: an AR(1) of normals, each
+				 * mapped to a uniform (the distribution stays the fitted one) */
+				double r = s->prof_ac1;
+
+				s->prof_z[w] = r * s->prof_z[w] + sqrt(1 - r * r) * rng_normal(&s->link_rng);
+				u = 0.5 * erfc(-s->prof_z[w] / M_SQRT2);
+			} else {
+				u = rng_uniform(&s->link_rng);
+			}
 			s->prof_u[w] = half == RT_FIRST ? u : NAN;
 		}
 		x = sim_profile_draw(s->prof_transfer[w], u) / 2;
@@ -1096,7 +1107,8 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
 		s.prof_transfer = calloc(s.n, sizeof *s.prof_transfer);
 		s.prof_u = malloc(s.n * sizeof *s.prof_u);
-		if (!s.profile || !s.prof_compute || !s.prof_transfer || !s.prof_u) {
+		s.prof_z = calloc(s.n, sizeof *s.prof_z);
+		if (!s.profile || !s.prof_compute || !s.prof_transfer || !s.prof_u || !s.prof_z) {
 			s.st.rc = -EINVAL;
 			goto out;
 		}
@@ -1122,6 +1134,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			}
 		}
 		s.prof_warm = sim_profile_warmup(s.profile);
+		s.prof_ac1 = sim_profile_transfer_ac1(s.profile);
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);
@@ -1203,6 +1216,7 @@ out:
 	free(s.prof_compute);
 	free(s.prof_transfer);
 	free(s.prof_u);
+	free(s.prof_z);
 	free(s.delay_rng);
 	core_ps_destroy(&s.core);
 	sim_heap_destroy(&s.heap);
