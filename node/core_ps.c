@@ -798,6 +798,10 @@ static void check_pass(struct core_ps *c, int64_t now_ns)
 {
 	uint32_t drop = 0;
 
+	if (c->held > 0) {
+		c->st.checks++;
+		c->st.judged += c->held;
+	}
 	if (c->conf.reference) {
 		for (uint32_t i = 0; i < c->conf.n; i++)
 			if (c->w[i].held && check_draw(c, i))

@@ -135,6 +135,8 @@ struct core_ps_stats {
 	uint64_t accepted, dropped, resent_in;
 	int64_t stale_sum, stale_max;
 	uint64_t stale_n;
+	uint64_t checks;     /* sample per check: release passes made while a request was held */
+	uint64_t judged;     /* ... and the held requests they judged (one draw each) */
 };
 
 struct core_ps;

@@ -97,6 +97,10 @@ struct sim {
 				       * delay, seeded as the emulated worker's (its draws, in order) */
 	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
 	const double *prof_warm;      /* the profile's warm-up factors, NULL = none */
+	double *prof_u;               /* calibrated: per worker the uniform of the round trip its
+				       * last model reply began (NAN: none pending) */
+	double *prof_z;               /* ... and the normal behind its last round trip's draw */
+	double prof_ac1;              /* the profile's all.transfer_ac1 */
 	struct rng *delay_rng;        /* per worker: its emulated worker's straggler stream
 				       * (delay draws in step order), only when some worker's
 				       * delay distribution is random; NULL = none */
@@ -237,18 +241,46 @@ static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
 	return 2 * ((int64_t)lp(s, a, true)->delay_us + lp(s, b, false)->delay_us) * 1000;
 }
 
+/* Which half of a calibrated round trip a message is. The measured round trip of a step is
+ * the model reply that starts it plus the push that ends it: both halves of one draw, so a
+ * step's transfer time has the measured distribution (two halves of independent draws would
+ * have half its variance, and the workers' clocks would drift apart less than emulated ones). */
+enum rt_half {
+	RT_OWN,   /* a half of a draw of its own (the join, an ACK) */
+	RT_FIRST, /* a model reply: draws the step's round trip */
+	RT_SECOND /* the push that ends the step: the rest of the reply's draw */
+};
+
 /* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
- * arrives. With a calibration profile for w: half a draw of its measured round trip, scaled
- * by the warm-up factor of step k (1-based: the step whose round trip the message is part of,
- * the push and its replies alike; the join's exchange is step 1's). */
+ * arrives. With a calibration profile for w: half a draw of its measured round trip (which
+ * draw: half), scaled by the warm-up factor of step k (1-based: the step whose round trip the
+ * message is part of, the push and its replies alike; the join's exchange is step 1's). */
 static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
-			uint32_t k)
+			uint32_t k, enum rt_half half)
 {
 	int64_t rtt, t;
 	struct sim_link la, lb;
 
 	if (s->prof_transfer && w < s->n && s->prof_transfer[w]) {
-		double x = sim_profile_draw(s->prof_transfer[w], rng_uniform(&s->link_rng)) / 2;
+		double u, x;
+
+		if (half == RT_SECOND && !isnan(s->prof_u[w])) {
+			u = s->prof_u[w];
+			s->prof_u[w] = NAN;
+		} else {
+			if (half == RT_FIRST && s->prof_ac1 != 0) {
+				/* successive round trips of a worker: an AR(1) of normals, each
+				 * mapped to a uniform (the distribution stays the fitted one) */
+				double r = s->prof_ac1;
+
+				s->prof_z[w] = r * s->prof_z[w] + sqrt(1 - r * r) * rng_normal(&s->link_rng);
+				u = 0.5 * erfc(-s->prof_z[w] / M_SQRT2);
+			} else {
+				u = rng_uniform(&s->link_rng);
+			}
+			s->prof_u[w] = half == RT_FIRST ? u : NAN;
+		}
+		x = sim_profile_draw(s->prof_transfer[w], u) / 2;
 
 		/* the first step makes two round trips (the join's and the push's) where the
 		 * emulated trace's first row holds both: each gets half its factor */
@@ -482,7 +514,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 		switch (x->kind) {
 		case CORE_PS_ACK: {
 			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker,
-					     w ? w->step / s->h + 1 : 1);
+					     w ? w->step / s->h + 1 : 1, RT_OWN);
 
 			if (x->reply || !w)
 				break;
@@ -504,7 +536,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 			/* the reply to the push of the worker's last step (its row is written), or
 			 * to its join */
 			int64_t t = send_msg(s, s->srv, to, s->model_bytes, now, x->worker,
-					     w && w->step >= s->h ? w->step / s->h : 1);
+					     w && w->step >= s->h ? w->step / s->h : 1, RT_FIRST);
 
 			if (!w || w->state != W_UP)
 				break;
@@ -570,7 +602,9 @@ static void to_server(struct sim *s, uint32_t i, enum sim_msg m, uint64_t bytes,
 	struct sim_worker *w = &s->w[i];
 
 	w->msg = (uint8_t)m;
-	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i, w->step / s->h + 1), i, EV_ARRIVE, w->gen);
+	push_ev(s, send_msg(s, s->node_of[i], s->srv, bytes, now, i, w->step / s->h + 1,
+			    m == MSG_PUSH ? RT_SECOND : RT_OWN),
+		i, EV_ARRIVE, w->gen);
 }
 
 static void leave(struct sim *s, uint32_t i, enum core_ps_leave why, int64_t now)
@@ -1072,10 +1106,14 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		s.profile = sim_profile_load(sc->simulation.profile, err, errlen);
 		s.prof_compute = calloc(s.n, sizeof *s.prof_compute);
 		s.prof_transfer = calloc(s.n, sizeof *s.prof_transfer);
-		if (!s.profile || !s.prof_compute || !s.prof_transfer) {
+		s.prof_u = malloc(s.n * sizeof *s.prof_u);
+		s.prof_z = calloc(s.n, sizeof *s.prof_z);
+		if (!s.profile || !s.prof_compute || !s.prof_transfer || !s.prof_u || !s.prof_z) {
 			s.st.rc = -EINVAL;
 			goto out;
 		}
+		for (uint32_t i = 0; i < s.n; i++)
+			s.prof_u[i] = NAN;
 		for (uint32_t i = 0; i < s.n; i++) {
 			char nm[SCENARIO_NODE_NAME_MAX];
 			const char *name = plan_node_name(run, s.node_of[i], nm, sizeof nm);
@@ -1096,6 +1134,7 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			}
 		}
 		s.prof_warm = sim_profile_warmup(s.profile);
+		s.prof_ac1 = sim_profile_transfer_ac1(s.profile);
 	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);
@@ -1176,6 +1215,8 @@ out:
 	free(s.prof_base);
 	free(s.prof_compute);
 	free(s.prof_transfer);
+	free(s.prof_u);
+	free(s.prof_z);
 	free(s.delay_rng);
 	core_ps_destroy(&s.core);
 	sim_heap_destroy(&s.heap);

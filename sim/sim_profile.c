@@ -26,6 +26,7 @@ struct sim_profile {
 	size_t n;
 	double warm[SIM_PROFILE_WARM];  /* all.transfer_warmup */
 	bool has_warm;
+	double ac1;                     /* all.transfer_ac1 (0: none) */
 };
 
 int sim_profile_warm_bin(unsigned long long k)
@@ -235,7 +236,7 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 	size_t *m = NULL, *who = NULL, *bm = NULL, *bn = NULL, *bw = NULL, nb = 0, nball = 0;
 	const char **bwhy = NULL;
 	bool *flagged = NULL;
-	double warm_sum[SIM_PROFILE_WARM] = { 0 }, later_sum = 0;
+	double warm_sum[SIM_PROFILE_WARM] = { 0 }, later_sum = 0, ac_xy = 0, ac_xx = 0;
 	size_t warm_n[SIM_PROFILE_WARM] = { 0 }, later_n = 0;
 	int rc;
 
@@ -334,6 +335,18 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 				bm[nw] = 0;
 			}
 			continue;
+		}
+		/* successive steps' transfers, in step order, about the worker's own mean */
+		if (k >= 3) {
+			double mu = 0;
+
+			for (size_t j = 0; j < k; j++)
+				mu += tr[nw][j] / (double)k;
+			for (size_t j = 0; j < k; j++) {
+				ac_xx += (tr[nw][j] - mu) * (tr[nw][j] - mu);
+				if (j + 1 < k)
+					ac_xy += (tr[nw][j] - mu) * (tr[nw][j + 1] - mu);
+			}
 		}
 		qsort(cs[nw], k, sizeof **cs, cmp_double);
 		qsort(tr[nw], k, sizeof **tr, cmp_double);
@@ -437,6 +450,13 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 			fprintf(out, " %.6f", warm_n[b] ? warm_sum[b] / (double)warm_n[b] / mean : 1.0);
 		fprintf(out, "\n");
 	}
+	if (ac_xx > 0) {
+		double ac = ac_xy / ac_xx;
+
+		fprintf(out, "# lag-1 autocorrelation of a worker's successive transfer times, pooled\n"
+			     "all.transfer_ac1 = %.4f\n", ac < -SIM_PROFILE_AC_MAX ? -SIM_PROFILE_AC_MAX :
+			     ac > SIM_PROFILE_AC_MAX ? SIM_PROFILE_AC_MAX : ac);
+	}
 	fprintf(out, "profile.workers = %zu\n", nw);
 	rc = fflush(out) == 0 && !ferror(out) ? (int)nw : -EIO;
 	if (rc < 0)
@@ -521,6 +541,18 @@ static struct sim_profile *from_kv(struct kv *kv, const char *path, char *err, s
 				goto fail;
 			}
 			p->has_warm = true;
+			continue;
+		}
+		if (!strcmp(key, "all.transfer_ac1")) {
+			errno = 0;
+			p->ac1 = strtod(val, &end);
+			while (*end == ' ' || *end == '\t')
+				end++;
+			if (end == val || *end || errno || !isfinite(p->ac1) || fabs(p->ac1) > SIM_PROFILE_AC_MAX) {
+				snprintf(err, errlen, "%s: %s: expected a number in [-%g, %g]", path, key,
+					 SIM_PROFILE_AC_MAX, SIM_PROFILE_AC_MAX);
+				goto fail;
+			}
 			continue;
 		}
 		dot = strrchr(key, '.');
@@ -626,6 +658,11 @@ const double *sim_profile_base(const struct sim_profile *p, const char *name)
 const double *sim_profile_warmup(const struct sim_profile *p)
 {
 	return p->has_warm ? p->warm : NULL;
+}
+
+double sim_profile_transfer_ac1(const struct sim_profile *p)
+{
+	return p->ac1;
 }
 
 double sim_profile_draw(const double *q, double u)

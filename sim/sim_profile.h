@@ -28,7 +28,17 @@
  * every worker, of the steps k with floor(log2 k) = b (step 1; 2-3; 4-7; ...; 32-63; 64 and
  * later in f6) divided by the mean of every step after the first. A simulation scales each
  * transfer draw of step k by f_b (sim_profile_warmup_factor), so the early steps take the
- * times the emulated ones took while the run as a whole keeps its mean. */
+ * times the emulated ones took while the run as a whole keeps its mean.
+ *
+ *   all.transfer_ac1 = r  (optional, |r| <= SIM_PROFILE_AC_MAX)
+ *
+ * Successive steps of one emulated worker are not independent: a lossy connection stays slow
+ * for a few steps (its window collapsed, its retransmission timer backed off), and the
+ * transfer times of straggler.yaml's workers have a lag-1 autocorrelation of about 0.5. r is it,
+ * pooled over the workers (each about its own mean). A simulation draws a worker's round trips
+ * through a Gaussian AR(1) with coefficient r (z_k = r z_k-1 + sqrt(1 - r^2) e_k, u_k = Phi(z_k)),
+ * so each draw keeps the fitted distribution and successive ones keep the correlation: the
+ * workers' clocks drift apart as far as the emulated ones do. */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
 
@@ -43,6 +53,8 @@
 #define SIM_PROFILE_KS_ALPHA 0.001
 /* Warm-up bins: steps 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and later. */
 #define SIM_PROFILE_WARM 7
+/* The largest |all.transfer_ac1| taken. */
+#define SIM_PROFILE_AC_MAX 0.95
 
 struct sim_profile;
 
@@ -70,6 +82,8 @@ const double *sim_profile_base(const struct sim_profile *p, const char *name);
 /* The warm-up factors (SIM_PROFILE_WARM of them), or NULL when the profile has none (then
  * every factor is 1). Owned by the profile. */
 const double *sim_profile_warmup(const struct sim_profile *p);
+/* all.transfer_ac1, 0 when the profile has none. */
+double sim_profile_transfer_ac1(const struct sim_profile *p);
 
 /* The bin of step k (1-based; 0 is taken as 1): floor(log2 k), at most SIM_PROFILE_WARM - 1. */
 int sim_profile_warm_bin(unsigned long long k);

@@ -1004,3 +1004,113 @@ Test(core_ps, check_rule_fast_equals_literal_in_distribution, .timeout = 120)
 		}
 	}
 }
+
+/* The two shells feed the core different message streams: the emulator's server also hands it
+ * every keep-alive (a HELLO without JOIN) and every PULL, the simulator only the joins and the
+ * pushes. Under a sample per check each check is a fresh draw, so a shell that made more
+ * checks would release sooner. Pinned here: a check is made by a join or a push only (one pass
+ * each, judging every held request once), keep-alives and pulls make none, so both streams give
+ * the same releases, event for event, and the same counts. The schedule is straggler.yaml's
+ * shape: 8 workers, worker 7 four times slower, pSSP(2, 3). */
+#define SH_N 8
+#define SH_END_NS 60000000000ll
+
+struct sh_out {
+	char rel[1 << 16];
+	size_t len;
+	uint64_t requests, holds;
+	struct core_ps_stats st;
+};
+
+static void shell_run(bool chatty, struct sh_out *o)
+{
+	struct core_ps_conf conf = { .n = SH_N, .bp = { .kind = BARRIER_PSSP, .staleness = 3, .sample = 2 },
+				     .draw = BARRIER_DRAW_CHECK, .seed = 62 };
+	struct core_ps *c = core_ps_new(&conf);
+	int64_t next[SH_N], step[SH_N], chat = 13000000; /* the next push of a released worker */
+	uint64_t jit = 0x9e3779b97f4a7c15ull;
+
+	cr_assert_not_null(c);
+	memset(o, 0, sizeof *o);
+	for (uint32_t i = 0; i < SH_N; i++) {
+		next[i] = -1;
+		step[i] = 0;
+	}
+	for (;;) {
+		int64_t now = INT64_MAX;
+		uint32_t w = SH_N;
+		int rc;
+		size_t n;
+		const struct core_ps_action *a;
+
+		for (uint32_t i = 0; i < SH_N; i++)
+			if (next[i] >= 0 && next[i] < now) {
+				now = next[i];
+				w = i;
+			}
+		if (o->requests < SH_N) {
+			/* the joins first, at t = i ms */
+			w = (uint32_t)o->requests;
+			now = (int64_t)w * 1000000;
+			rc = core_ps_on_hello(c, w, CORE_PS_JOIN, now);
+		} else if (chatty && chat < now) {
+			/* a keep-alive and a pull from every held worker (what the emulator's server
+			 * also feeds the core), between the pushes */
+			for (uint32_t i = 0; i < SH_N; i++) {
+				if (!core_ps_is_held(c, i))
+					continue;
+				cr_assert_eq(core_ps_on_hello(c, i, 0, chat), 0);
+				cr_assert_eq(core_ps_on_pull(c, i, chat), 1);
+			}
+			chat += 13000000;
+			continue;
+		} else {
+			if (w == SH_N || now > SH_END_NS)
+				break;
+			next[w] = -1;
+			rc = core_ps_on_push(c, w, step[w] + 1, core_ps_version(c), 64, now);
+		}
+		o->requests++;
+		a = core_ps_actions(c, &n);
+		cr_assert_geq(rc, 0);
+		for (size_t k = 0; k < n; k++) {
+			uint32_t i = a[k].worker;
+			int64_t period;
+
+			if (a[k].kind != CORE_PS_RELEASE)
+				continue;
+			o->holds += a[k].aux > 0;
+			o->len += (size_t)snprintf(o->rel + o->len, sizeof o->rel - o->len, "%u@%lld+%lld ",
+						   i, (long long)a[k].step, (long long)a[k].aux);
+			cr_assert_lt(o->len, sizeof o->rel);
+			/* the model arrives, the step is computed, the push arrives: 0.55-0.75 s
+			 * (worker 7: 4x), from a stream that both runs share */
+			jit = jit * 6364136223846793005ull + 1442695040888963407ull;
+			period = 550000000 + (int64_t)((jit >> 33) % 200000000);
+			step[i] = a[k].step;
+			next[i] = now + (i == SH_N - 1 ? 4 * period : period);
+		}
+	}
+	core_ps_stats(c, &o->st);
+	core_ps_destroy(&c);
+}
+
+Test(core_ps, check_rule_checks_come_from_joins_and_pushes_only, .timeout = 30)
+{
+	static struct sh_out emu, sim;
+
+	shell_run(true, &emu);
+	shell_run(false, &sim);
+	/* one check per request (a join or a push), none per keep-alive or pull */
+	cr_assert_eq(emu.st.checks, emu.requests, "%llu checks for %llu requests",
+		     (unsigned long long)emu.st.checks, (unsigned long long)emu.requests);
+	cr_assert_eq(sim.st.checks, sim.requests);
+	cr_assert_eq(emu.st.checks, sim.st.checks);
+	cr_assert_eq(emu.st.judged, sim.st.judged);
+	cr_assert_str_eq(emu.rel, sim.rel, "the releases differ");
+	/* not a stub: the slow worker made fast ones wait, some more than one check long */
+	cr_assert_gt(sim.requests, 500);
+	cr_assert_gt(sim.holds, sim.requests / 10, "%llu holds", (unsigned long long)sim.holds);
+	cr_assert_gt(sim.st.judged, sim.requests + sim.holds, "judged %llu",
+		     (unsigned long long)sim.st.judged);
+}

@@ -626,3 +626,165 @@ Test(sim_profile, warmup_applied, .timeout = 30)
 	table_destroy(&t);
 	support_rm_rf(dir);
 }
+
+/* A step's measured round trip (the model reply that starts it and the push that ends it) is
+ * one draw, split in halves: two halves of independent draws would give the steps half the
+ * measured variance, and under a barrier the workers would drift apart less than the emulated
+ * ones. Transfers of 0.2 or 0.6 s (variance 0.04): the row intervals d_k also carry the
+ * ACK's own half-draw (A_k - A_{k-1}) / 2, which var(d) + 2 cov(d_k, d_k+1) cancels, leaving
+ * the variance of a step's transfer: 0.04 (0.02 with independent halves). */
+Test(sim_profile, round_trip_is_one_draw, .timeout = 30)
+{
+	char dir[256], prof[300], text[2048], path[600];
+	struct sim_result r;
+	struct table *t;
+	FILE *f;
+	double d[1000], m = 0, v = 0, c1 = 0;
+	size_t n = 0;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(prof, sizeof prof, "%s/w.conf", dir);
+	f = fopen(prof, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.compute_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.1");
+	fprintf(f, "\nall.transfer_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " %s", i < SIM_PROFILE_Q / 2 ? "0.2" : "0.6");
+	fprintf(f, "\n");
+	fclose(f);
+	snprintf(text, sizeof text,
+		 "name: w\nseed: 5\nstop: {time: 400s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
+		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
+	snprintf(path, sizeof path, "%s/run", dir);
+	simulate(text, path, &r);
+	snprintf(path, sizeof path, "%s/run/nodes/worker0.csv", dir);
+	t = table_load(path, &(bool){ false }, text, sizeof text);
+	cr_assert_not_null(t, "%s", text);
+	cr_assert_geq(table_rows(t), 300);
+	for (size_t k = 1; k < table_rows(t) && n < 1000; k++)
+		d[n++] = table_double_or(t, k, (size_t)table_col(t, "t_s"), NAN) -
+			 table_double_or(t, k - 1, (size_t)table_col(t, "t_s"), NAN);
+	table_destroy(&t);
+	for (size_t k = 0; k < n; k++)
+		m += d[k] / (double)n;
+	for (size_t k = 0; k < n; k++) {
+		v += (d[k] - m) * (d[k] - m) / (double)n;
+		if (k + 1 < n)
+			c1 += (d[k] - m) * (d[k + 1] - m) / (double)(n - 1);
+	}
+	cr_assert_float_eq(m, 0.1 + 0.4, 0.03, "mean step %g", m);
+	cr_assert(v + 2 * c1 > 0.032 && v + 2 * c1 < 0.048, "var %g + 2 cov %g: %g, want 0.04", v, c1, v + 2 * c1);
+	support_rm_rf(dir);
+}
+
+/* all.transfer_ac1: fitted from a trace whose transfers are an AR(1) of coefficient 0.5,
+ * refused out of range, and reproduced by a simulation: the variance of the time of 10 steps
+ * in a row is about 3 times 10 steps' variance with a coefficient of 0.6, 1 time without. */
+static double block_ratio(const char *dir, const char *prof, const char *extra, const char *run)
+{
+	char text[2048], path[600];
+	struct sim_result r;
+	struct table *t;
+	FILE *f;
+	double s[400], m = 0, v = 0, q = 0.4 * 0.4 / 12;
+	size_t nb = 0;
+
+	f = fopen(prof, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.compute_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.1");
+	fprintf(f, "\nall.transfer_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " %.3f", 0.2 + 0.4 * i / (SIM_PROFILE_Q - 1));
+	fprintf(f, "\n%s", extra);
+	fclose(f);
+	snprintf(text, sizeof text,
+		 "name: w\nseed: 5\nstop: {time: 2000s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
+		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
+	snprintf(path, sizeof path, "%s/%s", dir, run);
+	simulate(text, path, &r);
+	snprintf(path, sizeof path, "%s/%s/nodes/worker0.csv", dir, run);
+	t = table_load(path, &(bool){ false }, text, sizeof text);
+	cr_assert_not_null(t, "%s", text);
+	cr_assert_geq(table_rows(t), 3000);
+	for (size_t k = 10; k + 10 < table_rows(t) && nb < 400; k += 10)
+		s[nb++] = table_double_or(t, k + 10, (size_t)table_col(t, "t_s"), NAN) -
+			  table_double_or(t, k, (size_t)table_col(t, "t_s"), NAN);
+	table_destroy(&t);
+	for (size_t k = 0; k < nb; k++)
+		m += s[k] / (double)nb;
+	for (size_t k = 0; k < nb; k++)
+		v += (s[k] - m) * (s[k] - m) / (double)(nb - 1);
+	cr_assert(fabs(m - 10 * 0.5) < 0.2, "10 steps: %g s", m);
+	return v / (10 * q);
+}
+
+Test(sim_profile, transfer_autocorrelation, .timeout = 60)
+{
+	char dir[256], prof[300], path[600], err[512], *text;
+	struct sim_profile *p;
+	FILE *f;
+	double x = 0, t = 0, ac, lo, hi;
+	uint64_t st = 12345;
+	const char *ok = "all.transfer_ac1 = 0.3\n", *bad[] = { "all.transfer_ac1 = 0.99\n",
+		"all.transfer_ac1 = nan\n", "all.transfer_ac1 = 0.5 1\n", "all.transfer_ac1 =\n" };
+	size_t len;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	/* the fit */
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames\n");
+	for (int k = 0; k <= 3000; k++) {
+		double u1, u2;
+
+		st = st * 6364136223846793005ull + 1442695040888963407ull;
+		u1 = ((double)(st >> 11) + 1) * 0x1p-53;
+		st = st * 6364136223846793005ull + 1442695040888963407ull;
+		u2 = (double)(st >> 11) * 0x1p-53;
+		x = 0.5 * x + sqrt(1 - 0.25) * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+		t += 0.1 + 0.4 + 0.05 * x;
+		fprintf(f, "%.6f,worker0,%d,0.100000,0.000000,,,,0,0,0\n", t, k + 1);
+	}
+	fclose(f);
+	snprintf(prof, sizeof prof, "%s/p.conf", dir);
+	f = fopen(prof, "w");
+	cr_assert_eq(sim_profile_fit(dir, f, err, sizeof err), 1, "%s", err);
+	fclose(f);
+	text = support_slurp(prof, &len);
+	cr_assert_not_null(strstr(text, "all.transfer_ac1 = "), "%s", text);
+	ac = strtod(strstr(text, "all.transfer_ac1 = ") + strlen("all.transfer_ac1 = "), NULL);
+	cr_assert(ac > 0.42 && ac < 0.58, "fitted %g, want 0.5", ac);
+	free(text);
+	/* the file (with a table: a profile needs one) */
+	{
+		char buf[1024];
+		size_t o = (size_t)snprintf(buf, sizeof buf, "all.transfer_s =");
+
+		for (int i = 0; i < SIM_PROFILE_Q; i++)
+			o += (size_t)snprintf(buf + o, sizeof buf - o, " 0.4");
+		snprintf(buf + o, sizeof buf - o, "\n%s", ok);
+		p = sim_profile_parse(buf, strlen(buf), "m", err, sizeof err);
+		cr_assert_not_null(p, "%s", err);
+		cr_assert_float_eq(sim_profile_transfer_ac1(p), 0.3, 1e-12);
+		sim_profile_destroy(&p);
+		for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+			snprintf(buf + o, sizeof buf - o, "\n%s", bad[k]);
+			p = sim_profile_parse(buf, strlen(buf), "m", err, sizeof err);
+			cr_expect_null(p, "'%s' taken", bad[k]);
+			sim_profile_destroy(&p);
+		}
+	}
+	/* the simulation */
+	lo = block_ratio(dir, prof, "", "iid");
+	hi = block_ratio(dir, prof, "all.transfer_ac1 = 0.6\n", "ar");
+	cr_assert(lo > 0.7 && lo < 1.5, "independent: ratio %g, want 1", lo);
+	cr_assert(hi > 2.2 && hi < 4.5, "ac1 0.6: ratio %g, want about 3", hi);
+	support_rm_rf(dir);
+}
