@@ -123,6 +123,16 @@ Test(multihost_kernel, linkcheck_across_hosts_compensated, .init = setup, .fini 
 	snprintf(path, sizeof path, "%s/linkcheck.csv", run_dir);
 	char *csv = support_read_file(path, &len);
 	cr_assert(csv, "no linkcheck.csv: %s", t);
+	/* a one-way time across hosts is only as exact as the two clocks: the run reports each
+	 * host's offset bound ("clock offset X s +- B s"), and under the VM's emulated CPU it can
+	 * exceed the band (a 10 ms ssh round trip gave +- 14.6 ms once); the round trip needs
+	 * no clock */
+	double clock_ms = 0;
+	for (const char *c = strstr(t, "clock offset "); c; c = strstr(c + 1, "clock offset ")) {
+		double off, bound;
+		if (sscanf(c, "clock offset %lf s +- %lf s", &off, &bound) == 2 && bound * 1e3 > clock_ms)
+			clock_ms = bound * 1e3;
+	}
 	int rows = 0, ok = 0;
 	char *save = NULL;
 	for (char *l = strtok_r(csv, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -142,13 +152,15 @@ Test(multihost_kernel, linkcheck_across_hosts_compensated, .init = setup, .fini 
 		fprintf(stderr, "%s %s %s: configured %.3f ms, measured %.3f ms (%+.3f), %s\n", cross ? "across" : "local ",
 			node, dir, cfg, mean, mean - cfg, verdict);
 		cr_expect_float_eq(cfg, strcmp(dir, "rtt") ? 10.0 : 20.0, 1e-9, "%s", l);
+		double slack = cross && strcmp(dir, "rtt") ? clock_ms : 0;
 		if (scale > 1.0)
-			ok += mean >= cfg - 0.5 * scale && mean <= cfg + 2.0 * scale;
+			ok += mean >= cfg - 0.5 * scale - slack && mean <= cfg + 2.0 * scale + slack;
 		else
 			ok += !strcmp(verdict, "ok");
 	}
 	cr_expect_eq(rows, 6, "2 probes x up, down, rtt:\n%s", t);
-	cr_expect_eq(ok, 6, "every direction within its band, local or across hosts (time scale %.1f)", scale);
+	cr_expect_eq(ok, 6, "every direction within its band, local or across hosts (time scale %.1f, clock bound %.3f ms)",
+		     scale, clock_ms);
 	free(csv);
 	free(t);
 }
