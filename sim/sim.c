@@ -93,8 +93,6 @@ struct sim {
 	const double **prof_compute;  /* per worker: quantiles of its step time (NULL: the model) */
 	const double **prof_base;     /* per worker: of its step time without the delay draws
 				       * (NULL array, or NULL: prof_compute) */
-	struct straggler **emu_delay; /* per worker with prof_base: node/straggler's model of its
-				       * delay, seeded as the emulated worker's (its draws, in order) */
 	const double **prof_transfer; /* per worker: of its round trip per step (NULL: the links) */
 	const double *prof_warm;      /* the profile's warm-up factors, NULL = none */
 	double *prof_u;               /* calibrated: per worker the uniform of the round trip its
@@ -103,7 +101,8 @@ struct sim {
 	double prof_ac1;              /* the profile's all.transfer_ac1 */
 	struct rng *delay_rng;        /* per worker: its emulated worker's straggler stream
 				       * (delay draws in step order), only when some worker's
-				       * delay distribution is random; NULL = none */
+				       * delay distribution is random or a profile has base_s;
+				       * NULL = none */
 	struct sim_link_tcp tcp;
 	struct rng link_rng;
 	int64_t srv_busy_ns, stop_ns;
@@ -333,7 +332,9 @@ static int64_t step_ns(struct sim *s, uint32_t w, uint32_t step)
 		rng_seed(&r, sim_seed_own(s->run->seed, s->sc->simulation.seed) ^ 0x53494d5354455053ull,
 			 ((uint64_t)w << 32) | step);
 		b = sim_profile_draw(s->prof_base[w], rng_uniform(&r));
-		b += s->emu_delay[w] ? straggler_delay_s(s->emu_delay[w]) : 0;
+		if ((st->set & SCENARIO_STRAG_DELAY) && st->delay_dist != SCENARIO_DIST_NONE)
+			b += straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a, st->delay_b,
+						 &s->delay_rng[w]);
 		return (int64_t)(1e9 * b);
 	}
 	if (s->prof_compute && s->prof_compute[w]) {
@@ -353,24 +354,6 @@ static int64_t step_ns(struct sim *s, uint32_t w, uint32_t step)
 		t += 1e9 * straggler_dist_draw((enum straggler_dist)st->delay_dist, st->delay_a, st->delay_b, use);
 	}
 	return t > 0 ? (int64_t)t : 0;
-}
-
-/* Worker w's delay model as its emulated process builds it at start (node/engine_common):
- * the scenario's delay distribution, seeded by straggler_seed(run seed, w), so its draws are
- * the emulated worker's, in order; a restarted process starts the stream again. None (NULL)
- * without a delay distribution. 0 or -ENOMEM. */
-static int delay_stream_reset(struct sim *s, uint32_t w)
-{
-	const struct scenario_straggler *st = plan_node_straggler(s->run, s->node_of[w]);
-	struct straggler_params sp;
-
-	straggler_destroy(&s->emu_delay[w]);
-	if (!(st->set & SCENARIO_STRAG_DELAY) || st->delay_dist == SCENARIO_DIST_NONE)
-		return 0;
-	sp = (struct straggler_params){ .slowdown = 1.0, .dist = (enum straggler_dist)st->delay_dist,
-					.a = st->delay_a, .b = st->delay_b };
-	s->emu_delay[w] = straggler_new(&sp, straggler_seed(s->run->seed, w));
-	return s->emu_delay[w] ? 0 : -ENOMEM;
 }
 
 /* When a step wanted at t can start: after the pause window t falls in, if any. */
@@ -706,11 +689,7 @@ static void dispatch(struct sim *s, const struct sim_event *e)
 	case EV_RESTART:
 		if (w->state != W_OFF)
 			break;
-		if (s->emu_delay && delay_stream_reset(s, e->who) < 0) {
-			sim_status_fail(&s->st, -ENOMEM, "out of memory");
-			break;
-		}
-		start(s, e->who, now);
+		start(s, e->who, now); /* its delay stream starts again, as a new process's */
 		break;
 	case EV_LEAVE:
 		if (e->gen == w->gen || e->gen == UINT16_MAX)
@@ -1122,16 +1101,13 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			s.prof_transfer[i] = sim_profile_transfer(s.profile, name);
 			if (!sim_profile_base(s.profile, name))
 				continue;
-			if (!s.prof_base && (!(s.prof_base = calloc(s.n, sizeof *s.prof_base)) ||
-					     !(s.emu_delay = calloc(s.n, sizeof *s.emu_delay)))) {
+			/* the base plus the emulated worker's own delay draws (seeded in start) */
+			if ((!s.prof_base && !(s.prof_base = calloc(s.n, sizeof *s.prof_base))) ||
+			    (!s.delay_rng && !(s.delay_rng = calloc(s.n, sizeof *s.delay_rng)))) {
 				sim_status_fail(&s.st, -ENOMEM, "out of memory");
 				goto out;
 			}
 			s.prof_base[i] = sim_profile_base(s.profile, name);
-			if (delay_stream_reset(&s, i) < 0) {
-				sim_status_fail(&s.st, -ENOMEM, "out of memory");
-				goto out;
-			}
 		}
 		s.prof_warm = sim_profile_warmup(s.profile);
 		s.prof_ac1 = sim_profile_transfer_ac1(s.profile);
@@ -1209,9 +1185,6 @@ out:
 	for (uint32_t i = 0; s.strag && i < s.n; i++)
 		straggler_destroy(&s.strag[i]);
 	free(s.strag);
-	for (uint32_t i = 0; s.emu_delay && i < s.n; i++)
-		straggler_destroy(&s.emu_delay[i]);
-	free(s.emu_delay);
 	free(s.prof_base);
 	free(s.prof_compute);
 	free(s.prof_transfer);
