@@ -25,6 +25,7 @@
 #include "node/wire.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
+#include "tests/support/ports.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define RING_N 4
@@ -33,7 +34,11 @@
 
 static int base_port(void)
 {
-	return 20000 + (int)(getpid() % 4000) * 8;
+	static int port;
+
+	if (!port)
+		port = support_free_ports(16);
+	return port;
 }
 
 struct member {
@@ -137,7 +142,7 @@ static void *member1_step1(void *arg)
 Test(allreduce_ring, foreign_messages_skipped_and_deadline_kept, .timeout = 60)
 {
 	static struct member two[2];
-	int port = base_port() + RING_N + 2;
+	int port = base_port();
 	char me[2][64];
 	void *ctx = zmq_ctx_new(), *rogue = zmq_socket(ctx, ZMQ_PUSH);
 	float chunk[502], nan_chunk[502];
@@ -203,7 +208,7 @@ Test(allreduce_ring, foreign_messages_skipped_and_deadline_kept, .timeout = 60)
  * member would skip until its deadline. */
 Test(allreduce_ring, non_finite_values_refused_at_the_sender, .timeout = 30)
 {
-	int port = base_port() + RING_N + 4;
+	int port = base_port();
 	char me[2][64];
 	struct allreduce_ring *r[2];
 	static float v[RING_LEN];
@@ -293,7 +298,7 @@ Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
 
 	cr_assert_not_null(mkdtemp(dir));
 	for (int i = 0; i < n; i++)
-		write_conf(dir, i, n, base_port() + 100, steps);
+		write_conf(dir, i, n, base_port(), steps);
 	cr_assert_eq(run_nodes(dir, n), n, "every node must finish cleanly");
 
 	snprintf(path, sizeof path, "%s/nodes/worker0.params", dir);

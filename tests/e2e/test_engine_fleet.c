@@ -44,6 +44,7 @@
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
+#include "tests/support/ports.h"
 
 #define ND 3
 #define NPARAMS 7850 /* softmax on 28x28, 10 classes */
@@ -59,7 +60,8 @@ static int64_t origin;
 static void setup(void)
 {
 	cr_assert_not_null(support_tmpdir(dir, sizeof dir, "fleet_e2e"));
-	port = 23000 + (int)(getpid() % 20000);
+	port = support_free_ports(32);
+	cr_assert_gt(port, 0, "no free ports");
 	origin = clock_now_ns();
 }
 

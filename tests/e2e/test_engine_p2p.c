@@ -23,6 +23,7 @@
 #include "node/wire.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
+#include "tests/support/ports.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define MAXN 6
@@ -46,7 +47,11 @@ static int nrows[MAXN];
 
 static int base_port(void)
 {
-	return 24000 + (int)(getpid() % 4000) * 8;
+	static int port;
+
+	if (!port)
+		port = support_free_ports(16);
+	return port;
 }
 
 static void write_conf(const char *dir, const struct opts *o, int i, int64_t origin)

@@ -51,6 +51,7 @@
 #include "node/wire.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
+#include "tests/support/ports.h"
 
 #define NW 4
 #define MAXROWS 50000
@@ -92,10 +93,21 @@ static void base_cfg(struct kv *k, const char *dir, int port, const char *barrie
 	kv_set(k, "consistency.barrier", barrier);
 }
 
+/* This test process's ports: the server's, the nodes' and, after them, a proxy's. Each test runs
+ * in its own process; the first call, before any fork, picks them. */
+static int data_port(void)
+{
+	static int port;
+
+	if (!port)
+		port = support_free_ports(NW + 3);
+	return port;
+}
+
 /* Fork the server and the workers; extra(k, i) adds per-node keys (i = -1 for the server). */
 static void run(const char *dir, const char *barrier, void (*extra)(struct kv *, int))
 {
-	int port = 21000 + (int)(getpid() % 20000);
+	int port = data_port();
 	pid_t pids[NW + 1];
 
 	for (int i = -1; i < NW; i++) {
@@ -660,7 +672,7 @@ Test(engine_ps, replay_gives_the_logged_decisions, .timeout = 120)
 /* The test process's (run() forks after it reads this). */
 static int proxy_port(void)
 {
-	return 21000 + (int)(getpid() % 20000) + 5000;
+	return data_port() + NW + 2;
 }
 
 /* The others must still be running when worker0 is back: it is away for a reconnect
@@ -772,7 +784,7 @@ static void proxy(int listen_port, int to_port, long after, const char *report)
 Test(engine_ps, a_push_lost_with_its_connection_is_sent_again, .timeout = 120)
 {
 	char *dir = mkrun(), report[256], line[128] = "";
-	int port = 21000 + (int)(getpid() % 20000);
+	int port = data_port();
 	pid_t px;
 	FILE *f;
 
@@ -916,7 +928,7 @@ static void server_totals(const char *log, long *version, long *updates, long *b
 Test(engine_ps, bad_frames_change_nothing_and_cannot_stretch_a_wait, .timeout = 120)
 {
 	char *dir = mkrun(), ep[64], logpath[256];
-	int port = 21000 + (int)(getpid() % 20000) + 7000;
+	int port = data_port();
 	void *ctx = zmq_ctx_new(), *w0, *rogue_sock;
 	struct rogue r = { 0 };
 	struct wire_msg m;
@@ -1081,7 +1093,7 @@ static void from_worker(void *router, uint16_t type, struct wire_msg *m)
 Test(engine_ps, worker_skips_a_model_it_cannot_take, .timeout = 120)
 {
 	char *dir = mkrun(), ep[64], path[512], line[512];
-	int port = 21000 + (int)(getpid() % 20000) + 9000;
+	int port = data_port();
 	void *ctx = zmq_ctx_new(), *router = zmq_socket(ctx, ZMQ_ROUTER);
 	const size_t n = 784 * 10 + 10; /* softmax */
 	float *model = calloc(n, sizeof *model);

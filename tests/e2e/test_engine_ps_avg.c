@@ -24,6 +24,7 @@
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
+#include "tests/support/ports.h"
 
 #define NW 4
 #define MAXROWS 4000
@@ -116,7 +117,8 @@ static void run(const char *dir, const char *barrier, extra_fn extra)
 	pid_t pids[NW + 1];
 
 	origin_ns = (long long)clock_now_ns();
-	port = 23000 + (int)(getpid() % 20000);
+	port = support_free_ports(NW + 2);
+	cr_assert_gt(port, 0, "no free ports");
 	for (int i = -1; i < NW; i++)
 		pids[i + 1] = start(dir, barrier, i, extra);
 	for (int i = 0; i <= NW; i++)
@@ -357,7 +359,8 @@ Test(engine_ps_avg, bsp_worker_killed_and_restarted, .timeout = 120)
 	long before = 0, during = 0, first_after = -1, updates = 0;
 
 	origin_ns = (long long)clock_now_ns();
-	port = 23000 + (int)(getpid() % 20000);
+	port = support_free_ports(NW + 2);
+	cr_assert_gt(port, 0, "no free ports");
 	for (int i = -1; i < NW; i++)
 		pids[i + 1] = start(dir, "bsp", i, restart_cfg);
 	/* Worker 2 is killed once it has traced a few rounds (the run is going). */

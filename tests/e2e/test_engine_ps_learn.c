@@ -19,6 +19,7 @@
 #include "node/engine_ps.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
+#include "tests/support/ports.h"
 
 #define NW 8
 #define TARGET 0.80
@@ -97,10 +98,11 @@ static void learn(const char *barrier, int local_steps)
 	char dir[64];
 	long long origin;
 	pid_t pids[NW + 1];
-	int port = 25000 + (int)(getpid() % 20000);
+	int port = support_free_ports(NW + 2);
 	double hit, acc = 0;
 	long version = 0;
 
+	cr_assert_gt(port, 0, "no free ports");
 	support_tmpdir(dir, sizeof dir, "pslearn");
 	origin = (long long)clock_now_ns();
 	for (int i = -1; i < NW; i++) {

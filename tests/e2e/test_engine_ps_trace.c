@@ -31,6 +31,7 @@
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
+#include "tests/support/ports.h"
 #include "orchestrator/supervise.h"
 
 #define NW 4
@@ -98,7 +99,12 @@ static void slow3(struct kv *k, int i)
 
 static int test_port(int salt)
 {
-	return 23000 + (int)((getpid() * 7 + salt * 101) % 20000);
+	static int port;
+
+	(void)salt; /* each test runs in its own process */
+	if (!port)
+		port = support_free_ports(NW + 2);
+	return port;
 }
 
 /* Fork the server (pids[0]) and the workers (pids[1 + i]); do not wait. */

@@ -17,6 +17,7 @@
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
+#include "tests/support/ports.h"
 
 static void run_probe(const char *dir, int port, const char *claimed_delay, const char *expect)
 {
@@ -62,7 +63,7 @@ Test(probe, loopback_ok, .timeout = 30)
 	char dir[] = "/tmp/stalenet-probe-XXXXXX";
 
 	cr_assert_not_null(mkdtemp(dir));
-	run_probe(dir, 17100 + getpid() % 1000, "", "worker0,up,300,0.000,0.000,0.000000,");
+	run_probe(dir, support_free_ports(1), "", "worker0,up,300,0.000,0.000,0.000000,");
 	rmdir(dir);
 }
 
@@ -76,7 +77,7 @@ Test(probe, measures_at_real_time_priority_when_permitted, .timeout = 30)
 	int policy;
 
 	cr_assert_not_null(mkdtemp(dir));
-	run_probe(dir, 19100 + getpid() % 1000, "", "worker0,up,300,0.000,0.000,0.000000,");
+	run_probe(dir, support_free_ports(1), "", "worker0,up,300,0.000,0.000,0.000000,");
 	rmdir(dir);
 	policy = sched_getscheduler(0);
 	cr_assert_eq(sched_getparam(0, &sp), 0);
@@ -95,7 +96,7 @@ Test(probe, claimed_delay_is_off, .timeout = 30)
 
 	cr_assert_not_null(mkdtemp(dir));
 	/* The config claims 10 ms up but loopback has none: the up row must be judged off. */
-	run_probe(dir, 18100 + getpid() % 1000, "delay_us=10000", ",off\n");
+	run_probe(dir, support_free_ports(1), "delay_us=10000", ",off\n");
 	rmdir(dir);
 }
 

@@ -1,6 +1,7 @@
 /* Unit tests for the shared test helpers of tests/support: bounded waits end on time and as
  * soon as the condition holds, children past their deadline are killed, rm -rf removes a
- * whole tree, whole-file reads round-trip, the must-run switch reads the environment. */
+ * whole tree, whole-file reads round-trip, the must-run switch reads the environment, free
+ * port runs skip ports in use and stay below the ephemeral range. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
+#include "tests/support/ports.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
 
@@ -107,6 +109,42 @@ Test(support, port_bound_tracks_a_socket, .timeout = 20)
 	close(t);
 	cr_assert_not(support_port_bound(SOCK_DGRAM, uport));
 	cr_assert_not(support_port_bound(SOCK_STREAM, tport));
+}
+
+/* A listener on 127.0.0.1 (the engines' address) at the start of the run found first: the next
+ * search, from the same start, must step over it; every port found binds; all stay below the
+ * kernel's ephemeral range, where outgoing connections cannot take them. */
+Test(support, free_ports_skip_a_port_in_use, .timeout = 20)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int lo = 32768, hi, t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int first = support_free_ports(8), again;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		cr_assert_eq(fscanf(f, "%d %d", &lo, &hi), 2);
+		fclose(f);
+	}
+	cr_assert_geq(t, 0);
+	cr_assert_geq(first, 10000);
+	cr_assert_lt(first + 8, lo + 1);
+	a.sin_port = htons((uint16_t)(first + 3));
+	cr_assert_eq(bind(t, (struct sockaddr *)&a, sizeof a), 0, "port %d: %s", first + 3, strerror(errno));
+	cr_assert_eq(listen(t, 1), 0);
+	again = support_free_ports(8);
+	cr_assert_geq(again, 10000);
+	cr_assert(again + 8 <= first + 3 || again > first + 3, "run %d..%d holds the bound port %d",
+		  again, again + 7, first + 3);
+	for (int p = again; p < again + 8; p++) {
+		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+		a.sin_port = htons((uint16_t)p);
+		cr_assert_eq(bind(u, (struct sockaddr *)&a, sizeof a), 0, "port %d", p);
+		close(u);
+	}
+	close(t);
+	cr_assert_eq(support_free_ports(0), -1);
+	cr_assert_eq(support_free_ports(100000), -1);
 }
 
 Test(support, children_past_the_deadline_are_killed, .timeout = 30)
