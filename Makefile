@@ -109,21 +109,21 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIBA)
 # Every test binary runs even when an earlier one failed; the target fails at the end.
 # Suites that measure time (links, engines, whole runs) run their tests one at a time (-j1):
 # on two cores, parallel tests would measure each other.
+# Each binary's wall time, and at the end the binaries that failed (the last lines of a long log).
 define run_suite
-	@fail=0; for t in $(1); do echo "== $$t"; $$t $(CRITERION_FLAGS) $(2) || fail=1; done; exit $$fail
+	@failed=""; for t in $(1); do echo "== $$t"; s=$$(date +%s); \
+	  $$t $(CRITERION_FLAGS) $(2) || failed="$$failed $$t"; \
+	  echo "== $$t: $$(( $$(date +%s) - s )) s"; done; \
+	  if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi
 endef
 
 check: all $(UNIT_TESTS) $(NETNS_TESTS) $(E2E_TESTS) $(MULTIHOST_TESTS)
-	@fail=0; \
-	$(MAKE) --no-print-directory check-unit  || fail=1; \
-	$(MAKE) --no-print-directory check-netns || fail=1; \
-	$(MAKE) --no-print-directory check-e2e   || fail=1; \
-	$(MAKE) --no-print-directory check-multihost || fail=1; \
-	$(MAKE) --no-print-directory check-kernel || fail=1; \
-	$(MAKE) --no-print-directory campaign-short || fail=1; \
-	$(MAKE) --no-print-directory check-fuzz  || fail=1; \
-	$(MAKE) --no-print-directory check-headers || fail=1; \
-	if [ $$fail = 0 ]; then echo "check: all suites passed"; else echo "check: FAILED"; fi; exit $$fail
+	@failed=""; \
+	for s in check-unit check-netns check-e2e check-multihost check-kernel campaign-short \
+	         check-fuzz check-headers; do \
+	  t0=$$(date +%s); $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; \
+	  echo "== $$s: $$(( $$(date +%s) - t0 )) s"; done; \
+	if [ -z "$$failed" ]; then echo "check: all suites passed"; else echo "check: FAILED:$$failed"; exit 1; fi
 
 check-unit: all $(UNIT_TESTS)
 	$(call run_suite,$(UNIT_TESTS))
