@@ -24,6 +24,7 @@
 
 #include "orchestrator/cgroup.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/scennames.h"
 #include "orchestrator/selector.h"
 #include "orchestrator/scenval.h"
 #include "orchestrator/units.h"
@@ -43,47 +44,21 @@ struct link_pos {
 
 /* --- enum names ---------------------------------------------------------------------------- */
 
-static const char *const set_names[] = { "fashion-mnist", "mnist", NULL };
-static const char *const scheme_names[] = { "iid", "classes", "dirichlet", "sizes", NULL };
-static const char *const model_names[] = { "softmax", "mlp", "cnn", NULL };
-static const char *const lr_names[] = { "constant", "step", "inverse", NULL };
-static const char *const topo_names[] = { "parameter-server", "p2p", "allreduce", "centralized", "fleet",
-					  NULL };
-static const char *const barrier_names[] = { "bsp", "ssp", "asp", "pbsp", "pssp", NULL };
-static const char *const weighting_names[] = { "none", "inverse", "exp", NULL };
-static const char *const combine_names[] = { "none", "average", "ensemble", NULL };
-static const char *const draw_names[] = { "check", "crossing", NULL };
-static const char *const workload_names[] = { "train", "linkcheck", NULL };
-static const char *const failure_names[] = { "stop", "continue", NULL };
-static const char *const sim_train_names[] = { "none", "real", NULL };
-static const char *const sim_recovery_names[] = { "timeout", "fast", NULL };
-static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", "registry",
-					  "device", NULL };
-static const char *const fleet_strategy_names[] = { "full", "delta", "sparse", "replay", "auto", NULL };
-static const char *const fleet_base_names[] = { "init", "trained", "file", NULL };
-static const char *const fleet_registry_names[] = { "central", "peers", NULL };
-static const char *const dist_names[] = { "none", "constant", "uniform", "exponential", "gamma", "normal",
-					  "pareto", NULL };
-/* netem's delay tables; index = enum link_dist */
-static const char *const precision_names[] = { "auto", "timer", "spin", NULL };
-static const char *const link_dist_names[] = { "none", "uniform", "normal", "pareto", "paretonormal", NULL };
-
-#define NAME_OF(tab, v) ((size_t)(v) < sizeof tab / sizeof *tab - 1 ? tab[v] : "?")
-const char *scenario_role_name(enum scenario_role r) { return NAME_OF(role_names, r); }
-const char *scenario_barrier_name(enum scenario_barrier b) { return NAME_OF(barrier_names, b); }
-const char *scenario_topology_name(enum scenario_topology k) { return NAME_OF(topo_names, k); }
-const char *scenario_model_name(enum scenario_model k) { return NAME_OF(model_names, k); }
-const char *scenario_partition_name(enum scenario_partition s) { return NAME_OF(scheme_names, s); }
-const char *scenario_data_set_name(enum scenario_data_set s) { return NAME_OF(set_names, s); }
-const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return NAME_OF(lr_names, s); }
-const char *scenario_weighting_name(enum scenario_weighting w) { return NAME_OF(weighting_names, w); }
-const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(combine_names, c); }
-const char *scenario_draw_name(enum scenario_draw d) { return NAME_OF(draw_names, d); }
-const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
-const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return NAME_OF(fleet_strategy_names, s); }
-const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return NAME_OF(fleet_base_names, b); }
-const char *scenario_fleet_registry_name(enum scenario_fleet_registry r) { return NAME_OF(fleet_registry_names, r); }
-const char *scenario_sim_train_name(enum scenario_sim_train t) { return NAME_OF(sim_train_names, t); }
+const char *scenario_role_name(enum scenario_role r) { return scennames_of(scennames_role, r); }
+const char *scenario_barrier_name(enum scenario_barrier b) { return scennames_of(scennames_barrier, b); }
+const char *scenario_topology_name(enum scenario_topology k) { return scennames_of(scennames_topology, k); }
+const char *scenario_model_name(enum scenario_model k) { return scennames_of(scennames_model, k); }
+const char *scenario_partition_name(enum scenario_partition s) { return scennames_of(scennames_partition, s); }
+const char *scenario_data_set_name(enum scenario_data_set s) { return scennames_of(scennames_data_set, s); }
+const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return scennames_of(scennames_lr_schedule, s); }
+const char *scenario_weighting_name(enum scenario_weighting w) { return scennames_of(scennames_weighting, w); }
+const char *scenario_combine_name(enum scenario_combine c) { return scennames_of(scennames_combine, c); }
+const char *scenario_draw_name(enum scenario_draw d) { return scennames_of(scennames_draw, d); }
+const char *scenario_dist_name(enum scenario_dist d) { return scennames_of(scennames_dist, d); }
+const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return scennames_of(scennames_fleet_strategy, s); }
+const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return scennames_of(scennames_fleet_base, b); }
+const char *scenario_fleet_registry_name(enum scenario_fleet_registry r) { return scennames_of(scennames_fleet_registry, r); }
+const char *scenario_sim_train_name(enum scenario_sim_train t) { return scennames_of(scennames_sim_train, t); }
 
 /* --- link parameters --------------------------------------------------------------------- */
 
@@ -230,7 +205,7 @@ static int link_key(struct scenval *cv, const struct yamltree_entry *e, struct l
 			bit = LINK_F_JITTER;
 		}
 	} else if (!strcmp(k, "delay_distribution")) {
-		rc = scenval_enum(cv, v, link_dist_names, k, &idx);
+		rc = scenval_enum(cv, v, scennames_link_dist, k, &idx);
 		if (!rc && idx == LINK_DIST_NONE)
 			rc = scenval_fail(cv, v, "delay_distribution 'none' (expected uniform|normal|pareto|paretonormal; "
 					  "leave the key out for netem's default)");
@@ -433,7 +408,7 @@ static int sec_data(struct scenval *cv, const struct yamltree_node *m)
 	    (rc = scenval_check_keys(cv, m, KEYS("set", "path", "partition"), "data")))
 		return rc;
 	if ((v = GET(m, "set"))) {
-		if ((rc = scenval_enum(cv, v, set_names, "data.set", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_data_set, "data.set", &idx)))
 			return rc;
 		sc->data.set = (enum scenario_data_set)idx;
 	}
@@ -445,33 +420,33 @@ static int sec_data(struct scenval *cv, const struct yamltree_node *m)
 	    (rc = scenval_check_keys(cv, p, KEYS("scheme", "per_node", "alpha", "zipf", "sizes"), "data.partition")))
 		return rc;
 	if ((v = GET(p, "scheme"))) {
-		if ((rc = scenval_enum(cv, v, scheme_names, "data.partition.scheme", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_partition, "data.partition.scheme", &idx)))
 			return rc;
 		sc->data.scheme = (enum scenario_partition)idx;
 	}
 	enum scenario_partition s = sc->data.scheme;
 	if ((v = GET(p, "per_node"))) {
 		if (s != SCENARIO_PART_CLASSES)
-			return scenval_fail(cv, v, "per_node applies to scheme classes (this partition is %s)", scheme_names[s]);
+			return scenval_fail(cv, v, "per_node applies to scheme classes (this partition is %s)", scennames_partition[s]);
 		if ((rc = scenval_u32(cv, v, 1, 10, "data.partition.per_node", &sc->data.per_node)))
 			return rc;
 	}
 	if ((v = GET(p, "alpha"))) {
 		if (s != SCENARIO_PART_DIRICHLET)
-			return scenval_fail(cv, v, "alpha applies to scheme dirichlet (this partition is %s)", scheme_names[s]);
+			return scenval_fail(cv, v, "alpha applies to scheme dirichlet (this partition is %s)", scennames_partition[s]);
 		if ((rc = scenval_real(cv, v, 0, true, 1e6, false, "data.partition.alpha", &sc->data.alpha)))
 			return rc;
 	}
 	if ((v = GET(p, "zipf"))) {
 		if (s != SCENARIO_PART_SIZES)
-			return scenval_fail(cv, v, "zipf applies to scheme sizes (this partition is %s)", scheme_names[s]);
+			return scenval_fail(cv, v, "zipf applies to scheme sizes (this partition is %s)", scennames_partition[s]);
 		if ((rc = scenval_real(cv, v, 0, false, 10, false, "data.partition.zipf", &sc->data.zipf)))
 			return rc;
 		cv->zipf_node = v;
 	}
 	if ((v = GET(p, "sizes"))) {
 		if (s != SCENARIO_PART_SIZES)
-			return scenval_fail(cv, v, "sizes applies to scheme sizes (this partition is %s)", scheme_names[s]);
+			return scenval_fail(cv, v, "sizes applies to scheme sizes (this partition is %s)", scennames_partition[s]);
 		if (cv->zipf_node)
 			return scenval_fail(cv, v, "sizes and zipf exclude each other (explicit fractions, or shard "
 					    "sizes proportional to 1/(i+1)^zipf)");
@@ -507,7 +482,7 @@ static int sec_model(struct scenval *cv, const struct yamltree_node *m)
 	    (rc = scenval_check_keys(cv, m, KEYS("kind", "hidden"), "model")))
 		return rc;
 	if ((v = GET(m, "kind"))) {
-		if ((rc = scenval_enum(cv, v, model_names, "model.kind", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_model, "model.kind", &idx)))
 			return rc;
 		sc->model.kind = (enum scenario_model)idx;
 	}
@@ -575,7 +550,7 @@ static int sec_train(struct scenval *cv, const struct yamltree_node *m)
 	    (rc = scenval_real(cv, v, 0, false, 1, false, "train.weight_decay", &sc->train.weight_decay)))
 		return rc;
 	if ((v = GET(m, "lr_schedule"))) {
-		if ((rc = scenval_enum(cv, v, lr_names, "train.lr_schedule", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_lr_schedule, "train.lr_schedule", &idx)))
 			return rc;
 		sc->train.lr_schedule = (enum scenario_lr_schedule)idx;
 	}
@@ -615,7 +590,7 @@ static int sec_topology(struct scenval *cv, const struct yamltree_node *m)
 	    (rc = scenval_check_keys(cv, m, KEYS("kind", "servers"), "topology")))
 		return rc;
 	if ((v = GET(m, "kind"))) {
-		if ((rc = scenval_enum(cv, v, topo_names, "topology.kind", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_topology, "topology.kind", &idx)))
 			return rc;
 		sc->topology.kind = (enum scenario_topology)idx;
 	}
@@ -641,7 +616,7 @@ static int fleet_registry(struct scenval *cv, const struct yamltree_node *m)
 	int rc, idx;
 
 	if ((v = GET(m, "registry"))) {
-		if ((rc = scenval_enum(cv, v, fleet_registry_names, "fleet.registry", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_fleet_registry, "fleet.registry", &idx)))
 			return rc;
 		sc->fleet.registry = (enum scenario_fleet_registry)idx;
 		if (idx == SCENARIO_FLEET_REGISTRY_PEERS && sc->fleet.base == SCENARIO_FLEET_BASE_TRAINED)
@@ -757,7 +732,7 @@ static int sec_fleet(struct scenval *cv, const struct yamltree_node *m)
 	if (sc->topology.kind != SCENARIO_TOPO_FLEET)
 		return scenval_fail(cv, m, "fleet applies to topology fleet (topology: {kind: fleet})");
 	if ((v = GET(m, "strategy"))) {
-		if ((rc = scenval_enum(cv, v, fleet_strategy_names, "fleet.strategy", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_fleet_strategy, "fleet.strategy", &idx)))
 			return rc;
 		sc->fleet.strategy = (enum scenario_fleet_strategy)idx;
 	}
@@ -814,7 +789,7 @@ static int sec_fleet(struct scenval *cv, const struct yamltree_node *m)
 			return scenval_fail(cv, v, "fleet.sparse_k applies to strategy sparse");
 	}
 	if ((v = GET(m, "base"))) {
-		if ((rc = scenval_enum(cv, v, fleet_base_names, "fleet.base", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_fleet_base, "fleet.base", &idx)))
 			return rc;
 		sc->fleet.base = (enum scenario_fleet_base)idx;
 	}
@@ -850,7 +825,7 @@ static int sec_consistency(struct scenval *cv, const struct yamltree_node *m)
 				       "fanout", "combine", "draw"), "consistency")))
 		return rc;
 	if ((v = GET(m, "barrier"))) {
-		if ((rc = scenval_enum(cv, v, barrier_names, "consistency.barrier", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_barrier, "consistency.barrier", &idx)))
 			return rc;
 		sc->consistency.barrier = (enum scenario_barrier)idx;
 		cv->barrier_node = v;
@@ -874,7 +849,7 @@ static int sec_consistency(struct scenval *cv, const struct yamltree_node *m)
 		cv->backup_node = v;
 	}
 	if ((v = GET(m, "weighting"))) {
-		if ((rc = scenval_enum(cv, v, weighting_names, "consistency.weighting", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_weighting, "consistency.weighting", &idx)))
 			return rc;
 		sc->consistency.weighting = (enum scenario_weighting)idx;
 	}
@@ -885,14 +860,14 @@ static int sec_consistency(struct scenval *cv, const struct yamltree_node *m)
 	    (rc = scenval_u32(cv, v, 1, SCENARIO_MAX_NODES, "consistency.fanout", &sc->consistency.fanout)))
 		return rc;
 	if ((v = GET(m, "combine"))) {
-		if ((rc = scenval_enum(cv, v, combine_names, "consistency.combine", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_combine, "consistency.combine", &idx)))
 			return rc;
 		sc->consistency.combine = (enum scenario_combine)idx;
 		cv->combine_node = v;
 	}
 	/* Kept whatever the barrier, like staleness and sample: only pbsp/pssp draw samples. */
 	if ((v = GET(m, "draw"))) {
-		if ((rc = scenval_enum(cv, v, draw_names, "consistency.draw", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_draw, "consistency.draw", &idx)))
 			return rc;
 		sc->consistency.draw = (enum scenario_draw)idx;
 		cv->draw_node = v;
@@ -944,7 +919,7 @@ static int sec_nodes(struct scenval *cv, const struct yamltree_node *m)
 				return scenval_fail(cv, nm, "duplicate node name '%s' (first at line %u)", s, sc->nodes[j].pos.line);
 		snprintf(n->name, sizeof n->name, "%s", s);
 		n->pos = (struct scenario_pos){ nm->line, nm->col };
-		if ((rc = scenval_enum(cv, rl, role_names, "role", &idx)))
+		if ((rc = scenval_enum(cv, rl, scennames_role, "role", &idx)))
 			return rc;
 		n->role = (enum scenario_role)idx;
 	}
@@ -1198,7 +1173,7 @@ static int sec_network(struct scenval *cv, const struct yamltree_node *m)
 	if ((v = GET(m, "precision"))) {
 		int idx;
 
-		if ((rc = scenval_enum(cv, v, precision_names, "network.precision", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_precision, "network.precision", &idx)))
 			return rc;
 		sc->network.precision = (enum scenario_precision)idx;
 	}
@@ -1224,7 +1199,7 @@ static int straggler_delay(struct scenval *cv, const struct yamltree_node *m, st
 		return rc;
 	if (!(v = GET(m, "dist")))
 		return scenval_fail(cv, m, "compute.delay without dist (expected constant|uniform|exponential|gamma|normal|pareto)");
-	if ((rc = scenval_enum(cv, v, dist_names, "compute.delay.dist", &idx)))
+	if ((rc = scenval_enum(cv, v, scennames_dist, "compute.delay.dist", &idx)))
 		return rc;
 	if (idx == SCENARIO_DIST_NONE)
 		return scenval_fail(cv, v, "compute.delay.dist none (leave compute.delay out instead)");
@@ -1233,7 +1208,7 @@ static int straggler_delay(struct scenval *cv, const struct yamltree_node *m, st
 	for (int i = 0; i < 2 && dist_keys[idx][i]; i++)
 		allowed[i + 1] = dist_keys[idx][i] + (dist_keys[idx][i][0] == '*');
 	char where[64];
-	snprintf(where, sizeof where, "compute.delay (dist %s)", dist_names[idx]);
+	snprintf(where, sizeof where, "compute.delay (dist %s)", scennames_dist[idx]);
 	if ((rc = scenval_check_keys(cv, m, allowed, where)))
 		return rc;
 	for (int i = 0; i < 2 && dist_keys[idx][i]; i++) {
@@ -1242,7 +1217,7 @@ static int straggler_delay(struct scenval *cv, const struct yamltree_node *m, st
 		key += is_time;
 		double *out = i ? &st->delay_b : &st->delay_a;
 		if (!(v = GET(m, key)))
-			return scenval_fail(cv, m, "compute.delay (dist %s) without %s", dist_names[idx], key);
+			return scenval_fail(cv, m, "compute.delay (dist %s) without %s", scennames_dist[idx], key);
 		if (is_time) {
 			uint64_t us;
 			if ((rc = scenval_time(cv, v, 3600ull * 1000000, key, &us)))
@@ -1256,7 +1231,7 @@ static int straggler_delay(struct scenval *cv, const struct yamltree_node *m, st
 		return scenval_fail(cv, GET(m, "min"), "compute.delay min is above max");
 	if ((idx == SCENARIO_DIST_EXPONENTIAL || idx == SCENARIO_DIST_GAMMA || idx == SCENARIO_DIST_PARETO) &&
 	    (st->delay_a <= 0 || st->delay_b < 0))
-		return scenval_fail(cv, m, "compute.delay (dist %s) parameters must be > 0", dist_names[idx]);
+		return scenval_fail(cv, m, "compute.delay (dist %s) parameters must be > 0", scennames_dist[idx]);
 	st->set |= SCENARIO_STRAG_DELAY;
 	return 0;
 }
@@ -1474,7 +1449,7 @@ static int sec_simulation(struct scenval *cv, const struct yamltree_node *m)
 		return rc;
 	sc->simulation.present = true;
 	if ((v = GET(m, "train"))) {
-		if ((rc = scenval_enum(cv, v, sim_train_names, "simulation.train", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_sim_train, "simulation.train", &idx)))
 			return rc;
 		sc->simulation.train = (enum scenario_sim_train)idx;
 	}
@@ -1501,7 +1476,7 @@ static int sec_simulation(struct scenval *cv, const struct yamltree_node *m)
 	if ((v = GET(m, "mss")) && (rc = scenval_u32(cv, v, 88, 65495, "simulation.mss", &sc->simulation.mss)))
 		return rc;
 	if ((v = GET(m, "loss_recovery"))) {
-		if ((rc = scenval_enum(cv, v, sim_recovery_names, "simulation.loss_recovery", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_sim_recovery, "simulation.loss_recovery", &idx)))
 			return rc;
 		sc->simulation.loss_recovery = (enum scenario_sim_recovery)idx;
 	}
@@ -1752,8 +1727,8 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 			if (!ok) {
 				struct yamltree_node at = { .line = sc->nodes[i].pos.line, .col = sc->nodes[i].pos.col };
 				return scenval_fail(cv, &at, "node '%s' has role %s, which %s does not use", sc->nodes[i].name,
-						    role_names[r], sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
-						    : topo_names[sc->topology.kind]);
+						    scennames_role[r], sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
+						    : scennames_topology[sc->topology.kind]);
 			}
 			servers += r == SCENARIO_ROLE_SERVER || r == SCENARIO_ROLE_REGISTRY;
 		}
@@ -1804,7 +1779,7 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 		if (bad) {
 			struct yamltree_node at = { .line = st->pos.line, .col = st->pos.col };
 			return scenval_fail(cv, &at, "%s with topology %s: %s", bad & SCENARIO_STRAG_CRASH ? "crash" : bad & SCENARIO_STRAG_JOIN ? "join" : "leave",
-					    topo_names[sc->topology.kind], why);
+					    scennames_topology[sc->topology.kind], why);
 		}
 	}
 	/* A p2p peer asks its sampled peers for their clocks and waits for their answers: there is
@@ -1815,7 +1790,7 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 				    "sample once per crossing (expected crossing)");
 	if (sc->topology.kind == SCENARIO_TOPO_ALLREDUCE && sc->consistency.barrier != SCENARIO_BARRIER_BSP)
 		return scenval_fail(cv, cv->barrier_node, "barrier %s with topology allreduce: a ring all-reduce is "
-				    "synchronous (expected bsp)", barrier_names[sc->consistency.barrier]);
+				    "synchronous (expected bsp)", scennames_barrier[sc->consistency.barrier]);
 
 	/* the default sample adapts to small runs; an explicit one must fit */
 	if (!cv->sample_node && sc->consistency.sample >= data_nodes)
@@ -2080,7 +2055,7 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 	if ((v = GET(root, "seed")) && (rc = scenval_count(cv, v, 0, UINT64_MAX, "seed", &sc->seed)))
 		return rc;
 	if ((v = GET(root, "workload"))) {
-		if ((rc = scenval_enum(cv, v, workload_names, "workload", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_workload, "workload", &idx)))
 			return rc;
 		sc->workload = (enum scenario_workload)idx;
 	}
@@ -2135,7 +2110,7 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 	if ((v = GET(root, "resources")) && (rc = sec_resources(cv, v)))
 		return rc;
 	if ((v = GET(root, "on_node_failure"))) {
-		if ((rc = scenval_enum(cv, v, failure_names, "on_node_failure", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_on_failure, "on_node_failure", &idx)))
 			return rc;
 		sc->on_node_failure = (enum scenario_on_failure)idx;
 	}
