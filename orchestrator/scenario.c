@@ -28,6 +28,7 @@
 #include "orchestrator/scenres.h"
 #include "orchestrator/scensim.h"
 #include "orchestrator/scenstrag.h"
+#include "orchestrator/scentopo.h"
 #include "orchestrator/scentrain.h"
 #include "orchestrator/scenval.h"
 #include "orchestrator/selector.h"
@@ -90,83 +91,6 @@ static int sec_stop(struct scenval *cv, const struct yamltree_node *m)
 		return rc;
 	if (v == NULL && !sc->stop_time_us && sc->stop_accuracy == 0 && !sc->stop_steps)
 		return scenval_fail(cv, m, "stop has no condition (expected time, accuracy or steps)");
-	return 0;
-}
-
-static int sec_topology(struct scenval *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "topology")) ||
-	    (rc = scenval_check_keys(cv, m, KEYS("kind", "servers"), "topology")))
-		return rc;
-	if ((v = GET(m, "kind"))) {
-		if ((rc = scenval_enum(cv, v, scennames_topology, "topology.kind", &idx)))
-			return rc;
-		sc->topology.kind = (enum scenario_topology)idx;
-	}
-	if ((v = GET(m, "servers"))) {
-		if (sc->topology.kind != SCENARIO_TOPO_PS)
-			return scenval_fail(cv, v, "servers applies to kind parameter-server");
-		if ((rc = scenval_u32(cv, v, 1, 256, "topology.servers", &sc->topology.servers)))
-			return rc;
-		if (sc->topology.servers != 1)
-			return scenval_fail(cv, v, "topology.servers %u: the parameter server is one node (key-range "
-					    "sharding over several servers is not implemented; expected 1)",
-					    sc->topology.servers);
-	}
-	return 0;
-}
-
-static bool valid_node_name(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= SCENARIO_NODE_NAME_MAX || !(s[0] >= 'a' && s[0] <= 'z'))
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
-			return false;
-	return true;
-}
-
-static int sec_nodes(struct scenval *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	int rc, idx;
-	if ((rc = scenval_want_kind(cv, m, YAMLTREE_SEQ, "nodes")))
-		return rc;
-	if (m->n == 0 || m->n > SCENARIO_MAX_NODES)
-		return scenval_fail(cv, m, "nodes has %zu entries (limit: 1..%d, SCENARIO_MAX_NODES)", m->n,
-				    SCENARIO_MAX_NODES);
-	if (!(sc->nodes = calloc(m->n, sizeof *sc->nodes)))
-		return scenval_fail(cv, m, "out of memory");
-	sc->n_nodes = m->n;
-	for (size_t i = 0; i < m->n; i++) {
-		const struct yamltree_node *e = m->items[i].value, *nm, *rl;
-		struct scenario_node *n = &sc->nodes[i];
-		if ((rc = scenval_want_kind(cv, e, YAMLTREE_MAP, "a nodes entry")) ||
-		    (rc = scenval_check_keys(cv, e, KEYS("name", "role"), "a nodes entry")))
-			return rc;
-		if (!(nm = GET(e, "name")))
-			return scenval_fail(cv, e, "nodes entry without name (expected {name: worker0, role: worker})");
-		if (!(rl = GET(e, "role")))
-			return scenval_fail(cv, e, "nodes entry without role (expected server|worker|peer|central|probe)");
-		const char *s = scenval_scalar(cv, nm, "node name");
-		if (!s)
-			return -EINVAL;
-		if (!valid_node_name(s) || !strcmp(s, "all") || !strcmp(s, "servers") || !strcmp(s, "workers"))
-			return scenval_fail(cv, nm, "node name '%s' is not valid (expected [a-z][a-z0-9_-]*, at most %d "
-					    "characters, not all/servers/workers)", s, SCENARIO_NODE_NAME_MAX - 1);
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(sc->nodes[j].name, s))
-				return scenval_fail(cv, nm, "duplicate node name '%s' (first at line %u)", s, sc->nodes[j].pos.line);
-		snprintf(n->name, sizeof n->name, "%s", s);
-		n->pos = (struct scenario_pos){ nm->line, nm->col };
-		if ((rc = scenval_enum(cv, rl, scennames_role, "role", &idx)))
-			return rc;
-		n->role = (enum scenario_role)idx;
-	}
 	return 0;
 }
 
@@ -796,7 +720,7 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 	}
 	if ((v = GET(root, "train")) && (rc = scentrain_train(cv, v)))
 		return rc;
-	if ((v = GET(root, "topology")) && (rc = sec_topology(cv, v)))
+	if ((v = GET(root, "topology")) && (rc = scentopo_topology(cv, v)))
 		return rc;
 	if ((v = GET(root, "consistency")) && (rc = scentrain_consistency(cv, v)))
 		return rc;
@@ -813,7 +737,7 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 	}
 	if ((v = GET(root, "nodes"))) {
 		cv->nodes_node = v;
-		if ((rc = sec_nodes(cv, v)))
+		if ((rc = scentopo_nodes(cv, v)))
 			return rc;
 	}
 	if ((v = GET(root, "linkcheck")) && (rc = sec_linkcheck(cv, v)))
