@@ -26,6 +26,7 @@
 #include "orchestrator/scennames.h"
 #include "orchestrator/scennet.h"
 #include "orchestrator/scenres.h"
+#include "orchestrator/scenrun.h"
 #include "orchestrator/scensim.h"
 #include "orchestrator/scenstrag.h"
 #include "orchestrator/scentopo.h"
@@ -74,64 +75,6 @@ const char *scenario_link_rule(const struct link_params *p)
 
 #define KEYS(...) (const char *const[]){ __VA_ARGS__, NULL }
 #define GET(map, key) yamltree_get(map, key)
-
-static int sec_stop(struct scenval *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc;
-	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "stop")) ||
-	    (rc = scenval_check_keys(cv, m, KEYS("time", "accuracy", "steps"), "stop")))
-		return rc;
-	if ((v = GET(m, "time")) && (rc = scenval_time(cv, v, 30ull * 86400 * 1000000, "stop.time", &sc->stop_time_us)))
-		return rc;
-	if ((v = GET(m, "accuracy")) && (rc = scenval_fraction(cv, v, "stop.accuracy", &sc->stop_accuracy)))
-		return rc;
-	if ((v = GET(m, "steps")) && (rc = scenval_count(cv, v, 1, 1000000000000ull, "stop.steps", &sc->stop_steps)))
-		return rc;
-	if (v == NULL && !sc->stop_time_us && sc->stop_accuracy == 0 && !sc->stop_steps)
-		return scenval_fail(cv, m, "stop has no condition (expected time, accuracy or steps)");
-	return 0;
-}
-
-static int sec_linkcheck(struct scenval *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	int rc;
-	if (m->kind == YAMLTREE_SCALAR)
-		return scenval_bool(cv, m, "linkcheck", &sc->linkcheck);
-	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "linkcheck")) ||
-	    (rc = scenval_check_keys(cv, m, KEYS("probes", "interval"), "linkcheck")))
-		return rc;
-	const struct yamltree_node *v = GET(m, "probes");
-	sc->linkcheck = true;
-	if (v && (rc = scenval_u32(cv, v, 1, 1000000, "linkcheck.probes", &sc->linkcheck_probes)))
-		return rc;
-	/* A slower probe stream for hosts that cannot serve 200 probes a second per node without
-	 * queueing them (an emulated CPU): the measurement, not the link, would be slow. */
-	if ((v = GET(m, "interval"))) {
-		if ((rc = scenval_time(cv, v, 1000000, "linkcheck.interval", &sc->linkcheck_interval_us)))
-			return rc;
-		if (sc->linkcheck_interval_us < 100)
-			return scenval_fail(cv, v, "linkcheck.interval %s is below 100us", v->scalar);
-	}
-	return 0;
-}
-
-static int sec_eval(struct scenval *cv, const struct yamltree_node *m)
-{
-	int rc;
-	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "eval")) || (rc = scenval_check_keys(cv, m, KEYS("every"), "eval")))
-		return rc;
-	const struct yamltree_node *v = GET(m, "every");
-	if (!v)
-		return 0;
-	if ((rc = scenval_time(cv, v, 86400ull * 1000000, "eval.every", &cv->sc->eval_every_us)))
-		return rc;
-	if (!cv->sc->eval_every_us)
-		return scenval_fail(cv, v, "eval.every is 0 (expected a period > 0, e.g. 2s)");
-	return 0;
-}
 
 static int sec_sweep(struct scenval *cv, const struct yamltree_node *m)
 {
@@ -702,7 +645,7 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 			return rc;
 		sc->workload = (enum scenario_workload)idx;
 	}
-	if ((v = GET(root, "stop")) && (rc = sec_stop(cv, v)))
+	if ((v = GET(root, "stop")) && (rc = scenrun_stop(cv, v)))
 		return rc;
 	if ((v = GET(root, "target")) && (rc = scenval_fraction(cv, v, "target", &sc->target)))
 		return rc;
@@ -740,9 +683,9 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 		if ((rc = scentopo_nodes(cv, v)))
 			return rc;
 	}
-	if ((v = GET(root, "linkcheck")) && (rc = sec_linkcheck(cv, v)))
+	if ((v = GET(root, "linkcheck")) && (rc = scenrun_linkcheck(cv, v)))
 		return rc;
-	if ((v = GET(root, "eval")) && (rc = sec_eval(cv, v)))
+	if ((v = GET(root, "eval")) && (rc = scenrun_eval(cv, v)))
 		return rc;
 	if ((v = GET(root, "network")) && (rc = scennet_parse(cv, v)))
 		return rc;
