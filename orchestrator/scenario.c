@@ -1,22 +1,24 @@
-/* orchestrator/scenario: the scenario language, from the YAML tree to a validated struct scenario.
+/* orchestrator/scenario: the scenario language, from a file to a validated struct scenario.
  *
  * Design:
  * - The tree (orchestrator/yamltree) is the source of truth; the struct is derived from it by
- *   convert(). --set edits the tree and converts again, so an override is validated exactly like
- *   the file, and scenario_write_yaml re-emits the tree with overrides applied.
+ *   convert(). --set edits the tree (orchestrator/scenset) and converts again, so an override is
+ *   validated exactly like the file, and scenario_write_yaml re-emits the tree with overrides
+ *   applied.
  * - Conversion stops at the first error and reports it at the position of the value (or key)
- *   at fault. Values that came from --set carry an origin string instead of a position.
- * - Each mapping is checked against the keys it accepts; an unknown key is an error with the
- *   closest known key suggested (Levenshtein distance), because a silently ignored typo in an
- *   experiment description is a wrong experiment.
- * - Link keys follow tc-netem's meaning and its cross-field rules (reorder needs delay, gap needs
- *   reorder, a correlation needs its base); a per-node override is checked merged onto the
- *   default, since that is what the node will get. */
+ *   at fault (orchestrator/scenval). Values that came from --set carry an origin string instead
+ *   of a position.
+ * - This file walks the top level and hands each section to its reader: scenrun (stop,
+ *   linkcheck, eval), scentrain (data, model, train, consistency), scentopo (topology, nodes),
+ *   scenfleet, scennet (with scenlink for link parameters), scenstrag, scenres, scensim,
+ *   scensweep, and orchestrator/hosts for `hosts`. Sections are read in a fixed order, since
+ *   some keys only apply to a choice made in an earlier section (fleet to topology fleet).
+ * - What needs several sections is checked here, once they are all read: roles against the
+ *   topology and workload, counts against barriers and partitions, every node selector against
+ *   the node list, and each sweep value on its own (a trial conversion per value). */
 #include "orchestrator/scenario.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +37,6 @@
 #include "orchestrator/scentrain.h"
 #include "orchestrator/scenval.h"
 #include "orchestrator/selector.h"
-#include "orchestrator/units.h"
 #include "orchestrator/yamltree.h"
 
 struct scenario_doc {
@@ -72,11 +73,6 @@ const char *scenario_link_rule(const struct link_params *p)
 {
 	return scenlink_rule(p);
 }
-
-/* --- sections ------------------------------------------------------------------------------ */
-
-#define KEYS(...) (const char *const[]){ __VA_ARGS__, NULL }
-#define GET(map, key) yamltree_get(map, key)
 
 /* --- nodes and cross-section checks -------------------------------------------------------- */
 
@@ -202,22 +198,26 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 				ok = r == SCENARIO_ROLE_PEER;
 			if (!ok) {
 				struct yamltree_node at = { .line = sc->nodes[i].pos.line, .col = sc->nodes[i].pos.col };
-				return scenval_fail(cv, &at, "node '%s' has role %s, which %s does not use", sc->nodes[i].name,
-						    scennames_role[r], sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
+				return scenval_fail(cv, &at, "node '%s' has role %s, which %s does not use",
+						    sc->nodes[i].name, scennames_role[r],
+						    sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
 						    : scennames_topology[sc->topology.kind]);
 			}
 			servers += r == SCENARIO_ROLE_SERVER || r == SCENARIO_ROLE_REGISTRY;
 		}
 		if (sc->topology.kind == SCENARIO_TOPO_FLEET && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
 		    (servers != 1 || servers == sc->n_nodes))
-			return scenval_fail(cv, cv->nodes_node, "fleet needs exactly one node with role registry and at "
+			return scenval_fail(cv, cv->nodes_node,
+					    "fleet needs exactly one node with role registry and at "
 					    "least one with role device in nodes");
 		if (sc->topology.kind == SCENARIO_TOPO_PS && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
 		    (servers == 0 || servers == sc->n_nodes))
-			return scenval_fail(cv, cv->nodes_node, "parameter-server needs at least one server and one worker "
+			return scenval_fail(cv, cv->nodes_node,
+					    "parameter-server needs at least one server and one worker "
 					    "in nodes");
 		if (sc->topology.kind == SCENARIO_TOPO_PS && servers > 1)
-			return scenval_fail(cv, cv->nodes_node, "nodes name %zu servers: the parameter server is one node "
+			return scenval_fail(cv, cv->nodes_node,
+					    "nodes name %zu servers: the parameter server is one node "
 					    "(sharding over several is not implemented; expected one role server)", servers);
 		if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->n_nodes != 1)
 			return scenval_fail(cv, cv->nodes_node, "centralized has exactly one node (role central)");
@@ -227,7 +227,8 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 				  sc->topology.kind == SCENARIO_TOPO_FLEET ? 1 : 0) >
 		   (sc->simulation.present ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES)) {
 		if (sc->simulation.present)
-			return scenval_fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %u nodes "
+			return scenval_fail(cv, cv->workers_node,
+					    "workers %u + servers %u exceed the limit of %u nodes "
 					    "of a simulation (SCENARIO_MAX_SIM_WORKERS)", sc->workers,
 					    sc->topology.servers, SCENARIO_MAX_SIM_WORKERS);
 		return scenval_fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
@@ -254,7 +255,8 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 		}
 		if (bad) {
 			struct yamltree_node at = { .line = st->pos.line, .col = st->pos.col };
-			return scenval_fail(cv, &at, "%s with topology %s: %s", bad & SCENARIO_STRAG_CRASH ? "crash" : bad & SCENARIO_STRAG_JOIN ? "join" : "leave",
+			return scenval_fail(cv, &at, "%s with topology %s: %s",
+					    bad & SCENARIO_STRAG_CRASH ? "crash" : bad & SCENARIO_STRAG_JOIN ? "join" : "leave",
 					    scennames_topology[sc->topology.kind], why);
 		}
 	}
@@ -273,13 +275,16 @@ static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 		sc->consistency.sample = data_nodes ? (uint32_t)data_nodes - 1 : 0;
 	if ((sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP) &&
 	    sc->consistency.sample >= data_nodes && sc->topology.kind != SCENARIO_TOPO_CENTRALIZED)
-		return scenval_fail(cv, cv->sample_node ? cv->sample_node : cv->workers_node, "consistency.sample %u must be below the number of workers (%zu): "
+		return scenval_fail(cv, cv->sample_node ? cv->sample_node : cv->workers_node,
+				    "consistency.sample %u must be below the number of workers (%zu): "
 				    "a worker samples the others", sc->consistency.sample, data_nodes);
 	if (sc->consistency.backup && sc->consistency.backup >= data_nodes)
-		return scenval_fail(cv, cv->backup_node ? cv->backup_node : cv->workers_node, "consistency.backup %u must be below the number of workers (%zu)",
+		return scenval_fail(cv, cv->backup_node ? cv->backup_node : cv->workers_node,
+				    "consistency.backup %u must be below the number of workers (%zu)",
 				    sc->consistency.backup, data_nodes);
 	if (sc->data.n_sizes && sc->data.n_sizes != data_nodes && sc->workload == SCENARIO_WORKLOAD_TRAIN)
-		return scenval_fail(cv, cv->sizes_node, "data.partition.sizes has %zu entries for %zu workers (expected one "
+		return scenval_fail(cv, cv->sizes_node,
+				    "data.partition.sizes has %zu entries for %zu workers (expected one "
 				    "per worker)", sc->data.n_sizes, data_nodes);
 
 	if ((rc = scenario_node_list(sc, &nodes, &n)))
@@ -335,6 +340,8 @@ out:
 }
 
 /* --- the whole document --------------------------------------------------------------------- */
+
+#define GET(map, key) yamltree_get(map, key)
 
 static void free_contents(struct scenario *sc)
 {
@@ -521,7 +528,8 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 		for (const char *p = sc->name; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
 			      *p == '-' || *p == '_' || *p == '.') || strlen(sc->name) > 64)
-				return scenval_fail(cv, v, "name '%s' is not valid (expected letters, digits, '-', '_', '.', at "
+				return scenval_fail(cv, v,
+						    "name '%s' is not valid (expected letters, digits, '-', '_', '.', at "
 						    "most 64 characters: it names the run directory)", sc->name);
 	} else if (!(sc->name = default_name(cv->file))) {
 		return scenval_fail(cv, root, "out of memory");

@@ -62,7 +62,8 @@ static int fleet_drift(struct scenval *cv, const struct yamltree_node *v)
 
 		sc->fleet.n_drift = i + 1;
 		if ((rc = scenval_want_kind(cv, e, YAMLTREE_MAP, "a fleet.drift entry")) ||
-		    (rc = scenval_check_keys(cv, e, SCENVAL_KEYS("at", "devices", "add_classes"), "a fleet.drift entry")))
+		    (rc = scenval_check_keys(cv, e, SCENVAL_KEYS("at", "devices", "add_classes"),
+					     "a fleet.drift entry")))
 			return rc;
 		if (!(at = yamltree_get(e, "at")) || !(dev = yamltree_get(e, "devices")) || !(cls = yamltree_get(e, "add_classes")))
 			return scenval_fail(cv, e, "a fleet.drift entry needs at, devices and add_classes (e.g. {at: "
@@ -172,7 +173,8 @@ int scenfleet_parse(struct scenval *cv, const struct yamltree_node *m)
 			if ((rc = scenval_time(cv, v, 86400ull * 1000000, "fleet.sync", &us)))
 				return rc;
 			if (us < 10000)
-				return scenval_fail(cv, v, "fleet.sync %s is below 10ms (expected e.g. '20 steps' or 5s)", s);
+				return scenval_fail(cv, v,
+						    "fleet.sync %s is below 10ms (expected e.g. '20 steps' or 5s)", s);
 			sc->fleet.sync_us = us;
 			sc->fleet.sync_steps = 0;
 		}
@@ -187,7 +189,8 @@ int scenfleet_parse(struct scenval *cv, const struct yamltree_node *m)
 			if ((rc = scenval_prob(cv, v, "fleet.sparse_k", &sc->fleet.sparse_ppm)))
 				return rc;
 			if (!sc->fleet.sparse_ppm)
-				return scenval_fail(cv, v, "fleet.sparse_k %s sends nothing (expected a count >= 1 or a "
+				return scenval_fail(cv, v,
+						    "fleet.sparse_k %s sends nothing (expected a count >= 1 or a "
 						    "percentage above 0%%)", s);
 			sc->fleet.sparse_k = 0;
 		} else {

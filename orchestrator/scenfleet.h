@@ -12,7 +12,8 @@ struct scenval;
 int scenfleet_parse(struct scenval *cv, const struct yamltree_node *m);
 
 /* After the nodes are known: with fleet.registry peers, 1 <= fleet.peers <= devices - 1 (a
- * default above that is lowered to it). root is the document. Returns 0 or -EINVAL with the message in cv->err. */
+ * default above that is lowered to it). root is the document. Returns 0 or -EINVAL with the
+ * message in cv->err. */
 int scenfleet_check_peers(struct scenval *cv, const struct yamltree_node *root);
 
 #endif

@@ -153,7 +153,8 @@ static int link_key(struct scenval *cv, const struct yamltree_entry *e, struct l
 	} else if (!strcmp(k, "delay_distribution")) {
 		rc = scenval_enum(cv, v, scennames_link_dist, k, &idx);
 		if (!rc && idx == LINK_DIST_NONE)
-			rc = scenval_fail(cv, v, "delay_distribution 'none' (expected uniform|normal|pareto|paretonormal; "
+			rc = scenval_fail(cv, v,
+					  "delay_distribution 'none' (expected uniform|normal|pareto|paretonormal; "
 					  "leave the key out for netem's default)");
 		p->dist = (enum link_dist)idx;
 		bit = LINK_F_DIST;
@@ -163,7 +164,8 @@ static int link_key(struct scenval *cv, const struct yamltree_entry *e, struct l
 	} else if (!strcmp(k, "loss")) {
 		rc = scenval_prob(cv, v, k, &p->loss_ppm);
 		if (p->set & LINK_F_LOSS_MODEL && p->loss_model == LINK_LOSS_GEMODEL)
-			return scenval_fail_key(cv, e, "loss and gemodel exclude each other (gemodel sets the loss pattern)");
+			return scenval_fail_key(cv, e,
+						"loss and gemodel exclude each other (gemodel sets the loss pattern)");
 		p->loss_model = LINK_LOSS_RANDOM;
 		p->ge_p_ppm = p->ge_r_ppm = p->ge_1h_ppm = p->ge_1k_ppm = 0;
 		bit = LINK_F_LOSS | LINK_F_LOSS_MODEL;
@@ -190,7 +192,8 @@ static int link_key(struct scenval *cv, const struct yamltree_entry *e, struct l
 		if ((rc = scenval_want_kind(cv, v, YAMLTREE_MAP, "gemodel")) || (rc = scenval_check_keys(cv, v, gk, "gemodel")))
 			return rc;
 		if (p->set & LINK_F_LOSS)
-			return scenval_fail_key(cv, e, "loss and gemodel exclude each other (gemodel sets the loss pattern)");
+			return scenval_fail_key(cv, e,
+						"loss and gemodel exclude each other (gemodel sets the loss pattern)");
 		const struct yamltree_node *gp = yamltree_get(v, "p"), *gr = yamltree_get(v, "r"),
 					   *gh = yamltree_get(v, "1-h"), *gk1 = yamltree_get(v, "1-k");
 		if (!gp)

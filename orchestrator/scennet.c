@@ -102,7 +102,8 @@ static int get_tcp_mem(struct scenval *cv, const struct yamltree_node *v, const 
 		if (out[i] < SCENARIO_TCP_MEM_MIN || out[i] > SCENARIO_TCP_MEM_MAX)
 			return scenval_fail(cv, e, "%s %s out of range (limit: 4KiB..1GiB)", what, t);
 		if (i && out[i] < out[i - 1])
-			return scenval_fail(cv, e, "%s %s is below the value before it (expected min <= default <= max)",
+			return scenval_fail(cv, e,
+					    "%s %s is below the value before it (expected min <= default <= max)",
 					    what, t);
 	}
 	return 0;
@@ -118,8 +119,8 @@ static int sec_tcp(struct scenval *cv, const struct yamltree_node *m, const stru
 	int rc;
 
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "network.tcp")) ||
-	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("cc", "slow_start_after_idle", "ecn", "initial_cwnd", "rmem", "wmem"),
-				     "network.tcp")))
+	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("cc", "slow_start_after_idle", "ecn", "initial_cwnd",
+							 "rmem", "wmem"), "network.tcp")))
 		return rc;
 	if ((v = yamltree_get(m, "cc"))) {
 		if (cc_alias)
@@ -146,7 +147,8 @@ static int sec_tcp(struct scenval *cv, const struct yamltree_node *m, const stru
 		}
 	}
 	if ((v = yamltree_get(m, "initial_cwnd")) &&
-	    (rc = scenval_u32(cv, v, 1, SCENARIO_TCP_MAX_INITCWND, "network.tcp.initial_cwnd", &sc->network.tcp.initial_cwnd)))
+	    (rc = scenval_u32(cv, v, 1, SCENARIO_TCP_MAX_INITCWND, "network.tcp.initial_cwnd",
+			      &sc->network.tcp.initial_cwnd)))
 		return rc;
 	if ((v = yamltree_get(m, "rmem")) && (rc = get_tcp_mem(cv, v, "network.tcp.rmem", sc->network.tcp.rmem)))
 		return rc;
@@ -166,8 +168,8 @@ int scennet_parse(struct scenval *cv, const struct yamltree_node *m)
 	struct scenlink_pos def_up = { 0 }, def_down = { 0 };  /* where network.default wrote each field */
 
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "network")) ||
-	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("default", "links", "timeline", "trace", "cc", "tcp", "subnet", "mtu",
-							 "precision"), "network")))
+	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("default", "links", "timeline", "trace", "cc", "tcp",
+							 "subnet", "mtu", "precision"), "network")))
 		return rc;
 	if ((v = yamltree_get(m, "default"))) {
 		if ((rc = scenlink_layer(cv, v, def_keys, "network.default", &sc->network.up, &sc->network.down,
@@ -188,10 +190,12 @@ int scennet_parse(struct scenval *cv, const struct yamltree_node *m)
 			struct scenario_link *l = &sc->network.links[i];
 			struct scenlink_pos up = { 0 }, dn = { 0 };
 			sc->network.n_links = i + 1;
-			if ((rc = scenlink_layer(cv, e, link_keys, "a network.links entry", &l->up, &l->down, &up, &dn)))
+			if ((rc = scenlink_layer(cv, e, link_keys, "a network.links entry", &l->up, &l->down, &up,
+						 &dn)))
 				return rc;
 			if (!(nodes = yamltree_get(e, "nodes")))
-				return scenval_fail(cv, e, "network.links entry without nodes (expected nodes: \"worker[0-3]\")");
+				return scenval_fail(cv, e,
+						    "network.links entry without nodes (expected nodes: \"worker[0-3]\")");
 			if ((rc = scenval_string(cv, nodes, "nodes", &l->nodes)))
 				return rc;
 			l->pos = (struct scenario_pos){ nodes->line, nodes->col };
@@ -211,7 +215,8 @@ int scennet_parse(struct scenval *cv, const struct yamltree_node *m)
 			struct scenario_event *t = &sc->network.timeline[i];
 			struct scenlink_pos up = { 0 }, dn = { 0 };
 			sc->network.n_timeline = i + 1;
-			if ((rc = scenlink_layer(cv, e, ev_keys, "a network.timeline entry", &t->up, &t->down, &up, &dn)))
+			if ((rc = scenlink_layer(cv, e, ev_keys, "a network.timeline entry", &t->up, &t->down, &up,
+						 &dn)))
 				return rc;
 			if (!(at = yamltree_get(e, "at")))
 				return scenval_fail(cv, e, "network.timeline entry without at (expected at: 60s)");

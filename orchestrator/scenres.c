@@ -52,7 +52,8 @@ int scenres_parse(struct scenval *cv, const struct yamltree_node *m)
 		struct scenario_resources *re = &sc->resources[i];
 		sc->n_resources = i + 1;
 		if ((rc = scenval_want_kind(cv, e, YAMLTREE_MAP, "a resources entry")) ||
-		    (rc = scenval_check_keys(cv, e, SCENVAL_KEYS("nodes", "cpu", "cpus", "memory"), "a resources entry")))
+		    (rc = scenval_check_keys(cv, e, SCENVAL_KEYS("nodes", "cpu", "cpus", "memory"),
+					     "a resources entry")))
 			return rc;
 		if (!(v = yamltree_get(e, "nodes")))
 			return scenval_fail(cv, e, "resources entry without nodes (expected nodes: worker0)");
@@ -63,10 +64,12 @@ int scenres_parse(struct scenval *cv, const struct yamltree_node *m)
 			if ((rc = scenval_real(cv, v, 0, false, 1e6, false, "cpu", &re->cpu)))
 				return rc;
 			if (re->cpu < CGROUP_MIN_CPU)
-				return scenval_fail(cv, v, "cpu %s is below the smallest share, %g of a core (1 ms per %u ms)",
+				return scenval_fail(cv, v,
+						    "cpu %s is below the smallest share, %g of a core (1 ms per %u ms)",
 						    v->scalar, CGROUP_MIN_CPU, CGROUP_CPU_PERIOD_US / 1000);
 			if (re->cpu > n_online)
-				return scenval_fail(cv, v, "cpu %s is more than the %d online CPU(s) of this host (expected a share "
+				return scenval_fail(cv, v,
+						    "cpu %s is more than the %d online CPU(s) of this host (expected a share "
 						    "of one core, 0.01..%d)", v->scalar, n_online, n_online);
 			re->set |= SCENARIO_RES_CPU;
 		}
@@ -76,7 +79,8 @@ int scenres_parse(struct scenval *cv, const struct yamltree_node *m)
 			if ((rc = scenval_want_kind(cv, v, YAMLTREE_SEQ, "cpus")))
 				return rc;
 			if (!v->n)
-				return scenval_fail(cv, v, "cpus is empty (expected a list of CPUs, e.g. [0, 1] or [0-3])");
+				return scenval_fail(cv, v,
+						    "cpus is empty (expected a list of CPUs, e.g. [0, 1] or [0-3])");
 			for (size_t k = 0; k < v->n; k++) {
 				const struct yamltree_node *c = v->items[k].value;
 				const char *t = scenval_scalar(cv, c, "a cpus entry");
@@ -85,11 +89,13 @@ int scenres_parse(struct scenval *cv, const struct yamltree_node *m)
 				if (!t)
 					return -EINVAL;
 				if (cgroup_parse_cpus(t, one) <= 0)
-					return scenval_fail(cv, c, "cpus entry '%s' is not a CPU number or range (expected e.g. 1 or "
+					return scenval_fail(cv, c,
+							    "cpus entry '%s' is not a CPU number or range (expected e.g. 1 or "
 							    "0-3, below %d)", t, CGROUP_MAX_CPUS);
 				for (int w = 0; w < CGROUP_CPU_WORDS; w++) {
 					if (one[w] & ~online[w])
-						return scenval_fail(cv, c, "cpus entry '%s' is not an online CPU of this host (online: %s)",
+						return scenval_fail(cv, c,
+								    "cpus entry '%s' is not an online CPU of this host (online: %s)",
 								    t, list);
 					re->cpus[w] |= one[w];
 				}
@@ -98,7 +104,8 @@ int scenres_parse(struct scenval *cv, const struct yamltree_node *m)
 				count += __builtin_popcountll(re->cpus[w]);
 			re->set |= SCENARIO_RES_CPUS;
 			if ((re->set & SCENARIO_RES_CPU) && re->cpu > count)
-				return scenval_fail(cv, yamltree_get(e, "cpu"), "cpu %g exceeds the %d CPU(s) the node is pinned to by cpus",
+				return scenval_fail(cv, yamltree_get(e, "cpu"),
+						    "cpu %g exceeds the %d CPU(s) the node is pinned to by cpus",
 						    re->cpu, count);
 		}
 		if ((v = yamltree_get(e, "memory"))) {
@@ -108,10 +115,12 @@ int scenres_parse(struct scenval *cv, const struct yamltree_node *m)
 			if (!t)
 				return -EINVAL;
 			if (cgroup_parse_size(t, &re->memory_bytes, &why))
-				return scenval_fail(cv, v, "memory '%s': %s (expected a size like 256MiB or 1GiB)", t, why);
+				return scenval_fail(cv, v, "memory '%s': %s (expected a size like 256MiB or 1GiB)", t,
+						    why);
 			cgroup_format_size(CGROUP_MIN_MEMORY_BYTES, min, sizeof min);
 			if (re->memory_bytes < CGROUP_MIN_MEMORY_BYTES)
-				return scenval_fail(cv, v, "memory %s is below the minimum of %s (a node needs that much to start)",
+				return scenval_fail(cv, v,
+						    "memory %s is below the minimum of %s (a node needs that much to start)",
 						    t, min);
 			re->set |= SCENARIO_RES_MEMORY;
 		}

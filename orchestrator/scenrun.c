@@ -15,11 +15,13 @@ int scenrun_stop(struct scenval *cv, const struct yamltree_node *m)
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "stop")) ||
 	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("time", "accuracy", "steps"), "stop")))
 		return rc;
-	if ((v = yamltree_get(m, "time")) && (rc = scenval_time(cv, v, 30ull * 86400 * 1000000, "stop.time", &sc->stop_time_us)))
+	if ((v = yamltree_get(m, "time")) && (rc = scenval_time(cv, v, 30ull * 86400 * 1000000, "stop.time",
+								&sc->stop_time_us)))
 		return rc;
 	if ((v = yamltree_get(m, "accuracy")) && (rc = scenval_fraction(cv, v, "stop.accuracy", &sc->stop_accuracy)))
 		return rc;
-	if ((v = yamltree_get(m, "steps")) && (rc = scenval_count(cv, v, 1, 1000000000000ull, "stop.steps", &sc->stop_steps)))
+	if ((v = yamltree_get(m, "steps")) && (rc = scenval_count(cv, v, 1, 1000000000000ull, "stop.steps",
+								  &sc->stop_steps)))
 		return rc;
 	if (v == NULL && !sc->stop_time_us && sc->stop_accuracy == 0 && !sc->stop_steps)
 		return scenval_fail(cv, m, "stop has no condition (expected time, accuracy or steps)");

@@ -31,7 +31,8 @@ static int straggler_delay(struct scenval *cv, const struct yamltree_node *m, st
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "compute.delay")))
 		return rc;
 	if (!(v = yamltree_get(m, "dist")))
-		return scenval_fail(cv, m, "compute.delay without dist (expected constant|uniform|exponential|gamma|normal|pareto)");
+		return scenval_fail(cv, m,
+				    "compute.delay without dist (expected constant|uniform|exponential|gamma|normal|pareto)");
 	if ((rc = scenval_enum(cv, v, scennames_dist, "compute.delay.dist", &idx)))
 		return rc;
 	if (idx == SCENARIO_DIST_NONE)
@@ -99,7 +100,8 @@ int scenstrag_parse(struct scenval *cv, const struct yamltree_node *m)
 			    (rc = scenval_check_keys(cv, v, SCENVAL_KEYS("slowdown", "delay", "trace"), "compute")))
 				return rc;
 			if ((w = yamltree_get(v, "slowdown"))) {
-				if ((rc = scenval_real(cv, w, 1, false, 1000, false, "compute.slowdown", &st->slowdown)))
+				if ((rc = scenval_real(cv, w, 1, false, 1000, false, "compute.slowdown",
+						       &st->slowdown)))
 					return rc;
 				st->set |= SCENARIO_STRAG_SLOWDOWN;
 			}
@@ -117,7 +119,8 @@ int scenstrag_parse(struct scenval *cv, const struct yamltree_node *m)
 			    (rc = scenval_check_keys(cv, v, SCENVAL_KEYS("every", "for"), "pause")))
 				return rc;
 			if (!(ev = yamltree_get(v, "every")) || !(fo = yamltree_get(v, "for")))
-				return scenval_fail(cv, v, "pause needs every and for (expected pause: {every: 30s, for: 5s})");
+				return scenval_fail(cv, v,
+						    "pause needs every and for (expected pause: {every: 30s, for: 5s})");
 			if ((rc = scenval_time(cv, ev, tmax, "pause.every", &st->pause_every_us)) ||
 			    (rc = scenval_time(cv, fo, tmax, "pause.for", &st->pause_for_us)))
 				return rc;
@@ -138,7 +141,8 @@ int scenstrag_parse(struct scenval *cv, const struct yamltree_node *m)
 				if ((rc = scenval_time(cv, w, tmax, "crash.restart", &st->restart_at_us)))
 					return rc;
 				if (st->restart_at_us <= st->crash_at_us)
-					return scenval_fail(cv, w, "crash.restart must be later than crash.at (it is the time "
+					return scenval_fail(cv, w,
+							    "crash.restart must be later than crash.at (it is the time "
 							    "of the restart, not a duration)");
 				st->set |= SCENARIO_STRAG_RESTART;
 			}
@@ -151,14 +155,16 @@ int scenstrag_parse(struct scenval *cv, const struct yamltree_node *m)
 				return rc;
 			if (!(w = yamltree_get(v, "at")))
 				return scenval_fail(cv, v, "%s without at (expected %s: {at: 30s})", key, key);
-			if ((rc = scenval_time(cv, w, tmax, k ? "leave.at" : "join.at", k ? &st->leave_at_us : &st->join_at_us)))
+			if ((rc = scenval_time(cv, w, tmax, k ? "leave.at" : "join.at",
+					       k ? &st->leave_at_us : &st->join_at_us)))
 				return rc;
 			st->set |= k ? SCENARIO_STRAG_LEAVE : SCENARIO_STRAG_JOIN;
 		}
 		if ((st->set & SCENARIO_STRAG_JOIN) && (st->set & SCENARIO_STRAG_LEAVE) && st->leave_at_us <= st->join_at_us)
 			return scenval_fail(cv, yamltree_get(e, "leave"), "leave.at must be later than join.at");
 		if (!st->set)
-			return scenval_fail(cv, e, "stragglers entry does nothing (expected compute, pause, crash, join or leave)");
+			return scenval_fail(cv, e,
+					    "stragglers entry does nothing (expected compute, pause, crash, join or leave)");
 	}
 	return 0;
 }

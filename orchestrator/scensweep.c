@@ -54,10 +54,12 @@ int scensweep_parse(struct scenval *cv, const struct yamltree_node *m)
 		if ((rc = scenval_check_keys(cv, &tmp, top, "sweep (a key path of the scenario)")))
 			return rc;
 		if (e->value->kind != YAMLTREE_SEQ || e->value->n == 0)
-			return scenval_fail(cv, e->value, "sweep '%s' is %s (expected a non-empty list of values)", e->key,
+			return scenval_fail(cv, e->value, "sweep '%s' is %s (expected a non-empty list of values)",
+					    e->key,
 					    e->value->kind == YAMLTREE_SEQ ? "an empty list" : yamltree_kind_name(e->value->kind));
 		if (e->value->n > 1000)
-			return scenval_fail(cv, e->value, "sweep '%s' has %zu values (limit 1000)", e->key, e->value->n);
+			return scenval_fail(cv, e->value, "sweep '%s' has %zu values (limit 1000)", e->key,
+					    e->value->n);
 		struct scenario_sweep_axis *ax = &sc->sweep.axes[sc->sweep.n_axes++];
 		ax->zip_group = -1;
 		ax->pos = (struct scenario_pos){ e->line, e->col };
@@ -97,11 +99,13 @@ int scensweep_parse(struct scenval *cv, const struct yamltree_node *m)
 					if (!strcmp(sc->sweep.axes[a].key, key))
 						ax = &sc->sweep.axes[a];
 				if (!ax)
-					return scenval_fail(cv, kn, "sweep.zip names '%s', which is not a sweep key", key);
+					return scenval_fail(cv, kn, "sweep.zip names '%s', which is not a sweep key",
+							    key);
 				if (ax->zip_group >= 0)
 					return scenval_fail(cv, kn, "sweep.zip names '%s' twice", key);
 				if (k && ax->n_values != len)
-					return scenval_fail(cv, kn, "sweep.zip pairs lists of different lengths ('%s' has %zu "
+					return scenval_fail(cv, kn,
+							    "sweep.zip pairs lists of different lengths ('%s' has %zu "
 							    "values, expected %zu)", key, ax->n_values, len);
 				len = ax->n_values;
 				ax->zip_group = (int)g;
@@ -124,6 +128,7 @@ int scensweep_parse(struct scenval *cv, const struct yamltree_node *m)
 			runs *= (double)ax->n_values;
 	}
 	if (runs > SCENARIO_MAX_RUNS)
-		return scenval_fail(cv, m, "sweep expands to %.0f runs (limit SCENARIO_MAX_RUNS is %d)", runs, SCENARIO_MAX_RUNS);
+		return scenval_fail(cv, m, "sweep expands to %.0f runs (limit SCENARIO_MAX_RUNS is %d)", runs,
+				    SCENARIO_MAX_RUNS);
 	return 0;
 }

@@ -7,7 +7,8 @@
 
 struct scenval;
 
-/* Read the sweep mapping m into cv->sc->sweep (axes in file order, zip groups, repeat). Returns 0 or -EINVAL with the message in cv->err. */
+/* Read the sweep mapping m into cv->sc->sweep (axes in file order, zip groups, repeat).
+ * Returns 0 or -EINVAL with the message in cv->err. */
 int scensweep_parse(struct scenval *cv, const struct yamltree_node *m);
 
 #endif

@@ -72,16 +72,19 @@ int scentopo_nodes(struct scenval *cv, const struct yamltree_node *m)
 		if (!(nm = yamltree_get(e, "name")))
 			return scenval_fail(cv, e, "nodes entry without name (expected {name: worker0, role: worker})");
 		if (!(rl = yamltree_get(e, "role")))
-			return scenval_fail(cv, e, "nodes entry without role (expected server|worker|peer|central|probe)");
+			return scenval_fail(cv, e,
+					    "nodes entry without role (expected server|worker|peer|central|probe)");
 		const char *s = scenval_scalar(cv, nm, "node name");
 		if (!s)
 			return -EINVAL;
 		if (!valid_node_name(s) || !strcmp(s, "all") || !strcmp(s, "servers") || !strcmp(s, "workers"))
-			return scenval_fail(cv, nm, "node name '%s' is not valid (expected [a-z][a-z0-9_-]*, at most %d "
+			return scenval_fail(cv, nm,
+					    "node name '%s' is not valid (expected [a-z][a-z0-9_-]*, at most %d "
 					    "characters, not all/servers/workers)", s, SCENARIO_NODE_NAME_MAX - 1);
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(sc->nodes[j].name, s))
-				return scenval_fail(cv, nm, "duplicate node name '%s' (first at line %u)", s, sc->nodes[j].pos.line);
+				return scenval_fail(cv, nm, "duplicate node name '%s' (first at line %u)", s,
+						    sc->nodes[j].pos.line);
 		snprintf(n->name, sizeof n->name, "%s", s);
 		n->pos = (struct scenario_pos){ nm->line, nm->col };
 		if ((rc = scenval_enum(cv, rl, scennames_role, "role", &idx)))

@@ -7,7 +7,8 @@
 
 struct scenval;
 
-/* Read the topology mapping m into cv->sc->topology. Returns 0 or -EINVAL with the message in cv->err. */
+/* Read the topology mapping m into cv->sc->topology. Returns 0 or -EINVAL with the message in
+ * cv->err. */
 int scentopo_topology(struct scenval *cv, const struct yamltree_node *m);
 /* Read the nodes list m into cv->sc->nodes (n_nodes counts the entries filled so far): unique,
  * valid names and roles. Returns 0 or -EINVAL with the message in cv->err. */

@@ -35,7 +35,8 @@ int scentrain_data(struct scenval *cv, const struct yamltree_node *m)
 	if (!(p = yamltree_get(m, "partition")))
 		return 0;
 	if ((rc = scenval_want_kind(cv, p, YAMLTREE_MAP, "data.partition")) ||
-	    (rc = scenval_check_keys(cv, p, SCENVAL_KEYS("scheme", "per_node", "alpha", "zipf", "sizes"), "data.partition")))
+	    (rc = scenval_check_keys(cv, p, SCENVAL_KEYS("scheme", "per_node", "alpha", "zipf", "sizes"),
+				     "data.partition")))
 		return rc;
 	if ((v = yamltree_get(p, "scheme"))) {
 		if ((rc = scenval_enum(cv, v, scennames_partition, "data.partition.scheme", &idx)))
@@ -45,33 +46,38 @@ int scentrain_data(struct scenval *cv, const struct yamltree_node *m)
 	enum scenario_partition s = sc->data.scheme;
 	if ((v = yamltree_get(p, "per_node"))) {
 		if (s != SCENARIO_PART_CLASSES)
-			return scenval_fail(cv, v, "per_node applies to scheme classes (this partition is %s)", scennames_partition[s]);
+			return scenval_fail(cv, v, "per_node applies to scheme classes (this partition is %s)",
+					    scennames_partition[s]);
 		if ((rc = scenval_u32(cv, v, 1, 10, "data.partition.per_node", &sc->data.per_node)))
 			return rc;
 	}
 	if ((v = yamltree_get(p, "alpha"))) {
 		if (s != SCENARIO_PART_DIRICHLET)
-			return scenval_fail(cv, v, "alpha applies to scheme dirichlet (this partition is %s)", scennames_partition[s]);
+			return scenval_fail(cv, v, "alpha applies to scheme dirichlet (this partition is %s)",
+					    scennames_partition[s]);
 		if ((rc = scenval_real(cv, v, 0, true, 1e6, false, "data.partition.alpha", &sc->data.alpha)))
 			return rc;
 	}
 	if ((v = yamltree_get(p, "zipf"))) {
 		if (s != SCENARIO_PART_SIZES)
-			return scenval_fail(cv, v, "zipf applies to scheme sizes (this partition is %s)", scennames_partition[s]);
+			return scenval_fail(cv, v, "zipf applies to scheme sizes (this partition is %s)",
+					    scennames_partition[s]);
 		if ((rc = scenval_real(cv, v, 0, false, 10, false, "data.partition.zipf", &sc->data.zipf)))
 			return rc;
 		cv->zipf_node = v;
 	}
 	if ((v = yamltree_get(p, "sizes"))) {
 		if (s != SCENARIO_PART_SIZES)
-			return scenval_fail(cv, v, "sizes applies to scheme sizes (this partition is %s)", scennames_partition[s]);
+			return scenval_fail(cv, v, "sizes applies to scheme sizes (this partition is %s)",
+					    scennames_partition[s]);
 		if (cv->zipf_node)
 			return scenval_fail(cv, v, "sizes and zipf exclude each other (explicit fractions, or shard "
 					    "sizes proportional to 1/(i+1)^zipf)");
 		if ((rc = scenval_want_kind(cv, v, YAMLTREE_SEQ, "data.partition.sizes")))
 			return rc;
 		if (v->n == 0 || v->n > SCENARIO_MAX_NODES)
-			return scenval_fail(cv, v, "data.partition.sizes has %zu entries (limit: 1..%d)", v->n, SCENARIO_MAX_NODES);
+			return scenval_fail(cv, v, "data.partition.sizes has %zu entries (limit: 1..%d)", v->n,
+					    SCENARIO_MAX_NODES);
 		if (!(sc->data.sizes = calloc(v->n, sizeof *sc->data.sizes)))
 			return scenval_fail(cv, v, "out of memory");
 		sc->data.n_sizes = v->n;
@@ -82,7 +88,8 @@ int scentrain_data(struct scenval *cv, const struct yamltree_node *m)
 			sum += sc->data.sizes[i];
 		}
 		if (fabs(sum - 1) > 1e-6)
-			return scenval_fail(cv, v, "data.partition.sizes sum to %g (expected fractions summing to 1)", sum);
+			return scenval_fail(cv, v, "data.partition.sizes sum to %g (expected fractions summing to 1)",
+					    sum);
 		cv->sizes_node = v;
 	} else if (s == SCENARIO_PART_SIZES && !cv->zipf_node) {
 		return scenval_fail(cv, p, "scheme sizes needs sizes or zipf (expected sizes: [0.5, 0.25, 0.25] "
@@ -114,10 +121,12 @@ int scentrain_model(struct scenval *cv, const struct yamltree_node *m)
 		if ((rc = scenval_want_kind(cv, v, YAMLTREE_SEQ, "model.hidden")))
 			return rc;
 		if (v->n == 0 || v->n > SCENARIO_MAX_HIDDEN)
-			return scenval_fail(cv, v, "model.hidden has %zu layers (limit: 1..%d)", v->n, SCENARIO_MAX_HIDDEN);
+			return scenval_fail(cv, v, "model.hidden has %zu layers (limit: 1..%d)", v->n,
+					    SCENARIO_MAX_HIDDEN);
 		sc->model.n_hidden = v->n;
 		for (size_t i = 0; i < v->n; i++)
-			if ((rc = scenval_u32(cv, v->items[i].value, 1, 65536, "a hidden layer size", &sc->model.hidden[i])))
+			if ((rc = scenval_u32(cv, v->items[i].value, 1, 65536, "a hidden layer size",
+					      &sc->model.hidden[i])))
 				return rc;
 	}
 	return 0;
@@ -154,10 +163,12 @@ int scentrain_train(struct scenval *cv, const struct yamltree_node *m)
 	const struct yamltree_node *v;
 	int rc, idx;
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "train")) ||
-	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("batch", "lr", "momentum", "weight_decay", "lr_schedule", "lr_step_every",
-				       "lr_step_gamma", "lr_decay", "epochs", "blas_threads"), "train")))
+	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("batch", "lr", "momentum", "weight_decay", "lr_schedule",
+							 "lr_step_every", "lr_step_gamma", "lr_decay", "epochs",
+							 "blas_threads"), "train")))
 		return rc;
-	if ((v = yamltree_get(m, "batch")) && (rc = scenval_u32(cv, v, 1, LIMITS_MAX_BATCH, "train.batch", &sc->train.batch)))
+	if ((v = yamltree_get(m, "batch")) && (rc = scenval_u32(cv, v, 1, LIMITS_MAX_BATCH, "train.batch",
+								&sc->train.batch)))
 		return rc;
 	if ((v = yamltree_get(m, "lr")) && (rc = scenval_real(cv, v, 0, true, 100, false, "train.lr", &sc->train.lr)))
 		return rc;
@@ -205,8 +216,8 @@ int scentrain_consistency(struct scenval *cv, const struct yamltree_node *m)
 	const struct yamltree_node *v;
 	int rc, idx;
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "consistency")) ||
-	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("barrier", "staleness", "sample", "backup", "weighting", "local_steps",
-				       "fanout", "combine", "draw"), "consistency")))
+	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("barrier", "staleness", "sample", "backup", "weighting",
+							 "local_steps", "fanout", "combine", "draw"), "consistency")))
 		return rc;
 	if ((v = yamltree_get(m, "barrier"))) {
 		if ((rc = scenval_enum(cv, v, scennames_barrier, "consistency.barrier", &idx)))

@@ -103,7 +103,8 @@ int scenval_check_keys(struct scenval *cv, const struct yamltree_node *map, cons
 			continue;
 		size_t len = strlen(e->key);
 		if (best && bestd <= (len > 6 ? len / 3 : 2))
-			return scenval_fail_key(cv, e, "unknown key '%s' in %s (did you mean '%s'?)", e->key, where, best);
+			return scenval_fail_key(cv, e, "unknown key '%s' in %s (did you mean '%s'?)", e->key, where,
+						best);
 		char list[512];
 		size_t pos = 0;
 		list[0] = 0;
