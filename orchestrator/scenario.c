@@ -1,1927 +1,77 @@
-/* orchestrator/scenario: the scenario language, from the YAML tree to a validated struct scenario.
+/* orchestrator/scenario: the scenario language, from a file to a validated struct scenario.
  *
  * Design:
  * - The tree (orchestrator/yamltree) is the source of truth; the struct is derived from it by
- *   convert(). --set edits the tree and converts again, so an override is validated exactly like
- *   the file, and scenario_write_yaml re-emits the tree with overrides applied.
+ *   convert(). --set edits the tree (orchestrator/scenset) and converts again, so an override is
+ *   validated exactly like the file, and scenario_write_yaml re-emits the tree with overrides
+ *   applied.
  * - Conversion stops at the first error and reports it at the position of the value (or key)
- *   at fault. Values that came from --set carry an origin string instead of a position.
- * - Each mapping is checked against the keys it accepts; an unknown key is an error with the
- *   closest known key suggested (Levenshtein distance), because a silently ignored typo in an
- *   experiment description is a wrong experiment.
- * - Link keys follow tc-netem's meaning and its cross-field rules (reorder needs delay, gap needs
- *   reorder, a correlation needs its base); a per-node override is checked merged onto the
- *   default, since that is what the node will get. */
+ *   at fault (orchestrator/scenval). Values that came from --set carry an origin string instead
+ *   of a position.
+ * - This file walks the top level and hands each section to its reader: scenrun (stop,
+ *   linkcheck, eval), scentrain (data, model, train, consistency), scentopo (topology, nodes),
+ *   scenfleet, scennet (with scenlink for link parameters), scenstrag, scenres, scensim,
+ *   scensweep, and orchestrator/hosts for `hosts`. Sections are read in a fixed order, since
+ *   some keys only apply to a choice made in an earlier section (fleet to topology fleet).
+ * - What needs several sections is checked here, once they are all read: roles against the
+ *   topology and workload, counts against barriers and partitions, every node selector against
+ *   the node list, and each sweep value on its own (a trial conversion per value). */
 #include "orchestrator/scenario.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "orchestrator/cgroup.h"
 #include "orchestrator/hosts.h"
+#include "orchestrator/scenfleet.h"
+#include "orchestrator/scenlink.h"
+#include "orchestrator/scennames.h"
+#include "orchestrator/scennet.h"
+#include "orchestrator/scenres.h"
+#include "orchestrator/scenrun.h"
+#include "orchestrator/scenset.h"
+#include "orchestrator/scensim.h"
+#include "orchestrator/scenstrag.h"
+#include "orchestrator/scensweep.h"
+#include "orchestrator/scentopo.h"
+#include "orchestrator/scentrain.h"
+#include "orchestrator/scenval.h"
 #include "orchestrator/selector.h"
-#include "orchestrator/units.h"
 #include "orchestrator/yamltree.h"
-
-#define N_LINK_FIELDS 16
 
 struct scenario_doc {
 	struct yamltree_node *root;
 	char *basedir;          /* directory of the scenario file, for relative paths; NULL = cwd */
 };
 
-/* Where each link field was written (NULL = not in this layer). */
-struct link_pos {
-	const struct yamltree_node *f[N_LINK_FIELDS];
-};
-
-struct cv {
-	const char *file;
-	char *err;
-	size_t errlen;
-	struct scenario *sc;
-	const char *basedir;
-	bool check_sweep;               /* expand-check the sweep (off for a run's own document) */
-	struct link_pos def_up, def_down;
-	const struct yamltree_node *workers_node, *nodes_node, *subnet_node, *sizes_node;
-	const struct yamltree_node *sample_node, *backup_node;
-	const struct yamltree_node *barrier_node, *combine_node, *zipf_node, *draw_node;
-};
-
-/* --- errors ------------------------------------------------------------------------------ */
-
-static void vreport(struct cv *cv, const char *origin, uint32_t line, uint32_t col, const char *fmt, va_list ap)
-	__attribute__((format(printf, 5, 0)));
-static void vreport(struct cv *cv, const char *origin, uint32_t line, uint32_t col, const char *fmt, va_list ap)
-{
-	if (!cv->err || !cv->errlen)
-		return;
-	int n = origin ? snprintf(cv->err, cv->errlen, "%s: error: ", origin) :
-		snprintf(cv->err, cv->errlen, "%s:%u:%u: error: ", cv->file, line ? line : 1, col ? col : 1);
-	if (n < 0 || (size_t)n >= cv->errlen)
-		return;
-	vsnprintf(cv->err + n, cv->errlen - (size_t)n, fmt, ap);
-}
-
-static int fail(struct cv *cv, const struct yamltree_node *at, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(struct cv *cv, const struct yamltree_node *at, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vreport(cv, at ? at->origin : NULL, at ? at->line : 1, at ? at->col : 1, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-static int fail_key(struct cv *cv, const struct yamltree_entry *e, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail_key(struct cv *cv, const struct yamltree_entry *e, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vreport(cv, e->value->origin, e->line, e->col, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 64 || lb > 64)
-		return 1000;
-	size_t row[65];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
-/* allowed is NULL-terminated. where names the mapping ("network.default") for the message. */
-static int check_keys(struct cv *cv, const struct yamltree_node *map, const char *const *allowed,
-		      const char *where)
-{
-	for (size_t i = 0; i < map->n; i++) {
-		const struct yamltree_entry *e = &map->items[i];
-		const char *best = NULL;
-		size_t bestd = (size_t)-1;
-		bool ok = false;
-		for (const char *const *k = allowed; *k; k++) {
-			if (!strcmp(*k, e->key)) {
-				ok = true;
-				break;
-			}
-			size_t d = edit_distance(*k, e->key);
-			if (d < bestd) {
-				bestd = d;
-				best = *k;
-			}
-		}
-		if (ok)
-			continue;
-		size_t len = strlen(e->key);
-		if (best && bestd <= (len > 6 ? len / 3 : 2))
-			return fail_key(cv, e, "unknown key '%s' in %s (did you mean '%s'?)", e->key, where, best);
-		char list[512];
-		size_t pos = 0;
-		list[0] = 0;
-		for (const char *const *k = allowed; *k && pos < sizeof list; k++)
-			pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", k == allowed ? "" : ", ", *k);
-		return fail_key(cv, e, "unknown key '%s' in %s (expected one of: %s)", e->key, where, list);
-	}
-	return 0;
-}
-
-/* --- scalar readers ---------------------------------------------------------------------- */
-
-static int want_kind(struct cv *cv, const struct yamltree_node *n, enum yamltree_kind kind, const char *what)
-{
-	if (n->kind != kind)
-		return fail(cv, n, "%s is %s (expected %s)", what, yamltree_kind_name(n->kind),
-			    yamltree_kind_name(kind));
-	return 0;
-}
-
-static const char *scalar(struct cv *cv, const struct yamltree_node *n, const char *what)
-{
-	if (n->kind != YAMLTREE_SCALAR) {
-		fail(cv, n, "%s is %s (expected a single value)", what, yamltree_kind_name(n->kind));
-		return NULL;
-	}
-	if (yamltree_is_null(n)) {
-		fail(cv, n, "%s is empty (expected a value)", what);
-		return NULL;
-	}
-	return n->scalar;
-}
-
-static int get_count(struct cv *cv, const struct yamltree_node *n, uint64_t min, uint64_t max,
-		     const char *what, uint64_t *out)
-{
-	const char *s = scalar(cv, n, what), *why = NULL;
-	uint64_t v;
-	if (!s)
-		return -EINVAL;
-	if (s[0] == '-')
-		return fail(cv, n, "%s '%s' is negative (expected a whole number >= %llu)", what, s,
-			    (unsigned long long)min);
-	if (units_parse_count(s, &v, &why))
-		return fail(cv, n, "%s '%s': %s (expected a whole number, optionally with k, m or g)",
-			    what, s, why);
-	if (v < min || v > max)
-		return fail(cv, n, "%s %llu out of range (limit: %llu..%llu)", what, (unsigned long long)v,
-			    (unsigned long long)min, (unsigned long long)max);
-	*out = v;
-	return 0;
-}
-
-static int get_u32(struct cv *cv, const struct yamltree_node *n, uint32_t min, uint32_t max,
-		   const char *what, uint32_t *out)
-{
-	uint64_t v;
-	int rc = get_count(cv, n, min, max, what, &v);
-	if (!rc)
-		*out = (uint32_t)v;
-	return rc;
-}
-
-/* A real number; min/max inclusive unless the *_open flag says otherwise. */
-static int get_real(struct cv *cv, const struct yamltree_node *n, double min, bool min_open, double max,
-		    bool max_open, const char *what, double *out)
-{
-	const char *s = scalar(cv, n, what);
-	if (!s)
-		return -EINVAL;
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || *end || errno || !isfinite(v) || strchr(s, 'x') || strchr(s, 'X') ||
-	    strchr(s, 'n') || strchr(s, 'N') || strchr(s, 'i') || strchr(s, 'I'))
-		return fail(cv, n, "%s '%s' is not a number (expected e.g. 0.05)", what, s);
-	if ((min_open ? v <= min : v < min) || (max_open ? v >= max : v > max))
-		return fail(cv, n, "%s %s out of range (limit: %s%g..%g%s)", what, s, min_open ? "(" : "",
-			    min, max, max_open ? ")" : "");
-	*out = v;
-	return 0;
-}
-
-/* A fraction in [0, 1], written as 0.85 or 85%. */
-static int get_fraction(struct cv *cv, const struct yamltree_node *n, const char *what, double *out)
-{
-	const char *s = scalar(cv, n, what), *why = NULL;
-	uint32_t ppm;
-	if (!s)
-		return -EINVAL;
-	if (units_parse_prob_ppm(s, &ppm, &why))
-		return fail(cv, n, "%s '%s': %s (expected a fraction 0..1 or a percentage)", what, s, why);
-	*out = ppm / 1e6;
-	return 0;
-}
-
-static int get_prob(struct cv *cv, const struct yamltree_node *n, const char *what, uint32_t *ppm)
-{
-	const char *s = scalar(cv, n, what), *why = NULL;
-	if (!s)
-		return -EINVAL;
-	if (units_parse_prob_ppm(s, ppm, &why))
-		return fail(cv, n, "%s '%s': %s (expected a probability 0..1 or 0%%..100%%)", what, s, why);
-	return 0;
-}
-
-static int get_time(struct cv *cv, const struct yamltree_node *n, uint64_t max_us, const char *what,
-		    uint64_t *us)
-{
-	const char *s = scalar(cv, n, what), *why = NULL;
-	char lim[32];
-	if (!s)
-		return -EINVAL;
-	if (units_parse_time_us(s, us, &why))
-		return fail(cv, n, "%s '%s': %s (expected a time like 20ms, 1.5s, 2m; units us ms s m)",
-			    what, s, why);
-	if (*us > max_us) {
-		units_format_time(max_us, lim, sizeof lim);
-		return fail(cv, n, "%s %s exceeds the limit of %s", what, s, lim);
-	}
-	return 0;
-}
-
-static int get_rate(struct cv *cv, const struct yamltree_node *n, const char *what, uint64_t *bps)
-{
-	const char *s = scalar(cv, n, what), *why = NULL;
-	if (!s)
-		return -EINVAL;
-	if (units_parse_rate_bps(s, bps, &why))
-		return fail(cv, n, "%s '%s': %s (expected a rate like 100mbit, 10kbit, 1gbit; or "
-			    "kbps/mbps in bytes per second)", what, s, why);
-	if (*bps > LIMITS_MAX_RATE_BPS)
-		return fail(cv, n, "%s %s exceeds the largest rate a link can shape (limit %llu bit/s, "
-			    "LIMITS_MAX_RATE_BPS)", what, s, LIMITS_MAX_RATE_BPS);
-	return 0;
-}
-
-static int get_enum(struct cv *cv, const struct yamltree_node *n, const char *const *names, const char *what,
-		    int *out)
-{
-	const char *s = scalar(cv, n, what);
-	if (!s)
-		return -EINVAL;
-	char list[256];
-	size_t pos = 0;
-	for (int i = 0; names[i]; i++) {
-		if (!strcmp(names[i], s)) {
-			*out = i;
-			return 0;
-		}
-		pos += (size_t)snprintf(list + pos, pos < sizeof list ? sizeof list - pos : 0, "%s%s",
-					i ? "|" : "", names[i]);
-		if (pos >= sizeof list)
-			pos = sizeof list - 1;
-	}
-	return fail(cv, n, "%s '%s' is not one of the choices (expected %s)", what, s, list);
-}
-
-static int get_bool(struct cv *cv, const struct yamltree_node *n, const char *what, bool *out)
-{
-	static const char *const t[] = { "true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON", NULL };
-	static const char *const f[] = { "false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF", NULL };
-	const char *s = scalar(cv, n, what);
-	if (!s)
-		return -EINVAL;
-	for (int i = 0; t[i]; i++)
-		if (!strcmp(s, t[i]) || !strcmp(s, f[i])) {
-			*out = !strcmp(s, t[i]);
-			return 0;
-		}
-	return fail(cv, n, "%s '%s' is not a boolean (expected true or false)", what, s);
-}
-
-static int get_string(struct cv *cv, const struct yamltree_node *n, const char *what, char **out)
-{
-	const char *s = scalar(cv, n, what);
-	if (!s)
-		return -EINVAL;
-	if (strlen(s) > 4096)
-		return fail(cv, n, "%s is longer than 4096 characters", what);
-	char *d = strdup(s);
-	if (!d)
-		return fail(cv, n, "out of memory");
-	free(*out);
-	*out = d;
-	return 0;
-}
-
-static int get_path(struct cv *cv, const struct yamltree_node *n, const char *what, char **out)
-{
-	int rc = get_string(cv, n, what, out);
-	if (rc || (*out)[0] == '/' || !cv->basedir)
-		return rc;
-	char *full;
-	if (asprintf(&full, "%s/%s", cv->basedir, *out) < 0)
-		return fail(cv, n, "out of memory");
-	free(*out);
-	*out = full;
-	return 0;
-}
-
 /* --- enum names ---------------------------------------------------------------------------- */
 
-static const char *const set_names[] = { "fashion-mnist", "mnist", NULL };
-static const char *const scheme_names[] = { "iid", "classes", "dirichlet", "sizes", NULL };
-static const char *const model_names[] = { "softmax", "mlp", "cnn", NULL };
-static const char *const lr_names[] = { "constant", "step", "inverse", NULL };
-static const char *const topo_names[] = { "parameter-server", "p2p", "allreduce", "centralized", "fleet",
-					  NULL };
-static const char *const barrier_names[] = { "bsp", "ssp", "asp", "pbsp", "pssp", NULL };
-static const char *const weighting_names[] = { "none", "inverse", "exp", NULL };
-static const char *const combine_names[] = { "none", "average", "ensemble", NULL };
-static const char *const draw_names[] = { "check", "crossing", NULL };
-static const char *const workload_names[] = { "train", "linkcheck", NULL };
-static const char *const failure_names[] = { "stop", "continue", NULL };
-static const char *const sim_train_names[] = { "none", "real", NULL };
-static const char *const sim_recovery_names[] = { "timeout", "fast", NULL };
-static const char *const role_names[] = { "server", "worker", "peer", "central", "probe", "registry",
-					  "device", NULL };
-static const char *const fleet_strategy_names[] = { "full", "delta", "sparse", "replay", "auto", NULL };
-static const char *const fleet_base_names[] = { "init", "trained", "file", NULL };
-static const char *const fleet_registry_names[] = { "central", "peers", NULL };
-static const char *const dist_names[] = { "none", "constant", "uniform", "exponential", "gamma", "normal",
-					  "pareto", NULL };
-/* netem's delay tables; index = enum link_dist */
-static const char *const precision_names[] = { "auto", "timer", "spin", NULL };
-static const char *const link_dist_names[] = { "none", "uniform", "normal", "pareto", "paretonormal", NULL };
-
-#define NAME_OF(tab, v) ((size_t)(v) < sizeof tab / sizeof *tab - 1 ? tab[v] : "?")
-const char *scenario_role_name(enum scenario_role r) { return NAME_OF(role_names, r); }
-const char *scenario_barrier_name(enum scenario_barrier b) { return NAME_OF(barrier_names, b); }
-const char *scenario_topology_name(enum scenario_topology k) { return NAME_OF(topo_names, k); }
-const char *scenario_model_name(enum scenario_model k) { return NAME_OF(model_names, k); }
-const char *scenario_partition_name(enum scenario_partition s) { return NAME_OF(scheme_names, s); }
-const char *scenario_data_set_name(enum scenario_data_set s) { return NAME_OF(set_names, s); }
-const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return NAME_OF(lr_names, s); }
-const char *scenario_weighting_name(enum scenario_weighting w) { return NAME_OF(weighting_names, w); }
-const char *scenario_combine_name(enum scenario_combine c) { return NAME_OF(combine_names, c); }
-const char *scenario_draw_name(enum scenario_draw d) { return NAME_OF(draw_names, d); }
-const char *scenario_dist_name(enum scenario_dist d) { return NAME_OF(dist_names, d); }
-const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return NAME_OF(fleet_strategy_names, s); }
-const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return NAME_OF(fleet_base_names, b); }
-const char *scenario_fleet_registry_name(enum scenario_fleet_registry r) { return NAME_OF(fleet_registry_names, r); }
-const char *scenario_sim_train_name(enum scenario_sim_train t) { return NAME_OF(sim_train_names, t); }
+const char *scenario_role_name(enum scenario_role r) { return scennames_of(scennames_role, r); }
+const char *scenario_barrier_name(enum scenario_barrier b) { return scennames_of(scennames_barrier, b); }
+const char *scenario_topology_name(enum scenario_topology k) { return scennames_of(scennames_topology, k); }
+const char *scenario_model_name(enum scenario_model k) { return scennames_of(scennames_model, k); }
+const char *scenario_partition_name(enum scenario_partition s) { return scennames_of(scennames_partition, s); }
+const char *scenario_data_set_name(enum scenario_data_set s) { return scennames_of(scennames_data_set, s); }
+const char *scenario_lr_schedule_name(enum scenario_lr_schedule s) { return scennames_of(scennames_lr_schedule, s); }
+const char *scenario_weighting_name(enum scenario_weighting w) { return scennames_of(scennames_weighting, w); }
+const char *scenario_combine_name(enum scenario_combine c) { return scennames_of(scennames_combine, c); }
+const char *scenario_draw_name(enum scenario_draw d) { return scennames_of(scennames_draw, d); }
+const char *scenario_dist_name(enum scenario_dist d) { return scennames_of(scennames_dist, d); }
+const char *scenario_fleet_strategy_name(enum scenario_fleet_strategy s) { return scennames_of(scennames_fleet_strategy, s); }
+const char *scenario_fleet_base_name(enum scenario_fleet_base b) { return scennames_of(scennames_fleet_base, b); }
+const char *scenario_fleet_registry_name(enum scenario_fleet_registry r) { return scennames_of(scennames_fleet_registry, r); }
+const char *scenario_sim_train_name(enum scenario_sim_train t) { return scennames_of(scennames_sim_train, t); }
 
 /* --- link parameters --------------------------------------------------------------------- */
 
-#define LINK_KEYS "delay", "jitter", "delay_distribution", "delay_correlation", "loss", "loss_correlation", \
-	"loss_model", "gemodel", "duplicate", "duplicate_correlation", "reorder", "gap", \
-	"reorder_correlation", "corrupt", "corrupt_correlation", "rate", "queue_limit"
-
-static int bit_index(uint32_t bit)
-{
-	int i = 0;
-	while (bit > 1) {
-		bit >>= 1;
-		i++;
-	}
-	return i;
-}
-
-/* Copy the fields src gave explicitly onto dst (and their positions). */
-static void link_merge(struct link_params *dst, const struct link_params *src, struct link_pos *dpos,
-		       const struct link_pos *spos)
-{
-	uint32_t s = src->set;
-	if (s & LINK_F_DELAY) dst->delay_us = src->delay_us;
-	if (s & LINK_F_JITTER) dst->jitter_us = src->jitter_us;
-	if (s & LINK_F_DIST) dst->dist = src->dist;
-	if (s & LINK_F_DELAY_CORR) dst->delay_corr_ppm = src->delay_corr_ppm;
-	if (s & LINK_F_LOSS) dst->loss_ppm = src->loss_ppm;
-	if (s & LINK_F_LOSS_CORR) dst->loss_corr_ppm = src->loss_corr_ppm;
-	if (s & LINK_F_LOSS_MODEL) {
-		dst->loss_model = src->loss_model;
-		dst->ge_p_ppm = src->ge_p_ppm;
-		dst->ge_r_ppm = src->ge_r_ppm;
-		dst->ge_1h_ppm = src->ge_1h_ppm;
-		dst->ge_1k_ppm = src->ge_1k_ppm;
-	}
-	if (s & LINK_F_DUP) dst->dup_ppm = src->dup_ppm;
-	if (s & LINK_F_DUP_CORR) dst->dup_corr_ppm = src->dup_corr_ppm;
-	if (s & LINK_F_REORDER) dst->reorder_ppm = src->reorder_ppm;
-	if (s & LINK_F_REORDER_CORR) dst->reorder_corr_ppm = src->reorder_corr_ppm;
-	if (s & LINK_F_GAP) dst->gap = src->gap;
-	if (s & LINK_F_CORRUPT) dst->corrupt_ppm = src->corrupt_ppm;
-	if (s & LINK_F_CORRUPT_CORR) dst->corrupt_corr_ppm = src->corrupt_corr_ppm;
-	if (s & LINK_F_RATE) dst->rate_bps = src->rate_bps;
-	if (s & LINK_F_LIMIT) dst->limit_pkts = src->limit_pkts;
-	dst->set |= s;
-	if (dpos && spos)
-		for (int i = 0; i < N_LINK_FIELDS; i++)
-			if (s & (1u << i))
-				dpos->f[i] = spos->f[i];
-}
-
 void scenario_link_merge(struct link_params *dst, const struct link_params *src)
 {
-	link_merge(dst, src, NULL, NULL);
-}
-
-static const struct {
-	uint32_t field, needs;
-	const char *msg;
-} link_rules[] = {
-	{ LINK_F_JITTER, LINK_F_DELAY, "jitter needs delay (netem varies the delay by the jitter)" },
-	{ LINK_F_DIST, LINK_F_JITTER, "delay_distribution needs jitter (the table shapes the jitter)" },
-	{ LINK_F_DELAY_CORR, LINK_F_JITTER, "delay_correlation needs jitter" },
-	{ LINK_F_LOSS_CORR, LINK_F_LOSS, "loss_correlation needs loss" },
-	{ LINK_F_REORDER, LINK_F_DELAY, "reorder needs delay (netem reorders by sending some packets without the delay)" },
-	{ LINK_F_GAP, LINK_F_REORDER, "gap needs reorder" },
-	{ LINK_F_REORDER_CORR, LINK_F_REORDER, "reorder_correlation needs reorder" },
-	{ LINK_F_DUP_CORR, LINK_F_DUP, "duplicate_correlation needs duplicate" },
-	{ LINK_F_CORRUPT_CORR, LINK_F_CORRUPT, "corrupt_correlation needs corrupt" },
-};
-#define GEMODEL_RULE "gemodel needs p > 0 (the good-to-bad transition probability)"
-
-/* Which fields are in effect (non-zero), as LINK_F_* bits. */
-static uint32_t link_nonzero(const struct link_params *p)
-{
-	uint32_t nz = 0;
-	if (p->delay_us) nz |= LINK_F_DELAY;
-	if (p->jitter_us) nz |= LINK_F_JITTER;
-	if (p->dist != LINK_DIST_NONE) nz |= LINK_F_DIST;
-	if (p->delay_corr_ppm) nz |= LINK_F_DELAY_CORR;
-	if (p->loss_ppm && p->loss_model == LINK_LOSS_RANDOM) nz |= LINK_F_LOSS;
-	if (p->loss_corr_ppm) nz |= LINK_F_LOSS_CORR;
-	if (p->reorder_ppm) nz |= LINK_F_REORDER;
-	if (p->gap) nz |= LINK_F_GAP;
-	if (p->reorder_corr_ppm) nz |= LINK_F_REORDER_CORR;
-	if (p->dup_ppm) nz |= LINK_F_DUP;
-	if (p->dup_corr_ppm) nz |= LINK_F_DUP_CORR;
-	if (p->corrupt_ppm) nz |= LINK_F_CORRUPT;
-	if (p->corrupt_corr_ppm) nz |= LINK_F_CORRUPT_CORR;
-	return nz;
-}
-
-/* Index of the first broken rule (-1 = none, N = the gemodel rule). */
-static int link_broken_rule(const struct link_params *p)
-{
-	uint32_t nz = link_nonzero(p);
-	for (size_t i = 0; i < sizeof link_rules / sizeof *link_rules; i++)
-		if ((nz & link_rules[i].field) && !(nz & link_rules[i].needs))
-			return (int)i;
-	if (p->loss_model == LINK_LOSS_GEMODEL && !p->ge_p_ppm)
-		return (int)(sizeof link_rules / sizeof *link_rules);
-	return -1;
+	scenlink_merge(dst, src, NULL, NULL);
 }
 
 const char *scenario_link_rule(const struct link_params *p)
 {
-	int r = link_broken_rule(p);
-	if (r < 0)
-		return NULL;
-	return (size_t)r < sizeof link_rules / sizeof *link_rules ? link_rules[r].msg : GEMODEL_RULE;
-}
-
-/* The rules on effective parameters p, reported where the field at fault was written (pos), or
- * at fallback when no layer we know wrote it. */
-static int link_check(struct cv *cv, const struct link_params *p, const struct link_pos *pos,
-		      const struct yamltree_node *fallback, const char *dir)
-{
-	int r = link_broken_rule(p);
-	if (r < 0)
-		return 0;
-	bool ge = (size_t)r == sizeof link_rules / sizeof *link_rules;
-	uint32_t field = ge ? LINK_F_LOSS_MODEL : link_rules[r].field;
-	const struct yamltree_node *at = pos ? pos->f[bit_index(field)] : NULL;
-	return fail(cv, at ? at : fallback, "%s%s%s", dir ? dir : "", dir ? ": " : "",
-		    ge ? GEMODEL_RULE : link_rules[r].msg);
-}
-
-/* One link key into p (and pos). */
-static int link_key(struct cv *cv, const struct yamltree_entry *e, struct link_params *p, struct link_pos *pos)
-{
-	const struct yamltree_node *v = e->value;
-	const char *k = e->key;
-	uint64_t u64;
-	uint32_t bit = 0;
-	int rc = 0, idx;
-
-	if (!strcmp(k, "delay") || !strcmp(k, "jitter")) {
-		rc = get_time(cv, v, SCENARIO_MAX_DELAY_US, k, &u64);
-		if (k[0] == 'd') {
-			p->delay_us = (uint32_t)u64;
-			bit = LINK_F_DELAY;
-		} else {
-			p->jitter_us = (uint32_t)u64;
-			bit = LINK_F_JITTER;
-		}
-	} else if (!strcmp(k, "delay_distribution")) {
-		rc = get_enum(cv, v, link_dist_names, k, &idx);
-		if (!rc && idx == LINK_DIST_NONE)
-			rc = fail(cv, v, "delay_distribution 'none' (expected uniform|normal|pareto|paretonormal; "
-				  "leave the key out for netem's default)");
-		p->dist = (enum link_dist)idx;
-		bit = LINK_F_DIST;
-	} else if (!strcmp(k, "delay_correlation")) {
-		rc = get_prob(cv, v, k, &p->delay_corr_ppm);
-		bit = LINK_F_DELAY_CORR;
-	} else if (!strcmp(k, "loss")) {
-		rc = get_prob(cv, v, k, &p->loss_ppm);
-		if (p->set & LINK_F_LOSS_MODEL && p->loss_model == LINK_LOSS_GEMODEL)
-			return fail_key(cv, e, "loss and gemodel exclude each other (gemodel sets the loss pattern)");
-		p->loss_model = LINK_LOSS_RANDOM;
-		p->ge_p_ppm = p->ge_r_ppm = p->ge_1h_ppm = p->ge_1k_ppm = 0;
-		bit = LINK_F_LOSS | LINK_F_LOSS_MODEL;
-		if (!rc && pos)
-			pos->f[bit_index(LINK_F_LOSS_MODEL)] = v;
-	} else if (!strcmp(k, "loss_correlation")) {
-		rc = get_prob(cv, v, k, &p->loss_corr_ppm);
-		bit = LINK_F_LOSS_CORR;
-	} else if (!strcmp(k, "loss_model")) {
-		static const char *const lm[] = { "random", "gemodel", NULL };
-		rc = get_enum(cv, v, lm, k, &idx);
-		if (rc)
-			return rc;
-		/* gemodel's parameters come from the gemodel key, read after this one */
-		if (idx == LINK_LOSS_RANDOM && (p->set & LINK_F_LOSS_MODEL) && p->loss_model == LINK_LOSS_GEMODEL)
-			return fail(cv, v, "loss_model random contradicts the gemodel key");
-		if (idx == LINK_LOSS_GEMODEL && !(p->set & LINK_F_LOSS_MODEL && p->loss_model == LINK_LOSS_GEMODEL))
-			return fail(cv, v, "loss_model gemodel needs its parameters "
-				    "(expected gemodel: {p: 1%%, r: 10%%, 1-h: 100%%, 1-k: 0%%})");
-		p->loss_model = (enum link_loss_model)idx;
-		bit = LINK_F_LOSS_MODEL;
-	} else if (!strcmp(k, "gemodel")) {
-		static const char *const gk[] = { "p", "r", "1-h", "1-k", NULL };
-		if ((rc = want_kind(cv, v, YAMLTREE_MAP, "gemodel")) || (rc = check_keys(cv, v, gk, "gemodel")))
-			return rc;
-		if (p->set & LINK_F_LOSS)
-			return fail_key(cv, e, "loss and gemodel exclude each other (gemodel sets the loss pattern)");
-		const struct yamltree_node *gp = yamltree_get(v, "p"), *gr = yamltree_get(v, "r"),
-					   *gh = yamltree_get(v, "1-h"), *gk1 = yamltree_get(v, "1-k");
-		if (!gp)
-			return fail(cv, v, "gemodel without p (expected gemodel: {p: 1%%, ...})");
-		/* tc's defaults: r = 1 - p, 1-h = 100% (all lost in the bad state), 1-k = 0 */
-		if ((rc = get_prob(cv, gp, "gemodel.p", &p->ge_p_ppm)))
-			return rc;
-		p->ge_r_ppm = LINK_PPM_MAX - p->ge_p_ppm;
-		p->ge_1h_ppm = LINK_PPM_MAX;
-		p->ge_1k_ppm = 0;
-		if ((gr && (rc = get_prob(cv, gr, "gemodel.r", &p->ge_r_ppm))) ||
-		    (gh && (rc = get_prob(cv, gh, "gemodel.1-h", &p->ge_1h_ppm))) ||
-		    (gk1 && (rc = get_prob(cv, gk1, "gemodel.1-k", &p->ge_1k_ppm))))
-			return rc;
-		p->loss_model = LINK_LOSS_GEMODEL;
-		p->loss_ppm = 0;
-		bit = LINK_F_LOSS_MODEL;
-	} else if (!strcmp(k, "duplicate")) {
-		rc = get_prob(cv, v, k, &p->dup_ppm);
-		bit = LINK_F_DUP;
-	} else if (!strcmp(k, "duplicate_correlation")) {
-		rc = get_prob(cv, v, k, &p->dup_corr_ppm);
-		bit = LINK_F_DUP_CORR;
-	} else if (!strcmp(k, "reorder")) {
-		rc = get_prob(cv, v, k, &p->reorder_ppm);
-		bit = LINK_F_REORDER;
-	} else if (!strcmp(k, "gap")) {
-		rc = get_u32(cv, v, 1, 1000000, k, &p->gap);
-		bit = LINK_F_GAP;
-	} else if (!strcmp(k, "reorder_correlation")) {
-		rc = get_prob(cv, v, k, &p->reorder_corr_ppm);
-		bit = LINK_F_REORDER_CORR;
-	} else if (!strcmp(k, "corrupt")) {
-		rc = get_prob(cv, v, k, &p->corrupt_ppm);
-		bit = LINK_F_CORRUPT;
-	} else if (!strcmp(k, "corrupt_correlation")) {
-		rc = get_prob(cv, v, k, &p->corrupt_corr_ppm);
-		bit = LINK_F_CORRUPT_CORR;
-	} else if (!strcmp(k, "rate")) {
-		rc = get_rate(cv, v, k, &p->rate_bps);
-		bit = LINK_F_RATE;
-	} else if (!strcmp(k, "queue_limit")) {
-		rc = get_u32(cv, v, 1, 1000000, k, &p->limit_pkts);
-		bit = LINK_F_LIMIT;
-	} else {
-		return fail_key(cv, e, "unknown link key '%s'", k); /* filtered by check_keys before */
-	}
-	if (rc)
-		return rc;
-	p->set |= bit;
-	if (pos)
-		for (int i = 0; i < N_LINK_FIELDS; i++)
-			if (bit & (1u << i))
-				pos->f[i] = v;
-	return 0;
-}
-
-/* Read a link mapping: bare keys apply to both directions, `up:`/`down:` to one. Other keys
- * (nodes, at) are the caller's and skipped here. The gemodel/loss_model pair is order-free:
- * gemodel is read before loss_model. */
-static int link_layer(struct cv *cv, const struct yamltree_node *map, const char *const *allowed,
-		      const char *where, struct link_params *up, struct link_params *down,
-		      struct link_pos *upos, struct link_pos *dpos)
-{
-	static const char *const dir_keys[] = { LINK_KEYS, NULL };
-	int rc;
-	struct link_params both = { 0 };
-	struct link_pos bpos = { 0 };
-
-	if ((rc = want_kind(cv, map, YAMLTREE_MAP, where)) || (rc = check_keys(cv, map, allowed, where)))
-		return rc;
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < map->n; i++) {
-			const struct yamltree_entry *e = &map->items[i];
-			if (!strcmp(e->key, "up") || !strcmp(e->key, "down") || !strcmp(e->key, "nodes") ||
-			    !strcmp(e->key, "at"))
-				continue;
-			if ((pass == 0) != (!strcmp(e->key, "gemodel")))
-				continue;
-			if ((rc = link_key(cv, e, &both, &bpos)))
-				return rc;
-		}
-	*up = (struct link_params){ 0 };
-	*down = (struct link_params){ 0 };
-	link_merge(up, &both, upos, &bpos);
-	link_merge(down, &both, dpos, &bpos);
-	for (int d = 0; d < 2; d++) {
-		const char *dk = d ? "down" : "up";
-		const struct yamltree_node *dm = yamltree_get(map, dk);
-		if (!dm)
-			continue;
-		char w[96];
-		snprintf(w, sizeof w, "%s.%s", where, dk);
-		if ((rc = want_kind(cv, dm, YAMLTREE_MAP, w)) || (rc = check_keys(cv, dm, dir_keys, w)))
-			return rc;
-		struct link_params one = { 0 };
-		struct link_pos opos = { 0 };
-		for (int pass = 0; pass < 2; pass++)
-			for (size_t i = 0; i < dm->n; i++) {
-				if ((pass == 0) != (!strcmp(dm->items[i].key, "gemodel")))
-					continue;
-				if ((rc = link_key(cv, &dm->items[i], &one, &opos)))
-					return rc;
-			}
-		link_merge(d ? down : up, &one, d ? dpos : upos, &opos);
-	}
-	return 0;
-}
-
-/* An override merged on the default must still make sense to netem. */
-static int link_check_over_default(struct cv *cv, const struct link_params *up, const struct link_params *down,
-				   const struct link_pos *upos, const struct link_pos *dpos,
-				   const struct yamltree_node *fallback)
-{
-	struct link_params m;
-	struct link_pos mp;
-	int rc;
-	m = cv->sc->network.up;
-	mp = cv->def_up;
-	link_merge(&m, up, &mp, upos);
-	if ((rc = link_check(cv, &m, &mp, fallback, "up")))
-		return rc;
-	m = cv->sc->network.down;
-	mp = cv->def_down;
-	link_merge(&m, down, &mp, dpos);
-	return link_check(cv, &m, &mp, fallback, "down");
-}
-
-/* --- sections ------------------------------------------------------------------------------ */
-
-#define KEYS(...) (const char *const[]){ __VA_ARGS__, NULL }
-#define GET(map, key) yamltree_get(map, key)
-
-static int sec_stop(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "stop")) ||
-	    (rc = check_keys(cv, m, KEYS("time", "accuracy", "steps"), "stop")))
-		return rc;
-	if ((v = GET(m, "time")) && (rc = get_time(cv, v, 30ull * 86400 * 1000000, "stop.time", &sc->stop_time_us)))
-		return rc;
-	if ((v = GET(m, "accuracy")) && (rc = get_fraction(cv, v, "stop.accuracy", &sc->stop_accuracy)))
-		return rc;
-	if ((v = GET(m, "steps")) && (rc = get_count(cv, v, 1, 1000000000000ull, "stop.steps", &sc->stop_steps)))
-		return rc;
-	if (v == NULL && !sc->stop_time_us && sc->stop_accuracy == 0 && !sc->stop_steps)
-		return fail(cv, m, "stop has no condition (expected time, accuracy or steps)");
-	return 0;
-}
-
-static int sec_data(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v, *p;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "data")) ||
-	    (rc = check_keys(cv, m, KEYS("set", "path", "partition"), "data")))
-		return rc;
-	if ((v = GET(m, "set"))) {
-		if ((rc = get_enum(cv, v, set_names, "data.set", &idx)))
-			return rc;
-		sc->data.set = (enum scenario_data_set)idx;
-	}
-	if ((v = GET(m, "path")) && (rc = get_path(cv, v, "data.path", &sc->data.path)))
-		return rc;
-	if (!(p = GET(m, "partition")))
-		return 0;
-	if ((rc = want_kind(cv, p, YAMLTREE_MAP, "data.partition")) ||
-	    (rc = check_keys(cv, p, KEYS("scheme", "per_node", "alpha", "zipf", "sizes"), "data.partition")))
-		return rc;
-	if ((v = GET(p, "scheme"))) {
-		if ((rc = get_enum(cv, v, scheme_names, "data.partition.scheme", &idx)))
-			return rc;
-		sc->data.scheme = (enum scenario_partition)idx;
-	}
-	enum scenario_partition s = sc->data.scheme;
-	if ((v = GET(p, "per_node"))) {
-		if (s != SCENARIO_PART_CLASSES)
-			return fail(cv, v, "per_node applies to scheme classes (this partition is %s)", scheme_names[s]);
-		if ((rc = get_u32(cv, v, 1, 10, "data.partition.per_node", &sc->data.per_node)))
-			return rc;
-	}
-	if ((v = GET(p, "alpha"))) {
-		if (s != SCENARIO_PART_DIRICHLET)
-			return fail(cv, v, "alpha applies to scheme dirichlet (this partition is %s)", scheme_names[s]);
-		if ((rc = get_real(cv, v, 0, true, 1e6, false, "data.partition.alpha", &sc->data.alpha)))
-			return rc;
-	}
-	if ((v = GET(p, "zipf"))) {
-		if (s != SCENARIO_PART_SIZES)
-			return fail(cv, v, "zipf applies to scheme sizes (this partition is %s)", scheme_names[s]);
-		if ((rc = get_real(cv, v, 0, false, 10, false, "data.partition.zipf", &sc->data.zipf)))
-			return rc;
-		cv->zipf_node = v;
-	}
-	if ((v = GET(p, "sizes"))) {
-		if (s != SCENARIO_PART_SIZES)
-			return fail(cv, v, "sizes applies to scheme sizes (this partition is %s)", scheme_names[s]);
-		if (cv->zipf_node)
-			return fail(cv, v, "sizes and zipf exclude each other (explicit fractions, or shard "
-				    "sizes proportional to 1/(i+1)^zipf)");
-		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "data.partition.sizes")))
-			return rc;
-		if (v->n == 0 || v->n > SCENARIO_MAX_NODES)
-			return fail(cv, v, "data.partition.sizes has %zu entries (limit: 1..%d)", v->n, SCENARIO_MAX_NODES);
-		if (!(sc->data.sizes = calloc(v->n, sizeof *sc->data.sizes)))
-			return fail(cv, v, "out of memory");
-		sc->data.n_sizes = v->n;
-		double sum = 0;
-		for (size_t i = 0; i < v->n; i++) {
-			if ((rc = get_real(cv, v->items[i].value, 0, true, 1, false, "a size", &sc->data.sizes[i])))
-				return rc;
-			sum += sc->data.sizes[i];
-		}
-		if (fabs(sum - 1) > 1e-6)
-			return fail(cv, v, "data.partition.sizes sum to %g (expected fractions summing to 1)", sum);
-		cv->sizes_node = v;
-	} else if (s == SCENARIO_PART_SIZES && !cv->zipf_node) {
-		return fail(cv, p, "scheme sizes needs sizes or zipf (expected sizes: [0.5, 0.25, 0.25] "
-			    "or zipf: 1.0)");
-	}
-	return 0;
-}
-
-static int sec_model(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "model")) ||
-	    (rc = check_keys(cv, m, KEYS("kind", "hidden"), "model")))
-		return rc;
-	if ((v = GET(m, "kind"))) {
-		if ((rc = get_enum(cv, v, model_names, "model.kind", &idx)))
-			return rc;
-		sc->model.kind = (enum scenario_model)idx;
-	}
-	if ((v = GET(m, "hidden"))) {
-		if (sc->model.kind == SCENARIO_MODEL_SOFTMAX)
-			return fail(cv, v, "hidden applies to kind mlp and cnn (softmax has no hidden layer)");
-		if (v->kind == YAMLTREE_SCALAR) {
-			sc->model.n_hidden = 1;
-			return get_u32(cv, v, 1, 65536, "model.hidden", &sc->model.hidden[0]);
-		}
-		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "model.hidden")))
-			return rc;
-		if (v->n == 0 || v->n > SCENARIO_MAX_HIDDEN)
-			return fail(cv, v, "model.hidden has %zu layers (limit: 1..%d)", v->n, SCENARIO_MAX_HIDDEN);
-		sc->model.n_hidden = v->n;
-		for (size_t i = 0; i < v->n; i++)
-			if ((rc = get_u32(cv, v->items[i].value, 1, 65536, "a hidden layer size", &sc->model.hidden[i])))
-				return rc;
-	}
-	return 0;
-}
-
-/* The model's parameter count as node/model lays it out for 28 x 28 images (both data sets)
- * and 10 classes: softmax 784 x 10 + 10; mlp dense layers (in x out + out each); cnn first a
- * 5 x 5 convolution of 32 filters (+ biases) pooled to 12 x 12 x 32 inputs. Every model goes
- * over the wire whole, so it must fit LIMITS_MAX_PARAMS floats. */
-static int model_size(struct cv *cv, const struct yamltree_node *m)
-{
-	const struct scenario *sc = cv->sc;
-	const struct yamltree_node *at = GET(m, "hidden") ? GET(m, "hidden") : m;
-	double in = 28.0 * 28.0, n = 0;
-
-	if (sc->model.kind == SCENARIO_MODEL_CNN) {
-		n += 32.0 * 5 * 5 + 32;
-		in = 12.0 * 12 * 32;
-	}
-	for (size_t l = 0; sc->model.kind != SCENARIO_MODEL_SOFTMAX && l < sc->model.n_hidden; l++) {
-		n += in * sc->model.hidden[l] + sc->model.hidden[l];
-		in = sc->model.hidden[l];
-	}
-	n += in * 10 + 10;
-	if (n > LIMITS_MAX_PARAMS)
-		return fail(cv, at, "model of %.0f parameters is larger than a message can carry (limit %u "
-			    "floats, LIMITS_MAX_PARAMS)", n, LIMITS_MAX_PARAMS);
-	return 0;
-}
-
-static int sec_train(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "train")) ||
-	    (rc = check_keys(cv, m, KEYS("batch", "lr", "momentum", "weight_decay", "lr_schedule", "lr_step_every",
-				       "lr_step_gamma", "lr_decay", "epochs", "blas_threads"), "train")))
-		return rc;
-	if ((v = GET(m, "batch")) && (rc = get_u32(cv, v, 1, LIMITS_MAX_BATCH, "train.batch", &sc->train.batch)))
-		return rc;
-	if ((v = GET(m, "lr")) && (rc = get_real(cv, v, 0, true, 100, false, "train.lr", &sc->train.lr)))
-		return rc;
-	if ((v = GET(m, "momentum")) &&
-	    (rc = get_real(cv, v, 0, false, 1, true, "train.momentum", &sc->train.momentum)))
-		return rc;
-	if ((v = GET(m, "weight_decay")) &&
-	    (rc = get_real(cv, v, 0, false, 1, false, "train.weight_decay", &sc->train.weight_decay)))
-		return rc;
-	if ((v = GET(m, "lr_schedule"))) {
-		if ((rc = get_enum(cv, v, lr_names, "train.lr_schedule", &idx)))
-			return rc;
-		sc->train.lr_schedule = (enum scenario_lr_schedule)idx;
-	}
-	enum scenario_lr_schedule ls = sc->train.lr_schedule;
-	if ((v = GET(m, "lr_step_every"))) {
-		if (ls != SCENARIO_LR_STEP)
-			return fail(cv, v, "lr_step_every applies to lr_schedule step");
-		if ((rc = get_count(cv, v, 1, 1000000000, "train.lr_step_every", &sc->train.lr_step_every)))
-			return rc;
-	}
-	if ((v = GET(m, "lr_step_gamma"))) {
-		if (ls != SCENARIO_LR_STEP)
-			return fail(cv, v, "lr_step_gamma applies to lr_schedule step");
-		if ((rc = get_real(cv, v, 0, true, 1, false, "train.lr_step_gamma", &sc->train.lr_step_gamma)))
-			return rc;
-	}
-	if ((v = GET(m, "lr_decay"))) {
-		if (ls != SCENARIO_LR_INVERSE)
-			return fail(cv, v, "lr_decay applies to lr_schedule inverse");
-		if ((rc = get_real(cv, v, 0, false, 1e6, false, "train.lr_decay", &sc->train.lr_decay)))
-			return rc;
-	}
-	if ((v = GET(m, "epochs")) && (rc = get_u32(cv, v, 0, 1000000, "train.epochs", &sc->train.epochs)))
-		return rc;
-	if ((v = GET(m, "blas_threads")) &&
-	    (rc = get_u32(cv, v, 1, LIMITS_MAX_BLAS_THREADS, "train.blas_threads", &sc->train.blas_threads)))
-		return rc;
-	return 0;
-}
-
-static int sec_topology(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "topology")) ||
-	    (rc = check_keys(cv, m, KEYS("kind", "servers"), "topology")))
-		return rc;
-	if ((v = GET(m, "kind"))) {
-		if ((rc = get_enum(cv, v, topo_names, "topology.kind", &idx)))
-			return rc;
-		sc->topology.kind = (enum scenario_topology)idx;
-	}
-	if ((v = GET(m, "servers"))) {
-		if (sc->topology.kind != SCENARIO_TOPO_PS)
-			return fail(cv, v, "servers applies to kind parameter-server");
-		if ((rc = get_u32(cv, v, 1, 256, "topology.servers", &sc->topology.servers)))
-			return rc;
-		if (sc->topology.servers != 1)
-			return fail(cv, v, "topology.servers %u: the parameter server is one node (key-range "
-				    "sharding over several servers is not implemented; expected 1)",
-				    sc->topology.servers);
-	}
-	return 0;
-}
-
-/* fleet.registry central | peers and fleet.peers (1..N-1: checked against the device count
- * in check_fleet_peers, once the nodes are known). */
-static int fleet_registry(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-
-	if ((v = GET(m, "registry"))) {
-		if ((rc = get_enum(cv, v, fleet_registry_names, "fleet.registry", &idx)))
-			return rc;
-		sc->fleet.registry = (enum scenario_fleet_registry)idx;
-		if (idx == SCENARIO_FLEET_REGISTRY_PEERS && sc->fleet.base == SCENARIO_FLEET_BASE_TRAINED)
-			return fail(cv, v, "fleet.registry peers needs fleet.base init or file");
-	}
-	if ((v = GET(m, "peers"))) {
-		if (sc->fleet.registry != SCENARIO_FLEET_REGISTRY_PEERS)
-			return fail(cv, v, "fleet.peers applies to registry peers");
-		if ((rc = get_u32(cv, v, 1, SCENARIO_MAX_NODES, "fleet.peers", &sc->fleet.peers)))
-			return rc;
-	}
-	return 0;
-}
-
-/* fleet.drift: a list of {at: TIME | 'N steps', devices: SELECTOR, add_classes: [c, ...]}. The
- * selectors are checked against the node list in check_nodes. */
-static int fleet_drift(struct cv *cv, const struct yamltree_node *v)
-{
-	struct scenario *sc = cv->sc;
-	int rc;
-
-	if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "fleet.drift")))
-		return rc;
-	if (v->n > 64)
-		return fail(cv, v, "fleet.drift has %zu entries (limit 64)", v->n);
-	if (v->n && !(sc->fleet.drift = calloc(v->n, sizeof *sc->fleet.drift)))
-		return fail(cv, v, "out of memory");
-	for (size_t i = 0; i < v->n; i++) {
-		const struct yamltree_node *e = v->items[i].value, *at, *dev, *cls;
-		struct scenario_fleet_drift *d = &sc->fleet.drift[i];
-		const char *s;
-		size_t len;
-
-		sc->fleet.n_drift = i + 1;
-		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a fleet.drift entry")) ||
-		    (rc = check_keys(cv, e, KEYS("at", "devices", "add_classes"), "a fleet.drift entry")))
-			return rc;
-		if (!(at = GET(e, "at")) || !(dev = GET(e, "devices")) || !(cls = GET(e, "add_classes")))
-			return fail(cv, e, "a fleet.drift entry needs at, devices and add_classes (e.g. {at: "
-				    "20s, devices: device0, add_classes: [7, 8]})");
-		if (!(s = scalar(cv, at, "at")))
-			return -EINVAL;
-		len = strlen(s);
-		if (len > 6 && !strcmp(s + len - 6, " steps")) {
-			char num[32];
-			const char *why = NULL;
-
-			if (len - 6 >= sizeof num)
-				return fail(cv, at, "at '%s' is too long", s);
-			memcpy(num, s, len - 6);
-			num[len - 6] = '\0';
-			if (num[0] == '-' || units_parse_count(num, &d->at_steps, &why) ||
-			    d->at_steps > 100000000)
-				return fail(cv, at, "at '%s': %s (expected a step count 0..100000000 like "
-					    "'400 steps', or a time like 20s)", s, why ? why : "out of range");
-			d->by_steps = true;
-		} else if ((rc = get_time(cv, at, 30ull * 86400 * 1000000, "at", &d->at_us))) {
-			return rc;
-		}
-		if ((rc = get_string(cv, dev, "devices", &d->devices)))
-			return rc;
-		d->pos = (struct scenario_pos){ dev->line, dev->col };
-		if ((rc = want_kind(cv, cls, YAMLTREE_SEQ, "add_classes")))
-			return rc;
-		if (cls->n == 0)
-			return fail(cv, cls, "add_classes is empty (expected class labels such as [7, 8])");
-		for (size_t k = 0; k < cls->n; k++) {
-			uint32_t c;
-
-			if ((rc = get_u32(cv, cls->items[k].value, 0, 9, "a class", &c)))
-				return rc;
-			if (d->classes >> c & 1)
-				return fail(cv, cls->items[k].value, "class %u is listed twice", c);
-			d->classes |= (uint16_t)(1u << c);
-		}
-	}
-	return 0;
-}
-
-/* With fleet.registry peers: 1 <= fleet.peers <= devices - 1. */
-static int check_fleet_peers(struct cv *cv, const struct yamltree_node *root)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *f = GET(root, "fleet"), *v;
-
-	if (sc->topology.kind != SCENARIO_TOPO_FLEET || sc->fleet.registry != SCENARIO_FLEET_REGISTRY_PEERS)
-		return 0;
-	v = f && GET(f, "peers") ? GET(f, "peers") : f && GET(f, "registry") ? GET(f, "registry") : root;
-	if (sc->workers < 2)
-		return fail(cv, v, "fleet.registry peers needs at least 2 devices (there are %u)", sc->workers);
-	if (sc->fleet.peers > sc->workers - 1) {
-		if (!(f && GET(f, "peers")))
-			sc->fleet.peers = sc->workers - 1; /* the default, for a fleet of 2 */
-		else
-			return fail(cv, v, "fleet.peers %u: a device has %u peers (expected 1..%u)",
-				    sc->fleet.peers, sc->workers - 1, sc->workers - 1);
-	}
-	return 0;
-}
-
-/* fleet: {strategy, sync, snapshot_every, sparse_k, base, base_file, base_steps, registry, peers, drift}. */
-static int sec_fleet(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	const char *s;
-	int rc, idx;
-
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "fleet")) ||
-	    (rc = check_keys(cv, m, KEYS("strategy", "sync", "snapshot_every", "sparse_k", "base",
-					 "base_file", "base_steps", "registry", "peers", "drift"), "fleet")))
-		return rc;
-	if (sc->topology.kind != SCENARIO_TOPO_FLEET)
-		return fail(cv, m, "fleet applies to topology fleet (topology: {kind: fleet})");
-	if ((v = GET(m, "strategy"))) {
-		if ((rc = get_enum(cv, v, fleet_strategy_names, "fleet.strategy", &idx)))
-			return rc;
-		sc->fleet.strategy = (enum scenario_fleet_strategy)idx;
-	}
-	if ((v = GET(m, "sync"))) {
-		size_t len;
-
-		if (!(s = scalar(cv, v, "fleet.sync")))
-			return -EINVAL;
-		len = strlen(s);
-		if (len > 6 && !strcmp(s + len - 6, " steps")) {
-			char num[32];
-			const char *why = NULL;
-			uint64_t steps;
-
-			if (len - 6 >= sizeof num)
-				return fail(cv, v, "fleet.sync '%s' is too long", s);
-			memcpy(num, s, len - 6);
-			num[len - 6] = '\0';
-			if (units_parse_count(num, &steps, &why) || steps < 1 || steps > 100000000)
-				return fail(cv, v, "fleet.sync '%s': %s (expected a step count 1..100000000 "
-					    "like '20 steps', or a time like 5s)", s, why ? why : "out of range");
-			sc->fleet.sync_steps = steps;
-			sc->fleet.sync_us = 0;
-		} else {
-			uint64_t us;
-
-			if ((rc = get_time(cv, v, 86400ull * 1000000, "fleet.sync", &us)))
-				return rc;
-			if (us < 10000)
-				return fail(cv, v, "fleet.sync %s is below 10ms (expected e.g. '20 steps' or 5s)", s);
-			sc->fleet.sync_us = us;
-			sc->fleet.sync_steps = 0;
-		}
-	}
-	if ((v = GET(m, "snapshot_every")) &&
-	    (rc = get_u32(cv, v, 1, 65536, "fleet.snapshot_every", &sc->fleet.snapshot_every)))
-		return rc;
-	if ((v = GET(m, "sparse_k"))) {
-		if (!(s = scalar(cv, v, "fleet.sparse_k")))
-			return -EINVAL;
-		if (strchr(s, '%')) {
-			if ((rc = get_prob(cv, v, "fleet.sparse_k", &sc->fleet.sparse_ppm)))
-				return rc;
-			if (!sc->fleet.sparse_ppm)
-				return fail(cv, v, "fleet.sparse_k %s sends nothing (expected a count >= 1 or a "
-					    "percentage above 0%%)", s);
-			sc->fleet.sparse_k = 0;
-		} else {
-			if ((rc = get_count(cv, v, 1, LIMITS_MAX_PARAMS, "fleet.sparse_k", &sc->fleet.sparse_k)))
-				return rc;
-			sc->fleet.sparse_ppm = 0;
-		}
-		if (sc->fleet.strategy != SCENARIO_FLEET_SPARSE)
-			return fail(cv, v, "fleet.sparse_k applies to strategy sparse");
-	}
-	if ((v = GET(m, "base"))) {
-		if ((rc = get_enum(cv, v, fleet_base_names, "fleet.base", &idx)))
-			return rc;
-		sc->fleet.base = (enum scenario_fleet_base)idx;
-	}
-	if ((v = GET(m, "base_file"))) {
-		if (sc->fleet.base != SCENARIO_FLEET_BASE_FILE)
-			return fail(cv, v, "fleet.base_file applies to base file");
-		if ((rc = get_path(cv, v, "fleet.base_file", &sc->fleet.base_file)))
-			return rc;
-	} else if (sc->fleet.base == SCENARIO_FLEET_BASE_FILE) {
-		return fail(cv, GET(m, "base"), "fleet.base file needs fleet.base_file (raw float32 "
-			    "parameters, as train.save_model writes them)");
-	}
-	if ((rc = fleet_registry(cv, m)))
-		return rc;
-	if ((v = GET(m, "base_steps"))) {
-		if (sc->fleet.base != SCENARIO_FLEET_BASE_TRAINED)
-			return fail(cv, v, "fleet.base_steps applies to base trained");
-		if ((rc = get_count(cv, v, 1, 10000000, "fleet.base_steps", &sc->fleet.base_steps)))
-			return rc;
-	}
-	if ((v = GET(m, "drift")) && (rc = fleet_drift(cv, v)))
-		return rc;
-	return 0;
-}
-
-static int sec_consistency(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "consistency")) ||
-	    (rc = check_keys(cv, m, KEYS("barrier", "staleness", "sample", "backup", "weighting", "local_steps",
-				       "fanout", "combine", "draw"), "consistency")))
-		return rc;
-	if ((v = GET(m, "barrier"))) {
-		if ((rc = get_enum(cv, v, barrier_names, "consistency.barrier", &idx)))
-			return rc;
-		sc->consistency.barrier = (enum scenario_barrier)idx;
-		cv->barrier_node = v;
-	}
-	enum scenario_barrier b = sc->consistency.barrier;
-	/* staleness and sample are kept whatever the barrier: a sweep over barriers sets them once
-	 * for the schemes that use them (ssp/pssp, pbsp/pssp); the others ignore them. */
-	(void)b;
-	if ((v = GET(m, "staleness"))) {
-		if ((rc = get_u32(cv, v, 0, 1000000, "consistency.staleness", &sc->consistency.staleness)))
-			return rc;
-	}
-	if ((v = GET(m, "sample"))) {
-		if ((rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "consistency.sample", &sc->consistency.sample)))
-			return rc;
-		cv->sample_node = v;
-	}
-	if ((v = GET(m, "backup"))) {
-		if ((rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "consistency.backup", &sc->consistency.backup)))
-			return rc;
-		cv->backup_node = v;
-	}
-	if ((v = GET(m, "weighting"))) {
-		if ((rc = get_enum(cv, v, weighting_names, "consistency.weighting", &idx)))
-			return rc;
-		sc->consistency.weighting = (enum scenario_weighting)idx;
-	}
-	if ((v = GET(m, "local_steps")) &&
-	    (rc = get_u32(cv, v, 1, 1000000, "consistency.local_steps", &sc->consistency.local_steps)))
-		return rc;
-	if ((v = GET(m, "fanout")) &&
-	    (rc = get_u32(cv, v, 1, SCENARIO_MAX_NODES, "consistency.fanout", &sc->consistency.fanout)))
-		return rc;
-	if ((v = GET(m, "combine"))) {
-		if ((rc = get_enum(cv, v, combine_names, "consistency.combine", &idx)))
-			return rc;
-		sc->consistency.combine = (enum scenario_combine)idx;
-		cv->combine_node = v;
-	}
-	/* Kept whatever the barrier, like staleness and sample: only pbsp/pssp draw samples. */
-	if ((v = GET(m, "draw"))) {
-		if ((rc = get_enum(cv, v, draw_names, "consistency.draw", &idx)))
-			return rc;
-		sc->consistency.draw = (enum scenario_draw)idx;
-		cv->draw_node = v;
-	}
-	return 0;
-}
-
-static bool valid_node_name(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= SCENARIO_NODE_NAME_MAX || !(s[0] >= 'a' && s[0] <= 'z'))
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
-			return false;
-	return true;
-}
-
-static int sec_nodes(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_SEQ, "nodes")))
-		return rc;
-	if (m->n == 0 || m->n > SCENARIO_MAX_NODES)
-		return fail(cv, m, "nodes has %zu entries (limit: 1..%d, SCENARIO_MAX_NODES)", m->n,
-			    SCENARIO_MAX_NODES);
-	if (!(sc->nodes = calloc(m->n, sizeof *sc->nodes)))
-		return fail(cv, m, "out of memory");
-	sc->n_nodes = m->n;
-	for (size_t i = 0; i < m->n; i++) {
-		const struct yamltree_node *e = m->items[i].value, *nm, *rl;
-		struct scenario_node *n = &sc->nodes[i];
-		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a nodes entry")) ||
-		    (rc = check_keys(cv, e, KEYS("name", "role"), "a nodes entry")))
-			return rc;
-		if (!(nm = GET(e, "name")))
-			return fail(cv, e, "nodes entry without name (expected {name: worker0, role: worker})");
-		if (!(rl = GET(e, "role")))
-			return fail(cv, e, "nodes entry without role (expected server|worker|peer|central|probe)");
-		const char *s = scalar(cv, nm, "node name");
-		if (!s)
-			return -EINVAL;
-		if (!valid_node_name(s) || !strcmp(s, "all") || !strcmp(s, "servers") || !strcmp(s, "workers"))
-			return fail(cv, nm, "node name '%s' is not valid (expected [a-z][a-z0-9_-]*, at most %d "
-				    "characters, not all/servers/workers)", s, SCENARIO_NODE_NAME_MAX - 1);
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(sc->nodes[j].name, s))
-				return fail(cv, nm, "duplicate node name '%s' (first at line %u)", s, sc->nodes[j].pos.line);
-		snprintf(n->name, sizeof n->name, "%s", s);
-		n->pos = (struct scenario_pos){ nm->line, nm->col };
-		if ((rc = get_enum(cv, rl, role_names, "role", &idx)))
-			return rc;
-		n->role = (enum scenario_role)idx;
-	}
-	return 0;
-}
-
-static int sec_linkcheck(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	int rc;
-	if (m->kind == YAMLTREE_SCALAR)
-		return get_bool(cv, m, "linkcheck", &sc->linkcheck);
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "linkcheck")) ||
-	    (rc = check_keys(cv, m, KEYS("probes", "interval"), "linkcheck")))
-		return rc;
-	const struct yamltree_node *v = GET(m, "probes");
-	sc->linkcheck = true;
-	if (v && (rc = get_u32(cv, v, 1, 1000000, "linkcheck.probes", &sc->linkcheck_probes)))
-		return rc;
-	/* A slower probe stream for hosts that cannot serve 200 probes a second per node without
-	 * queueing them (an emulated CPU): the measurement, not the link, would be slow. */
-	if ((v = GET(m, "interval"))) {
-		if ((rc = get_time(cv, v, 1000000, "linkcheck.interval", &sc->linkcheck_interval_us)))
-			return rc;
-		if (sc->linkcheck_interval_us < 100)
-			return fail(cv, v, "linkcheck.interval %s is below 100us", v->scalar);
-	}
-	return 0;
-}
-
-static int sec_eval(struct cv *cv, const struct yamltree_node *m)
-{
-	int rc;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "eval")) || (rc = check_keys(cv, m, KEYS("every"), "eval")))
-		return rc;
-	const struct yamltree_node *v = GET(m, "every");
-	if (!v)
-		return 0;
-	if ((rc = get_time(cv, v, 86400ull * 1000000, "eval.every", &cv->sc->eval_every_us)))
-		return rc;
-	if (!cv->sc->eval_every_us)
-		return fail(cv, v, "eval.every is 0 (expected a period > 0, e.g. 2s)");
-	return 0;
-}
-
-static int parse_subnet(struct cv *cv, const struct yamltree_node *v)
-{
-	const char *s = scalar(cv, v, "network.subnet");
-	char addr[64];
-	struct in_addr in;
-	if (!s)
-		return -EINVAL;
-	const char *slash = strchr(s, '/');
-	char *end;
-	if (!slash || (size_t)(slash - s) >= sizeof addr)
-		return fail(cv, v, "network.subnet '%s' is not a CIDR prefix (expected e.g. 198.18.0.0/15)", s);
-	memcpy(addr, s, (size_t)(slash - s));
-	addr[slash - s] = 0;
-	long len = strtol(slash + 1, &end, 10);
-	if (inet_pton(AF_INET, addr, &in) != 1 || *end || end == slash + 1)
-		return fail(cv, v, "network.subnet '%s' is not a CIDR prefix (expected e.g. 198.18.0.0/15)", s);
-	if (len < 8 || len > 30)
-		return fail(cv, v, "network.subnet prefix length /%ld out of range (limit: /8../30)", len);
-	uint32_t a = ntohl(in.s_addr), mask = len ? ~0u << (32 - len) : 0;
-	if (a & ~mask)
-		return fail(cv, v, "network.subnet '%s' has host bits set (expected the network address)", s);
-	cv->sc->network.subnet = a;
-	cv->sc->network.prefix_len = (uint8_t)len;
-	cv->subnet_node = v;
-	return 0;
-}
-
-/* A congestion control name (network.cc, network.tcp.cc): the kernel's module names. */
-static int get_cc(struct cv *cv, const struct yamltree_node *v, const char *what)
-{
-	struct scenario *sc = cv->sc;
-	int rc = get_string(cv, v, what, &sc->network.cc);
-	const char *s;
-	bool ok;
-
-	if (rc)
-		return rc;
-	s = sc->network.cc;
-	ok = *s && strlen(s) <= 15;
-	for (; *s && ok; s++)
-		ok = (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_';
-	if (!ok)
-		return fail(cv, v, "%s '%s' is not a congestion control name (expected e.g. cubic, reno)", what,
-			    sc->network.cc);
-	return 0;
-}
-
-/* tcp_rmem / tcp_wmem: [min, default, max] sizes, min <= default <= max. */
-static int get_tcp_mem(struct cv *cv, const struct yamltree_node *v, const char *what, uint64_t out[3])
-{
-	if (v->kind != YAMLTREE_SEQ || v->n != 3)
-		return fail(cv, v, "%s is not a list of three sizes (expected [min, default, max], e.g. "
-			    "[4KiB, 128KiB, 6MiB])", what);
-	for (size_t i = 0; i < 3; i++) {
-		const struct yamltree_node *e = v->items[i].value;
-		const char *t = scalar(cv, e, what), *why = NULL;
-
-		if (!t)
-			return -EINVAL;
-		if (cgroup_parse_size(t, &out[i], &why))
-			return fail(cv, e, "%s '%s': %s (expected a size like 4KiB or 6MiB)", what, t, why);
-		if (out[i] < SCENARIO_TCP_MEM_MIN || out[i] > SCENARIO_TCP_MEM_MAX)
-			return fail(cv, e, "%s %s out of range (limit: 4KiB..1GiB)", what, t);
-		if (i && out[i] < out[i - 1])
-			return fail(cv, e, "%s %s is below the value before it (expected min <= default <= max)",
-				    what, t);
-	}
-	return 0;
-}
-
-/* network.tcp: transport knobs set inside every node's namespace. cc_alias is network.cc
- * (NULL when absent): both set is ambiguous. */
-static int sec_tcp(struct cv *cv, const struct yamltree_node *m, const struct yamltree_node *cc_alias)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	bool b;
-	int rc;
-
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "network.tcp")) ||
-	    (rc = check_keys(cv, m, KEYS("cc", "slow_start_after_idle", "ecn", "initial_cwnd", "rmem", "wmem"),
-			     "network.tcp")))
-		return rc;
-	if ((v = GET(m, "cc"))) {
-		if (cc_alias)
-			return fail(cv, v, "network.tcp.cc and network.cc are the same setting: give one");
-		if ((rc = get_cc(cv, v, "network.tcp.cc")))
-			return rc;
-	}
-	if ((v = GET(m, "slow_start_after_idle"))) {
-		if ((rc = get_bool(cv, v, "network.tcp.slow_start_after_idle", &b)))
-			return rc;
-		sc->network.tcp.slow_start_after_idle = b;
-	}
-	if ((v = GET(m, "ecn"))) {
-		/* the sysctl's values: off, on (ask and accept), passive (accept when asked) */
-		static const char *const names[] = { "off", "on", "passive", NULL };
-		const char *t = scalar(cv, v, "network.tcp.ecn");
-
-		if (!t)
-			return -EINVAL;
-		if (!strcmp(t, "false") || !strcmp(t, "true")) {
-			sc->network.tcp.ecn = t[0] == 't';
-		} else if ((rc = get_enum(cv, v, names, "network.tcp.ecn", &sc->network.tcp.ecn))) {
-			return rc;
-		}
-	}
-	if ((v = GET(m, "initial_cwnd")) &&
-	    (rc = get_u32(cv, v, 1, SCENARIO_TCP_MAX_INITCWND, "network.tcp.initial_cwnd", &sc->network.tcp.initial_cwnd)))
-		return rc;
-	if ((v = GET(m, "rmem")) && (rc = get_tcp_mem(cv, v, "network.tcp.rmem", sc->network.tcp.rmem)))
-		return rc;
-	if ((v = GET(m, "wmem")) && (rc = get_tcp_mem(cv, v, "network.tcp.wmem", sc->network.tcp.wmem)))
-		return rc;
-	return 0;
-}
-
-static int sec_network(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc;
-	static const char *const def_keys[] = { LINK_KEYS, "up", "down", NULL };
-	static const char *const link_keys[] = { LINK_KEYS, "up", "down", "nodes", NULL };
-	static const char *const ev_keys[] = { LINK_KEYS, "up", "down", "nodes", "at", NULL };
-
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "network")) ||
-	    (rc = check_keys(cv, m, KEYS("default", "links", "timeline", "trace", "cc", "tcp", "subnet", "mtu",
-					 "precision"), "network")))
-		return rc;
-	if ((v = GET(m, "default"))) {
-		if ((rc = link_layer(cv, v, def_keys, "network.default", &sc->network.up, &sc->network.down,
-				     &cv->def_up, &cv->def_down)) ||
-		    (rc = link_check(cv, &sc->network.up, &cv->def_up, v, "up")) ||
-		    (rc = link_check(cv, &sc->network.down, &cv->def_down, v, "down")))
-			return rc;
-	}
-	if ((v = GET(m, "links"))) {
-		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "network.links")))
-			return rc;
-		if (v->n > 65536)
-			return fail(cv, v, "network.links has %zu entries (limit 65536)", v->n);
-		if (v->n && !(sc->network.links = calloc(v->n, sizeof *sc->network.links)))
-			return fail(cv, v, "out of memory");
-		for (size_t i = 0; i < v->n; i++) {
-			const struct yamltree_node *e = v->items[i].value, *nodes;
-			struct scenario_link *l = &sc->network.links[i];
-			struct link_pos up = { 0 }, dn = { 0 };
-			sc->network.n_links = i + 1;
-			if ((rc = link_layer(cv, e, link_keys, "a network.links entry", &l->up, &l->down, &up, &dn)))
-				return rc;
-			if (!(nodes = GET(e, "nodes")))
-				return fail(cv, e, "network.links entry without nodes (expected nodes: \"worker[0-3]\")");
-			if ((rc = get_string(cv, nodes, "nodes", &l->nodes)))
-				return rc;
-			l->pos = (struct scenario_pos){ nodes->line, nodes->col };
-			if ((rc = link_check_over_default(cv, &l->up, &l->down, &up, &dn, e)))
-				return rc;
-		}
-	}
-	if ((v = GET(m, "timeline"))) {
-		if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "network.timeline")))
-			return rc;
-		if (v->n > 65536)
-			return fail(cv, v, "network.timeline has %zu entries (limit 65536)", v->n);
-		if (v->n && !(sc->network.timeline = calloc(v->n, sizeof *sc->network.timeline)))
-			return fail(cv, v, "out of memory");
-		for (size_t i = 0; i < v->n; i++) {
-			const struct yamltree_node *e = v->items[i].value, *nodes, *at;
-			struct scenario_event *t = &sc->network.timeline[i];
-			struct link_pos up = { 0 }, dn = { 0 };
-			sc->network.n_timeline = i + 1;
-			if ((rc = link_layer(cv, e, ev_keys, "a network.timeline entry", &t->up, &t->down, &up, &dn)))
-				return rc;
-			if (!(at = GET(e, "at")))
-				return fail(cv, e, "network.timeline entry without at (expected at: 60s)");
-			if ((rc = get_time(cv, at, 30ull * 86400 * 1000000, "at", &t->at_us)))
-				return rc;
-			if ((nodes = GET(e, "nodes"))) {
-				if ((rc = get_string(cv, nodes, "nodes", &t->nodes)))
-					return rc;
-				t->pos = (struct scenario_pos){ nodes->line, nodes->col };
-			} else if (!(t->nodes = strdup("all"))) {
-				return fail(cv, e, "out of memory");
-			} else {
-				t->pos = (struct scenario_pos){ e->line, e->col };
-			}
-			if (!t->up.set && !t->down.set)
-				return fail(cv, e, "network.timeline entry changes nothing (expected link keys "
-					    "such as loss: 30%%)");
-			if ((rc = link_check_over_default(cv, &t->up, &t->down, &up, &dn, e)))
-				return rc;
-		}
-	}
-	if ((v = GET(m, "trace")) && (rc = get_path(cv, v, "network.trace", &sc->network.trace)))
-		return rc;
-	if ((v = GET(m, "cc")) && (rc = get_cc(cv, v, "network.cc")))
-		return rc;
-	if ((v = GET(m, "tcp")) && (rc = sec_tcp(cv, v, GET(m, "cc"))))
-		return rc;
-	if ((v = GET(m, "subnet")) && (rc = parse_subnet(cv, v)))
-		return rc;
-	if ((v = GET(m, "mtu")) && (rc = get_u32(cv, v, 576, 65535, "network.mtu", &sc->network.mtu)))
-		return rc;
-	if ((v = GET(m, "precision"))) {
-		int idx;
-
-		if ((rc = get_enum(cv, v, precision_names, "network.precision", &idx)))
-			return rc;
-		sc->network.precision = (enum scenario_precision)idx;
-	}
-	return 0;
-}
-
-/* Delay parameter keys per distribution; index = enum scenario_dist. "*" marks a time. */
-static const char *const dist_keys[][3] = {
-	[SCENARIO_DIST_NONE] = { NULL, NULL, NULL },
-	[SCENARIO_DIST_CONSTANT] = { "*value", NULL, NULL },
-	[SCENARIO_DIST_UNIFORM] = { "*min", "*max", NULL },
-	[SCENARIO_DIST_EXPONENTIAL] = { "*mean", NULL, NULL },
-	[SCENARIO_DIST_GAMMA] = { "shape", "*scale", NULL },
-	[SCENARIO_DIST_NORMAL] = { "*mean", "*sd", NULL },
-	[SCENARIO_DIST_PARETO] = { "*scale", "shape", NULL },
-};
-
-static int straggler_delay(struct cv *cv, const struct yamltree_node *m, struct scenario_straggler *st)
-{
-	int rc, idx;
-	const struct yamltree_node *v;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "compute.delay")))
-		return rc;
-	if (!(v = GET(m, "dist")))
-		return fail(cv, m, "compute.delay without dist (expected constant|uniform|exponential|gamma|normal|pareto)");
-	if ((rc = get_enum(cv, v, dist_names, "compute.delay.dist", &idx)))
-		return rc;
-	if (idx == SCENARIO_DIST_NONE)
-		return fail(cv, v, "compute.delay.dist none (leave compute.delay out instead)");
-	st->delay_dist = (enum scenario_dist)idx;
-	const char *allowed[4] = { "dist", NULL, NULL, NULL };
-	for (int i = 0; i < 2 && dist_keys[idx][i]; i++)
-		allowed[i + 1] = dist_keys[idx][i] + (dist_keys[idx][i][0] == '*');
-	char where[64];
-	snprintf(where, sizeof where, "compute.delay (dist %s)", dist_names[idx]);
-	if ((rc = check_keys(cv, m, allowed, where)))
-		return rc;
-	for (int i = 0; i < 2 && dist_keys[idx][i]; i++) {
-		const char *key = dist_keys[idx][i];
-		bool is_time = key[0] == '*';
-		key += is_time;
-		double *out = i ? &st->delay_b : &st->delay_a;
-		if (!(v = GET(m, key)))
-			return fail(cv, m, "compute.delay (dist %s) without %s", dist_names[idx], key);
-		if (is_time) {
-			uint64_t us;
-			if ((rc = get_time(cv, v, 3600ull * 1000000, key, &us)))
-				return rc;
-			*out = us / 1e6;
-		} else if ((rc = get_real(cv, v, 0, true, 1e6, false, key, out))) {
-			return rc;
-		}
-	}
-	if (idx == SCENARIO_DIST_UNIFORM && st->delay_a > st->delay_b)
-		return fail(cv, GET(m, "min"), "compute.delay min is above max");
-	if ((idx == SCENARIO_DIST_EXPONENTIAL || idx == SCENARIO_DIST_GAMMA || idx == SCENARIO_DIST_PARETO) &&
-	    (st->delay_a <= 0 || st->delay_b < 0))
-		return fail(cv, m, "compute.delay (dist %s) parameters must be > 0", dist_names[idx]);
-	st->set |= SCENARIO_STRAG_DELAY;
-	return 0;
-}
-
-static int sec_stragglers(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	int rc;
-	const uint64_t tmax = 30ull * 86400 * 1000000;
-	if ((rc = want_kind(cv, m, YAMLTREE_SEQ, "stragglers")))
-		return rc;
-	if (m->n > 65536)
-		return fail(cv, m, "stragglers has %zu entries (limit 65536)", m->n);
-	if (m->n && !(sc->stragglers = calloc(m->n, sizeof *sc->stragglers)))
-		return fail(cv, m, "out of memory");
-	for (size_t i = 0; i < m->n; i++) {
-		const struct yamltree_node *e = m->items[i].value, *v, *w;
-		struct scenario_straggler *st = &sc->stragglers[i];
-		sc->n_stragglers = i + 1;
-		st->slowdown = 1;
-		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a stragglers entry")) ||
-		    (rc = check_keys(cv, e, KEYS("nodes", "compute", "pause", "crash", "join", "leave"),
-				     "a stragglers entry")))
-			return rc;
-		if (!(v = GET(e, "nodes")))
-			return fail(cv, e, "stragglers entry without nodes (expected nodes: worker9)");
-		if ((rc = get_string(cv, v, "nodes", &st->nodes)))
-			return rc;
-		st->pos = (struct scenario_pos){ v->line, v->col };
-		if ((v = GET(e, "compute"))) {
-			if ((rc = want_kind(cv, v, YAMLTREE_MAP, "compute")) ||
-			    (rc = check_keys(cv, v, KEYS("slowdown", "delay", "trace"), "compute")))
-				return rc;
-			if ((w = GET(v, "slowdown"))) {
-				if ((rc = get_real(cv, w, 1, false, 1000, false, "compute.slowdown", &st->slowdown)))
-					return rc;
-				st->set |= SCENARIO_STRAG_SLOWDOWN;
-			}
-			if ((w = GET(v, "delay")) && (rc = straggler_delay(cv, w, st)))
-				return rc;
-			if ((w = GET(v, "trace"))) {
-				if ((rc = get_path(cv, w, "compute.trace", &st->trace)))
-					return rc;
-				st->set |= SCENARIO_STRAG_TRACE;
-			}
-		}
-		if ((v = GET(e, "pause"))) {
-			const struct yamltree_node *ev, *fo;
-			if ((rc = want_kind(cv, v, YAMLTREE_MAP, "pause")) ||
-			    (rc = check_keys(cv, v, KEYS("every", "for"), "pause")))
-				return rc;
-			if (!(ev = GET(v, "every")) || !(fo = GET(v, "for")))
-				return fail(cv, v, "pause needs every and for (expected pause: {every: 30s, for: 5s})");
-			if ((rc = get_time(cv, ev, tmax, "pause.every", &st->pause_every_us)) ||
-			    (rc = get_time(cv, fo, tmax, "pause.for", &st->pause_for_us)))
-				return rc;
-			if (!st->pause_for_us || st->pause_for_us >= st->pause_every_us)
-				return fail(cv, fo, "pause.for must be > 0 and shorter than pause.every");
-			st->set |= SCENARIO_STRAG_PAUSE;
-		}
-		if ((v = GET(e, "crash"))) {
-			if ((rc = want_kind(cv, v, YAMLTREE_MAP, "crash")) ||
-			    (rc = check_keys(cv, v, KEYS("at", "restart"), "crash")))
-				return rc;
-			if (!(w = GET(v, "at")))
-				return fail(cv, v, "crash without at (expected crash: {at: 30s})");
-			if ((rc = get_time(cv, w, tmax, "crash.at", &st->crash_at_us)))
-				return rc;
-			st->set |= SCENARIO_STRAG_CRASH;
-			if ((w = GET(v, "restart"))) {
-				if ((rc = get_time(cv, w, tmax, "crash.restart", &st->restart_at_us)))
-					return rc;
-				if (st->restart_at_us <= st->crash_at_us)
-					return fail(cv, w, "crash.restart must be later than crash.at (it is the time "
-						    "of the restart, not a duration)");
-				st->set |= SCENARIO_STRAG_RESTART;
-			}
-		}
-		for (int k = 0; k < 2; k++) {
-			const char *key = k ? "leave" : "join";
-			if (!(v = GET(e, key)))
-				continue;
-			if ((rc = want_kind(cv, v, YAMLTREE_MAP, key)) || (rc = check_keys(cv, v, KEYS("at"), key)))
-				return rc;
-			if (!(w = GET(v, "at")))
-				return fail(cv, v, "%s without at (expected %s: {at: 30s})", key, key);
-			if ((rc = get_time(cv, w, tmax, k ? "leave.at" : "join.at", k ? &st->leave_at_us : &st->join_at_us)))
-				return rc;
-			st->set |= k ? SCENARIO_STRAG_LEAVE : SCENARIO_STRAG_JOIN;
-		}
-		if ((st->set & SCENARIO_STRAG_JOIN) && (st->set & SCENARIO_STRAG_LEAVE) && st->leave_at_us <= st->join_at_us)
-			return fail(cv, GET(e, "leave"), "leave.at must be later than join.at");
-		if (!st->set)
-			return fail(cv, e, "stragglers entry does nothing (expected compute, pause, crash, join or leave)");
-	}
-	return 0;
-}
-
-/* The host's online CPUs: limits are checked against the machine the scenario runs on. */
-static int host_cpus(uint64_t *mask)
-{
-	int n = cgroup_online_cpus(mask);
-
-	if (n <= 0) {
-		long c = sysconf(_SC_NPROCESSORS_ONLN);
-
-		n = c < 1 ? 1 : c > CGROUP_MAX_CPUS ? CGROUP_MAX_CPUS : (int)c;
-		memset(mask, 0, CGROUP_CPU_WORDS * sizeof *mask);
-		for (int i = 0; i < n; i++)
-			mask[i / 64] |= 1ull << (i % 64);
-	}
-	return n;
-}
-
-_Static_assert(SCENARIO_CPU_WORDS == CGROUP_CPU_WORDS, "one CPU mask size");
-
-static int sec_resources(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	uint64_t online[CGROUP_CPU_WORDS];
-	char list[256];
-	int rc, n_online;
-
-	if ((rc = want_kind(cv, m, YAMLTREE_SEQ, "resources")))
-		return rc;
-	if (m->n > 65536)
-		return fail(cv, m, "resources has %zu entries (limit 65536)", m->n);
-	if (m->n && !(sc->resources = calloc(m->n, sizeof *sc->resources)))
-		return fail(cv, m, "out of memory");
-	n_online = host_cpus(online);
-	cgroup_format_cpus(online, list, sizeof list);
-	for (size_t i = 0; i < m->n; i++) {
-		const struct yamltree_node *e = m->items[i].value, *v;
-		struct scenario_resources *re = &sc->resources[i];
-		sc->n_resources = i + 1;
-		if ((rc = want_kind(cv, e, YAMLTREE_MAP, "a resources entry")) ||
-		    (rc = check_keys(cv, e, KEYS("nodes", "cpu", "cpus", "memory"), "a resources entry")))
-			return rc;
-		if (!(v = GET(e, "nodes")))
-			return fail(cv, e, "resources entry without nodes (expected nodes: worker0)");
-		if ((rc = get_string(cv, v, "nodes", &re->nodes)))
-			return rc;
-		re->pos = (struct scenario_pos){ v->line, v->col };
-		if ((v = GET(e, "cpu"))) {
-			if ((rc = get_real(cv, v, 0, false, 1e6, false, "cpu", &re->cpu)))
-				return rc;
-			if (re->cpu < CGROUP_MIN_CPU)
-				return fail(cv, v, "cpu %s is below the smallest share, %g of a core (1 ms per %u ms)",
-					    v->scalar, CGROUP_MIN_CPU, CGROUP_CPU_PERIOD_US / 1000);
-			if (re->cpu > n_online)
-				return fail(cv, v, "cpu %s is more than the %d online CPU(s) of this host (expected a share "
-					    "of one core, 0.01..%d)", v->scalar, n_online, n_online);
-			re->set |= SCENARIO_RES_CPU;
-		}
-		if ((v = GET(e, "cpus"))) {
-			int count = 0;
-
-			if ((rc = want_kind(cv, v, YAMLTREE_SEQ, "cpus")))
-				return rc;
-			if (!v->n)
-				return fail(cv, v, "cpus is empty (expected a list of CPUs, e.g. [0, 1] or [0-3])");
-			for (size_t k = 0; k < v->n; k++) {
-				const struct yamltree_node *c = v->items[k].value;
-				const char *t = scalar(cv, c, "a cpus entry");
-				uint64_t one[CGROUP_CPU_WORDS];
-
-				if (!t)
-					return -EINVAL;
-				if (cgroup_parse_cpus(t, one) <= 0)
-					return fail(cv, c, "cpus entry '%s' is not a CPU number or range (expected e.g. 1 or "
-						    "0-3, below %d)", t, CGROUP_MAX_CPUS);
-				for (int w = 0; w < CGROUP_CPU_WORDS; w++) {
-					if (one[w] & ~online[w])
-						return fail(cv, c, "cpus entry '%s' is not an online CPU of this host (online: %s)",
-							    t, list);
-					re->cpus[w] |= one[w];
-				}
-			}
-			for (int w = 0; w < CGROUP_CPU_WORDS; w++)
-				count += __builtin_popcountll(re->cpus[w]);
-			re->set |= SCENARIO_RES_CPUS;
-			if ((re->set & SCENARIO_RES_CPU) && re->cpu > count)
-				return fail(cv, GET(e, "cpu"), "cpu %g exceeds the %d CPU(s) the node is pinned to by cpus",
-					    re->cpu, count);
-		}
-		if ((v = GET(e, "memory"))) {
-			const char *t = scalar(cv, v, "memory"), *why = NULL;
-			char min[32];
-
-			if (!t)
-				return -EINVAL;
-			if (cgroup_parse_size(t, &re->memory_bytes, &why))
-				return fail(cv, v, "memory '%s': %s (expected a size like 256MiB or 1GiB)", t, why);
-			cgroup_format_size(CGROUP_MIN_MEMORY_BYTES, min, sizeof min);
-			if (re->memory_bytes < CGROUP_MIN_MEMORY_BYTES)
-				return fail(cv, v, "memory %s is below the minimum of %s (a node needs that much to start)",
-					    t, min);
-			re->set |= SCENARIO_RES_MEMORY;
-		}
-		if (!re->set)
-			return fail(cv, e, "resources entry does nothing (expected cpu, cpus or memory)");
-	}
-	return 0;
-}
-
-/* simulation: settings of `stalenet simulate` (docs/simulation.md); `stalenet run` ignores them. */
-static int sec_simulation(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	const struct yamltree_node *v;
-	int rc, idx;
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "simulation")) ||
-	    (rc = check_keys(cv, m, KEYS("train", "step_cost", "server_cost", "rto_min", "mss", "node_files",
-				       "profile", "loss_recovery", "seed"), "simulation")))
-		return rc;
-	sc->simulation.present = true;
-	if ((v = GET(m, "train"))) {
-		if ((rc = get_enum(cv, v, sim_train_names, "simulation.train", &idx)))
-			return rc;
-		sc->simulation.train = (enum scenario_sim_train)idx;
-	}
-	if ((v = GET(m, "step_cost"))) {
-		if ((rc = get_time(cv, v, 3600ull * 1000000, "simulation.step_cost", &sc->simulation.step_cost_us)))
-			return rc;
-		if (!sc->simulation.step_cost_us)
-			return fail(cv, v, "simulation.step_cost is 0 (expected at least 1us; leave it out to "
-				    "measure the model on this host)");
-	}
-	if ((v = GET(m, "server_cost"))) {
-		if ((rc = get_time(cv, v, 60ull * 1000000, "simulation.server_cost", &sc->simulation.server_cost_us)))
-			return rc;
-		if (!sc->simulation.server_cost_us)
-			return fail(cv, v, "simulation.server_cost is 0 (expected at least 1us; leave it out to "
-				    "measure the update on this host)");
-	}
-	if ((v = GET(m, "rto_min"))) {
-		if ((rc = get_time(cv, v, 60ull * 1000000, "simulation.rto_min", &sc->simulation.rto_min_us)))
-			return rc;
-		if (sc->simulation.rto_min_us < 1000)
-			return fail(cv, v, "simulation.rto_min below 1ms (expected e.g. 200ms, Linux's default)");
-	}
-	if ((v = GET(m, "mss")) && (rc = get_u32(cv, v, 88, 65495, "simulation.mss", &sc->simulation.mss)))
-		return rc;
-	if ((v = GET(m, "loss_recovery"))) {
-		if ((rc = get_enum(cv, v, sim_recovery_names, "simulation.loss_recovery", &idx)))
-			return rc;
-		sc->simulation.loss_recovery = (enum scenario_sim_recovery)idx;
-	}
-	if ((v = GET(m, "node_files")) &&
-	    (rc = get_u32(cv, v, 0, SCENARIO_MAX_NODES, "simulation.node_files", &sc->simulation.node_files)))
-		return rc;
-	if ((v = GET(m, "profile")) && (rc = get_path(cv, v, "simulation.profile", &sc->simulation.profile)))
-		return rc;
-	if ((v = GET(m, "seed")) && (rc = get_u32(cv, v, 0, 1000000, "simulation.seed", &sc->simulation.seed)))
-		return rc;
-	return 0;
-}
-
-static int sec_sweep(struct cv *cv, const struct yamltree_node *m)
-{
-	struct scenario *sc = cv->sc;
-	int rc;
-	const struct yamltree_node *zip = NULL;
-	static const char *const top[] = { "name", "seed", "stop", "target", "data", "model", "train", "topology",
-					   "consistency", "workers", "nodes", "workload", "linkcheck", "eval",
-					   "network", "stragglers", "resources", "on_node_failure", "description",
-					   "fleet", "simulation", NULL };
-	if ((rc = want_kind(cv, m, YAMLTREE_MAP, "sweep")))
-		return rc;
-	size_t n_axes = 0;
-	for (size_t i = 0; i < m->n; i++)
-		n_axes += strcmp(m->items[i].key, "repeat") && strcmp(m->items[i].key, "zip");
-	if (n_axes > 64)
-		return fail(cv, m, "sweep has %zu keys (limit 64)", n_axes);
-	if (n_axes && !(sc->sweep.axes = calloc(n_axes, sizeof *sc->sweep.axes)))
-		return fail(cv, m, "out of memory");
-	for (size_t i = 0; i < m->n; i++) {
-		const struct yamltree_entry *e = &m->items[i];
-		if (!strcmp(e->key, "repeat")) {
-			if ((rc = get_u32(cv, e->value, 1, SCENARIO_MAX_RUNS, "sweep.repeat", &sc->sweep.repeat)))
-				return rc;
-			continue;
-		}
-		if (!strcmp(e->key, "zip")) {
-			zip = e->value;
-			continue;
-		}
-		/* the first segment must be a scenario key (the rest is checked when the value is applied) */
-		char first[64];
-		size_t fl = strcspn(e->key, ".");
-		snprintf(first, sizeof first, "%.*s", (int)(fl < 63 ? fl : 63), e->key);
-		struct yamltree_node tmp = { .kind = YAMLTREE_MAP, .n = 1,
-					     .items = &(struct yamltree_entry){ first, e->line, e->col, e->value } };
-		if ((rc = check_keys(cv, &tmp, top, "sweep (a key path of the scenario)")))
-			return rc;
-		if (e->value->kind != YAMLTREE_SEQ || e->value->n == 0)
-			return fail(cv, e->value, "sweep '%s' is %s (expected a non-empty list of values)", e->key,
-				    e->value->kind == YAMLTREE_SEQ ? "an empty list" : yamltree_kind_name(e->value->kind));
-		if (e->value->n > 1000)
-			return fail(cv, e->value, "sweep '%s' has %zu values (limit 1000)", e->key, e->value->n);
-		struct scenario_sweep_axis *ax = &sc->sweep.axes[sc->sweep.n_axes++];
-		ax->zip_group = -1;
-		ax->pos = (struct scenario_pos){ e->line, e->col };
-		if (!(ax->key = strdup(e->key)) || !(ax->values = calloc(e->value->n, sizeof *ax->values)) ||
-		    !(ax->value_pos = calloc(e->value->n, sizeof *ax->value_pos)))
-			return fail(cv, m, "out of memory");
-		ax->n_values = e->value->n;
-		for (size_t k = 0; k < e->value->n; k++) {
-			const struct yamltree_node *val = e->value->items[k].value;
-			int need = yamltree_flow(val, NULL, 0);
-			if (need < 0 || !(ax->values[k] = malloc((size_t)need + 1)))
-				return fail(cv, val, "out of memory");
-			yamltree_flow(val, ax->values[k], (size_t)need + 1);
-			ax->value_pos[k] = (struct scenario_pos){ val->line, val->col };
-		}
-	}
-	if (zip) {
-		/* zip: [a, b] is one group; zip: [[a, b], [c, d]] several */
-		if ((rc = want_kind(cv, zip, YAMLTREE_SEQ, "sweep.zip")))
-			return rc;
-		bool nested = zip->n && zip->items[0].value->kind == YAMLTREE_SEQ;
-		size_t groups = nested ? zip->n : 1;
-		for (size_t g = 0; g < groups; g++) {
-			const struct yamltree_node *grp = nested ? zip->items[g].value : zip;
-			if ((rc = want_kind(cv, grp, YAMLTREE_SEQ, "a sweep.zip group")))
-				return rc;
-			if (grp->n < 2)
-				return fail(cv, grp, "a sweep.zip group needs at least two keys");
-			size_t len = 0;
-			for (size_t k = 0; k < grp->n; k++) {
-				const struct yamltree_node *kn = grp->items[k].value;
-				const char *key = scalar(cv, kn, "a sweep.zip key");
-				if (!key)
-					return -EINVAL;
-				struct scenario_sweep_axis *ax = NULL;
-				for (size_t a = 0; a < sc->sweep.n_axes; a++)
-					if (!strcmp(sc->sweep.axes[a].key, key))
-						ax = &sc->sweep.axes[a];
-				if (!ax)
-					return fail(cv, kn, "sweep.zip names '%s', which is not a sweep key", key);
-				if (ax->zip_group >= 0)
-					return fail(cv, kn, "sweep.zip names '%s' twice", key);
-				if (k && ax->n_values != len)
-					return fail(cv, kn, "sweep.zip pairs lists of different lengths ('%s' has %zu "
-						    "values, expected %zu)", key, ax->n_values, len);
-				len = ax->n_values;
-				ax->zip_group = (int)g;
-			}
-		}
-	}
-	/* the number of runs, bounded before anybody expands it */
-	double runs = sc->sweep.repeat;
-	for (size_t a = 0; a < sc->sweep.n_axes; a++) {
-		const struct scenario_sweep_axis *ax = &sc->sweep.axes[a];
-		bool first_of_group = ax->zip_group < 0;
-		for (size_t b = 0; b < a && !first_of_group; b++)
-			if (sc->sweep.axes[b].zip_group == ax->zip_group)
-				break;
-			else if (b == a - 1)
-				first_of_group = true;
-		if (a == 0 && ax->zip_group >= 0)
-			first_of_group = true;
-		if (first_of_group)
-			runs *= (double)ax->n_values;
-	}
-	if (runs > SCENARIO_MAX_RUNS)
-		return fail(cv, m, "sweep expands to %.0f runs (limit SCENARIO_MAX_RUNS is %d)", runs, SCENARIO_MAX_RUNS);
-	return 0;
+	return scenlink_rule(p);
 }
 
 /* --- nodes and cross-section checks -------------------------------------------------------- */
@@ -1990,7 +140,7 @@ int scenario_node_list(const struct scenario *sc, struct scenario_node **out, si
 	return 0;
 }
 
-static int check_selector(struct cv *cv, const char *sel, struct scenario_pos pos, const char *origin,
+static int check_selector(struct scenval *cv, const char *sel, struct scenario_pos pos, const char *origin,
 			  const char *const *names, const enum scenario_role *roles, size_t n, uint8_t *scratch)
 {
 	char why[256];
@@ -1998,11 +148,11 @@ static int check_selector(struct cv *cv, const char *sel, struct scenario_pos po
 	int rc = selector_match(sel, names, roles, n, scratch, why, sizeof why);
 	if (rc == -ENOMEM) {
 		struct yamltree_node at = { .line = pos.line, .col = pos.col };
-		return fail(cv, &at, "out of memory");
+		return scenval_fail(cv, &at, "out of memory");
 	}
 	if (rc < 0) {
 		struct yamltree_node at = { .line = pos.line, .col = pos.col, .origin = (char *)origin };
-		return fail(cv, &at, "nodes '%s': %s", sel, why);
+		return scenval_fail(cv, &at, "nodes '%s': %s", sel, why);
 	}
 	return 0;
 }
@@ -2021,7 +171,7 @@ static const char *sel_origin(const struct yamltree_node *root, const char *sect
 	return n ? n->origin : NULL;
 }
 
-static int check_nodes(struct cv *cv, const struct yamltree_node *root)
+static int check_nodes(struct scenval *cv, const struct yamltree_node *root)
 {
 	struct scenario *sc = cv->sc;
 	struct scenario_node *nodes = NULL;
@@ -2048,43 +198,48 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 				ok = r == SCENARIO_ROLE_PEER;
 			if (!ok) {
 				struct yamltree_node at = { .line = sc->nodes[i].pos.line, .col = sc->nodes[i].pos.col };
-				return fail(cv, &at, "node '%s' has role %s, which %s does not use", sc->nodes[i].name,
-					    role_names[r], sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
-					    : topo_names[sc->topology.kind]);
+				return scenval_fail(cv, &at, "node '%s' has role %s, which %s does not use",
+						    sc->nodes[i].name, scennames_role[r],
+						    sc->workload == SCENARIO_WORKLOAD_LINKCHECK ? "workload linkcheck"
+						    : scennames_topology[sc->topology.kind]);
 			}
 			servers += r == SCENARIO_ROLE_SERVER || r == SCENARIO_ROLE_REGISTRY;
 		}
 		if (sc->topology.kind == SCENARIO_TOPO_FLEET && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
 		    (servers != 1 || servers == sc->n_nodes))
-			return fail(cv, cv->nodes_node, "fleet needs exactly one node with role registry and at "
-				    "least one with role device in nodes");
+			return scenval_fail(cv, cv->nodes_node,
+					    "fleet needs exactly one node with role registry and at "
+					    "least one with role device in nodes");
 		if (sc->topology.kind == SCENARIO_TOPO_PS && sc->workload == SCENARIO_WORKLOAD_TRAIN &&
 		    (servers == 0 || servers == sc->n_nodes))
-			return fail(cv, cv->nodes_node, "parameter-server needs at least one server and one worker "
-				    "in nodes");
+			return scenval_fail(cv, cv->nodes_node,
+					    "parameter-server needs at least one server and one worker "
+					    "in nodes");
 		if (sc->topology.kind == SCENARIO_TOPO_PS && servers > 1)
-			return fail(cv, cv->nodes_node, "nodes name %zu servers: the parameter server is one node "
-				    "(sharding over several is not implemented; expected one role server)", servers);
+			return scenval_fail(cv, cv->nodes_node,
+					    "nodes name %zu servers: the parameter server is one node "
+					    "(sharding over several is not implemented; expected one role server)", servers);
 		if (sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->n_nodes != 1)
-			return fail(cv, cv->nodes_node, "centralized has exactly one node (role central)");
+			return scenval_fail(cv, cv->nodes_node, "centralized has exactly one node (role central)");
 		sc->workers = (uint32_t)(sc->n_nodes - servers);
 		sc->topology.servers = (uint32_t)servers;
 	} else if (sc->workers + (sc->topology.kind == SCENARIO_TOPO_PS ? sc->topology.servers :
 				  sc->topology.kind == SCENARIO_TOPO_FLEET ? 1 : 0) >
 		   (sc->simulation.present ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES)) {
 		if (sc->simulation.present)
-			return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %u nodes "
-				    "of a simulation (SCENARIO_MAX_SIM_WORKERS)", sc->workers,
-				    sc->topology.servers, SCENARIO_MAX_SIM_WORKERS);
-		return fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
-			    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
+			return scenval_fail(cv, cv->workers_node,
+					    "workers %u + servers %u exceed the limit of %u nodes "
+					    "of a simulation (SCENARIO_MAX_SIM_WORKERS)", sc->workers,
+					    sc->topology.servers, SCENARIO_MAX_SIM_WORKERS);
+		return scenval_fail(cv, cv->workers_node, "workers %u + servers %u exceed the limit of %d nodes "
+				    "(SCENARIO_MAX_NODES)", sc->workers, sc->topology.servers, SCENARIO_MAX_NODES);
 	}
 	data_nodes = sc->topology.kind == SCENARIO_TOPO_CENTRALIZED ? 1 : sc->workers;
 
 	/* What an engine would refuse at run time is refused here, at its line. */
 	if (sc->topology.kind == SCENARIO_TOPO_PS && sc->consistency.combine == SCENARIO_COMBINE_ENSEMBLE)
-		return fail(cv, cv->combine_node, "combine ensemble applies to topology p2p (a parameter "
-			    "server holds one model; expected none or average)");
+		return scenval_fail(cv, cv->combine_node, "combine ensemble applies to topology p2p (a parameter "
+				    "server holds one model; expected none or average)");
 	/* Churn the engines cannot survive: a ring all-reduce needs every peer at every step. */
 	for (size_t i = 0; i < sc->n_stragglers; i++) {
 		const struct scenario_straggler *st = &sc->stragglers[i];
@@ -2100,47 +255,51 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 		}
 		if (bad) {
 			struct yamltree_node at = { .line = st->pos.line, .col = st->pos.col };
-			return fail(cv, &at, "%s with topology %s: %s", bad & SCENARIO_STRAG_CRASH ? "crash" : bad & SCENARIO_STRAG_JOIN ? "join" : "leave",
-				    topo_names[sc->topology.kind], why);
+			return scenval_fail(cv, &at, "%s with topology %s: %s",
+					    bad & SCENARIO_STRAG_CRASH ? "crash" : bad & SCENARIO_STRAG_JOIN ? "join" : "leave",
+					    scennames_topology[sc->topology.kind], why);
 		}
 	}
 	/* A p2p peer asks its sampled peers for their clocks and waits for their answers: there is
 	 * no point at which a held request is judged again, so it draws once per crossing. */
 	if (sc->topology.kind == SCENARIO_TOPO_P2P && cv->draw_node && sc->consistency.draw == SCENARIO_DRAW_CHECK &&
 	    (sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP))
-		return fail(cv, cv->draw_node, "consistency.draw check with topology p2p: a peer draws its "
-			    "sample once per crossing (expected crossing)");
+		return scenval_fail(cv, cv->draw_node, "consistency.draw check with topology p2p: a peer draws its "
+				    "sample once per crossing (expected crossing)");
 	if (sc->topology.kind == SCENARIO_TOPO_ALLREDUCE && sc->consistency.barrier != SCENARIO_BARRIER_BSP)
-		return fail(cv, cv->barrier_node, "barrier %s with topology allreduce: a ring all-reduce is "
-			    "synchronous (expected bsp)", barrier_names[sc->consistency.barrier]);
+		return scenval_fail(cv, cv->barrier_node, "barrier %s with topology allreduce: a ring all-reduce is "
+				    "synchronous (expected bsp)", scennames_barrier[sc->consistency.barrier]);
 
 	/* the default sample adapts to small runs; an explicit one must fit */
 	if (!cv->sample_node && sc->consistency.sample >= data_nodes)
 		sc->consistency.sample = data_nodes ? (uint32_t)data_nodes - 1 : 0;
 	if ((sc->consistency.barrier == SCENARIO_BARRIER_PBSP || sc->consistency.barrier == SCENARIO_BARRIER_PSSP) &&
 	    sc->consistency.sample >= data_nodes && sc->topology.kind != SCENARIO_TOPO_CENTRALIZED)
-		return fail(cv, cv->sample_node ? cv->sample_node : cv->workers_node, "consistency.sample %u must be below the number of workers (%zu): "
-			    "a worker samples the others", sc->consistency.sample, data_nodes);
+		return scenval_fail(cv, cv->sample_node ? cv->sample_node : cv->workers_node,
+				    "consistency.sample %u must be below the number of workers (%zu): "
+				    "a worker samples the others", sc->consistency.sample, data_nodes);
 	if (sc->consistency.backup && sc->consistency.backup >= data_nodes)
-		return fail(cv, cv->backup_node ? cv->backup_node : cv->workers_node, "consistency.backup %u must be below the number of workers (%zu)",
-			    sc->consistency.backup, data_nodes);
+		return scenval_fail(cv, cv->backup_node ? cv->backup_node : cv->workers_node,
+				    "consistency.backup %u must be below the number of workers (%zu)",
+				    sc->consistency.backup, data_nodes);
 	if (sc->data.n_sizes && sc->data.n_sizes != data_nodes && sc->workload == SCENARIO_WORKLOAD_TRAIN)
-		return fail(cv, cv->sizes_node, "data.partition.sizes has %zu entries for %zu workers (expected one "
-			    "per worker)", sc->data.n_sizes, data_nodes);
+		return scenval_fail(cv, cv->sizes_node,
+				    "data.partition.sizes has %zu entries for %zu workers (expected one "
+				    "per worker)", sc->data.n_sizes, data_nodes);
 
 	if ((rc = scenario_node_list(sc, &nodes, &n)))
-		return fail(cv, NULL, "out of memory");
+		return scenval_fail(cv, NULL, "out of memory");
 	uint64_t hosts = (1ull << (32 - sc->network.prefix_len)) - 2;
 	if (n + 1 > hosts) {
-		rc = fail(cv, cv->subnet_node, "network.subnet /%u has room for %llu addresses, %zu needed",
-			  sc->network.prefix_len, (unsigned long long)hosts, n + 1);
+		rc = scenval_fail(cv, cv->subnet_node, "network.subnet /%u has room for %llu addresses, %zu needed",
+				  sc->network.prefix_len, (unsigned long long)hosts, n + 1);
 		goto out;
 	}
 	names = calloc(n + 1, sizeof *names);
 	roles = calloc(n + 1, sizeof *roles);
 	scratch = calloc(n + 1, 1);
 	if (!names || !roles || !scratch) {
-		rc = fail(cv, NULL, "out of memory");
+		rc = scenval_fail(cv, NULL, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -2168,8 +327,8 @@ static int check_nodes(struct cv *cv, const struct yamltree_node *root)
 			if (scratch[k] && roles[k] != SCENARIO_ROLE_DEVICE) {
 				struct yamltree_node at = { .line = d->pos.line, .col = d->pos.col };
 
-				rc = fail(cv, &at, "devices '%s' selects %s, which is not a device", d->devices,
-					  names[k]);
+				rc = scenval_fail(cv, &at, "devices '%s' selects %s, which is not a device", d->devices,
+						  names[k]);
 			}
 	}
 out:
@@ -2181,6 +340,8 @@ out:
 }
 
 /* --- the whole document --------------------------------------------------------------------- */
+
+#define GET(map, key) yamltree_get(map, key)
 
 static void free_contents(struct scenario *sc)
 {
@@ -2255,11 +416,11 @@ static char *default_name(const char *file)
 	return s;
 }
 
-static int convert(struct cv *cv, const struct yamltree_node *root);
+static int convert(struct scenval *cv, const struct yamltree_node *root);
 
 /* Validate every value of every sweep axis on its own (bounded), so a bad sweep value is reported
  * by `check` at its own line rather than when that run comes up. */
-static int check_sweep_values(struct cv *cv, const struct yamltree_node *root)
+static int check_sweep_values(struct scenval *cv, const struct yamltree_node *root)
 {
 	const struct yamltree_node *sw = yamltree_get(root, "sweep");
 	size_t budget = 256;
@@ -2274,11 +435,11 @@ static int check_sweep_values(struct cv *cv, const struct yamltree_node *root)
 			if (!doc || !val) {
 				yamltree_free(doc);
 				yamltree_free(val);
-				return fail(cv, e->value, "out of memory");
+				return scenval_fail(cv, e->value, "out of memory");
 			}
 			if ((rc = yamltree_set_path(doc, e->key, val, e->line, e->col, &why))) {
 				yamltree_free(val);
-				rc = fail_key(cv, e, "sweep key '%s': %s", e->key, why);
+				rc = scenval_fail_key(cv, e, "sweep key '%s': %s", e->key, why);
 			} else {
 				/* drop the sweep from the trial document */
 				for (size_t j = 0; j < doc->n; j++)
@@ -2289,11 +450,9 @@ static int check_sweep_values(struct cv *cv, const struct yamltree_node *root)
 						break;
 					}
 				struct scenario trial = { 0 };
-				struct cv sub = *cv;
+				struct scenval sub = *cv;
 				sub.sc = &trial;
 				sub.check_sweep = false;
-				memset(&sub.def_up, 0, sizeof sub.def_up);
-				memset(&sub.def_down, 0, sizeof sub.def_down);
 				rc = convert(&sub, doc);
 				free_contents(&trial);
 			}
@@ -2305,7 +464,7 @@ static int check_sweep_values(struct cv *cv, const struct yamltree_node *root)
 	return 0;
 }
 
-static int convert(struct cv *cv, const struct yamltree_node *root)
+static int convert(struct scenval *cv, const struct yamltree_node *root)
 {
 	struct scenario *sc = cv->sc;
 	const struct yamltree_node *v;
@@ -2359,98 +518,99 @@ static int convert(struct cv *cv, const struct yamltree_node *root)
 	sc->simulation.mss = 1448;
 	sc->simulation.node_files = 64;
 
-	if ((rc = check_keys(cv, root, top, "the scenario")))
+	if ((rc = scenval_check_keys(cv, root, top, "the scenario")))
 		return rc;
 	if (!(sc->file = strdup(cv->file)))
-		return fail(cv, root, "out of memory");
+		return scenval_fail(cv, root, "out of memory");
 	if ((v = GET(root, "name"))) {
-		if ((rc = get_string(cv, v, "name", &sc->name)))
+		if ((rc = scenval_string(cv, v, "name", &sc->name)))
 			return rc;
 		for (const char *p = sc->name; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
 			      *p == '-' || *p == '_' || *p == '.') || strlen(sc->name) > 64)
-				return fail(cv, v, "name '%s' is not valid (expected letters, digits, '-', '_', '.', at "
-					    "most 64 characters: it names the run directory)", sc->name);
+				return scenval_fail(cv, v,
+						    "name '%s' is not valid (expected letters, digits, '-', '_', '.', at "
+						    "most 64 characters: it names the run directory)", sc->name);
 	} else if (!(sc->name = default_name(cv->file))) {
-		return fail(cv, root, "out of memory");
+		return scenval_fail(cv, root, "out of memory");
 	}
-	if ((v = GET(root, "description")) && !scalar(cv, v, "description"))
+	if ((v = GET(root, "description")) && !scenval_scalar(cv, v, "description"))
 		return -EINVAL;
-	if ((v = GET(root, "seed")) && (rc = get_count(cv, v, 0, UINT64_MAX, "seed", &sc->seed)))
+	if ((v = GET(root, "seed")) && (rc = scenval_count(cv, v, 0, UINT64_MAX, "seed", &sc->seed)))
 		return rc;
 	if ((v = GET(root, "workload"))) {
-		if ((rc = get_enum(cv, v, workload_names, "workload", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_workload, "workload", &idx)))
 			return rc;
 		sc->workload = (enum scenario_workload)idx;
 	}
-	if ((v = GET(root, "stop")) && (rc = sec_stop(cv, v)))
+	if ((v = GET(root, "stop")) && (rc = scenrun_stop(cv, v)))
 		return rc;
-	if ((v = GET(root, "target")) && (rc = get_fraction(cv, v, "target", &sc->target)))
+	if ((v = GET(root, "target")) && (rc = scenval_fraction(cv, v, "target", &sc->target)))
 		return rc;
-	if ((v = GET(root, "data")) && (rc = sec_data(cv, v)))
+	if ((v = GET(root, "data")) && (rc = scentrain_data(cv, v)))
 		return rc;
 	if (!sc->data.path && !(sc->data.path = strdup(sc->data.set == SCENARIO_DATA_MNIST ?
 						       "/usr/share/datasets/mnist" :
 						       "/usr/share/datasets/fashion-mnist")))
-		return fail(cv, root, "out of memory");
-	if ((v = GET(root, "model")) && ((rc = sec_model(cv, v)) || (rc = model_size(cv, v))))
+		return scenval_fail(cv, root, "out of memory");
+	if ((v = GET(root, "model")) && ((rc = scentrain_model(cv, v)) || (rc = scentrain_model_size(cv, v))))
 		return rc;
 	if (sc->model.kind != SCENARIO_MODEL_SOFTMAX && !sc->model.n_hidden) {
 		sc->model.n_hidden = 1;
 		sc->model.hidden[0] = 128;
 	}
-	if ((v = GET(root, "train")) && (rc = sec_train(cv, v)))
+	if ((v = GET(root, "train")) && (rc = scentrain_train(cv, v)))
 		return rc;
-	if ((v = GET(root, "topology")) && (rc = sec_topology(cv, v)))
+	if ((v = GET(root, "topology")) && (rc = scentopo_topology(cv, v)))
 		return rc;
-	if ((v = GET(root, "consistency")) && (rc = sec_consistency(cv, v)))
+	if ((v = GET(root, "consistency")) && (rc = scentrain_consistency(cv, v)))
 		return rc;
-	if ((v = GET(root, "fleet")) && (rc = sec_fleet(cv, v)))
+	if ((v = GET(root, "fleet")) && (rc = scenfleet_parse(cv, v)))
 		return rc;
 	if ((v = GET(root, "workers"))) {
 		if (GET(root, "nodes"))
-			return fail(cv, v, "workers and nodes exclude each other (nodes lists every node)");
+			return scenval_fail(cv, v, "workers and nodes exclude each other (nodes lists every node)");
 		/* a simulation takes far more workers than a host can emulate */
-		if ((rc = get_u32(cv, v, 1, GET(root, "simulation") ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES,
-				  "workers", &sc->workers)))
+		if ((rc = scenval_u32(cv, v, 1, GET(root, "simulation") ? SCENARIO_MAX_SIM_WORKERS : SCENARIO_MAX_NODES,
+				      "workers", &sc->workers)))
 			return rc;
 		cv->workers_node = v;
 	}
 	if ((v = GET(root, "nodes"))) {
 		cv->nodes_node = v;
-		if ((rc = sec_nodes(cv, v)))
+		if ((rc = scentopo_nodes(cv, v)))
 			return rc;
 	}
-	if ((v = GET(root, "linkcheck")) && (rc = sec_linkcheck(cv, v)))
+	if ((v = GET(root, "linkcheck")) && (rc = scenrun_linkcheck(cv, v)))
 		return rc;
-	if ((v = GET(root, "eval")) && (rc = sec_eval(cv, v)))
+	if ((v = GET(root, "eval")) && (rc = scenrun_eval(cv, v)))
 		return rc;
-	if ((v = GET(root, "network")) && (rc = sec_network(cv, v)))
+	if ((v = GET(root, "network")) && (rc = scennet_parse(cv, v)))
 		return rc;
 	if (!sc->network.cc && !(sc->network.cc = strdup("cubic")))
-		return fail(cv, root, "out of memory");
-	if ((v = GET(root, "stragglers")) && (rc = sec_stragglers(cv, v)))
+		return scenval_fail(cv, root, "out of memory");
+	if ((v = GET(root, "stragglers")) && (rc = scenstrag_parse(cv, v)))
 		return rc;
-	if ((v = GET(root, "resources")) && (rc = sec_resources(cv, v)))
+	if ((v = GET(root, "resources")) && (rc = scenres_parse(cv, v)))
 		return rc;
 	if ((v = GET(root, "on_node_failure"))) {
-		if ((rc = get_enum(cv, v, failure_names, "on_node_failure", &idx)))
+		if ((rc = scenval_enum(cv, v, scennames_on_failure, "on_node_failure", &idx)))
 			return rc;
 		sc->on_node_failure = (enum scenario_on_failure)idx;
 	}
-	if ((v = GET(root, "simulation")) && (rc = sec_simulation(cv, v)))
+	if ((v = GET(root, "simulation")) && (rc = scensim_parse(cv, v)))
 		return rc;
-	if ((v = GET(root, "sweep")) && (rc = sec_sweep(cv, v)))
+	if ((v = GET(root, "sweep")) && (rc = scensweep_parse(cv, v)))
 		return rc;
 	if ((v = GET(root, "hosts")) && !(sc->hosts = hosts_from_tree(v, cv->file, cv->err, cv->errlen)))
 		return -EINVAL;
 
 	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && !sc->stop_time_us && sc->stop_accuracy == 0 &&
 	    !sc->stop_steps && !(sc->topology.kind == SCENARIO_TOPO_CENTRALIZED && sc->train.epochs))
-		return fail(cv, root, "no stop condition (expected stop: {time: 120s} and/or accuracy, steps)");
+		return scenval_fail(cv, root, "no stop condition (expected stop: {time: 120s} and/or accuracy, steps)");
 	if ((rc = check_nodes(cv, root)))
 		return rc;
-	if ((rc = check_fleet_peers(cv, root)))
+	if ((rc = scenfleet_check_peers(cv, root)))
 		return rc;
 	if (cv->check_sweep && sc->sweep.n_axes && (rc = check_sweep_values(cv, root)))
 		return rc;
@@ -2471,7 +631,7 @@ static struct scenario *build(struct yamltree_node *root, char *basedir, const c
 		free(basedir);
 		return NULL;
 	}
-	struct cv cv = { .file = file, .err = err, .errlen = errlen, .sc = sc, .basedir = basedir,
+	struct scenval cv = { .file = file, .err = err, .errlen = errlen, .sc = sc, .basedir = basedir,
 			 .check_sweep = check_sweep };
 	doc->root = root;
 	doc->basedir = basedir;
@@ -2543,213 +703,6 @@ out:
 	return buf;
 }
 
-/* --- overrides ---------------------------------------------------------------------------- */
-
-#define SET_SWEEP_PREFIX "sweep."
-
-/* The value of one --set (parsed as YAML; empty = an empty plain scalar), its origin set. */
-static struct yamltree_node *set_value(const char *val, const char *origin, char *err, size_t errlen)
-{
-	struct yamltree_node *v = NULL;
-	if (*val) {
-		char verr[256];
-		v = yamltree_parse(val, strlen(val), "value", false, verr, sizeof verr);
-		if (!v) {
-			snprintf(err, errlen, "%s: error: value: %s", origin, verr);
-			return NULL;
-		}
-	} else if ((v = calloc(1, sizeof *v))) {
-		v->kind = YAMLTREE_SCALAR;
-		v->plain = true;
-		if (!(v->scalar = strdup(""))) {
-			yamltree_free(v);
-			v = NULL;
-		}
-	}
-	if (!v || yamltree_set_origin(v, origin)) {
-		yamltree_free(v);
-		snprintf(err, errlen, "%s: error: out of memory", origin);
-		return NULL;
-	}
-	return v;
-}
-
-/* `sweep.<key>=VALUE`: after "sweep." the rest is ONE key of the sweep mapping, dots included
- * (sweep keys are key paths themselves), so it cannot go through yamltree_set_path. The entry
- * is replaced where it is (a zip group names it, so it keeps its place) or added at the end.
- * Takes ownership of v on success. */
-static int set_sweep_key(struct yamltree_node *root, const char *key, struct yamltree_node *v, const char *origin,
-			 char *err, size_t errlen)
-{
-	struct yamltree_node *sw = yamltree_get(root, "sweep");
-	const char *why = NULL;
-	if (!strncmp(key, "zip.", 4) || !strncmp(key, "repeat.", 7)) {
-		snprintf(err, errlen, "%s: error: sweep.%.*s is set whole (e.g. --set 'sweep.zip=[[a, b]]', "
-			 "--set sweep.repeat=3)", origin, (int)strcspn(key, "."), key);
-		return -EINVAL;
-	}
-	if (!sw) {
-		struct yamltree_node *fresh = calloc(1, sizeof *fresh);
-		if (!fresh || yamltree_set_origin(fresh, origin)) {
-			yamltree_free(fresh);
-			snprintf(err, errlen, "%s: error: out of memory", origin);
-			return -ENOMEM;
-		}
-		fresh->kind = YAMLTREE_MAP;
-		if (yamltree_set_path(root, "sweep", fresh, 0, 0, &why)) {
-			yamltree_free(fresh);
-			snprintf(err, errlen, "%s: error: %s", origin, why);
-			return -EINVAL;
-		}
-		sw = fresh;
-	}
-	if (sw->kind != YAMLTREE_MAP) {
-		snprintf(err, errlen, "%s: error: sweep is %s, not a mapping of keys to lists", origin,
-			 yamltree_kind_name(sw->kind));
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < sw->n; i++)
-		if (!strcmp(sw->items[i].key, key)) {
-			yamltree_free(sw->items[i].value);
-			sw->items[i].value = v;
-			return 0;
-		}
-	char *k = strdup(key);
-	if (!k)
-		goto oom;
-	if (sw->n == sw->cap) {
-		size_t cap = sw->cap ? sw->cap * 2 : 4;
-		struct yamltree_entry *it = realloc(sw->items, cap * sizeof *it);
-		if (!it) {
-			free(k);
-			goto oom;
-		}
-		sw->items = it;
-		sw->cap = cap;
-	}
-	sw->items[sw->n++] = (struct yamltree_entry){ k, 0, 0, v };
-	return 0;
-oom:
-	snprintf(err, errlen, "%s: error: out of memory", origin);
-	return -ENOMEM;
-}
-
-static int apply_set(struct yamltree_node *root, const char *assignment, char *err, size_t errlen)
-{
-	const char *eq = strchr(assignment, '=');
-	char origin[512], key[256];
-	const char *why = NULL;
-	snprintf(origin, sizeof origin, "--set %s", assignment);
-	if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof key) {
-		snprintf(err, errlen, "%s: error: expected key.path=value", origin);
-		return -EINVAL;
-	}
-	memcpy(key, assignment, (size_t)(eq - assignment));
-	key[eq - assignment] = 0;
-	struct yamltree_node *v = set_value(eq + 1, origin, err, errlen);
-	if (!v)
-		return -EINVAL;
-	const size_t plen = strlen(SET_SWEEP_PREFIX);
-	int rc;
-	if (!strncmp(key, SET_SWEEP_PREFIX, plen) && key[plen]) {
-		rc = set_sweep_key(root, key + plen, v, origin, err, errlen);
-	} else {
-		rc = yamltree_set_path(root, key, v, 0, 0, &why);
-		if (rc)
-			snprintf(err, errlen, "%s: error: %s", origin, why);
-	}
-	if (rc)
-		yamltree_free(v);
-	return rc;
-}
-
-/* 0 when the key paths a and b do not overlap; else 1 (equal), 2 (a holds b), 3 (b holds a). */
-static int path_overlap(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la == lb)
-		return !strcmp(a, b);
-	if (la < lb)
-		return !strncmp(a, b, la) && b[la] == '.' ? 2 : 0;
-	return !strncmp(a, b, lb) && a[lb] == '.' ? 3 : 0;
-}
-
-/* The other keys of key's zip group, "a, b", into buf ("" when key is not zipped). */
-static void zip_partners(const struct yamltree_node *sw, const char *key, char *buf, size_t len)
-{
-	const struct yamltree_node *zip = yamltree_get(sw, "zip");
-	buf[0] = 0;
-	if (!zip || zip->kind != YAMLTREE_SEQ || !zip->n)
-		return;
-	bool nested = zip->items[0].value->kind == YAMLTREE_SEQ;
-	for (size_t g = 0; g < (nested ? zip->n : 1); g++) {
-		const struct yamltree_node *grp = nested ? zip->items[g].value : zip;
-		bool member = false;
-		if (grp->kind != YAMLTREE_SEQ)
-			continue;
-		for (size_t k = 0; k < grp->n; k++)
-			member |= grp->items[k].value->kind == YAMLTREE_SCALAR && !strcmp(grp->items[k].value->scalar, key);
-		if (!member)
-			continue;
-		size_t pos = 0;
-		for (size_t k = 0; k < grp->n && pos < len; k++)
-			if (grp->items[k].value->kind == YAMLTREE_SCALAR && strcmp(grp->items[k].value->scalar, key))
-				pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "",
-							grp->items[k].value->scalar);
-		return;
-	}
-}
-
-/* A --set of a value that the sweep also sets would be silently overwritten in every run (or
- * overwrite part of every run's sweep value): refuse it, naming both and the way out. Sets of
- * sweep.* edit the sweep itself and are never in conflict. */
-static int check_set_conflicts(const struct yamltree_node *root, const char *const *sets, size_t n_sets,
-			       const char *file, char *err, size_t errlen)
-{
-	const struct yamltree_node *sw = yamltree_get(root, "sweep");
-	const size_t plen = strlen(SET_SWEEP_PREFIX);
-	if (!sw || sw->kind != YAMLTREE_MAP)
-		return 0;
-	for (size_t i = 0; i < n_sets; i++) {
-		const char *eq = strchr(sets[i], '=');
-		char key[256];
-		if (!eq || (size_t)(eq - sets[i]) >= sizeof key)
-			continue;
-		memcpy(key, sets[i], (size_t)(eq - sets[i]));
-		key[eq - sets[i]] = 0;
-		if (!strcmp(key, "sweep") || !strncmp(key, SET_SWEEP_PREFIX, plen))
-			continue;
-		for (size_t j = 0; j < sw->n; j++) {
-			const struct yamltree_entry *e = &sw->items[j];
-			int how;
-			if (!strcmp(e->key, "repeat") || !strcmp(e->key, "zip") || !(how = path_overlap(key, e->key)))
-				continue;
-			char where[600], what[600], values[200], zipped[300];
-			int need = yamltree_flow(e->value, values, sizeof values);
-			if (need < 0 || (size_t)need >= sizeof values)
-				snprintf(values, sizeof values, "[...]");
-			if (e->line)
-				snprintf(where, sizeof where, "%s:%u:%u", file, e->line, e->col ? e->col : 1);
-			else
-				snprintf(where, sizeof where, "%s", e->value->origin ? e->value->origin : file);
-			if (how == 1)
-				snprintf(what, sizeof what, "the sweep sets it for every run");
-			else if (how == 2)
-				snprintf(what, sizeof what, "the sweep sets %s, inside it, for every run", e->key);
-			else
-				snprintf(what, sizeof what, "the sweep sets %s, which holds it, for every run", e->key);
-			zip_partners(sw, e->key, zipped, sizeof zipped);
-			snprintf(err, errlen, "%s: error: --set %s conflicts with the sweep key %s: %s; to change what "
-				 "the sweep sets use --set 'sweep.%s=%s' with the values you want%s%s%s, or remove %s "
-				 "from the sweep", where, sets[i], e->key, what, e->key, values,
-				 zipped[0] ? " (zipped with " : "", zipped, zipped[0] ? ": keep the list's length)" : "",
-				 e->key);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
 struct scenario *scenario_load_with(const char *path, const char *const *sets, size_t n_sets, char *err,
 				    size_t errlen)
 {
@@ -2762,11 +715,11 @@ struct scenario *scenario_load_with(const char *path, const char *const *sets, s
 	if (!root)
 		return NULL;
 	for (size_t i = 0; i < n_sets; i++)
-		if (apply_set(root, sets[i], err, errlen)) {
+		if (scenset_apply(root, sets[i], err, errlen)) {
 			yamltree_free(root);
 			return NULL;
 		}
-	if (check_set_conflicts(root, sets, n_sets, path, err, errlen)) {
+	if (scenset_check_conflicts(root, sets, n_sets, path, err, errlen)) {
 		yamltree_free(root);
 		return NULL;
 	}
@@ -2789,9 +742,9 @@ int scenario_set(struct scenario *self, const char *assignment, char *err, size_
 		free(basedir);
 		return -ENOMEM;
 	}
-	int rc = apply_set(root, assignment, err, errlen);
+	int rc = scenset_apply(root, assignment, err, errlen);
 	if (!rc)
-		rc = check_set_conflicts(root, &assignment, 1, self->file, err, errlen);
+		rc = scenset_check_conflicts(root, &assignment, 1, self->file, err, errlen);
 	if (rc) {
 		yamltree_free(root);
 		free(basedir);
