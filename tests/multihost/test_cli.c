@@ -1014,6 +1014,13 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 		 "             nodes/../progress.csv ../escaped.csv '%s/escaped-abs.csv' logs/server0.log; do\n"
 		 "      printf 'file %%s\\nl HACKED,%%s\\n' \"$f\" \"$f\"\n"
 		 "    done\n"
+		 /* whole files: names not its own, a lying length, a frame cut short, bad base64 */
+		 "    for f in meta.json summary.csv nodes/worker0.params nodes/../fleet.sqlite nodes/worker3; do\n"
+		 "      printf 'whole %%s\\nb SEFDS0VE\\nend 6\\n' \"$f\"\n"
+		 "    done\n"
+		 "    printf 'whole nodes/worker3.lying\\nb SEFDS0VE\\nend 7\\n'\n"
+		 "    printf 'whole nodes/worker3.cut\\nb SEFDS0VE\\n'\n"
+		 "    printf 'whole nodes/worker3.bad\\nb SEFDS0V=\\nend 6\\n'\n"
 		 "  fi\n"
 		 "  printf '%%s\\n' \"$l\"\n"
 		 "done\n", stalenet, stalenet, hs.dir);
@@ -1033,6 +1040,25 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 		snprintf(want, sizeof want, "stalenet: host h2: file %s refused", refused[i]);
 		cr_expect(strstr(t, want), "missing '%s'", want);
 	}
+	static const char *const whole_refused[] = {
+		"file meta.json refused", "file summary.csv refused", "file nodes/worker0.params refused",
+		"file nodes/../fleet.sqlite refused", "file nodes/worker3 refused",
+		"file nodes/worker3.lying refused: its length is not what came after 6 bytes",
+		"file nodes/worker3.cut refused: cut short", "file nodes/worker3.bad refused: a malformed line after 0 bytes",
+	};
+	for (size_t i = 0; i < sizeof whole_refused / sizeof whole_refused[0]; i++) {
+		char want[200];
+		snprintf(want, sizeof want, "stalenet: host h2: %s", whole_refused[i]);
+		cr_expect(strstr(t, want), "missing '%s'", want);
+	}
+	static const char *const absent[] = { "nodes/worker3.lying", "nodes/worker3.cut", "nodes/worker3.bad",
+					      "nodes/worker0.params", "nodes/worker3", "fleet.sqlite" };
+	for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+		char p[700];
+		snprintf(p, sizeof p, "%s/%s", run_dir, absent[i]);
+		cr_expect_neq(access(p, F_OK), 0, "%s written", p);
+	}
+	cr_expect(!tree_holds(run_dir, "HACKED"), "a refused whole file landed in the run directory");
 	cr_expect(!count(t, "host h0: file") && !count(t, "host h1: file"), "a well-behaved host refused: %s", t);
 	cr_expect(!tree_holds(run_dir, "HACKED"), "a refused row landed in the run directory");
 	char p[700];
@@ -1041,6 +1067,95 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 	snprintf(p, sizeof p, "%s/escaped-abs.csv", hs.dir);
 	cr_expect_neq(access(p, F_OK), 0, "%s written", p);
 	/* h2's own files came through */
+	int rows = 0;
+	char *hd = head_of("nodes/worker3.csv", &rows);
+	cr_assert(hd, "nodes/worker3.csv missing");
+	cr_expect_str_eq(hd, TRACE_HEADER_NODE);
+	cr_expect_gt(rows, 10, "worker3 stepped (%d rows)", rows);
+	free(hd);
+	free(t);
+}
+
+/* dir/rel (the run directory) is byte for byte the file at ref. */
+static void expect_same_bytes(const char *rel, const char *ref)
+{
+	char path[700];
+	size_t a_len = 0, b_len = 0;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *a = support_read_file(path, &a_len), *b = support_read_file(ref, &b_len);
+	cr_assert(b, "%s: the host's copy was not taken", ref);
+	cr_expect(a, "%s missing", path);
+	cr_expect(a && a_len == b_len && !memcmp(a, b, a_len), "%s: %zu bytes, the host's %zu bytes, not the same", rel,
+		  a_len, b_len);
+	free(a);
+	free(b);
+}
+
+/* Entries of the run directory's sub whose name starts with '.' (a replacement's temporary). */
+static int hidden_in(const char *sub)
+{
+	char path[700];
+	snprintf(path, sizeof path, "%s/%s", run_dir, sub);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Files of h2's node that are no rows appended to: just before each "fetch" reaches h2's agent
+ * (its input passed through a filter), a file of random bytes (NULs, no newline at the end)
+ * appears as worker3's, its .conf is rewritten shorter in place and its log replaced by a
+ * longer file (another inode). The run directory ends with each byte for byte as the host
+ * has it; a stale offset would have kept the old .conf and appended the log's tail. */
+Test(multihost_cli, binary_and_rewritten_files_come_back_whole)
+{
+	char wrapper[600], text[3 * PATH_MAX], blob_ref[400], log_ref[400];
+	write_hosts(hs.host[1].address, "h2");
+	snprintf(wrapper, sizeof wrapper, "%s/files-stalenet", hs.dir);
+	snprintf(blob_ref, sizeof blob_ref, "%s/blob.ref", hs.dir);
+	snprintf(log_ref, sizeof log_ref, "%s/log.ref", hs.dir);
+	snprintf(text, sizeof text,
+		 "#!/bin/sh\n"
+		 "[ \"$(hostname)\" = h2 ] || exec '%s' \"$@\"\n"
+		 "while IFS= read -r l; do\n"
+		 "  if [ \"$l\" = fetch ]; then\n"
+		 "    for c in /run/stalenet/agent-*/run/nodes/worker3.conf; do\n"
+		 "      [ -f \"$c\" ] || continue\n"
+		 "      d=${c%%/nodes/worker3.conf}\n"
+		 "      head -c 200003 /dev/urandom > \"$d/nodes/worker3.blob\"\n"
+		 "      cp \"$d/nodes/worker3.blob\" '%s'\n"
+		 "      printf 'rewritten=1\\n' > \"$c\"\n"
+		 "      { printf 'replaced\\n'; cat \"$d/logs/worker3.log\"; } > \"$d/logs/.w3\"\n"
+		 "      mv \"$d/logs/.w3\" \"$d/logs/worker3.log\"\n"
+		 "      cp \"$d/logs/worker3.log\" '%s'\n"
+		 "    done\n"
+		 "  fi\n"
+		 "  printf '%%s\\n' \"$l\"\n"
+		 "done | '%s' \"$@\"\n", stalenet, blob_ref, log_ref, stalenet);
+	support_write_file(wrapper, text);
+	cr_assert_eq(chmod(wrapper, 0755), 0);
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--agent-path", wrapper, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "the run completes: %s", t);
+	cr_expect(!count(t, "refused"), "nothing refused: %s", t);
+	expect_same_bytes("nodes/worker3.blob", blob_ref);
+	expect_same_bytes("logs/worker3.log", log_ref);
+	char path[700];
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/nodes/worker3.conf", run_dir);
+	char *conf = support_read_file(path, &len);
+	cr_assert(conf, "%s missing", path);
+	cr_expect_str_eq(conf, "rewritten=1\n", "the rewritten .conf arrives as its final content");
+	free(conf);
+	cr_expect_eq(hidden_in("nodes") + hidden_in("logs") + hidden_in("."), 0, "a temporary file left behind");
+	/* the rows still streamed as before */
 	int rows = 0;
 	char *hd = head_of("nodes/worker3.csv", &rows);
 	cr_assert(hd, "nodes/worker3.csv missing");
