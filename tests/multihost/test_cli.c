@@ -1164,3 +1164,80 @@ Test(multihost_cli, binary_and_rewritten_files_come_back_whole)
 	free(hd);
 	free(t);
 }
+
+/* Every file named like one sent whole (hostfiles_whole_allowed's shapes: *.sqlite*, nodes/
+ * NAME.SUFFIX other than .csv and .conf) that the nodes of host i wrote in its agent's run
+ * directory is byte for byte in ours. Returns how many were compared; adds the fleet
+ * registry's stores seen to *stores. */
+static int compare_host_files(size_t i, int *stores)
+{
+	static const char *const subs[] = { "", "nodes/" };
+	char base[200], dir[600];
+	int compared = 0;
+	snprintf(base, sizeof base, "/proc/%d/root/run/stalenet", (int)hs.host[i].sshd_pid);
+	DIR *r = opendir(base);
+	struct dirent *a;
+	while (r && (a = readdir(r))) {
+		if (strncmp(a->d_name, "agent-", 6))
+			continue;
+		for (size_t k = 0; k < 2; k++) {
+			snprintf(dir, sizeof dir, "%s/%s/run/%s", base, a->d_name, subs[k]);
+			DIR *d = opendir(dir);
+			struct dirent *e;
+			while (d && (e = readdir(d))) {
+				const char *dot = strchr(e->d_name, '.');
+				bool whole = k ? dot && dot != e->d_name && strcmp(dot, ".csv") && strcmp(dot, ".conf")
+					       : !strncmp(e->d_name, "fleet.sqlite", 12);
+				if (e->d_type != DT_REG || !whole)
+					continue;
+				char ref[900], rel[300];
+				snprintf(ref, sizeof ref, "%s%s", dir, e->d_name);
+				snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name);
+				struct stat sb;
+				cr_log_info("host h%zu: %s (%lld bytes)", i, rel, stat(ref, &sb) ? -1LL : (long long)sb.st_size);
+				expect_same_bytes(rel, ref);
+				compared++;
+				*stores += strstr(e->d_name, ".sqlite") != NULL;
+			}
+			if (d)
+				closedir(d);
+		}
+	}
+	if (r)
+		closedir(r);
+	return compared;
+}
+
+/* The fleet engines' SQLite stores (the registry's fleet.sqlite, each device's peers store)
+ * written on other hosts are in the run directory byte for byte as each host has them: a
+ * checksum of every one against the agents' own copies (left on the test hosts). */
+Test(multihost_cli, fleet_stores_come_back_byte_for_byte)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: fl\nseed: 3\nstop: {time: 5s}\nworkers: 4\ntopology: {kind: fleet}\n"
+				 "fleet: {strategy: delta, sync: 20 steps, snapshot_every: 5, registry: peers, peers: 2}\n"
+				 "linkcheck: off\nnetwork: {cc: reno}\n"
+				 /* paced (about 40 steps/s): the stores stay within the test hosts' 16 MB /run */
+				 "stragglers: [{nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}]\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	if (rc) {
+		char p[700];
+		snprintf(p, sizeof p, "%s/logs/device0.log", run_dir);
+		size_t l;
+		char *lg = support_read_file(p, &l);
+		cr_log_error("device0.log: %s", lg ? lg : "(none)");
+		free(lg);
+	}
+	cr_expect_eq(rc, 0, "the run completes: %s", t);
+	cr_expect(!count(t, "refused"), "nothing refused: %s", t);
+	int compared = 0, stores = 0;
+	for (size_t i = 0; i < 3; i++)
+		compared += compare_host_files(i, &stores);
+	cr_expect_geq(stores, 2, "the registry's store and a device's peers store at least (%d files compared)", compared);
+	cr_expect_eq(hidden_in("nodes") + hidden_in("."), 0, "a temporary file left behind");
+	free(t);
+}
