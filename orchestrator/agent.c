@@ -47,11 +47,16 @@ _Static_assert(AGENTREQ_MAX_PEERS == LINK_SHAPER_MAX_PEERS, "a class's peers are
 #define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
 #define AGENT_STREAM_NS 500000000LL
 
+#define AGENT_STREAM_HEAD 64     /* a text file's first bytes kept to see it rewritten in place */
+
 /* One file of the nodes' run directory as far as it was sent: a text file's rows up to off of
- * the file that was then at dev/ino; a whole file as it was then (size, mtime). */
+ * the file that was then at dev/ino and began with head; a whole file as it was then (size,
+ * mtime). */
 struct agent_stream {
 	char rel[160];
 	off_t off;
+	char head[AGENT_STREAM_HEAD];   /* the first head_len bytes sent (head_len <= off) */
+	size_t head_len;
 	bool known;                     /* dev, ino, size, mtime are those last sent */
 	dev_t dev;
 	ino_t ino;
@@ -731,7 +736,7 @@ static struct agent_stream *stream_of(struct agent_state *st, const char *rel)
 	if (k == st->n_streams) {
 		if (k == AGENT_MAX_STREAMS)
 			return NULL;
-		st->streams[k] = (struct agent_stream){ .off = 0 };
+		st->streams[k] = (struct agent_stream){ .off = 0, .head_len = 0 };
 		snprintf(st->streams[k].rel, sizeof st->streams[k].rel, "%s", rel);
 		st->n_streams++;
 	}
@@ -772,6 +777,31 @@ static off_t complete_lines(int fd, off_t size)
 	return 0;
 }
 
+/* Whether fd still begins with the bytes of it already sent (a file truncated and written
+ * again in place, as long as before or longer, is another file for all its inode says). */
+static bool same_head(const struct agent_stream *s, int fd)
+{
+	char now[AGENT_STREAM_HEAD];
+	if (!s->head_len)
+		return true;
+	ssize_t r;
+	do
+		r = pread(fd, now, s->head_len, 0);
+	while (r < 0 && errno == EINTR);
+	return r == (ssize_t)s->head_len && !memcmp(now, s->head, s->head_len);
+}
+
+/* Keep the first bytes of fd just sent whole (up to s->off). */
+static void keep_head(struct agent_stream *s, int fd)
+{
+	size_t want = s->off < (off_t)AGENT_STREAM_HEAD ? (size_t)s->off : AGENT_STREAM_HEAD;
+	ssize_t r;
+	do
+		r = pread(fd, s->head, want, 0);
+	while (r < 0 && errno == EINTR);
+	s->head_len = r == (ssize_t)want ? want : 0;
+}
+
 /* Send what text file REL (under the nodes' run directory) gained since last time: "file REL"
  * then "l LINE" per complete line; an unfinished last line waits for the next time. A file
  * that shrank or is another file now (rewritten, not appended to: a node's .conf between
@@ -788,13 +818,15 @@ static int stream_file(struct agent_state *st, const char *base, const char *rel
 	if (fd < 0)
 		return 0;
 	int rc = 0;
-	if (s->known && (sb.st_dev != s->dev || sb.st_ino != s->ino || sb.st_size < s->off)) {
+	if (s->known && (sb.st_dev != s->dev || sb.st_ino != s->ino || sb.st_size < s->off || !same_head(s, fd))) {
 		off_t upto = complete_lines(fd, sb.st_size);
 		uint64_t sent = 0;
 		rc = agentfile_send(st->out_fd, rel, fd, (uint64_t)upto, &sent);
 		s->off = (off_t)sent;
 		s->dev = sb.st_dev;
 		s->ino = sb.st_ino;
+		s->head_len = 0;
+		keep_head(s, fd);
 		close(fd);
 		return rc;
 	}
@@ -824,8 +856,15 @@ static int stream_file(struct agent_state *st, const char *base, const char *rel
 				break;
 			announced = true;
 		}
-		if (!(rc = write_all(st->out_fd, line, l)))
-			s->off += (off_t)(l - 2);
+		if ((rc = write_all(st->out_fd, line, l)))
+			break;
+		if (s->head_len == (size_t)s->off && s->head_len < AGENT_STREAM_HEAD) {
+			/* the first bytes as they were sent */
+			size_t add = AGENT_STREAM_HEAD - s->head_len < l - 2 ? AGENT_STREAM_HEAD - s->head_len : l - 2;
+			memcpy(s->head + s->head_len, line + 2, add);
+			s->head_len += add;
+		}
+		s->off += (off_t)(l - 2);
 	}
 	fclose(f);
 	return rc;
