@@ -44,7 +44,9 @@
 _Static_assert(AGENTREQ_MAX_REMOTES == OVERLAY_MAX_REMOTES, "a build's remotes are the overlay's");
 _Static_assert(AGENTREQ_MAX_PEERS == LINK_SHAPER_MAX_PEERS, "a class's peers are the shaper's");
 #define AGENT_MAX_CLASSES (AGENT_MAX_NODES * 2 * 16)  /* per-peer classes of one build */
-#define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
+/* files of the nodes' run directory followed: up to 64 nodes of a fleet with 7 each (trace,
+ * configuration, log, queue, peers store with its -wal and -shm), the top-level ones beside */
+#define AGENT_MAX_STREAMS 1024
 #define AGENT_STREAM_NS 500000000LL
 
 #define AGENT_STREAM_HEAD 64     /* a text file's first bytes kept to see it rewritten in place */
@@ -91,6 +93,7 @@ struct agent_state {
 	char ctl_ep[512];
 	struct agent_stream streams[AGENT_MAX_STREAMS];  /* files sent so far */
 	size_t n_streams;
+	bool streams_full;              /* AGENT_MAX_STREAMS reached (logged once) */
 	int64_t next_stream_ns;         /* while nodes run: files streamed every AGENT_STREAM_NS */
 	char node_bin[PATH_MAX];
 	char linkd_bin[PATH_MAX];
@@ -140,6 +143,7 @@ static void teardown(struct agent_state *st)
 	}
 	st->n_nodes = 0;
 	st->n_streams = 0;
+	st->streams_full = false;
 	cgroup_run_destroy(&st->cg);    /* the nodes are gone: their cgroups are empty */
 	link_shaper_destroy(&st->shaper);
 	st->want = LINK_BACKEND_AUTO;
@@ -734,8 +738,13 @@ static struct agent_stream *stream_of(struct agent_state *st, const char *rel)
 	while (k < st->n_streams && strcmp(st->streams[k].rel, rel))
 		k++;
 	if (k == st->n_streams) {
-		if (k == AGENT_MAX_STREAMS)
+		if (k == AGENT_MAX_STREAMS) {
+			if (!st->streams_full)
+				log_error("agent: more than %d files in the nodes' run directory: %s and later ones not sent",
+					  AGENT_MAX_STREAMS, rel);
+			st->streams_full = true;
 			return NULL;
+		}
 		st->streams[k] = (struct agent_stream){ .off = 0, .head_len = 0 };
 		snprintf(st->streams[k].rel, sizeof st->streams[k].rel, "%s", rel);
 		st->n_streams++;
