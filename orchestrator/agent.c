@@ -936,7 +936,7 @@ static int stream_all(struct agent_state *st, bool whole)
 				continue;
 			if (hostfiles_allowed(rel, names, st->n_nodes))
 				rc = stream_file(st, base, rel) ? -EIO : 0;
-			else if (whole && hostfiles_whole_allowed(rel, names, st->n_nodes))
+			else if (whole && hostfiles_whole_allowed(rel, names, st->n_nodes, true))  /* its nodes wrote it */
 				rc = stream_whole(st, base, rel) ? -EIO : 0;
 		}
 		if (d)

@@ -58,14 +58,14 @@ static bool whole_suffix(const char *s)
 	return true;
 }
 
-bool hostfiles_whole_allowed(const char *rel, const char *const *names, size_t n)
+bool hostfiles_whole_allowed(const char *rel, const char *const *names, size_t n, bool registry)
 {
 	static const char *const top[] = { "fleet.sqlite", "fleet.sqlite-wal", "fleet.sqlite-shm" };
 	if (!rel || strlen(rel) > HOSTFILES_REL_MAX)
 		return false;
 	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
 		if (!strcmp(rel, top[i]))
-			return true;
+			return registry;
 	if (strncmp(rel, "nodes/", 6))
 		return false;
 	const char *name = rel + 6, *dot = strchr(name, '.');

@@ -40,9 +40,11 @@ bool hostfiles_allowed(const char *rel, const char *const *names, size_t n);
  *                       1..24 of [a-z0-9] in words joined by single '.' or '-', other than
  *                       csv and conf (the text files): NAME.params, NAME.peers.sqlite,
  *                       NAME.fleet, NAME.peers.sqlite-wal...
- *   fleet.sqlite fleet.sqlite-wal fleet.sqlite-shm                    (the fleet registry's store)
+ *   fleet.sqlite fleet.sqlite-wal fleet.sqlite-shm    only when registry: the host holds the
+ *                       fleet's registry, the one writer of its store (no other host may
+ *                       replace it)
  * Pure. */
-bool hostfiles_whole_allowed(const char *rel, const char *const *names, size_t n);
+bool hostfiles_whole_allowed(const char *rel, const char *const *names, size_t n, bool registry);
 
 /* A replacement of one file in progress: write the content to fd, then end it. */
 struct hostfiles_replace {

@@ -582,6 +582,7 @@ struct sink {
 	const struct clocksync_estimate *clock;  /* the host's current estimate */
 	const char **names;             /* the host's endpoints: the files it may write (hostfiles) */
 	size_t n_names;
+	bool registry;                  /* it holds the fleet's registry: it may send its store */
 	/* a file coming whole (orchestrator/agentfile) into a temporary file, renamed over the
 	 * copy when all of it came: rep.fd >= 0 while one is open */
 	struct hostfiles_replace rep;
@@ -671,7 +672,8 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirf
 		char shown[81];
 		int rc;
 		sink_close(self, h, k, err_out);
-		if (!hostfiles_allowed(rel, k->names, k->n_names) && !hostfiles_whole_allowed(rel, k->names, k->n_names)) {
+		if (!hostfiles_allowed(rel, k->names, k->n_names) &&
+		    !hostfiles_whole_allowed(rel, k->names, k->n_names, k->registry)) {
 			shown_name(rel, shown, sizeof shown);
 			fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, shown);
 			return true;
@@ -856,6 +858,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		if (!k->names)
 			k->names = epn + ep_host(self, o->p, i) * stride;
 		k->names[k->n_names++] = ep_name(run, i);
+		k->registry |= i < run->n_nodes && run->nodes[i].role == SCENARIO_ROLE_REGISTRY;
 	}
 	int dirfd = open(o->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!epn || dirfd < 0) {

@@ -1015,7 +1015,7 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 		 "      printf 'file %%s\\nl HACKED,%%s\\n' \"$f\" \"$f\"\n"
 		 "    done\n"
 		 /* whole files: names not its own, a lying length, a frame cut short, bad base64 */
-		 "    for f in meta.json summary.csv nodes/worker0.params nodes/../fleet.sqlite nodes/worker3; do\n"
+		 "    for f in meta.json summary.csv nodes/worker0.params nodes/../fleet.sqlite nodes/worker3 fleet.sqlite; do\n"
 		 "      printf 'whole %%s\\nb SEFDS0VE\\nend 6\\n' \"$f\"\n"
 		 "    done\n"
 		 "    printf 'whole nodes/worker3.lying\\nb SEFDS0VE\\nend 7\\n'\n"
@@ -1043,6 +1043,7 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 	static const char *const whole_refused[] = {
 		"file meta.json refused", "file summary.csv refused", "file nodes/worker0.params refused",
 		"file nodes/../fleet.sqlite refused", "file nodes/worker3 refused",
+		"file fleet.sqlite refused", /* h2 holds no registry */
 		"file nodes/worker3.lying refused: its length is not what came after 6 bytes",
 		"file nodes/worker3.cut refused: cut short", "file nodes/worker3.bad refused: a malformed line after 0 bytes",
 	};

@@ -138,7 +138,11 @@ Test(hostfiles, files_sent_whole_are_the_nodes_own)
 					  "nodes/server.fleet", "nodes/hub.x", "nodes/worker0.a-b.c9", "fleet.sqlite",
 					  "fleet.sqlite-wal", "fleet.sqlite-shm" };
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-		cr_expect(hostfiles_whole_allowed(ok[i], names, N), "%s refused", ok[i]);
+		cr_expect(hostfiles_whole_allowed(ok[i], names, N, true), "%s refused", ok[i]);
+	/* the registry's store from the registry's host only */
+	cr_expect(!hostfiles_whole_allowed("fleet.sqlite", names, N, false));
+	cr_expect(!hostfiles_whole_allowed("fleet.sqlite-wal", names, N, false));
+	cr_expect(hostfiles_whole_allowed("nodes/worker0.params", names, N, false));
 	static const char *const bad[] = {
 		"", "nodes/", "nodes/worker0", "nodes/worker0.", "nodes/worker0.csv", "nodes/worker0.conf",
 		"nodes/worker1.params", /* another host's node */ "nodes/xworker0.params", "nodes/worker.params",
@@ -150,10 +154,10 @@ Test(hostfiles, files_sent_whole_are_the_nodes_own)
 		"../fleet.sqlite", "/fleet.sqlite", "nodes/fleet.sqlite", "logs/fleet.sqlite",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		cr_expect(!hostfiles_whole_allowed(bad[i], names, N), "'%s' allowed", bad[i]);
-	cr_expect(!hostfiles_whole_allowed(NULL, names, N));
-	cr_expect(!hostfiles_whole_allowed("nodes/worker0.params", NULL, 0), "a host without nodes");
-	cr_expect(hostfiles_whole_allowed("nodes/worker0.abcdefghijklmnopqrstuvwx", names, N), "24 characters");
+		cr_expect(!hostfiles_whole_allowed(bad[i], names, N, true), "'%s' allowed", bad[i]);
+	cr_expect(!hostfiles_whole_allowed(NULL, names, N, true));
+	cr_expect(!hostfiles_whole_allowed("nodes/worker0.params", NULL, 0, true), "a host without nodes");
+	cr_expect(hostfiles_whole_allowed("nodes/worker0.abcdefghijklmnopqrstuvwx", names, N, true), "24 characters");
 }
 
 static char *slurp_rel(const char *rel)
