@@ -588,6 +588,7 @@ struct sink {
 	struct hostfiles_replace rep;
 	struct agentfile_rx rx;
 	char whole_rel[HOSTFILES_REL_MAX + 1];
+	uint64_t whole_bytes;           /* received whole so far (MULTIHOST_WHOLE_BUDGET) */
 };
 
 /* A row's leading t_s (seconds from the origin on the host's clock) onto our clock, by the
@@ -622,6 +623,7 @@ static void whole_refuse(struct multihost *self, size_t h, struct sink *k, const
 {
 	if (k->rep.fd < 0)
 		return;
+	k->whole_bytes += k->rx.got;
 	hostfiles_replace_end(&k->rep, false);
 	fprintf(err_out, "stalenet: host %s: file %s refused: %s\n", self->hosts->list[h].name, k->whole_rel, why);
 }
@@ -644,11 +646,13 @@ static void whole_line(struct multihost *self, size_t h, struct sink *k, const c
 	if (rc == 1)
 		return;
 	if (rc == 0) {
+		k->whole_bytes += k->rx.got;
 		if ((rc = hostfiles_replace_end(&k->rep, true)) < 0)
 			fprintf(err_out, "stalenet: host %s: %s: %s\n", self->hosts->list[h].name, k->whole_rel, strerror(-rc));
 		return;
 	}
 	snprintf(why, sizeof why, "%s after %llu bytes",
+		 rc == -EFBIG && k->rx.max < AGENTFILE_MAX ? "past the bytes a host may send whole in a run" :
 		 rc == -EFBIG ? "larger than a file may be" : rc == -EBADMSG ? "its length is not what came" :
 		 rc == -EPROTO ? "a malformed line" : strerror(-rc), (unsigned long long)k->rx.got);
 	whole_refuse(self, h, k, why, err_out);
@@ -683,7 +687,8 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirf
 			fprintf(err_out, "stalenet: host %s: %s: %s\n", self->hosts->list[h].name, rel, strerror(-rc));
 			return true;
 		}
-		k->rx = (struct agentfile_rx){ .fd = k->rep.fd, .max = AGENTFILE_MAX };
+		uint64_t left = k->whole_bytes < MULTIHOST_WHOLE_BUDGET ? MULTIHOST_WHOLE_BUDGET - k->whole_bytes : 0;
+		k->rx = (struct agentfile_rx){ .fd = k->rep.fd, .max = left < AGENTFILE_MAX ? left : AGENTFILE_MAX };
 		return true;
 	}
 	if (!strncmp(line, "l ", 2)) {
