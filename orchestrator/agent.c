@@ -4,6 +4,7 @@
 #include "orchestrator/agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +25,12 @@
 #include "lib/clock.h"
 #include "lib/ctl.h"
 #include "lib/kv.h"
+#include "lib/log.h"
 #include "lib/rtdir.h"
 #include "lib/link_params.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
+#include "orchestrator/agentfile.h"
 #include "orchestrator/agentreq.h"
 #include "orchestrator/cgroup.h"
 #include "orchestrator/launch.h"
@@ -41,8 +44,27 @@
 _Static_assert(AGENTREQ_MAX_REMOTES == OVERLAY_MAX_REMOTES, "a build's remotes are the overlay's");
 _Static_assert(AGENTREQ_MAX_PEERS == LINK_SHAPER_MAX_PEERS, "a class's peers are the shaper's");
 #define AGENT_MAX_CLASSES (AGENT_MAX_NODES * 2 * 16)  /* per-peer classes of one build */
-#define AGENT_MAX_STREAMS 256   /* files of the nodes' run directory followed */
+/* files of the nodes' run directory followed: up to 64 nodes of a fleet with 7 each (trace,
+ * configuration, log, queue, peers store with its -wal and -shm), the top-level ones beside */
+#define AGENT_MAX_STREAMS 1024
 #define AGENT_STREAM_NS 500000000LL
+
+#define AGENT_STREAM_HEAD 64     /* a text file's first bytes kept to see it rewritten in place */
+
+/* One file of the nodes' run directory as far as it was sent: a text file's rows up to off of
+ * the file that was then at dev/ino and began with head; a whole file as it was then (size,
+ * mtime). */
+struct agent_stream {
+	char rel[160];
+	off_t off;
+	char head[AGENT_STREAM_HEAD];   /* the first head_len bytes sent (head_len <= off) */
+	size_t head_len;
+	bool known;                     /* dev, ino, size, mtime are those last sent */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
 
 /* What the agent built on this host: its journal (in its own run directory under the runtime
  * directory, so `stalenet cleanup` on this host finds it) and its share of the testbed. */
@@ -69,8 +91,9 @@ struct agent_state {
 	pid_t linkd_pid;                /* the userspace emulator (no sch_netem here), 0 = none */
 	char linkd_ctl[256];
 	char ctl_ep[512];
-	struct { char rel[160]; off_t off; } streams[AGENT_MAX_STREAMS];  /* files sent so far */
+	struct agent_stream streams[AGENT_MAX_STREAMS];  /* files sent so far */
 	size_t n_streams;
+	bool streams_full;              /* AGENT_MAX_STREAMS reached (logged once) */
 	int64_t next_stream_ns;         /* while nodes run: files streamed every AGENT_STREAM_NS */
 	char node_bin[PATH_MAX];
 	char linkd_bin[PATH_MAX];
@@ -120,6 +143,7 @@ static void teardown(struct agent_state *st)
 	}
 	st->n_nodes = 0;
 	st->n_streams = 0;
+	st->streams_full = false;
 	cgroup_run_destroy(&st->cg);    /* the nodes are gone: their cgroups are empty */
 	link_shaper_destroy(&st->shaper);
 	st->want = LINK_BACKEND_AUTO;
@@ -706,30 +730,127 @@ static void relay_nodes(struct agent_state *st)
 	launch_reap(on_node_exit, st);
 }
 
-/* Send what file REL (under the nodes' run directory) gained since last time: "file REL" then
- * "l LINE" per complete line; an unfinished last line waits for the next time. */
-static int stream_file(struct agent_state *st, const char *base, const char *rel)
+/* The stream record of REL (a new one at offset 0), or NULL when AGENT_MAX_STREAMS are
+ * followed already (the rest are not sent). */
+static struct agent_stream *stream_of(struct agent_state *st, const char *rel)
 {
-	char path[PATH_MAX], line[AGENT_LINE_MAX];
 	size_t k = 0;
 	while (k < st->n_streams && strcmp(st->streams[k].rel, rel))
 		k++;
 	if (k == st->n_streams) {
-		if (k == AGENT_MAX_STREAMS)
-			return 0;       /* more files than we follow: the rest are not sent */
+		if (k == AGENT_MAX_STREAMS) {
+			if (!st->streams_full)
+				log_error("agent: more than %d files in the nodes' run directory: %s and later ones not sent",
+					  AGENT_MAX_STREAMS, rel);
+			st->streams_full = true;
+			return NULL;
+		}
+		st->streams[k] = (struct agent_stream){ .off = 0, .head_len = 0 };
 		snprintf(st->streams[k].rel, sizeof st->streams[k].rel, "%s", rel);
-		st->streams[k].off = 0;
 		st->n_streams++;
 	}
+	return &st->streams[k];
+}
+
+/* REL under base opened for reading (no symlink followed) and its status; -1 when it is not
+ * a regular file (any more). */
+static int open_stream(const char *base, const char *rel, struct stat *sb)
+{
+	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%.3000s/%.200s", base, rel);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0 && (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Where the last complete line of fd's first size bytes ends (0: none). */
+static off_t complete_lines(int fd, off_t size)
+{
+	char buf[4096];
+	off_t end = size;
+	while (end > 0) {
+		size_t want = end < (off_t)sizeof buf ? (size_t)end : sizeof buf;
+		ssize_t r = pread(fd, buf, want, end - (off_t)want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != (ssize_t)want)
+			return 0;
+		for (size_t i = want; i > 0; i--)
+			if (buf[i - 1] == '\n')
+				return end - (off_t)want + (off_t)i;
+		end -= (off_t)want;
+	}
+	return 0;
+}
+
+/* Whether fd still begins with the bytes of it already sent (a file truncated and written
+ * again in place, as long as before or longer, is another file for all its inode says). */
+static bool same_head(const struct agent_stream *s, int fd)
+{
+	char now[AGENT_STREAM_HEAD];
+	if (!s->head_len)
+		return true;
+	ssize_t r;
+	do
+		r = pread(fd, now, s->head_len, 0);
+	while (r < 0 && errno == EINTR);
+	return r == (ssize_t)s->head_len && !memcmp(now, s->head, s->head_len);
+}
+
+/* Keep the first bytes of fd just sent whole (up to s->off). */
+static void keep_head(struct agent_stream *s, int fd)
+{
+	size_t want = s->off < (off_t)AGENT_STREAM_HEAD ? (size_t)s->off : AGENT_STREAM_HEAD;
+	ssize_t r;
+	do
+		r = pread(fd, s->head, want, 0);
+	while (r < 0 && errno == EINTR);
+	s->head_len = r == (ssize_t)want ? want : 0;
+}
+
+/* Send what text file REL (under the nodes' run directory) gained since last time: "file REL"
+ * then "l LINE" per complete line; an unfinished last line waits for the next time. A file
+ * that shrank or is another file now (rewritten, not appended to: a node's .conf between
+ * phases) is sent whole instead, up to its last complete line (orchestrator/agentfile), so the
+ * orchestrator's copy is replaced rather than appended to from a stale offset. */
+static int stream_file(struct agent_state *st, const char *base, const char *rel)
+{
+	char line[AGENT_LINE_MAX];
+	struct agent_stream *s = stream_of(st, rel);
+	struct stat sb;
+	if (!s)
 		return 0;
-	if (fseeko(f, st->streams[k].off, SEEK_SET) < 0) {
+	int fd = open_stream(base, rel, &sb);
+	if (fd < 0)
+		return 0;
+	int rc = 0;
+	if (s->known && (sb.st_dev != s->dev || sb.st_ino != s->ino || sb.st_size < s->off || !same_head(s, fd))) {
+		off_t upto = complete_lines(fd, sb.st_size);
+		uint64_t sent = 0;
+		rc = agentfile_send(st->out_fd, rel, fd, (uint64_t)upto, &sent);
+		s->off = (off_t)sent;
+		s->dev = sb.st_dev;
+		s->ino = sb.st_ino;
+		s->head_len = 0;
+		keep_head(s, fd);
+		close(fd);
+		return rc;
+	}
+	s->known = true;
+	s->dev = sb.st_dev;
+	s->ino = sb.st_ino;
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return 0;
+	}
+	if (fseeko(f, s->off, SEEK_SET) < 0) {
 		fclose(f);
 		return 0;
 	}
-	int rc = 0;
 	bool announced = false;
 	line[0] = 'l';
 	line[1] = ' ';
@@ -744,15 +865,56 @@ static int stream_file(struct agent_state *st, const char *base, const char *rel
 				break;
 			announced = true;
 		}
-		if (!(rc = write_all(st->out_fd, line, l)))
-			st->streams[k].off += (off_t)(l - 2);
+		if ((rc = write_all(st->out_fd, line, l)))
+			break;
+		if (s->head_len == (size_t)s->off && s->head_len < AGENT_STREAM_HEAD) {
+			/* the first bytes as they were sent */
+			size_t add = AGENT_STREAM_HEAD - s->head_len < l - 2 ? AGENT_STREAM_HEAD - s->head_len : l - 2;
+			memcpy(s->head + s->head_len, line + 2, add);
+			s->head_len += add;
+		}
+		s->off += (off_t)(l - 2);
 	}
 	fclose(f);
 	return rc;
 }
 
-/* Every file of the nodes' run directory (top level, nodes/, logs/): what it gained. */
-static int stream_all(struct agent_state *st)
+/* Send file REL whole (orchestrator/agentfile) unless it is as it was when last sent (same
+ * file, size and modification time). A file larger than AGENTFILE_MAX is not sent (logged). */
+static int stream_whole(struct agent_state *st, const char *base, const char *rel)
+{
+	struct agent_stream *s = stream_of(st, rel);
+	struct stat sb;
+	uint64_t sent = 0;
+	if (!s)
+		return 0;
+	int fd = open_stream(base, rel, &sb);
+	if (fd < 0)
+		return 0;
+	if (s->known && sb.st_dev == s->dev && sb.st_ino == s->ino && sb.st_size == s->size &&
+	    sb.st_mtim.tv_sec == s->mtime.tv_sec && sb.st_mtim.tv_nsec == s->mtime.tv_nsec) {
+		close(fd);
+		return 0;
+	}
+	if ((uint64_t)sb.st_size > AGENTFILE_MAX) {
+		log_error("agent: %s: %lld bytes, more than the %llu a file may have: not sent", rel,
+			  (long long)sb.st_size, (unsigned long long)AGENTFILE_MAX);
+		close(fd);
+		return 0;
+	}
+	int rc = agentfile_send(st->out_fd, rel, fd, (uint64_t)sb.st_size, &sent);
+	close(fd);
+	*s = (struct agent_stream){ .off = (off_t)sent, .known = true, .dev = sb.st_dev, .ino = sb.st_ino,
+				    .size = sb.st_size, .mtime = sb.st_mtim };
+	snprintf(s->rel, sizeof s->rel, "%s", rel);
+	return rc;
+}
+
+/* Every file of the nodes' run directory (top level, nodes/, logs/): what the text files
+ * gained; with whole, the other files the nodes wrote (saved parameters, SQLite stores), each
+ * sent whole. Those are sent on "fetch" only, once every node has exited: while a node runs
+ * its store changes all the time, and a copy of a half-written file is no use. */
+static int stream_all(struct agent_state *st, bool whole)
 {
 	static const char *const subs[] = { "", "nodes/", "logs/" };
 	char dir[PATH_MAX], base[PATH_MAX];
@@ -770,11 +932,12 @@ static int stream_all(struct agent_state *st)
 		struct dirent *e;
 		while (!rc && d && (e = readdir(d))) {
 			char rel[160];
-			if (e->d_type != DT_REG ||
-			    snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel ||
-			    !hostfiles_allowed(rel, names, st->n_nodes))
+			if (e->d_type != DT_REG || snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name) >= (int)sizeof rel)
 				continue;
-			rc = stream_file(st, base, rel) ? -EIO : 0;
+			if (hostfiles_allowed(rel, names, st->n_nodes))
+				rc = stream_file(st, base, rel) ? -EIO : 0;
+			else if (whole && hostfiles_whole_allowed(rel, names, st->n_nodes, true))  /* its nodes wrote it */
+				rc = stream_whole(st, base, rel) ? -EIO : 0;
 		}
 		if (d)
 			closedir(d);
@@ -785,7 +948,7 @@ static int stream_all(struct agent_state *st)
 /* "fetch": what the files gained since they were last streamed, then "fetched". */
 static int fetch(struct agent_state *st)
 {
-	int rc = stream_all(st);
+	int rc = stream_all(st, true);
 	return rc ? rc : write_all(st->out_fd, "fetched\n", 8);
 }
 
@@ -950,7 +1113,7 @@ static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_
 				running = st->pid[i] > 0;
 			if (running && clock_now_ns() >= st->next_stream_ns) {
 				/* the traces as they grow: a host lost later loses only the last moments */
-				if (stream_all(st))
+				if (stream_all(st, false))
 					return -EIO;
 				st->next_stream_ns = clock_now_ns() + AGENT_STREAM_NS;
 			}

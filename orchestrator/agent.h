@@ -57,9 +57,15 @@
  *                        ORIGIN is on this host's clock (the orchestrator maps it)
  *   "kill NAME"       -> no answer: SIGKILL to node NAME (its exit comes as an event)
  *   "fetch"           -> "file REL" then "l LINE" per complete line that file gained since
- *                        it was last sent, for every regular file of the nodes' run directory
- *                        (top level, nodes/, logs/), then "fetched". While nodes run the agent
- *                        sends the same "file"/"l" lines unasked every 0.5 s (streaming).
+ *                        it was last sent, for every text file of the nodes' run directory
+ *                        (top level, nodes/, logs/; orchestrator/hostfiles' list), then every
+ *                        other file the nodes wrote (saved parameters, SQLite stores) that
+ *                        changed since it was last sent, whole: "whole REL", "b DATA" lines
+ *                        (base64), "end SIZE" (orchestrator/agentfile), then "fetched". While
+ *                        nodes run the agent sends the text files' "file"/"l" lines unasked
+ *                        every 0.5 s (streaming). A text file that shrank or was replaced (a
+ *                        node's .conf rewritten between phases) is sent whole instead, up to
+ *                        its last complete line, and the orchestrator's copy replaced.
  *   "cleanup"         -> "ok|fail journals N replayed N live N ended N failed N": this host's
  *                        `stalenet cleanup` (journals of dead runs and dead agents replayed)
  *   "quit"            -> "bye", then the agent exits 0 (also on end of input)
@@ -71,7 +77,7 @@
 #ifndef STALENET_AGENT_H
 #define STALENET_AGENT_H
 
-#define AGENT_PROTO    4
+#define AGENT_PROTO    5     /* 5: whole files ("whole", "b", "end") */
 #define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 

@@ -525,9 +525,16 @@ int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 		goto fail_free;
 	}
 	struct agentlink_greeting g;
-	if (agentlink_parse_greeting(line, &g) || g.proto != AGENT_PROTO) {
+	if (agentlink_parse_greeting(line, &g)) {
 		snprintf(err, errlen, "host %s (%s): not a stalenet agent of protocol %d (it said: %.80s)", self->name,
 			 self->dest, AGENT_PROTO, line);
+		goto fail_kill;
+	}
+	if (g.proto != AGENT_PROTO) {
+		/* an older or newer agent would misread the other's lines (protocol 5 sends files whole) */
+		snprintf(err, errlen, "host %s (%s): its agent speaks protocol %d, this orchestrator %d (stalenet %s there, "
+			 "%s here): install the same build on every host", self->name, self->dest, g.proto, AGENT_PROTO,
+			 g.version, agent_version());
 		goto fail_kill;
 	}
 	if (strcmp(g.version, agent_version()) || strcmp(g.commit, agent_commit())) {

@@ -10,7 +10,12 @@
  * names nodes write (hostfiles_allowed), and the file is opened relative to the run
  * directory's descriptor, never following a symlink in its last two components
  * (hostfiles_open). The agent filters with the same list, so a well-behaved agent never sends
- * a name that is refused. */
+ * a name that is refused.
+ *
+ * A file that travels whole (orchestrator/agentfile: a binary file, or a text file the node
+ * rewrote) replaces the orchestrator's copy: it is written to a fresh temporary name beside it
+ * (created exclusively, random, starting with '.', so no allowed name) and renamed over the
+ * copy only once the whole of it has arrived and checked out (hostfiles_replace_*). */
 #ifndef STALENET_HOSTFILES_H
 #define STALENET_HOSTFILES_H
 
@@ -28,6 +33,37 @@
  *   logs/linkd.log                                                    (the host's emulator)
  * Pure. */
 bool hostfiles_allowed(const char *rel, const char *const *names, size_t n);
+
+/* Whether such a host may send REL whole (orchestrator/agentfile), beside the text files above
+ * (which may come whole too, when rewritten):
+ *   nodes/NAME.SUFFIX   NAME one of names (names have no '.', so NAME is unambiguous), SUFFIX
+ *                       1..24 of [a-z0-9] in words joined by single '.' or '-', other than
+ *                       csv and conf (the text files): NAME.params, NAME.peers.sqlite,
+ *                       NAME.fleet, NAME.peers.sqlite-wal...
+ *   fleet.sqlite fleet.sqlite-wal fleet.sqlite-shm    only when registry: the host holds the
+ *                       fleet's registry, the one writer of its store (no other host may
+ *                       replace it)
+ * Pure. */
+bool hostfiles_whole_allowed(const char *rel, const char *const *names, size_t n, bool registry);
+
+/* A replacement of one file in progress: write the content to fd, then end it. */
+struct hostfiles_replace {
+	int parentfd;                           /* the directory REL is in (owned), -1 when idle */
+	int fd;                                 /* the temporary file (owned), -1 when idle */
+	char name[HOSTFILES_REL_MAX + 1];       /* REL's last component */
+	char tmp[HOSTFILES_REL_MAX + 24];       /* the temporary name beside it */
+};
+
+/* Begin replacing REL (already allowed) under dirfd: its subdirectory opened without following
+ * a symlink, a temporary file ".NAME.XXXXXXXXXXXXXXXX" (64 random bits) created in it with
+ * O_EXCL | O_NOFOLLOW, mode 0644. Returns 0 (r->fd ready) or -errno (r left idle). */
+int hostfiles_replace_begin(int dirfd, const char *rel, struct hostfiles_replace *r);
+
+/* End a replacement: commit renames the temporary file over NAME (atomically: a reader sees
+ * the old copy or the new one, never a part; a symlink there is replaced, not followed); else
+ * (or when the rename fails) it is removed and the old copy stays. Returns 0 or -errno. Leaves
+ * r idle; accepts an idle r (returns 0). */
+int hostfiles_replace_end(struct hostfiles_replace *r, bool commit);
 
 /* Open REL (already allowed) under the directory dirfd: its subdirectory (nodes/, logs/) and the
  * file itself are opened without following symlinks; the file must be a regular file with one

@@ -17,6 +17,7 @@
 #include "lib/kv.h"
 #include "lib/link_params.h"
 #include "orchestrator/agent.h"
+#include "orchestrator/agentfile.h"
 #include "orchestrator/agentlink.h"
 #include "orchestrator/cgroup.h"
 #include "orchestrator/hostfiles.h"
@@ -581,6 +582,13 @@ struct sink {
 	const struct clocksync_estimate *clock;  /* the host's current estimate */
 	const char **names;             /* the host's endpoints: the files it may write (hostfiles) */
 	size_t n_names;
+	bool registry;                  /* it holds the fleet's registry: it may send its store */
+	/* a file coming whole (orchestrator/agentfile) into a temporary file, renamed over the
+	 * copy when all of it came: rep.fd >= 0 while one is open */
+	struct hostfiles_replace rep;
+	struct agentfile_rx rx;
+	char whole_rel[HOSTFILES_REL_MAX + 1];
+	uint64_t whole_bytes;           /* received whole so far (MULTIHOST_WHOLE_BUDGET) */
 };
 
 /* A row's leading t_s (seconds from the origin on the host's clock) onto our clock, by the
@@ -600,17 +608,89 @@ static void write_mapped(const struct sink *k, const char *row)
 	fprintf(k->f, "%.*f%s\n", decimals > 9 ? 9 : decimals, mapped, end);
 }
 
-static void sink_close(struct sink *k)
+/* The name from the other host shown without its control characters (it is its text, on our
+ * terminal). */
+static void shown_name(const char *rel, char *shown, size_t len)
+{
+	size_t i = 0;
+	for (; rel[i] && i < len - 1; i++)
+		shown[i] = (unsigned char)rel[i] < ' ' || rel[i] == 0x7f ? '?' : rel[i];
+	shown[i] = 0;
+}
+
+/* A whole file in progress dropped (its copy stays as it was), saying why. */
+static void whole_refuse(struct multihost *self, size_t h, struct sink *k, const char *why, FILE *err_out)
+{
+	if (k->rep.fd < 0)
+		return;
+	k->whole_bytes += k->rx.got;
+	hostfiles_replace_end(&k->rep, false);
+	fprintf(err_out, "stalenet: host %s: file %s refused: %s\n", self->hosts->list[h].name, k->whole_rel, why);
+}
+
+/* The text file being appended to closed; a whole file still open was cut short. */
+static void sink_close(struct multihost *self, size_t h, struct sink *k, FILE *err_out)
 {
 	if (k->f)
 		fclose(k->f);
 	k->f = NULL;
+	whole_refuse(self, h, k, "cut short", err_out);
+}
+
+/* A line of a whole file ("b DATA", "end SIZE") while one is open: the bytes into the
+ * temporary file; at "end", the copy replaced when SIZE is what came, else refused. */
+static void whole_line(struct multihost *self, size_t h, struct sink *k, const char *line, FILE *err_out)
+{
+	int rc = agentfile_rx_line(&k->rx, line);
+	char why[96];
+	if (rc == 1)
+		return;
+	if (rc == 0) {
+		k->whole_bytes += k->rx.got;
+		if ((rc = hostfiles_replace_end(&k->rep, true)) < 0)
+			fprintf(err_out, "stalenet: host %s: %s: %s\n", self->hosts->list[h].name, k->whole_rel, strerror(-rc));
+		return;
+	}
+	snprintf(why, sizeof why, "%s after %llu bytes",
+		 rc == -EFBIG && k->rx.max < AGENTFILE_MAX ? "past the bytes a host may send whole in a run" :
+		 rc == -EFBIG ? "larger than a file may be" : rc == -EBADMSG ? "its length is not what came" :
+		 rc == -EPROTO ? "a malformed line" : strerror(-rc), (unsigned long long)k->rx.got);
+	whole_refuse(self, h, k, why, err_out);
 }
 
 /* A "file REL" or "l LINE" line of host h into the run directory dirfd (appended: the host
  * streams each file's new rows in chunks). Returns true when the line was one of those. */
 static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirfd, const char *line, FILE *err_out)
 {
+	if (k->rep.fd >= 0) {
+		if (agentfile_frame_line(line)) {
+			whole_line(self, h, k, line, err_out);
+			return true;
+		}
+		whole_refuse(self, h, k, "cut short", err_out);  /* then the line is what it is */
+	} else if (agentfile_frame_line(line)) {
+		return true;    /* the rest of a refused whole file: nowhere */
+	}
+	if (!strncmp(line, "whole ", 6)) {
+		const char *rel = line + 6;
+		char shown[81];
+		int rc;
+		sink_close(self, h, k, err_out);
+		if (!hostfiles_allowed(rel, k->names, k->n_names) &&
+		    !hostfiles_whole_allowed(rel, k->names, k->n_names, k->registry)) {
+			shown_name(rel, shown, sizeof shown);
+			fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, shown);
+			return true;
+		}
+		snprintf(k->whole_rel, sizeof k->whole_rel, "%s", rel);        /* fits: allowed */
+		if ((rc = hostfiles_replace_begin(dirfd, rel, &k->rep)) < 0) {
+			fprintf(err_out, "stalenet: host %s: %s: %s\n", self->hosts->list[h].name, rel, strerror(-rc));
+			return true;
+		}
+		uint64_t left = k->whole_bytes < MULTIHOST_WHOLE_BUDGET ? MULTIHOST_WHOLE_BUDGET - k->whole_bytes : 0;
+		k->rx = (struct agentfile_rx){ .fd = k->rep.fd, .max = left < AGENTFILE_MAX ? left : AGENTFILE_MAX };
+		return true;
+	}
 	if (!strncmp(line, "l ", 2)) {
 		/* a header row is written once: a second host's rows of the same file
 		 * (partition.csv has a writer on every host) go under the first one's header */
@@ -628,16 +708,12 @@ static bool sink_line(struct multihost *self, size_t h, struct sink *k, int dirf
 	}
 	if (strncmp(line, "file ", 5))
 		return false;
-	sink_close(k);
+	sink_close(self, h, k, err_out);
 	const char *rel = line + 5;
 	if (!hostfiles_allowed(rel, k->names, k->n_names)) {
-		/* the rows that follow go nowhere (k->f is NULL); the name shown without its control
-		 * characters (it is the other host's text, on our terminal) */
+		/* the rows that follow go nowhere (k->f is NULL) */
 		char shown[81];
-		size_t i = 0;
-		for (; rel[i] && i < sizeof shown - 1; i++)
-			shown[i] = (unsigned char)rel[i] < ' ' || rel[i] == 0x7f ? '?' : rel[i];
-		shown[i] = 0;
+		shown_name(rel, shown, sizeof shown);
 		fprintf(err_out, "stalenet: host %s: file %s refused\n", self->hosts->list[h].name, shown);
 		return true;
 	}
@@ -673,7 +749,7 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 		return rc;
 	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000)) && strcmp(line, "fetched"))
 		sink_line(self, h, k, dirfd, line, err_out);
-	sink_close(k);
+	sink_close(self, h, k, err_out);
 	return rc;
 }
 
@@ -751,6 +827,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		free(step);
 		return 1;
 	}
+	for (size_t h = 0; h < hs->n; h++)
+		sinks[h].rep = (struct hostfiles_replace){ .parentfd = -1, .fd = -1 };
 	*origin_ns = 0;
 	/* planned churn (join, crash, restart, leave), relative to the origin; -1 = none */
 	int64_t (*plan_ns)[4] = calloc(n + 1, sizeof *plan_ns);
@@ -785,6 +863,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		if (!k->names)
 			k->names = epn + ep_host(self, o->p, i) * stride;
 		k->names[k->n_names++] = ep_name(run, i);
+		k->registry |= i < run->n_nodes && run->nodes[i].role == SCENARIO_ROLE_REGISTRY;
 	}
 	int dirfd = open(o->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!epn || dirfd < 0) {
@@ -1024,7 +1103,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
 				host_lost[h] = true;
-				sink_close(&sinks[h]);
+				sink_close(self, h, &sinks[h], err_out);
 				fprintf(err_out, "stalenet: host %s: agent lost (%s); its nodes are lost\n", hs->list[h].name,
 					strerror(-rc));
 				/* what it built stays in its journal there, for `stalenet cleanup --hosts` */
@@ -1139,7 +1218,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	free(is_ready);
 	free(host_lost);
 	for (size_t h = 0; h < hs->n; h++)
-		sink_close(&sinks[h]);
+		sink_close(self, h, &sinks[h], err_out);
 	free(sinks);
 	free(epn);
 	if (dirfd >= 0)

@@ -32,6 +32,10 @@
 #define MULTIHOST_CLOCK_WINDOW 2000     /* clock exchanges kept per host (the latest) */
 #define MULTIHOST_CLOCK_REFRESH_N 20    /* exchanges per refresh */
 #define MULTIHOST_CLOCK_REFRESH_NS 10000000000ll  /* refresh period while nodes run */
+/* bytes of files sent whole (orchestrator/agentfile) one host may send in one phase of a run
+ * (training, or the link self-check before it): past it the rest are refused, so a host cannot
+ * fill our disk with many files of the largest size */
+#define MULTIHOST_WHOLE_BUDGET (UINT64_C(8) << 30)
 
 struct multihost_opts {
 	const struct hosts *hosts;

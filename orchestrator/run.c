@@ -1291,6 +1291,9 @@ out:
 			log_warn("summary of %s: %s", dir, err);
 		}
 	}
+	/* the stores came whole from their hosts (orchestrator/agentfile): verified as on one host */
+	if (sc->topology.kind == SCENARIO_TOPO_FLEET)
+		fleet_finish(dir, sweep_dir);
 	if (res == 0)
 		rundir_mark_complete(dir);
 	for (size_t i = 0; addrs && i <= run->n_nodes; i++)

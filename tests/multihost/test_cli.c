@@ -1014,6 +1014,13 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 		 "             nodes/../progress.csv ../escaped.csv '%s/escaped-abs.csv' logs/server0.log; do\n"
 		 "      printf 'file %%s\\nl HACKED,%%s\\n' \"$f\" \"$f\"\n"
 		 "    done\n"
+		 /* whole files: names not its own, a lying length, a frame cut short, bad base64 */
+		 "    for f in meta.json summary.csv nodes/worker0.params nodes/../fleet.sqlite nodes/worker3 fleet.sqlite; do\n"
+		 "      printf 'whole %%s\\nb SEFDS0VE\\nend 6\\n' \"$f\"\n"
+		 "    done\n"
+		 "    printf 'whole nodes/worker3.lying\\nb SEFDS0VE\\nend 7\\n'\n"
+		 "    printf 'whole nodes/worker3.cut\\nb SEFDS0VE\\n'\n"
+		 "    printf 'whole nodes/worker3.bad\\nb SEFDS0V=\\nend 6\\n'\n"
 		 "  fi\n"
 		 "  printf '%%s\\n' \"$l\"\n"
 		 "done\n", stalenet, stalenet, hs.dir);
@@ -1033,6 +1040,26 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 		snprintf(want, sizeof want, "stalenet: host h2: file %s refused", refused[i]);
 		cr_expect(strstr(t, want), "missing '%s'", want);
 	}
+	static const char *const whole_refused[] = {
+		"file meta.json refused", "file summary.csv refused", "file nodes/worker0.params refused",
+		"file nodes/../fleet.sqlite refused", "file nodes/worker3 refused",
+		"file fleet.sqlite refused", /* h2 holds no registry */
+		"file nodes/worker3.lying refused: its length is not what came after 6 bytes",
+		"file nodes/worker3.cut refused: cut short", "file nodes/worker3.bad refused: a malformed line after 0 bytes",
+	};
+	for (size_t i = 0; i < sizeof whole_refused / sizeof whole_refused[0]; i++) {
+		char want[200];
+		snprintf(want, sizeof want, "stalenet: host h2: %s", whole_refused[i]);
+		cr_expect(strstr(t, want), "missing '%s'", want);
+	}
+	static const char *const absent[] = { "nodes/worker3.lying", "nodes/worker3.cut", "nodes/worker3.bad",
+					      "nodes/worker0.params", "nodes/worker3", "fleet.sqlite" };
+	for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+		char p[700];
+		snprintf(p, sizeof p, "%s/%s", run_dir, absent[i]);
+		cr_expect_neq(access(p, F_OK), 0, "%s written", p);
+	}
+	cr_expect(!tree_holds(run_dir, "HACKED"), "a refused whole file landed in the run directory");
 	cr_expect(!count(t, "host h0: file") && !count(t, "host h1: file"), "a well-behaved host refused: %s", t);
 	cr_expect(!tree_holds(run_dir, "HACKED"), "a refused row landed in the run directory");
 	char p[700];
@@ -1048,4 +1075,226 @@ Test(multihost_cli, a_hostile_host_writes_only_its_own_files)
 	cr_expect_gt(rows, 10, "worker3 stepped (%d rows)", rows);
 	free(hd);
 	free(t);
+}
+
+/* dir/rel (the run directory) is byte for byte the file at ref. */
+static void expect_same_bytes(const char *rel, const char *ref)
+{
+	char path[700];
+	size_t a_len = 0, b_len = 0;
+	snprintf(path, sizeof path, "%s/%s", run_dir, rel);
+	char *a = support_read_file(path, &a_len), *b = support_read_file(ref, &b_len);
+	cr_assert(b, "%s: the host's copy was not taken", ref);
+	cr_expect(a, "%s missing", path);
+	cr_expect(a && a_len == b_len && !memcmp(a, b, a_len), "%s: %zu bytes, the host's %zu bytes, not the same", rel,
+		  a_len, b_len);
+	free(a);
+	free(b);
+}
+
+/* Entries of the run directory's sub whose name starts with '.' (a replacement's temporary). */
+static int hidden_in(const char *sub)
+{
+	char path[700];
+	snprintf(path, sizeof path, "%s/%s", run_dir, sub);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Files of h2's node that are no rows appended to: just before each "fetch" reaches h2's agent
+ * (its input passed through a filter), a file of random bytes (NULs, no newline at the end)
+ * appears as worker3's; its .conf is replaced by a shorter file (another inode), its log
+ * rewritten in place longer with other first bytes (same inode, grown), its trace cut in
+ * place to its first three lines (same inode, same first bytes, shrunk). The run directory
+ * ends with each byte for byte as the host has it; a stale offset would have kept the old
+ * .conf and trace and appended the log's tail. */
+Test(multihost_cli, binary_and_rewritten_files_come_back_whole)
+{
+	static const char *const files[] = { "nodes/worker3.blob", "nodes/worker3.conf", "logs/worker3.log",
+					     "nodes/worker3.csv" };
+	char wrapper[600], text[3 * PATH_MAX], refs[400];
+	write_hosts(hs.host[1].address, "h2");
+	snprintf(wrapper, sizeof wrapper, "%s/files-stalenet", hs.dir);
+	snprintf(refs, sizeof refs, "%s/refs", hs.dir);
+	cr_assert_eq(mkdir(refs, 0700), 0);
+	snprintf(text, sizeof text,
+		 "#!/bin/sh\n"
+		 "[ \"$(hostname)\" = h2 ] || exec '%s' \"$@\"\n"
+		 "while IFS= read -r l; do\n"
+		 "  if [ \"$l\" = fetch ]; then\n"
+		 "    for c in /run/stalenet/agent-*/run/nodes/worker3.conf; do\n"
+		 "      [ -f \"$c\" ] || continue\n"
+		 "      d=${c%%/nodes/worker3.conf}\n"
+		 "      head -c 200003 /dev/urandom > \"$d/nodes/worker3.blob\"\n"
+		 "      printf 'rewritten=1\\n' > \"$d/nodes/.w3\" && mv \"$d/nodes/.w3\" \"$c\"\n"
+		 "      { printf 'replaced\\n'; cat \"$d/logs/worker3.log\"; } > \"$d/logs/.w3\"\n"
+		 "      cat \"$d/logs/.w3\" > \"$d/logs/worker3.log\" && rm \"$d/logs/.w3\"\n"
+		 "      head -n 3 \"$d/nodes/worker3.csv\" > \"$d/nodes/.w3\"\n"
+		 "      cat \"$d/nodes/.w3\" > \"$d/nodes/worker3.csv\" && rm \"$d/nodes/.w3\"\n"
+		 "      mkdir -p '%s/nodes' '%s/logs'\n"
+		 "      for f in nodes/worker3.blob nodes/worker3.conf logs/worker3.log nodes/worker3.csv; do\n"
+		 "        cp \"$d/$f\" '%s'/\"$f\"\n"
+		 "      done\n"
+		 "    done\n"
+		 "  fi\n"
+		 "  printf '%%s\\n' \"$l\"\n"
+		 "done | '%s' \"$@\"\n", stalenet, refs, refs, refs, stalenet);
+	support_write_file(wrapper, text);
+	cr_assert_eq(chmod(wrapper, 0755), 0);
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--agent-path", wrapper, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect_eq(rc, 0, "the run completes: %s", t);
+	cr_expect(!count(t, "refused"), "nothing refused: %s", t);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char ref[700];
+		snprintf(ref, sizeof ref, "%s/%s", refs, files[i]);
+		expect_same_bytes(files[i], ref);
+	}
+	char path[700];
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/nodes/worker3.conf", run_dir);
+	char *conf = support_read_file(path, &len);
+	cr_assert(conf, "%s missing", path);
+	cr_expect_str_eq(conf, "rewritten=1\n", "the rewritten .conf arrives as its final content");
+	free(conf);
+	int rows = 0;
+	char *hd = head_of("nodes/worker3.csv", &rows);
+	cr_assert(hd, "nodes/worker3.csv missing");
+	cr_expect_str_eq(hd, TRACE_HEADER_NODE);
+	cr_expect_eq(rows, 2, "the trace cut to its header and two rows");
+	free(hd);
+	cr_expect_eq(hidden_in("nodes") + hidden_in("logs") + hidden_in("."), 0, "a temporary file left behind");
+	free(t);
+}
+
+/* Every file named like one sent whole (hostfiles_whole_allowed's shapes: *.sqlite*, nodes/
+ * NAME.SUFFIX other than .csv and .conf) that the nodes of host i wrote in its agent's run
+ * directory is byte for byte in ours. Returns how many were compared; adds the fleet
+ * registry's stores seen to *stores. */
+static int compare_host_files(size_t i, int *stores)
+{
+	static const char *const subs[] = { "", "nodes/" };
+	char base[200], dir[600];
+	int compared = 0;
+	snprintf(base, sizeof base, "/proc/%d/root/run/stalenet", (int)hs.host[i].sshd_pid);
+	DIR *r = opendir(base);
+	struct dirent *a;
+	while (r && (a = readdir(r))) {
+		if (strncmp(a->d_name, "agent-", 6))
+			continue;
+		for (size_t k = 0; k < 2; k++) {
+			snprintf(dir, sizeof dir, "%s/%s/run/%s", base, a->d_name, subs[k]);
+			DIR *d = opendir(dir);
+			struct dirent *e;
+			while (d && (e = readdir(d))) {
+				const char *dot = strchr(e->d_name, '.');
+				bool whole = k ? dot && dot != e->d_name && strcmp(dot, ".csv") && strcmp(dot, ".conf")
+					       : !strncmp(e->d_name, "fleet.sqlite", 12);
+				if (e->d_type != DT_REG || !whole)
+					continue;
+				char ref[900], rel[300];
+				snprintf(ref, sizeof ref, "%s%s", dir, e->d_name);
+				snprintf(rel, sizeof rel, "%s%s", subs[k], e->d_name);
+				struct stat sb;
+				cr_log_info("host h%zu: %s (%lld bytes)", i, rel, stat(ref, &sb) ? -1LL : (long long)sb.st_size);
+				expect_same_bytes(rel, ref);
+				compared++;
+				*stores += strstr(e->d_name, ".sqlite") != NULL;
+			}
+			if (d)
+				closedir(d);
+		}
+	}
+	if (r)
+		closedir(r);
+	return compared;
+}
+
+/* The names of dir's files (top level, nodes/, logs/), sorted, one a line, into out. */
+static void list_files(const char *dir, char *out, size_t len)
+{
+	static const char *const subs[] = { "", "nodes/", "logs/" };
+	char names[256][80];
+	size_t n = 0;
+	for (size_t k = 0; k < 3; k++) {
+		char path[700];
+		snprintf(path, sizeof path, "%s/%s", dir, subs[k]);
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d)))
+			if (e->d_type == DT_REG && n < 256)
+				snprintf(names[n++], sizeof names[0], "%s%.70s", subs[k], e->d_name);
+		if (d)
+			closedir(d);
+	}
+	qsort(names, n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+	out[0] = 0;
+	for (size_t i = 0; i < n; i++)
+		snprintf(out + strlen(out), len - strlen(out), "%s\n", names[i]);
+}
+
+/* The fleet engines' SQLite stores (the registry's fleet.sqlite, each device's peers store)
+ * written on other hosts are in the run directory byte for byte as each host has them: a
+ * comparison of every one with the agents' own copies (left on the test hosts). Every stored
+ * version is rebuilt from the fetched store (recover.csv, as on one host), and the run
+ * directory holds the same files as a run of the same scenario on one host. */
+Test(multihost_cli, fleet_stores_come_back_byte_for_byte)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: fl\nseed: 3\nstop: {time: 5s}\nworkers: 4\ntopology: {kind: fleet}\n"
+				 "fleet: {strategy: delta, sync: 20 steps, snapshot_every: 5, registry: peers, peers: 2}\n"
+				 "linkcheck: off\nnetwork: {cc: reno}\n"
+				 /* paced (about 40 steps/s): the stores stay within the test hosts' 16 MB /run */
+				 "stragglers: [{nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}]\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	int rc = run_cli(args);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	if (rc) {
+		char p[700];
+		snprintf(p, sizeof p, "%s/logs/device0.log", run_dir);
+		size_t l;
+		char *lg = support_read_file(p, &l);
+		cr_log_error("device0.log: %s", lg ? lg : "(none)");
+		free(lg);
+	}
+	cr_expect_eq(rc, 0, "the run completes: %s", t);
+	cr_expect(!count(t, "refused"), "nothing refused: %s", t);
+	int compared = 0, stores = 0;
+	for (size_t i = 0; i < 3; i++)
+		compared += compare_host_files(i, &stores);
+	cr_expect_geq(stores, 2, "the registry's store and a device's peers store at least (%d files compared)", compared);
+	cr_expect(strstr(t, " versions verified, rebuild mean") && !strstr(t, "did not verify"),
+		  "every stored version rebuilt from the fetched store: %s", t);
+	cr_expect_eq(hidden_in("nodes") + hidden_in("."), 0, "a temporary file left behind");
+	free(t);
+
+	char one_dir[500], across[8192], one[8192];
+	snprintf(one_dir, sizeof one_dir, "%s/one", hs.dir);
+	const char *args1[] = { "run", scen, "--out", one_dir, "--quiet", NULL };
+	rc = run_cli(args1);
+	t = output();
+	cr_expect_eq(rc, 0, "the run on one host completes: %s", t);
+	free(t);
+	/* but for the orchestrator's journal (across hosts each host's agent keeps its own), its
+	 * links.csv and the one host's emulator log (not written across hosts) */
+	list_files(run_dir, across, sizeof across);
+	list_files(one_dir, one, sizeof one);
+	for (const char *x = "journal\n\0links.csv\n\0logs/linkd.log\n\0"; *x; x += strlen(x) + 1) {
+		char *at = strstr(one, x);
+		if (at)
+			memmove(at, at + strlen(x), strlen(at + strlen(x)) + 1);
+	}
+	cr_expect_str_eq(across, one, "the files of the run across hosts and of the run on one host differ:\n"
+			 "across hosts:\n%s\none host:\n%s", across, one);
 }

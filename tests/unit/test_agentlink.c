@@ -33,7 +33,8 @@ static void setup(void)
 	support_write_file(fake_ssh, "#!/bin/sh\n"
 				     "while [ \"$1\" != -- ]; do shift; done; shift\n"
 				     "case \"$1\" in denied) echo 'root@h: Permission denied (publickey).' >&2; exit 255;;\n"
-				     "  liar) echo 'hello there'; exit 0;; esac\n"
+				     "  liar) echo 'hello there'; exit 0;;\n"
+				     "  old) echo 'stalenet-agent 4 0.1.0 abc1234 0 oldhost'; exit 0;; esac\n"
 				     "shift; exec \"$@\"\n");
 	cr_assert_eq(chmod(fake_ssh, 0700), 0);
 }
@@ -94,6 +95,11 @@ Test(agentlink, one_clear_error_each)
 	o = opts("liar", stalenet);
 	cr_expect_null(agentlink_open(&o, err, sizeof err));
 	cr_expect(strstr(err, "not a stalenet agent"), "%s", err);
+
+	/* an agent of an earlier protocol (whole files unknown to it) is refused by name */
+	o = opts("old", stalenet);
+	cr_expect_null(agentlink_open(&o, err, sizeof err));
+	cr_expect(strstr(err, "host h1 (old): its agent speaks protocol 4, this orchestrator 5"), "%s", err);
 
 	o = opts("root@h1", "relative/stalenet");
 	cr_expect_null(agentlink_open(&o, err, sizeof err));
