@@ -687,21 +687,8 @@ static int parse_host(struct host_line *h, const char *val)
 		if (end == val || errno || !(f >= 0 && f <= 1))
 			goto bad;
 		val = end;
-		/* not merged: the file's segments are kept as written */
-		if (h->n == h->cap) {
-			size_t cap = h->cap ? 2 * h->cap : 64;
-			double *nt = realloc(h->t, cap * sizeof *nt), *nf;
-
-			if (!nt)
-				goto bad;
-			h->t = nt;
-			if (!(nf = realloc(h->f, cap * sizeof *nf)))
-				goto bad;
-			h->f = nf;
-			h->cap = cap;
-		}
-		h->t[h->n] = t;
-		h->f[h->n++] = f;
+		if (line_add(h, t, f) < 0)
+			goto bad;
 	}
 	if (h->n)
 		return 0;
