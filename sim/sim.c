@@ -253,7 +253,8 @@ enum rt_half {
 /* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
  * arrives. With a calibration profile for w: half a draw of its measured round trip (which
  * draw: half), scaled by the warm-up factor of step k (1-based: the step whose round trip the
- * message is part of, the push and its replies alike; the join's exchange is step 1's). */
+ * message is part of, the push and its replies alike; the join's exchange is step 1's), and
+ * stretched by the emulated host's load over its flight (host.runq_wait). */
 static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
 			uint32_t k, enum rt_half half)
 {
@@ -285,6 +286,9 @@ static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, i
 		 * emulated trace's first row holds both: each gets half its factor */
 		if (s->prof_warm)
 			x *= s->prof_warm[sim_profile_warm_bin(k)] / (k <= 1 ? 2 : 1);
+		/* a quiet host's time, stretched by the emulated host's load at the time: a stall
+		 * of the emulated host delays every worker's messages at once */
+		x = sim_profile_host_wall(s->profile, now / 1e9, x);
 		return now + (int64_t)(1e9 * x);
 	}
 	rtt = path_rtt(s, a, b);

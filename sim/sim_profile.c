@@ -19,6 +19,17 @@
  * numbers) means the trace is not that delay stream's. */
 #define BASE_SLACK_S 2e-6
 
+/* The emulated host's load (host.runq_wait): over (t[i-1], t[i]] (t[-1] = 0) the nodes waited
+ * for a core f[i] of the time; after t[n-1] never. */
+struct host_line {
+	double *t, *f;
+	size_t n, cap;
+};
+
+/* The run's progress.csv samples are a second apart (orchestrator/hostload): a sample covers
+ * the second before it first shows. */
+#define HOST_SAMPLE_S 1.0
+
 struct sim_profile {
 	struct kv *kv;
 	char **names;     /* "worker3.compute_s" ... */
@@ -27,7 +38,148 @@ struct sim_profile {
 	double warm[SIM_PROFILE_WARM];  /* all.transfer_warmup */
 	bool has_warm;
 	double ac1;                     /* all.transfer_ac1 (0: none) */
+	struct host_line host;          /* host.runq_wait (n = 0: none) */
 };
+
+/* --- the host's load ---------------------------------------------------------------------- */
+
+static double avail(double f)
+{
+	double a = 1 - f;
+
+	return a < SIM_PROFILE_AVAIL_MIN ? SIM_PROFILE_AVAIL_MIN : a;
+}
+
+/* The segment holding time t: the first i with t < h->t[i] (h->n: after the last). */
+static size_t seg_of(const struct host_line *h, double t)
+{
+	size_t lo = 0, hi = h->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (h->t[mid] > t)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static double line_wall(const struct host_line *h, double t, double x)
+{
+	double t0 = t;
+
+	for (size_t i = seg_of(h, t); x > 0 && i < h->n; i++) {
+		double a = avail(h->f[i]), cap = (h->t[i] - t) * a;
+
+		if (x <= cap)
+			return t + x / a - t0;
+		x -= cap;
+		t = h->t[i];
+	}
+	return t + (x > 0 ? x : 0) - t0;
+}
+
+static double line_work(const struct host_line *h, double t0, double t1)
+{
+	double w = 0, t = t0;
+
+	for (size_t i = seg_of(h, t0); t < t1 && i < h->n; i++) {
+		double e = h->t[i] < t1 ? h->t[i] : t1;
+
+		w += (e - t) * avail(h->f[i]);
+		t = e;
+	}
+	return t < t1 ? w + t1 - t : w;
+}
+
+double sim_profile_host_wall(const struct sim_profile *p, double t_s, double x_s)
+{
+	return p && p->host.n ? line_wall(&p->host, t_s, x_s) : x_s;
+}
+
+double sim_profile_host_work(const struct sim_profile *p, double t0_s, double t1_s)
+{
+	if (!(t1_s > t0_s))
+		return 0;
+	return p && p->host.n ? line_work(&p->host, t0_s, t1_s) : t1_s - t0_s;
+}
+
+static void line_free(struct host_line *h)
+{
+	free(h->t);
+	free(h->f);
+	memset(h, 0, sizeof *h);
+}
+
+/* Append the segment ending at t with fraction f (merged into the last one when equal). */
+static int line_add(struct host_line *h, double t, double f)
+{
+	if (h->n && h->f[h->n - 1] == f) {
+		h->t[h->n - 1] = t;
+		return 0;
+	}
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 64;
+		double *nt = realloc(h->t, cap * sizeof *nt), *nf;
+
+		if (!nt)
+			return -ENOMEM;
+		h->t = nt;
+		nf = realloc(h->f, cap * sizeof *nf);
+		if (!nf)
+			return -ENOMEM;
+		h->f = nf;
+		h->cap = cap;
+	}
+	h->t[h->n] = t;
+	h->f[h->n++] = f;
+	return 0;
+}
+
+/* The host's load from run_dir/progress.csv's runq_wait_frac (each row repeats the latest
+ * sample): a value covers the second before its first row, back to the previous value's first
+ * row at most; a second not covered by a new value repeated the previous one. No file or no
+ * column (an older run, a run across hosts): an empty line. Only the times of the rows where
+ * the value changes are kept, rounded as the profile writes them (3 decimals). */
+static int host_fit(const char *run_dir, struct host_line *h, char *err, size_t errlen)
+{
+	char path[8192];
+	struct table *t;
+	bool missing = false, loaded = false;
+	double last_t = 0, last_v = NAN;
+	int ct, cf, rc = 0;
+
+	memset(h, 0, sizeof *h);
+	snprintf(path, sizeof path, "%s/progress.csv", run_dir);
+	t = table_load(path, &missing, err, errlen);
+	if (!t)
+		return missing ? 0 : -EINVAL;
+	ct = table_col(t, "t_s");
+	cf = table_col(t, "runq_wait_frac");
+	for (size_t r = 0; ct >= 0 && cf >= 0 && r < table_rows(t) && !rc; r++) {
+		double at = round(1000 * table_double_or(t, r, (size_t)ct, NAN)) / 1000;
+		double v = table_double_or(t, r, (size_t)cf, NAN), from;
+
+		if (!isfinite(at) || !(v >= 0 && v <= 1) || v == last_v || !(at > last_t))
+			continue;
+		from = round(1000 * (at - HOST_SAMPLE_S)) / 1000;
+		if (from > last_t + 0.01)
+			rc = line_add(h, from, isnan(last_v) ? 0 : last_v);
+		if (!rc)
+			rc = line_add(h, at, v);
+		loaded |= v >= 0.0005;
+		last_t = at;
+		last_v = v;
+	}
+	table_destroy(&t);
+	if (rc < 0)
+		snprintf(err, errlen, "out of memory");
+	if (rc < 0 || !loaded)
+		line_free(h);
+	return rc;
+}
 
 int sim_profile_warm_bin(unsigned long long k)
 {
@@ -238,12 +390,18 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 	bool *flagged = NULL;
 	double warm_sum[SIM_PROFILE_WARM] = { 0 }, later_sum = 0, ac_xy = 0, ac_xx = 0;
 	size_t warm_n[SIM_PROFILE_WARM] = { 0 }, later_n = 0;
+	struct host_line host = { 0 };
 	int rc;
 
+	/* the host's load first: every transfer below is taken to a quiet host's time */
+	rc = host_fit(run_dir, &host, err, errlen);
+	if (rc < 0)
+		return rc;
 	snprintf(dir, sizeof dir, "%s/nodes", run_dir);
 	rc = summary_list_dir(dir, is_worker_trace, NULL, &names, &nn);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+		line_free(&host);
 		return rc;
 	}
 	cs = calloc(nn ? nn : 1, sizeof *cs);
@@ -311,6 +469,9 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 
 			if (!isfinite(x) || c < 0 || w < 0)
 				continue;
+			/* on a quiet host: scaled by the host's availability over the step */
+			if (host.n && t1 > t0)
+				x *= line_work(&host, t0, t1) / (t1 - t0);
 			/* the warm-up by the row's place in the trace (row r is the worker's step r + 1;
 			 * its first, from the run's start, holds the join too and only counts here) */
 			warm_sum[b] += x > 0 ? x : 0;
@@ -457,6 +618,14 @@ int sim_profile_fit(const char *run_dir, FILE *out, char *err, size_t errlen)
 			     "all.transfer_ac1 = %.4f\n", ac < -SIM_PROFILE_AC_MAX ? -SIM_PROFILE_AC_MAX :
 			     ac > SIM_PROFILE_AC_MAX ? SIM_PROFILE_AC_MAX : ac);
 	}
+	if (host.n) {
+		fprintf(out, "# the emulated host's load (progress.csv runq_wait_frac): over (t_i-1, t_i] the\n"
+			     "# nodes waited f_i of the time for a core; pairs t_i f_i; the transfer times above\n"
+			     "# are a quiet host's, a simulation stretches them by this timeline\nhost.runq_wait =");
+		for (size_t i = 0; i < host.n; i++)
+			fprintf(out, " %.3f %.4f", host.t[i], host.f[i]);
+		fprintf(out, "\n");
+	}
 	fprintf(out, "profile.workers = %zu\n", nw);
 	rc = fflush(out) == 0 && !ferror(out) ? (int)nw : -EIO;
 	if (rc < 0)
@@ -466,6 +635,7 @@ nomem:
 	rc = -ENOMEM;
 	snprintf(err, errlen, "out of memory");
 out:
+	line_free(&host);
 	for (size_t i = 0; i < nn; i++)
 		free(names[i]);
 	free(names);
@@ -492,6 +662,39 @@ out:
 	free(d);
 	free(flagged);
 	return rc;
+}
+
+/* host.runq_wait's value into h (empty before): pairs "t f", t increasing in (0, HOST_T_MAX], f
+ * in [0, 1]. 0, or -EINVAL (h freed). */
+#define HOST_T_MAX 1e7
+static int parse_host(struct host_line *h, const char *val)
+{
+	line_free(h);
+	for (;;) {
+		char *end;
+		double t, f;
+
+		while (*val == ' ' || *val == '\t')
+			val++;
+		if (!*val)
+			break;
+		errno = 0;
+		t = strtod(val, &end);
+		if (end == val || errno || !(t > (h->n ? h->t[h->n - 1] : 0)) || t > HOST_T_MAX)
+			goto bad;
+		val = end;
+		f = strtod(val, &end);
+		if (end == val || errno || !(f >= 0 && f <= 1))
+			goto bad;
+		val = end;
+		if (line_add(h, t, f) < 0)
+			goto bad;
+	}
+	if (h->n)
+		return 0;
+bad:
+	line_free(h);
+	return -EINVAL;
 }
 
 /* The profile from its parsed entries; takes kv (freed on failure too). path names it. */
@@ -541,6 +744,14 @@ static struct sim_profile *from_kv(struct kv *kv, const char *path, char *err, s
 				goto fail;
 			}
 			p->has_warm = true;
+			continue;
+		}
+		if (!strcmp(key, "host.runq_wait")) {
+			if (parse_host(&p->host, val) < 0) {
+				snprintf(err, errlen, "%s: %s: expected pairs of a time in seconds (increasing, "
+					 "at most %g) and a fraction in [0, 1]", path, key, HOST_T_MAX);
+				goto fail;
+			}
 			continue;
 		}
 		if (!strcmp(key, "all.transfer_ac1")) {
@@ -621,6 +832,7 @@ void sim_profile_destroy(struct sim_profile **pp)
 		return;
 	p = *pp;
 	*pp = NULL;
+	line_free(&p->host);
 	free(p->names);
 	free(p->q);
 	kv_destroy(&p->kv);

@@ -38,7 +38,23 @@
  * pooled over the workers (each about its own mean). A simulation draws a worker's round trips
  * through a Gaussian AR(1) with coefficient r (z_k = r z_k-1 + sqrt(1 - r^2) e_k, u_k = Phi(z_k)),
  * so each draw keeps the fitted distribution and successive ones keep the correlation: the
- * workers' clocks drift apart as far as the emulated ones do. */
+ * workers' clocks drift apart as far as the emulated ones do.
+ *
+ *   host.runq_wait = t1 f1 t2 f2 ...  (optional: seconds, fractions in [0, 1])
+ *
+ * The emulated host's load, as the run's progress.csv recorded it (`runq_wait_frac`: the share
+ * of their time the nodes were runnable but waited for a core, sampled once a second): over
+ * (t_{i-1}, t_i] (t_0 = 0) the nodes waited f_i of the time, after the last t_n not at all. A
+ * saturated host stalls every node at once: the link emulator, the server and the workers all
+ * wait for a core, so every message in flight is late together. Fitted as independent draws per
+ * worker, those stalls would put each worker's slow round trips at other times than the
+ * others' (the others stepping on meanwhile: more staleness, and slower BSP rounds, than the
+ * emulated run had). So the fit takes them out: a step's transfer time is scaled to the
+ * host's availability a = 1 - f over the step (sim_profile_host_work), and the tables,
+ * warm-up and autocorrelation describe the messages of a quiet host; a simulation stretches
+ * every calibrated message by the same timeline (sim_profile_host_wall), so the emulated run's
+ * stalls come back at their times, for every worker at once. a is never taken below
+ * SIM_PROFILE_AVAIL_MIN. */
 #ifndef STALENET_SIM_PROFILE_H
 #define STALENET_SIM_PROFILE_H
 
@@ -84,6 +100,16 @@ const double *sim_profile_base(const struct sim_profile *p, const char *name);
 const double *sim_profile_warmup(const struct sim_profile *p);
 /* all.transfer_ac1, 0 when the profile has none. */
 double sim_profile_transfer_ac1(const struct sim_profile *p);
+
+/* The host's availability is never taken below this (a sample of f = 1 would stop time). */
+#define SIM_PROFILE_AVAIL_MIN 0.05
+
+/* host.runq_wait's timeline: the wall time, seconds, that x_s seconds of work begun at t_s take
+ * on the emulated host (the availability integrated from t_s reaches x_s); x_s when the profile
+ * has no timeline. p may be NULL (no timeline). */
+double sim_profile_host_wall(const struct sim_profile *p, double t_s, double x_s);
+/* The inverse: the work, seconds, the host allowed in the wall interval [t0_s, t1_s]. */
+double sim_profile_host_work(const struct sim_profile *p, double t0_s, double t1_s);
 
 /* The bin of step k (1-based; 0 is taken as 1): floor(log2 k), at most SIM_PROFILE_WARM - 1. */
 int sim_profile_warm_bin(unsigned long long k);

@@ -11,6 +11,8 @@
 
 #include "collectors/schema.h"
 #include "collectors/table.h"
+#include "orchestrator/scenario.h"
+#include "sim/sim_train.h"
 #include "tests/support/files.h"
 #include "tests/support/proc.h"
 
@@ -194,6 +196,94 @@ Test(simulate, same_models_as_emulated_run, .timeout = 120)
 	/* versions 0, 4, 8, 12 at least (the emulated run evaluated 0, 4, 8, 12, 18, ...) */
 	cr_assert_geq(matched, 4, "only %zu versions evaluated in both", matched);
 	support_rm_rf(dir);
+}
+
+/* An ASP run's training is set by the order in which its server applied the updates: a
+ * recorded emulated ASP run (tests/data/asp_order: the first 300 updates of a straggler.yaml run,
+ * 8 workers, its traces cut there), replayed update by update through sim/sim_train (the order
+ * from the workers' traces, a row's update being the (model_version + staleness)-th; each update
+ * scaled by 1 / live as node/core_ps scales it; a worker takes the model as soon as its own
+ * update is applied, as the server's reply carries it), gives the test loss of every version the
+ * run evaluated. docs/simulation.md compares emulated and simulated ASP runs version by version
+ * with this replay. */
+#define ASP_ORDER_N 300
+Test(simulate, asp_training_replayed_from_its_order, .timeout = 120)
+{
+	static const char run[] = "tests/data/asp_order";
+	const char *names[8] = { "worker0", "worker1", "worker2", "worker3",
+				 "worker4", "worker5", "worker6", "worker7" };
+	char path[600], err[512];
+	struct scenario *sc;
+	struct sim_train *tr;
+	struct eval_rows emu;
+	struct table *srv;
+	int order[ASP_ORDER_N], live[ASP_ORDER_N];
+	size_t matched = 0, e = 0;
+
+	if (access("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", R_OK) != 0)
+		cr_skip_test("needs the data set");
+	for (size_t i = 0; i < ASP_ORDER_N; i++)
+		order[i] = live[i] = -1;
+	/* the order, from the workers' traces; the live count at each update, from the server's */
+	for (int w = 0; w < 8; w++) {
+		struct table *t;
+
+		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", run, w);
+		t = table_load(path, &(bool){ false }, err, sizeof err);
+		cr_assert_not_null(t, "%s", err);
+		for (size_t r = 0; r < table_rows(t); r++) {
+			double v = table_double_or(t, r, (size_t)table_col(t, "model_version"), -1);
+			double st = table_double_or(t, r, (size_t)table_col(t, "staleness"), -1);
+			size_t pos = (size_t)(v + st);
+
+			cr_assert(v >= 0 && st >= 0 && pos < ASP_ORDER_N, "worker%d row %zu", w, r);
+			cr_assert_eq(order[pos], -1, "two updates at %zu", pos);
+			order[pos] = w;
+		}
+		table_destroy(&t);
+	}
+	snprintf(path, sizeof path, "%s/nodes/server0.csv", run);
+	srv = table_load(path, &(bool){ false }, err, sizeof err);
+	cr_assert_not_null(srv, "%s", err);
+	for (size_t r = 0; r < table_rows(srv); r++) {
+		double v = table_double_or(srv, r, (size_t)table_col(srv, "model_version"), -1);
+
+		if (v >= 1 && v <= ASP_ORDER_N)
+			live[(size_t)v - 1] = (int)table_double_or(srv, r, (size_t)table_col(srv, "live"), -1);
+	}
+	table_destroy(&srv);
+	snprintf(path, sizeof path, "%s/scenario.yaml", run);
+	sc = scenario_load_with(path, NULL, 0, err, sizeof err);
+	cr_assert_not_null(sc, "%s", err);
+	snprintf(path, sizeof path, "%s/eval.csv", run);
+	eval_rows(path, &emu);
+	tr = sim_train_new(sc, 8, sc->seed, NULL, names, err, sizeof err);
+	cr_assert_not_null(tr, "%s", err);
+	for (uint32_t w = 0; w < 8; w++)
+		cr_assert_eq(sim_train_take(tr, w), 0);
+	for (size_t p = 0; p <= ASP_ORDER_N; p++) {
+		double loss;
+
+		for (; e < emu.n && emu.version[e] <= (double)p; e++) {
+			struct eval_result test, train;
+
+			if (emu.version[e] != (double)p)
+				continue;
+			cr_assert_eq(sim_train_eval(tr, &test, &train), 0);
+			cr_assert_float_eq(test.loss, emu.loss[e], 2e-6, "version %zu: test loss %.6f replayed, %.6f emulated",
+					   p, test.loss, emu.loss[e]);
+			matched++;
+		}
+		if (p == ASP_ORDER_N)
+			break;
+		cr_assert(order[p] >= 0 && live[p] > 0, "update %zu: worker %d, live %d", p + 1, order[p], live[p]);
+		cr_assert_eq(sim_train_apply(tr, (uint32_t)order[p], 1.0 / live[p], &loss), 0);
+		cr_assert_eq(sim_train_take(tr, (uint32_t)order[p]), 0);
+	}
+	/* the run evaluated every 2 s: versions 0, 23, 57, ..., 280 */
+	cr_assert_geq(matched, 12, "only %zu evaluations replayed", matched);
+	sim_train_destroy(&tr);
+	scenario_destroy(&sc);
 }
 
 Test(simulate, bad_input_exit_2, .timeout = 60)

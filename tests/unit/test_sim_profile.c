@@ -788,3 +788,197 @@ Test(sim_profile, transfer_autocorrelation, .timeout = 60)
 	cr_assert(hi > 2.2 && hi < 4.5, "ac1 0.6: ratio %g, want about 3", hi);
 	support_rm_rf(dir);
 }
+
+/* host.runq_wait: the wall time of x s of work begun at t against a naive reference (the
+ * availability summed in steps of 10 us), the work as its inverse, no timeline = no stretch. */
+static double naive_wall(const double *t, const double *f, size_t n, double t0, double x)
+{
+	const double dt = 1e-5;
+	double s = t0, done = 0, a = 1;
+
+	while (done < x) {
+		a = 1;
+		for (size_t i = 0; i < n; i++)
+			if (s < t[i]) {
+				a = 1 - f[i] < SIM_PROFILE_AVAIL_MIN ? SIM_PROFILE_AVAIL_MIN : 1 - f[i];
+				break;
+			}
+		done += a * dt;
+		s += dt;
+	}
+	return s - t0 - (done - x) / a; /* less the last step's overshoot */
+}
+
+Test(sim_profile, host_load_stretch)
+{
+	static const double t[] = { 1, 3, 4, 5 }, f[] = { 0, 0.5, 0.75, 1 };
+	char buf[1024], err[512];
+	size_t o = (size_t)snprintf(buf, sizeof buf, "all.transfer_s =");
+	struct sim_profile *p;
+
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		o += (size_t)snprintf(buf + o, sizeof buf - o, " 0.4");
+	snprintf(buf + o, sizeof buf - o, "\nhost.runq_wait = 1 0 3 0.5 4 0.75 5 1\n");
+	p = sim_profile_parse(buf, strlen(buf), "m", err, sizeof err);
+	cr_assert_not_null(p, "%s", err);
+	/* by hand: 1 s of work from 0.5: 0.5 s at full speed, then 0.5 s of work at half speed */
+	cr_expect_float_eq(sim_profile_host_wall(p, 0.5, 1.0), 1.5, 1e-9);
+	cr_expect_float_eq(sim_profile_host_wall(p, 0.5, 0.2), 0.2, 1e-9);
+	/* past the end: full speed again; from 2: 0.5 + 0.25 + 0.05 of work by 5, then 0.2 */
+	cr_expect_float_eq(sim_profile_host_wall(p, 2.0, 1.0), 3.2, 1e-9);
+	cr_expect_float_eq(sim_profile_host_wall(p, 6.0, 1.0), 1.0, 1e-12);
+	cr_expect_float_eq(sim_profile_host_work(p, 0.5, 2.0), 1.0, 1e-9);
+	cr_expect_float_eq(sim_profile_host_work(p, 4.5, 4.5), 0.0, 1e-12);
+	for (double t0 = 0; t0 < 6; t0 += 0.37)
+		for (double x = 0.01; x < 4; x *= 1.9) {
+			double w = sim_profile_host_wall(p, t0, x);
+
+			cr_expect_float_eq(w, naive_wall(t, f, 4, t0, x), 1e-4, "wall(%g, %g) = %g", t0, x, w);
+			cr_expect_float_eq(sim_profile_host_work(p, t0, t0 + w), x, 1e-9, "work of wall(%g, %g)",
+					   t0, x);
+		}
+	cr_expect_float_eq(sim_profile_host_wall(NULL, 2.0, 1.0), 1.0, 1e-12);
+	sim_profile_destroy(&p);
+	/* hostile timelines */
+	{
+		static const char *const bad[] = { "1 0 1 0.5", "2 0 1 0.5", "1 0 3", "1 -0.1", "1 1.5",
+						   "0 0.5", "-1 0.5", "1 nan", "x 0", "", "1e9 0.5" };
+
+		for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+			snprintf(buf + o, sizeof buf - o, "\nhost.runq_wait = %s\n", bad[k]);
+			p = sim_profile_parse(buf, strlen(buf), "m", err, sizeof err);
+			cr_expect_null(p, "'%s' taken", bad[k]);
+			sim_profile_destroy(&p);
+		}
+	}
+}
+
+/* The fit takes the host's load out: two workers step in 0.5 s (0.1 compute, 0.4 transfer) on a
+ * quiet host and in 0.9 s (the transfer at half speed) while progress.csv says the nodes waited
+ * half their time for a core; the fitted transfer table is 0.4 s throughout, with the load in
+ * host.runq_wait. Without progress.csv the slow steps stay in the table. */
+static void loaded_run(const char *dir, bool with_progress)
+{
+	char path[600];
+	FILE *f;
+
+	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
+	cr_assert_eq(system(path), 0);
+	for (int w = 0; w < 2; w++) {
+		double t = 0;
+
+		snprintf(path, sizeof path, "%s/nodes/worker%d.csv", dir, w);
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "t_s,node,step,compute_s,wait_s,staleness,model_version,loss,bytes_tx,bytes_rx,bad_frames\n");
+		for (int k = 1; t < 40; k++) {
+			t += 0.1 + (t >= 10 - 1e-9 && t < 19.9 - 1e-9 ? 0.8 : 0.4);
+			fprintf(f, "%.6f,worker%d,%d,0.100000,0.000000,0,0,,0,0,0\n", t, w, k);
+		}
+		fclose(f);
+	}
+	if (!with_progress)
+		return;
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	/* a sample a second (the first at 1 s), each row repeating the latest */
+	fprintf(f, "t_s,alive,waiting,min_step,median_step,max_step,runq_wait_frac,host_cpu_frac\n");
+	for (int r = 0; r <= 400; r++) {
+		double t = r / 10.0;
+		int s = r / 10;
+
+		if (s < 1)
+			fprintf(f, "%.3f,2,0,0,0,0,,\n", t);
+		else
+			fprintf(f, "%.3f,2,0,0,0,0,%.4f,0.5\n", t, s >= 11 && s <= 20 ? 0.5 : 0.0);
+	}
+	fclose(f);
+}
+
+Test(sim_profile, host_load_fitted)
+{
+	char dir[256], path[600], err[512];
+	struct sim_profile *p;
+	const double *q;
+	FILE *out;
+
+	for (int with = 1; with >= 0; with--) {
+		support_tmpdir(dir, sizeof dir, "prof");
+		loaded_run(dir, with);
+		snprintf(path, sizeof path, "%s/p.conf", dir);
+		out = fopen(path, "w");
+		cr_assert_eq(sim_profile_fit(dir, out, err, sizeof err), 2, "%s", err);
+		fclose(out);
+		p = sim_profile_load(path, err, sizeof err);
+		cr_assert_not_null(p, "%s", err);
+		q = sim_profile_transfer(p, "worker0");
+		cr_assert_not_null(q);
+		if (with) {
+			/* the load: half over (10, 20], none before or after */
+			cr_expect_float_eq(sim_profile_host_work(p, 12, 14), 1.0, 1e-6);
+			cr_expect_float_eq(sim_profile_host_work(p, 0, 10), 10.0, 1e-6);
+			cr_expect_float_eq(sim_profile_host_work(p, 21, 30), 9.0, 1e-6);
+			for (int k = 1; k < SIM_PROFILE_Q - 1; k++)
+				cr_expect_float_eq(q[k], 0.4, 2e-3, "q%d %g", 5 * k, q[k]);
+		} else {
+			cr_expect_float_eq(sim_profile_host_work(p, 12, 14), 2.0, 1e-12);
+			cr_expect_float_eq(q[SIM_PROFILE_Q - 2], 0.8, 2e-3, "q95 %g", q[SIM_PROFILE_Q - 2]);
+		}
+		sim_profile_destroy(&p);
+		support_rm_rf(dir);
+	}
+}
+
+/* A simulation stretches every worker's messages by the host's load at once: four ASP workers,
+ * compute 0.1 s, a round trip of 0.4 s, the host at half speed over (10, 20]: every worker's
+ * steps inside the window take 0.9 s, outside 0.5 s, so the workers' slow steps coincide. */
+Test(sim_profile, host_load_stalls_every_worker, .timeout = 30)
+{
+	char dir[256], prof[300], text[2048], path[600];
+	struct sim_result r;
+	FILE *f;
+
+	support_tmpdir(dir, sizeof dir, "prof");
+	snprintf(prof, sizeof prof, "%s/h.conf", dir);
+	f = fopen(prof, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "all.compute_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.1");
+	fprintf(f, "\nall.transfer_s =");
+	for (int i = 0; i < SIM_PROFILE_Q; i++)
+		fprintf(f, " 0.4");
+	fprintf(f, "\nhost.runq_wait = 10 0 20 0.5\n");
+	fclose(f);
+	snprintf(text, sizeof text,
+		 "name: h\nseed: 3\nstop: {time: 30s}\nconsistency: {barrier: asp}\nworkers: 4\nlinkcheck: off\n"
+		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
+	snprintf(path, sizeof path, "%s/run", dir);
+	simulate(text, path, &r);
+	for (int w = 0; w < 4; w++) {
+		struct table *t;
+		size_t in = 0, out = 0;
+
+		snprintf(path, sizeof path, "%s/run/nodes/worker%d.csv", dir, w);
+		t = table_load(path, &(bool){ false }, text, sizeof text);
+		cr_assert_not_null(t, "%s", text);
+		for (size_t k = 1; k < table_rows(t); k++) {
+			double t0 = table_double_or(t, k - 1, (size_t)table_col(t, "t_s"), NAN);
+			double t1 = table_double_or(t, k, (size_t)table_col(t, "t_s"), NAN);
+
+			if (t0 > 10.5 && t1 < 19.5) {
+				cr_expect_float_eq(t1 - t0, 0.9, 1e-3, "worker%d step %zu in the load: %g s", w, k,
+						   t1 - t0);
+				in++;
+			} else if (t0 > 20.5 || t1 < 9.5) {
+				cr_expect_float_eq(t1 - t0, 0.5, 1e-3, "worker%d step %zu: %g s", w, k, t1 - t0);
+				out++;
+			}
+		}
+		cr_expect_geq(in, 8, "worker%d: %zu steps in the load", w, in);
+		cr_expect_geq(out, 35, "worker%d: %zu steps outside", w, out);
+		table_destroy(&t);
+	}
+	support_rm_rf(dir);
+}
