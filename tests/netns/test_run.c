@@ -627,8 +627,9 @@ static bool find_event(const char *dir, const char *event, const char *target, c
 	FILE *f;
 	bool found = false;
 
-	snprintf(path, sizeof path, "%s/events.csv", dir);
-	snprintf(pat, sizeof pat, ",%s,%s,", event, target);
+	if (snprintf(path, sizeof path, "%s/events.csv", dir) >= (int)sizeof path ||
+	    snprintf(pat, sizeof pat, ",%s,%s,", event, target) >= (int)sizeof pat)
+		return false;
 	f = fopen(path, "re");
 	if (!f)
 		return false;
