@@ -999,6 +999,51 @@ Test(run, invalid_scenario_exits_2_with_position_and_creates_nothing)
 	cr_assert_str_eq(reg_after, reg_before, "registry changed");
 }
 
+/* An --out holding other runs (here simulated ones of the same scenario, and a sweep's where one
+ * run goes) is refused with exit 2 before the host is touched, as `simulate` refuses it: the
+ * same rule (rundir_check_out). */
+Test(run, an_out_of_other_runs_exits_2_and_touches_nothing)
+{
+	static struct host_snapshot before;
+	static const char *const sets[] = { NULL, "sweep.workers=[2, 3]" };
+	char reg_before[SNAP_MAX], reg_after[SNAP_MAX];
+	char scen[PATH_MAX];
+
+	tpath(scen, sizeof scen, "other.yaml");
+	write_file(scen, "name: other\nworkers: 2\nstop: {time: 5s}\nlinkcheck: off\n"
+			 "simulation: {train: none, step_cost: 1ms, server_cost: 10us}\n");
+	snapshot(&before);
+	sorted_dir("/run/stalenet", reg_before, sizeof reg_before);
+	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+		struct proc_run r;
+		char dir[PATH_MAX], summary[PATH_MAX + 32], *err, *sum_before, *sum_after;
+		int rc;
+
+		tpath(dir, sizeof dir, "other%zu", i);
+		if (sets[i])
+			start_stalenet(&r, "sim", "simulate", scen, "--out", dir, "--quiet", "--set", sets[i], NULL);
+		else
+			start_stalenet(&r, "sim", "simulate", scen, "--out", dir, "--quiet", NULL);
+		cr_assert_eq(run_stalenet_to_end(&r, 30000), 0, "the simulation failed");
+		snprintf(summary, sizeof summary, "%s/summary.csv", dir);
+		sum_before = slurp(summary);
+		cr_assert(*sum_before, "no %s", summary);
+		start_stalenet(&r, "run", "run", scen, "--out", dir, NULL);
+		rc = run_stalenet_to_end(&r, 10000);
+		err = slurp(r.err);
+		cr_assert_eq(rc, 2, "case %zu: exit %d; stderr:\n%s", i, rc, err);
+		cr_assert_not_null(strstr(err, "not a resume of these runs"), "case %zu: stderr:\n%s", i, err);
+		sum_after = slurp(summary);
+		cr_assert_str_eq(sum_after, sum_before, "case %zu: summary.csv changed", i);
+		free(err);
+		free(sum_before);
+		free(sum_after);
+	}
+	assert_host_as(&before, NULL, 0);
+	sorted_dir("/run/stalenet", reg_after, sizeof reg_after);
+	cr_assert_str_eq(reg_after, reg_before, "registry changed");
+}
+
 /* --- 7. a node that dies ------------------------------------------------------------------ */
 
 Test(run, a_node_that_dies_stops_the_run_with_its_name_and_log)
