@@ -39,6 +39,9 @@
 #define P2P_MAX_PENDING 4096
 #define P2P_CATCH_UP_NS 2000000000ll
 #define P2P_WATCH_NS 100000000ll
+/* Ensemble, peer 0: how long the final replicas are awaited once the run was stopped (every
+ * peer is sending its own then): well inside the supervisor's 15 s between stop and SIGTERM. */
+#define P2P_STOP_WAIT_NS 5000000000ll
 /* CLOCK_REQ value of a join's request: reply with your view of who departed. */
 #define P2P_JOIN_VIEW 1.0
 
@@ -762,20 +765,28 @@ out:
  * link). A closed connection is taken for a crash only after P2P_BYE_LINGER_MS more: a peer that
  * ends closes its sockets right after its final replica and BYE, which the service thread may
  * not have read yet when the monitor reports the close. The wait is bounded by
- * P2P_ENSEMBLE_WAIT_S and by the control plane's stop; whoever is still running then is `late`.
- * Whatever is missing, the live members' replicas are combined. */
+ * P2P_ENSEMBLE_WAIT_S, and by P2P_STOP_WAIT_NS from the control plane's stop (which every
+ * member gets at once: their finals are on their way, so the stop does not end the wait at
+ * once); whoever is still running then is `late`. Whatever is missing, the live members'
+ * replicas are combined. */
 static void wait_for_finals(struct peer *p)
 {
 	int64_t start = clock_now_ns();
 	int64_t deadline = start + (int64_t)P2P_ENSEMBLE_WAIT_S * 1000000000LL;
 	int64_t silence_ns = (int64_t)(p->dead_after_s * 1e9);
 	uint32_t n = p->c.n, missing = 0;
+	bool stopped = false;
 
 	for (;;) {
-		bool all = true, stop;
+		bool all = true;
 		int64_t now;
 
-		stop = refresh(p, false); /* BYEs seen, connections closed (or back), the core's rule */
+		/* BYEs seen, connections closed (or back), the core's rule; the run's stop */
+		if (refresh(p, false) && !stopped) {
+			stopped = true;
+			if (deadline - clock_now_ns() > P2P_STOP_WAIT_NS)
+				deadline = clock_now_ns() + P2P_STOP_WAIT_NS;
+		}
 		now = clock_now_ns();
 		pthread_mutex_lock(&p->sh.mu);
 		for (uint32_t j = 0; j < n; j++) {
@@ -806,7 +817,7 @@ static void wait_for_finals(struct peer *p)
 			}
 		}
 		pthread_mutex_unlock(&p->sh.mu);
-		if (all || stop || now >= deadline)
+		if (all || now >= deadline)
 			break;
 		clock_sleep_ns(P2P_SLICE_MS * 1000000LL); /* a poll slice, as exchanges wait */
 	}

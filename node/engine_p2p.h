@@ -39,7 +39,7 @@
  * replica at each evaluation (not waiting more than consistency.dead_after for one), and at the
  * end waits for the final replicas the others send before their BYE, for each until it has come
  * or the member is gone (BYE, closed connection, dead_after of silence), at most
- * P2P_ENSEMBLE_WAIT_S; it evaluates the average of the combined replicas' class probabilities
+ * P2P_ENSEMBLE_WAIT_S (5 s once the run is stopped); it evaluates the average of the combined replicas' class probabilities
  * and names each member's part (combined, or why missing) in RUN_DIR/ensemble.csv.
  * Stop: stop.time, stop.steps (own steps), the control plane's stop, peer 0's stop.accuracy
  * (spread by BYE with the run-over bit).

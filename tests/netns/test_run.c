@@ -1427,6 +1427,45 @@ static double max_step_gap_after(const char *path, double t_from)
  * not wait for the crashed peer (the answers of the live ones count it as departed), nor does
  * any barrier after it, so no peer stalls: peer0 steps to the end with no gap near the 2 s the
  * join used to wait, let alone the rest of the run its barriers used to wait for peer3. */
+/* An ensemble ended by stop.time: every peer gets the stop at once and sends its final replica
+ * when its step ends (peers 1 and 2 sleep 300 ms in each), and peer 0 waits for them (it
+ * stopped waiting at the stop itself, and combined its own replica alone). */
+Test(run, p2p_ensemble_at_stop_time_combines_every_member)
+{
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], err[512], *ens;
+	int rc;
+
+	tpath(scen, sizeof scen, "ensemble.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: ens\nseed: 5\nstop: {time: 4s}\nmodel: {kind: softmax}\n"
+			 "topology: {kind: p2p}\nconsistency: {barrier: asp, combine: ensemble}\nworkers: 3\n"
+			 "eval: {every: 1s}\nlinkcheck: off\nnetwork:\n  default: {delay: 2ms}\n"
+			 "stragglers:\n  - {nodes: \"peer[1-2]\", compute: {delay: {dist: constant, value: 300ms}}}\n");
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 40000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	snprintf(path, sizeof path, "%s/ensemble.csv", dir);
+	ens = slurp(path);
+	for (int i = 0; i < 3; i++) {
+		char want[64];
+
+		snprintf(want, sizeof want, ",peer0,peer%d,", i);
+		cr_assert_not_null(strstr(ens, want), "no row of peer%d:\n%s", i, ens);
+	}
+	{
+		int self = 0, final = 0;
+
+		for (const char *l = ens; (l = strchr(l, ',')); l++) {
+			self += !strncmp(l, ",self\n", 6);
+			final += !strncmp(l, ",final\n", 7);
+		}
+		cr_assert(self == 1 && final == 2, "not every member combined:\n%s", ens);
+	}
+	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	free(ens);
+}
+
 Test(run, p2p_restart_while_another_peer_is_down_does_not_stall)
 {
 	static struct host_snapshot before;
