@@ -28,7 +28,8 @@ enum coltype {
 	T_S_E,    /* text, may be empty */
 	T_DIR,    /* up | down */
 	T_CDIR,   /* up | down | rtt (linkcheck) */
-	T_VERDICT /* ok | off | late (lib/link_verdict's tolerances) */
+	T_VERDICT, /* ok | off | late (lib/link_verdict's tolerances) */
+	T_MEMBER  /* self | final | left | crashed | silent | late (ensemble.csv) */
 };
 
 struct colspec {
@@ -97,6 +98,9 @@ static const struct filespec SPECS[] = {
 	{ "recover", "recover.csv", TRACE_HEADER_RECOVER, false, NULL, NULL,
 	  { { "device", T_S }, { "version", T_U }, { "strategy", T_S }, { "chain", T_U },
 	    { "recover_s", T_FPOS }, { "verify_ok", T_U } } },
+	{ "ensemble", "ensemble.csv", TRACE_HEADER_ENSEMBLE, true, NULL, NULL,
+	  { { "t_s", T_FPOS }, { "node", T_S }, { "member", T_S }, { "clock", T_U_E },
+	    { "state", T_MEMBER } } },
 	{ "workers", "workers.csv", TRACE_HEADER_WORKERS, false, NULL, NULL,
 	  { { "node", T_S }, { "final_step", T_U }, { "compute_s", T_FPOS }, { "wait_s", T_FPOS },
 	    { "staleness_mean", T_FPOS_E }, { "staleness_max", T_U_E } } },
@@ -119,9 +123,12 @@ static const char *type_name(enum coltype t)
 	case T_CDIR: return "up, down or rtt";
 	case T_F_E: return "a number or empty";
 	case T_VERDICT: return "ok, off or late";
+	case T_MEMBER: return "self, final, left, crashed, silent or late";
 	}
 	return "?";
 }
+
+static const char *const MEMBER_STATES[] = { "self", "final", "left", "crashed", "silent", "late" };
 
 static bool is_uint(const char *s)
 {
@@ -171,6 +178,11 @@ static bool field_ok(const struct table *t, size_t r, size_t c, enum coltype typ
 		return strcmp(s, "up") == 0 || strcmp(s, "down") == 0 || strcmp(s, "rtt") == 0;
 	case T_VERDICT:
 		return strcmp(s, "ok") == 0 || strcmp(s, "off") == 0 || strcmp(s, "late") == 0;
+	case T_MEMBER:
+		for (size_t i = 0; i < sizeof MEMBER_STATES / sizeof MEMBER_STATES[0]; i++)
+			if (!strcmp(s, MEMBER_STATES[i]))
+				return true;
+		return false;
 	}
 	return false;
 }

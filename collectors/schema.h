@@ -34,11 +34,15 @@
 /* topology fleet: the end-of-run verification pass, one row per stored version (docs/traces.md) */
 #define TRACE_HEADER_RECOVER "device,version,strategy,chain,recover_s,verify_ok"
 
+/* p2p with combine ensemble: peer 0's final combination, one row per member (docs/traces.md) */
+#define TRACE_HEADER_ENSEMBLE "t_s,node,member,clock,state"
+
 /* stalenet simulate: one row per worker at the end of the run (docs/traces.md) */
 #define TRACE_HEADER_WORKERS "node,final_step,compute_s,wait_s,staleness_mean,staleness_max"
 
 /* Check every known trace file of run_dir (nodes/NAME.csv, eval.csv, progress.csv, links.csv,
- * linkcheck.csv, events.csv, partition.csv, workers.csv, fleet.csv, fleet_repair.csv, recover.csv; a nodes/NAME.csv whose header is
+ * linkcheck.csv, events.csv, partition.csv, workers.csv, fleet.csv, fleet_repair.csv, recover.csv,
+ * ensemble.csv; a nodes/NAME.csv whose header is
  * TRACE_HEADER_SERVER is a parameter server's trace): exact header, type and range of every field,
  * t_s non-decreasing per node (per file where there is no node column), and the node column
  * of nodes/<name>.csv equal to <name>. Absent files are fine, but a run dir with none of them
@@ -47,7 +51,7 @@
 int trace_schema_check_dir(const char *run_dir, char *err, size_t errlen);
 
 /* Check one file against the schema of the named kind ("node", "server", "eval", "progress", "links",
- * "linkcheck", "events", "partition", "fleet", "fleet_repair", "recover", "workers"). Same returns as trace_schema_check_dir; -ENOENT when the
+ * "linkcheck", "events", "partition", "fleet", "fleet_repair", "recover", "workers", "ensemble"). Same returns as trace_schema_check_dir; -ENOENT when the
  * file does not exist, -EINVAL for an unknown kind. */
 int trace_schema_check_file(const char *path, const char *kind, char *err, size_t errlen);
 

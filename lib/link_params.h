@@ -65,9 +65,18 @@ const char *link_params_validate(const struct link_params *p);
  * fields, into buf. Returns the length that was needed (as snprintf), or -EINVAL. */
 int link_params_format(const struct link_params *p, char *buf, size_t len);
 
-/* Apply one key=value token (as written by link_params_format) to p. Returns 0, -ENOENT for an
- * unknown key, -EINVAL for a malformed value. */
-int link_params_parse_token(struct link_params *p, const char *token);
+/* Apply one key=value token to p, only in the canonical form link_params_format writes: a known
+ * key, '=', decimal digits (no sign, space or leading zero; "0" itself is taken) within the
+ * field's range. *seen records the keys applied so far from one line (start it at 0 for each
+ * line): a key already in it is refused, so a line cannot say a field twice. Returns 0, -ENOENT
+ * for an unknown key, -EEXIST for a repeated one, -EINVAL for a malformed or out-of-range value.
+ * Cross-field rules are link_params_validate's. */
+int link_params_parse_token(struct link_params *p, const char *token, uint32_t *seen);
+
+/* A whole line of tokens as link_params_format writes it (single spaces between tokens, none
+ * before or after; "" is no field) into p, zeroed first. Returns as link_params_parse_token, and
+ * -EINVAL for any other separator. */
+int link_params_parse_line(struct link_params *p, const char *line);
 
 /* Name of a distribution ("none", "uniform", "normal", "pareto", "paretonormal"). */
 const char *link_params_dist_name(enum link_dist dist);

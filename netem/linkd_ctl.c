@@ -37,8 +37,8 @@ static int parse_queue(const char *s, uint16_t *out)
 	char *end;
 	unsigned long v;
 
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
+	if (*s < '0' || *s > '9' || (s[0] == '0' && s[1]))
+		return -EINVAL;         /* digits only, no sign, space or leading zero */
 	errno = 0;
 	v = strtoul(s, &end, 10);
 	if (errno || *end || v > 65535)
@@ -50,8 +50,10 @@ static int parse_queue(const char *s, uint16_t *out)
 int linkd_ctl_parse(const char *line, struct linkd_ctl_req *req, char *reply, size_t replylen)
 {
 	char buf[LINKD_CTL_LINE_MAX], *save = NULL, *t;
-	bool has_name = false, has_queue = false;
+	bool has_name = false, has_queue = false, has_netns = false, has_ifname = false;
+	uint32_t seen = 0;              /* link_params keys given so far */
 	const char *why;
+	int rc;
 	size_t n = strlen(line);
 
 	memset(req, 0, sizeof *req);
@@ -75,23 +77,33 @@ int linkd_ctl_parse(const char *line, struct linkd_ctl_req *req, char *reply, si
 		if (req->op == LINKD_CTL_PING)
 			return fail(reply, replylen, "bad token", t);
 		if (!strncmp(t, "name=", 5)) {
+			if (has_name)
+				return fail(reply, replylen, "name= given twice", NULL);
 			if (!t[5] || !copy_field(req->name, sizeof req->name, t + 5))
 				return fail(reply, replylen, "bad name", NULL);
 			has_name = true;
 		} else if (req->op != LINKD_CTL_SET) {
 			return fail(reply, replylen, "bad token", t);
 		} else if (!strncmp(t, "netns=", 6)) {
+			if (has_netns)
+				return fail(reply, replylen, "netns= given twice", NULL);
+			has_netns = true;
 			if (!copy_field(req->netns, sizeof req->netns, t + 6))
 				return fail(reply, replylen, "netns too long", NULL);
 		} else if (!strncmp(t, "ifname=", 7)) {
+			if (has_ifname)
+				return fail(reply, replylen, "ifname= given twice", NULL);
+			has_ifname = true;
 			if (!copy_field(req->ifname, sizeof req->ifname, t + 7))
 				return fail(reply, replylen, "ifname too long", NULL);
 		} else if (!strncmp(t, "queue=", 6)) {
+			if (has_queue)
+				return fail(reply, replylen, "queue= given twice", NULL);
 			if (parse_queue(t + 6, &req->queue) < 0)
 				return fail(reply, replylen, "bad queue", t);
 			has_queue = true;
-		} else if (link_params_parse_token(&req->params, t) < 0) {
-			return fail(reply, replylen, "bad token", t);
+		} else if ((rc = link_params_parse_token(&req->params, t, &seen)) < 0) {
+			return fail(reply, replylen, rc == -EEXIST ? "token given twice" : "bad token", t);
 		}
 	}
 	if (req->op == LINKD_CTL_DEL && !has_name)
@@ -140,8 +152,8 @@ static int parse_u64(const char *s, uint64_t *out)
 {
 	char *end;
 
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
+	if (*s < '0' || *s > '9' || (s[0] == '0' && s[1]))
+		return -EINVAL;         /* digits only, no sign, space or leading zero */
 	errno = 0;
 	*out = strtoull(s, &end, 10);
 	return errno || *end ? -EINVAL : 0;

@@ -14,9 +14,11 @@
  *                         of whole lines, each at most LINKD_CTL_MSG_MAX bytes, the last one
  *                         ending with the "end" line (an "err" reply is one message, no "end").
  *   ping
- * Replies start with "ok" or "err ". Parsing is strict: an unknown token, a value too long for
- * its field, a queue that is not a number in 0..65535 or parameters link_params_validate
- * rejects make the whole request an error (nothing is truncated silently). */
+ * Replies start with "ok" or "err ". Parsing is strict: an unknown token, a key given twice, a
+ * value too long for its field, a queue that is not a number in 0..65535 written as
+ * linkd_ctl_format writes it, a link parameter not in link_params_format's form or parameters
+ * link_params_validate rejects make the whole request an error (nothing is truncated
+ * silently). */
 #ifndef STALENET_LINKD_CTL_H
 #define STALENET_LINKD_CTL_H
 

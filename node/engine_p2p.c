@@ -12,6 +12,7 @@
 #include "node/engine_p2p.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <zmq.h>
 
 #include "collectors/csv.h"
+#include "collectors/schema.h"
 #include "lib/clock.h"
 #include "lib/ctl.h"
 #include "lib/kv.h"
@@ -37,6 +39,9 @@
 #define P2P_MAX_PENDING 4096
 #define P2P_CATCH_UP_NS 2000000000ll
 #define P2P_WATCH_NS 100000000ll
+/* Ensemble, peer 0: how long the final replicas are awaited once the run was stopped (every
+ * peer is sending its own then): well inside the supervisor's 15 s between stop and SIGTERM. */
+#define P2P_STOP_WAIT_NS 5000000000ll
 /* CLOCK_REQ value of a join's request: reply with your view of who departed. */
 #define P2P_JOIN_VIEW 1.0
 
@@ -49,6 +54,8 @@ struct shared {
 	bool *departed;             /* the loop's view: peer j is out of barriers and samples */
 	bool run_over;              /* a BYE carried the run-over bit */
 	float **final;              /* ensemble, peer 0: last unsolicited replica of each peer */
+	int64_t *final_clock;       /* ensemble, peer 0: the clock final[j] was sent at */
+	int64_t *heard_ns;          /* ensemble, peer 0: when a valid frame from peer j last came */
 	struct wire_stats st;       /* ROUTER traffic (service thread) */
 };
 
@@ -132,6 +139,13 @@ static void handle_request(struct service *s, struct wire_msg *m)
 		s->st.bad_frames++;
 		return;
 	}
+	if (sh->heard_ns) {
+		int64_t now = clock_now_ns();
+
+		pthread_mutex_lock(&sh->mu);
+		sh->heard_ns[from] = now;
+		pthread_mutex_unlock(&sh->mu);
+	}
 	switch (m->h.type) {
 	case WIRE_CLOCK_REQ: {
 		bool view = m->h.value == P2P_JOIN_VIEW;
@@ -175,8 +189,10 @@ static void handle_request(struct service *s, struct wire_msg *m)
 		pthread_mutex_lock(&sh->mu);
 		if (!sh->final[from])
 			sh->final[from] = malloc(s->nparams * sizeof(float));
-		if (sh->final[from])
+		if (sh->final[from]) {
 			memcpy(sh->final[from], m->payload, s->nparams * sizeof(float));
+			sh->final_clock[from] = m->h.step;
+		}
 		pthread_mutex_unlock(&sh->mu);
 		break;
 	case WIRE_BYE:
@@ -233,6 +249,31 @@ static void *service_main(void *arg)
 
 /* --- training loop -------------------------------------------------------------------------- */
 
+/* Ensemble, peer 0: each member's part in the final combination (ensemble.csv's state). */
+enum p2p_member {
+	P2P_MEMBER_WAITING = 0,     /* not accounted for yet */
+	P2P_MEMBER_SELF,            /* peer 0's own replica */
+	P2P_MEMBER_FINAL,           /* its final replica came: combined */
+	P2P_MEMBER_LEFT,            /* said BYE without a final replica: missing */
+	P2P_MEMBER_CRASHED,         /* its connection closed without a BYE: missing */
+	P2P_MEMBER_SILENT,          /* nothing from it for consistency.dead_after: missing */
+	P2P_MEMBER_LATE,            /* still running when the wait ended (its cap or a stop) */
+};
+
+static const char *member_name(enum p2p_member m)
+{
+	switch (m) {
+	case P2P_MEMBER_SELF: return "self";
+	case P2P_MEMBER_FINAL: return "final";
+	case P2P_MEMBER_LEFT: return "left";
+	case P2P_MEMBER_CRASHED: return "crashed";
+	case P2P_MEMBER_SILENT: return "silent";
+	case P2P_MEMBER_WAITING:
+	case P2P_MEMBER_LATE: return "late";
+	}
+	return "late";
+}
+
 struct peer {
 	struct engine_conf c;
 	struct engine_work *wk;
@@ -240,6 +281,7 @@ struct peer {
 	enum p2p_combine combine;
 	int64_t local_steps;
 	uint32_t fanout;
+	double dead_after_s;        /* consistency.dead_after: a silent peer's end (0 = none) */
 	struct ctl_client *ctl;
 
 	void *zctx, *pipe, **dealer;
@@ -263,6 +305,9 @@ struct peer {
 	struct wire_stats st;       /* DEALER traffic */
 	bool stop_all;              /* this peer ends the run for everybody (stop.accuracy) */
 	bool joining;               /* catch_up's clock exchange: answers go to the core's join */
+	enum p2p_member *member;    /* ensemble, peer 0: each peer's part in the final combination */
+	int64_t *gone_ns;           /* ensemble, peer 0: when wait_for_finals first saw peer j out */
+	int64_t *quiet_ns;          /* ensemble, peer 0: when peer j was found silent (0: it is not) */
 	bool *view;                 /* scratch: a join answer's departed view */
 	/* replies of one exchange */
 	bool *asked, *got;
@@ -660,21 +705,38 @@ static int evaluate(struct peer *p, struct csv_writer *ev, bool final, double *a
 	memset(p->asked, 0, p->c.n * sizeof *p->asked);
 	memset(p->got, 0, p->c.n * sizeof *p->got);
 	if (!final) {
+		int64_t silence_ns = (int64_t)(p->dead_after_s * 1e9), t0;
+
 		refresh(p, false);
-		for (uint32_t j = 0; j < p->c.n; j++)
-			p->asked[j] = j != p->c.index && p->alive[j];
-		rc = exchange(p, WIRE_PULL, 0);
+		pthread_mutex_lock(&p->sh.mu);
+		for (uint32_t j = 0; j < p->c.n; j++) {
+			/* A member that was silent is asked again once it was heard from. */
+			if (p->quiet_ns[j] && p->sh.heard_ns[j] > p->quiet_ns[j])
+				p->quiet_ns[j] = 0;
+			p->asked[j] = j != p->c.index && p->alive[j] && !p->quiet_ns[j];
+		}
+		pthread_mutex_unlock(&p->sh.mu);
+		t0 = clock_now_ns();
+		rc = exchange_until(p, WIRE_PULL, 0, silence_ns > 0 ? t0 + silence_ns : 0);
 		if (rc == -ECANCELED)
 			rc = 0; /* the run is ending: evaluate what arrived */
 		if (rc)
 			goto out;
+		/* consistency.dead_after without an answer from a member still connected (stopped, or
+		 * behind a black-holed link): the evaluations go on without it, not one wait each. */
+		for (uint32_t j = 0; silence_ns > 0 && j < p->c.n; j++)
+			if (p->asked[j] && !p->got[j] && clock_now_ns() - t0 >= silence_ns) {
+				p->quiet_ns[j] = clock_now_ns();
+				log_warn("p2p: ensemble: peer %u silent for %.1f s: left out of the "
+					 "evaluations until it is heard from", j, p->dead_after_s);
+			}
 	}
 	set[k++] = model_params(p->wk->model);
 	pthread_mutex_lock(&p->sh.mu);
 	for (uint32_t j = 0; j < p->c.n; j++) {
 		if (p->got[j])
 			set[k++] = p->models[j];
-		else if (p->sh.final[j])
+		else if (p->sh.final[j] && (!final || p->member[j] == P2P_MEMBER_FINAL))
 			set[k++] = p->sh.final[j];
 	}
 	pthread_mutex_unlock(&p->sh.mu);
@@ -696,26 +758,121 @@ out:
 	return rc;
 }
 
-/* Ensemble, peer 0 at the end: wait until every other peer has said BYE (its final replica
- * arrived before it), at most P2P_ENSEMBLE_WAIT_S. */
+/* Ensemble, peer 0 at the end: wait until every other peer is accounted for, and mark each in
+ * member[]: its final replica came (it sends it before its BYE), or it is gone without one: it
+ * said BYE, its connection closed (a crash: no BYE will ever come), or it sent nothing for
+ * consistency.dead_after seconds since the wait began (stopped, or cut off behind a black-holed
+ * link). A closed connection is taken for a crash only after P2P_BYE_LINGER_MS more: a peer that
+ * ends closes its sockets right after its final replica and BYE, which the service thread may
+ * not have read yet when the monitor reports the close. The wait is bounded by
+ * P2P_ENSEMBLE_WAIT_S, and by P2P_STOP_WAIT_NS from the control plane's stop (which every
+ * member gets at once: their finals are on their way, so the stop does not end the wait at
+ * once); whoever is still running then is `late`. Whatever is missing, the live members'
+ * replicas are combined. */
 static void wait_for_finals(struct peer *p)
 {
-	int64_t deadline = clock_now_ns() + (int64_t)P2P_ENSEMBLE_WAIT_S * 1000000000LL;
+	int64_t start = clock_now_ns();
+	int64_t deadline = start + (int64_t)P2P_ENSEMBLE_WAIT_S * 1000000000LL;
+	int64_t silence_ns = (int64_t)(p->dead_after_s * 1e9);
+	uint32_t n = p->c.n, missing = 0;
+	bool stopped = false;
 
-	while (clock_now_ns() < deadline) {
+	for (;;) {
 		bool all = true;
+		int64_t now;
 
+		/* BYEs seen, connections closed (or back), the core's rule; the run's stop */
+		if (refresh(p, false) && !stopped) {
+			stopped = true;
+			if (deadline - clock_now_ns() > P2P_STOP_WAIT_NS)
+				deadline = clock_now_ns() + P2P_STOP_WAIT_NS;
+		}
+		now = clock_now_ns();
 		pthread_mutex_lock(&p->sh.mu);
-		for (uint32_t j = 0; j < p->c.n; j++)
-			if (j != p->c.index && !p->sh.dead[j])
+		for (uint32_t j = 0; j < n; j++) {
+			int64_t heard = p->sh.heard_ns[j] > start ? p->sh.heard_ns[j] : start;
+
+			if (p->alive[j])
+				p->gone_ns[j] = 0;      /* (back) connected */
+			if (j == p->c.index) {
+				p->member[j] = P2P_MEMBER_SELF;
+			} else if (p->member[j] != P2P_MEMBER_WAITING) {
+				/* decided: a final that came later than its departure changes nothing */
+			} else if (p->sh.final[j] && p->sh.dead[j]) {
+				p->member[j] = P2P_MEMBER_FINAL;
+			} else if (p->sh.dead[j]) {
+				p->member[j] = P2P_MEMBER_LEFT;
+			} else if (!p->alive[j]) {
+				if (!p->gone_ns[j])
+					p->gone_ns[j] = now;
+				if (now - p->gone_ns[j] >= (int64_t)P2P_BYE_LINGER_MS * 1000000LL)
+					p->member[j] = p->sh.final[j] ? P2P_MEMBER_FINAL
+								      : P2P_MEMBER_CRASHED;
+				else
+					all = false;
+			} else if (silence_ns > 0 && now - heard > silence_ns) {
+				p->member[j] = P2P_MEMBER_SILENT;
+			} else {
 				all = false;
+			}
+		}
 		pthread_mutex_unlock(&p->sh.mu);
-		if (all || (p->ctl && ctl_client_should_stop(p->ctl)))
-			return;
-		clock_sleep_ns(P2P_SLICE_MS * 1000000LL);
+		if (all || now >= deadline)
+			break;
+		clock_sleep_ns(P2P_SLICE_MS * 1000000LL); /* a poll slice, as exchanges wait */
 	}
-	log_warn("p2p: ensemble: not every peer sent its final replica within %d s",
-		 P2P_ENSEMBLE_WAIT_S);
+	pthread_mutex_lock(&p->sh.mu);
+	for (uint32_t j = 0; j < n; j++) {
+		/* A final replica that came is combined even when the wait was cut short. */
+		if (p->member[j] == P2P_MEMBER_WAITING)
+			p->member[j] = p->sh.final[j] ? P2P_MEMBER_FINAL : P2P_MEMBER_LATE;
+		if (p->member[j] != P2P_MEMBER_SELF && p->member[j] != P2P_MEMBER_FINAL) {
+			missing++;
+			log_warn("p2p: ensemble: peer %u is missing from the final combination (%s)", j,
+				 member_name(p->member[j]));
+		}
+	}
+	pthread_mutex_unlock(&p->sh.mu);
+	log_info("p2p: ensemble: %u of %u members combined after %.3f s of waiting", n - missing, n,
+		 (double)(clock_now_ns() - start) / 1e9);
+}
+
+/* Ensemble, peer 0: RUN_DIR/ensemble.csv, one row per member of the final combination. */
+static int write_members(struct peer *p)
+{
+	char path[PATH_MAX], clock_s[24], fallback[24];
+	struct csv_writer *w;
+	double t = (double)(clock_now_ns() - p->c.origin_ns) / 1e9;
+	int rc = 0;
+
+	if (snprintf(path, sizeof path, "%s/ensemble.csv", p->c.run_dir) >= (int)sizeof path)
+		return -ENAMETOOLONG;
+	w = csv_writer_open(path, TRACE_HEADER_ENSEMBLE);
+	if (!w)
+		return -EIO;
+	for (uint32_t j = 0; j < p->c.n && rc == 0; j++) {
+		const char *name = fallback;
+		int64_t clock = -1;
+
+		if (p->c.names)
+			name = p->c.names[j];
+		else
+			snprintf(fallback, sizeof fallback, "peer%u", j);
+		if (p->member[j] == P2P_MEMBER_SELF)
+			clock = p->clock;
+		else if (p->member[j] == P2P_MEMBER_FINAL) {
+			pthread_mutex_lock(&p->sh.mu);
+			clock = p->sh.final_clock[j];
+			pthread_mutex_unlock(&p->sh.mu);
+		}
+		clock_s[0] = '\0';
+		if (clock >= 0)
+			snprintf(clock_s, sizeof clock_s, "%lld", (long long)clock);
+		rc = csv_writer_row(w, "%.6f,%s,%s,%s,%s", t < 0 ? 0 : t, p->c.name, name, clock_s,
+				    member_name(p->member[j]));
+	}
+	csv_writer_close(&w);
+	return rc;
 }
 
 /* Leaving: (ensemble) my final replica to peer 0, then BYE to every peer. */
@@ -765,11 +922,13 @@ static int read_params(const struct kv *cfg, struct peer *p)
 	rc = rc ? rc : kv_get_i64(cfg, "consistency.sample", 0, &sample);
 	rc = rc ? rc : kv_get_i64(cfg, "consistency.fanout", 1, &fanout);
 	rc = rc ? rc : kv_get_i64(cfg, "consistency.local_steps", 1, &h);
+	rc = rc ? rc : kv_get_double(cfg, "consistency.dead_after", 0, &p->dead_after_s);
 	if (rc)
 		return rc;
 	if (stale < 0 || sample < 0 || sample > ENGINE_MAX_NODES || fanout < 0 ||
-	    fanout > ENGINE_MAX_NODES || h < 1) {
-		log_error("p2p: bad consistency.staleness / sample / fanout / local_steps");
+	    fanout > ENGINE_MAX_NODES || h < 1 ||
+	    !(p->dead_after_s >= 0 && p->dead_after_s <= 86400)) {
+		log_error("p2p: bad consistency.staleness / sample / fanout / local_steps / dead_after");
 		return -EINVAL;
 	}
 	p->bp.staleness = stale;
@@ -808,13 +967,21 @@ static int peer_setup(struct peer *p)
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
 	p->sh.departed = calloc(n, sizeof *p->sh.departed);
 	p->view = calloc(n, sizeof *p->view);
-	p->sh.final = p->combine == P2P_ENSEMBLE && p->c.index == 0 ? calloc(n, sizeof(float *))
-								      : NULL;
+	if (p->combine == P2P_ENSEMBLE && p->c.index == 0) {
+		p->sh.final = calloc(n, sizeof(float *));
+		p->sh.final_clock = calloc(n, sizeof *p->sh.final_clock);
+		p->sh.heard_ns = calloc(n, sizeof *p->sh.heard_ns);
+		p->member = calloc(n, sizeof *p->member);
+		p->gone_ns = calloc(n, sizeof *p->gone_ns);
+		p->quiet_ns = calloc(n, sizeof *p->quiet_ns);
+	}
 	if (!p->core || !p->alive || !p->asked || !p->got || !p->weights ||
 	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
 	    !p->down ||
 	    !p->sh.dead || !p->sh.departed || !p->view ||
-	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 && !p->sh.final))
+	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 &&
+	     (!p->sh.final || !p->sh.final_clock || !p->sh.heard_ns || !p->member || !p->gone_ns ||
+	      !p->quiet_ns)))
 		return -ENOMEM;
 	for (uint32_t j = 0; j < n; j++) {
 		if (j == p->c.index)
@@ -918,6 +1085,11 @@ static void peer_teardown(struct peer *p)
 		pthread_mutex_destroy(&p->sh.mu);
 	free(p->svc.pend);
 	free(p->sh.final);
+	free(p->sh.final_clock);
+	free(p->sh.heard_ns);
+	free(p->member);
+	free(p->gone_ns);
+	free(p->quiet_ns);
 	free(p->sh.dead);
 	free(p->sh.departed);
 	free(p->view);
@@ -1050,6 +1222,8 @@ int engine_p2p_run(const struct kv *cfg)
 		if (p->combine == P2P_ENSEMBLE)
 			wait_for_finals(p);
 		rc = evaluate(p, ev, true, &acc);
+		if (rc == 0 && p->combine == P2P_ENSEMBLE)
+			rc = write_members(p);
 		if (rc)
 			goto out;
 	}

@@ -36,10 +36,13 @@
  *
  * Evaluation: peer 0 evaluates every eval.every s and at the end into RUN_DIR/eval.csv
  * (updates and samples are peer 0's own). With `ensemble`, peer 0 PULLs every live peer's
- * replica at each evaluation, and at the end waits (at most P2P_ENSEMBLE_WAIT_S) for the final
- * replicas the others send before their BYE; it evaluates the average of all replicas' class
- * probabilities. Stop: stop.time, stop.steps (own steps), the control plane's stop, peer 0's
- * stop.accuracy (spread by BYE with the run-over bit).
+ * replica at each evaluation (not waiting more than consistency.dead_after for one), and at the
+ * end waits for the final replicas the others send before their BYE, for each until it has come
+ * or the member is gone (BYE, closed connection, dead_after of silence), at most
+ * P2P_ENSEMBLE_WAIT_S (5 s once the run is stopped); it evaluates the average of the combined replicas' class probabilities
+ * and names each member's part (combined, or why missing) in RUN_DIR/ensemble.csv.
+ * Stop: stop.time, stop.steps (own steps), the control plane's stop, peer 0's stop.accuracy
+ * (spread by BYE with the run-over bit).
  *
  * Which combination applies where: barrier kinds and combine modes all apply to `p2p`; the
  * `allreduce` topology (node/engine_allreduce) is always BSP and exchanges gradients, not

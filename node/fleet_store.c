@@ -161,6 +161,7 @@ static int meta_get(struct fleet_store *self, const char *key, int64_t *out)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
+	*out = 0;       /* unless the key is there */
 	if ((rc = prepare(self, "SELECT value FROM meta WHERE key = ?1", &st)) < 0)
 		return rc;
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);

@@ -149,22 +149,17 @@ out:
  * link_params_format text the orchestrator wrote. */
 static int read_dir_cfg(const struct kv *cfg, const char *dir, struct link_params *p)
 {
-	char key[64], *copy, *tok, *save = NULL;
+	char key[64];
 	const char *text;
-	int rc = 0;
+	int rc;
 
 	memset(p, 0, sizeof *p);
 	snprintf(key, sizeof key, "linkcheck.%s", dir);
 	text = kv_get(cfg, key);
 	if (!text || !*text)
 		return 0;
-	copy = strdup(text);
-	if (!copy)
-		return -ENOMEM;
-	for (tok = strtok_r(copy, " ", &save); tok && rc == 0; tok = strtok_r(NULL, " ", &save))
-		if ((rc = link_params_parse_token(p, tok)) < 0)
-			log_error("probe: %s: bad token '%s'", key, tok);
-	free(copy);
+	if ((rc = link_params_parse_line(p, text)) < 0)
+		log_error("probe: %s: not a link parameter list as the orchestrator writes it: '%.200s'", key, text);
 	return rc;
 }
 

@@ -262,8 +262,8 @@ int agentreq_parse_conf(const char *args, struct agentreq_conf *c, char *err, si
 /* The link_params tokens, all of s (single spaces between them), each key once. */
 static int tokens(const char *what, const char *s, struct link_params *lp, char *err, size_t errlen)
 {
-	char t[64], seen[32][32];      /* link_params has fewer fields than that */
-	size_t n_seen = 0;
+	char t[64];
+	uint32_t seen = 0;
 
 	*lp = (struct link_params){ 0 };
 	while (*s) {
@@ -271,22 +271,15 @@ static int tokens(const char *what, const char *s, struct link_params *lp, char 
 			snprintf(err, errlen, "%s: bad link parameter list", what);
 			return -EINVAL;
 		}
-		const char *eq = strchr(t, '=');
-		uint64_t v;
-		if (!eq || eq == t || (size_t)(eq - t) >= sizeof seen[0] || number(eq + 1, UINT64_MAX, &v)) {
+		int rc = link_params_parse_token(lp, t, &seen);
+		if (rc == -EEXIST) {
+			snprintf(err, errlen, "%s: link parameter '%.40s' given twice", what, t);
+			return -EINVAL;
+		}
+		if (rc < 0) {
 			snprintf(err, errlen, "%s: bad link parameter '%.40s'", what, t);
 			return -EINVAL;
 		}
-		for (size_t i = 0; i < n_seen; i++)
-			if (strlen(seen[i]) == (size_t)(eq - t) && !strncmp(seen[i], t, (size_t)(eq - t))) {
-				snprintf(err, errlen, "%s: link parameter '%.40s' given twice", what, t);
-				return -EINVAL;
-			}
-		if (n_seen == sizeof seen / sizeof seen[0] || link_params_parse_token(lp, t) < 0) {
-			snprintf(err, errlen, "%s: bad link parameter '%.40s'", what, t);
-			return -EINVAL;
-		}
-		snprintf(seen[n_seen++], sizeof seen[0], "%.*s", (int)(eq - t), t);
 	}
 	const char *bad = link_params_validate(lp);
 	if (bad) {

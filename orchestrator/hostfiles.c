@@ -14,7 +14,8 @@
 
 /* The top-level files nodes write (node/engine_common, node/trainer, node/probe,
  * node/engine_fleet). */
-static const char *const TOP[] = { "eval.csv", "partition.csv", "linkcheck.csv", "fleet.csv", "fleet_repair.csv" };
+static const char *const TOP[] = { "eval.csv", "partition.csv", "linkcheck.csv", "fleet.csv", "fleet_repair.csv",
+				   "ensemble.csv" };
 
 /* s is NAME followed by exactly suffix, NAME one of names[0..n). */
 static bool named(const char *s, const char *suffix, const char *const *names, size_t n)

@@ -28,7 +28,8 @@
 
 /* Whether a host whose endpoints (nodes, and "hub" when it holds the link self-check's hub) are
  * names[0..n) may write REL into the run directory. Exactly these, nothing else:
- *   eval.csv partition.csv linkcheck.csv fleet.csv fleet_repair.csv   (written by nodes)
+ *   eval.csv partition.csv linkcheck.csv fleet.csv fleet_repair.csv
+ *   ensemble.csv                                                      (written by nodes)
  *   nodes/NAME.csv nodes/NAME.conf logs/NAME.log                      (NAME one of names)
  *   logs/linkd.log                                                    (the host's emulator)
  * Pure. */

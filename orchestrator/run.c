@@ -1322,6 +1322,15 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 		fprintf(stderr, "stalenet run: cannot use %s\n", out);
 		return CLI_EXIT_FAILED;
 	}
+	{
+		char err[SCENARIO_ERR_MAX];
+
+		if (rundir_check_out(abs_out, plan, nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1,
+				     NULL, err, sizeof err) < 0) {
+			fprintf(stderr, "stalenet run: %s: not a resume of these runs; choose another --out\n", err);
+			return CLI_EXIT_USAGE;
+		}
+	}
 	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
 		const struct plan_run *run = plan_run(plan, i);
 		int dl;
@@ -1442,6 +1451,12 @@ int run_main(const struct run_opts *o)
 	abs_len = strlen(abs_out);
 	if (abs_len > RUN_DIR_MAX - PLAN_RUN_ID_MAX - 2) {
 		fprintf(stderr, "stalenet run: output path too long: %s\n", abs_out);
+		goto out;
+	}
+	if (rundir_check_out(abs_out, plan, plan_n_runs(plan) == 1 && sc->sweep.n_axes == 0 &&
+			     sc->sweep.repeat <= 1, NULL, err, sizeof err) < 0) {
+		fprintf(stderr, "stalenet run: %s: not a resume of these runs; choose another --out\n", err);
+		rc = CLI_EXIT_USAGE;
 		goto out;
 	}
 	install_signals();

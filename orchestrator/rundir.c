@@ -2,6 +2,7 @@
 #include "orchestrator/rundir.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
@@ -14,8 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectors/meta.h"
+#include "collectors/table.h"
 #include "lib/log.h"
+#include "lib/rfile.h"
 #include "lib/safefile.h"
+#include "orchestrator/scenario.h"
 
 int rundir_mkdirs(const char *path, bool private_last)
 {
@@ -333,4 +338,159 @@ bool rundir_is_complete(const char *dir)
 
 	snprintf(path, sizeof path, "%s/complete", dir);
 	return access(path, F_OK) == 0;
+}
+
+/* --- an existing --out ------------------------------------------------------------------------- */
+
+/* dir holds a run's files (an attempt, complete or not): meta.json, scenario.yaml or complete. */
+static bool holds_run(const char *dir)
+{
+	static const char *const files[] = { "meta.json", "scenario.yaml", "complete" };
+	char path[4096];
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		if (snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
+			return true;    /* cannot even name it: not ours to take */
+		if (lstat(path, &st) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The attempt in dir is of run: its scenario.yaml is what rundir_prepare writes for run, its
+ * meta.json (when written) of the same mode. Returns 0, or -EEXIST with err saying how not. */
+static int same_run(const char *dir, const struct plan_run *run, const char *mode, char *err, size_t errlen)
+{
+	char path[4096], why[512];
+	char *have = NULL, *want = NULL;
+	size_t have_len = 0, want_len = 0;
+	struct run_meta meta;
+	FILE *f = NULL;
+	int rc;
+
+	snprintf(path, sizeof path, "%s/scenario.yaml", dir);
+	rc = rfile_read(path, META_SCENARIO_MAX_BYTES, &have, &have_len, why, sizeof why);
+	if (rc == -ENOENT) {
+		rc = 0;         /* an attempt that ended before it wrote one */
+	} else if (rc < 0) {
+		snprintf(err, errlen, "%s", why);
+		goto out;
+	} else {
+		f = open_memstream(&want, &want_len);
+		if (!f || scenario_write_yaml(run->scenario, f) < 0 || fflush(f) != 0) {
+			rc = -ENOMEM;
+			snprintf(err, errlen, "%s: cannot compare with this run's scenario", path);
+			goto out;
+		}
+		if (have_len != want_len || memcmp(have, want, have_len) != 0) {
+			rc = -EEXIST;
+			snprintf(err, errlen, "%s holds run %s of another scenario (its scenario.yaml differs "
+				 "from this run's)", dir, run->id);
+			goto out;
+		}
+	}
+	snprintf(path, sizeof path, "%s/meta.json", dir);
+	if (access(path, F_OK) == 0) {
+		rc = meta_load_dir(dir, &meta, why, sizeof why);
+		if (rc < 0) {
+			snprintf(err, errlen, "%s", why);
+			goto out;
+		}
+		if (strcmp(meta.mode, mode ? mode : "") != 0) {
+			rc = -EEXIST;
+			snprintf(err, errlen, "%s holds %s attempt of run %s, not %s one", dir,
+				 !*meta.mode ? "an emulated" : !strcmp(meta.mode, "simulation") ? "a simulated"
+								  : "another mode's",
+				 run->id, mode ? "a simulated" : "an emulated");
+			goto out;
+		}
+	}
+out:
+	if (f)
+		fclose(f);
+	free(want);
+	free(have);
+	return rc;
+}
+
+/* The plan's run named id, or NULL. */
+static const struct plan_run *run_named(const struct plan *plan, const char *id)
+{
+	for (size_t i = 0; i < plan_n_runs(plan); i++)
+		if (strcmp(plan_run(plan, i)->id, id) == 0)
+			return plan_run(plan, i);
+	return NULL;
+}
+
+int rundir_check_out(const char *out, const struct plan *plan, bool single, const char *mode, char *err,
+		     size_t errlen)
+{
+	char path[4096], why[512];
+	struct table *t = NULL;
+	struct dirent *de;
+	bool missing = false;
+	DIR *d = NULL;
+	int rc = 0;
+
+	if (single && holds_run(out)) {
+		rc = same_run(out, plan_run(plan, 0), mode, err, errlen);
+		if (rc < 0)
+			goto out;
+	} else if (!single && holds_run(out)) {
+		rc = -EEXIST;
+		snprintf(err, errlen, "%s holds a single run, not a sweep's runs", out);
+		goto out;
+	}
+	d = opendir(out);
+	if (!d) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", out, strerror(errno));
+		goto out;
+	}
+	while ((de = readdir(d))) {
+		const struct plan_run *run;
+		struct stat st;
+
+		/* hidden entries (.incomplete/: earlier attempts kept aside) are no runs */
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof path, "%s/%s", out, de->d_name) >= (int)sizeof path ||
+		    lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || !holds_run(path))
+			continue;
+		run = single ? NULL : run_named(plan, de->d_name);
+		if (!run) {
+			rc = -EEXIST;
+			snprintf(err, errlen, "%s holds run %s, %s", out, de->d_name,
+				 single ? "a sweep's run, not this single run" : "which is not one of this sweep's runs");
+			goto out;
+		}
+		rc = same_run(path, run, mode, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+	/* A summary row of another run would be averaged and plotted with these. */
+	snprintf(path, sizeof path, "%s/summary.csv", out);
+	t = table_load(path, &missing, why, sizeof why);
+	if (!t && !missing) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "%s", why);
+		goto out;
+	}
+	for (size_t r = 0; t && r < table_rows(t); r++) {
+		int c = table_col(t, "run_id");
+		const char *id = c >= 0 ? table_get(t, r, (size_t)c) : "";
+
+		if (single ? strcmp(id, plan_run(plan, 0)->id) != 0 : !run_named(plan, id)) {
+			rc = -EEXIST;
+			snprintf(err, errlen, "%s has a row of run '%.*s', which is not one of these runs", path,
+				 PLAN_RUN_ID_MAX, id);
+			goto out;
+		}
+	}
+out:
+	table_destroy(&t);
+	if (d)
+		closedir(d);
+	return rc;
 }

@@ -55,4 +55,17 @@ int rundir_write_meta(const char *dir, const struct plan_run *run, const struct 
 int rundir_mark_complete(const char *dir);
 bool rundir_is_complete(const char *dir);
 
+/* Whether the output directory out (it exists) may take the runs of plan: it holds no run
+ * output, or only earlier attempts of these very runs, which `run` and `simulate` then resume
+ * (complete ones skipped). single: the plan's one run goes into out itself, else each run into
+ * out/<run id>. Earlier attempts are the same runs when each run directory found (out itself,
+ * or a subdirectory, holding meta.json, scenario.yaml or the complete marker) is one of the
+ * plan's, with this run's scenario.yaml byte for byte (the resolved scenario: every value, the
+ * derived seed) and its meta.json mode (mode: NULL for an emulated run, "simulation"), and
+ * every row of out/summary.csv names one of them. Anything else is refused, so no run is
+ * skipped as done that was another scenario's, and no summary mixes rows of two. Returns 0,
+ * or -EEXIST (err: what is in the way, "OUT holds ...") or another -errno (err filled). */
+int rundir_check_out(const char *out, const struct plan *plan, bool single, const char *mode, char *err,
+		     size_t errlen);
+
 #endif

@@ -129,6 +129,7 @@ int simulate_main(const struct simulate_opts *o)
 	struct plan *plan = NULL;
 	int rc = CLI_EXIT_USAGE, failed = 0;
 	size_t nruns, done = 0, skipped = 0;
+	bool single;
 
 	sc = scenario_load_with(o->scenario_path, o->sets, o->n_sets, err, sizeof err);
 	if (!sc) {
@@ -149,12 +150,17 @@ int simulate_main(const struct simulate_opts *o)
 		goto out;
 	}
 	nruns = plan_n_runs(plan);
+	single = nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1;
+	if (rundir_check_out(abs_out, plan, single, "simulation", err, sizeof err) < 0) {
+		fprintf(stderr, "stalenet simulate: %s: not a resume of these runs; choose another --out\n", err);
+		goto out;
+	}
 	rc = CLI_EXIT_OK;
 	for (size_t i = 0; i < nruns; i++) {
 		const struct plan_run *run = plan_run(plan, i);
 		int r;
 
-		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
+		if (single)
 			snprintf(dir, sizeof dir, "%s", abs_out);
 		else
 			snprintf(dir, sizeof dir, "%s/%s", abs_out, run->id);

@@ -5,7 +5,9 @@
  *   pBSP(0)    never waits: the early peers finish every step before the late one starts;
  *   average    H local steps then sample-weighted averaging still learns;
  *   ensemble   peers trained on disjoint class subsets: the averaged probabilities beat what
- *              any single peer can reach (a peer that saw 4 classes scores at most 0.4);
+ *              any single peer can reach (a peer that saw 4 classes scores at most 0.4); a
+ *              member killed (or stopped) mid-run is noticed at the end, within
+ *              consistency.dead_after, and named missing in ensemble.csv;
  *   bad replica a replica with an infinite weight is a bad frame and changes nothing. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -34,6 +36,8 @@ struct opts {
 	const char *barrier, *combine, *partition;
 	double late_s;      /* the last peer starts this much later */
 	double eval_every;
+	double dead_after;  /* consistency.dead_after, 0: not written */
+	double delay_s;     /* every peer's constant straggler delay per step, 0: none */
 };
 
 struct row {
@@ -95,6 +99,12 @@ static void write_conf(const char *dir, const struct opts *o, int i, int64_t ori
 	kv_setf(kv, "stop.steps", "%d", o->steps);
 	kv_set(kv, "stop.time", "60");
 	kv_setf(kv, "eval.every", "%g", o->eval_every > 0 ? o->eval_every : 0.3);
+	if (o->dead_after > 0)
+		kv_setf(kv, "consistency.dead_after", "%g", o->dead_after);
+	if (o->delay_s > 0) {
+		kv_set(kv, "straggler.delay.dist", "constant");
+		kv_setf(kv, "straggler.delay.a", "%g", o->delay_s);
+	}
 	snprintf(path, sizeof path, "%s/peer%d.conf", dir, i);
 	cr_assert_eq(kv_save(kv, path), 0);
 	kv_destroy(&kv);
@@ -196,6 +206,8 @@ static double final_accuracy(const char *dir, int *nrows_out)
 		*nrows_out = k;
 	return acc;
 }
+
+static double ensemble_state(const char *dir, const char *name, char *state, size_t len);
 
 static double total_wait(int i)
 {
@@ -325,6 +337,14 @@ Test(engine_p2p, ensemble_beats_any_single_peer, .timeout = 120)
 	cr_assert_geq(nev, 1);
 	/* Each peer saw 4 of 10 (balanced) classes, so alone it scores at most ~0.4. */
 	cr_assert_gt(acc, 0.55, "ensemble accuracy %.3f", acc);
+	/* every member ended normally: all combined, none taken for crashed as it closed */
+	for (int i = 0; i < o.n; i++) {
+		char name[16], state[32];
+
+		snprintf(name, sizeof name, "peer%d", i);
+		ensemble_state(dir, name, state, sizeof state);
+		cr_assert_str_eq(state, i ? "final" : "self", "%s: %s", name, state);
+	}
 }
 
 static int trace_lines(const char *dir, int i)
@@ -380,6 +400,152 @@ Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(nrows[i], o.steps, "peer%d traced %d steps", i, nrows[i]);
 	cr_assert_gt(final_accuracy(dir, NULL), 0.6);
+}
+
+/* The t_s of the last row of nodes/peer<i>.csv (-1 when it has none). */
+static double last_row_t(const char *dir, int i)
+{
+	char path[600], line[512];
+	double t = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/nodes/peer%d.csv", dir, i);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "t_s,", 4))
+			t = strtod(line, NULL);
+	fclose(f);
+	return t;
+}
+
+/* peer2 traced 30 steps and peer0 evaluated twice: each evaluation of an ensemble pulls every
+ * live member's replica, so peer0 is connected to peer2 by then. */
+static bool peer2_got_going(void *dir)
+{
+	char path[600], line[512];
+	int evals = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/eval.csv", (const char *)dir);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof line, f))
+		evals++;
+	fclose(f);
+	return evals >= 2 && trace_lines(dir, 2) >= 31;
+}
+
+/* ensemble.csv's state of member `name` ("" when it has no row) and the rows' t_s; rows must
+ * name peer0 as the evaluating node and each member once. */
+static double ensemble_state(const char *dir, const char *name, char *state, size_t len)
+{
+	double t = -1;
+	char path[600], line[512];
+	int found = 0;
+	FILE *f;
+
+	state[0] = '\0';
+	snprintf(path, sizeof path, "%s/ensemble.csv", dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "no %s", path);
+	cr_assert_not_null(fgets(line, sizeof line, f));
+	cr_assert_str_eq(line, TRACE_HEADER_ENSEMBLE "\n");
+	while (fgets(line, sizeof line, f)) {
+		char *fld[5], *cur = line;
+		int nf = 0;
+
+		line[strcspn(line, "\n")] = '\0';
+		while (nf < 5 && cur)
+			fld[nf++] = strsep(&cur, ",");
+		cr_assert(nf == 5 && !cur, "%s", line);
+		cr_assert_str_eq(fld[1], "peer0");
+		t = strtod(fld[0], NULL);
+		/* a combined member's row gives the clock of its replica, a missing one's none */
+		bool in = !strcmp(fld[4], "self") || !strcmp(fld[4], "final");
+		cr_assert_eq(*fld[3] != '\0', in, "%s", line);
+		if (!strcmp(fld[2], name)) {
+			found++;
+			snprintf(state, len, "%s", fld[4]);
+		}
+	}
+	fclose(f);
+	cr_assert_leq(found, 1, "%s named %d times", name, found);
+	return t;
+}
+
+/* Three ensemble peers; peer2 gets `sig` after 30 steps (SIGKILL: it crashes, its connections
+ * close; SIGSTOP: it stays connected and says nothing). peer0 must make its final combination
+ * within consistency.dead_after (2 s) and a small bound of the last live member's end (it
+ * waited P2P_ENSEMBLE_WAIT_S, 30 s), combine peer1's final replica with its own, name peer2 in
+ * ensemble.csv with `want`, and exit. */
+static void ensemble_without_peer2(int sig, const char *want)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX", state[32], cmd[128];
+	struct opts o = { .n = 3, .steps = 1500, .barrier = "asp", .fanout = 1,
+			  .combine = "ensemble", .partition = "classes", .dead_after = 2.0,
+			  .eval_every = 0.2, .delay_s = 0.002 };
+	const double bound_s = 3.0;
+	int64_t origin = clock_now_ns();
+	double t_exit0, t_end, t_comb;
+	pid_t pids[3];
+	int st;
+
+	cr_assert_not_null(mkdtemp(dir));
+	for (int i = 0; i < o.n; i++)
+		write_conf(dir, &o, i, origin);
+	for (int i = 0; i < o.n; i++)
+		pids[i] = spawn(dir, i);
+	support_wait_until(peer2_got_going, dir, 30000);
+	cr_assert(peer2_got_going(dir), "peer2 never got going");
+	cr_assert_eq(kill(pids[2], sig), 0);
+	cr_assert_eq(support_wait_pid(pids[0], &st, 90000), 0);
+	t_exit0 = (double)(clock_now_ns() - origin) / 1e9;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer0 failed (status %d)", st);
+	cr_assert_eq(support_wait_pid(pids[1], &st, 30000), 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer1 failed (status %d)", st);
+	if (sig != SIGKILL)
+		kill(pids[2], SIGKILL);
+	cr_assert_eq(support_wait_pid(pids[2], &st, 10000), 0);
+	cr_assert_lt(trace_lines(dir, 2) - 1, o.steps, "peer2 finished before the %s", strsignal(sig));
+	cr_assert_eq(trace_lines(dir, 0) - 1, o.steps);
+	cr_assert_eq(trace_lines(dir, 1) - 1, o.steps);
+	t_end = fmax(last_row_t(dir, 0), last_row_t(dir, 1));
+	t_comb = ensemble_state(dir, "peer0", state, sizeof state);
+	cr_log_info("%s: peer0 combined %.2f s and exited %.2f s after the last live member's last "
+		    "step", strsignal(sig), t_comb - t_end, t_exit0 - t_end);
+	cr_assert_lt(t_comb - t_end, o.dead_after + bound_s,
+		     "peer0 combined %.1f s after the last live member's last step (dead_after %.0f s)",
+		     t_comb - t_end, o.dead_after);
+	/* then it says BYE and lingers at most P2P_BYE_LINGER_MS for its frames to go */
+	cr_assert_lt(t_exit0 - t_comb, 1.0 + bound_s, "peer0 exited %.1f s after combining",
+		     t_exit0 - t_comb);
+	cr_assert_str_eq(state, "self");
+	ensemble_state(dir, "peer1", state, sizeof state);
+	cr_assert_str_eq(state, "final");
+	ensemble_state(dir, "peer2", state, sizeof state);
+	cr_assert_str_eq(state, want);
+	{
+		char path[600], err[512];
+
+		snprintf(path, sizeof path, "%s/ensemble.csv", dir);
+		cr_assert_eq(trace_schema_check_file(path, "ensemble", err, sizeof err), 0, "%s", err);
+	}
+	cr_assert_gt(final_accuracy(dir, NULL), 0.3);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+Test(engine_p2p, ensemble_ends_without_a_killed_member, .timeout = 120)
+{
+	ensemble_without_peer2(SIGKILL, "crashed");
+}
+
+Test(engine_p2p, ensemble_ends_without_a_silent_member, .timeout = 120)
+{
+	ensemble_without_peer2(SIGSTOP, "silent");
 }
 
 /* --- a replica it cannot take ---------------------------------------------------------------------- */

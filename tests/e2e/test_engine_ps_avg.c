@@ -244,7 +244,7 @@ Test(engine_ps_avg, bsp_rounds, .timeout = 120)
 	 * workers' final replicas. */
 	server = load_params(dir, "server0", &n);
 	for (int i = 0; i < NW; i++) {
-		char name[16];
+		char name[24];   /* "worker" + any int */
 
 		snprintf(name, sizeof name, "worker%d", i);
 		w[i] = load_params(dir, name, &m);

@@ -1,7 +1,8 @@
 /* `stalenet simulate` end to end: a small parameter-server scenario with real training, its
  * run directory (scenario.yaml, meta.json in simulation mode, the traces in the emulator's
- * schema, workers.csv, summary.csv, the figures), a resumed sweep skipping complete runs, and
- * byte-identical traces from a second simulation of the same scenario. Needs the data set
+ * schema, workers.csv, summary.csv, the figures), a resumed sweep skipping complete runs,
+ * byte-identical traces from a second simulation of the same scenario, and an --out holding
+ * other runs refused (no run mixed into another's directory or summary). Needs the data set
  * and build/stalenet; no privileges. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -372,5 +373,92 @@ Test(simulate, p2p_run_directory, .timeout = 120)
 	cr_assert_gt(summary_cell(path, "steps_min"), 50);
 	cr_assert_eq(summary_cell(path, "steps_min"), summary_cell(path, "steps_max"));
 	cr_assert_eq(summary_cell(path, "staleness_mean"), 0);
+	support_rm_rf(dir);
+}
+
+/* --out takes a new directory or the earlier attempt of these very runs (resume): a directory
+ * holding runs of another scenario (another --set, a sweep where one run was, one run where a
+ * sweep was, a sweep of other points) is refused with exit 2, and nothing in it changes, so no
+ * summary.csv mixes rows of two scenarios. */
+#define SMALL_SCENARIO                                                                           \
+	"name: simout\nseed: 3\nstop: {time: 5s}\nmodel: {kind: softmax}\nworkers: 4\n"          \
+	"linkcheck: off\nnetwork: {default: {delay: 5ms}}\n"                                      \
+	"simulation: {train: none, step_cost: 2ms, server_cost: 20us}\n"
+
+static size_t summary_rows(const char *out)
+{
+	char path[700], err[512];
+	struct table *t;
+	bool missing;
+	size_t n;
+
+	snprintf(path, sizeof path, "%s/summary.csv", out);
+	t = table_load(path, &missing, err, sizeof err);
+	cr_assert_not_null(t, "%s", err);
+	n = table_rows(t);
+	table_destroy(&t);
+	return n;
+}
+
+Test(simulate, out_dir_of_other_runs_is_refused, .timeout = 120)
+{
+	char dir[256], yaml[300], one[300], sweep[300], path[700];
+	char *before, *after;
+
+	if (access(bin(), X_OK) != 0)
+		cr_skip_test("needs %s", bin());
+	support_tmpdir(dir, sizeof dir, "simulate");
+	snprintf(yaml, sizeof yaml, "%s/s.yaml", dir);
+	snprintf(one, sizeof one, "%s/one", dir);
+	snprintf(sweep, sizeof sweep, "%s/sweep", dir);
+	support_write_file(yaml, SMALL_SCENARIO);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet 2>'%s/log'", bin(), yaml, one, dir), 0);
+	cr_assert_eq(summary_rows(one), 1);
+	snprintf(path, sizeof path, "%s/summary.csv", one);
+	before = support_slurp(path, NULL);
+	/* the same scenario again: a resume, nothing to do */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' 2>'%s/log'", bin(), yaml, one, dir), 0);
+	cr_assert_eq(support_sh("grep -q '0 simulation(s) done, 1 skipped' '%s/log'", dir), 0);
+	/* another scenario into the complete run: it was taken as done ("skipped") */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet --set workers=8 2>'%s/log'; test $? = 2",
+				bin(), yaml, one, dir), 0, "another scenario taken into %s", one);
+	cr_assert_eq(support_sh("grep -q 'not a resume' '%s/log'", dir), 0);
+	/* a sweep into the run: its runs and rows were mixed into the run's directory */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet --set 'sweep.workers=[2, 3]' 2>'%s/log'; "
+				"test $? = 2", bin(), yaml, one, dir), 0, "a sweep taken into the run %s", one);
+	cr_assert_eq(support_sh("grep -q 'not a resume' '%s/log'", dir), 0);
+	snprintf(path, sizeof path, "%s/workers=2+rep=1", one);
+	cr_assert_neq(access(path, F_OK), 0, "a sweep run was made in %s", one);
+	snprintf(path, sizeof path, "%s/summary.csv", one);
+	after = support_slurp(path, NULL);
+	cr_assert_str_eq(after, before, "the run's summary.csv changed");
+	free(before);
+	free(after);
+	/* a sweep; then one run into it, and a sweep of other points */
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet --set 'sweep.workers=[2, 3]' 2>'%s/log'",
+				bin(), yaml, sweep, dir), 0);
+	cr_assert_eq(summary_rows(sweep), 2);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet 2>'%s/log'; test $? = 2", bin(), yaml, sweep, dir),
+		     0, "one run taken into the sweep %s", sweep);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet --set 'sweep.workers=[2, 5]' 2>'%s/log'; "
+				"test $? = 2", bin(), yaml, sweep, dir), 0, "other points taken into the sweep");
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --quiet --set 'sweep.workers=[2, 3]' --set seed=4 "
+				"2>'%s/log'; test $? = 2", bin(), yaml, sweep, dir), 0, "another seed taken into the sweep");
+	cr_assert_eq(summary_rows(sweep), 2, "the sweep's summary.csv changed");
+	snprintf(path, sizeof path, "%s/meta.json", sweep);
+	cr_assert_neq(access(path, F_OK), 0, "a run was written at the top of the sweep");
+	snprintf(path, sizeof path, "%s/workers=5+rep=1", sweep);
+	cr_assert_neq(access(path, F_OK), 0, "a foreign sweep point was run in the sweep");
+	/* and the sweep itself resumes: an incomplete run is run again, complete ones skipped */
+	snprintf(path, sizeof path, "%s/workers=3+rep=1/complete", sweep);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(support_sh("%s simulate '%s' --out '%s' --set 'sweep.workers=[2, 3]' 2>'%s/log'", bin(), yaml,
+				sweep, dir), 0);
+	cr_assert_eq(support_sh("grep -q '1 simulation(s) done, 1 skipped' '%s/log'", dir), 0);
+	cr_assert_eq(summary_rows(sweep), 2, "the run done again has one row, not two");
+	/* an emulated run of the same scenario is no earlier attempt of a simulation */
+	cr_assert_eq(support_sh("sed -i 's/\"mode\": \"simulation\"/\"mode\": \"\"/' '%s/meta.json' && "
+				"%s simulate '%s' --out '%s' --quiet 2>'%s/log'; test $? = 2", one, bin(), yaml, one, dir), 0);
+	cr_assert_eq(support_sh("grep -q 'an emulated attempt' '%s/log'", dir), 0);
 	support_rm_rf(dir);
 }

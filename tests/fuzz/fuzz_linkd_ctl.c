@@ -2,11 +2,17 @@
  * parses must format to a line that parses back to the same request (formatted identically);
  * whatever fails must leave an "err " reply. Stats lines must round-trip too. The raw bytes are
  * also read as a stats reply (no NUL needed): one that parses is rebuilt from its lines and must
- * parse again to the same lines; cutting it into messages must give whole pieces within the limit. */
+ * parse again to the same lines; cutting it into messages must give whole pieces within the limit.
+ * The bytes are also read as a bare link parameter list (lib/link_params, the text in linkd's
+ * requests, the agent's shape lines and the nodes' linkcheck keys): one that parses must be in
+ * the canonical form, each of its tokens with a value other than 0 written back verbatim by
+ * link_params_format and nothing else, so no sign, blank, leading zero or repeated key passes. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/link_params.h"
 #include "netem/linkd_ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -80,6 +86,50 @@ static void fuzz_stats_reply(const uint8_t *data, size_t size)
 	free(raw);
 }
 
+static void fuzz_params_line(const char *in)
+{
+	struct link_params p, p2;
+	char out[1024], tok[1024];
+	size_t n_in = 0, n_out = 0;
+	int n;
+
+	if (link_params_parse_line(&p, in) < 0)
+		return;
+	n = link_params_format(&p, out, sizeof out);
+	if (n < 0 || (size_t)n >= sizeof out || link_params_parse_line(&p2, out) < 0 || memcmp(&p, &p2, sizeof p))
+		abort();
+	for (const char *s = out; *s; n_out++) {
+		s += strcspn(s, " ");
+		s += *s == ' ';
+	}
+	for (const char *s = in; *s;) {
+		size_t len = strcspn(s, " ");
+		if (len == 0 || len >= sizeof tok)
+			abort();        /* parse_line took an empty or a huge token */
+		memcpy(tok, s, len);
+		tok[len] = '\0';
+		s += len;
+		s += *s == ' ';
+		const char *eq = strchr(tok, '=');
+		if (!eq)
+			abort();
+		if (!strcmp(eq + 1, "0"))
+			continue;
+		n_in++;
+		/* the same token, delimited, somewhere in what the writer wrote */
+		const char *at = out;
+		bool found = false;
+		while (!found && (at = strstr(at, tok))) {
+			found = (at == out || at[-1] == ' ') && (at[len] == ' ' || at[len] == '\0');
+			at++;
+		}
+		if (!found)
+			abort();
+	}
+	if (n_in != n_out)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct linkd_ctl_req r, r2;
@@ -117,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    memcmp(&c, &c2, sizeof c) != 0)
 			abort();
 	}
+	fuzz_params_line(in);
 	free(in);
 	fuzz_stats_reply(data, size);
 	return 0;

@@ -191,7 +191,7 @@ static double median_step_lag(int w)
 			max_step = stp > max_step ? stp : max_step;
 		}
 	}
-	char who[16];
+	char who[24];   /* ",worker" + any int + "," */
 	snprintf(who, sizeof who, ",worker%d,", w);
 	static double lags[200000];
 	size_t nl = 0;
@@ -707,7 +707,7 @@ Test(multihost_cli, clock_refreshed_during_the_run)
 	char *meta = support_read_file(path, &len);
 	cr_assert(meta);
 	for (int h = 0; h < 3; h++) {
-		char name[8], want[64];
+		char name[16], want[64];   /* "h" + any int */
 		snprintf(name, sizeof name, "h%d", h);
 		/* 100 exchanges when reached, 20 at 10 s, 20 at the end: > 10 s spanned */
 		snprintf(want, sizeof want, "host %s: clock offset ", name);

@@ -627,8 +627,9 @@ static bool find_event(const char *dir, const char *event, const char *target, c
 	FILE *f;
 	bool found = false;
 
-	snprintf(path, sizeof path, "%s/events.csv", dir);
-	snprintf(pat, sizeof pat, ",%s,%s,", event, target);
+	if (snprintf(path, sizeof path, "%s/events.csv", dir) >= (int)sizeof path ||
+	    snprintf(pat, sizeof pat, ",%s,%s,", event, target) >= (int)sizeof pat)
+		return false;
 	f = fopen(path, "re");
 	if (!f)
 		return false;
@@ -992,6 +993,51 @@ Test(run, invalid_scenario_exits_2_with_position_and_creates_nothing)
 		cr_assert(!strncmp(err, want, strlen(want)), "case %zu: want '%s...', stderr:\n%s", i, want, err);
 		cr_assert_not(exists(dir), "case %zu: %s was created", i, dir);
 		free(err);
+	}
+	assert_host_as(&before, NULL, 0);
+	sorted_dir("/run/stalenet", reg_after, sizeof reg_after);
+	cr_assert_str_eq(reg_after, reg_before, "registry changed");
+}
+
+/* An --out holding other runs (here simulated ones of the same scenario, and a sweep's where one
+ * run goes) is refused with exit 2 before the host is touched, as `simulate` refuses it: the
+ * same rule (rundir_check_out). */
+Test(run, an_out_of_other_runs_exits_2_and_touches_nothing)
+{
+	static struct host_snapshot before;
+	static const char *const sets[] = { NULL, "sweep.workers=[2, 3]" };
+	char reg_before[SNAP_MAX], reg_after[SNAP_MAX];
+	char scen[PATH_MAX];
+
+	tpath(scen, sizeof scen, "other.yaml");
+	write_file(scen, "name: other\nworkers: 2\nstop: {time: 5s}\nlinkcheck: off\n"
+			 "simulation: {train: none, step_cost: 1ms, server_cost: 10us}\n");
+	snapshot(&before);
+	sorted_dir("/run/stalenet", reg_before, sizeof reg_before);
+	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+		struct proc_run r;
+		char dir[PATH_MAX], summary[PATH_MAX + 32], *err, *sum_before, *sum_after;
+		int rc;
+
+		tpath(dir, sizeof dir, "other%zu", i);
+		if (sets[i])
+			start_stalenet(&r, "sim", "simulate", scen, "--out", dir, "--quiet", "--set", sets[i], NULL);
+		else
+			start_stalenet(&r, "sim", "simulate", scen, "--out", dir, "--quiet", NULL);
+		cr_assert_eq(run_stalenet_to_end(&r, 30000), 0, "the simulation failed");
+		snprintf(summary, sizeof summary, "%s/summary.csv", dir);
+		sum_before = slurp(summary);
+		cr_assert(*sum_before, "no %s", summary);
+		start_stalenet(&r, "run", "run", scen, "--out", dir, NULL);
+		rc = run_stalenet_to_end(&r, 10000);
+		err = slurp(r.err);
+		cr_assert_eq(rc, 2, "case %zu: exit %d; stderr:\n%s", i, rc, err);
+		cr_assert_not_null(strstr(err, "not a resume of these runs"), "case %zu: stderr:\n%s", i, err);
+		sum_after = slurp(summary);
+		cr_assert_str_eq(sum_after, sum_before, "case %zu: summary.csv changed", i);
+		free(err);
+		free(sum_before);
+		free(sum_after);
 	}
 	assert_host_as(&before, NULL, 0);
 	sorted_dir("/run/stalenet", reg_after, sizeof reg_after);
@@ -1381,6 +1427,45 @@ static double max_step_gap_after(const char *path, double t_from)
  * not wait for the crashed peer (the answers of the live ones count it as departed), nor does
  * any barrier after it, so no peer stalls: peer0 steps to the end with no gap near the 2 s the
  * join used to wait, let alone the rest of the run its barriers used to wait for peer3. */
+/* An ensemble ended by stop.time: every peer gets the stop at once and sends its final replica
+ * when its step ends (peers 1 and 2 sleep 300 ms in each), and peer 0 waits for them (it
+ * stopped waiting at the stop itself, and combined its own replica alone). */
+Test(run, p2p_ensemble_at_stop_time_combines_every_member)
+{
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], err[512], *ens;
+	int rc;
+
+	tpath(scen, sizeof scen, "ensemble.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: ens\nseed: 5\nstop: {time: 4s}\nmodel: {kind: softmax}\n"
+			 "topology: {kind: p2p}\nconsistency: {barrier: asp, combine: ensemble}\nworkers: 3\n"
+			 "eval: {every: 1s}\nlinkcheck: off\nnetwork:\n  default: {delay: 2ms}\n"
+			 "stragglers:\n  - {nodes: \"peer[1-2]\", compute: {delay: {dist: constant, value: 300ms}}}\n");
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 40000);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	snprintf(path, sizeof path, "%s/ensemble.csv", dir);
+	ens = slurp(path);
+	for (int i = 0; i < 3; i++) {
+		char want[64];
+
+		snprintf(want, sizeof want, ",peer0,peer%d,", i);
+		cr_assert_not_null(strstr(ens, want), "no row of peer%d:\n%s", i, ens);
+	}
+	{
+		int self = 0, final = 0;
+
+		for (const char *l = ens; (l = strchr(l, ',')); l++) {
+			self += !strncmp(l, ",self\n", 6);
+			final += !strncmp(l, ",final\n", 7);
+		}
+		cr_assert(self == 1 && final == 2, "not every member combined:\n%s", ens);
+	}
+	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
+	free(ens);
+}
+
 Test(run, p2p_restart_while_another_peer_is_down_does_not_stall)
 {
 	static struct host_snapshot before;

@@ -186,7 +186,7 @@ int hostsim_start(struct hostsim *hs, const char *tag, size_t n, const int64_t *
 	for (size_t i = 0; i < n; i++) {
 		struct hostsim_host *h = &hs->host[i];
 		snprintf(h->name, sizeof h->name, "h%zu", i);
-		snprintf(h->netns, sizeof h->netns, "%s-%s", hs->prefix, h->name);
+		snprintf(h->netns, sizeof h->netns, "%s-h%zu", hs->prefix, i);   /* PREFIX-NAME */
 		snprintf(h->address, sizeof h->address, UNDERLAY ".%zu", i + 1);
 		h->mono_offset_ns = offsets_ns ? offsets_ns[i] : 0;
 		h->init_pid = h->sshd_pid = -1;

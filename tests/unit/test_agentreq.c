@@ -173,7 +173,10 @@ Test(agentreq, shape_and_reshape)
 					   "worker0 up delay_us=0x10", "worker0 up delay_us=-1", "worker0 up delay_us",
 					   "worker0 up =5", "worker0 up bogus=5", "worker0 up delay_us=1 delay_us=2",
 					   "worker0 up delay_us=99999999999", "worker0 up loss_ppm=1000001",
-					   "worker0 up delay_us=18446744073709551616", "w@rker0 up" };
+					   "worker0 up delay_us=18446744073709551616", "worker0 up delay_us=05",
+					   "worker0 up delay_us=1 jitter_us=1 delay_us=1", "worker0 up delay_us=1\tjitter_us=1",
+					   "worker0 up delay_us=1\t", "worker0 up jitter_us=1 dist=5",
+					   "worker0 up rate_bps=17179869177", "w@rker0 up" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cr_expect_eq(agentreq_parse_shape("reshape", bad[i], &s, err, sizeof err), -EINVAL, "'%s' taken", bad[i]);
 		cr_expect(!strncmp(err, "reshape: ", 9), "%s", err);

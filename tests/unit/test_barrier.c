@@ -11,6 +11,7 @@
 static bool ref_proceed(enum barrier_kind kind, int64_t s, const int64_t *clk, const bool *alive,
 			size_t n, size_t self, int64_t c, const bool *checked)
 {
+	cr_assert(checked || (kind != BARRIER_PBSP && kind != BARRIER_PSSP), "a sampled kind needs its checked set");
 	for (size_t i = 0; i < n; i++) {
 		int64_t need;
 

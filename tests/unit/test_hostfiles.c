@@ -21,7 +21,7 @@ static const char *const names[] = { "worker0", "server", "hub" };
 Test(hostfiles, the_files_nodes_write_are_allowed)
 {
 	static const char *const ok[] = { "eval.csv", "partition.csv", "linkcheck.csv", "fleet.csv", "fleet_repair.csv",
-					  "nodes/worker0.csv", "nodes/server.csv", "nodes/hub.conf", "nodes/worker0.conf",
+					  "ensemble.csv", "nodes/worker0.csv", "nodes/server.csv", "nodes/hub.conf", "nodes/worker0.conf",
 					  "logs/worker0.log", "logs/hub.log", "logs/linkd.log" };
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		cr_expect(hostfiles_allowed(ok[i], names, N), "%s refused", ok[i]);

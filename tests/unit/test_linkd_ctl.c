@@ -91,6 +91,22 @@ Test(linkd_ctl, set_is_strict)
 		"set name=a queue=1 delay_us=abc",
 		"set name=a queue=1 loss_ppm=2000000", /* over 100% */
 		"set name=a queue=1 reorder_ppm=1000", /* reorder needs delay */
+		/* Link parameters only as link_params_format writes them, each key once. */
+		"set name=a queue=1 delay_us=+5",
+		"set name=a queue=1 delay_us=05",
+		"set name=a queue=1 delay_us=-0",
+		"set name=a queue=1 delay_us=5 delay_us=6",
+		"set name=a queue=1 delay_us=5 jitter_us=1 delay_us=5",
+		"set name=a queue=1 dist=9 jitter_us=5",
+		"set name=a queue=1 rate_bps=17179869177",
+		/* The request's own keys once too, the queue without a leading zero. */
+		"set name=a name=b queue=1",
+		"set name=a queue=1 queue=2",
+		"set name=a netns=x netns=y queue=1",
+		"set name=a ifname=x ifname=y queue=1",
+		"set name=a queue=01",
+		"set name=a queue=+1",
+		"del name=a name=b",
 	};
 
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

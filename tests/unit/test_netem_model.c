@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,23 +64,143 @@ Test(link_params, format_parse_roundtrip)
 	struct link_params p = { .delay_us = 20000, .jitter_us = 5000, .dist = LINK_DIST_PARETO,
 				 .loss_ppm = 12345, .loss_corr_ppm = 250000, .dup_ppm = 7,
 				 .reorder_ppm = 3, .gap = 4, .corrupt_ppm = 9,
-				 .rate_bps = 50000000000ull, .limit_pkts = 2000, .set = 0x1f };
+				 .rate_bps = 10000000000ull, .limit_pkts = 2000, .set = 0x1f };
 	char buf[512];
 	int n = link_params_format(&p, buf, sizeof buf);
 	cr_assert(n > 0 && (size_t)n < sizeof buf);
 	cr_assert_null(strstr(buf, "ge_p_ppm"), "zero fields are omitted: %s", buf);
-	struct link_params q = { 0 };
+	struct link_params q = { 0 }, r;
+	cr_assert_eq(link_params_parse_line(&r, buf), 0, "%s", buf);
+	cr_assert(memcmp(&p, &r, sizeof p) == 0);
 	char *save = NULL;
+	uint32_t seen = 0;
 	for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
-		cr_assert_eq(link_params_parse_token(&q, t), 0, "token %s", t);
+		cr_assert_eq(link_params_parse_token(&q, t, &seen), 0, "token %s", t);
 	cr_assert(memcmp(&p, &q, sizeof p) == 0);
-	cr_assert_eq(link_params_parse_token(&q, "nosuch=1"), -ENOENT);
-	cr_assert_eq(link_params_parse_token(&q, "delay_us=abc"), -EINVAL);
-	cr_assert_eq(link_params_parse_token(&q, "delay_us=-1"), -EINVAL);
-	cr_assert_eq(link_params_parse_token(&q, "delay_us=4294967296"), -EINVAL);
+	seen = 0;
+	cr_assert_eq(link_params_parse_token(&q, "nosuch=1", &seen), -ENOENT);
+	cr_assert_eq(link_params_parse_token(&q, "delay_us=abc", &seen), -EINVAL);
+	cr_assert_eq(link_params_parse_token(&q, "delay_us=-1", &seen), -EINVAL);
+	cr_assert_eq(link_params_parse_token(&q, "delay_us=4294967296", &seen), -EINVAL);
 	/* snprintf contract: a short buffer reports the needed length */
 	char tiny[4];
 	cr_assert_eq(link_params_format(&p, tiny, sizeof tiny), n);
+}
+
+/* Only the form link_params_format writes is taken: these lines cross hosts and sit in files. */
+Test(link_params, parse_token_refuses_all_but_the_canonical_form)
+{
+	static const char *const ok[] = {
+		"delay_us=0", "delay_us=5", "delay_us=60000000", "jitter_us=60000000", "loss_ppm=1000000",
+		"rate_bps=17179869176", "dist=4", "loss_model=1", "gap=4294967295", "set=65535",
+		"limit_pkts=1000000",
+	};
+	static const char *const malformed[] = {
+		"delay_us=+5", "delay_us= 5", "delay_us=\t5", "delay_us=5 ", "delay_us=5\t", "delay_us=5\n",
+		"delay_us=05", "delay_us=00", "delay_us=", "delay_us=-0", "delay_us=5x", "delay_us=0x10",
+		"delay_us=1e3", "delay_us=5=5", "delay_us=60000001", "jitter_us=60000001", "loss_ppm=1000001",
+		"dist=5", "loss_model=2", "rate_bps=17179869177", "gap=4294967296", "set=65536",
+		"limit_pkts=1000001", "delay_us=18446744073709551616", "rate_bps=18446744073709551615",
+		"delay_us=999999999999999999999999", "delay_us",
+	};
+	static const char *const unknown[] = {
+		"delay_us =5", " delay_us=5", "\tdelay_us=5", "delay_us\t=5", "Delay_us=5", "=5", "delay=5",
+	};
+	struct link_params p;
+	uint32_t seen;
+
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		p = (struct link_params){ 0 };
+		seen = 0;
+		cr_expect_eq(link_params_parse_token(&p, ok[i], &seen), 0, "refused %s", ok[i]);
+		cr_expect_eq(__builtin_popcount(seen), 1, "%s", ok[i]);
+	}
+	for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+		p = (struct link_params){ 0 };
+		seen = 0;
+		cr_expect_eq(link_params_parse_token(&p, malformed[i], &seen), -EINVAL, "took '%s'", malformed[i]);
+		cr_expect_eq(seen, 0u, "%s", malformed[i]);
+		cr_expect_eq(p.delay_us, 0u, "%s changed the field", malformed[i]);
+	}
+	for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+		seen = 0;
+		cr_expect_eq(link_params_parse_token(&p, unknown[i], &seen), -ENOENT, "took '%s'", unknown[i]);
+	}
+	/* A key once per line: the second is refused and the first value stays. */
+	p = (struct link_params){ 0 };
+	seen = 0;
+	cr_assert_eq(link_params_parse_token(&p, "delay_us=5", &seen), 0);
+	cr_assert_eq(link_params_parse_token(&p, "loss_ppm=7", &seen), 0);
+	cr_assert_eq(link_params_parse_token(&p, "delay_us=6", &seen), -EEXIST);
+	cr_assert_eq(link_params_parse_token(&p, "delay_us=5", &seen), -EEXIST);
+	cr_assert_eq(p.delay_us, 5u);
+	cr_assert_eq(p.loss_ppm, 7u);
+	seen = 0;       /* the next line */
+	cr_assert_eq(link_params_parse_token(&p, "delay_us=6", &seen), 0);
+	cr_assert_eq(p.delay_us, 6u);
+}
+
+/* Against a naive reference: every value of up to four characters over digits, signs, blanks
+ * and a letter is taken exactly when printing the number back gives the same text. */
+Test(link_params, parse_token_matches_reference_model)
+{
+	static const char alphabet[] = "0159+- \tx";
+	const size_t k = sizeof alphabet - 1;
+	char value[8], token[32], back[32];
+	size_t checked = 0, taken = 0;
+
+	for (size_t len = 0; len <= 4; len++) {
+		size_t combos = 1;
+		for (size_t i = 0; i < len; i++)
+			combos *= k;
+		for (size_t c = 0; c < combos; c++) {
+			size_t x = c;
+			for (size_t i = 0; i < len; i++, x /= k)
+				value[i] = alphabet[x % k];
+			value[len] = '\0';
+			for (int key = 0; key < 2; key++) {       /* gap: up to 2^32-1; dist: up to 4 */
+				bool digits = len > 0;
+				unsigned long long v = 0;
+				for (size_t i = 0; i < len; i++) {
+					digits = digits && value[i] >= '0' && value[i] <= '9';
+					v = v * 10 + (unsigned)(value[i] - '0');
+				}
+				bool want = digits && (snprintf(back, sizeof back, "%llu", v), !strcmp(back, value)) &&
+					    v <= (key ? 4u : UINT32_MAX);
+				struct link_params p = { 0 };
+				uint32_t seen = 0;
+				snprintf(token, sizeof token, "%s=%s", key ? "dist" : "gap", value);
+				int rc = link_params_parse_token(&p, token, &seen);
+				cr_assert_eq(rc == 0, want, "'%s': %d", token, rc);
+				if (want) {
+					cr_assert_eq(key ? (unsigned long long)p.dist : p.gap, v, "%s", token);
+					taken++;
+				}
+				checked++;
+			}
+		}
+	}
+	cr_assert_gt(taken, 100u);
+	cr_assert_eq(checked, 2u * (1 + 9 + 81 + 729 + 6561)); /* every string of up to 4 of the 9 characters */
+}
+
+Test(link_params, parse_line_takes_only_single_spaces_and_each_key_once)
+{
+	struct link_params p;
+
+	cr_assert_eq(link_params_parse_line(&p, ""), 0);
+	cr_assert_eq(p.delay_us, 0u);
+	cr_assert_eq(link_params_parse_line(&p, "delay_us=5 loss_ppm=7"), 0);
+	cr_assert_eq(p.delay_us, 5u);
+	cr_assert_eq(p.loss_ppm, 7u);
+	cr_assert_eq(link_params_parse_line(&p, "delay_us=5 delay_us=5"), -EEXIST);
+	cr_assert_eq(link_params_parse_line(&p, "delay_us=5 loss_ppm=7 delay_us=6"), -EEXIST);
+	static const char *const bad[] = {
+		"delay_us=5  loss_ppm=7", " delay_us=5", "delay_us=5 ", "delay_us=5\tloss_ppm=7", " ",
+		"delay_us=+5", "delay_us=05 loss_ppm=7",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_expect_lt(link_params_parse_line(&p, bad[i]), 0, "took '%s'", bad[i]);
 }
 
 static int cmp_entry(const void *a, const void *b)

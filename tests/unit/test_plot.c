@@ -308,7 +308,7 @@ static void write_meta(const char *run, const char *run_id, const char *key, con
 
 	json_str(id, sizeof id, run_id);
 	json_str(desc, sizeof desc, "desc `" CMD "` \"; system(\"" CMD "\"); \"\n@m");
-	snprintf(path, sizeof path, "%s/meta.json", run);
+	cr_assert_lt(snprintf(path, sizeof path, "%s/meta.json", run), (int)sizeof path, "%s: path too long", run);
 	if (key) {
 		json_str(k, sizeof k, key);
 		json_str(v, sizeof v, val);
