@@ -61,6 +61,13 @@
 #define LINKD_TICK_NS 500000         /* wake-up period while traffic flows (next_wake) */
 #define LINKD_WARM_NS 10000000000LL  /* traffic "flows" this long after the latest packet */
 #define LINKD_ARRIVAL_MAX_AGE_NS 1000000000LL /* an older receive stamp is not trusted (arrival_ns) */
+/* Deferred reads (defer_reads): a queue whose every packet is delayed by at least its bound is not
+ * read again until shortly before the earliest release of an arrival it has not read. */
+#define LINKD_DEFER_MARGIN_NS 1000000LL  /* resume this long before that release (stamp skew, backlog) */
+#define LINKD_DEFER_MIN_NS 500000LL      /* a shorter pause is not worth the two epoll_ctl calls */
+#define LINKD_DEFER_MAX_NS 50000000LL    /* never longer: the kernel queue must hold the backlog */
+#define LINKD_DEFER_PPS 300000LL         /* the backlog is sized for this arrival rate */
+#define LINKD_DEFER_PKT_BYTES 2048LL     /* receive-buffer charge of one queued packet message */
 
 enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
 enum { HF_PAYLOAD = 1, HF_INJECT = 2, HF_SPLIT = 4 };
@@ -122,6 +129,11 @@ struct lq {
 	struct linkd_comp *comp; /* the emulator's release compensation, fed by flush */
 	uint32_t rel_n;         /* held packets released into tx since the last flush */
 	int64_t rel_decide_ns;  /* when the first of them was decided */
+	int64_t min_delay_ns;   /* no packet of the link leaves sooner after its arrival (0: unknown) */
+	int64_t defer_max_ns;   /* the longest pause the receive buffer holds (defer_reads) */
+	bool deferred;          /* its socket is out of the epoll wait until resume_ns */
+	bool stamp_miss;        /* a packet of the current read had no usable receive stamp */
+	int64_t resume_ns;
 	bool mark;              /* config reload bookkeeping */
 };
 
@@ -138,6 +150,8 @@ struct linkd {
 	struct netem_heap heap;
 	uint64_t seq;
 	bool no_pwait2;         /* the kernel lacks epoll_pwait2: millisecond timeouts (wait_events) */
+	size_t n_deferred;      /* queues whose reads are deferred (defer_reads) */
+	int64_t defer_next;     /* the earliest of their resume times */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
 	struct linkd_comp comp; /* release to delivery (linkd_comp): held packets leave this early */
 	int64_t last_pkt_ns;    /* the latest packet queued to us (keeps the timer ticking) */
@@ -335,6 +349,13 @@ static int open_queue_in_ns(void *arg)
 	mnl_socket_setsockopt(q->nl, NETLINK_NO_ENOBUFS, &one, sizeof one);
 	if (setsockopt(q->fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) < 0)
 		setsockopt(q->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+	/* what the buffer really holds: how long reads may be deferred (defer_reads) */
+	socklen_t optlen = sizeof rcvbuf;
+	if (getsockopt(q->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &optlen) < 0)
+		rcvbuf = 0;
+	q->defer_max_ns = (int64_t)rcvbuf / 2 / LINKD_DEFER_PKT_BYTES * 1000000000LL / LINKD_DEFER_PPS;
+	if (q->defer_max_ns > LINKD_DEFER_MAX_NS)
+		q->defer_max_ns = LINKD_DEFER_MAX_NS;
 	int sndbuf = 2 * TX_BUF; /* one batch of verdicts is one datagram: it must fit */
 	if (setsockopt(q->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
 		setsockopt(q->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
@@ -383,11 +404,14 @@ static struct lq *find(const struct linkd *d, const char *name, size_t *slot)
 	return NULL;
 }
 
+static void resume_reads(struct linkd *d, struct lq *q);
+
 static int apply_params(struct linkd *d, struct lq *q, const struct link_params *p, bool fresh)
 {
 	int rc = netem_model_configure(&q->model, p, d->seed + q->qnum * 7919u + q->gen, fresh);
 	if (rc < 0)
 		return rc;
+	resume_reads(d, q); /* the pause was computed from the old parameters */
 	q->params = *p;
 	q->limit = p->limit_pkts ? p->limit_pkts : DEFAULT_LIMIT;
 	bool want_packet = p->corrupt_ppm || p->dup_ppm;
@@ -403,6 +427,8 @@ static int apply_params(struct linkd *d, struct lq *q, const struct link_params 
 		if (rc < 0)
 			return rc;
 	}
+	/* segments from the split queue are due at once: such a link is read as packets come */
+	q->min_delay_ns = q->split ? 0 : netem_model_min_delay_ns(&q->model);
 	if (want_packet != q->copy_packet || want_segment != q->segment) {
 		q->copy_packet = want_packet;
 		q->segment = want_segment;
@@ -486,6 +512,8 @@ int linkd_del(struct linkd *d, const char *name)
 	/* Unbinding makes the kernel drop what the queue still holds; heap entries of this
 	 * generation are skipped when they come due. */
 	nfq_config(q, q->qnum, NFQNL_CFG_CMD_UNBIND, false, false);
+	if (q->deferred)
+		d->n_deferred--;
 	if (q->split_ok)
 		nfq_config(q, (uint16_t)(q->qnum | LINKD_PKT_SPLIT_BIT), NFQNL_CFG_CMD_UNBIND, false, false);
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, q->fd, NULL);
@@ -859,6 +887,8 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 		return;
 	}
 	int64_t now = arrival_ns(&pk, read_ns, wall_off);
+	if (now == read_ns)
+		q->stamp_miss = true; /* scheduled from the read: its reads must not be deferred */
 	uint32_t id = pk.id, len = pk.len;
 	/* only a whole copy is duplicated or mangled (not a header-only one while the mode changes) */
 	const uint8_t *payload = pk.whole ? pk.data : NULL;
@@ -923,6 +953,68 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 	push(d, q, idx, now + dec.delay_ns, id, flags, data, flags ? plen : 0);
 }
 
+/* Put q's socket back into the epoll wait. */
+static void resume_reads(struct linkd *d, struct lq *q)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &q->tag };
+
+	if (!q->deferred)
+		return;
+	q->deferred = false;
+	d->n_deferred--;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, q->fd, &ev) < 0)
+		log_warn("linkd: %s: resume reads: %s", q->name, strerror(errno));
+}
+
+/* Resume every queue whose pause has ended by now; d->defer_next becomes the earliest pause left. */
+static void resume_due(struct linkd *d, int64_t now)
+{
+	int64_t next = INT64_MAX;
+
+	for (size_t i = 0; i < d->q_hi && d->n_deferred; i++) {
+		struct lq *q = d->q[i];
+
+		if (!q || !q->deferred)
+			continue;
+		if (q->resume_ns <= now)
+			resume_reads(d, q);
+		else if (q->resume_ns < next)
+			next = q->resume_ns;
+	}
+	d->defer_next = next;
+}
+
+/* After q's socket was read empty by a read that started at t_read: every packet not read yet
+ * reached the queue after about t_read (its receive stamp, from which it is scheduled, is no
+ * earlier than that less the stamp's skew) and is held at least q->min_delay_ns, so none of them
+ * can be due before t_read + min_delay_ns. The socket leaves the epoll wait until that time less a
+ * margin (the skew and the backlog's reading), less the release compensation and the timer's early
+ * wake-up, which move releases earlier; what came meanwhile is then read in a few large batches
+ * and scheduled from its stamps as if read at once. The loop then wakes for releases and ticks
+ * only, not for every arrival. Not for a read that had a packet without a usable stamp (it would
+ * be scheduled from the read), nor for a pause too short to pay or longer than the receive buffer
+ * holds at LINKD_DEFER_PPS. */
+static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
+{
+	int64_t ahead = LINKD_DEFER_MARGIN_NS + linkd_comp_ns(&d->comp) +
+			(d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns);
+	int64_t pause = q->min_delay_ns - ahead;
+	struct epoll_event ev = { .events = 0, .data.ptr = &q->tag };
+
+	if (q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 || pause < LINKD_DEFER_MIN_NS)
+		return;
+	if (pause > q->defer_max_ns)
+		pause = q->defer_max_ns;
+	if (pause < LINKD_DEFER_MIN_NS)
+		return;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, q->fd, &ev) < 0)
+		return;
+	q->deferred = true;
+	q->resume_ns = t_read + pause;
+	if (d->n_deferred++ == 0 || q->resume_ns < d->defer_next)
+		d->defer_next = q->resume_ns;
+}
+
 static void serve_queue(struct linkd *d, struct lq *q)
 {
 	size_t idx = q->slot;
@@ -939,11 +1031,15 @@ static void serve_queue(struct linkd *d, struct lq *q)
 		}
 		d->rx_bufsz = bufsz;
 	}
+	q->stamp_miss = false;
 	for (int round = 0; round < 16; round++) {
+		int64_t t_read = clock_now_ns();
 		int n = recvmmsg(q->fd, d->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0) {
 			if (n < 0 && errno != EAGAIN && errno != EINTR)
 				log_warn("linkd: %s: recv: %s", q->name, strerror(errno));
+			if (n == 0 || errno == EAGAIN)
+				defer_reads(d, q, t_read);
 			break;
 		}
 		int64_t now = clock_now_ns(), wall_off = clock_wall_ns() - now;
@@ -957,8 +1053,10 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			}
 		}
 		release_due(d, now);
-		if (n < RX_BATCH)
+		if (n < RX_BATCH) {
+			defer_reads(d, q, t_read);
 			break;
+		}
 	}
 }
 
@@ -1342,7 +1440,11 @@ int linkd_run(struct linkd *d)
 	}
 	while (!d->stop) {
 		int64_t now = clock_now_ns();
+		if (d->n_deferred && now >= d->defer_next)
+			resume_due(d, now);
 		int64_t wake = spinning(d, now) ? now : next_wake(d, now);
+		if (d->n_deferred && (wake < 0 || d->defer_next < wake))
+			wake = d->defer_next > now ? d->defer_next : now;
 		int n = wait_events(d, evs, 64, wake, now);
 		if (n < 0) {
 			if (errno == EINTR)
