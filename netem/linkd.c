@@ -3,7 +3,9 @@
  * Hot path per wake-up: recvmmsg up to RX_BATCH packet messages from a ready queue socket, decide
  * each (drop = NF_DROP verdict now; otherwise push onto the heap, or verdict now when its release
  * time has already passed), pop every due heap entry, and send each queue's accumulated verdicts
- * with one sendto. VERDICT_BATCH accepts every queued id up to the given one: it is used only for
+ * with one sendto. A queue whose packets are all held at least a bound leaves the epoll wait after
+ * a read that empties it, until shortly before the earliest release of what it has not read
+ * (defer_reads). VERDICT_BATCH accepts every queued id up to the given one: it is used only for
  * releases that are each the oldest id the queue holds (linkd_pkt_order), never past a held one.
  * NETLINK_NO_ENOBUFS keeps the socket usable when the kernel outruns us (the kernel then drops
  * at the queue, counted by it, not by us); the receive buffer is forced large and the queue's
