@@ -152,6 +152,7 @@ struct linkd {
 	struct netem_heap heap;
 	uint64_t seq;
 	bool no_pwait2;         /* the kernel lacks epoll_pwait2: millisecond timeouts (wait_events) */
+	bool defer_off;         /* linkd_set_defer_reads(false): every queue is read as packets come */
 	size_t n_deferred;      /* queues whose reads are deferred (defer_reads) */
 	int64_t defer_next;     /* the earliest of their resume times */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
@@ -1003,7 +1004,7 @@ static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
 	int64_t pause = q->min_delay_ns - ahead;
 	struct epoll_event ev = { .events = 0, .data.ptr = &q->tag };
 
-	if (q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 || pause < LINKD_DEFER_MIN_NS)
+	if (d->defer_off || q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 || pause < LINKD_DEFER_MIN_NS)
 		return;
 	if (pause > q->defer_max_ns)
 		pause = q->defer_max_ns;
@@ -1397,6 +1398,11 @@ static bool spinning(const struct linkd *d, int64_t now)
 
 	return d->precision == LINKD_PRECISION_SPIN && top &&
 	       top->t_ns - linkd_comp_ns(&d->comp) - now <= d->spin_margin_ns;
+}
+
+void linkd_set_defer_reads(struct linkd *d, bool on)
+{
+	d->defer_off = !on;
 }
 
 void linkd_set_compensation(struct linkd *d, int64_t max_ns)
