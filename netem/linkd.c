@@ -65,11 +65,17 @@
 #define LINKD_ARRIVAL_MAX_AGE_NS 1000000000LL /* an older receive stamp is not trusted (arrival_ns) */
 /* Deferred reads (defer_reads): a queue whose every packet is delayed by at least its bound is not
  * read again until shortly before the earliest release of an arrival it has not read. */
-#define LINKD_DEFER_MARGIN_NS 1000000LL  /* resume this long before that release (stamp skew, backlog) */
+#define LINKD_DEFER_SLACK_NS 500000LL    /* resume this much earlier still (stamp skew, the flush) */
 #define LINKD_DEFER_MIN_NS 500000LL      /* a shorter pause is not worth the two epoll_ctl calls */
 #define LINKD_DEFER_MAX_NS 50000000LL    /* never longer: the kernel queue must hold the backlog */
-#define LINKD_DEFER_PPS 300000LL         /* the backlog is sized for this arrival rate */
-#define LINKD_DEFER_PKT_BYTES 2048LL     /* receive-buffer charge of one queued packet message */
+#define LINKD_DEFER_PPS 300000LL         /* the receive buffer holds a pause at least at this rate */
+#define LINKD_DEFER_MIN_PPS 1000LL       /* a quieter link is bounded as if at this rate */
+#define LINKD_DEFER_PKT_BYTES 2048LL     /* least receive-buffer charge of one queued packet message */
+#define LINKD_DEFER_TAIL_INIT_NS 2000000LL /* wake-up lateness tail assumed before one is measured */
+#define LINKD_DEFER_TAIL_CAP_NS 20000000LL /* a later wake-up counts as this (deferral is off then) */
+#define LINKD_DEFER_TAIL_WINDOW 512      /* timer wake-ups per window of the tail (wake_tail) */
+#define LINKD_DEFER_RATE_WINDOW_NS 5000000LL /* arrival rate measured over at least this (note_rate) */
+#define LINKD_READ_COST_INIT_NS 2000LL   /* per-packet read cost assumed before one is measured */
 
 enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
 enum { HF_PAYLOAD = 1, HF_INJECT = 2, HF_SPLIT = 4 };
@@ -132,7 +138,14 @@ struct lq {
 	uint32_t rel_n;         /* held packets released into tx since the last flush */
 	int64_t rel_decide_ns;  /* when the first of them was decided */
 	int64_t min_delay_ns;   /* no packet of the link leaves sooner after its arrival (0: unknown) */
-	int64_t defer_max_ns;   /* the longest pause the receive buffer holds (defer_reads) */
+	int64_t rcvbuf_bytes;   /* the socket's receive buffer as the kernel reports it */
+	uint32_t msg_bytes;     /* the largest packet message of the latest read */
+	uint64_t rate_n;        /* packets read since rate_t0 (note_rate) */
+	int64_t rate_t0;
+	int64_t rate_pps;       /* arrival rate seen: rises at once, falls by a quarter a window */
+	uint32_t next_id;       /* the packet id the kernel gives next, when id_known (kernel_drops) */
+	bool id_known;
+	bool kdrop_logged;
 	bool deferred;          /* its socket is out of the epoll wait until resume_ns */
 	bool stamp_miss;        /* a packet of the current read had no usable receive stamp */
 	int64_t resume_ns;
@@ -153,6 +166,12 @@ struct linkd {
 	uint64_t seq;
 	bool no_pwait2;         /* the kernel lacks epoll_pwait2: millisecond timeouts (wait_events) */
 	bool defer_off;         /* linkd_set_defer_reads(false): every queue is read as packets come */
+	int64_t read_lead_ns;   /* release decisions lead the due time by this (serve_queue) */
+	int64_t read_cost_ns;   /* reading and deciding one packet (EWMA of batches, serve_queue) */
+	int64_t wake_tail_ns;   /* the latest timer wake-up of this window and the previous one */
+	int64_t wake_win_max_ns; /* the latest of the current window (tail_track) */
+	uint32_t wake_win_n;
+	struct linkd_defer_stats dstats; /* linkd_defer_stats (each field written atomically) */
 	size_t n_deferred;      /* queues whose reads are deferred (defer_reads) */
 	int64_t defer_next;     /* the earliest of their resume times */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
@@ -192,6 +211,8 @@ struct linkd *linkd_new(const char *ctl_path)
 		return NULL;
 	d->epfd = d->stopfd = d->listenfd = d->sigfd = d->cntfd = d->stampfd = -1;
 	d->rt_prio = 10;
+	d->read_cost_ns = LINKD_READ_COST_INIT_NS;
+	d->wake_tail_ns = LINKD_DEFER_TAIL_INIT_NS;
 	linkd_comp_init(&d->comp, LINKD_COMP_MAX_NS);
 	d->seed = (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	netem_heap_init(&d->heap);
@@ -356,9 +377,7 @@ static int open_queue_in_ns(void *arg)
 	socklen_t optlen = sizeof rcvbuf;
 	if (getsockopt(q->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &optlen) < 0)
 		rcvbuf = 0;
-	q->defer_max_ns = (int64_t)rcvbuf / 2 / LINKD_DEFER_PKT_BYTES * 1000000000LL / LINKD_DEFER_PPS;
-	if (q->defer_max_ns > LINKD_DEFER_MAX_NS)
-		q->defer_max_ns = LINKD_DEFER_MAX_NS;
+	q->rcvbuf_bytes = rcvbuf;
 	int sndbuf = 2 * TX_BUF; /* one batch of verdicts is one datagram: it must fit */
 	if (setsockopt(q->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
 		setsockopt(q->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
@@ -721,9 +740,10 @@ static void note_release(struct lq *q, int64_t now)
  * measured lateness, which next_wake anticipates (without it each delayed packet would leave one
  * wake-up latency late). A release's lateness counts from its time less the compensation: the
  * packet's estimated delivery against its due time. */
-static void release_due(struct linkd *d, int64_t now)
+static int release_due(struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top;
+	int released = 0;
 	/* spin: never early, the poll reaches the release time itself */
 	int64_t early = d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns;
 	int64_t comp = linkd_comp_ns(&d->comp);
@@ -743,6 +763,7 @@ static void release_due(struct linkd *d, int64_t now)
 				latehist_add(&q->late, now - (e.t_ns - comp));
 			} else {
 				release_verdict(q, e.id, (e.flags & HF_PAYLOAD) ? e.data : NULL, e.len);
+				released++;
 				q->c.held--;
 				note_release(q, now);
 				latehist_add(&q->late, now - (e.t_ns - comp));
@@ -750,6 +771,7 @@ static void release_due(struct linkd *d, int64_t now)
 		}
 		free(e.data);
 	}
+	return released;
 }
 
 /* When the serving thread must wake next (lib/clock ns), or -1 to block until an event: the next
@@ -868,6 +890,28 @@ static struct split_rec *split_decide(struct lq *q, const struct linkd_pkt *pk, 
 	return r;
 }
 
+/* Packets the kernel dropped before we could read them: it numbers a queue's packets in order and
+ * a packet that does not fit the socket's receive buffer takes its number and is dropped (the
+ * queue's maxlen refuses packets before numbering them, but that bound counts held packets as much
+ * as unread ones, so reading later does not bring it nearer). A gap in the ids read is counted as
+ * packets dropped, where the link's drop counters show it. */
+static void kernel_drops(struct lq *q, uint32_t id)
+{
+	uint32_t gap = id - q->next_id;
+
+	if (q->id_known && gap && gap < (1u << 20)) {
+		q->c.packets += gap;
+		q->c.dropped += gap;
+		if (!q->kdrop_logged) {
+			q->kdrop_logged = true;
+			log_warn("linkd: %s: the kernel dropped %" PRIu32 " packets: the receive buffer was full "
+				 "(counted as dropped)", q->name, gap);
+		}
+	}
+	q->next_id = id + 1;
+	q->id_known = true;
+}
+
 /* When the packet reached the queue, on the monotonic clock: the kernel's receive stamp (realtime,
  * wall_off = realtime - monotonic now) when it sent one that is plausible, else now, the time we
  * read it. Scheduling from the stamp takes the time between the queue and our read (the serving
@@ -889,6 +933,7 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 		handle_segment(q, &pk, read_ns);
 		return;
 	}
+	kernel_drops(q, pk.id);
 	int64_t now = arrival_ns(&pk, read_ns, wall_off);
 	if (now == read_ns)
 		q->stamp_miss = true; /* scheduled from the read: its reads must not be deferred */
@@ -953,6 +998,8 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 		q->c.held--;
 		return;
 	}
+	if (now + dec.delay_ns - d->read_lead_ns < read_ns)
+		__atomic_store_n(&d->dstats.late_reads, d->dstats.late_reads + 1, __ATOMIC_RELAXED);
 	push(d, q, idx, now + dec.delay_ns, id, flags, data, flags ? plen : 0);
 }
 
@@ -987,33 +1034,73 @@ static void resume_due(struct linkd *d, int64_t now)
 	d->defer_next = next;
 }
 
+/* The arrival rate of q: packets read over windows of at least LINKD_DEFER_RATE_WINDOW_NS; a
+ * higher rate is taken at once, a lower one a quarter of the way a window. */
+static void note_rate(struct lq *q, int n, int64_t now)
+{
+	if (!q->rate_t0)
+		q->rate_t0 = now;
+	q->rate_n += (uint64_t)n;
+	if (now - q->rate_t0 < LINKD_DEFER_RATE_WINDOW_NS)
+		return;
+	int64_t inst = (int64_t)(q->rate_n * 1000000000ull / (uint64_t)(now - q->rate_t0));
+	q->rate_pps = inst >= q->rate_pps ? inst : q->rate_pps - (q->rate_pps - inst) / 4;
+	q->rate_n = 0;
+	q->rate_t0 = now;
+}
+
 /* After q's socket was read empty by a read that started at t_read: every packet not read yet
  * reached the queue after about t_read (its receive stamp, from which it is scheduled, is no
  * earlier than that less the stamp's skew) and is held at least q->min_delay_ns, so none of them
- * can be due before t_read + min_delay_ns. The socket leaves the epoll wait until that time less a
- * margin (the skew and the backlog's reading), less the release compensation and the timer's early
- * wake-up, which move releases earlier; what came meanwhile is then read in a few large batches
- * and scheduled from its stamps as if read at once. The loop then wakes for releases and ticks
- * only, not for every arrival. Not for a read that had a packet without a usable stamp (it would
- * be scheduled from the read), nor for a pause too short to pay or longer than the receive buffer
- * holds at LINKD_DEFER_PPS. */
+ * can be due before t_read + min_delay_ns. The socket leaves the epoll wait until that time less
+ * what can make the resumed read late: the latest recent timer wake-up (wake_tail_ns: a resume is
+ * a timer wake-up and can be as late), the release compensation and the timer's early wake-up
+ * (which move releases earlier), reading the first batch, and LINKD_DEFER_SLACK_NS. Reading the
+ * backlog takes its size times the measured cost of a packet (read_cost_ns), and the backlog grows
+ * with the pause at the arrival rate seen: the pause is shortened so that this reading fits too.
+ * What came meanwhile is then read in batches (each batch's releases written before the next
+ * batch is read) and scheduled from its stamps as if read at once. The loop then wakes for
+ * releases and ticks only, not for every arrival. The pause is bounded so that the receive buffer
+ * holds, and the link's limit is not reached by, what arrives at twice the rate seen; not deferred:
+ * a read that had a packet without a usable stamp (it would be scheduled from the read), a link
+ * whose reading takes half the time or more, and a pause too short to pay. */
 static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
 {
-	int64_t ahead = LINKD_DEFER_MARGIN_NS + linkd_comp_ns(&d->comp) +
-			(d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns);
-	int64_t pause = q->min_delay_ns - ahead;
+	if (d->defer_off || q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 ||
+	    q->c.held >= q->limit)
+		return;
+	int64_t cost = d->read_cost_ns;
+	int64_t rate = q->rate_pps > LINKD_DEFER_MIN_PPS ? q->rate_pps : LINKD_DEFER_MIN_PPS;
+	double busy = (double)rate * (double)cost / 1e9; /* reading a second's arrivals, in seconds */
+	if (busy >= 0.5)
+		return;
+	int64_t ahead = d->wake_tail_ns + linkd_comp_ns(&d->comp) +
+			(d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) +
+			LINKD_DEFER_SLACK_NS + RX_BATCH * cost;
+	if (q->min_delay_ns - ahead < LINKD_DEFER_MIN_NS)
+		return;
+	int64_t pause = (int64_t)((double)(q->min_delay_ns - ahead) / (1.0 + busy));
+	int64_t charge = 2 * (int64_t)q->msg_bytes > LINKD_DEFER_PKT_BYTES ? 2 * (int64_t)q->msg_bytes
+									 : LINKD_DEFER_PKT_BYTES;
+	int64_t buf_rate = 2 * rate > LINKD_DEFER_PPS ? 2 * rate : LINKD_DEFER_PPS;
+	int64_t buf_ns = q->rcvbuf_bytes / 2 / charge * 1000000000LL / buf_rate;
+	int64_t limit_ns = (int64_t)(q->limit - q->c.held) * 1000000000LL / (2 * rate);
 	struct epoll_event ev = { .events = 0, .data.ptr = &q->tag };
 
-	if (d->defer_off || q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 || pause < LINKD_DEFER_MIN_NS)
-		return;
-	if (pause > q->defer_max_ns)
-		pause = q->defer_max_ns;
+	if (pause > buf_ns)
+		pause = buf_ns;
+	if (pause > limit_ns)
+		pause = limit_ns;
+	if (pause > LINKD_DEFER_MAX_NS)
+		pause = LINKD_DEFER_MAX_NS;
 	if (pause < LINKD_DEFER_MIN_NS)
 		return;
 	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, q->fd, &ev) < 0)
 		return;
 	q->deferred = true;
 	q->resume_ns = t_read + pause;
+	__atomic_store_n(&d->dstats.pauses, d->dstats.pauses + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&d->dstats.pause_ns, d->dstats.pause_ns + pause, __ATOMIC_RELAXED);
 	if (d->n_deferred++ == 0 || q->resume_ns < d->defer_next)
 		d->defer_next = q->resume_ns;
 }
@@ -1035,6 +1122,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 		d->rx_bufsz = bufsz;
 	}
 	q->stamp_miss = false;
+	d->read_lead_ns = linkd_comp_ns(&d->comp) + (d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns);
 	for (int round = 0; round < 16; round++) {
 		int64_t t_read = clock_now_ns();
 		int n = recvmmsg(q->fd, d->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
@@ -1046,16 +1134,28 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			break;
 		}
 		int64_t now = clock_now_ns(), wall_off = clock_wall_ns() - now;
+		uint32_t msg_bytes = 0;
 		d->last_pkt_ns = now;
 		for (int i = 0; i < n; i++) {
 			int len = (int)d->rx_msgs[i].msg_len;
+			if ((uint32_t)len > msg_bytes)
+				msg_bytes = (uint32_t)len;
 			const struct nlmsghdr *nlh = (const struct nlmsghdr *)d->rx_iov[i].iov_base;
 			for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
 				if (NFNL_MSG_TYPE(nlh->nlmsg_type) == NFQNL_MSG_PACKET)
 					handle_packet(d, q, (uint16_t)idx, nlh, now, wall_off);
 			}
 		}
-		release_due(d, now);
+		q->msg_bytes = msg_bytes;
+		note_rate(q, n, now);
+		if (n >= 16) {
+			/* a batch's cost a packet; a preempted batch counts as at most 20 us a packet */
+			int64_t c = (clock_now_ns() - t_read) / n;
+			d->read_cost_ns += ((c > 20000 ? 20000 : c) - d->read_cost_ns) / 8;
+		}
+		/* a long backlog: what came due while reading one batch goes out before the next */
+		if (release_due(d, now) && round > 0)
+			flush_all(d);
 		if (n < RX_BATCH) {
 			defer_reads(d, q, t_read);
 			break;
@@ -1390,6 +1490,27 @@ static void spin_track(struct linkd *d, int64_t late_ns)
 	latehist_reset(&d->wake_late);
 }
 
+/* The timer's recent lateness tail for deferred reads: the latest wake-up of the current window of
+ * LINKD_DEFER_TAIL_WINDOW wake-ups and of the one before (a later one raises it at once). The
+ * maximum, not a quantile: a CPU taken by other work for a stretch delays the one wake-up that
+ * falls in it while the ticks outside it come on time, so a per-wake-up p99 understates what a
+ * resume can meet (measured under a 3 ms busy stretch every 5-15 ms: 1.6% of wake-ups 1 ms late
+ * or more, a p99 under 2 ms). */
+static void tail_track(struct linkd *d, int64_t late_ns)
+{
+	if (late_ns > LINKD_DEFER_TAIL_CAP_NS)
+		late_ns = LINKD_DEFER_TAIL_CAP_NS;
+	if (late_ns > d->wake_win_max_ns)
+		d->wake_win_max_ns = late_ns;
+	if (late_ns > d->wake_tail_ns)
+		d->wake_tail_ns = late_ns;
+	if (++d->wake_win_n < LINKD_DEFER_TAIL_WINDOW)
+		return;
+	d->wake_tail_ns = d->wake_win_max_ns; /* the window before this one drops out */
+	d->wake_win_max_ns = 0;
+	d->wake_win_n = 0;
+}
+
 /* spin: whether the next release is within the margin (then the loop polls instead of
  * sleeping). */
 static bool spinning(const struct linkd *d, int64_t now)
@@ -1408,6 +1529,13 @@ void linkd_set_defer_reads(struct linkd *d, bool on)
 void linkd_set_compensation(struct linkd *d, int64_t max_ns)
 {
 	linkd_comp_init(&d->comp, max_ns);
+}
+
+void linkd_defer_stats(const struct linkd *d, struct linkd_defer_stats *out)
+{
+	out->pauses = __atomic_load_n(&d->dstats.pauses, __ATOMIC_RELAXED);
+	out->pause_ns = __atomic_load_n(&d->dstats.pause_ns, __ATOMIC_RELAXED);
+	out->late_reads = __atomic_load_n(&d->dstats.late_reads, __ATOMIC_RELAXED);
 }
 
 int64_t linkd_compensation_ns(const struct linkd *d)
@@ -1465,6 +1593,7 @@ int linkd_run(struct linkd *d)
 			int64_t late = clock_now_ns() - wake;
 
 			track_lateness(d, late);
+			tail_track(d, late);
 			if (d->precision == LINKD_PRECISION_SPIN)
 				spin_track(d, late);
 		}

@@ -102,6 +102,17 @@ int64_t linkd_compensation_ns(const struct linkd *self);
  * is read as packets arrive. Call before linkd_run. */
 void linkd_set_defer_reads(struct linkd *self, bool on);
 
+/* Deferred reads so far (safe from another thread while linkd_run serves): pauses taken, their
+ * total length, and held packets read only after their release was due (their release decision
+ * time had passed when they were read: a deferred read resumed too late, or the loop fell that far
+ * behind); those leave at once, late. */
+struct linkd_defer_stats {
+	uint64_t pauses;
+	int64_t pause_ns;
+	uint64_t late_reads;
+};
+void linkd_defer_stats(const struct linkd *self, struct linkd_defer_stats *out);
+
 /* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
 int linkd_run(struct linkd *self);
 /* Make linkd_run return soon. Safe from another thread or a signal handler. */
