@@ -73,7 +73,9 @@
 #define LINKD_DEFER_PKT_BYTES 2048LL     /* least receive-buffer charge of one queued packet message */
 #define LINKD_DEFER_TAIL_INIT_NS 2000000LL /* wake-up lateness tail assumed before one is measured */
 #define LINKD_DEFER_TAIL_CAP_NS 20000000LL /* a later wake-up counts as this (deferral is off then) */
-#define LINKD_DEFER_TAIL_WINDOW 512      /* timer wake-ups per window of the tail (wake_tail) */
+#define LINKD_DEFER_TAIL_WINDOW 512      /* timer wake-ups per window of the tail (tail_track) */
+#define LINKD_DEFER_TAIL_WINDOW_NS 500000000LL /* and at most this long a window */
+#define LINKD_DEFER_BUSY_MAX 0.8         /* no deferral when reading takes this share of the time */
 #define LINKD_DEFER_RATE_WINDOW_NS 5000000LL /* arrival rate measured over at least this (note_rate) */
 #define LINKD_READ_COST_INIT_NS 2000LL   /* per-packet read cost assumed before one is measured */
 
@@ -140,8 +142,9 @@ struct lq {
 	int64_t min_delay_ns;   /* no packet of the link leaves sooner after its arrival (0: unknown) */
 	int64_t rcvbuf_bytes;   /* the socket's receive buffer as the kernel reports it */
 	uint32_t msg_bytes;     /* the largest packet message of the latest read */
-	uint64_t rate_n;        /* packets read since rate_t0 (note_rate) */
+	uint64_t rate_n;        /* packets read that arrived since rate_t0 (note_rate) */
 	int64_t rate_t0;
+	int64_t last_arrival_ns; /* the arrival (receive stamp) of the latest packet read */
 	int64_t rate_pps;       /* arrival rate seen: rises at once, falls by a quarter a window */
 	uint32_t next_id;       /* the packet id the kernel gives next, when id_known (kernel_drops) */
 	bool id_known;
@@ -171,6 +174,7 @@ struct linkd {
 	int64_t wake_tail_ns;   /* the latest timer wake-up of this window and the previous one */
 	int64_t wake_win_max_ns; /* the latest of the current window (tail_track) */
 	uint32_t wake_win_n;
+	int64_t wake_win_t0;
 	struct linkd_defer_stats dstats; /* linkd_defer_stats (each field written atomically) */
 	size_t n_deferred;      /* queues whose reads are deferred (defer_reads) */
 	int64_t defer_next;     /* the earliest of their resume times */
@@ -935,6 +939,7 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 	}
 	kernel_drops(q, pk.id);
 	int64_t now = arrival_ns(&pk, read_ns, wall_off);
+	q->last_arrival_ns = now;
 	if (now == read_ns)
 		q->stamp_miss = true; /* scheduled from the read: its reads must not be deferred */
 	uint32_t id = pk.id, len = pk.len;
@@ -1034,7 +1039,8 @@ static void resume_due(struct linkd *d, int64_t now)
 	d->defer_next = next;
 }
 
-/* The arrival rate of q: packets read over windows of at least LINKD_DEFER_RATE_WINDOW_NS; a
+/* The arrival rate of q: packets read over windows of at least LINKD_DEFER_RATE_WINDOW_NS of their
+ * arrival times (now: the latest packet's), not of the reads, which deferral makes bursty; a
  * higher rate is taken at once, a lower one a quarter of the way a window. */
 static void note_rate(struct lq *q, int n, int64_t now)
 {
@@ -1063,7 +1069,7 @@ static void note_rate(struct lq *q, int n, int64_t now)
  * releases and ticks only, not for every arrival. The pause is bounded so that the receive buffer
  * holds, and the link's limit is not reached by, what arrives at twice the rate seen; not deferred:
  * a read that had a packet without a usable stamp (it would be scheduled from the read), a link
- * whose reading takes half the time or more, and a pause too short to pay. */
+ * whose reading takes LINKD_DEFER_BUSY_MAX of the time or more, and a pause too short to pay. */
 static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
 {
 	if (d->defer_off || q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 ||
@@ -1072,7 +1078,7 @@ static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
 	int64_t cost = d->read_cost_ns;
 	int64_t rate = q->rate_pps > LINKD_DEFER_MIN_PPS ? q->rate_pps : LINKD_DEFER_MIN_PPS;
 	double busy = (double)rate * (double)cost / 1e9; /* reading a second's arrivals, in seconds */
-	if (busy >= 0.5)
+	if (busy >= LINKD_DEFER_BUSY_MAX)
 		return;
 	int64_t ahead = d->wake_tail_ns + linkd_comp_ns(&d->comp) +
 			(d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) +
@@ -1147,7 +1153,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			}
 		}
 		q->msg_bytes = msg_bytes;
-		note_rate(q, n, now);
+		note_rate(q, n, q->last_arrival_ns ? q->last_arrival_ns : now);
 		if (n >= 16) {
 			/* a batch's cost a packet; a preempted batch counts as at most 20 us a packet */
 			int64_t c = (clock_now_ns() - t_read) / n;
@@ -1491,12 +1497,14 @@ static void spin_track(struct linkd *d, int64_t late_ns)
 }
 
 /* The timer's recent lateness tail for deferred reads: the latest wake-up of the current window of
- * LINKD_DEFER_TAIL_WINDOW wake-ups and of the one before (a later one raises it at once). The
+ * LINKD_DEFER_TAIL_WINDOW wake-ups (or of LINKD_DEFER_TAIL_WINDOW_NS, whichever ends first: a loop
+ * that arrivals wake seldom waits for its timer) and of the one before (a later one raises it at
+ * once). The
  * maximum, not a quantile: a CPU taken by other work for a stretch delays the one wake-up that
  * falls in it while the ticks outside it come on time, so a per-wake-up p99 understates what a
  * resume can meet (measured under a 3 ms busy stretch every 5-15 ms: 1.6% of wake-ups 1 ms late
  * or more, a p99 under 2 ms). */
-static void tail_track(struct linkd *d, int64_t late_ns)
+static void tail_track(struct linkd *d, int64_t late_ns, int64_t now)
 {
 	if (late_ns > LINKD_DEFER_TAIL_CAP_NS)
 		late_ns = LINKD_DEFER_TAIL_CAP_NS;
@@ -1504,11 +1512,12 @@ static void tail_track(struct linkd *d, int64_t late_ns)
 		d->wake_win_max_ns = late_ns;
 	if (late_ns > d->wake_tail_ns)
 		d->wake_tail_ns = late_ns;
-	if (++d->wake_win_n < LINKD_DEFER_TAIL_WINDOW)
+	if (++d->wake_win_n < LINKD_DEFER_TAIL_WINDOW && now - d->wake_win_t0 < LINKD_DEFER_TAIL_WINDOW_NS)
 		return;
 	d->wake_tail_ns = d->wake_win_max_ns; /* the window before this one drops out */
 	d->wake_win_max_ns = 0;
 	d->wake_win_n = 0;
+	d->wake_win_t0 = now;
 }
 
 /* spin: whether the next release is within the margin (then the loop polls instead of
@@ -1590,10 +1599,10 @@ int linkd_run(struct linkd *d)
 		}
 		if (n == 0 && wake > now) {
 			/* the deadline passed: how late the wake-up came */
-			int64_t late = clock_now_ns() - wake;
+			int64_t woke = clock_now_ns(), late = woke - wake;
 
 			track_lateness(d, late);
-			tail_track(d, late);
+			tail_track(d, late, woke);
 			if (d->precision == LINKD_PRECISION_SPIN)
 				spin_track(d, late);
 		}
