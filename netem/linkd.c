@@ -78,6 +78,7 @@
 #define LINKD_DEFER_BUSY_MAX 0.8         /* no deferral when reading takes this share of the time */
 #define LINKD_DEFER_RATE_WINDOW_NS 5000000LL /* arrival rate measured over at least this (note_rate) */
 #define LINKD_READ_COST_INIT_NS 2000LL   /* per-packet read cost assumed before one is measured */
+#define LINKD_FLUSH_AFTER_NS 100000LL    /* a long read writes releases decided this long ago */
 
 enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
 enum { HF_PAYLOAD = 1, HF_INJECT = 2, HF_SPLIT = 4 };
@@ -1064,8 +1065,8 @@ static void note_rate(struct lq *q, int n, int64_t now)
  * (which move releases earlier), reading the first batch, and LINKD_DEFER_SLACK_NS. Reading the
  * backlog takes its size times the measured cost of a packet (read_cost_ns), and the backlog grows
  * with the pause at the arrival rate seen: the pause is shortened so that this reading fits too.
- * What came meanwhile is then read in batches (each batch's releases written before the next
- * batch is read) and scheduled from its stamps as if read at once. The loop then wakes for
+ * What came meanwhile is then read in batches (releases written after at most
+ * LINKD_FLUSH_AFTER_NS and a batch) and scheduled from its stamps as if read at once. The loop then wakes for
  * releases and ticks only, not for every arrival. The pause is bounded so that the receive buffer
  * holds, and the link's limit is not reached by, what arrives at twice the rate seen; not deferred:
  * a read that had a packet without a usable stamp (it would be scheduled from the read), a link
@@ -1127,6 +1128,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 		}
 		d->rx_bufsz = bufsz;
 	}
+	int64_t pending_since = 0; /* releases decided and not yet written, since */
 	q->stamp_miss = false;
 	d->read_lead_ns = linkd_comp_ns(&d->comp) + (d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns);
 	for (int round = 0; round < 16; round++) {
@@ -1159,9 +1161,14 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			int64_t c = (clock_now_ns() - t_read) / n;
 			d->read_cost_ns += ((c > 20000 ? 20000 : c) - d->read_cost_ns) / 8;
 		}
-		/* a long backlog: what came due while reading one batch goes out before the next */
-		if (release_due(d, now) && round > 0)
+		/* a long backlog: releases wait for the end of the read at most LINKD_FLUSH_AFTER_NS
+		 * and one batch */
+		if (release_due(d, now) && !pending_since)
+			pending_since = now;
+		if (pending_since && clock_now_ns() - pending_since >= LINKD_FLUSH_AFTER_NS) {
 			flush_all(d);
+			pending_since = 0;
+		}
 		if (n < RX_BATCH) {
 			defer_reads(d, q, t_read);
 			break;
