@@ -1066,8 +1066,8 @@ static void note_rate(struct lq *q, int n, int64_t now)
  * backlog takes its size times the measured cost of a packet (read_cost_ns), and the backlog grows
  * with the pause at the arrival rate seen: the pause is shortened so that this reading fits too.
  * What came meanwhile is then read in batches (releases written after at most
- * LINKD_FLUSH_AFTER_NS and a batch) and scheduled from its stamps as if read at once. The loop then wakes for
- * releases and ticks only, not for every arrival. The pause is bounded so that the receive buffer
+ * LINKD_FLUSH_AFTER_NS and a batch) and scheduled from its stamps as if read at once. The loop
+ * then wakes for releases and ticks only, not for every arrival. The pause is bounded so that the receive buffer
  * holds, and the link's limit is not reached by, what arrives at twice the rate seen; not deferred:
  * a read that had a packet without a usable stamp (it would be scheduled from the read), a link
  * whose reading takes LINKD_DEFER_BUSY_MAX of the time or more, and a pause too short to pay. */
@@ -1506,11 +1506,10 @@ static void spin_track(struct linkd *d, int64_t late_ns)
 /* The timer's recent lateness tail for deferred reads: the latest wake-up of the current window of
  * LINKD_DEFER_TAIL_WINDOW wake-ups (or of LINKD_DEFER_TAIL_WINDOW_NS, whichever ends first: a loop
  * that arrivals wake seldom waits for its timer) and of the one before (a later one raises it at
- * once). The
- * maximum, not a quantile: a CPU taken by other work for a stretch delays the one wake-up that
+ * once). The maximum, not a quantile: a CPU taken by other work for a stretch delays the one wake-up that
  * falls in it while the ticks outside it come on time, so a per-wake-up p99 understates what a
  * resume can meet (measured under a 3 ms busy stretch every 5-15 ms: 1.6% of wake-ups 1 ms late
- * or more, a p99 under 2 ms). */
+ * or more, about one a stretch, so a p99 falls among the lesser of those). */
 static void tail_track(struct linkd *d, int64_t late_ns, int64_t now)
 {
 	if (late_ns > LINKD_DEFER_TAIL_CAP_NS)

@@ -9,12 +9,12 @@
  * times, a tail that a deferral's resume must be early enough for. The same traffic runs once with
  * deferred reads off and once on.
  *
- * Asserted: every packet arrives in both; the median one-way error is near 0 (the link delays);
- * with deferral, linkd did pause its reads, and at most 0.1% of the packets were read after their
- * release time (linkd_defer_stats). The resume margin of the first version (1 ms plus the timer's
- * mean lateness) read 0.7-1.3% of them late under this load (811-1570 of 120000). The
- * one-way error's tail is printed, not asserted: on a shared host it is the host's (single
- * packets 5-100+ ms late with the deferral off as much as on).
+ * Asserted: every packet arrives in both, none early (the link delays); with deferral, linkd did
+ * pause its reads, and at most 0.1% of the packets were read after their release time
+ * (linkd_defer_stats). The resume margin of the first version (1 ms plus the timer's
+ * mean lateness) read 0.7-1.3% of them late under this load (811-1570 of 120000). How late the
+ * packets arrive is printed, not asserted: on a shared host it is the host's (single packets
+ * 5-460 ms late with the deferral off as much as on).
  * Skips without root; fails instead when STALENET_TESTS_MUST_RUN=1. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -273,7 +273,7 @@ static int cmp_i64(const void *a, const void *b)
 struct summary {
 	int got;
 	struct linkd_defer_stats ds;
-	double p50_ms, p99_ms, p999_ms, max_ms;
+	double min_ms, p50_ms, p99_ms, p999_ms, max_ms;
 };
 
 /* One phase: linkd with or without deferred reads, the 20 ms link, the load, the traffic. */
@@ -340,6 +340,7 @@ static struct summary phase(bool defer)
 	qsort(v, (size_t)n, sizeof *v, cmp_i64);
 	s.got = n;
 	if (n) {
+		s.min_ms = v[0] / 1e6;
 		s.p50_ms = v[n / 2] / 1e6;
 		s.p99_ms = v[(int)((n - 1) * 0.99)] / 1e6;
 		s.p999_ms = v[(int)((n - 1) * 0.999)] / 1e6;
@@ -348,9 +349,9 @@ static struct summary phase(bool defer)
 	free(v);
 	free(r.err_ns);
 	cr_log_info("deferred reads %s: %d of %d packets; %" PRIu64 " pauses (mean %.2f ms), %" PRIu64
-		    " packets read late; error p50 %.3f p99 %.3f p99.9 %.3f max %.3f ms", defer ? "on " : "off", n,
-		    NPKT, s.ds.pauses, s.ds.pauses ? s.ds.pause_ns / 1e6 / (double)s.ds.pauses : 0.0,
-		    s.ds.late_reads, s.p50_ms, s.p99_ms, s.p999_ms, s.max_ms);
+		    " packets read late; error min %.3f p50 %.3f p99 %.3f p99.9 %.3f max %.3f ms",
+		    defer ? "on " : "off", n, NPKT, s.ds.pauses,
+		    s.ds.pauses ? s.ds.pause_ns / 1e6 / (double)s.ds.pauses : 0.0, s.ds.late_reads, s.min_ms, s.p50_ms, s.p99_ms, s.p999_ms, s.max_ms);
 	return s;
 }
 
@@ -381,14 +382,16 @@ Test(linkd_load, deferred_reads_no_later_than_reading_at_once)
 	}
 	cr_assert_eq(off.got, NPKT);
 	cr_assert_eq(on.got, NPKT);
-	/* the link delays: a median error near 0, not -20 ms (the bound above is the host's noise:
-	 * medians of 0.05-0.3 ms measured at load 4-8, single packets up to 100+ ms either way) */
-	cr_assert(off.p50_ms > -0.5 && off.p50_ms < 5.0, "median error %.3f ms without deferral", off.p50_ms);
-	cr_assert(on.p50_ms > -0.5 && on.p50_ms < 5.0, "median error %.3f ms with deferral", on.p50_ms);
+	/* the link delays every packet by its 20 ms, less the release compensation (tens of us) at
+	 * most: no packet early. How late they are is the host's as much as linkd's (medians of
+	 * 0.05-2.3 ms and single packets up to 460 ms late measured at load 4-9, either mode), so
+	 * that side is printed, not asserted. */
+	cr_assert_geq(off.min_ms, -0.5, "a packet %.3f ms early without deferral", -off.min_ms);
+	cr_assert_geq(on.min_ms, -0.5, "a packet %.3f ms early with deferral", -on.min_ms);
 	cr_assert_eq(off.ds.pauses, 0);
 	/* the deferral is in use under this load (not switched off by it) ... */
 	cr_assert_geq(on.ds.pauses, SEND_S * 20, "deferred reads: only %" PRIu64 " pauses", on.ds.pauses);
 	/* ... and its resumes come before the backlog's releases: 0.1% of the packets at most */
-	cr_assert_leq(on.ds.late_reads, NPKT / 1000, "deferred reads: %" PRIu64 " of %d packets read after their release time",
-		      on.ds.late_reads, NPKT);
+	cr_assert_leq(on.ds.late_reads, NPKT / 1000,
+		      "deferred reads: %" PRIu64 " of %d packets read after their release time", on.ds.late_reads, NPKT);
 }
