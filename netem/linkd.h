@@ -28,6 +28,7 @@
 #ifndef STALENET_LINKD_H
 #define STALENET_LINKD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,6 +96,22 @@ void linkd_set_precision(struct linkd *self, enum linkd_precision p, int64_t mar
 void linkd_set_compensation(struct linkd *self, int64_t max_ns);
 /* The compensation in use now, in ns (safe from another thread while linkd_run serves). */
 int64_t linkd_compensation_ns(const struct linkd *self);
+
+/* Deferred reads (on by default): a queue whose every packet is held at least a bound is not read
+ * while nothing it could hold is near its release (netem/linkd.c, defer_reads); off, every queue
+ * is read as packets arrive. Call before linkd_run. */
+void linkd_set_defer_reads(struct linkd *self, bool on);
+
+/* Deferred reads so far (safe from another thread while linkd_run serves): pauses taken, their
+ * total length, and held packets read only after their release was due (their release decision
+ * time had passed when they were read: a deferred read resumed too late, or the loop fell that far
+ * behind); those leave at once, late. */
+struct linkd_defer_stats {
+	uint64_t pauses;
+	int64_t pause_ns;
+	uint64_t late_reads;
+};
+void linkd_defer_stats(const struct linkd *self, struct linkd_defer_stats *out);
 
 /* Serve until linkd_stop. Returns 0, or -errno on a fatal error. */
 int linkd_run(struct linkd *self);

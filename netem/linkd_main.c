@@ -5,14 +5,17 @@
  *                                     directory: /run/stalenet/linkd-HASH.sock (HASH of RUN_DIR;
  *                                     logged), not in RUN_DIR, which a user may own
  *   stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS] [--rt-prio N]
- *                  [--precision timer|spin] [--spin-margin-us US]
+ *                  [--precision timer|spin] [--spin-margin-us US] [--defer-reads on|off]
  *
  * --rt-prio N: SCHED_FIFO priority of the emulator (default 10; 0 = the normal scheduler).
  * --precision: how held packets are released (netem/linkd.h, linkd_set_precision; default
  * timer); --spin-margin-us: spin's initial margin (default 200).
+ * --defer-reads off: read every queue as packets arrive instead of deferring the reads of a queue
+ * whose packets are all held (linkd_set_defer_reads; default on).
  * SIGHUP re-reads the configuration, SIGTERM/SIGINT stop (the kernel drops held packets when the
  * queues are unbound, so the orchestrator removes the iptables rules first). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +31,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: stalenet-linkd RUN_DIR\n"
 			"       stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]\n"
-			"                      [--rt-prio N] [--precision timer|spin] [--spin-margin-us US]\n");
+			"                      [--rt-prio N] [--precision timer|spin] [--spin-margin-us US]\n"
+			"                      [--defer-reads on|off]\n");
 }
 
 int main(int argc, char **argv)
@@ -36,16 +40,17 @@ int main(int argc, char **argv)
 	char config[4096] = "", ctl[4096] = "", counters[4096] = "";
 	int every_ms = 1000, rt_prio = 10, margin_us = 200;
 	enum linkd_precision precision = LINKD_PRECISION_TIMER;
+	bool defer = true;
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' }, { "ctl", required_argument, NULL, 's' },
 		{ "counters", required_argument, NULL, 'o' }, { "every", required_argument, NULL, 'e' },
 		{ "rt-prio", required_argument, NULL, 'p' }, { "precision", required_argument, NULL, 'P' },
-		{ "spin-margin-us", required_argument, NULL, 'm' },
+		{ "spin-margin-us", required_argument, NULL, 'm' }, { "defer-reads", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	log_init("linkd", LOG_INFO);
 	int c;
-	while ((c = getopt_long(argc, argv, "c:s:o:e:p:P:m:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:o:e:p:P:m:D:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': snprintf(config, sizeof config, "%s", optarg); break;
 		case 's': snprintf(ctl, sizeof ctl, "%s", optarg); break;
@@ -61,6 +66,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'm': margin_us = atoi(optarg); break;
+		case 'D':
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				usage();
+				return 2;
+			}
+			defer = !strcmp(optarg, "on");
+			break;
 		default: usage(); return c == 'h' ? 0 : 2;
 		}
 	}
@@ -95,6 +107,7 @@ int main(int argc, char **argv)
 		return 1;
 	linkd_set_rt_priority(d, rt_prio);
 	linkd_set_precision(d, precision, (int64_t)margin_us * 1000);
+	linkd_set_defer_reads(d, defer);
 	if (precision == LINKD_PRECISION_SPIN)
 		log_info("precision spin: release times polled from %d us before", margin_us);
 	int rc = linkd_watch_signals(d, config[0] ? config : NULL);

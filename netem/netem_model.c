@@ -286,19 +286,46 @@ int netem_model_configure(struct netem_model *m, const struct link_params *p, ui
 	return 0;
 }
 
+/* netem's tabledist for table entry t: non-decreasing in t. */
+static int64_t table_delay(int64_t mu, int64_t sigma, int64_t t)
+{
+	int64_t y = (sigma % NETEM_MODEL_DIST_SCALE) * t;
+	y += y >= 0 ? NETEM_MODEL_DIST_SCALE / 2 : -NETEM_MODEL_DIST_SCALE / 2;
+	return y / NETEM_MODEL_DIST_SCALE + (sigma / NETEM_MODEL_DIST_SCALE) * t + mu;
+}
+
 int64_t netem_model_delay_ns(struct netem_model *m)
 {
 	int64_t mu = m->latency_ns, sigma = m->jitter_ns, x;
 	if (sigma == 0)
 		return mu;
 	uint32_t rnd = crandom(&m->delay_cor, &m->rng);
-	if (!m->table) {
+	if (!m->table)
 		x = (int64_t)(rnd % (uint64_t)(2 * sigma)) + mu - sigma;
+	else
+		x = table_delay(mu, sigma, m->table[rnd % m->table_n]);
+	return x < 0 ? 0 : x;
+}
+
+int64_t netem_model_min_delay_ns(const struct netem_model *m)
+{
+	int64_t mu = m->latency_ns, sigma = m->jitter_ns, x;
+
+	if (m->gap)
+		return 0; /* reordering: any packet may be sent at once */
+	if (sigma == 0) {
+		x = mu;
+	} else if (!m->table) {
+		x = mu - sigma;
+	} else if (m->table_n == 0) {
+		x = 0;
 	} else {
-		int64_t t = m->table[rnd % m->table_n];
-		int64_t y = (sigma % NETEM_MODEL_DIST_SCALE) * t;
-		y += y >= 0 ? NETEM_MODEL_DIST_SCALE / 2 : -NETEM_MODEL_DIST_SCALE / 2;
-		x = y / NETEM_MODEL_DIST_SCALE + (sigma / NETEM_MODEL_DIST_SCALE) * t + mu;
+		int64_t tmin = m->table[0];
+
+		for (size_t i = 1; i < m->table_n; i++)
+			if (m->table[i] < tmin)
+				tmin = m->table[i];
+		x = table_delay(mu, sigma, tmin);
 	}
 	return x < 0 ? 0 : x;
 }

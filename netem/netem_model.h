@@ -81,6 +81,12 @@ bool netem_model_lose(struct netem_model *m);
 /* One jitter-distributed delay sample in ns (netem's tabledist), clamped at 0. */
 int64_t netem_model_delay_ns(struct netem_model *m);
 
+/* A lower bound, in ns, of the delay any packet netem_model_decide lets through can get from m as
+ * configured (its duplicates included): the smallest delay the jitter can draw (latency less the
+ * uniform half-width, or the table's most negative entry scaled as netem_model_delay_ns does),
+ * clamped at 0; 0 when reordering is on (a reordered packet goes at once). Pure. */
+int64_t netem_model_min_delay_ns(const struct netem_model *m);
+
 /* Standard deviation of the delay in units of jitter for dist: 1/sqrt(3) for uniform, the
  * table's own sd otherwise (iproute2's pareto table has sd ~0.82, its normal ~1.0). */
 double netem_model_dist_sd(enum link_dist dist);

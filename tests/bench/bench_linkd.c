@@ -15,8 +15,8 @@
  * STALENET_BENCH_PARTS picks parts (words of: pps and spinpps for the throughput rows of the timer
  * and spin modes, timer, spin and kernel for the fidelity tables, cpu; default all);
  * STALENET_BENCH_COMP=0 runs the
- * emulator without its release compensation (netem/linkd_comp), for before/after tables from one
- * binary. */
+ * emulator without its release compensation (netem/linkd_comp), STALENET_BENCH_DEFER=0 without its
+ * deferred reads (linkd_set_defer_reads), for before/after tables from one binary. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -103,6 +103,8 @@ static int lkd_start(enum linkd_precision prec, int64_t margin_ns)
 	linkd_set_precision(lkd, prec, margin_ns);
 	if (getenv("STALENET_BENCH_COMP") && atoi(getenv("STALENET_BENCH_COMP")) == 0)
 		linkd_set_compensation(lkd, 0);
+	if (getenv("STALENET_BENCH_DEFER") && atoi(getenv("STALENET_BENCH_DEFER")) == 0)
+		linkd_set_defer_reads(lkd, false);
 	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
 	pthread_getcpuclockid(lkd_thread, &lkd_clock);
 	return 0;

@@ -623,3 +623,52 @@ Test(netem_model, lose_alone_keeps_the_rate)
 		lost += netem_model_lose(&m);
 	assert_rate(lost, n, netem_model_ge_loss_rate(10000, 300000, 1000000, 0), "GE loss");
 }
+
+/* The delay lower bound: exact for constant and uniform delays, the table's smallest draw for the
+ * others (no sampled delay falls below it, and sampling comes close to it), 0 with reordering or
+ * jitter larger than the delay. */
+Test(netem_model, min_delay_bounds_every_draw)
+{
+	struct netem_model m;
+	struct netem_decision d;
+
+	model(&m, (struct link_params){ .delay_us = 20000 });
+	cr_assert_eq(netem_model_min_delay_ns(&m), 20000000);
+	model(&m, (struct link_params){ .delay_us = 20000, .jitter_us = 5000 });
+	cr_assert_eq(netem_model_min_delay_ns(&m), 15000000);
+	model(&m, (struct link_params){ .delay_us = 1000, .jitter_us = 5000 });
+	cr_assert_eq(netem_model_min_delay_ns(&m), 0);
+	model(&m, (struct link_params){ .delay_us = 20000, .reorder_ppm = 10000 });
+	cr_assert_eq(netem_model_min_delay_ns(&m), 0);
+	model(&m, (struct link_params){});
+	cr_assert_eq(netem_model_min_delay_ns(&m), 0);
+	struct link_params ps[] = {
+		{ .delay_us = 20000, .jitter_us = 5000 },
+		{ .delay_us = 20000, .jitter_us = 5000, .delay_corr_ppm = 500000 },
+		{ .delay_us = 20000, .jitter_us = 3000, .dist = LINK_DIST_NORMAL },
+		{ .delay_us = 20000, .jitter_us = 3000, .dist = LINK_DIST_PARETO },
+		{ .delay_us = 20000, .jitter_us = 3000, .dist = LINK_DIST_PARETONORMAL },
+		{ .delay_us = 20000, .jitter_us = 3001, .dist = LINK_DIST_NORMAL, .dup_ppm = 300000,
+		  .loss_ppm = 100000 },
+	};
+	for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+		model(&m, ps[k]);
+		int64_t lb = netem_model_min_delay_ns(&m), seen = INT64_MAX;
+
+		cr_assert_gt(lb, 20000000 - 5 * (int64_t)ps[k].jitter_us * 1000, "case %zu: %lld", k, (long long)lb);
+		cr_assert_lt(lb, 20000000 - (int64_t)ps[k].jitter_us * 1000 / 2, "case %zu: %lld", k, (long long)lb);
+		for (int i = 0; i < 200000; i++) {
+			netem_model_decide(&m, &d);
+			if (d.drop)
+				continue;
+			cr_assert_geq(d.delay_ns, lb, "case %zu", k);
+			if (d.dup)
+				cr_assert_geq(d.dup_delay_ns, lb, "case %zu", k);
+			if (d.delay_ns < seen)
+				seen = d.delay_ns;
+		}
+		/* the bound is tight: some draw comes within a tenth of the jitter of it */
+		cr_assert_lt(seen - lb, (int64_t)ps[k].jitter_us * 100 + 1, "case %zu: seen %lld bound %lld", k,
+			     (long long)seen, (long long)lb);
+	}
+}
