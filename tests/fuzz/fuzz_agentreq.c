@@ -59,7 +59,9 @@ static void build(const char *line)
 		addr(b.remotes_be[i], a);
 		pos += (size_t)snprintf(buf + pos, sizeof buf - pos, "%c%s", i ? ',' : ' ', a);
 	}
-	snprintf(buf + pos, sizeof buf - pos, "%s %s %u", b.n_remotes ? "" : " -", b.cc, b.mtu);
+	pos += (size_t)snprintf(buf + pos, sizeof buf - pos, "%s %s %u", b.n_remotes ? "" : " -", b.cc, b.mtu);
+	if (b.pin) /* absent and 0 read alike */
+		snprintf(buf + pos, sizeof buf - pos, " %u", b.pin);
 	if (agentreq_parse_build(buf, &b2, err, sizeof err) || memcmp(&b, &b2, sizeof b))
 		abort();
 }
