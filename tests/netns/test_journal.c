@@ -23,6 +23,7 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/wait.h"
 
 static char tmp[64], prefix[16], ns[32], foreign[32], registry[96], logpath[96];
 
@@ -151,6 +152,30 @@ static void capture_log(void)
 	log_set_fd(fd);
 }
 
+/* The condition of start_linkd's wait: the socket accepts, or the daemon is gone. */
+struct linkd_start {
+	const char *sock;
+	pid_t pid;
+	bool exited;
+};
+
+static bool linkd_accepts(void *arg)
+{
+	struct linkd_start *ls = arg;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	/* SOCK_SEQPACKET, the type of the daemon's control socket: a stream socket's connect to
+	 * it fails with EPROTOTYPE even once it listens. */
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), ok;
+
+	memcpy(sa.sun_path, ls->sock, strlen(ls->sock) + 1);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok && waitpid(ls->pid, NULL, WNOHANG) != 0)
+		ls->exited = true;
+	return ok || ls->exited;
+}
+
 /* The emulator of a run, started the way run.c does (its --ctl names the prefix): a real
  * stalenet program for the process checks. */
 static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_t *st)
@@ -178,19 +203,16 @@ static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_
 		execl(bin, bin, "--ctl", sock, (char *)NULL);
 		_exit(127);
 	}
-	/* Ready once its socket accepts, bounded. */
-	for (int i = 0; i < 5000; i++) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+	/* Ready once its socket accepts. Bounded by a deadline, not by a count of 1 ms pauses: on
+	 * a loaded host each pause lasts longer and a start that takes seconds is normal, and a
+	 * start that never comes must fail here, not later as a puzzling undo failure. (The count
+	 * used to end the wait silently; with a stream socket it never saw the daemon ready.) */
+	{
+		struct linkd_start ls = { .sock = sock, .pid = pid };
 
-		cr_assert_lt(strlen(sock), sizeof sa.sun_path);
-		memcpy(sa.sun_path, sock, strlen(sock) + 1);
-		ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-		close(fd);
-		if (ok)
-			break;
-		cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "stalenet-linkd exited");
-		usleep(1000);
+		cr_assert_lt(strlen(sock), sizeof ((struct sockaddr_un *)0)->sun_path);
+		cr_assert(support_wait_until(linkd_accepts, &ls, 30000) && !ls.exited,
+			  "stalenet-linkd %s in 30 s", ls.exited ? "exited" : "did not accept");
 	}
 	*st = launch_proc_start_time(pid);
 	cr_assert_gt(*st, 0);
