@@ -23,9 +23,17 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/fixture.h"
 #include "tests/support/wait.h"
 
 static char tmp[64], prefix[16], ns[32], foreign[32], registry[96], logpath[96];
+
+/* The host sysctl two tests change. Suites that compare host-wide sysctls before and after a
+ * run (test_run, test_testbed, the campaign) hold the host lock meanwhile, so these tests take
+ * it too, and teardown puts the value back even when a test failed half-way. */
+#define THRESH_KEY "net.ipv4.neigh.default.gc_thresh1"
+static char thresh_orig[32];
+static int lock_fd = -1;
 
 static void setup(void)
 {
@@ -44,6 +52,8 @@ static void setup(void)
 		cr_skip_test("needs root and network namespaces");
 	}
 	cr_assert_eq(netns_add(foreign), 0);
+	lock_fd = support_host_lock();
+	cr_assert_eq(sysctl_read(THRESH_KEY, thresh_orig, sizeof thresh_orig), 0);
 	snprintf(tmp, sizeof tmp, "/tmp/stalenet-tjn-XXXXXX");
 	cr_assert_not_null(mkdtemp(tmp));
 	snprintf(registry, sizeof registry, "%s/registry", tmp);
@@ -67,6 +77,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void teardown(void)
 {
+	char cur[32];
+
+	if (thresh_orig[0] && sysctl_read(THRESH_KEY, cur, sizeof cur) == 0 && strcmp(cur, thresh_orig))
+		sysctl_write(THRESH_KEY, thresh_orig);
+	support_host_unlock(&lock_fd);
 	netns_delete(ns);
 	netns_delete(foreign);
 	journal_set_registry_dir(NULL);
@@ -222,7 +237,7 @@ static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_
 Test(journal_undo, dead_run_undone_completely_and_idempotently)
 {
 	const char *rule[] = { "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "7", NULL };
-	static const char key[] = "net.ipv4.neigh.default.gc_thresh1";
+	static const char key[] = THRESH_KEY;
 	char dir[256], recs[2048], sock[200], old[32], set[32], cur[32];
 	struct cleanup_report rep = { 0 };
 	struct stat st;
@@ -270,7 +285,7 @@ Test(journal_undo, dead_run_undone_completely_and_idempotently)
 
 Test(journal_undo, sysctl_changed_by_someone_else_is_left_alone)
 {
-	static const char key[] = "net.ipv4.neigh.default.gc_thresh1";
+	static const char key[] = THRESH_KEY;
 	char dir[256], recs[512], old[32], theirs[32], cur[32];
 	struct cleanup_report rep = { 0 };
 	long v;
