@@ -23,8 +23,17 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/fixture.h"
+#include "tests/support/wait.h"
 
 static char tmp[64], prefix[16], ns[32], foreign[32], registry[96], logpath[96];
+
+/* The host sysctl two tests change. Suites that compare host-wide sysctls before and after a
+ * run (test_run, test_testbed, the campaign) hold the host lock meanwhile, so these tests take
+ * it too, and teardown puts the value back even when a test failed half-way. */
+#define THRESH_KEY "net.ipv4.neigh.default.gc_thresh1"
+static char thresh_orig[32];
+static int lock_fd = -1;
 
 static void setup(void)
 {
@@ -37,12 +46,16 @@ static void setup(void)
 	snprintf(prefix, sizeof prefix, "sj%d-", (int)getpid() % 100000);
 	snprintf(ns, sizeof ns, "%sn0", prefix);
 	snprintf(foreign, sizeof foreign, "sjf%d-x", (int)getpid() % 100000);
+	/* Before the namespaces too: a suite holding the lock compares the host's namespaces. */
+	if (geteuid() == 0)
+		lock_fd = support_host_lock();
 	if (geteuid() != 0 || netns_add(ns) < 0) {
 		if (strict)
 			cr_assert_fail("needs root and network namespaces (STALENET_TESTS_MUST_RUN=1)");
 		cr_skip_test("needs root and network namespaces");
 	}
 	cr_assert_eq(netns_add(foreign), 0);
+	cr_assert_eq(sysctl_read(THRESH_KEY, thresh_orig, sizeof thresh_orig), 0);
 	snprintf(tmp, sizeof tmp, "/tmp/stalenet-tjn-XXXXXX");
 	cr_assert_not_null(mkdtemp(tmp));
 	snprintf(registry, sizeof registry, "%s/registry", tmp);
@@ -66,6 +79,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void teardown(void)
 {
+	char cur[32];
+
+	if (thresh_orig[0] && sysctl_read(THRESH_KEY, cur, sizeof cur) == 0 && strcmp(cur, thresh_orig))
+		sysctl_write(THRESH_KEY, thresh_orig);
+	support_host_unlock(&lock_fd);
 	netns_delete(ns);
 	netns_delete(foreign);
 	journal_set_registry_dir(NULL);
@@ -151,6 +169,30 @@ static void capture_log(void)
 	log_set_fd(fd);
 }
 
+/* The condition of start_linkd's wait: the socket accepts, or the daemon is gone. */
+struct linkd_start {
+	const char *sock;
+	pid_t pid;
+	bool exited;
+};
+
+static bool linkd_accepts(void *arg)
+{
+	struct linkd_start *ls = arg;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	/* SOCK_SEQPACKET, the type of the daemon's control socket: a stream socket's connect to
+	 * it fails with EPROTOTYPE even once it listens. */
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), ok;
+
+	memcpy(sa.sun_path, ls->sock, strlen(ls->sock) + 1);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok && waitpid(ls->pid, NULL, WNOHANG) != 0)
+		ls->exited = true;
+	return ok || ls->exited;
+}
+
 /* The emulator of a run, started the way run.c does (its --ctl names the prefix): a real
  * stalenet program for the process checks. */
 static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_t *st)
@@ -178,19 +220,16 @@ static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_
 		execl(bin, bin, "--ctl", sock, (char *)NULL);
 		_exit(127);
 	}
-	/* Ready once its socket accepts, bounded. */
-	for (int i = 0; i < 5000; i++) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+	/* Ready once its socket accepts. Bounded by a deadline, not by a count of 1 ms pauses: on
+	 * a loaded host each pause lasts longer and a start that takes seconds is normal, and a
+	 * start that never comes must fail here, not later as a puzzling undo failure. (The count
+	 * used to end the wait silently; with a stream socket it never saw the daemon ready.) */
+	{
+		struct linkd_start ls = { .sock = sock, .pid = pid };
 
-		cr_assert_lt(strlen(sock), sizeof sa.sun_path);
-		memcpy(sa.sun_path, sock, strlen(sock) + 1);
-		ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-		close(fd);
-		if (ok)
-			break;
-		cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "stalenet-linkd exited");
-		usleep(1000);
+		cr_assert_lt(strlen(sock), sizeof ((struct sockaddr_un *)0)->sun_path);
+		cr_assert(support_wait_until(linkd_accepts, &ls, 30000) && !ls.exited,
+			  "stalenet-linkd %s in 30 s", ls.exited ? "exited" : "did not accept");
 	}
 	*st = launch_proc_start_time(pid);
 	cr_assert_gt(*st, 0);
@@ -200,7 +239,7 @@ static pid_t start_linkd(const char *run_prefix, char *sock, size_t len, uint64_
 Test(journal_undo, dead_run_undone_completely_and_idempotently)
 {
 	const char *rule[] = { "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "7", NULL };
-	static const char key[] = "net.ipv4.neigh.default.gc_thresh1";
+	static const char key[] = THRESH_KEY;
 	char dir[256], recs[2048], sock[200], old[32], set[32], cur[32];
 	struct cleanup_report rep = { 0 };
 	struct stat st;
@@ -248,7 +287,7 @@ Test(journal_undo, dead_run_undone_completely_and_idempotently)
 
 Test(journal_undo, sysctl_changed_by_someone_else_is_left_alone)
 {
-	static const char key[] = "net.ipv4.neigh.default.gc_thresh1";
+	static const char key[] = THRESH_KEY;
 	char dir[256], recs[512], old[32], theirs[32], cur[32];
 	struct cleanup_report rep = { 0 };
 	long v;

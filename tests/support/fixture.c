@@ -44,10 +44,19 @@ void support_require_root(void)
 
 void support_require_netns(const char *probe)
 {
+	char name[256];
+	int rc;
+
 	support_require_root();
-	if (netns_add(probe) < 0)
-		support_skip_or_fail("cannot create a network namespace");
-	netns_delete(probe);
+	/* The pid makes the name this process's own: the suite's fixed name alone was taken when
+	 * two tests of a suite set up at once (Criterion runs them in parallel unless -j1), or
+	 * by a probe left behind by a test killed between add and delete, and netns_add refuses
+	 * an existing name (EEXIST), which read as "this host cannot create namespaces". */
+	snprintf(name, sizeof name, "%s-%d", probe, (int)getpid());
+	rc = netns_add(name);
+	if (rc < 0)
+		support_skip_or_fail("cannot create a network namespace (%s): %s", name, strerror(-rc));
+	netns_delete(name);
 }
 
 int support_host_lock(void)

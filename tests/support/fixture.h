@@ -20,8 +20,8 @@ _Noreturn void support_skip_or_fail(const char *fmt, ...) __attribute__((format(
 /* Skip (or fail, see above) unless the test runs as root. */
 void support_require_root(void);
 
-/* Skip (or fail) unless this host lets us create a network namespace: probe is added and
- * deleted again (a name unique to the suite). Implies support_require_root(). */
+/* Skip (or fail) unless this host lets us create a network namespace: probe-<pid> is added
+ * and deleted again (probe: a name unique to the suite). Implies support_require_root(). */
 void support_require_netns(const char *probe);
 
 /* Skip (or fail) unless the training images of the data set under dir are there (gzipped or

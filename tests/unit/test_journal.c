@@ -15,6 +15,7 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/wait.h"
 
 /* Naive reference escaper: every byte <= 0x20, 0x7f or '%' becomes %xx. */
 static void ref_escape(const char *in, char *out)
@@ -399,9 +400,20 @@ Test(journal, check_refuses_hostile_records)
 	}
 }
 
+/* True once process *arg has exec'd sleep. */
+static bool runs_sleep(void *arg)
+{
+	char link[64], exe[256];
+	ssize_t n;
+
+	snprintf(link, sizeof link, "/proc/%d/exe", (int)*(pid_t *)arg);
+	n = readlink(link, exe, sizeof exe - 1);
+	return n > 0 && (exe[n] = '\0', strstr(exe, "sleep") != NULL);
+}
+
 /* A live process with the recorded pid and start time that is not a stalenet program of the
  * run (here: sleep) is refused; the same record once the process is gone is fine. */
-Test(journal, check_refuses_a_live_process_that_is_not_ours, .timeout = 10)
+Test(journal, check_refuses_a_live_process_that_is_not_ours, .timeout = 30)
 {
 	char text[512], why[512];
 	uint64_t st = 0;
@@ -413,17 +425,10 @@ Test(journal, check_refuses_a_live_process_that_is_not_ours, .timeout = 10)
 		execlp("sleep", "sleep", "30", (char *)NULL);
 		_exit(127);
 	}
-	/* Wait until the child runs sleep (its exe changes at exec), bounded. */
-	for (int i = 0; i < 2000; i++) {
-		char link[64], exe[256];
-		ssize_t n;
-
-		snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
-		n = readlink(link, exe, sizeof exe - 1);
-		if (n > 0 && (exe[n] = '\0', strstr(exe, "sleep")))
-			break;
-		usleep(1000);
-	}
+	/* Wait until the child runs sleep (its exe changes at exec). A deadline, not a count of
+	 * 1 ms pauses, and a failure when it passes: before the exec the child is this test
+	 * binary, and the check below would then not be about sleep at all. */
+	cr_assert(support_wait_until(runs_sleep, &pid, 20000), "the child did not exec sleep in 20 s");
 	st = launch_proc_start_time(pid);
 	cr_assert_gt(st, 0);
 	snprintf(text, sizeof text, HDR "proc %d %llu sleep\n", (int)pid, (unsigned long long)st);
