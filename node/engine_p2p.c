@@ -474,19 +474,6 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 				left--;
 				continue;
 			}
-			/* A gossip partner that neither answered nor said anything else for
-			 * consistency.dead_after (stopped, or behind a black-holed link, though its
-			 * connection stands): the round goes on without it, and the core leaves it
-			 * out of the draws until it is heard from. */
-			if (p->pulling && core_p2p_pull_gives_up(p->core, j, sent_ns, clock_now_ns())) {
-				p->silenced++;
-				log_warn("p2p: %s: peer %u silent for %.1f s at clock %lld: left out of "
-					 "the gossip partners until it is heard from", p->c.name, j,
-					 p->dead_after_s, (long long)p->clock);
-				p->asked[j] = false;
-				left--;
-				continue;
-			}
 			/* What a broken connection carried is lost: after ZeroMQ reconnected, the
 			 * request goes again (same seq: a second reply is ignored). */
 			if (p->conns[j] >= 2 && p->conns[j] > p->sent_conn[j]) {
@@ -545,6 +532,23 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 				}
 				wire_msg_close(&m);
 			}
+		}
+		/* A gossip partner that neither answered nor said anything else for
+		 * consistency.dead_after (stopped, or behind a black-holed link, though its connection
+		 * stands): the round goes on without it, and the core leaves it out of the draws until
+		 * it is heard from. Decided after a slice's poll, so a reply already queued (this peer
+		 * was the one stopped, say) is taken, not mistaken for silence. */
+		for (uint32_t i = 0; p->pulling && i < k; i++) {
+			uint32_t j = which[i];
+
+			if (p->got[j] || !core_p2p_pull_gives_up(p->core, j, sent_ns, clock_now_ns()))
+				continue;
+			p->silenced++;
+			log_warn("p2p: %s: peer %u silent for %.1f s at clock %lld: left out of the "
+				 "gossip partners until it is heard from", p->c.name, j, p->dead_after_s,
+				 (long long)p->clock);
+			p->asked[j] = false;
+			left--;
 		}
 	}
 out:

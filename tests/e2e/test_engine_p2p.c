@@ -592,7 +592,8 @@ static bool all4_got_going(void *dir)
  *   remaining steps / (2 x remaining x its own step interval before the stop + dead_after + 2 s)
  * (twice its own pace, one bounded wait, 2 s for a loaded host), and in any case > 20 steps/s
  * (without the fix: a few steps in 60 s, < 1 step/s). Its longest wait after the stop is about
- * dead_after: the bounded wait did happen, and did not last longer. */
+ * dead_after: the bounded wait did happen, and did not last longer. Continued then, peer3
+ * finishes too. */
 Test(engine_p2p, gossip_goes_on_without_a_stopped_peer, .timeout = 120)
 {
 	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
@@ -615,10 +616,17 @@ Test(engine_p2p, gossip_goes_on_without_a_stopped_peer, .timeout = 120)
 	cr_assert_eq(support_wait_children(pids, 3, NULL, 90000), 3,
 		     "the peers that were not stopped must finish cleanly");
 	t_done = (double)(clock_now_ns() - origin) / 1e9;
-	kill(pids[3], SIGKILL);
-	cr_assert_eq(support_wait_pid(pids[3], &st, 10000), 0);
 	stopped_at = trace_lines(dir, 3) - 1;
 	cr_assert_lt(stopped_at, o.steps, "peer3 finished before it was stopped");
+	/* Continued, peer3 reads the BYEs that came meanwhile and finishes alone. */
+	cr_assert_eq(kill(pids[3], SIGCONT), 0);
+	if (support_wait_pid(pids[3], &st, 30000) != 0) {
+		kill(pids[3], SIGKILL);
+		support_wait_pid(pids[3], &st, 10000);
+		cr_assert_fail("peer3 did not finish after it was continued");
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer3 failed (status %d)", st);
+	cr_assert_eq(trace_lines(dir, 3) - 1, o.steps);
 	cr_assert_lt(t_done, 30.0, "the live peers finished %.1f s into the run (stop.time 60 s)",
 		     t_done);
 	load_traces(dir, 3);
