@@ -21,7 +21,6 @@ struct core_p2p {
 	bool *j_asked, *j_answered, *j_departed;
 	int64_t *j_clock;
 	size_t *scratch;     /* gossip draws (so a crossing's sample survives a gossip round) */
-	int64_t *heard;      /* when something valid last came from each peer (0: never) */
 	int64_t *silent_at;  /* when each peer was found silent (0: it is not) */
 	bool *eligible;      /* scratch: live and not silent */
 };
@@ -50,10 +49,9 @@ struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
 	c->j_answered = calloc(n, sizeof *c->j_answered);
 	c->j_departed = calloc(n, sizeof *c->j_departed);
 	c->j_clock = calloc(n, sizeof *c->j_clock);
-	c->heard = calloc(n, sizeof *c->heard);
 	c->silent_at = calloc(n, sizeof *c->silent_at);
 	c->eligible = calloc(n, sizeof *c->eligible);
-	if (!c->heard || !c->silent_at || !c->eligible ||
+	if (!c->silent_at || !c->eligible ||
 	    !c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list ||
 	    !c->live || !c->out || !c->reached || !c->j_asked || !c->j_answered ||
 	    !c->j_departed || !c->j_clock) {
@@ -87,7 +85,6 @@ void core_p2p_destroy(struct core_p2p **p)
 	free(c->j_answered);
 	free(c->j_departed);
 	free(c->j_clock);
-	free(c->heard);
 	free(c->silent_at);
 	free(c->eligible);
 	free(c);
@@ -189,8 +186,6 @@ bool core_p2p_on_heard(struct core_p2p *c, uint32_t j, int64_t now_ns)
 
 	if (j >= c->conf.n || j == c->conf.self)
 		return false;
-	if (now_ns > c->heard[j])
-		c->heard[j] = now_ns;
 	back = c->silent_at[j] && now_ns > c->silent_at[j];
 	if (back)
 		c->silent_at[j] = 0;
@@ -199,12 +194,8 @@ bool core_p2p_on_heard(struct core_p2p *c, uint32_t j, int64_t now_ns)
 
 bool core_p2p_pull_gives_up(struct core_p2p *c, uint32_t j, int64_t asked_ns, int64_t now_ns)
 {
-	int64_t since;
-
-	if (j >= c->conf.n || j == c->conf.self || c->conf.dead_after_ns <= 0)
-		return false;
-	since = asked_ns > c->heard[j] ? asked_ns : c->heard[j];
-	if (now_ns - since < c->conf.dead_after_ns)
+	if (j >= c->conf.n || j == c->conf.self || c->conf.dead_after_ns <= 0 ||
+	    now_ns - asked_ns < c->conf.dead_after_ns)
 		return false;
 	if (!c->silent_at[j])
 		c->silent_at[j] = now_ns > 0 ? now_ns : 1;

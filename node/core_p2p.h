@@ -77,16 +77,18 @@ bool core_p2p_gossip_due(const struct core_p2p *c, int64_t clock);
  * *partners (owned by the core, valid until the next call) lists them. */
 size_t core_p2p_gossip_partners(struct core_p2p *c, const uint32_t **partners);
 /* Silence. A pull is answered at once by the responder's service thread, so a peer that has not
- * answered one for dead_after_ns, and from which nothing else came meanwhile, is stopped or cut
- * off though still connected: the wait for it ends, and it is silent (left out of the gossip
- * partners, not of barriers: a held CLOCK_REQ is no sign of silence) until it is heard from
- * again. Times are the driver's monotonic ns. */
+ * answered one for dead_after_ns is stopped or cut off though still connected (or its replica
+ * takes longer than that to come: dead_after must exceed a replica's transfer time): the wait for
+ * it ends, and it is silent (left out of the gossip partners, not of barriers: a held CLOCK_REQ
+ * is no sign of silence) until it is heard from after that. Times are the driver's monotonic
+ * ns. */
 
-/* Something valid came from peer j at now_ns. Returns true when j was silent and is back. */
+/* Something valid came from peer j at now_ns (it may be older than the latest: only a word
+ * later than the finding of silence counts). Returns true when j was silent and is back. */
 bool core_p2p_on_heard(struct core_p2p *c, uint32_t j, int64_t now_ns);
 /* A pull sent to peer j at asked_ns is still unanswered at now_ns: whether to stop waiting for
- * it (dead_after_ns > 0 and neither the request nor the last word from j is younger than that).
- * When so, j is silent from now_ns on. */
+ * it (dead_after_ns > 0 and the request is that old, whatever else came from j: the wait is
+ * bounded). When so, j is silent from now_ns on. */
 bool core_p2p_pull_gives_up(struct core_p2p *c, uint32_t j, int64_t asked_ns, int64_t now_ns);
 /* Whether peer j is silent (false for j out of range). */
 bool core_p2p_is_silent(const struct core_p2p *c, uint32_t j);

@@ -398,8 +398,8 @@ Test(core_p2p, join_skips_only_departed_unreached_peers)
 	cr_assert_gt(cases, 100ul);
 }
 
-/* Silence: a pull unanswered for dead_after (counted from the request or the last word from the
- * peer, whichever is later) ends the wait and makes the peer silent: never drawn as a gossip
+/* Silence: a pull unanswered for dead_after (counted from the request, whatever else came from
+ * the peer: every wait is bounded) ends the wait and makes the peer silent: never drawn as a gossip
  * partner, still live for barriers, until something from it comes after it was found silent.
  * Without dead_after a pull waits for ever; with nobody silent the draws are the old stream's. */
 Test(core_p2p, silent_peer_leaves_the_gossip_draw_until_heard)
@@ -421,10 +421,10 @@ Test(core_p2p, silent_peer_leaves_the_gossip_draw_until_heard)
 	cr_assert_not(core_p2p_pull_gives_up(c, 2, 10 * s, 10 * s));
 	cr_assert_not(core_p2p_pull_gives_up(c, 2, 10 * s, 12 * s - 1));
 	cr_assert_not(core_p2p_is_silent(c, 2));
-	/* A word from it at 11 s (it pulled from us): the wait runs from there. */
+	/* A word from it at 11 s (it pulled from us) does not prolong the wait. */
 	cr_assert_not(core_p2p_on_heard(c, 2, 11 * s));
-	cr_assert_not(core_p2p_pull_gives_up(c, 2, 10 * s, 12 * s));
-	cr_assert(core_p2p_pull_gives_up(c, 2, 10 * s, 13 * s));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 10 * s, 12 * s));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 10 * s, 13 * s), "silent stays silent");
 	cr_assert(core_p2p_is_silent(c, 2));
 	cr_assert(core_p2p_is_alive(c, 2), "silence is not a departure");
 	cr_assert_not(core_p2p_is_silent(c, 1));
@@ -441,6 +441,7 @@ Test(core_p2p, silent_peer_leaves_the_gossip_draw_until_heard)
 	}
 	cr_assert(seen[1] > 0 && seen[3] > 0);
 	/* Something it sent before it was found silent does not bring it back. */
+	cr_assert_not(core_p2p_on_heard(c, 2, 12 * s - 1));
 	cr_assert_not(core_p2p_on_heard(c, 2, 12 * s));
 	cr_assert(core_p2p_is_silent(c, 2));
 	/* Heard after: back in the draws. */
@@ -455,11 +456,15 @@ Test(core_p2p, silent_peer_leaves_the_gossip_draw_until_heard)
 		seen[q[0]]++;
 	}
 	cr_assert_gt(seen[2], 0);
-	/* A new pull to it runs from its last word (15 s) or the request, whichever is later. */
-	cr_assert_not(core_p2p_pull_gives_up(c, 2, 14 * s, 16 * s));
-	cr_assert(core_p2p_pull_gives_up(c, 2, 14 * s, 17 * s));
+	/* A new pull to it: dead_after from its request. */
+	cr_assert_not(core_p2p_pull_gives_up(c, 2, 16 * s, 18 * s - 1));
+	cr_assert_not(core_p2p_is_silent(c, 2));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 16 * s, 18 * s));
+	cr_assert(core_p2p_is_silent(c, 2));
+	cr_assert(core_p2p_on_heard(c, 2, 19 * s));
 	/* Every peer silent but one: it is the only partner; all silent: nobody. */
 	cr_assert(core_p2p_pull_gives_up(c, 1, 0, 30 * s));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 20 * s, 30 * s));
 	cr_assert_eq(core_p2p_gossip_partners(c, &q), 1);
 	cr_assert_eq(q[0], 3);
 	cr_assert(core_p2p_pull_gives_up(c, 3, 0, 30 * s));
