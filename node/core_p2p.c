@@ -21,6 +21,8 @@ struct core_p2p {
 	bool *j_asked, *j_answered, *j_departed;
 	int64_t *j_clock;
 	size_t *scratch;     /* gossip draws (so a crossing's sample survives a gossip round) */
+	int64_t *silent_at;  /* when each peer was found silent (0: it is not) */
+	bool *eligible;      /* scratch: live and not silent */
 };
 
 struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
@@ -28,7 +30,7 @@ struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
 	struct core_p2p *c;
 	uint32_t n = conf ? conf->n : 0;
 
-	if (n == 0 || conf->self >= n || conf->local_steps < 1)
+	if (n == 0 || conf->self >= n || conf->local_steps < 1 || conf->dead_after_ns < 0)
 		return NULL;
 	c = calloc(1, sizeof *c);
 	if (!c)
@@ -47,7 +49,10 @@ struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
 	c->j_answered = calloc(n, sizeof *c->j_answered);
 	c->j_departed = calloc(n, sizeof *c->j_departed);
 	c->j_clock = calloc(n, sizeof *c->j_clock);
-	if (!c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list ||
+	c->silent_at = calloc(n, sizeof *c->silent_at);
+	c->eligible = calloc(n, sizeof *c->eligible);
+	if (!c->silent_at || !c->eligible ||
+	    !c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list ||
 	    !c->live || !c->out || !c->reached || !c->j_asked || !c->j_answered ||
 	    !c->j_departed || !c->j_clock) {
 		core_p2p_destroy(&c);
@@ -80,6 +85,8 @@ void core_p2p_destroy(struct core_p2p **p)
 	free(c->j_answered);
 	free(c->j_departed);
 	free(c->j_clock);
+	free(c->silent_at);
+	free(c->eligible);
 	free(c);
 	*p = NULL;
 }
@@ -157,13 +164,47 @@ bool core_p2p_gossip_due(const struct core_p2p *c, int64_t clock)
 
 size_t core_p2p_gossip_partners(struct core_p2p *c, const uint32_t **partners)
 {
-	size_t k = barrier_sample(&c->grng, c->conf.n, c->conf.self, c->alive, c->conf.fanout,
-				  c->scratch);
+	const bool *mask = c->alive;
+	size_t k;
+
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		c->eligible[j] = c->alive[j] && !c->silent_at[j];
+		if (c->silent_at[j])
+			mask = c->eligible;
+	}
+	k = barrier_sample(&c->grng, c->conf.n, c->conf.self, mask, c->conf.fanout, c->scratch);
 
 	for (size_t i = 0; i < k; i++)
 		c->list[i] = (uint32_t)c->scratch[i];
 	*partners = c->list;
 	return k;
+}
+
+bool core_p2p_on_heard(struct core_p2p *c, uint32_t j, int64_t now_ns)
+{
+	bool back;
+
+	if (j >= c->conf.n || j == c->conf.self)
+		return false;
+	back = c->silent_at[j] && now_ns > c->silent_at[j];
+	if (back)
+		c->silent_at[j] = 0;
+	return back;
+}
+
+bool core_p2p_pull_gives_up(struct core_p2p *c, uint32_t j, int64_t asked_ns, int64_t now_ns)
+{
+	if (j >= c->conf.n || j == c->conf.self || c->conf.dead_after_ns <= 0 ||
+	    now_ns - asked_ns < c->conf.dead_after_ns)
+		return false;
+	if (!c->silent_at[j])
+		c->silent_at[j] = now_ns > 0 ? now_ns : 1;
+	return true;
+}
+
+bool core_p2p_is_silent(const struct core_p2p *c, uint32_t j)
+{
+	return j < c->conf.n && c->silent_at[j] != 0;
 }
 
 double core_p2p_merge_weight(const struct core_p2p *c, double reported)

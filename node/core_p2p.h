@@ -4,7 +4,8 @@
  * crossing checks and which of them must be asked for their clock (CLOCK_REQ), whether the
  * crossing may pass once they answered, when a responder answers a held CLOCK_REQ, which peers
  * a gossip round pulls from and how their replicas are weighted, and, for a restarted or late
- * peer's join, whom it waits for, whom it takes out and from which peer it resumes. No I/O, no clock, no globals: the driver reports what it
+ * peer's join, whom it waits for, whom it takes out and from which peer it resumes, and when a
+ * peer that does not answer a pull is silent. No I/O, no clock, no globals (time is passed in): the driver reports what it
  * learnt (a peer's clock, a peer's liveness) and asks; randomness comes from the two sampling
  * streams the core keeps, seeded as the emulator always seeded them, so a run draws the same
  * samples as before the core existed. No process holds the clock vector: every peer has its
@@ -32,6 +33,7 @@ struct core_p2p_conf {
 	int64_t local_steps;
 	bool merge, weighted;
 	uint64_t seed;
+	int64_t dead_after_ns;  /* consistency.dead_after: a pull's longest wait (0: unbounded) */
 };
 
 struct core_p2p;
@@ -70,9 +72,27 @@ bool core_p2p_answerable(int64_t my_clock, int64_t threshold);
 /* Whether a gossip round comes before step clock+1: parameters are merged, fanout > 0,
  * clock > 0 and clock is a multiple of H. */
 bool core_p2p_gossip_due(const struct core_p2p *c, int64_t clock);
-/* The round's partners: fanout live others drawn from the gossip stream. Returns how many;
+/* The round's partners: fanout live others that are not silent, drawn from the gossip stream
+ * (with nobody silent, draw for draw as before silence existed). Returns how many;
  * *partners (owned by the core, valid until the next call) lists them. */
 size_t core_p2p_gossip_partners(struct core_p2p *c, const uint32_t **partners);
+/* Silence. A pull is answered at once by the responder's service thread, so a peer that has not
+ * answered one for dead_after_ns is stopped or cut off though still connected (or its replica
+ * takes longer than that to come: dead_after must exceed a replica's transfer time): the wait for
+ * it ends, and it is silent (left out of the gossip partners, not of barriers: a held CLOCK_REQ
+ * is no sign of silence) until it is heard from after that. Times are the driver's monotonic
+ * ns. */
+
+/* Something valid came from peer j at now_ns (it may be older than the latest: only a word
+ * later than the finding of silence counts). Returns true when j was silent and is back. */
+bool core_p2p_on_heard(struct core_p2p *c, uint32_t j, int64_t now_ns);
+/* A pull sent to peer j at asked_ns is still unanswered at now_ns: whether to stop waiting for
+ * it (dead_after_ns > 0 and the request is that old, whatever else came from j: the wait is
+ * bounded). When so, j is silent from now_ns on. */
+bool core_p2p_pull_gives_up(struct core_p2p *c, uint32_t j, int64_t asked_ns, int64_t now_ns);
+/* Whether peer j is silent (false for j out of range). */
+bool core_p2p_is_silent(const struct core_p2p *c, uint32_t j);
+
 /* Weight of a pulled replica whose owner reported `reported` training samples: 1 for gossip or
  * a report that is not > 0, else the report. */
 double core_p2p_merge_weight(const struct core_p2p *c, double reported);

@@ -8,7 +8,8 @@
  *
  * Waiting. Replies are awaited by polling the DEALERs in short slices (P2P_SLICE_MS); between
  * slices the loop re-reads the liveness learned from BYEs and the stop conditions, so a peer
- * that left never blocks anybody for longer than a slice. */
+ * that left never blocks anybody for longer than a slice. A gossip pull also gives up on a
+ * partner that says nothing for consistency.dead_after (node/core_p2p's silence rule). */
 #include "node/engine_p2p.h"
 
 #include <errno.h>
@@ -55,7 +56,7 @@ struct shared {
 	bool run_over;              /* a BYE carried the run-over bit */
 	float **final;              /* ensemble, peer 0: last unsolicited replica of each peer */
 	int64_t *final_clock;       /* ensemble, peer 0: the clock final[j] was sent at */
-	int64_t *heard_ns;          /* ensemble, peer 0: when a valid frame from peer j last came */
+	int64_t *heard_ns;          /* when a valid frame from peer j last came (0: never) */
 	struct wire_stats st;       /* ROUTER traffic (service thread) */
 };
 
@@ -305,6 +306,8 @@ struct peer {
 	struct wire_stats st;       /* DEALER traffic */
 	bool stop_all;              /* this peer ends the run for everybody (stop.accuracy) */
 	bool joining;               /* catch_up's clock exchange: answers go to the core's join */
+	bool pulling;               /* a gossip round's pull: a silent partner is given up on */
+	uint64_t silenced;          /* partners given up on as silent */
 	enum p2p_member *member;    /* ensemble, peer 0: each peer's part in the final combination */
 	int64_t *gone_ns;           /* ensemble, peer 0: when wait_for_finals first saw peer j out */
 	int64_t *quiet_ns;          /* ensemble, peer 0: when peer j was found silent (0: it is not) */
@@ -334,8 +337,12 @@ static bool refresh(struct peer *p, bool check_time)
 		p->watched_ns = clock_now_ns();
 	}
 	pthread_mutex_lock(&p->sh.mu);
-	for (uint32_t j = 0; j < p->c.n; j++)
+	for (uint32_t j = 0; j < p->c.n; j++) {
 		p->alive[j] = j == p->c.index || (!p->sh.dead[j] && !p->down[j]);
+		/* A request from a silent peer: it is back among the gossip partners. */
+		if (p->sh.heard_ns[j] && core_p2p_on_heard(p->core, j, p->sh.heard_ns[j]))
+			log_info("p2p: peer %u is heard from again: back among the gossip partners", j);
+	}
 	over = p->sh.run_over;
 	pthread_mutex_unlock(&p->sh.mu);
 	/* The core adds its own rule (a peer a join took out stays out until reached). */
@@ -368,6 +375,10 @@ static void watch(struct peer *p, uint32_t j)
 		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
 			p->conns[j]++;
 			core_p2p_on_reached(p->core, j);
+			/* its process took part in the handshake: not stopped */
+			if (core_p2p_on_heard(p->core, j, clock_now_ns()))
+				log_info("p2p: peer %u answered a handshake: back among the gossip "
+					 "partners", j);
 			if (p->down[j])
 				log_info("p2p: peer %u is reachable (again)", j);
 			p->down[j] = false;
@@ -418,7 +429,7 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 	uint32_t n = p->c.n, left = 0;
 	zmq_pollitem_t *items = NULL;
 	uint32_t *which = NULL;
-	int64_t seq = ++p->seq;
+	int64_t seq = ++p->seq, sent_ns;
 	int rc = 0;
 
 	items = calloc(n, sizeof *items);
@@ -443,6 +454,7 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 		rc = 0;
 		left++;
 	}
+	sent_ns = clock_now_ns();
 	while (left > 0) {
 		uint32_t k = 0;
 		int prc;
@@ -512,6 +524,7 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 				if (ok) {
 					p->got[j] = true;
 					p->their_clock[j] = m.h.step;
+					core_p2p_on_heard(p->core, j, clock_now_ns());
 					core_p2p_on_clock(p->core, j, m.h.step);
 					if (p->joining && type == WIRE_CLOCK_REQ)
 						join_answer(p, j, &m);
@@ -519,6 +532,23 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 				}
 				wire_msg_close(&m);
 			}
+		}
+		/* A gossip partner that neither answered nor said anything else for
+		 * consistency.dead_after (stopped, or behind a black-holed link, though its connection
+		 * stands): the round goes on without it, and the core leaves it out of the draws until
+		 * it is heard from. Decided after a slice's poll, so a reply already queued (this peer
+		 * was the one stopped, say) is taken, not mistaken for silence. */
+		for (uint32_t i = 0; p->pulling && i < k; i++) {
+			uint32_t j = which[i];
+
+			if (p->got[j] || !core_p2p_pull_gives_up(p->core, j, sent_ns, clock_now_ns()))
+				continue;
+			p->silenced++;
+			log_warn("p2p: %s: peer %u silent for %.1f s at clock %lld: left out of the "
+				 "gossip partners until it is heard from", p->c.name, j, p->dead_after_s,
+				 (long long)p->clock);
+			p->asked[j] = false;
+			left--;
 		}
 	}
 out:
@@ -579,7 +609,9 @@ static int gossip(struct peer *p, int64_t *staleness)
 	memset(p->asked, 0, n * sizeof *p->asked);
 	for (size_t i = 0; i < k; i++)
 		p->asked[partners[i]] = true;
+	p->pulling = true;
 	rc = exchange(p, WIRE_PULL, 0);
+	p->pulling = false;
 	if (rc)
 		return rc;
 	mine = core_p2p_own_weight(p->core, p->wk->train->n);
@@ -960,17 +992,18 @@ static int peer_setup(struct peer *p)
 		struct core_p2p_conf cc = { .n = n, .self = p->c.index, .bp = p->bp,
 					    .fanout = p->fanout, .local_steps = p->local_steps,
 					    .merge = p->combine != P2P_ENSEMBLE,
-					    .weighted = p->combine == P2P_AVERAGE, .seed = p->c.seed };
+					    .weighted = p->combine == P2P_AVERAGE, .seed = p->c.seed,
+					    .dead_after_ns = (int64_t)(p->dead_after_s * 1e9) };
 
 		p->core = core_p2p_new(&cc);
 	}
 	p->sh.dead = calloc(n, sizeof *p->sh.dead);
 	p->sh.departed = calloc(n, sizeof *p->sh.departed);
 	p->view = calloc(n, sizeof *p->view);
+	p->sh.heard_ns = calloc(n, sizeof *p->sh.heard_ns);
 	if (p->combine == P2P_ENSEMBLE && p->c.index == 0) {
 		p->sh.final = calloc(n, sizeof(float *));
 		p->sh.final_clock = calloc(n, sizeof *p->sh.final_clock);
-		p->sh.heard_ns = calloc(n, sizeof *p->sh.heard_ns);
 		p->member = calloc(n, sizeof *p->member);
 		p->gone_ns = calloc(n, sizeof *p->gone_ns);
 		p->quiet_ns = calloc(n, sizeof *p->quiet_ns);
@@ -978,9 +1011,9 @@ static int peer_setup(struct peer *p)
 	if (!p->core || !p->alive || !p->asked || !p->got || !p->weights ||
 	    !p->their_clock || !p->models || !p->dealer || !p->mon || !p->conns || !p->sent_conn ||
 	    !p->down ||
-	    !p->sh.dead || !p->sh.departed || !p->view ||
+	    !p->sh.dead || !p->sh.departed || !p->view || !p->sh.heard_ns ||
 	    (p->combine == P2P_ENSEMBLE && p->c.index == 0 &&
-	     (!p->sh.final || !p->sh.final_clock || !p->sh.heard_ns || !p->member || !p->gone_ns ||
+	     (!p->sh.final || !p->sh.final_clock || !p->member || !p->gone_ns ||
 	      !p->quiet_ns)))
 		return -ENOMEM;
 	for (uint32_t j = 0; j < n; j++) {
@@ -1230,8 +1263,9 @@ int engine_p2p_run(const struct kv *cfg)
 	rc = engine_save_params(&p->c, model_params(p->wk->model), p->nparams);
 	if (rc)
 		goto out;
-	log_info("p2p: %s done after %lld steps (%llu requests sent again after reconnects)", p->c.name,
-		 (long long)p->clock, (unsigned long long)p->resent);
+	log_info("p2p: %s done after %lld steps (%llu requests sent again after reconnects, %llu "
+		 "gossip partners given up on as silent)", p->c.name, (long long)p->clock,
+		 (unsigned long long)p->resent, (unsigned long long)p->silenced);
 	if (p->ctl) {
 		ctl_client_status(p->ctl, p->clock, CTL_DONE, false);
 		ctl_client_done(p->ctl);

@@ -8,6 +8,9 @@
  *              any single peer can reach (a peer that saw 4 classes scores at most 0.4); a
  *              member killed (or stopped) mid-run is noticed at the end, within
  *              consistency.dead_after, and named missing in ensemble.csv;
+ *   gossip     a peer SIGSTOPped mid-run (connected, silent) holds its partners' pulls for
+ *              consistency.dead_after once, then is not drawn again: the others keep their
+ *              pace and finish at stop.steps long before stop.time;
  *   bad replica a replica with an infinite weight is a bad frame and changes nothing. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -23,6 +26,7 @@
 #include "lib/kv.h"
 #include "node/engine_p2p.h"
 #include "node/wire.h"
+#include "tests/support/files.h"
 #include "tests/support/proc.h"
 #include "tests/support/wait.h"
 #include "tests/support/ports.h"
@@ -254,6 +258,7 @@ Test(engine_p2p, bsp_lockstep_from_traces_and_accuracy_rises, .timeout = 120)
 
 		cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), 0, "%s", err);
 	}
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_p2p, pbsp_sample_zero_never_waits, .timeout = 120)
@@ -274,6 +279,7 @@ Test(engine_p2p, pbsp_sample_zero_never_waits, .timeout = 120)
 		cr_assert_lt(rows[i][o.steps - 1].t, rows[o.n - 1][0].t,
 			     "peer%d ended at %.3f, after the late peer began at %.3f", i,
 			     rows[i][o.steps - 1].t, rows[o.n - 1][0].t);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_p2p, ssp_bounds_the_lead, .timeout = 120)
@@ -294,6 +300,7 @@ Test(engine_p2p, ssp_bounds_the_lead, .timeout = 120)
 					      a, c + 1, b);
 		}
 	cr_assert_gt(total_wait(0), 0.3);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_p2p, model_averaging_every_h_steps_learns, .timeout = 120)
@@ -316,6 +323,7 @@ Test(engine_p2p, model_averaging_every_h_steps_learns, .timeout = 120)
 		}
 	acc = final_accuracy(dir, NULL);
 	cr_assert_gt(acc, 0.6, "final accuracy %.3f", acc);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_p2p, ensemble_beats_any_single_peer, .timeout = 120)
@@ -345,6 +353,7 @@ Test(engine_p2p, ensemble_beats_any_single_peer, .timeout = 120)
 		ensemble_state(dir, name, state, sizeof state);
 		cr_assert_str_eq(state, i ? "final" : "self", "%s: %s", name, state);
 	}
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 static int trace_lines(const char *dir, int i)
@@ -400,6 +409,7 @@ Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(nrows[i], o.steps, "peer%d traced %d steps", i, nrows[i]);
 	cr_assert_gt(final_accuracy(dir, NULL), 0.6);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* The t_s of the last row of nodes/peer<i>.csv (-1 when it has none). */
@@ -483,7 +493,7 @@ static double ensemble_state(const char *dir, const char *name, char *state, siz
  * ensemble.csv with `want`, and exit. */
 static void ensemble_without_peer2(int sig, const char *want)
 {
-	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX", state[32], cmd[128];
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX", state[32];
 	struct opts o = { .n = 3, .steps = 1500, .barrier = "asp", .fanout = 1,
 			  .combine = "ensemble", .partition = "classes", .dead_after = 2.0,
 			  .eval_every = 0.2, .delay_s = 0.002 };
@@ -534,8 +544,7 @@ static void ensemble_without_peer2(int sig, const char *want)
 		cr_assert_eq(trace_schema_check_file(path, "ensemble", err, sizeof err), 0, "%s", err);
 	}
 	cr_assert_gt(final_accuracy(dir, NULL), 0.3);
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 Test(engine_p2p, ensemble_ends_without_a_killed_member, .timeout = 120)
@@ -546,6 +555,118 @@ Test(engine_p2p, ensemble_ends_without_a_killed_member, .timeout = 120)
 Test(engine_p2p, ensemble_ends_without_a_silent_member, .timeout = 120)
 {
 	ensemble_without_peer2(SIGSTOP, "silent");
+}
+
+/* --- a stopped gossip partner ------------------------------------------------------------------ */
+
+/* The host's 1-minute load average, for the log of a timing measurement ("?" unknown). */
+static const char *loadavg(void)
+{
+	static char buf[32];
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	snprintf(buf, sizeof buf, "?");
+	if (f) {
+		if (fscanf(f, "%31s", buf) != 1)
+			snprintf(buf, sizeof buf, "?");
+		fclose(f);
+	}
+	return buf;
+}
+
+/* Peer 3 traced 30 steps and peer 0..2 each 30: every peer is gossiping. */
+static bool all4_got_going(void *dir)
+{
+	for (int i = 0; i < 4; i++)
+		if (trace_lines(dir, i) < 31)
+			return false;
+	return true;
+}
+
+/* Four gossiping peers (ASP, fanout 1); peer3 is SIGSTOPped mid-run: it stays connected and
+ * answers nothing. Every live peer draws it as its partner within a few rounds (1 in 3 per
+ * round); before the fix that pull waited until stop.time (60 s), so a live peer made a handful
+ * of steps after the stop and none finished. Now the pull gives up after consistency.dead_after
+ * (1 s) and peer3 is not drawn again: each live peer loses about dead_after once, finishes at
+ * stop.steps well before stop.time, and its step rate after the stop is bounded below by
+ *   remaining steps / (2 x remaining x its own step interval before the stop + dead_after + 2 s)
+ * (twice its own pace, one bounded wait, 2 s for a loaded host), and in any case > 20 steps/s
+ * (without the fix: a few steps in 60 s, < 1 step/s). Its longest wait after the stop is about
+ * dead_after: the bounded wait did happen, and did not last longer. Continued then, peer3
+ * finishes too. */
+Test(engine_p2p, gossip_goes_on_without_a_stopped_peer, .timeout = 120)
+{
+	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
+	struct opts o = { .n = 4, .steps = 800, .barrier = "asp", .fanout = 1, .dead_after = 1.0,
+			  .delay_s = 0.002 };
+	int64_t origin = clock_now_ns();
+	double t_stop, t_done;
+	pid_t pids[4];
+	int st, stopped_at;
+
+	cr_assert_not_null(mkdtemp(dir));
+	for (int i = 0; i < o.n; i++)
+		write_conf(dir, &o, i, origin);
+	for (int i = 0; i < o.n; i++)
+		pids[i] = spawn(dir, i);
+	support_wait_until(all4_got_going, dir, 30000);
+	cr_assert(all4_got_going(dir), "the peers never got going");
+	cr_assert_eq(kill(pids[3], SIGSTOP), 0);
+	t_stop = (double)(clock_now_ns() - origin) / 1e9;
+	cr_assert_eq(support_wait_children(pids, 3, NULL, 90000), 3,
+		     "the peers that were not stopped must finish cleanly");
+	t_done = (double)(clock_now_ns() - origin) / 1e9;
+	stopped_at = trace_lines(dir, 3) - 1;
+	cr_assert_lt(stopped_at, o.steps, "peer3 finished before it was stopped");
+	/* Continued, peer3 reads the BYEs that came meanwhile and finishes alone. */
+	cr_assert_eq(kill(pids[3], SIGCONT), 0);
+	if (support_wait_pid(pids[3], &st, 30000) != 0) {
+		kill(pids[3], SIGKILL);
+		support_wait_pid(pids[3], &st, 10000);
+		cr_assert_fail("peer3 did not finish after it was continued");
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer3 failed (status %d)", st);
+	cr_assert_eq(trace_lines(dir, 3) - 1, o.steps);
+	cr_assert_lt(t_done, 30.0, "the live peers finished %.1f s into the run (stop.time 60 s)",
+		     t_done);
+	load_traces(dir, 3);
+	for (int i = 0; i < 3; i++) {
+		int before = 0, after;
+		double pace, rate, span, max_wait = 0, bound;
+
+		cr_assert_eq(nrows[i], o.steps, "peer%d traced %d steps", i, nrows[i]);
+		while (before < nrows[i] && rows[i][before].t <= t_stop)
+			before++;
+		after = nrows[i] - before;
+		cr_assert(before >= 30 && after > 0, "peer%d: %d steps before the stop", i, before);
+		pace = rows[i][before - 1].t / before;
+		span = rows[i][nrows[i] - 1].t - t_stop;
+		rate = after / span;
+		for (int c = before; c < nrows[i]; c++)
+			max_wait = fmax(max_wait, rows[i][c].wait);
+		bound = after / (2.0 * after * pace + o.dead_after + 2.0);
+		cr_log_info("peer%d: %d steps before the stop (%.2f ms each), %d after in %.2f s "
+			    "(%.0f steps/s, bound %.0f), longest wait after %.3f s (load %s)", i,
+			    before, pace * 1e3, after, span, rate, bound, max_wait,
+			    loadavg());
+		cr_assert_gt(rate, bound, "peer%d: %.1f steps/s after the stop", i, rate);
+		cr_assert_gt(rate, 20.0, "peer%d: %.1f steps/s after the stop", i, rate);
+		cr_assert_lt(max_wait, o.dead_after + 1.0, "peer%d waited %.2f s for a step", i,
+			     max_wait);
+	}
+	/* At least one live peer drew peer3 and gave up on it after dead_after. */
+	{
+		double longest = 0;
+
+		for (int i = 0; i < 3; i++)
+			for (int c = 0; c < nrows[i]; c++)
+				if (rows[i][c].t > t_stop)
+					longest = fmax(longest, rows[i][c].wait);
+		cr_assert_geq(longest, o.dead_after - 0.05, "no peer ever waited for peer3 (%.3f s)",
+			      longest);
+	}
+	cr_assert_gt(final_accuracy(dir, NULL), 0.6);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }
 
 /* --- a replica it cannot take ---------------------------------------------------------------------- */
@@ -616,6 +737,5 @@ Test(engine_p2p, a_replica_with_an_infinite_weight_is_skipped, .timeout = 120)
 	free(replica);
 	zmq_close(router);
 	zmq_ctx_term(ctx);
-	snprintf(line, sizeof line, "rm -rf '%s'", dir);
-	cr_assert_eq(system(line), 0);
+	cr_assert_eq(support_rm_rf(dir), 0);
 }

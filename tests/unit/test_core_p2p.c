@@ -9,6 +9,8 @@
  *               never asked nor drawn
  *   gossip      due every H steps (never at 0, never for ensemble), partners drawn from the
  *               emulator's stream, weights; a restarted peer resumes from the slowest answer
+ *   silence     a pull unanswered for dead_after ends the wait; the silent peer is never a
+ *               gossip partner (still in barriers) until heard from after it went silent
  *   join        every case of 4 peers (crashed or live, reached or not, each answer's view):
  *               the join waits exactly for the unanswered peers no answer counts departed or
  *               that it reached; the skipped ones are out of barriers until reached */
@@ -394,4 +396,90 @@ Test(core_p2p, join_skips_only_departed_unreached_peers)
 		}
 	}
 	cr_assert_gt(cases, 100ul);
+}
+
+/* Silence: a pull unanswered for dead_after (counted from the request, whatever else came from
+ * the peer: every wait is bounded) ends the wait and makes the peer silent: never drawn as a gossip
+ * partner, still live for barriers, until something from it comes after it was found silent.
+ * Without dead_after a pull waits for ever; with nobody silent the draws are the old stream's. */
+Test(core_p2p, silent_peer_leaves_the_gossip_draw_until_heard)
+{
+	const int64_t s = 1000000000ll;
+	struct core_p2p_conf conf = { .n = 4, .self = 0, .bp = { .kind = BARRIER_BSP }, .fanout = 1,
+				      .local_steps = 1, .merge = true, .seed = 7,
+				      .dead_after_ns = 2 * s };
+	struct core_p2p *c = core_p2p_new(&conf);
+	uint64_t rng = 7 ^ (0x2545f4914f6cdd1dull * 1);
+	bool all[4] = { true, true, true, true }, no2[4] = { true, true, false, true };
+	const uint32_t *q;
+	int64_t thr;
+	size_t ref[4], k;
+	int seen[4] = { 0 };
+
+	cr_assert_not_null(c);
+	/* Asked at 10 s: not before 12 s. */
+	cr_assert_not(core_p2p_pull_gives_up(c, 2, 10 * s, 10 * s));
+	cr_assert_not(core_p2p_pull_gives_up(c, 2, 10 * s, 12 * s - 1));
+	cr_assert_not(core_p2p_is_silent(c, 2));
+	/* A word from it at 11 s (it pulled from us) does not prolong the wait. */
+	cr_assert_not(core_p2p_on_heard(c, 2, 11 * s));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 10 * s, 12 * s));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 10 * s, 13 * s), "silent stays silent");
+	cr_assert(core_p2p_is_silent(c, 2));
+	cr_assert(core_p2p_is_alive(c, 2), "silence is not a departure");
+	cr_assert_not(core_p2p_is_silent(c, 1));
+	/* Still in every barrier. */
+	cr_assert_eq(core_p2p_barrier_begin(c, 1, &thr, &q), 3);
+	/* Out of the draws: the gossip stream over the others. */
+	for (int r = 0; r < 60; r++) {
+		k = core_p2p_gossip_partners(c, &q);
+		cr_assert_eq(k, 1);
+		cr_assert_eq(barrier_sample(&rng, 4, 0, no2, 1, ref), 1);
+		cr_assert_eq(q[0], ref[0]);
+		cr_assert_neq(q[0], 2, "a silent peer was drawn");
+		seen[q[0]]++;
+	}
+	cr_assert(seen[1] > 0 && seen[3] > 0);
+	/* Something it sent before it was found silent does not bring it back. */
+	cr_assert_not(core_p2p_on_heard(c, 2, 12 * s - 1));
+	cr_assert_not(core_p2p_on_heard(c, 2, 12 * s));
+	cr_assert(core_p2p_is_silent(c, 2));
+	/* Heard after: back in the draws. */
+	cr_assert(core_p2p_on_heard(c, 2, 14 * s));
+	cr_assert_not(core_p2p_is_silent(c, 2));
+	cr_assert_not(core_p2p_on_heard(c, 2, 15 * s), "back only once");
+	memset(seen, 0, sizeof seen);
+	for (int r = 0; r < 60; r++) {
+		cr_assert_eq(core_p2p_gossip_partners(c, &q), 1);
+		cr_assert_eq(barrier_sample(&rng, 4, 0, all, 1, ref), 1);
+		cr_assert_eq(q[0], ref[0]);
+		seen[q[0]]++;
+	}
+	cr_assert_gt(seen[2], 0);
+	/* A new pull to it: dead_after from its request. */
+	cr_assert_not(core_p2p_pull_gives_up(c, 2, 16 * s, 18 * s - 1));
+	cr_assert_not(core_p2p_is_silent(c, 2));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 16 * s, 18 * s));
+	cr_assert(core_p2p_is_silent(c, 2));
+	cr_assert(core_p2p_on_heard(c, 2, 19 * s));
+	/* Every peer silent but one: it is the only partner; all silent: nobody. */
+	cr_assert(core_p2p_pull_gives_up(c, 1, 0, 30 * s));
+	cr_assert(core_p2p_pull_gives_up(c, 2, 20 * s, 30 * s));
+	cr_assert_eq(core_p2p_gossip_partners(c, &q), 1);
+	cr_assert_eq(q[0], 3);
+	cr_assert(core_p2p_pull_gives_up(c, 3, 0, 30 * s));
+	cr_assert_eq(core_p2p_gossip_partners(c, &q), 0);
+	/* Out of range and self: never silent. */
+	cr_assert_not(core_p2p_pull_gives_up(c, 0, 0, 100 * s));
+	cr_assert_not(core_p2p_pull_gives_up(c, 4, 0, 100 * s));
+	cr_assert_not(core_p2p_is_silent(c, 4));
+	core_p2p_destroy(&c);
+	/* No dead_after: a pull is waited for however long. */
+	conf.dead_after_ns = 0;
+	c = core_p2p_new(&conf);
+	cr_assert_not(core_p2p_pull_gives_up(c, 2, 0, 1000 * s));
+	cr_assert_not(core_p2p_is_silent(c, 2));
+	core_p2p_destroy(&c);
+	conf.dead_after_ns = -1;
+	cr_assert_null(core_p2p_new(&conf));
 }
