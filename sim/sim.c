@@ -17,7 +17,8 @@
  *
  * Memory per worker, train none: struct sim_worker (40 bytes), its plan index (4), about one
  * heap entry (24), two link directions (32, only when a transmitter can be busy or links
- * change) and the core's share (node/core_ps.h). */
+ * change), the last arrival from the server (8, only when a message could overtake another:
+ * random delays, loss, link changes or a profile) and the core's share (node/core_ps.h). */
 #include "sim/sim.h"
 
 #include <errno.h>
@@ -99,6 +100,10 @@ struct sim {
 				       * last model reply began (NAN: none pending) */
 	double *prof_z;               /* ... and the normal behind its last round trip's draw */
 	double prof_ac1;              /* the profile's all.transfer_ac1 */
+	int64_t *down_at;             /* per worker: when the last message from the server on its
+				       * connection arrives (a later one cannot overtake it: one TCP
+				       * byte stream); NULL when none can (fixed delays, no loss, no
+				       * profile, no link changes) */
 	struct rng *delay_rng;        /* per worker: its emulated worker's straggler stream
 				       * (delay draws in step order), only when some worker's
 				       * delay distribution is random or a profile has base_s;
@@ -245,18 +250,25 @@ static int64_t path_rtt(const struct sim *s, uint32_t a, uint32_t b)
  * step's transfer time has the measured distribution (two halves of independent draws would
  * have half its variance, and the workers' clocks would drift apart less than emulated ones). */
 enum rt_half {
-	RT_OWN,   /* a half of a draw of its own (the join, an ACK) */
+	RT_OWN,   /* a half of a draw of its own (the join) */
+	RT_ACK,   /* an ACK: the half of the shortest round trip (below) */
 	RT_FIRST, /* a model reply: draws the step's round trip */
 	RT_SECOND /* the push that ends the step: the rest of the reply's draw */
 };
 
-/* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
- * arrives. With a calibration profile for w: half a draw of its measured round trip (which
- * draw: half), scaled by the warm-up factor of step k (1-based: the step whose round trip the
- * message is part of, the push and its replies alike; the join's exchange is step 1's), and
- * stretched by the emulated host's load over its flight (host.runq_wait). */
-static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
-			uint32_t k, enum rt_half half)
+/* When a message of bytes from plan node a to plan node b about worker w, sent at now, arrives
+ * (before the FIFO rule of send_msg). With a calibration profile for w: half a draw of its
+ * measured round trip (which draw: half), scaled by the warm-up factor of step k (1-based: the
+ * step whose round trip the message is part of, the push and its replies alike; the join's
+ * exchange is step 1's), and stretched by the emulated host's load over its flight
+ * (host.runq_wait). An ACK takes the half of the profile's shortest round trip: the measured
+ * round trip runs from one trace row (an ACK's arrival) to the next, so it already holds the
+ * ACK's flight, and the reply and the push that make up a step carry all of it; a row is then
+ * a fixed offset after the push's handling, and the rows' intervals have the measured
+ * distribution. The shortest half also lets the model reply sent with or after the ACK arrive
+ * after it, as on the emulated connection, without delaying it (send_msg's FIFO rule). */
+static int64_t flight(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
+		      uint32_t k, enum rt_half half)
 {
 	int64_t rtt, t;
 	struct sim_link la, lb;
@@ -264,7 +276,9 @@ static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, i
 	if (s->prof_transfer && w < s->n && s->prof_transfer[w]) {
 		double u, x;
 
-		if (half == RT_SECOND && !isnan(s->prof_u[w])) {
+		if (half == RT_ACK) {
+			u = 0;
+		} else if (half == RT_SECOND && !isnan(s->prof_u[w])) {
 			u = s->prof_u[w];
 			s->prof_u[w] = NAN;
 		} else {
@@ -300,6 +314,41 @@ static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, i
 	lb = (struct sim_link){ .p = lp(s, b, false) };
 	t = sim_link_send(&la, &s->tcp, bytes, now, rtt, &s->link_rng, NULL);
 	return sim_link_send(&lb, &s->tcp, bytes, t, rtt, &s->link_rng, NULL);
+}
+
+/* A message of bytes from plan node a to plan node b about worker w, sent at now: when it
+ * arrives (flight). One connection is one byte stream: a message from the server to worker w
+ * arrives no earlier than the one sent before it (an ACK is never behind the model reply sent
+ * after it, so the worker's trace rows are in time order). From the worker to the server one
+ * message is in flight at a time (the join, or a push sent after the model reply to the last
+ * one arrived), so that direction keeps its order by itself. */
+static int64_t send_msg(struct sim *s, uint32_t a, uint32_t b, uint64_t bytes, int64_t now, uint32_t w,
+			uint32_t k, enum rt_half half)
+{
+	int64_t t = flight(s, a, b, bytes, now, w, k, half);
+
+	if (s->down_at && a == s->srv && w < s->n) {
+		if (t < s->down_at[w])
+			t = s->down_at[w];
+		s->down_at[w] = t;
+	}
+	return t;
+}
+
+/* Whether a message on a link can arrive before one sent earlier on the same path: a random
+ * delay, a loss (a retransmission timeout), or parameters that change during the run. */
+static bool links_may_reorder(const struct plan_run *run)
+{
+	if (run->n_events || run->scenario->network.trace)
+		return true;
+	for (size_t i = 0; i < run->n_nodes; i++) {
+		const struct link_params *p[2] = { plan_node_up(run, i), plan_node_down(run, i) };
+
+		for (int d = 0; d < 2; d++)
+			if (p[d]->jitter_us || p[d]->loss_ppm || p[d]->loss_model == LINK_LOSS_GEMODEL)
+				return true;
+	}
+	return false;
 }
 
 /* Whether a delay distribution draws random numbers. */
@@ -501,7 +550,7 @@ static void carry_out(struct sim *s, uint32_t from, int64_t now)
 		switch (x->kind) {
 		case CORE_PS_ACK: {
 			int64_t t = send_msg(s, s->srv, pnode, SIM_SMALL_BYTES, now, x->worker,
-					     w ? w->step / s->h + 1 : 1, RT_OWN);
+					     w ? w->step / s->h + 1 : 1, RT_ACK);
 
 			if (x->reply || !w)
 				break;
@@ -617,6 +666,8 @@ static void start(struct sim *s, uint32_t i, int64_t now)
 		return;
 	set_state(s, w, W_UP);
 	w->gen++;
+	if (s->down_at)
+		s->down_at[i] = 0; /* a new connection */
 	if (s->delay_rng)
 		straggler_stream_seed(&s->delay_rng[i], straggler_seed(s->run->seed, i));
 	to_server(s, i, MSG_JOIN, SIM_SMALL_BYTES, now);
@@ -927,6 +978,7 @@ static void fill_result(struct sim *s, struct sim_result *res)
 	res->bytes_moved = s->bytes_moved;
 	res->stopped_accuracy = s->stop_acc;
 	res->state_bytes = sizeof *s + s->n * (sizeof *s->w + sizeof *s->node_of) +
+			   (s->down_at ? s->n * sizeof *s->down_at : 0) +
 			   (s->up ? 2 * s->run->n_nodes * sizeof *s->up : 0) + sim_heap_bytes(s->heap) +
 			   s->hist_len * sizeof *s->hist + s->stale_len * sizeof *s->stale_hist;
 }
@@ -1116,6 +1168,10 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 		s.prof_warm = sim_profile_warmup(s.profile);
 		s.prof_ac1 = sim_profile_transfer_ac1(s.profile);
 	}
+	if ((s.prof_transfer || links_may_reorder(run)) && !(s.down_at = calloc(s.n, sizeof *s.down_at))) {
+		sim_status_fail(&s.st, -ENOMEM, "out of memory");
+		goto out;
+	}
 	if (sc->simulation.train == SCENARIO_SIM_TRAIN_REAL) {
 		const char **names = calloc(s.n, sizeof *names);
 		char (*nm)[SCENARIO_NODE_NAME_MAX] = calloc(s.n, sizeof *nm);
@@ -1194,6 +1250,7 @@ out:
 	free(s.prof_transfer);
 	free(s.prof_u);
 	free(s.prof_z);
+	free(s.down_at);
 	free(s.delay_rng);
 	core_ps_destroy(&s.core);
 	sim_heap_destroy(&s.heap);

@@ -630,9 +630,9 @@ Test(sim_profile, warmup_applied, .timeout = 30)
 /* A step's measured round trip (the model reply that starts it and the push that ends it) is
  * one draw, split in halves: two halves of independent draws would give the steps half the
  * measured variance, and under a barrier the workers would drift apart less than the emulated
- * ones. Transfers of 0.2 or 0.6 s (variance 0.04): the row intervals d_k also carry the
- * ACK's own half-draw (A_k - A_{k-1}) / 2, which var(d) + 2 cov(d_k, d_k+1) cancels, leaving
- * the variance of a step's transfer: 0.04 (0.02 with independent halves). */
+ * ones. Transfers of 0.2 or 0.6 s (variance 0.04): a row is the ACK's arrival, a fixed half of
+ * the shortest round trip after the push is handled, so var(d) + 2 cov(d_k, d_k+1) is the
+ * variance of a step's transfer: 0.04 (0.02 with independent halves). */
 Test(sim_profile, round_trip_is_one_draw, .timeout = 30)
 {
 	char dir[256], prof[300], text[2048], path[600];
