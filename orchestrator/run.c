@@ -1159,6 +1159,21 @@ out:
 	return rc;
 }
 
+/* An earlier attempt of a run, on one host or across hosts, that did not complete: kept aside
+ * (rundir_set_aside), or, in out itself, refused. Returns 0 or < 0 (reported). */
+static int set_aside(const char *out, const char *dir, const char *id)
+{
+	char aside[PATH_MAX + 64];
+	int rc = rundir_set_aside(out, dir, id, aside, sizeof aside);
+
+	if (rc == -EEXIST && !strcmp(dir, out))
+		fprintf(stderr, "stalenet run: %s holds an earlier attempt of this run that did not complete; "
+			"remove it or choose another --out\n", out);
+	else if (rc == 1)
+		log_info("run %s: an earlier attempt is incomplete; kept in %s", id, aside);
+	return rc < 0 ? rc : 0;
+}
+
 /* What a run across hosts cannot do yet, named before any host is contacted (0 = runnable). */
 static int across_hosts_unsupported(const struct plan *plan, char *why, size_t len)
 {
@@ -1342,6 +1357,8 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 			return CLI_EXIT_FAILED; /* checked above: abs_out leaves room for an id */
 		if (rundir_is_complete(dir))
 			continue;
+		if (set_aside(abs_out, dir, run->id) < 0)
+			return !strcmp(dir, abs_out) ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
 		int r = run_multihost_one(o, run, hosts, mh, dir, abs_out);
 		if (r == CLI_EXIT_INTERRUPTED)
 			return r;
@@ -1502,32 +1519,9 @@ int run_main(const struct run_opts *o)
 			skipped++;
 			continue;
 		}
-		if (strcmp(c.dir, abs_out) != 0 && access(c.dir, F_OK) == 0) {
-			/* An interrupted or failed earlier attempt: start it again from scratch, and
-			 * keep the old one under OUT/.incomplete/, out of the summary and the plots
-			 * (traces are appended to, so old and new rows must not share a file). */
-			char old[PATH_MAX + 64];
-
-			snprintf(old, sizeof old, "%.*s/.incomplete", (int)abs_len, abs_out);
-			mkdir(old, 0755);
-			snprintf(old, sizeof old, "%.*s/.incomplete/%.*s-%ld", (int)abs_len, abs_out,
-				 PLAN_RUN_ID_MAX, c.run->id, (long)time(NULL));
-			if (rename(c.dir, old) < 0) {
-				log_error("run %s: cannot move the earlier attempt aside: %s", c.run->id, strerror(errno));
-				rc = CLI_EXIT_FAILED;
-				break;
-			}
-			log_info("run %s: an earlier attempt is incomplete; kept in %s", c.run->id, old);
-		} else if (strcmp(c.dir, abs_out) == 0) {
-			char meta_path[RUN_DIR_MAX + 16];
-
-			snprintf(meta_path, sizeof meta_path, "%s/meta.json", c.dir);
-			if (access(meta_path, F_OK) == 0) {
-				fprintf(stderr, "stalenet run: %s holds an earlier attempt of this run that did not "
-					"complete; remove it or choose another --out\n", abs_out);
-				rc = CLI_EXIT_USAGE;
-				break;
-			}
+		if (set_aside(abs_out, c.dir, c.run->id) < 0) {
+			rc = !strcmp(c.dir, abs_out) ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+			break;
 		}
 		log_info("run %zu/%zu: %s", i + 1, nruns, c.run->id);
 		c.runs_left = 0;

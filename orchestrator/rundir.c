@@ -340,6 +340,54 @@ bool rundir_is_complete(const char *dir)
 	return access(path, F_OK) == 0;
 }
 
+int rundir_set_aside(const char *out, const char *dir, const char *id, char *aside, size_t len)
+{
+	char old[4096], meta[4096];
+	struct stat st;
+	long now = (long)time(NULL);
+	int n;
+
+	if (!strcmp(dir, out)) {
+		snprintf(meta, sizeof meta, "%s/meta.json", dir);
+		return access(meta, F_OK) == 0 ? -EEXIST : 0;
+	}
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	n = snprintf(old, sizeof old, "%s/.incomplete", out);
+	if (n < 0 || n >= (int)sizeof old)
+		return -ENAMETOOLONG;
+	if (mkdir(old, 0755) < 0 && errno != EEXIST) {
+		int e = errno;
+
+		log_error("mkdir %s: %s", old, strerror(e));
+		return -e;
+	}
+	/* a symlink planted there would move the attempt elsewhere: only a real directory */
+	if (lstat(old, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_error("%s is not a directory", old);
+		return -ENOTDIR;
+	}
+	for (int k = 1; k <= 100; k++) {
+		n = k == 1 ? snprintf(old, sizeof old, "%s/.incomplete/%s-%ld", out, id, now)
+			   : snprintf(old, sizeof old, "%s/.incomplete/%s-%ld-%d", out, id, now, k);
+		if (n < 0 || n >= (int)sizeof old)
+			return -ENAMETOOLONG;
+		if (lstat(old, &st) == 0)
+			continue;
+		if (rename(dir, old) < 0) {
+			int e = errno;
+
+			log_error("run %s: cannot move the earlier attempt aside to %s: %s", id, old, strerror(e));
+			return -e;
+		}
+		if (aside)
+			snprintf(aside, len, "%s", old);
+		return 1;
+	}
+	log_error("run %s: too many earlier attempts kept in %s/.incomplete", id, out);
+	return -EEXIST;
+}
+
 /* --- an existing --out ------------------------------------------------------------------------- */
 
 /* dir holds a run's files (an attempt, complete or not): meta.json, scenario.yaml or complete. */

@@ -55,6 +55,14 @@ int rundir_write_meta(const char *dir, const struct plan_run *run, const struct 
 int rundir_mark_complete(const char *dir);
 bool rundir_is_complete(const char *dir);
 
+/* Before a run goes into dir (out itself, or out/<run id>): an earlier attempt of it there
+ * that did not complete is kept aside, so traces (appended to) never mix two attempts' rows.
+ * dir below out: moved to out/.incomplete/ID-UNIXTIME (a -N suffix when that exists), its new
+ * path into aside (when not NULL), returns 1. dir out itself (it cannot move into itself):
+ * an earlier attempt there (meta.json) returns -EEXIST, for the caller to refuse. Returns 0
+ * when there is none, -errno (logged) when the move failed. Call it on runs not complete. */
+int rundir_set_aside(const char *out, const char *dir, const char *id, char *aside, size_t len);
+
 /* Whether the output directory out (it exists) may take the runs of plan: it holds no run
  * output, or only earlier attempts of these very runs, which `run` and `simulate` then resume
  * (complete ones skipped). single: the plan's one run goes into out itself, else each run into

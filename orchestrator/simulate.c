@@ -169,28 +169,17 @@ int simulate_main(const struct simulate_opts *o)
 			skipped++;
 			continue;
 		}
-		if (strcmp(dir, abs_out) != 0 && access(dir, F_OK) == 0) {
-			/* an earlier attempt that did not complete: kept aside, as `run` does */
-			char old[sizeof dir + 64];
-
-			snprintf(old, sizeof old, "%s/.incomplete", abs_out);
-			mkdir(old, 0755);
-			snprintf(old, sizeof old, "%s/.incomplete/%s-%ld", abs_out, run->id, (long)time(NULL));
-			if (rename(dir, old) < 0) {
-				log_error("run %s: cannot move the earlier attempt aside: %s", run->id, strerror(errno));
-				rc = CLI_EXIT_FAILED;
-				break;
-			}
-		} else if (strcmp(dir, abs_out) == 0) {
-			char meta_path[sizeof dir + 16];
-
-			snprintf(meta_path, sizeof meta_path, "%s/meta.json", dir);
-			if (access(meta_path, F_OK) == 0) {
-				fprintf(stderr, "stalenet simulate: %s holds an earlier attempt of this run that "
-					"did not complete; remove it or choose another --out\n", abs_out);
-				rc = CLI_EXIT_USAGE;
-				break;
-			}
+		/* an earlier attempt that did not complete: kept aside (or refused), as `run` does */
+		int ra = rundir_set_aside(abs_out, dir, run->id, NULL, 0);
+		if (ra == -EEXIST && !strcmp(dir, abs_out)) {
+			fprintf(stderr, "stalenet simulate: %s holds an earlier attempt of this run that "
+				"did not complete; remove it or choose another --out\n", abs_out);
+			rc = CLI_EXIT_USAGE;
+			break;
+		}
+		if (ra < 0) {
+			rc = CLI_EXIT_FAILED;
+			break;
 		}
 		if (!o->quiet)
 			log_info("simulation %zu/%zu: %s", i + 1, nruns, run->id);

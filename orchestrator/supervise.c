@@ -23,6 +23,8 @@
 #define SUP_PROGRESS_NS (100 * 1000000LL)
 #define SUP_GUARD_NS (1000 * 1000000LL)       /* host-saturation guard's period */
 #define SUP_GUARD_WARN_AFTER 3                /* samples before the guard may warn */
+#define SUP_RETRY_FIRST_NS (100 * 1000000LL)  /* a failed planned start: first retry after */
+#define SUP_RETRY_MAX_NS (2000 * 1000000LL)   /* ... doubling up to this */
 
 enum proc_state { P_PENDING, P_RUNNING, P_EXITED };
 
@@ -33,6 +35,9 @@ struct proc {
 	bool ready, started, done, waiting, planned_kill, restarted, left;
 	int64_t step;
 	int64_t next_pause;          /* index k of the next planned pause window to log */
+	int64_t retry_at;            /* a failed planned start: next try (relative ns), 0 = none */
+	int64_t retry_ns;            /* ... the backoff before the try after it */
+	unsigned failed_starts;      /* failed tries of the planned start under way */
 	int status;
 };
 
@@ -88,7 +93,7 @@ static int start_proc(struct sup *s, struct proc *p)
 		.name = p->spec->name, .netns = p->spec->netns, .argv = argv, .log_path = p->spec->log_path,
 		.record = s->o->hooks.record, .record_arg = s->o->hooks.arg, .place = s->o->hooks.place,
 	};
-	pid_t pid = launch_spawn(&ls);
+	pid_t pid = s->o->spawn ? s->o->spawn(s->o->spawn_arg, &ls) : launch_spawn(&ls);
 
 	if (pid < 0)
 		return (int)pid;
@@ -291,6 +296,62 @@ static void handle_msg(struct sup *s, const char *node, const char *msg)
 	}
 }
 
+/* True when a node other than p (services aside) runs: the run's work is not over. */
+static bool others_running(const struct sup *s, const struct proc *p)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (&s->p[i] != p && s->p[i].state == P_RUNNING && !s->p[i].spec->service)
+			return true;
+	return false;
+}
+
+/* A planned join or restart of p (what: "join" | "restart"), due now. The node counts as
+ * joined/restarted (p->restarted) only once its process runs: before, a start that failed
+ * (fork, exec, namespace entry, a resource limit) marked it done and the event was lost
+ * without a trace. A failed start is an events.csv row (start_failed) and is tried again
+ * after a backoff doubling from 0.1 s to 2 s, until it works or the run stops; when no other
+ * node is left running, nothing would stop the run, so it gives up and the node counts as
+ * failed (the run fails unless on_node_failure: continue). */
+static void planned_start(struct sup *s, struct proc *p, const char *what, int64_t now_rel)
+{
+	const struct supervise_node *sp = p->spec;
+	char d[256];
+	int rc = start_proc(s, p);
+
+	if (rc == 0) {
+		p->restarted = true;
+		d[0] = '\0';
+		if (p->failed_starts)
+			snprintf(d, sizeof d, "after %u failed start(s)", p->failed_starts);
+		supervise_event(s->o->run_dir, what, sp->name, d);
+		p->retry_at = p->retry_ns = 0;
+		p->failed_starts = 0;
+		return;
+	}
+	p->failed_starts++;
+	p->retry_ns = p->retry_ns ? p->retry_ns * 2 : SUP_RETRY_FIRST_NS;
+	if (p->retry_ns > SUP_RETRY_MAX_NS)
+		p->retry_ns = SUP_RETRY_MAX_NS;
+	p->retry_at = now_rel + p->retry_ns;
+	if (!others_running(s, p)) {
+		p->restarted = true; /* given up: nothing else runs that the run would wait for */
+		p->retry_at = 0;
+		snprintf(d, sizeof d, "%s: %s; no node left running, given up", what, strerror(-rc));
+		log_error("node %s: planned %s failed: %s; no node left running, given up", sp->name, what,
+			  strerror(-rc));
+		supervise_event(s->o->run_dir, "start_failed", sp->name, d);
+		if (!s->o->on_failure_continue) {
+			s->failed = true;
+			stop_all(s, "a node could not be started");
+		}
+		return;
+	}
+	snprintf(d, sizeof d, "%s: %s; retry in %.3f s", what, strerror(-rc), (double)p->retry_ns / 1e9);
+	log_warn("node %s: planned %s failed (%s): retry in %.3f s", sp->name, what, strerror(-rc),
+		 (double)p->retry_ns / 1e9);
+	supervise_event(s->o->run_dir, "start_failed", sp->name, d);
+}
+
 /* Planned events of stragglers; returns the next planned time (relative ns). */
 static int64_t planned_events(struct sup *s, int64_t now_rel)
 {
@@ -301,13 +362,14 @@ static int64_t planned_events(struct sup *s, int64_t now_rel)
 		const struct supervise_node *sp = p->spec;
 
 		if (sp->join_at_ns >= 0 && p->state == P_PENDING && !p->restarted) {
-			if (now_rel >= sp->join_at_ns) {
-				p->restarted = true; /* joined once */
-				if (start_proc(s, p) == 0)
-					supervise_event(s->o->run_dir, "join", sp->name, "");
-			} else if (sp->join_at_ns < next) {
-				next = sp->join_at_ns;
-			}
+			int64_t at = p->retry_at ? p->retry_at : sp->join_at_ns;
+
+			if (now_rel >= at)
+				planned_start(s, p, "join", now_rel);
+			else if (at < next)
+				next = at;
+			if (!p->restarted && p->retry_at && p->retry_at < next)
+				next = p->retry_at;
 		}
 		if (sp->crash_at_ns >= 0 && p->state == P_RUNNING && !p->planned_kill && !p->restarted) {
 			if (now_rel >= sp->crash_at_ns) {
@@ -319,13 +381,14 @@ static int64_t planned_events(struct sup *s, int64_t now_rel)
 			}
 		}
 		if (sp->restart_at_ns >= 0 && p->planned_kill && p->state == P_EXITED && !p->restarted) {
-			if (now_rel >= sp->restart_at_ns) {
-				p->restarted = true;
-				if (start_proc(s, p) == 0)
-					supervise_event(s->o->run_dir, "restart", sp->name, "");
-			} else if (sp->restart_at_ns < next) {
-				next = sp->restart_at_ns;
-			}
+			int64_t at = p->retry_at ? p->retry_at : sp->restart_at_ns;
+
+			if (now_rel >= at)
+				planned_start(s, p, "restart", now_rel);
+			else if (at < next)
+				next = at;
+			if (!p->restarted && p->retry_at && p->retry_at < next)
+				next = p->retry_at;
 		}
 		/* The node pauses on its own clock, in windows [k every, k every + for), k >= 1, at
 		 * its first step boundary inside one: log each window as it opens. */

@@ -6,7 +6,10 @@
  * stragglers, the stop condition (time), progress.csv every 100 ms, the live view, the
  * host-saturation guard every second (orchestrator/hostload: a warning, once, when the nodes
  * have waited for a core more than 5% of their time), and a caller hook for timeline events
- * and link counters. A node that dies unplanned is reported with
+ * and link counters. A planned restart or join whose process cannot be started (fork, exec,
+ * namespace entry, a resource limit) is logged as `start_failed` and tried again with a
+ * backoff (0.1 s doubling to 2 s) until it starts or the run stops; the node counts as
+ * restarted or joined only once its process runs. A node that dies unplanned is reported with
  * its name, status and log tail, logged to events.csv, and (policy `stop`) stops the run.
  * Nothing here touches the network: the caller owns namespaces and links. */
 #ifndef STALENET_SUPERVISE_H
@@ -22,6 +25,7 @@
 
 struct csv_writer;
 struct hostload;
+struct launch_spec;
 struct progress_state;
 struct progress_view;
 
@@ -86,6 +90,10 @@ struct supervise_opts {
 	int run_index, run_count;
 	volatile sig_atomic_t *interrupted;  /* set by the caller's signal handler */
 	struct supervise_hooks hooks;
+	/* Start a node's process as launch_spawn does (returns its pid or -errno); NULL =
+	 * launch_spawn. A stand-in lets tests make a start fail. */
+	pid_t (*spawn)(void *arg, const struct launch_spec *ls);
+	void *spawn_arg;
 };
 
 enum supervise_result { SUPERVISE_OK = 0, SUPERVISE_FAILED = 1, SUPERVISE_INTERRUPTED = 2 };
