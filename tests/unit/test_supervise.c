@@ -1,0 +1,218 @@
+/* Unit tests for orchestrator/supervise's planned churn when a start fails: the supervisor
+ * runs stand-in nodes (forked children speaking the real control plane over ipc://, no
+ * namespaces, no privileges) through its spawn seam, which makes chosen starts fail as fork,
+ * exec or a resource limit would. A failed restart must be an events.csv row, be tried again
+ * with a growing backoff, and the node count as restarted only once its process runs. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/ctl.h"
+#include "orchestrator/launch.h"
+#include "orchestrator/supervise.h"
+#include "tests/support/files.h"
+#include "tests/support/wait.h"
+
+static char dir[128], ep[256];
+
+/* What the stand-in does: how many starts of node "b" fail (from its second start on; -1:
+ * all of them), and whether node "a" exits as soon as it is started. */
+static struct {
+	int b_fail;
+	bool a_quits;
+	int b_calls;
+} plan;
+
+/* A node: ready, then run until told to stop (at most 30 s); a restarted one leaves a file
+ * saying it was started as a rejoin. */
+static _Noreturn void stand_in(const char *name)
+{
+	struct ctl_client *c = ctl_client_open(ep, name);
+	char path[300];
+	int64_t until;
+
+	if (!c || ctl_client_ready_wait(c, 20000) != 0)
+		_exit(10);
+	if (ctl_client_rejoined(c)) {
+		snprintf(path, sizeof path, "%s/%s.rejoined", dir, name);
+		FILE *f = fopen(path, "w");
+		if (f)
+			fclose(f);
+	}
+	if (!strcmp(name, "a") && plan.a_quits) {
+		ctl_client_close(&c);
+		_exit(0);
+	}
+	until = support_now_ms() + 30000;
+	while (support_now_ms() < until && !ctl_client_should_stop(c))
+		usleep(5000); /* a node's pacing, not a wait for the test */
+	ctl_client_done(c);
+	ctl_client_close(&c);
+	_exit(0);
+}
+
+static pid_t spawn(void *arg, const struct launch_spec *ls)
+{
+	(void)arg;
+	if (!strcmp(ls->name, "b") && plan.b_calls++ >= 1 && (plan.b_fail < 0 || plan.b_calls - 1 <= plan.b_fail))
+		return -EAGAIN;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		stand_in(ls->name);
+	return pid;
+}
+
+/* events.csv rows: t_s and event,target,detail (after the first comma), at most 64. */
+struct row {
+	double t;
+	char rest[256];
+};
+
+static int read_events(struct row *rows, int max)
+{
+	char path[300];
+	size_t len;
+	int n = 0;
+
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	char *t = support_read_file(path, &len);
+	cr_assert_not_null(t, "no events.csv");
+	char *save = NULL;
+	strtok_r(t, "\n", &save); /* header */
+	for (char *l = strtok_r(NULL, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save)) {
+		char *c = strchr(l, ',');
+		cr_assert_not_null(c, "bad row %s", l);
+		rows[n].t = strtod(l, NULL);
+		snprintf(rows[n].rest, sizeof rows[n].rest, "%s", c + 1);
+		fprintf(stderr, "  %s\n", l);
+		n++;
+	}
+	free(t);
+	return n;
+}
+
+static int find(const struct row *rows, int n, int from, const char *prefix)
+{
+	for (int i = from; i < n; i++)
+		if (!strncmp(rows[i].rest, prefix, strlen(prefix)))
+			return i;
+	return -1;
+}
+
+static enum supervise_result run(int64_t stop_ns, bool on_failure_continue)
+{
+	const struct supervise_node nodes[2] = {
+		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = 200000000, .restart_at_ns = 400000000,
+		  .leave_at_ns = -1 },
+	};
+	struct ctl_server *srv;
+	int64_t origin = 0;
+
+	support_tmpdir(dir, sizeof dir, "supervise");
+	cr_assert_eq(ctl_endpoint_for(dir, "t", ep, sizeof ep), 0);
+	srv = ctl_server_open(ep);
+	cr_assert_not_null(srv);
+	struct supervise_opts o = {
+		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .stop_after_ns = stop_ns,
+		.on_failure_continue = on_failure_continue, .ready_timeout_ms = 20000, .spawn = spawn,
+	};
+	enum supervise_result r = supervise_run(&o, nodes, 2, &origin);
+	ctl_server_close(&srv);
+	return r;
+}
+
+static bool rejoined(const char *name)
+{
+	char path[300];
+
+	snprintf(path, sizeof path, "%s/%s.rejoined", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* Two failed starts, then one that works: two start_failed rows (retry in 0.1 s, then 0.2 s),
+ * the restart row after them, and the node really back (a rejoin start). */
+Test(supervise, failed_restart_is_logged_and_retried, .timeout = 60)
+{
+	struct row rows[64];
+
+	plan.b_fail = 2;
+	plan.a_quits = false;
+	plan.b_calls = 0;
+	cr_assert_eq(run(2000000000LL, false), SUPERVISE_OK);
+	int n = read_events(rows, 64);
+	int crash = find(rows, n, 0, "crash,b,");
+	int f1 = find(rows, n, 0, "start_failed,b,");
+	int f2 = f1 < 0 ? -1 : find(rows, n, f1 + 1, "start_failed,b,");
+	int re = find(rows, n, 0, "restart,b,");
+	cr_assert(crash >= 0 && f1 > crash && f2 > f1 && re > f2, "crash %d, failed %d %d, restart %d", crash, f1, f2,
+		  re);
+	cr_expect_eq(find(rows, n, f2 + 1, "start_failed,b,"), -1, "only two failed starts");
+	cr_expect(strstr(rows[f1].rest, "restart: Resource temporarily unavailable; retry in 0.100 s"), "%s",
+		  rows[f1].rest);
+	cr_expect(strstr(rows[f2].rest, "retry in 0.200 s"), "%s", rows[f2].rest);
+	cr_expect(strstr(rows[re].rest, "after 2 failed start(s)"), "%s", rows[re].rest);
+	/* the planned time, then the backoff: 0.4 s + 0.1 s + 0.2 s at the earliest (a row's time
+	 * is taken just after its try, the backoff counts from just before it: 5 ms of slack) */
+	cr_expect_geq(rows[f1].t, 0.4);
+	cr_expect_geq(rows[f2].t - rows[f1].t, 0.1 - 0.005);
+	cr_expect_geq(rows[re].t - rows[f2].t, 0.2 - 0.005);
+	cr_expect_eq(plan.b_calls, 4, "the first start, two failed restarts, the one that worked");
+	cr_expect(rejoined("b"), "the restarted b was started as a rejoin");
+	cr_expect(!rejoined("a"));
+	support_rm_rf(dir);
+}
+
+/* A restart that never works is tried until the run's stop, the backoff doubling (0.1, 0.2,
+ * 0.4, ...), and no restart row is written. */
+Test(supervise, failing_restart_is_retried_until_the_stop, .timeout = 60)
+{
+	struct row rows[64];
+
+	plan.b_fail = -1;
+	plan.a_quits = false;
+	plan.b_calls = 0;
+	cr_assert_eq(run(1500000000LL, false), SUPERVISE_OK);
+	int n = read_events(rows, 64);
+	int fails = 0;
+	double want = 0.1;
+	for (int i = find(rows, n, 0, "start_failed,b,"); i >= 0; i = find(rows, n, i + 1, "start_failed,b,")) {
+		char d[64];
+		snprintf(d, sizeof d, "retry in %.3f s", want);
+		cr_expect(strstr(rows[i].rest, d), "failure %d: %s (want %s)", fails, rows[i].rest, d);
+		want = want * 2 > 2.0 ? 2.0 : want * 2;
+		fails++;
+	}
+	/* 0.4 s planned, stop at 1.5 s: tries at 0.4, 0.5, 0.7, 1.1 at the earliest */
+	cr_expect(fails >= 2 && fails <= 4, "%d failed starts", fails);
+	cr_expect_eq(find(rows, n, 0, "restart,b,"), -1, "no restart row for a restart that did not happen");
+	int stop = find(rows, n, 0, "stop,all,stop.time reached");
+	cr_expect_geq(stop, 0, "the run stopped at its stop time");
+	support_rm_rf(dir);
+}
+
+/* When no other node is left running, nothing would end the run: the failed restart gives up
+ * at once and fails the run (on_node_failure: stop). */
+Test(supervise, failed_restart_with_nothing_left_fails_the_run, .timeout = 60)
+{
+	struct row rows[64];
+
+	plan.b_fail = -1;
+	plan.a_quits = true;
+	plan.b_calls = 0;
+	cr_assert_eq(run(0, false), SUPERVISE_FAILED);
+	int n = read_events(rows, 64);
+	int f = find(rows, n, 0, "start_failed,b,");
+	cr_assert_geq(f, 0);
+	cr_expect(strstr(rows[f].rest, "no node left running, given up"), "%s", rows[f].rest);
+	cr_expect_eq(find(rows, n, f + 1, "start_failed,b,"), -1, "given up after one try");
+	cr_expect_geq(find(rows, n, f, "stop,all,a node could not be started"), 0);
+	support_rm_rf(dir);
+}
