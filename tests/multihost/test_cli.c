@@ -613,6 +613,113 @@ Test(multihost_cli, a_sweep_runs_each_point_across_the_hosts)
 	free(t);
 }
 
+/* Training started (server0 and four workers: after the link self-check's six nodes). */
+static bool training_started(void *arg)
+{
+	(void)arg;
+	size_t len;
+	char *t = support_read_file(out_file, &len);
+	bool yes = t && strstr(t, "5 nodes ready on 3 hosts: started");
+	free(t);
+	return yes;
+}
+
+/* The one non-hidden directory of run_dir holding meta.json into name (a sweep's run). */
+static int first_run_dir(char *name, size_t len)
+{
+	DIR *d = opendir(run_dir);
+	struct dirent *e;
+	int found = 0;
+	while (d && (e = readdir(d))) {
+		char meta[800];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(meta, sizeof meta, "%s/%s/meta.json", run_dir, e->d_name);
+		if (access(meta, F_OK) == 0 && !found++)
+			snprintf(name, len, "%s", e->d_name);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* An interrupted sweep across hosts run again into the same --out: the interrupted run's
+ * directory is kept whole under OUT/.incomplete/ (its events.csv byte for byte, meta.json
+ * "interrupted"), and the run is done again from scratch in a fresh directory (one start row:
+ * nothing appended to the earlier attempt's traces), as on one host. */
+Test(multihost_cli, rerun_keeps_an_interrupted_attempt_aside)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhr\nstop: {time: 5s}\nworkers: 4\nnetwork: {cc: reno}\n"
+				 "sweep: {consistency.barrier: [bsp, asp]}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit 130 (interrupted): %s", t);
+	free(t);
+	char name[256], path[800], kept[1200];
+	size_t len, klen;
+	cr_assert_eq(first_run_dir(name, sizeof name), 1, "one run directory after the interruption");
+	snprintf(path, sizeof path, "%s/%s/events.csv", run_dir, name);
+	char *first = support_read_file(path, &len);
+	cr_assert(first && count(first, ",start,all,") == 1, "%s", first ? first : "no events.csv");
+
+	int rc = run_cli(args);
+	t = output();
+	fprintf(stderr, "%s", t);
+	cr_assert_eq(rc, 0, "%s", t);
+	cr_expect(strstr(t, "an earlier attempt is incomplete; kept in"), "%s", t);
+	/* the earlier attempt, whole, under .incomplete/ */
+	snprintf(path, sizeof path, "%s/.incomplete", run_dir);
+	DIR *d = opendir(path);
+	cr_assert(d, "no %s", path);
+	struct dirent *e;
+	int n = 0;
+	kept[0] = '\0';
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			n++;
+			snprintf(kept, sizeof kept, "%s/%s", path, e->d_name);
+			cr_expect(!strncmp(e->d_name, name, strlen(name)), "%s kept as %s", name, e->d_name);
+		}
+	closedir(d);
+	cr_assert_eq(n, 1, "one earlier attempt kept");
+	snprintf(path, sizeof path, "%s/events.csv", kept);
+	char *old = support_read_file(path, &klen);
+	cr_expect(old && klen == len && !memcmp(old, first, len), "the earlier events.csv kept as it was");
+	snprintf(path, sizeof path, "%s/meta.json", kept);
+	char *meta = support_read_file(path, &klen);
+	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
+	/* the run done again from scratch: fresh traces, complete */
+	snprintf(path, sizeof path, "%s/%s/events.csv", run_dir, name);
+	char *fresh = support_read_file(path, &klen);
+	cr_expect(fresh && count(fresh, ",start,all,") == 1 && count(fresh, "t_s,event") == 1,
+		  "fresh events.csv: %s", fresh ? fresh : "none");
+	snprintf(path, sizeof path, "%s/%s/progress.csv", run_dir, name);
+	char *prog = support_read_file(path, &klen);
+	cr_expect(prog && count(prog, "t_s,") == 1, "one progress.csv header");
+	snprintf(path, sizeof path, "%s/%s/complete", run_dir, name);
+	cr_expect_eq(access(path, F_OK), 0, "the rerun completed");
+	snprintf(path, sizeof path, "%s/summary.csv", run_dir);
+	char *sum = support_read_file(path, &klen);
+	cr_expect(sum && count(sum, ",complete,") == 2, "two complete rows: %s", sum ? sum : "no summary.csv");
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu torn down", i);
+	free(sum);
+	free(prog);
+	free(fresh);
+	free(meta);
+	free(old);
+	free(first);
+	free(t);
+}
+
 /* The link self-check across hosts: the hub on h0 with probe0 and probe3, probe1 on h1, probe2
  * on h2. Every direction of every link, local or across hosts, is judged by the same rule
  * (lib/link_verdict: the mean within max(0.5 ms, 2%) of the configured delay); the paths that
