@@ -1066,6 +1066,64 @@ Test(run, an_out_of_other_runs_exits_2_and_touches_nothing)
 	cr_assert_str_eq(reg_after, reg_before, "registry changed");
 }
 
+/* A sweep interrupted during its first run, run again into the same --out: the interrupted
+ * run's directory is kept whole under OUT/.incomplete/ and the run is done from scratch in a
+ * fresh directory (its events.csv has one start row, not the first attempt's rows too). */
+Test(run, rerun_keeps_an_interrupted_attempt_aside, .timeout = 180)
+{
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 64], kept[2 * PATH_MAX];
+	char *first, *again, *err;
+	int rc, n = 0;
+
+	tpath(scen, sizeof scen, "again.yaml");
+	tpath(dir, sizeof dir, "again");
+	write_file(scen, "name: again\nseed: 3\nstop: {time: 3s}\nlinkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\nworkers: 2\nnetwork: {default: {delay: 1ms}}\n"
+			 "sweep: {workers: [2, 3]}\n");
+	start_stalenet(&r, "again1", "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/workers=2+rep=1/progress.csv", dir);
+	cr_assert(wait_rows(path, 2, 60000, &r), "the first run did not start training");
+	kill(r.pid, SIGINT);
+	rc = wait_stalenet(&r, 30000);
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, slurp(r.err));
+	snprintf(path, sizeof path, "%s/workers=2+rep=1/events.csv", dir);
+	first = slurp(path);
+	cr_assert(strstr(first, ",start,all,"), "%s", first);
+
+	start_stalenet(&r, "again2", "run", scen, "--out", dir, "--quiet", NULL);
+	rc = run_stalenet_to_end(&r, 90000);
+	err = slurp(r.err);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, err);
+	cr_expect(strstr(err, "an earlier attempt is incomplete; kept in"), "%s", err);
+	snprintf(path, sizeof path, "%s/.incomplete", dir);
+	DIR *d = opendir(path);
+	cr_assert(d, "no %s", path);
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.') {
+			n++;
+			snprintf(kept, sizeof kept, "%s/%s/events.csv", path, e->d_name);
+			cr_expect(!strncmp(e->d_name, "workers=2+rep=1-", 16), "kept as %s", e->d_name);
+		}
+	closedir(d);
+	cr_assert_eq(n, 1, "one earlier attempt kept");
+	char *old = slurp(kept);
+	cr_expect_str_eq(old, first, "the earlier events.csv kept as it was");
+	snprintf(path, sizeof path, "%s/workers=2+rep=1/events.csv", dir);
+	again = slurp(path);
+	const char *p1 = strstr(again, ",start,all,");
+	cr_expect(p1 && !strstr(p1 + 1, ",start,all,"), "one start row in the fresh events.csv:\n%s", again);
+	snprintf(path, sizeof path, "%s/workers=2+rep=1/complete", dir);
+	cr_expect(exists(path), "the run done again completed");
+	snprintf(path, sizeof path, "%s/summary.csv", dir);
+	cr_expect_eq(csv_rows(path), 2, "one summary row per run");
+	free(old);
+	free(again);
+	free(first);
+	free(err);
+}
+
 /* --- 7. a node that dies ------------------------------------------------------------------ */
 
 Test(run, a_node_that_dies_stops_the_run_with_its_name_and_log)
