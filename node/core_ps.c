@@ -11,14 +11,25 @@
  *     clock rose (pBSP/pSSP), or everybody after a change that can free many (the smallest
  *     clock rose, a BSP round closed, a worker came or went). Candidates are judged in index
  *     order, the order a whole pass takes.
- *   - pBSP/pSSP: each sampled worker still below a held request's threshold carries a link to
- *     it (a doubly linked list per worker over a fixed pool, no allocation), and the request
- *     counts how many such links it has left: the last one to go makes it a candidate.
+ *   - pBSP/pSSP with a sample per crossing: a held request is linked to one sampled live
+ *     worker below its threshold, the one with the smallest clock (a doubly linked list per
+ *     worker over a fixed pool, no allocation); when that worker reaches the threshold the
+ *     request looks at its sample again and links to the next one, or, none left, is a
+ *     candidate. One link per request, not one per sampled worker (12 bytes a sampled worker
+ *     took 100,000 workers over 200 bytes each).
  *   - The sample is a partial Fisher-Yates shuffle of the live others done sparsely: the
  *     candidate at position p is found in a Fenwick tree over liveness (O(log n)) and the
  *     shuffle's swaps live in a small map, so a draw costs O(beta (beta + log n)) and gives
  *     exactly what node/barrier's barrier_sample gives from the same stream (tested), the
  *     samples the emulator always drew.
+ *   - The sample of a crossing is not kept: a draw depends only on the stream's state and on
+ *     liveness, so the worker's stream stays at its state before the draw and the sample is
+ *     drawn again from it whenever the request is looked at. The stream moves past the draw
+ *     (settle: the same bounds, so the same raw values) at the worker's next draw, or before
+ *     liveness changes: then every draw not yet settled is, and the samples of the requests
+ *     still held are kept in a pool until they end (few: only requests held across a change).
+ *     The draws and so every decision are the ones a kept sample gives (conf.reference keeps
+ *     them, and the tests compare).
  *   - A sample per check (conf.draw = BARRIER_DRAW_CHECK): the plain rule draws a fresh sample
  *     for every held request at every release pass, which is O(held) per event. A check of a
  *     live request at threshold t passes with probability
