@@ -11,14 +11,25 @@
  *     clock rose (pBSP/pSSP), or everybody after a change that can free many (the smallest
  *     clock rose, a BSP round closed, a worker came or went). Candidates are judged in index
  *     order, the order a whole pass takes.
- *   - pBSP/pSSP: each sampled worker still below a held request's threshold carries a link to
- *     it (a doubly linked list per worker over a fixed pool, no allocation), and the request
- *     counts how many such links it has left: the last one to go makes it a candidate.
+ *   - pBSP/pSSP with a sample per crossing: a held request is linked to one sampled live
+ *     worker below its threshold, the one with the smallest clock (a doubly linked list per
+ *     worker over a fixed pool, no allocation); when that worker reaches the threshold the
+ *     request looks at its sample again and links to the next one, or, none left, is a
+ *     candidate. One link per request, not one per sampled worker (12 bytes a sampled worker
+ *     took 100,000 workers over 200 bytes each).
  *   - The sample is a partial Fisher-Yates shuffle of the live others done sparsely: the
  *     candidate at position p is found in a Fenwick tree over liveness (O(log n)) and the
  *     shuffle's swaps live in a small map, so a draw costs O(beta (beta + log n)) and gives
  *     exactly what node/barrier's barrier_sample gives from the same stream (tested), the
  *     samples the emulator always drew.
+ *   - The sample of a crossing is not kept: a draw depends only on the stream's state and on
+ *     liveness, so the worker's stream stays at its state before the draw and the sample is
+ *     drawn again from it whenever the request is looked at. The stream moves past the draw
+ *     (settle: the same bounds, so the same raw values) at the worker's next draw, or before
+ *     liveness changes: then every draw not yet settled is, and the samples of the requests
+ *     still held are kept in a pool until they end (few: only requests held across a change).
+ *     The draws and so every decision are the ones a kept sample gives (conf.reference keeps
+ *     them, and the tests compare).
  *   - A sample per check (conf.draw = BARRIER_DRAW_CHECK): the plain rule draws a fresh sample
  *     for every held request at every release pass, which is O(held) per event. A check of a
  *     live request at threshold t passes with probability
@@ -62,6 +73,9 @@ struct cw {
 	int32_t last_ack;      /* the ACK's aux for that push (a staleness, saturated) */
 	bool known : 1, left : 1, held : 1, leaving : 1, departed : 1, late : 1, cand : 1;
 	unsigned held_reply : 1; /* enum core_ps_reply */
+	/* Per crossing (fast path): rng is still the state before worker i's latest draw, which
+	 * is regenerated from it when needed (no liveness change since; see settle). */
+	bool drawn : 1;
 };
 
 /* draw = CHECK: the held requests (of live workers) with one threshold. */
@@ -80,25 +94,32 @@ struct lvl {
 struct core_ps {
 	struct core_ps_conf conf;
 	bool check;            /* pBSP/pSSP with a sample per check */
+	bool cross;            /* pBSP/pSSP with a sample per crossing, beta > 0, not reference:
+				* samples regenerated, one waiter link per held request */
 	struct lvl *lv;        /* check: levels in increasing need */
 	uint32_t nlv, caplv;
 	double *tgt;           /* check: the level sum at which worker i's request goes */
 	uint32_t *hpos;        /* check: its place in its level's heap (NIL: none) */
-	uint32_t *buf;         /* check: one literal draw (slot entries) */
+	uint32_t *buf;         /* check, cross: one draw (slot entries) */
 	struct cw *w;
 	int64_t *clocks;       /* node/barrier's clock vector */
 	bool *alive;
 	/* Per worker, only where the configuration needs them (so a record stays 48 bytes): */
 	uint64_t *rng;         /* per crossing: worker i's sampling stream */
-	uint32_t *nsample;     /* per crossing: the size of its sample */
-	uint32_t *unsat;       /* per crossing: sampled workers still below the held threshold;
-				* per check: draws made from the request's stream */
+	uint32_t *nsample;     /* per crossing, reference or beta 0: the size of its sample */
+	uint32_t *unsat;       /* per check: draws made from the request's stream */
 	uint64_t *round_samples; /* averaging: samples behind its latest model (0 = none yet) */
-	uint32_t *samples;     /* worker i's sample at [i * slot, i * slot + nsample) */
+	uint32_t *samples;     /* reference or beta 0: worker i's sample at [i * slot, + nsample) */
 	size_t slot;
 	size_t *scratch;       /* reference: n indices for barrier_sample */
-	uint32_t *nxt, *prv;   /* waiter links: node i * slot + k, then a head per worker (only
-				* per crossing) */
+	uint32_t *nxt, *prv;   /* cross: waiter links, node i = worker i's held request (linked to
+				* one sampled worker below its threshold), node n + j = the head of
+				* worker j's list (nxt only) */
+	uint32_t *mat;         /* cross: block in mpool of worker i's held sample kept over a
+				* liveness change (NIL: regenerated); made at the first change */
+	uint32_t *mpool;       /* cross: blocks of slot + 1 entries (count, then the sample; a
+				* free block's first entry links the next free one) */
+	uint32_t mcap, mfree;  /* blocks in mpool, the first free one (NIL: none) */
 	uint32_t *mkey, *mval; /* the sparse shuffle's swaps (2 * slot) */
 	int32_t *fen;          /* pBSP/pSSP: Fenwick tree over alive[] (1-based) */
 	uint32_t fen_top;      /* highest power of two <= n */
@@ -164,54 +185,136 @@ static void emit(struct core_ps *c, enum core_ps_action_kind kind, uint32_t w, i
 
 /* --- waiter links (pBSP/pSSP) --------------------------------------------------------------- */
 
-static uint32_t head_of(const struct core_ps *c, uint32_t j)
+static void link_req(struct core_ps *c, uint32_t i, uint32_t j)
 {
-	return (uint32_t)(c->conf.n * c->slot) + j;
-}
+	uint32_t h = c->conf.n + j;
 
-static void link_node(struct core_ps *c, uint32_t node, uint32_t j)
-{
-	uint32_t h = head_of(c, j);
-
-	c->prv[node] = h;
-	c->nxt[node] = c->nxt[h];
+	c->prv[i] = h;
+	c->nxt[i] = c->nxt[h];
 	if (c->nxt[h] != NIL)
-		c->prv[c->nxt[h]] = node;
-	c->nxt[h] = node;
+		c->prv[c->nxt[h]] = i;
+	c->nxt[h] = i;
 }
 
-static void unlink_node(struct core_ps *c, uint32_t node)
+static void unlink_req(struct core_ps *c, uint32_t i)
 {
-	if (c->prv[node] == NIL)
+	if (c->prv[i] == NIL)
 		return;
-	c->nxt[c->prv[node]] = c->nxt[node];
-	if (c->nxt[node] != NIL)
-		c->prv[c->nxt[node]] = c->prv[node];
-	c->prv[node] = c->nxt[node] = NIL;
+	c->nxt[c->prv[i]] = c->nxt[i];
+	if (c->nxt[i] != NIL)
+		c->prv[c->nxt[i]] = c->prv[i];
+	c->prv[i] = c->nxt[i] = NIL;
 }
 
-static void unlink_all(struct core_ps *c, uint32_t i)
+static size_t draw_sample(struct core_ps *c, uint32_t i, uint64_t *rng, uint32_t *out);
+
+/* Worker i's latest draw is done with: its stream moves past it as the draw moved it (the
+ * same bounds, so the same raw values and rejections), without making the sample. Liveness
+ * must not have changed since the draw. */
+static void settle(struct core_ps *c, uint32_t i)
 {
-	for (size_t k = 0; k < c->nsample[i]; k++)
-		unlink_node(c, (uint32_t)(i * c->slot + k));
-	c->unsat[i] = 0;
+	size_t cnt = c->live - (c->alive[i] ? 1 : 0);
+	size_t k = c->conf.bp.sample < cnt ? c->conf.bp.sample : cnt;
+
+	for (size_t a = 0; a < k; a++)
+		(void)barrier_rng_below(&c->rng[i], cnt - a);
+	c->w[i].drawn = false;
 }
 
-/* Link held worker i to every sampled live worker below its threshold; counts them. */
-static void link_sample(struct core_ps *c, uint32_t i)
+static void mat_free(struct core_ps *c, uint32_t i)
 {
-	struct cw *w = &c->w[i];
-	int64_t need = barrier_threshold(&c->conf.bp, w->held_c);
+	uint32_t b;
 
-	c->unsat[i] = 0;
-	for (size_t k = 0; k < c->nsample[i]; k++) {
-		uint32_t j = c->samples[i * c->slot + k];
+	if (!c->mat || c->mat[i] == NIL)
+		return;
+	b = c->mat[i];
+	c->mpool[(size_t)b * (c->slot + 1)] = c->mfree;
+	c->mfree = b;
+	c->mat[i] = NIL;
+}
 
-		if (j != i && c->alive[j] && c->clocks[j] < need) {
-			link_node(c, (uint32_t)(i * c->slot + k), j);
-			c->unsat[i]++;
-		}
+/* A free block of mpool (NIL: no memory). */
+static uint32_t mat_alloc(struct core_ps *c)
+{
+	size_t bs = c->slot + 1;
+	uint32_t b;
+
+	if (c->mfree == NIL) {
+		uint32_t cap = c->mcap ? 2 * c->mcap : 64;
+		uint32_t *p = cap > c->mcap ? realloc(c->mpool, (size_t)cap * bs * sizeof *p) : NULL;
+
+		if (!p)
+			return NIL;
+		for (b = c->mcap; b < cap; b++)
+			p[(size_t)b * bs] = b + 1 < cap ? b + 1 : NIL;
+		c->mpool = p;
+		c->mfree = c->mcap;
+		c->mcap = cap;
 	}
+	b = c->mfree;
+	c->mfree = c->mpool[(size_t)b * bs];
+	return b;
+}
+
+/* Liveness is about to change, and with it what a draw from a stored state would give: every
+ * draw not yet settled is, and the held requests' samples are kept in mpool first (each draw
+ * once: O(n) plus the draws since the previous change). */
+static void keep_samples(struct core_ps *c)
+{
+	size_t bs = c->slot + 1;
+
+	for (uint32_t i = 0; i < c->conf.n; i++) {
+		uint32_t b;
+
+		if (!c->w[i].drawn)
+			continue;
+		if (!c->w[i].held) {
+			settle(c, i);
+			continue;
+		}
+		if (!c->mat) {
+			c->mat = malloc((size_t)c->conf.n * sizeof *c->mat);
+			if (c->mat)
+				memset(c->mat, 0xff, (size_t)c->conf.n * sizeof *c->mat);
+		}
+		b = c->mat ? mat_alloc(c) : NIL;
+		if (b == NIL) {
+			c->oom = true; /* the sample is lost: reported by the event */
+			settle(c, i);
+			continue;
+		}
+		c->mpool[(size_t)b * bs] = (uint32_t)draw_sample(c, i, &c->rng[i], c->mpool + (size_t)b * bs + 1);
+		c->mat[i] = b;
+		c->w[i].drawn = false;
+	}
+}
+
+/* Held worker i's sample (kept, or drawn again from the state before its draw): the live
+ * sampled worker below the threshold with the smallest clock (the likeliest to stay below
+ * longest), or NIL when there is none and the barrier holds. */
+static uint32_t blocker(struct core_ps *c, uint32_t i)
+{
+	int64_t need = barrier_threshold(&c->conf.bp, c->w[i].held_c);
+	const uint32_t *s = c->buf;
+	uint32_t best = NIL;
+	size_t k;
+
+	if (c->mat && c->mat[i] != NIL) {
+		s = c->mpool + (size_t)c->mat[i] * (c->slot + 1);
+		k = *s++;
+	} else {
+		uint64_t st = c->rng[i];
+
+		k = draw_sample(c, i, &st, c->buf);
+	}
+	for (size_t a = 0; a < k; a++) {
+		uint32_t j = s[a];
+
+		if (j != i && c->alive[j] && c->clocks[j] < need &&
+		    (best == NIL || c->clocks[j] < c->clocks[best]))
+			best = j;
+	}
+	return best;
 }
 
 static void add_cand(struct core_ps *c, uint32_t i)
@@ -312,18 +415,22 @@ static void raise_clock(struct core_ps *c, uint32_t i, int64_t v)
 	}
 	if (c->check && c->alive[i] && !c->conf.reference)
 		lvl_rise(c, old, v);
-	if (c->nxt && !c->conf.reference) {
-		uint32_t node = c->nxt[head_of(c, i)];
+	if (c->cross) {
+		/* the requests waiting on i: those it now satisfies look for another blocker */
+		uint32_t h = c->nxt[c->conf.n + i];
 
-		while (node != NIL) {
-			uint32_t next = c->nxt[node], h = (uint32_t)(node / c->slot);
+		while (h != NIL) {
+			uint32_t next = c->nxt[h], b;
 
 			if (v >= barrier_threshold(&c->conf.bp, c->w[h].held_c)) {
-				unlink_node(c, node);
-				if (--c->unsat[h] == 0)
+				unlink_req(c, h);
+				b = blocker(c, h);
+				if (b == NIL)
 					add_cand(c, h);
+				else
+					link_req(c, h, b);
 			}
-			node = next;
+			h = next;
 		}
 	}
 }
@@ -336,14 +443,18 @@ static void set_held(struct core_ps *c, uint32_t i, bool held)
 	c->held += held ? 1 : (uint32_t)-1;
 	if (c->alive[i])
 		c->held_live += held ? 1 : (uint32_t)-1;
-	if (!held && c->nxt)
-		unlink_all(c, i);
+	if (!held && c->cross) {
+		unlink_req(c, i);
+		mat_free(c, i);
+	}
 	if (!held && c->check)
 		lvl_remove(c, i);
 }
 
 static void set_alive(struct core_ps *c, uint32_t i, bool live)
 {
+	if (c->cross)
+		keep_samples(c);
 	c->alive[i] = live;
 	c->live += live ? 1 : (uint32_t)-1;
 	if (c->w[i].held)
@@ -359,7 +470,7 @@ static void set_alive(struct core_ps *c, uint32_t i, bool live)
 }
 
 /* The barrier decision for held worker i at clock cl (its own clock is >= cl). */
-static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl)
+static bool may_proceed(struct core_ps *c, uint32_t i, int64_t cl)
 {
 	const struct cw *w = &c->w[i];
 	const struct barrier_params *bp = &c->conf.bp;
@@ -380,7 +491,9 @@ static bool may_proceed(const struct core_ps *c, uint32_t i, int64_t cl)
 		/* node/barrier's rule for the drawn sample: dead workers are never checked. */
 		int64_t need = barrier_threshold(bp, cl);
 
-		for (size_t k = 0; k < c->nsample[i]; k++) {
+		if (c->cross)
+			return blocker(c, i) == NIL;
+		for (size_t k = 0; c->nsample && k < c->nsample[i]; k++) {
 			uint32_t j = c->samples[i * c->slot + k];
 
 			if (j != i && c->alive[j] && c->clocks[j] < need)
@@ -429,11 +542,17 @@ static void release_held(struct core_ps *c, int64_t now_ns)
 			w->cand = false;
 			if (!w->held)
 				continue;
-			if (may_proceed(c, i, w->held_c)) {
+			if (c->cross) {
+				uint32_t b;
+
+				unlink_req(c, i); /* relinked: who waits for whom changed */
+				b = blocker(c, i);
+				if (b == NIL)
+					release(c, i, now_ns);
+				else
+					link_req(c, i, b);
+			} else if (may_proceed(c, i, w->held_c)) {
 				release(c, i, now_ns);
-			} else if (c->nxt && !c->conf.reference) {
-				unlink_all(c, i);
-				link_sample(c, i);
 			}
 		}
 		c->ncand = 0;
@@ -446,7 +565,10 @@ static void release_held(struct core_ps *c, int64_t now_ns)
 		uint32_t i = c->cand[k];
 
 		c->w[i].cand = false;
-		if (c->w[i].held && may_proceed(c, i, c->w[i].held_c))
+		/* cross: a candidate was judged when it became one (an unlinked request has no
+		 * blocker; nothing but a liveness change, which rescans, can give it one) */
+		if (c->w[i].held &&
+		    (c->cross ? c->prv[i] == NIL : may_proceed(c, i, c->w[i].held_c)))
 			release(c, i, now_ns);
 	}
 	c->ncand = 0;
@@ -880,10 +1002,18 @@ static void hold_request(struct core_ps *c, uint32_t i, int64_t cl, enum core_ps
 	if (c->check) {
 		if (!c->conf.reference)
 			lvl_insert(c, i);
+	} else if (c->cross) {
+		/* The sample is not kept: its draw is made again from the state before it. */
+		uint32_t b;
+
+		if (w->drawn)
+			settle(c, i);
+		w->drawn = true;
+		b = blocker(c, i);
+		if (b != NIL)
+			link_req(c, i, b);
 	} else if (barrier_is_sampled(c->conf.bp.kind) && c->slot > 0) {
 		c->nsample[i] = (uint32_t)draw_sample(c, i, &c->rng[i], c->samples + (size_t)i * c->slot);
-		if (!c->conf.reference)
-			link_sample(c, i);
 	}
 	if (!c->check)
 		add_cand(c, i);
@@ -1295,34 +1425,39 @@ struct core_ps *core_ps_new(const struct core_ps_conf *conf)
 		c->fen = calloc((size_t)n + 1, sizeof *c->fen);
 		if (!c->fen)
 			goto fail;
-		c->unsat = calloc(n, sizeof *c->unsat);
-		if (!c->unsat)
-			goto fail;
 		c->mkey = calloc(2 * c->slot + 1, sizeof *c->mkey);
 		c->mval = calloc(2 * c->slot + 1, sizeof *c->mval);
 		c->scratch = conf->reference ? calloc(n, sizeof *c->scratch) : NULL;
 		if (!c->mkey || !c->mval || (conf->reference && !c->scratch))
 			goto fail;
+		c->cross = !c->check && !conf->reference && c->slot > 0;
+		c->mfree = NIL;
+		c->buf = calloc(c->slot + 1, sizeof *c->buf);
+		if (!c->buf)
+			goto fail;
 		if (c->check) {
-			c->buf = calloc(c->slot + 1, sizeof *c->buf);
+			c->unsat = calloc(n, sizeof *c->unsat);
 			c->tgt = calloc(n, sizeof *c->tgt);
 			c->hpos = malloc((size_t)n * sizeof *c->hpos);
-			if (!c->buf || !c->tgt || !c->hpos)
+			if (!c->unsat || !c->tgt || !c->hpos)
 				goto fail;
 			memset(c->hpos, 0xff, (size_t)n * sizeof *c->hpos);
+		} else if (c->cross) {
+			/* 20 bytes a worker: the stream, its request's link, its list's head */
+			nodes = 2 * (size_t)n;
+			c->rng = calloc(n, sizeof *c->rng);
+			c->nxt = malloc(nodes * sizeof *c->nxt);
+			c->prv = malloc((size_t)n * sizeof *c->prv);
+			if (!c->rng || !c->nxt || !c->prv)
+				goto fail;
+			memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
+			memset(c->prv, 0xff, (size_t)n * sizeof *c->prv);
 		} else {
 			c->rng = calloc(n, sizeof *c->rng);
 			c->nsample = calloc(n, sizeof *c->nsample);
-			if (!c->rng || !c->nsample)
-				goto fail;
-			nodes = (size_t)n * c->slot + n;
 			c->samples = calloc((size_t)n * c->slot + 1, sizeof *c->samples);
-			c->nxt = malloc(nodes * sizeof *c->nxt);
-			c->prv = malloc(nodes * sizeof *c->prv);
-			if (!c->samples || !c->nxt || !c->prv)
+			if (!c->rng || !c->nsample || !c->samples)
 				goto fail;
-			memset(c->nxt, 0xff, nodes * sizeof *c->nxt);
-			memset(c->prv, 0xff, nodes * sizeof *c->prv);
 		}
 	}
 	if (conf->average && !(c->round_samples = calloc(n, sizeof *c->round_samples)))
@@ -1381,6 +1516,8 @@ void core_ps_destroy(struct core_ps **p)
 	free(c->buf);
 	free(c->nxt);
 	free(c->prv);
+	free(c->mat);
+	free(c->mpool);
 	free(c->mkey);
 	free(c->mval);
 	free(c->fen);

@@ -14,17 +14,22 @@
  * (core_ps_on_*), read the actions of that call (core_ps_actions), repeat. Actions are valid
  * until the next event. Per worker the core keeps 61 bytes (a 48-byte record: liveness, the
  * held request, the push history a reconnect needs; the clock, liveness and a candidate slot),
- * plus for pBSP/pSSP 8 (a Fenwick tree over liveness, a counter), and with a sample per
- * crossing 20 more and 12 per sampled worker (the sample and its waiter links), with a sample
- * per check 12 more (a budget and a heap slot) and up to 8 per held request (the heaps of its
- * thresholds); model averaging 8 (samples behind each model). The actions' room is
- * min(2n + 16, 1024) actions of 40 bytes made at creation; an event that makes more (a BSP
- * round close of more than ~500 workers) grows it by half, once per new largest event. An
- * event costs O(1) amortised for BSP/SSP/ASP and O(beta (beta + log n)) for a pBSP/pSSP
- * crossing with a sample per crossing; O(n) when liveness changes, a BSP round closes or the
- * smallest clock rises (each once per many events). With a sample per check an event costs
- * O(levels + beta) (levels: distinct thresholds of held requests) plus O(log n) per request
- * held or released, and O(n) when a threshold is first waited at.
+ * plus for pBSP/pSSP 4 (a Fenwick tree over liveness), and with a sample per crossing 20 more
+ * (the sampling stream, the held request's one waiter link, the head of the requests waiting
+ * on the worker: the sample itself is drawn again from the stream when needed, and kept, 4 +
+ * 4 beta bytes, only for the requests held across a liveness change, with 4 per worker from
+ * the first such change on), with a sample per check 16 more (a counter, a budget and a heap
+ * slot) and up to 8 per held request (the heaps of its thresholds); model averaging 8
+ * (samples behind each model). The actions' room is min(2n + 16, 1024) actions of 40 bytes
+ * made at creation; an event that makes more (a BSP round close of more than ~500 workers)
+ * grows it by half, once per new largest event. An event costs O(1) amortised for
+ * BSP/SSP/ASP and O(r beta (beta + log n)) for a pBSP/pSSP crossing with a sample per
+ * crossing (r: the times its sample is drawn, once and again each time the sampled worker its
+ * request waits on reaches the threshold while another is still below: at most beta + 1);
+ * O(n) when liveness changes (plus one draw per request held since the previous change), a
+ * BSP round closes or the smallest clock rises (each once per many events). With a sample per
+ * check an event costs O(levels + beta) (levels: distinct thresholds of held requests) plus
+ * O(log n) per request held or released, and O(n) when a threshold is first waited at.
  *
  * Events can also be written and read back as one text line each (core_ps_event_format,
  * core_ps_event_parse), and actions likewise (core_ps_action_format), so a run's decisions can

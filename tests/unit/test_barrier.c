@@ -340,3 +340,36 @@ Test(barrier, round_closes_on_death)
 	cr_assert_eq(barrier_round_offer(&r, 11), BARRIER_ACCEPT);
 	cr_assert_eq(barrier_round_offer(&r, 11), BARRIER_CLOSE);
 }
+
+/* barrier_rng_below against the rule read literally (reject at or above the largest multiple
+ * of bound, then the residue): the same value and the same state after, for small bounds and
+ * for bounds near 2^64, where a third of the raw values or more are rejected. */
+static uint64_t ref_rejected;
+
+static uint64_t ref_below(uint64_t *state, uint64_t bound)
+{
+	uint64_t limit = UINT64_MAX - UINT64_MAX % bound, x;
+
+	while ((x = barrier_rng_next(state)) >= limit)
+		ref_rejected++;
+	return x % bound;
+}
+
+Test(barrier, rng_below_equals_the_literal_rule)
+{
+	static const uint64_t bounds[] = { 1, 2, 3, 7, 10, 99999, 1ull << 32, (1ull << 63) + 1,
+					   UINT64_MAX / 3 * 2, UINT64_MAX - 1, UINT64_MAX };
+	uint64_t a = 12345, b = 12345;
+
+	for (size_t k = 0; k < sizeof bounds / sizeof bounds[0]; k++)
+		for (int r = 0; r < 20000; r++) {
+			uint64_t x = barrier_rng_below(&a, bounds[k]);
+
+			cr_assert_eq(x, ref_below(&b, bounds[k]), "bound %llu draw %d",
+				     (unsigned long long)bounds[k], r);
+			cr_assert_eq(a, b);
+			cr_assert_lt(x, bounds[k]);
+		}
+	cr_assert_gt(ref_rejected, 1000, "the rejection path was not taken (%llu)",
+		     (unsigned long long)ref_rejected);
+}

@@ -12,6 +12,8 @@
  *   updates     ASP scales by weight(staleness)/N_live; BSP rounds close on N - b updates
  *               and drop the late ones; averaging's round and fold weights
  *   log lines   events round-trip through their text form
+ *   per crossing samples drawn again from the stream (and kept only over liveness changes)
+ *               give the reference's decisions with 16 workers, many held at once, and churn
  *   per check   a sample drawn at every check (conf.draw = BARRIER_DRAW_CHECK): in every
  *               interleaving a request that every sample would pass is released and one no
  *               sample can pass is held; beta 0 and N-1 are ASP and BSP exactly; the fast path's
@@ -720,6 +722,29 @@ Test(core_ps, fast_paths_equal_the_plain_rules, .timeout = 120)
 					continue;
 				differential(n, &conf, seed * 7919 + k, 1500);
 			}
+}
+
+/* A sample per crossing is not kept but drawn again from its stream's state before the draw,
+ * and kept only over a liveness change: with 16 workers, many held at once and churn (BYEs,
+ * closed connections, silence, restarts), the fast path still takes every decision the
+ * reference takes from the samples it stored. */
+Test(core_ps, crossing_samples_drawn_again_equal_the_kept_ones, .timeout = 120)
+{
+	static const struct barrier_params kinds[] = {
+		{ .kind = BARRIER_PBSP, .sample = 3 }, { .kind = BARRIER_PBSP, .sample = 15 },
+		{ .kind = BARRIER_PSSP, .sample = 6, .staleness = 1 },
+	};
+	bool late[MAXW * 4] = { false, true, false, false, true };
+
+	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+		for (uint64_t seed = 1; seed <= 16; seed++) {
+			struct core_ps_conf conf = { .n = 16, .bp = kinds[k], .seed = seed,
+						     .dead_after_ns = seed % 2 ? 20000 : 0,
+						     .grace_ns = 50000,
+						     .late = seed % 4 == 1 ? late : NULL };
+
+			differential(16, &conf, seed * 104729 + k, 4000);
+		}
 }
 
 /* Many workers: a BSP and a pSSP(10, 4) run of 2,000 workers, 20 steps each, pushed in

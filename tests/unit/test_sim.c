@@ -268,12 +268,13 @@ Test(sim, draw_rules, .timeout = 60)
 }
 
 /* Memory: at most 200 bytes per simulated worker without training (what the simulation holds
- * at its end, by malloc's count) for every barrier, pBSP/pSSP with their default sample per
- * check; 5,000 workers for 20 simulated seconds (the fixed costs, the actions' first room
- * among them, are then 10 bytes per worker or less). */
+ * at its end, by malloc's count) for every barrier, pBSP/pSSP with a sample per check (their
+ * default) and per crossing; 5,000 workers for 20 simulated seconds (the fixed costs, the
+ * actions' first room among them, are then 10 bytes per worker or less). */
 Test(sim, memory_per_worker, .timeout = 60)
 {
-	static const char *const barriers[] = { "bsp", "ssp", "asp", "pbsp", "pssp" };
+	static const char *const barriers[] = { "bsp", "ssp", "asp", "pbsp", "pssp",
+						"pbsp, draw: crossing", "pssp, draw: crossing" };
 
 	for (size_t k = 0; k < sizeof barriers / sizeof barriers[0]; k++) {
 		char buf[1024], err[SCENARIO_ERR_MAX], dir[256];
