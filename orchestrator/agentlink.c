@@ -26,16 +26,17 @@ struct agentlink {
 	char name[64], dest[160];
 	char remote_host[64];
 	char prog[16];                  /* "ssh" or the launcher's program, for messages */
-	char buf[AGENT_LINE_MAX];
-	size_t have;
+	char buf[AGENT_LINE_MAX];       /* bytes read: buf[off, have) not yet returned as lines */
+	size_t off, have;
 	char errtext[1024];             /* ssh's stderr, as much as fits */
 	size_t errlen;
 	char agent_path[1100];
 	int timeout_ms;
 	int64_t deadline_ms;            /* of the greeting */
 	int64_t last_read_ns;           /* when the latest bytes from the agent were read */
-	char *aside;                    /* lines set aside during clock exchanges, returned first */
-	size_t aside_len;
+	char *aside;                    /* lines set aside during clock exchanges, returned first: */
+	size_t aside_off, aside_len;    /* aside[aside_off, aside_len) not yet returned */
+	size_t aside_cap;
 };
 
 #define ASIDE_MAX (4u << 20)    /* lines set aside, at most (bytes) */
@@ -104,37 +105,51 @@ static const char *last_err_line(struct agentlink *self)
  * complete. Returns 0, -ETIMEDOUT, -EPIPE (closed), -EPROTO (too long) or -errno. */
 static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns);
 
-/* The next line: one set aside by agentlink_clock_refresh first, else from the channel. */
+/* The next line: one set aside by agentlink_clock_refresh first, else from the channel. A line
+ * taken moves aside_off past it (no copy of the rest: many lines set aside cost linear time). */
 static int read_line(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
 {
-	if (self->aside_len) {
-		char *nl = memchr(self->aside, '\n', self->aside_len);
-		size_t l = nl ? (size_t)(nl - self->aside) : self->aside_len;
+	if (self->aside_off < self->aside_len) {
+		const char *a = self->aside + self->aside_off;
+		size_t rest = self->aside_len - self->aside_off;
+		const char *nl = memchr(a, '\n', rest);
+		size_t l = nl ? (size_t)(nl - a) : rest;
 		if (l >= len)
 			return -EPROTO;
-		memcpy(line, self->aside, l);
+		memcpy(line, a, l);
 		line[l] = 0;
-		l += nl != NULL;
-		memmove(self->aside, self->aside + l, self->aside_len - l);
-		self->aside_len -= l;
+		self->aside_off += l + (nl != NULL);
+		if (self->aside_off == self->aside_len)
+			self->aside_off = self->aside_len = 0;
 		return 0;
 	}
 	return read_line_raw(self, line, len, deadline_ms, t_ns);
 }
 
+/* Lines are taken from buf by moving off past them; the rest moves to the front only before a
+ * read(2), so a chunk of many lines costs time linear in its size, not lines times size. */
 static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
 {
+	size_t scanned = self->off;     /* buf[off, scanned) holds no newline */
 	for (;;) {
-		char *nl = memchr(self->buf, '\n', self->have);
+		char *nl = memchr(self->buf + scanned, '\n', self->have - scanned);
 		if (nl) {
-			size_t l = (size_t)(nl - self->buf);
+			size_t l = (size_t)(nl - (self->buf + self->off));
 			if (l >= len)
 				return -EPROTO;
-			memcpy(line, self->buf, l);
+			memcpy(line, self->buf + self->off, l);
 			line[l] = 0;
-			memmove(self->buf, nl + 1, self->have - l - 1);
-			self->have -= l + 1;
+			self->off += l + 1;
+			if (self->off == self->have)
+				self->off = self->have = 0;
 			return 0;
+		}
+		scanned = self->have;
+		if (self->off) {
+			memmove(self->buf, self->buf + self->off, self->have - self->off);
+			self->have -= self->off;
+			scanned -= self->off;
+			self->off = 0;
 		}
 		if (self->have == sizeof self->buf)
 			return -EPROTO;
@@ -607,6 +622,36 @@ out:
 	return rc;
 }
 
+/* Append line and a newline to the lines set aside. The lines already returned are dropped
+ * first (only the first append after agentlink_recv took some moves the rest); the buffer
+ * grows by doubling. Returns 0, -ENOBUFS (ASIDE_MAX reached) or -ENOMEM. */
+static int aside_put(struct agentlink *self, const char *line)
+{
+	size_t ll = strlen(line), need;
+	if (self->aside_off) {
+		memmove(self->aside, self->aside + self->aside_off, self->aside_len - self->aside_off);
+		self->aside_len -= self->aside_off;
+		self->aside_off = 0;
+	}
+	need = self->aside_len + ll + 1;
+	if (need > ASIDE_MAX)
+		return -ENOBUFS;
+	if (need > self->aside_cap) {
+		size_t cap = self->aside_cap ? self->aside_cap : 4096;
+		while (cap < need)
+			cap *= 2;
+		char *a = realloc(self->aside, cap);
+		if (!a)
+			return -ENOMEM;
+		self->aside = a;
+		self->aside_cap = cap;
+	}
+	memcpy(self->aside + self->aside_len, line, ll);
+	self->aside[self->aside_len + ll] = '\n';
+	self->aside_len += ll + 1;
+	return 0;
+}
+
 int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_sample *samples, int timeout_ms)
 {
 	int64_t deadline = now_ms() + timeout_ms;
@@ -625,20 +670,8 @@ int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_s
 			if (!agentlink_parse_time(line, t1, &e2, &e3))
 				break;
 			/* an event or file line: kept for agentlink_recv, in order */
-			size_t ll = strlen(line);
-			if (self->aside_len + ll + 1 > ASIDE_MAX) {
-				rc = -ENOBUFS;
+			if ((rc = aside_put(self, line)))
 				break;
-			}
-			char *a = realloc(self->aside, self->aside_len + ll + 1);
-			if (!a) {
-				rc = -ENOMEM;
-				break;
-			}
-			self->aside = a;
-			memcpy(a + self->aside_len, line, ll);
-			a[self->aside_len + ll] = '\n';
-			self->aside_len += ll + 1;
 		}
 		if (rc)
 			break;
@@ -657,7 +690,7 @@ int agentlink_wait(struct agentlink *const *links, size_t n, int timeout_ms)
 		const struct agentlink *l = links[i];
 		if (!l)
 			continue;
-		if (l->aside_len || memchr(l->buf, '\n', l->have))
+		if (l->aside_off < l->aside_len || memchr(l->buf + l->off, '\n', l->have - l->off))
 			return 1;       /* a line is there already */
 		p[k++] = (struct pollfd){ .fd = l->from_fd, .events = POLLIN };
 	}

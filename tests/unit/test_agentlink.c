@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "tests/support/files.h"
 
@@ -29,13 +30,29 @@ static void setup(void)
 	cr_assert_eq(access(stalenet, X_OK), 0, "%s: build it first (make all)", stalenet);
 	cr_assert(support_tmpdir(dir, sizeof dir, "agentlink"));
 	snprintf(fake_ssh, sizeof fake_ssh, "%s/ssh", dir);
-	/* everything up to "--" and the destination is ssh's; the rest is the remote command */
-	support_write_file(fake_ssh, "#!/bin/sh\n"
-				     "while [ \"$1\" != -- ]; do shift; done; shift\n"
-				     "case \"$1\" in denied) echo 'root@h: Permission denied (publickey).' >&2; exit 255;;\n"
-				     "  liar) echo 'hello there'; exit 0;;\n"
-				     "  old) echo 'stalenet-agent 4 0.1.0 abc1234 0 oldhost'; exit 0;; esac\n"
-				     "shift; exec \"$@\"\n");
+	/* everything up to "--" and the destination is ssh's; the rest is the remote command.
+	 * "burst" is an agent of this build that, after each request line, sends: 300 lines and
+	 * the head of a line in one write; the line's tail; 2000 event lines then the answer to
+	 * the clock exchange asked for */
+	char script[2048];
+	snprintf(script, sizeof script,
+		 "#!/bin/sh\n"
+		 "while [ \"$1\" != -- ]; do shift; done; shift\n"
+		 "case \"$1\" in denied) echo 'root@h: Permission denied (publickey).' >&2; exit 255;;\n"
+		 "  liar) echo 'hello there'; exit 0;;\n"
+		 "  old) echo 'stalenet-agent 4 0.1.0 abc1234 0 oldhost'; exit 0;;\n"
+		 "  burst) echo 'stalenet-agent %d %s %s 0 bursthost'\n"
+		 "    read req; i=0; out=''\n"
+		 "    while [ $i -lt 300 ]; do out=\"${out}line $i\n\"; i=$((i+1)); done\n"
+		 "    printf '%%shead\\npart' \"$out\"\n"
+		 "    read req; printf 'ial\\n'\n"
+		 "    read req t1; i=0\n"
+		 "    while [ $i -lt 2000 ]; do echo \"ev n$i status $i run 0\"; i=$((i+1)); done\n"
+		 "    echo \"time $t1 5 6\"\n"
+		 "    read req; exit 0;; esac\n"
+		 "shift; exec \"$@\"\n",
+		 AGENT_PROTO, agent_version(), agent_commit());
+	support_write_file(fake_ssh, script);
 	cr_assert_eq(chmod(fake_ssh, 0700), 0);
 }
 
@@ -107,6 +124,47 @@ Test(agentlink, one_clear_error_each)
 	o = opts("root@h1", "/bin/x;reboot");
 	cr_expect_null(agentlink_open(&o, err, sizeof err));
 	cr_expect(strstr(err, "absolute paths"), "%s", err);
+}
+
+/* Lines as the channel delivers them: many in one read, one cut between two reads (its head
+ * held until the tail comes), and many set aside by a clock exchange, each returned whole and
+ * in order */
+Test(agentlink, lines_in_chunks_and_set_aside)
+{
+	char err[512], line[AGENT_LINE_MAX], want[64];
+	struct agentlink_opts o = opts("burst", stalenet);
+	struct agentlink *l = agentlink_open(&o, err, sizeof err);
+	cr_assert(l, "%s", err);
+	cr_expect_str_eq(agentlink_remote_hostname(l), "bursthost");
+
+	cr_assert_eq(agentlink_send(l, "go"), 0);
+	for (int i = 0; i < 300; i++) {
+		cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0, "line %d", i);
+		snprintf(want, sizeof want, "line %d", i);
+		cr_assert_str_eq(line, want);
+	}
+	cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0);
+	cr_expect_str_eq(line, "head");
+	/* "part" came with "head" (one write); without its newline it is no line yet */
+	struct agentlink *links[1] = { l };
+	cr_expect_eq(agentlink_wait(links, 1, 0), 0, "a line's head alone is no line");
+	cr_expect_eq(agentlink_recv(l, line, sizeof line, 0), -ETIMEDOUT);
+	cr_assert_eq(agentlink_send(l, "more"), 0);
+	cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0);
+	cr_expect_str_eq(line, "partial", "the head and the tail of a line cut between reads");
+
+	struct clocksync_sample s[1];
+	cr_assert_eq(agentlink_clock_refresh(l, 1, s, 10000), 1);
+	cr_expect_eq(s[0].t2_ns, 5);
+	cr_expect_eq(s[0].t3_ns, 6);
+	cr_expect_eq(agentlink_wait(links, 1, 0), 1, "lines set aside are ready without a read");
+	for (int i = 0; i < 2000; i++) {
+		cr_assert_eq(agentlink_recv(l, line, sizeof line, 0), 0, "event line %d", i);
+		snprintf(want, sizeof want, "ev n%d status %d run 0", i, i);
+		cr_assert_str_eq(line, want);
+	}
+	cr_expect_eq(agentlink_recv(l, line, sizeof line, 0), -ETIMEDOUT, "nothing more");
+	cr_expect_eq(agentlink_close(&l, 5000), 0);
 }
 
 /* The agent's lines parsed apart from the link: what the other host may send is checked field
