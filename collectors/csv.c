@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/fdio.h"
 #include "lib/log.h"
 #include "lib/safefile.h"
 
@@ -20,24 +21,6 @@ struct csv_writer {
 	int broken;     /* 0, or the -errno every later row returns (a row failed to be written) */
 	char *path;
 };
-
-/* Write n bytes; *done = how many went out (also on failure). */
-static int write_all(int fd, const char *buf, size_t n, size_t *done)
-{
-	*done = 0;
-	while (n > 0) {
-		ssize_t w = write(fd, buf, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += w;
-		n -= (size_t)w;
-		*done += (size_t)w;
-	}
-	return 0;
-}
 
 /* A row was cut short (the file system had room for `done` bytes of it, then ENOSPC or EFBIG):
  * cut the file back to where the row began so it still ends with a whole row. On an O_APPEND
@@ -90,7 +73,7 @@ struct csv_writer *csv_writer_open(const char *path, const char *header)
 
 		memcpy(line, header, n);
 		line[n] = '\n';
-		rc = write_all(fd, line, n + 1, &done);
+		rc = fdio_write_all(fd, line, n + 1, &done);
 		free(line);
 		if (rc < 0 && done > 0 && (urc = unwrite(fd, done)) < 0)
 			log_error("truncate %s back to empty: %s", path, strerror(-urc));
@@ -137,7 +120,7 @@ int csv_writer_row(struct csv_writer *self, const char *fmt, ...)
 		va_end(ap);
 	}
 	buf[n] = '\n';
-	rc = write_all(self->fd, buf, (size_t)n + 1, &done);
+	rc = fdio_write_all(self->fd, buf, (size_t)n + 1, &done);
 	if (buf != stackbuf)
 		free(buf);
 	if (rc < 0) {

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/fdio.h"
+
 #define BLOCK_LINES 3
 
 struct progress_view {
@@ -164,22 +166,6 @@ int progress_format_line(const struct progress_state *st, char *buf, size_t bufl
 	return (size_t)n < buflen ? n : (int)buflen - 1;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int progress_render(struct progress_view *self, const struct progress_state *st, double now_s,
 		    bool force)
 {
@@ -194,7 +180,7 @@ int progress_render(struct progress_view *self, const struct progress_state *st,
 		int n = progress_format_line(st, frame, sizeof frame);
 
 		self->last_plain_s = now_s;
-		rc = write_all(self->fd, frame, (size_t)n);
+		rc = fdio_write_all(self->fd, frame, (size_t)n, NULL);
 		return rc < 0 ? rc : 1;
 	}
 	int lines = progress_format_block(st, self->width, block, sizeof block);
@@ -211,7 +197,7 @@ int progress_render(struct progress_view *self, const struct progress_state *st,
 		line = nl ? nl + 1 : line + strlen(line);
 	}
 	self->drawn_lines = lines;
-	rc = write_all(self->fd, frame, used);
+	rc = fdio_write_all(self->fd, frame, used, NULL);
 	return rc < 0 ? rc : 1;
 }
 

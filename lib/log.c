@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "lib/fdio.h"
+
 static char log_role[32] = "stalenet";
 static enum log_level log_max = LOG_INFO;
 static int log_fd = 2;
@@ -57,14 +59,7 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 	if (n > (int)sizeof line - 2)
 		n = (int)sizeof line - 2;
 	line[n++] = '\n';
-	for (ssize_t off = 0; off < n;) {
-		ssize_t w = write(log_fd, line + off, (size_t)(n - off));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += w;
-	}
+	fdio_write_all(log_fd, line, (size_t)n, NULL);     /* nowhere to report a failed log write */
 out:
 	errno = saved;
 }

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 
 #include "lib/clock.h"
+#include "lib/fdio.h"
 #include "lib/ctl.h"
 #include "lib/kv.h"
 #include "lib/log.h"
@@ -102,20 +103,6 @@ struct agent_state {
 
 #define PROBE_MAGIC "snprobe1"
 #define PROBE_LEN 32
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, buf, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		buf += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
 
 /* A decimal int64 that is the whole of s (optional '-'), else -EINVAL. */
 static int parse_i64(const char *s, int64_t *out)
@@ -369,7 +356,7 @@ static int event(struct agent_state *st, const char *name, const char *what)
 		if ((unsigned char)buf[i] < ' ')
 			buf[i] = ' ';
 	buf[n++] = '\n';
-	return write_all(st->out_fd, buf, (size_t)n);
+	return fdio_write_all(st->out_fd, buf, (size_t)n, NULL);
 }
 
 /* "conf NAME KEY VALUE": one key of node NAME's configuration. */
@@ -861,11 +848,11 @@ static int stream_file(struct agent_state *st, const char *base, const char *rel
 		if (!announced) {
 			char hdr[200];
 			int n = snprintf(hdr, sizeof hdr, "file %s\n", rel);
-			if ((rc = write_all(st->out_fd, hdr, (size_t)n)))
+			if ((rc = fdio_write_all(st->out_fd, hdr, (size_t)n, NULL)))
 				break;
 			announced = true;
 		}
-		if ((rc = write_all(st->out_fd, line, l)))
+		if ((rc = fdio_write_all(st->out_fd, line, l, NULL)))
 			break;
 		if (s->head_len == (size_t)s->off && s->head_len < AGENT_STREAM_HEAD) {
 			/* the first bytes as they were sent */
@@ -949,7 +936,7 @@ static int stream_all(struct agent_state *st, bool whole)
 static int fetch(struct agent_state *st)
 {
 	int rc = stream_all(st, true);
-	return rc ? rc : write_all(st->out_fd, "fetched\n", 8);
+	return rc ? rc : fdio_write_all(st->out_fd, "fetched\n", 8, NULL);
 }
 
 /* Answer one request line (without its newline). 1 = quit, 0 = go on, <0 = error. */
@@ -966,7 +953,7 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 			snprintf(msg, sizeof msg, "fail %s", why);
 		}
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
-		return write_all(out_fd, buf, (size_t)n);
+		return fdio_write_all(out_fd, buf, (size_t)n, NULL);
 	}
 	if (!strncmp(line, "conf ", 5) || !strncmp(line, "unconf ", 7) || !strncmp(line, "limit ", 6)) {
 		char msg[AGENT_LINE_MAX - 8];
@@ -978,7 +965,7 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 			snprintf(msg, sizeof msg, "fail %s", why);
 		}
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
-		return write_all(out_fd, buf, (size_t)n);
+		return fdio_write_all(out_fd, buf, (size_t)n, NULL);
 	}
 	if (!strncmp(line, "shape ", 6) || !strncmp(line, "shapepeers ", 11) || !strncmp(line, "shaper ", 7)) {
 		char msg[AGENT_LINE_MAX - 8];
@@ -991,7 +978,7 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 			snprintf(msg, sizeof msg, "fail %s", why);
 		}
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
-		return write_all(out_fd, buf, (size_t)n);
+		return fdio_write_all(out_fd, buf, (size_t)n, NULL);
 	}
 	if (!strncmp(line, "launch ", 7))
 		return launch(st, line + 7);
@@ -1013,7 +1000,7 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 		int n = snprintf(buf, sizeof buf, "%s journals %d replayed %d live %d ended %d failed %d\n",
 				 rc < 0 || rep.failed ? "fail" : "ok", rep.journals, rep.replayed, rep.live, rep.ended,
 				 rep.failed);
-		return write_all(out_fd, buf, (size_t)n);
+		return fdio_write_all(out_fd, buf, (size_t)n, NULL);
 	}
 	if (!strncmp(line, "build ", 6) || !strcmp(line, "teardown")) {
 		char msg[AGENT_LINE_MAX - 8];
@@ -1032,18 +1019,18 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 			if (*p == '\n' || *p == '\r')
 				*p = ' ';
 		int n = snprintf(buf, sizeof buf, "%s\n", msg);
-		return write_all(out_fd, buf, (size_t)n);
+		return fdio_write_all(out_fd, buf, (size_t)n, NULL);
 	}
 	if (!strncmp(line, "time ", 5) && !parse_i64(line + 5, &t1)) {
 		int n = snprintf(buf, sizeof buf, "time %" PRId64 " %" PRId64 " ", t1, t2);
 		int m = snprintf(buf + n, sizeof buf - (size_t)n, "%" PRId64 "\n", clock_now_ns());
-		return write_all(out_fd, buf, (size_t)(n + m));
+		return fdio_write_all(out_fd, buf, (size_t)(n + m), NULL);
 	}
 	if (!strcmp(line, "quit")) {
-		int rc = write_all(out_fd, "bye\n", 4);
+		int rc = fdio_write_all(out_fd, "bye\n", 4, NULL);
 		return rc ? rc : 1;
 	}
-	write_all(out_fd, "error unknown request\n", 22);
+	fdio_write_all(out_fd, "error unknown request\n", 22, NULL);
 	return -EPROTO;
 }
 
@@ -1082,7 +1069,7 @@ int agent_serve(int in_fd, int out_fd)
 			*p = '?';
 	int n = snprintf(hello, sizeof hello, "stalenet-agent %d %s %s %u %s\n", AGENT_PROTO, agent_version(),
 			 agent_commit(), (unsigned)geteuid(), host);
-	if ((rc = write_all(out_fd, hello, (size_t)n)))
+	if ((rc = fdio_write_all(out_fd, hello, (size_t)n, NULL)))
 		return rc;
 	rc = serve(&st, in_fd, out_fd, buf, &have);
 	/* whatever ended the connection (quit, end of input: the orchestrator or its ssh died, a bad
@@ -1144,7 +1131,7 @@ static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_
 			have -= used;
 		}
 		if (have == AGENT_LINE_MAX) {
-			write_all(out_fd, "error line too long\n", 20);
+			fdio_write_all(out_fd, "error line too long\n", 20, NULL);
 			return -EPROTO;
 		}
 	}

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/fdio.h"
+
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 size_t agentfile_b64_encode(const uint8_t *src, size_t n, char *dst)
@@ -68,20 +70,6 @@ int agentfile_b64_decode(const char *src, size_t len, uint8_t *dst, size_t cap)
 	return (int)o;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, buf, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		buf += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 int agentfile_send(int out_fd, const char *rel, int in_fd, uint64_t len, uint64_t *sent)
 {
 	uint8_t buf[AGENTFILE_CHUNK];
@@ -92,7 +80,7 @@ int agentfile_send(int out_fd, const char *rel, int in_fd, uint64_t len, uint64_
 	*sent = 0;
 	if (n < 0 || (size_t)n >= sizeof line)
 		return -ENAMETOOLONG;
-	if ((rc = write_all(out_fd, line, (size_t)n)))
+	if ((rc = fdio_write_all(out_fd, line, (size_t)n, NULL)))
 		return rc;
 	while (off < len) {
 		size_t want = len - off < sizeof buf ? (size_t)(len - off) : sizeof buf;
@@ -107,12 +95,12 @@ int agentfile_send(int out_fd, const char *rel, int in_fd, uint64_t len, uint64_
 		line[1] = ' ';
 		size_t l = 2 + agentfile_b64_encode(buf, (size_t)r, line + 2);
 		line[l++] = '\n';
-		if ((rc = write_all(out_fd, line, l)))
+		if ((rc = fdio_write_all(out_fd, line, l, NULL)))
 			return rc;
 		off += (uint64_t)r;
 	}
 	n = snprintf(line, sizeof line, "end %" PRIu64 "\n", off);
-	if ((rc = write_all(out_fd, line, (size_t)n)))
+	if ((rc = fdio_write_all(out_fd, line, (size_t)n, NULL)))
 		return rc;
 	*sent = off;
 	return 0;
@@ -135,7 +123,7 @@ int agentfile_rx_line(struct agentfile_rx *rx, const char *line)
 			return n;
 		if ((uint64_t)n > rx->max - rx->got)
 			return -EFBIG;
-		int rc = write_all(rx->fd, (const char *)buf, (size_t)n);
+		int rc = fdio_write_all(rx->fd, (const char *)buf, (size_t)n, NULL);
 		if (rc)
 			return rc;
 		rx->got += (uint64_t)n;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/fdio.h"
 #include "lib/ctl.h"
 #include "orchestrator/agent.h"
 
@@ -201,17 +202,7 @@ static int write_line(struct agentlink *self, const char *line, size_t len)
 	if (sigpending(&pend) == 0)
 		was_pending = sigismember(&pend, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	while (len) {
-		ssize_t w = write(self->to_fd, line, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			rc = -errno;
-			break;
-		}
-		line += w;
-		len -= (size_t)w;
-	}
+	rc = fdio_write_all(self->to_fd, line, len, NULL);
 	if (rc == -EPIPE && !was_pending) {
 		const struct timespec zero = { 0, 0 };
 		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/fdio.h"
 #include "lib/log.h"
 #include "orchestrator/launch.h"
 
@@ -137,22 +138,6 @@ int journal_unescape(const char *in, size_t inlen, char *out, size_t outlen)
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int sync_fd(int fd)
 {
 	while (fdatasync(fd) < 0) {
@@ -206,7 +191,7 @@ static int emit_line(struct journal *self, const char *line, size_t len)
 		self->batch_len += len;
 		return 0;
 	}
-	rc = write_all(self->fd, line, len);
+	rc = fdio_write_all(self->fd, line, len, NULL);
 	if (rc == 0)
 		rc = sync_fd(self->fd);
 	if (rc < 0)
@@ -259,7 +244,7 @@ struct journal *journal_create(const char *run_dir, const char *prefix, char *er
 		snprintf(err, errlen, "journal: header too long");
 		goto fail;
 	}
-	rc = write_all(self->fd, line, (size_t)n);
+	rc = fdio_write_all(self->fd, line, (size_t)n, NULL);
 	if (rc == 0)
 		rc = sync_fd(self->fd);
 	if (rc == 0)
@@ -421,7 +406,7 @@ int journal_batch_commit(struct journal *self)
 	self->in_batch = false;
 	if (self->batch_len == 0)
 		return 0;
-	rc = write_all(self->fd, self->batch, self->batch_len);
+	rc = fdio_write_all(self->fd, self->batch, self->batch_len, NULL);
 	if (rc == 0)
 		rc = sync_fd(self->fd);
 	if (rc < 0)

@@ -12,6 +12,7 @@
 #include "collectors/schema.h"
 #include "collectors/summary.h"
 #include "lib/clock.h"
+#include "lib/fdio.h"
 #include "lib/limits.h"
 #include "lib/safefile.h"
 #include "node/fleet_store.h"
@@ -73,24 +74,14 @@ static int one(struct fleet_store *s, const char *device, int64_t version, float
 static int write_model(const char *path, const float *m, size_t n)
 {
 	int fd = safefile_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	size_t off = 0, len = n * sizeof(float);
+	int rc;
 
 	if (fd < 0)
 		return fd;
-	while (off < len) {
-		ssize_t w = write(fd, (const char *)m + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? -errno : -EIO;
-
-			close(fd);
-			return e;
-		}
-		off += (size_t)w;
-	}
-	return close(fd) < 0 ? -errno : 0;
+	rc = fdio_write_all(fd, m, n * sizeof(float), NULL);
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	return rc;
 }
 
 /* --all over one run directory's store: every version rebuilt and printed, then the closing
