@@ -36,8 +36,10 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT     ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -MMD -MP -I. $(PKG_CFLAGS) \
-	-DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -MMD -MP -I. $(PKG_CFLAGS)
+# The release and commit are compiled into lib/version.o alone (lib/version.h), so a new
+# commit rebuilds that one object, not the tree.
+VERSION_DEFS := -DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS  += $(PKG_LIBS) -lm -lpthread
 
 MAINS    := orchestrator/main.c node/main.c netem/linkd_main.c
@@ -83,9 +85,27 @@ $(BUILD)/.deps-ok:
 .PHONY: deps-ok
 
 # --- build -----------------------------------------------------------------------------
-$(BUILD)/%.o: %.c | deps-ok
+# Stamps: a file holding what an object was compiled with, rewritten only when that changes,
+# so a change of compiler or flags (OPT, CFLAGS, a package's cflags) rebuilds every object and
+# a make with nothing changed rebuilds none. The commit has its own stamp, for lib/version.o.
+FLAGS_STAMP  := $(BUILD)/.flags
+COMMIT_STAMP := $(BUILD)/.commit
+define write_stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@printf '%s\n' '$(subst ','\'',$(1))' > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+endef
+$(FLAGS_STAMP): FORCE
+	$(call write_stamp,$(CC) $(CFLAGS))
+$(COMMIT_STAMP): FORCE
+	$(call write_stamp,$(VERSION_DEFS))
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(if $(filter $(BUILD)/lib/version.o,$@),$(VERSION_DEFS)) -c $< -o $@
+$(BUILD)/lib/version.o: $(COMMIT_STAMP)
 
 $(LIBA): $(MOD_OBJS)
 	@mkdir -p $(dir $@)
@@ -160,8 +180,7 @@ check-fuzz:
 
 # The modules are compiled once with the fuzzing instrumentation (fuzzer-no-link) into one
 # archive; each target links only the objects it needs from it.
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fno-sanitize-recover=undefined \
-	-DSTALENET_VERSION='"$(VERSION)"' -DSTALENET_COMMIT='"$(GIT_COMMIT)"'
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. $(PKG_CFLAGS) -fno-sanitize-recover=undefined $(VERSION_DEFS)
 FUZZ_OBJS := $(MOD_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LIBA := $(BUILD)/fuzz/libstalenet-fuzz.a
 $(BUILD)/fuzz/obj/%.o: %.c | deps-ok
@@ -200,8 +219,8 @@ WARN_SRCS = $(MOD_SRCS) $(MAINS) $(TEST_SUPPORT) \
 check-warnings: | deps-ok
 	@fail=0; for o in $(WARN_OPTS); do o=$$(echo "$$o" | tr : ' '); echo "== $$o"; \
 	  for f in $(WARN_SRCS); do \
-	    $(CC) -std=c11 -D_GNU_SOURCE $$o $(WARN) -I. $(PKG_CFLAGS) -DSTALENET_VERSION='"$(VERSION)"' \
-	      -DSTALENET_COMMIT='"$(GIT_COMMIT)"' -c $$f -o /dev/null || { echo "$$f at $$o"; fail=1; }; \
+	    $(CC) -std=c11 -D_GNU_SOURCE $$o $(WARN) -I. $(PKG_CFLAGS) $(VERSION_DEFS) \
+	      -c $$f -o /dev/null || { echo "$$f at $$o"; fail=1; }; \
 	  done; done; \
 	[ $$fail = 0 ] && echo "check-warnings: $(words $(WARN_SRCS)) files at $(words $(WARN_OPTS)) levels, no warning"; exit $$fail
 

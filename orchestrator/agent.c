@@ -28,6 +28,7 @@
 #include "lib/kv.h"
 #include "lib/log.h"
 #include "lib/rtdir.h"
+#include "lib/version.h"
 #include "lib/link_params.h"
 #include "netem/link_shaper.h"
 #include "netem/linkd.h"
@@ -1036,16 +1037,6 @@ static int answer(struct agent_state *st, int out_fd, char *line, int64_t t2)
 
 static int serve(struct agent_state *st, int in_fd, int out_fd, char *buf, size_t *havep);
 
-const char *agent_version(void)
-{
-	return STALENET_VERSION;
-}
-
-const char *agent_commit(void)
-{
-	return STALENET_COMMIT;
-}
-
 int agent_serve(int in_fd, int out_fd)
 {
 	char hello[AGENT_LINE_MAX], host[64] = "?", buf[AGENT_LINE_MAX];
@@ -1067,8 +1058,8 @@ int agent_serve(int in_fd, int out_fd)
 	for (char *p = host; *p; p++)
 		if (*p <= ' ' || *p > '~')
 			*p = '?';
-	int n = snprintf(hello, sizeof hello, "stalenet-agent %d %s %s %u %s\n", AGENT_PROTO, agent_version(),
-			 agent_commit(), (unsigned)geteuid(), host);
+	int n = snprintf(hello, sizeof hello, "stalenet-agent %d %s %s %u %s\n", AGENT_PROTO, version_release(),
+			 version_commit(), (unsigned)geteuid(), host);
 	if ((rc = fdio_write_all(out_fd, hello, (size_t)n, NULL)))
 		return rc;
 	rc = serve(&st, in_fd, out_fd, buf, &have);

@@ -81,11 +81,6 @@
 #define AGENT_LINE_MAX 4096     /* one protocol line, newline included */
 #define AGENT_PROBE_PORT 4790   /* UDP, on each host's underlay address: the underlay probe */
 
-/* This build's version and commit, as the greeting carries them ("0.1.0", "abc1234"); one
- * object file holds both, so one binary never disagrees with itself. */
-const char *agent_version(void);
-const char *agent_commit(void);
-
 /* Serve the protocol on in_fd/out_fd until "quit" or end of input. Returns 0, -EPROTO after
  * a bad request (answered with an error line), or -errno of the I/O. */
 int agent_serve(int in_fd, int out_fd);

@@ -19,6 +19,7 @@
 #include "lib/clock.h"
 #include "lib/fdio.h"
 #include "lib/ctl.h"
+#include "lib/version.h"
 #include "orchestrator/agent.h"
 
 struct agentlink {
@@ -540,12 +541,12 @@ int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 		/* an older or newer agent would misread the other's lines (protocol 5 sends files whole) */
 		snprintf(err, errlen, "host %s (%s): its agent speaks protocol %d, this orchestrator %d (stalenet %s there, "
 			 "%s here): install the same build on every host", self->name, self->dest, g.proto, AGENT_PROTO,
-			 g.version, agent_version());
+			 g.version, version_release());
 		goto fail_kill;
 	}
-	if (strcmp(g.version, agent_version()) || strcmp(g.commit, agent_commit())) {
+	if (strcmp(g.version, version_release()) || strcmp(g.commit, version_commit())) {
 		snprintf(err, errlen, "host %s (%s): version mismatch: agent %s (%s), here %s (%s)", self->name, self->dest,
-			 g.version, g.commit, agent_version(), agent_commit());
+			 g.version, g.commit, version_release(), version_commit());
 		goto fail_kill;
 	}
 	if (g.uid != 0) {

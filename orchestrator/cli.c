@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/version.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/cmd.h"
 #include "orchestrator/cpuneed.h"
@@ -511,7 +512,7 @@ int cli_main(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("stalenet %s (%s)\n", STALENET_VERSION, STALENET_COMMIT);
+		printf("stalenet %s (%s)\n", version_release(), version_commit());
 		return CLI_EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {

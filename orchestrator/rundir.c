@@ -20,6 +20,7 @@
 #include "lib/log.h"
 #include "lib/rfile.h"
 #include "lib/safefile.h"
+#include "lib/version.h"
 #include "orchestrator/scenario.h"
 
 int rundir_mkdirs(const char *path, bool private_last)
@@ -237,8 +238,8 @@ static json_t *meta_doc(const struct plan_run *run, const struct rundir_meta *m)
 	rc |= put(root, "prefix", json_string(m->prefix ? m->prefix : ""));
 	if (run->scenario->target > 0)
 		rc |= put(root, "target", json_real(run->scenario->target));
-	rc |= put(root, "stalenet_version", json_string(STALENET_VERSION));
-	rc |= put(root, "stalenet_commit", json_string(STALENET_COMMIT));
+	rc |= put(root, "stalenet_version", json_string(version_release()));
+	rc |= put(root, "stalenet_commit", json_string(version_commit()));
 	rc |= put(root, "kernel", json_string(u.release));
 	rc |= put(root, "host", json_string(u.nodename));
 	rc |= put(root, "start_utc", json_string(stamp));

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/version.h"
 #include "orchestrator/agent.h"
 #include "tests/support/proc.h"
 
@@ -87,7 +88,7 @@ Test(agent, greeting_time_and_quit)
 	start(&s);
 	char *g = next_line(&s);
 	char want[64];
-	snprintf(want, sizeof want, "stalenet-agent %d %s %s %u ", AGENT_PROTO, agent_version(), agent_commit(),
+	snprintf(want, sizeof want, "stalenet-agent %d %s %s %u ", AGENT_PROTO, version_release(), version_commit(),
 		 (unsigned)geteuid());
 	cr_expect(!strncmp(g, want, strlen(want)), "greeting '%s'", g);
 	int64_t t1, t2, t3;

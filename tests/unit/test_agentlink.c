@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/version.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "tests/support/files.h"
@@ -51,7 +52,7 @@ static void setup(void)
 		 "    echo \"time $t1 5 6\"\n"
 		 "    read req; exit 0;; esac\n"
 		 "shift; exec \"$@\"\n",
-		 AGENT_PROTO, agent_version(), agent_commit());
+		 AGENT_PROTO, version_release(), version_commit());
 	support_write_file(fake_ssh, script);
 	cr_assert_eq(chmod(fake_ssh, 0700), 0);
 }
