@@ -802,6 +802,15 @@ static int reshape(struct multihost *self, const struct placement *p, const stru
 	return failed;
 }
 
+/* The events.csv row of a planned join or restart (kind) that did not start: the agent refused
+ * its launch (why: its "exit -1 WHY") or could not be asked. Not tried again. */
+static void start_failed(const char *run_dir, const char *node, const char *kind, const char *host, const char *why)
+{
+	char d[240];
+	snprintf(d, sizeof d, "%s: host %.31s: %.100s; given up", kind, host, why);
+	supervise_event(run_dir, "start_failed", node, d);
+}
+
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out)
 {
@@ -833,7 +842,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	/* planned churn (join, crash, restart, leave), relative to the origin; -1 = none */
 	int64_t (*plan_ns)[4] = calloc(n + 1, sizeof *plan_ns);
 	unsigned char *churn = calloc(n + 1, 1);   /* CH_* flags: what of the plan has happened */
-	enum { CH_JOINED = 1, CH_KILLED = 2, CH_RESTARTED = 4, CH_LEFT = 8 };
+	/* a join or restart counts once the host's agent answers its launch ("launched PID"):
+	 * until then CH_LAUNCHING; a refusal ("exit -1 WHY") makes it a failed start (CH_FAILED),
+	 * not tried again */
+	enum { CH_JOINED = 1, CH_KILLED = 2, CH_RESTARTED = 4, CH_LEFT = 8, CH_LAUNCHING = 16, CH_FAILED = 32 };
 	for (size_t i = 0; plan_ns && i < n; i++) {
 		const struct scenario_straggler *st = i < run->n_nodes && !o->linkcheck ? &run->nodes[i].straggler : NULL;
 		static const unsigned bits[4] = { SCENARIO_STRAG_JOIN, SCENARIO_STRAG_CRASH, SCENARIO_STRAG_RESTART,
@@ -958,8 +970,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		/* the run goes on while a node runs, or a planned join or restart is still to come */
 		size_t planned = 0;
 		for (size_t i = 0; !stopping && i < n; i++)
-			planned += (plan_ns[i][0] >= 0 && !(churn[i] & CH_JOINED)) ||
-				   (plan_ns[i][2] >= 0 && (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED));
+			planned += (plan_ns[i][0] >= 0 && !(churn[i] & (CH_JOINED | CH_FAILED))) ||
+				   (plan_ns[i][2] >= 0 && (churn[i] & CH_KILLED) && !(churn[i] & (CH_RESTARTED | CH_FAILED)));
 		if (!alive && !planned)
 			break;
 		/* planned churn at its time, as on one host (orchestrator/supervise) */
@@ -969,12 +981,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			const char *nm = ep_name(run, i);
 			if (host_lost[h])
 				continue;
-			if (plan_ns[i][0] >= 0 && !(churn[i] & CH_JOINED) && rel >= plan_ns[i][0]) {
-				churn[i] |= CH_JOINED;
+			if (plan_ns[i][0] >= 0 && !(churn[i] & (CH_JOINED | CH_LAUNCHING | CH_FAILED)) && rel >= plan_ns[i][0]) {
 				snprintf(line, sizeof line, "launch %s", nm);
 				if (!agentlink_send(self->links[h], line)) {
+					churn[i] |= CH_LAUNCHING;
 					up[i] = true, alive++;
-					supervise_event(o->run_dir, "join", nm, "");
+				} else {
+					/* the agent is gone (its loss is reported below) */
+					churn[i] |= CH_FAILED;
+					start_failed(o->run_dir, nm, "join", hs->list[h].name, "the request could not be sent");
 				}
 			}
 			if (plan_ns[i][1] >= 0 && up[i] && !(churn[i] & (CH_KILLED | CH_RESTARTED)) && rel >= plan_ns[i][1]) {
@@ -983,14 +998,16 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				agentlink_send(self->links[h], line);
 				supervise_event(o->run_dir, "crash", nm, "SIGKILL");
 			}
-			if (plan_ns[i][2] >= 0 && !up[i] && (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED) &&
-			    rel >= plan_ns[i][2]) {
-				churn[i] |= CH_RESTARTED;
+			if (plan_ns[i][2] >= 0 && !up[i] && (churn[i] & CH_KILLED) &&
+			    !(churn[i] & (CH_RESTARTED | CH_LAUNCHING | CH_FAILED)) && rel >= plan_ns[i][2]) {
 				is_ready[i] = false;
 				snprintf(line, sizeof line, "launch %s", nm);
 				if (!agentlink_send(self->links[h], line)) {
+					churn[i] |= CH_LAUNCHING;
 					up[i] = true, alive++;
-					supervise_event(o->run_dir, "restart", nm, "");
+				} else {
+					churn[i] |= CH_FAILED;
+					start_failed(o->run_dir, nm, "restart", hs->list[h].name, "the request could not be sent");
 				}
 			}
 			if (plan_ns[i][3] >= 0 && up[i] && !(churn[i] & CH_LEFT) && rel >= plan_ns[i][3]) {
@@ -1055,7 +1072,25 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					i++;
 				if (i == n)
 					continue;
-				if (!strncmp(what, "reshaped ", 9)) {
+				if (!strncmp(what, "launched ", 9) && (churn[i] & CH_LAUNCHING)) {
+					/* the agent started it: now it has joined (or restarted) */
+					bool join = !(churn[i] & CH_JOINED) && plan_ns[i][0] >= 0;
+					churn[i] = (unsigned char)((churn[i] & ~CH_LAUNCHING) | (join ? CH_JOINED : CH_RESTARTED));
+					supervise_event(o->run_dir, join ? "join" : "restart", name, "");
+				} else if (ev.kind == AGENTLINK_EV_EXIT && (churn[i] & CH_LAUNCHING) && up[i]) {
+					/* the agent refused the launch ("exit -1 WHY"): a failed start */
+					bool join = !(churn[i] & CH_JOINED) && plan_ns[i][0] >= 0;
+					churn[i] = (unsigned char)((churn[i] & ~CH_LAUNCHING) | CH_FAILED);
+					up[i] = false;
+					alive--;
+					start_failed(o->run_dir, name, join ? "join" : "restart", hs->list[h].name, what);
+					fprintf(err_out, "stalenet: node %s on host %s: planned %s failed: %s\n", name,
+						hs->list[h].name, join ? "join" : "restart", what);
+					if (!o->on_failure_continue && !stopping) {
+						result = 1;
+						stopping = true;
+					}
+				} else if (!strncmp(what, "reshaped ", 9)) {
 					if (strstr(what, " fail ") || strstr(what, "; "))
 						fprintf(err_out, "stalenet: host %s: node %s %s\n", hs->list[h].name, name, what);
 				} else if (ev.kind == AGENTLINK_EV_READY && !is_ready[i]) {
