@@ -1037,7 +1037,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		}
 		if (stopping && !stop_sent) {
 			stop_sent = now;
-			if (started && !o->linkcheck)
+			/* an interruption is logged in every phase (the link self-check, before the
+			 * start): what follows it is no node's failure */
+			if (result == 2 || (started && !o->linkcheck))
 				supervise_event(o->run_dir, "stop", "all", result == 2 ? "interrupted" : result ? "failure" : "time");
 			for (size_t i = 0; i < n; i++)
 				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
@@ -1112,9 +1114,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					int st = ev.status;
 					up[i] = false;
 					alive--;
-					/* a planned crash is no failure; nor a kill after stop */
+					/* a planned crash is no failure; nor a kill after stop, nor any end after
+					 * an interruption (a node stopped before its start exits 1) */
 					bool planned_kill = (churn[i] & CH_KILLED) && !(churn[i] & CH_RESTARTED);
-					if (st != 0 && !planned_kill && !(stopping && WIFSIGNALED(st))) {
+					if (st != 0 && !planned_kill && result != 2 && !(stopping && WIFSIGNALED(st))) {
 						char d[240], mem[32] = "?";
 						if (i < run->n_nodes && strstr(what, " oom_killed")) {
 							/* named first, as on one host */
@@ -1147,7 +1150,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					if (ep_host(self, o->p, i) == h && up[i]) {
 						char d[96];
 						snprintf(d, sizeof d, "host %s lost", hs->list[h].name);
-						supervise_event(o->run_dir, "node_failed", ep_name(run, i), d);
+						/* after an interruption (a Ctrl-C reaches ssh too) the nodes were
+						 * being stopped, not failing */
+						if (result != 2)
+							supervise_event(o->run_dir, "node_failed", ep_name(run, i), d);
 						up[i] = false;
 						alive--;
 					}

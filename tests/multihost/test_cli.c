@@ -624,6 +624,57 @@ static bool training_started(void *arg)
 	return yes;
 }
 
+/* The link self-check across hosts has begun (the orchestrator's line before it launches the
+ * probes). */
+static bool linkcheck_begun(void *arg)
+{
+	(void)arg;
+	size_t len;
+	char *t = support_read_file(out_file, &len);
+	bool yes = t && strstr(t, "link self-check: 100 probes per node");
+	free(t);
+	return yes;
+}
+
+/* An interruption during the link self-check, before training: the run stops (exit 130,
+ * meta.json "interrupted"), events.csv says so (stop,all,interrupted) and names no node as
+ * failed (a probe stopped before its start exits 1: that is the interruption, not a failure),
+ * and every host is torn down. */
+Test(multihost_cli, interrupted_self_check_is_no_node_failure)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhi\nstop: {time: 30s}\nworkers: 4\nlinkcheck: {probes: 100}\n"
+				 "network: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(linkcheck_begun, NULL, 90000), "the link self-check did not begin");
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit 130 (interrupted): %s", t);
+	cr_expect_null(strstr(t, "5 nodes ready on 3 hosts: started"), "training started: %s", t);
+	cr_expect_null(strstr(t, " died: "), "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_assert(ev, "no events.csv: %s", t);
+	fprintf(stderr, "%s", ev);
+	cr_expect_eq(count(ev, ",stop,all,interrupted"), 1, "%s", ev);
+	cr_expect_null(strstr(ev, "node_failed"), "%s", ev);
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu torn down", i);
+	free(meta);
+	free(ev);
+	free(t);
+}
+
 /* The one non-hidden directory of run_dir holding meta.json into name (a sweep's run). */
 static int first_run_dir(char *name, size_t len)
 {
