@@ -296,7 +296,7 @@ Test(engine_allreduce, replicas_identical_and_accuracy_rises, .timeout = 90)
 	size_t l0, li, le;
 	double first_acc = -1, last_acc = -1;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	for (int i = 0; i < n; i++)
 		write_conf(dir, i, n, base_port(), steps);
 	cr_assert_eq(run_nodes(dir, n), n, "every node must finish cleanly");

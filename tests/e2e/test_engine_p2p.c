@@ -228,7 +228,7 @@ Test(engine_p2p, bsp_lockstep_from_traces_and_accuracy_rises, .timeout = 120)
 	struct opts o = { .n = 4, .steps = 150, .barrier = "bsp", .fanout = 1, .late_s = 0.5 };
 	double acc;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(run_peers(dir, &o), o.n, "every peer must finish cleanly");
 	load_traces(dir, o.n);
 	for (int i = 0; i < o.n; i++)
@@ -267,7 +267,7 @@ Test(engine_p2p, pbsp_sample_zero_never_waits, .timeout = 120)
 	struct opts o = { .n = 3, .steps = 100, .barrier = "pbsp", .sample = 0, .fanout = 0,
 			  .late_s = 1.0 };
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(run_peers(dir, &o), o.n);
 	load_traces(dir, o.n);
 	for (int i = 0; i < o.n; i++) {
@@ -287,7 +287,7 @@ Test(engine_p2p, ssp_bounds_the_lead, .timeout = 120)
 	char dir[] = "/tmp/stalenet-test-p2p-XXXXXX";
 	struct opts o = { .n = 3, .steps = 80, .barrier = "ssp", .fanout = 1, .late_s = 0.5 };
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(run_peers(dir, &o), o.n);
 	load_traces(dir, o.n);
 	/* SSP(2): step c+1 starts only once everybody ended step c - 2. */
@@ -310,7 +310,7 @@ Test(engine_p2p, model_averaging_every_h_steps_learns, .timeout = 120)
 			  .combine = "average", .late_s = 0.0 };
 	double acc;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(run_peers(dir, &o), o.n);
 	load_traces(dir, o.n);
 	for (int i = 0; i < o.n; i++)
@@ -335,7 +335,7 @@ Test(engine_p2p, ensemble_beats_any_single_peer, .timeout = 120)
 	int nev = 0;
 	double acc;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(run_peers(dir, &o), o.n);
 	load_traces(dir, o.n);
 	for (int i = 0; i < o.n; i++)
@@ -388,7 +388,7 @@ Test(engine_p2p, bsp_goes_on_without_a_killed_peer, .timeout = 120)
 	pid_t pids[4];
 	int st, ok = 0, killed_at;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	for (int i = 0; i < o.n; i++)
 		write_conf(dir, &o, i, origin);
 	for (int i = 0; i < o.n; i++)
@@ -503,7 +503,7 @@ static void ensemble_without_peer2(int sig, const char *want)
 	pid_t pids[3];
 	int st;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	for (int i = 0; i < o.n; i++)
 		write_conf(dir, &o, i, origin);
 	for (int i = 0; i < o.n; i++)
@@ -604,7 +604,7 @@ Test(engine_p2p, gossip_goes_on_without_a_stopped_peer, .timeout = 120)
 	pid_t pids[4];
 	int st, stopped_at;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	for (int i = 0; i < o.n; i++)
 		write_conf(dir, &o, i, origin);
 	for (int i = 0; i < o.n; i++)
@@ -688,7 +688,7 @@ Test(engine_p2p, a_replica_with_an_infinite_weight_is_skipped, .timeout = 120)
 	int st = -1;
 	FILE *f;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_not_null(replica);
 	snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", base_port() + 1);
 	cr_assert_eq(wire_socket_setup(router, 64u << 20), 0);

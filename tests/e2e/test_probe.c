@@ -62,7 +62,7 @@ Test(probe, loopback_ok, .timeout = 30)
 {
 	char dir[] = "/tmp/stalenet-probe-XXXXXX";
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	run_probe(dir, support_free_ports(1), "", "worker0,up,300,0.000,0.000,0.000000,");
 	rmdir(dir);
 }
@@ -76,7 +76,7 @@ Test(probe, measures_at_real_time_priority_when_permitted, .timeout = 30)
 	struct sched_param normal = { .sched_priority = 0 }, sp;
 	int policy;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	run_probe(dir, support_free_ports(1), "", "worker0,up,300,0.000,0.000,0.000000,");
 	rmdir(dir);
 	policy = sched_getscheduler(0);
@@ -94,7 +94,7 @@ Test(probe, claimed_delay_is_off, .timeout = 30)
 {
 	char dir[] = "/tmp/stalenet-probe-XXXXXX";
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	/* The config claims 10 ms up but loopback has none: the up row must be judged off. */
 	run_probe(dir, support_free_ports(1), "delay_us=10000", ",off\n");
 	rmdir(dir);

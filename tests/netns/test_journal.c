@@ -23,6 +23,7 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/wait.h"
 
@@ -57,7 +58,7 @@ static void setup(void)
 	cr_assert_eq(netns_add(foreign), 0);
 	cr_assert_eq(sysctl_read(THRESH_KEY, thresh_orig, sizeof thresh_orig), 0);
 	snprintf(tmp, sizeof tmp, "/tmp/stalenet-tjn-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmp));
+	cr_assert_not_null(support_mkdtemp(tmp));
 	snprintf(registry, sizeof registry, "%s/registry", tmp);
 	cr_assert_eq(mkdir(registry, 0700), 0);
 	journal_set_registry_dir(registry);

@@ -22,6 +22,7 @@
 #include "lib/log.h"
 #include "lib/netns.h"
 #include "netem/link_kernel.h"
+#include "tests/support/files.h"
 
 #define NIF 200
 
@@ -124,7 +125,7 @@ Test(link_kernel, stats_many_equals_one_by_one, .timeout = 120)
 	int fd, st;
 
 	need_root();
-	fd = mkstemp(batch);
+	fd = support_mkstemp(batch);
 	cr_assert_geq(fd, 0);
 	f = fdopen(fd, "w");
 	cr_assert_not_null(f);

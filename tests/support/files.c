@@ -14,12 +14,75 @@
 
 #include "collectors/table.h"
 
+/* The paths this process made, removed at its exit (newest first). */
+static char **tmp_paths;
+static size_t tmp_n, tmp_cap;
+static pid_t tmp_owner;
+
+static void tmp_remove_all(void)
+{
+	int saved = errno;
+
+	if (getpid() != tmp_owner)
+		return;         /* a forked child exiting: the files are its parent's */
+	while (tmp_n > 0) {
+		support_rm_rf(tmp_paths[--tmp_n]);
+		free(tmp_paths[tmp_n]);
+	}
+	errno = saved;
+}
+
+void support_tmp_track(const char *path)
+{
+	static bool registered;
+	char *copy = strdup(path);
+
+	if (getpid() != tmp_owner) {
+		/* the first path of this process; a forked child starts its own list */
+		tmp_owner = getpid();
+		tmp_n = 0;
+		if (!registered && atexit(tmp_remove_all) == 0)
+			registered = true;
+	}
+	if (tmp_n == tmp_cap) {
+		size_t cap = tmp_cap ? 2 * tmp_cap : 16;
+		char **bigger = realloc(tmp_paths, cap * sizeof *bigger);
+
+		if (!bigger) {
+			free(copy);
+			return;
+		}
+		tmp_paths = bigger;
+		tmp_cap = cap;
+	}
+	if (copy)
+		tmp_paths[tmp_n++] = copy;
+}
+
+char *support_mkdtemp(char *tmpl)
+{
+	char *dir = mkdtemp(tmpl);
+
+	if (dir)
+		support_tmp_track(dir);
+	return dir;
+}
+
+int support_mkstemp(char *tmpl)
+{
+	int fd = mkstemp(tmpl);
+
+	if (fd >= 0)
+		support_tmp_track(tmpl);
+	return fd;
+}
+
 char *support_tmpdir(char *buf, size_t len, const char *tag)
 {
 	int n = snprintf(buf, len, "/tmp/stalenet-%s-XXXXXX", tag);
 
 	cr_assert(n > 0 && (size_t)n < len, "temporary directory name for %s too long", tag);
-	cr_assert_not_null(mkdtemp(buf), "mkdtemp %s: %s", buf, strerror(errno));
+	cr_assert_not_null(support_mkdtemp(buf), "mkdtemp %s: %s", buf, strerror(errno));
 	return buf;
 }
 

@@ -10,8 +10,21 @@
 struct table;
 
 /* Create a fresh directory /tmp/stalenet-<tag>-XXXXXX into buf (len bytes) and return buf.
- * Fails the test when it cannot. The caller removes it (support_rm_rf). */
+ * Fails the test when it cannot. Removed when the test's process exits (support_tmp_track);
+ * the caller may remove it earlier (support_rm_rf). */
 char *support_tmpdir(char *buf, size_t len, const char *tag);
+
+/* mkdtemp(3) and mkstemp(3) whose result is removed when the test's process exits
+ * (support_tmp_track). Same returns and errno as theirs. */
+char *support_mkdtemp(char *tmpl);
+int support_mkstemp(char *tmpl);
+
+/* Remove path (a file, or a directory and what is below it) when this process exits, also
+ * after a failed assertion: Criterion ends the test body there, then runs the suite's fini and
+ * exits the test's process, which runs the exit handlers (a test killed by its timeout or a
+ * signal leaves its files). Only the process that tracked a path removes it: a child a test
+ * forks does not take its parent's files with it when it exits. */
+void support_tmp_track(const char *path);
 
 /* Remove path and, for a directory, everything below it, without following links or
  * entering other mounted file systems (a mount left below path makes it fail with -EBUSY).

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "orchestrator/agentfile.h"
+#include "tests/support/files.h"
 
 Test(agentfile, base64_rfc4648_vectors)
 {
@@ -58,7 +59,7 @@ Test(agentfile, base64_round_trip_of_every_length)
 static size_t frame_of(const uint8_t *data, size_t len, char **buf, char **lines, size_t max_lines)
 {
 	char in_path[] = "/tmp/agentfile-in-XXXXXX", out_path[] = "/tmp/agentfile-out-XXXXXX";
-	int in = mkstemp(in_path), out = mkstemp(out_path);
+	int in = support_mkstemp(in_path), out = support_mkstemp(out_path);
 	uint64_t sent = 0;
 	cr_assert(in >= 0 && out >= 0);
 	unlink(in_path);
@@ -83,7 +84,7 @@ static size_t frame_of(const uint8_t *data, size_t len, char **buf, char **lines
 static int receive(char **lines, size_t n, uint64_t max, uint8_t *got, size_t len, uint64_t *count)
 {
 	char path[] = "/tmp/agentfile-rx-XXXXXX";
-	int fd = mkstemp(path), rc = 1;
+	int fd = support_mkstemp(path), rc = 1;
 	cr_assert_geq(fd, 0);
 	unlink(path);
 	struct agentfile_rx rx = { .fd = fd, .max = max };
@@ -124,7 +125,7 @@ Test(agentfile, a_random_file_arrives_byte_for_byte)
 Test(agentfile, a_file_that_ends_sooner_says_so)
 {
 	char in_path[] = "/tmp/agentfile-in-XXXXXX", out_path[] = "/tmp/agentfile-out-XXXXXX";
-	int in = mkstemp(in_path), out = mkstemp(out_path);
+	int in = support_mkstemp(in_path), out = support_mkstemp(out_path);
 	uint64_t sent = 99;
 	char text[256];
 	cr_assert(in >= 0 && out >= 0);

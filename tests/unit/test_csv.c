@@ -20,7 +20,7 @@
 Test(csv, header_once_and_append)
 {
 	char path[] = "/tmp/stalenet-csv-XXXXXX";
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	struct csv_writer *w;
 	char *text;
 
@@ -43,7 +43,7 @@ Test(csv, header_once_and_append)
 Test(csv, long_row)
 {
 	char path[] = "/tmp/stalenet-csv-XXXXXX";
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	struct csv_writer *w;
 	char big[5000];
 	char *text;
@@ -165,7 +165,7 @@ Test(table, random_roundtrip_against_model)
 	struct table *t;
 	bool missing = true;
 	unsigned seed = 12345;
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 
 	close(fd);
 	w = csv_writer_open(path, "c0,\"c,1\",c2,c3");
@@ -217,7 +217,7 @@ Test(events, detail_quoted_and_read_back)
 	const char *detail = "exit status 1, log tail: \"bad, thing\"\nsecond line";
 	struct table *t;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	supervise_event(dir, "node_failed", "worker1", detail);
 	supervise_event(dir, "stop", "all", "a node failed");
 	snprintf(path, sizeof path, "%s/events.csv", dir);
@@ -265,7 +265,7 @@ static int fill_until_full(const char *path, size_t limit)
 Test(csv, full_disk_cuts_partial_row, .timeout = 20)
 {
 	char path[] = "/tmp/stalenet-csv-XXXXXX";
-	int fd = mkstemp(path), status;
+	int fd = support_mkstemp(path), status;
 	const char *whole = "t_s,node,step\n1.000,worker0,0\n2.000,worker0,1\n";
 	size_t limit = strlen(whole) + 8; /* the third row ("3.000,worker0,2\n") fits 8 of 16 bytes */
 	pid_t pid;

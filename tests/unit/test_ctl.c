@@ -109,7 +109,7 @@ Test(ctl, socket_born_0600)
 	struct stat st;
 	mode_t old;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/s.sock", dir);
 	snprintf(ep, sizeof ep, "ipc://%s", path);
 	old = umask(0);
@@ -135,7 +135,7 @@ Test(ctl, foreign_uid_peer_refused, .timeout = 30)
 	int st, rc;
 
 	support_require_root();
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/s.sock", dir);
 	snprintf(ep, sizeof ep, "ipc://%s", path);
 	srv = ctl_server_open(ep);
@@ -193,7 +193,7 @@ Test(ctl, client_ignores_foreign_server, .timeout = 30)
 	pid_t pid;
 
 	support_require_root();
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(chmod(dir, 0777), 0);
 	snprintf(ep, sizeof ep, "ipc://%s/s.sock", dir);
 	cr_assert_eq(pipe(go), 0);

@@ -77,7 +77,7 @@ static void setup(void)
 {
 	uint8_t b[1024];
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(img, sizeof img, "%s/img.gz", dir);
 	snprintf(lbl, sizeof lbl, "%s/lbl.gz", dir);
 	write_gz(img, b, make_images(b, DATA_IDX_IMAGES_MAGIC, N, R, C));

@@ -150,7 +150,7 @@ Test(eval, trainer_writes_eval_and_partition, .timeout = 120)
 	char node[64];
 
 	require_data();
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	kv_set(cfg, "run.dir", dir);
 	kv_set(cfg, "node.name", "trainer");
 	kv_set(cfg, "model.kind", "softmax");

@@ -265,7 +265,7 @@ Test(hostshare, scan_sees_the_claims_that_still_hold)
 	struct journal *mine, *other;
 	int n;
 
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	snprintf(reg, sizeof reg, "%s/reg", base);
 	cr_assert_eq(mkdir(reg, 0700), 0);
 	journal_set_registry_dir(reg);

@@ -15,6 +15,7 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "tests/support/files.h"
 #include "tests/support/wait.h"
 
 /* Naive reference escaper: every byte <= 0x20, 0x7f or '%' becomes %xx. */
@@ -234,7 +235,7 @@ Test(journal, writer_round_trip_batches_and_registry)
 	const char *rule[] = { "-i", "eth0", "-m", "comment", "--comment", "two words", "-j", "ACCEPT" };
 	ssize_t n;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(reg, sizeof reg, "%s/registry", dir);
 	journal_set_registry_dir(reg);
 	j = journal_create(dir, "snt01-", err, sizeof err);
@@ -327,7 +328,7 @@ Test(journal, claims_and_releases_round_trip)
 	struct journal_parsed *p = NULL;
 	struct journal *j;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(reg, sizeof reg, "%s/reg", dir);
 	journal_set_registry_dir(reg);
 	j = journal_create(dir, "sn1a2b-", err, sizeof err);
@@ -447,7 +448,7 @@ Test(journal, read_fd_reads_to_the_end)
 	char tmpl[] = "/tmp/snt-jreadfd-XXXXXX", *text = NULL;
 	size_t total = 200000, len = 1;
 	unsigned char *ref = malloc(total);
-	int fd = mkstemp(tmpl);
+	int fd = support_mkstemp(tmpl);
 
 	cr_assert_not_null(ref);
 	cr_assert_geq(fd, 0);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "lib/kv.h"
+#include "tests/support/files.h"
 
 Test(kv, set_get_override)
 {
@@ -50,7 +51,7 @@ Test(kv, save_load_roundtrip)
 {
 	char path[] = "/tmp/stalenet-kv-XXXXXX";
 	char err[256];
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	struct kv *a = kv_new(), *b;
 
 	cr_assert_geq(fd, 0);
@@ -71,7 +72,7 @@ Test(kv, bad_line_names_line)
 {
 	char path[] = "/tmp/stalenet-kv-XXXXXX";
 	char err[256];
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	FILE *f = fdopen(fd, "w");
 
 	fputs("# comment\n\na = 1\nno equals here\n", f);

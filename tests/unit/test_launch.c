@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "orchestrator/launch.h"
+#include "tests/support/files.h"
 #include "tests/support/wait.h"
 
 struct rec {
@@ -47,7 +48,7 @@ Test(launch, record_exit_status_and_log, .timeout = 30)
 	const char *argv[] = { "/bin/sh", "-c", "echo one; echo two; echo three; exit 3", NULL };
 	struct rec r = { 0 };
 	struct launch_spec s = { .name = "t", .argv = argv, .record = record, .record_arg = &r };
-	int fd = mkstemp(log), status = -1;
+	int fd = support_mkstemp(log), status = -1;
 	char tail[256];
 	pid_t pid;
 

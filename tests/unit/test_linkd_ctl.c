@@ -22,6 +22,7 @@
 #include "lib/log.h"
 #include "netem/linkd.h"
 #include "netem/linkd_ctl.h"
+#include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/proc.h"
 
@@ -359,7 +360,7 @@ Test(linkd_ctl, socket_0600_and_foreign_uid_refused, .timeout = 30)
 	pid_t pid;
 	int stt;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/linkd.sock", dir);
 	old = umask(0);
 	d = linkd_new(path);
@@ -424,7 +425,7 @@ Test(linkd_ctl, client_refuses_foreign_listener, .timeout = 30)
 	char b;
 
 	support_require_root();
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(chmod(dir, 0777), 0);
 	snprintf(path, sizeof path, "%s/linkd.sock", dir);
 	cr_assert_eq(pipe(ready), 0);
@@ -554,7 +555,7 @@ static void many_links(int n)
 	int st;
 
 	support_require_root();
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/linkd.sock", dir);
 	pid = fork();
 	cr_assert_geq(pid, 0);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "orchestrator/linktrace.h"
+#include "tests/support/files.h"
 
 static char path[64];
 
@@ -15,7 +16,7 @@ static const char *write_tmp(const char *text)
 	FILE *f;
 
 	strcpy(path, "/tmp/stalenet-trace-XXXXXX");
-	fd = mkstemp(path);
+	fd = support_mkstemp(path);
 	f = fdopen(fd, "w");
 	fputs(text, f);
 	fclose(f);

@@ -175,7 +175,7 @@ Test(meta, rundir_writer_roundtrip)
 	struct plan *p;
 	size_t big_seeds = 0;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	sc = scenario_parse(SCENARIO, strlen(SCENARIO), "meta.yaml", err, sizeof err);
 	cr_assert_not_null(sc, "%s", err);
 	p = plan_new(sc, err, sizeof err);

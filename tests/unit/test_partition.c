@@ -13,6 +13,7 @@
 #include "node/data.h"
 #include "node/partition.h"
 #include "node/rng.h"
+#include "tests/support/files.h"
 
 #define NS 2000
 
@@ -291,7 +292,7 @@ Test(partition, csv)
 	char path[] = "/tmp/stalenet-part-XXXXXX";
 	const char *names[5] = { "worker0", "worker1", "worker2", "worker3", "worker4" };
 	char line[128];
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	FILE *f;
 	unsigned rows = 0;
 	size_t sum = 0;

@@ -123,7 +123,7 @@ Test(plot, sweep_fixture_all_figures, .timeout = 120)
 	char dir[] = "/tmp/stalenet-plot-XXXXXX", sweep[600], path[700], err[1024];
 	int n = 0;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(sweep, sizeof sweep, "%s/sweep", dir);
 	copy_tree("tests/data/sweep_small", sweep);
 	n = plot_dir(sweep, err, sizeof err);
@@ -166,7 +166,7 @@ Test(plot, single_run, .timeout = 120)
 	char dir[] = "/tmp/stalenet-plot-XXXXXX", run[600], path[700], err[1024];
 	int n;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/run", dir);
 	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", run);
 	n = plot_dir(run, err, sizeof err);
@@ -182,7 +182,7 @@ Test(plot, missing_inputs_skip_figures, .timeout = 60)
 	FILE *f;
 	int n;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/meta.json", dir);
 	f = fopen(path, "w");
 	fputs("{\"run_id\":\"only-eval\"}", f);
@@ -210,7 +210,7 @@ Test(plot, errors_are_reported, .timeout = 60)
 	cr_assert_lt(n, 0);
 	cr_assert_not_null(strstr(err, "/nonexistent-stalenet-dir"));
 	/* a failing gnuplot: its exit status and stderr become the error */
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/meta.json", dir);
 	f = fopen(path, "w");
 	fputs("{\"run_id\":\"r\"}", f);
@@ -398,7 +398,7 @@ Test(plot, hostile_sweep_runs_nothing, .timeout = 180)
 	int n;
 
 	need_gnuplot();
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	snprintf(canary, sizeof canary, "%s/canary", base);
 	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
 	snprintf(sweep, sizeof sweep, "%s/s`" CMD "`'\"@m;$(" CMD ")", base);
@@ -459,7 +459,7 @@ Test(plot, hostile_run_runs_nothing, .timeout = 120)
 	int n;
 
 	need_gnuplot();
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	snprintf(canary, sizeof canary, "%s/canary", base);
 	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
 	snprintf(run, sizeof run, "%s/`" CMD "`\n@m\"'", base);
@@ -493,7 +493,7 @@ Test(plot, compare_overlays_directories, .timeout = 120)
 	int n;
 
 	need_gnuplot();
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	snprintf(canary, sizeof canary, "%s/canary", base);
 	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
 	snprintf(sim, sizeof sim, "%s/sim", base);
@@ -535,7 +535,7 @@ Test(plot, plots_symlink_refused, .timeout = 60)
 	char base[] = "/tmp/stalenet-plot-XXXXXX", run[700], target[700], a[1400], err[1024];
 	int n;
 
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	snprintf(run, sizeof run, "%s/run", base);
 	snprintf(target, sizeof target, "%s/elsewhere", base);
 	copy_tree("tests/data/sweep_small/consistency.barrier=bsp+rep=1", run);
@@ -616,7 +616,7 @@ Test(plot, fleet_sweep, .timeout = 120)
 	int n;
 
 	need_gnuplot();
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	snprintf(canary, sizeof canary, "%s/canary", base);
 	cr_assert_eq(setenv("STALENET_CANARY", canary, 1), 0);
 	snprintf(run, sizeof run, "%s/a", base);
@@ -729,7 +729,7 @@ Test(plot, ten_points_drawn_apart, .timeout = 120)
 	int n;
 
 	need_gnuplot();
-	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(support_mkdtemp(base));
 	for (int i = 0; i < 10; i++) {
 		snprintf(dir, sizeof dir, "%s/p%d", base, i);
 		copy_tree("tests/data/sweep_small/consistency.barrier=asp+rep=1", dir);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "collectors/plot_data.h"
+#include "tests/support/files.h"
 
 #define FIXTURE "tests/data/sweep_small"
 
@@ -67,7 +68,7 @@ Test(plot_data, collect_many_tags_and_styles)
 	struct plot_set s;
 	int rc;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/run", dir);
 	snprintf(cmd, sizeof cmd,
 		 "cp -r '%s/consistency.barrier=bsp+rep=2' '%s' && "

@@ -39,7 +39,7 @@ static char *slurp(const char *path)
 /* A copy of the fixture sweep without its summary.csv. */
 static void copy_fixture(char *dir)
 {
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	SH("cp -r " FIXTURE "/. '%s/' && rm '%s/summary.csv'", dir, dir);
 }
 
@@ -200,7 +200,7 @@ Test(resummary, single_run_directory)
 	char dir[] = "/tmp/stalenet-resum-XXXXXX", path[600], err[1024] = "", a[64], b[64];
 	struct resummary_report rep;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	SH("cp -r '" FIXTURE "/consistency.barrier=asp+rep=2/.' '%s/'", dir);
 	cr_assert_eq(resummary_dir(dir, &rep, err, sizeof err), 1, "%s", err);
 	snprintf(path, sizeof path, "%s/summary.csv", dir);
@@ -223,7 +223,7 @@ Test(resummary, no_run_is_an_error)
 	char dir[] = "/tmp/stalenet-resum-XXXXXX", err[1024] = "";
 	struct resummary_report rep;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_expect_eq(resummary_dir(dir, &rep, err, sizeof err), -ENOENT);
 	cr_expect(strstr(err, "no run in it") != NULL, "%s", err);
 	expect_no_hidden(dir);
@@ -239,7 +239,7 @@ Test(cmd, summary_exit_codes)
 	struct stat st;
 
 	copy_fixture(dir);
-	cr_assert_not_null(mkdtemp(empty));
+	cr_assert_not_null(support_mkdtemp(empty));
 	cr_expect_eq(cmd_summary(1, none), CLI_EXIT_USAGE);
 	cr_expect_eq(cmd_summary(3, opt), CLI_EXIT_USAGE);
 	cr_expect_eq(cmd_summary(3, two), CLI_EXIT_USAGE);
@@ -295,7 +295,7 @@ Test(resummary, hostile_run_files_are_refused, .timeout = 120)
 		char dir[] = "/tmp/stalenet-resum-XXXXXX", *cmd[] = { "summary", dir, NULL };
 		char *before, *after;
 
-		cr_assert_not_null(mkdtemp(dir));
+		cr_assert_not_null(support_mkdtemp(dir));
 		SH("cp -r " FIXTURE "/. '%s/'", dir);
 		snprintf(path, sizeof path, "%s/%s", dir, cases[i].rel);
 		cr_assert_eq(unlink(path), 0, "%s", path);

@@ -16,13 +16,14 @@
 #include "collectors/table.h"
 #include "lib/kv.h"
 #include "lib/rfile.h"
+#include "tests/support/files.h"
 
 static char dir[] = "/tmp/stalenet-rfile-XXXXXX";
 
 static void setup(void)
 {
 	strcpy(dir, "/tmp/stalenet-rfile-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 }
 
 static void teardown(void)

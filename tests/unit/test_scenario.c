@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "orchestrator/scenario.h"
+#include "tests/support/files.h"
 
 static const char *full =
 	"name: full\n"
@@ -164,7 +165,7 @@ Test(scenario, tcp_knobs)
 	const char *sets[] = { "network.tcp.ecn=off" };
 	char err[SCENARIO_ERR_MAX];
 	char path[] = "/tmp/stalenet-tcp-XXXXXX";
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	const char text[] = "stop: {steps: 100}\nnetwork: {tcp: {ecn: on}}\n";
 
 	cr_assert_geq(fd, 0);
@@ -308,7 +309,7 @@ Test(scenario, set_overrides)
 Test(scenario, load_with_sets)
 {
 	char path[] = "/tmp/stalenet-test-scn-XXXXXX", err[SCENARIO_ERR_MAX] = "";
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	cr_assert_geq(fd, 0);
 	FILE *f = fdopen(fd, "w");
 	fputs("stop: {time: 10s}\nnetwork: {trace: tr.csv}\n", f);
@@ -463,7 +464,7 @@ Test(scenario, set_sweep_keys)
 Test(scenario, load_with_sweep_sets)
 {
 	char path[] = "/tmp/stalenet-test-scn-XXXXXX", err[SCENARIO_ERR_MAX] = "";
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	cr_assert_geq(fd, 0);
 	FILE *f = fdopen(fd, "w");
 	fputs("stop: {time: 10s}\nsweep: {consistency.barrier: [bsp, asp]}\n", f);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "orchestrator/scenario.h"
+#include "tests/support/files.h"
 
 struct bad {
 	const char *yaml;
@@ -182,7 +183,7 @@ Test(scenario_errors, too_large)
 Test(scenario_errors, too_large_file)
 {
 	char path[] = "/tmp/stalenet-test-big-XXXXXX", err[SCENARIO_ERR_MAX];
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	cr_assert_geq(fd, 0);
 	FILE *f = fdopen(fd, "w");
 	for (size_t written = 0; written <= SCENARIO_MAX_FILE_BYTES + 1000; written += 32)

@@ -9,6 +9,7 @@
 
 #include "lib/kv.h"
 #include "node/straggler.h"
+#include "tests/support/files.h"
 
 #define N 200000
 
@@ -135,7 +136,7 @@ Test(straggler, deterministic_from_seed)
 Test(straggler, slowdown_and_trace)
 {
 	char path[] = "/tmp/stalenet-trace-XXXXXX";
-	int fd = mkstemp(path);
+	int fd = support_mkstemp(path);
 	FILE *f = fdopen(fd, "w");
 	struct straggler_params p = { .slowdown = 3 };
 	struct straggler *s = straggler_new(&p, 1);

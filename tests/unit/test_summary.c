@@ -109,7 +109,7 @@ Test(summary, hand_computed_run)
 	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], err[512];
 	struct summary_row row;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/r0", dir);
 	make_run(run, "bsp-r0", "bsp", 0);
 	cr_assert_eq(trace_schema_check_dir(run, err, sizeof err), 0, "%s", err);
@@ -144,7 +144,7 @@ Test(summary, append_union_header_and_rebuild)
 	struct summary_row a, b;
 	char *text;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/bsp-r0", dir);
 	make_run(run, "bsp-r0", "bsp", 0);
 	cr_assert_eq(summary_compute(run, &a, err, sizeof err), 0, "%s", err);
@@ -184,7 +184,7 @@ Test(summary, empty_run_leaves_fields_empty)
 	struct summary_row row;
 	char *text;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	put(dir, "meta.json", "{\"run_id\":\"x\"}");
 	cr_assert_eq(summary_compute(dir, &row, err, sizeof err), 0, "%s", err);
 	cr_assert(isnan(row.final_accuracy));
@@ -254,7 +254,7 @@ Test(schema, bad_traces)
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char dir[] = "/tmp/stalenet-schema-XXXXXX", sub[600];
 
-		cr_assert_not_null(mkdtemp(dir));
+		cr_assert_not_null(support_mkdtemp(dir));
 		snprintf(sub, sizeof sub, "%s/nodes", dir);
 		mkdir(sub, 0755);
 		put(dir, cases[i].file, cases[i].text);
@@ -270,7 +270,7 @@ Test(schema, per_node_monotone_and_empty_dir)
 {
 	char dir[] = "/tmp/stalenet-schema-XXXXXX", err[512];
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	cr_assert_eq(trace_schema_check_dir(dir, err, sizeof err), -ENOENT);
 	/* interleaved nodes: each node's own t_s is monotone, the file's is not */
 	put(dir, "eval.csv", TRACE_HEADER_EVAL "\n2,a,1,0,1,0.5,1,\n1,b,1,0,1,0.5,1,\n3,a,2,0,1,0.6,1,\n");
@@ -298,7 +298,7 @@ Test(summary, parameter_server_trace)
 	char dir[] = "/tmp/stalenet-sum-XXXXXX", err[512];
 	struct summary_row row;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(err, sizeof err, "%s/nodes", dir);
 	cr_assert_eq(mkdir(err, 0755), 0);
 	put(dir, "meta.json", "{\"run_id\": \"ps\", \"seed\": 1, \"backend\": \"nfq\", \"repeat\": 1}");
@@ -329,7 +329,7 @@ Test(summary, recorded_fixture_rebuilds_identically)
 	char dir[] = "/tmp/stalenet-sum-XXXXXX", cmd[600], path[600], err[512];
 	char *want, *got;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(cmd, sizeof cmd, "cp -r tests/data/sweep_small/. '%s/' && rm '%s/summary.csv'", dir, dir);
 	cr_assert_eq(system(cmd), 0);
 	cr_assert_eq(summary_rebuild(dir, err, sizeof err), 4, "%s", err);
@@ -424,7 +424,7 @@ Test(summary, each_missing_column_empties_its_fields)
 	char a[64], b[64], *full;
 	struct summary_row row;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/r", dir);
 	make_run(run, "r", "bsp", 0);
 	cr_assert_eq(summary_compute(run, &row, err, sizeof err), 0, "%s", err);
@@ -475,7 +475,7 @@ Test(summary, parameter_server_without_bytes_rx)
 	struct summary_row row;
 	char *text;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(err, sizeof err, "%s/nodes", dir);
 	cr_assert_eq(mkdir(err, 0755), 0);
 	put(dir, "meta.json", "{\"run_id\": \"ps\"}");
@@ -503,7 +503,7 @@ Test(summary, rebuild_does_not_follow_a_planted_temporary)
 	char dir[] = "/tmp/stalenet-sum-XXXXXX", run[600], tmp[700], victim[700], err[512];
 	char *text;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	snprintf(run, sizeof run, "%s/r0", dir);
 	make_run(run, "r0", "bsp", 0);
 	put(dir, "victim", "untouched\n");
@@ -582,7 +582,7 @@ Test(summary, host_guard_columns)
 	struct summary_row row;
 	char *text;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	put(dir, "meta.json", "{\"run_id\":\"g\",\"host_guard\":{\"runq_wait_mean\":0.0712,"
 			      "\"runq_wait_max\":0.25,\"host_cpu_mean\":0.98,\"host_cpu_max\":1,"
 			      "\"saturated\":true,\"samples\":30}}");
@@ -623,7 +623,7 @@ Test(summary, append_to_older_header)
 	struct summary_row row;
 	char *text;
 
-	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_not_null(support_mkdtemp(dir));
 	put(dir, "s.csv", SUMMARY_FIXED_HEADER_V1 "\nold,1,2,nfq,0.5,0.5,,3,1,1,1,0.1,,,10,0,,complete\n");
 	put(dir, "meta.json", "{\"run_id\":\"new\",\"host_guard\":{\"runq_wait_mean\":0.01,"
 			      "\"runq_wait_max\":0.02,\"host_cpu_mean\":0.5,\"host_cpu_max\":0.6,"

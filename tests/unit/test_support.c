@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -239,4 +240,73 @@ Test(support, start_time_of_a_child, .timeout = 20)
 	cr_assert_gt(support_wait_start_time(pid, 5000), 0);
 	cr_assert_eq(support_wait_pid(pid, &st, 0), -ETIMEDOUT, "a paused child is killed at once");
 	cr_assert_eq(support_wait_start_time(pid, 50), 0, "a reaped child has no start time");
+}
+
+/* The temporary files of a test are gone after it, also when an assertion failed in it. The
+ * test below runs this binary again on one test made to fail (support_tmp/failing_test, which
+ * does nothing unless STALENET_TMP_RECORD names where to write the paths it made) and checks
+ * that the directory and the file it made are gone; a child the test forked exited first
+ * without taking them. */
+Test(support_tmp, failing_test, .timeout = 20)
+{
+	const char *record = getenv("STALENET_TMP_RECORD");
+	char dir[64], file[] = "/tmp/stalenet-tsupf-XXXXXX", text[256];
+	int fd;
+	pid_t pid;
+
+	if (!record)
+		return; /* only when run by the test below */
+	support_tmpdir(dir, sizeof dir, "tsupd");
+	fd = support_mkstemp(file);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(text, sizeof text, "%s\n%s\n", dir, file);
+	support_write_file(record, text);
+	/* a forked child that exits (running the exit handlers) leaves its parent's files */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		exit(0);
+	cr_assert_eq(support_wait_pid(pid, NULL, 10000), 0);
+	cr_assert_eq(access(dir, F_OK), 0, "a child's exit removed its parent's %s", dir);
+	cr_assert_eq(access(file, F_OK), 0);
+	cr_assert_fail("fails on purpose: its files must go all the same");
+}
+
+Test(support_tmp, files_of_a_failed_test_are_removed, .timeout = 30)
+{
+	char exe[4096], record_dir[64], record[128], line_dir[256], line_file[256];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	int status = 0;
+	pid_t pid;
+	FILE *f;
+
+	cr_assert_gt(n, 0);
+	exe[n] = '\0';
+	support_tmpdir(record_dir, sizeof record_dir, "tsupr");
+	snprintf(record, sizeof record, "%s/paths", record_dir);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		/* BXFI_MAP marks Criterion's own test processes: without it this is a new runner */
+		if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 || setenv("STALENET_TMP_RECORD", record, 1) ||
+		    unsetenv("BXFI_MAP"))
+			_exit(120);
+		execl(exe, exe, "--filter", "support_tmp/failing_test", (char *)NULL);
+		_exit(121);
+	}
+	cr_assert_eq(support_wait_pid(pid, &status, 20000), 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) < 120,
+		  "the test made to fail did not fail (status %#x)", status);
+	f = fopen(record, "re");
+	cr_assert_not_null(f, "%s: the test made to fail wrote no paths", record);
+	cr_assert(fgets(line_dir, sizeof line_dir, f) && fgets(line_file, sizeof line_file, f));
+	fclose(f);
+	line_dir[strcspn(line_dir, "\n")] = '\0';
+	line_file[strcspn(line_file, "\n")] = '\0';
+	cr_assert_eq(strncmp(line_dir, "/tmp/stalenet-tsupd-", 20), 0, "%s", line_dir);
+	cr_expect_eq(access(line_dir, F_OK), -1, "%s left behind", line_dir);
+	cr_expect_eq(access(line_file, F_OK), -1, "%s left behind", line_file);
 }

@@ -112,7 +112,7 @@ Test(sweep_hidden, summary_resume_rebuild_plot, .timeout = 180)
 	struct scenario *sc;
 	struct plan *p;
 
-	cr_assert_not_null(mkdtemp(tmp));
+	cr_assert_not_null(support_mkdtemp(tmp));
 	snprintf(sweep, sizeof sweep, "%s/sweep", tmp);
 	cr_assert_eq(rundir_mkdirs(sweep, false), 0);
 	sc = scenario_parse(SCENARIO, strlen(SCENARIO), "hidden.yaml", err, sizeof err);
