@@ -142,6 +142,7 @@ struct lq {
 	uint32_t batch_id;      /* an open batch: accept every held id up to batch_id */
 	uint32_t batch_n;       /* verdicts merged into it, 0 = none open */
 	struct linkd_comp *comp; /* the emulator's release compensation, fed by flush */
+	struct linkd_defer_stats *ds; /* the emulator's counters (verdict writes) */
 	uint32_t rel_n;         /* held packets released into tx since the last flush */
 	int64_t rel_decide_ns;  /* when the first of them was decided */
 	int64_t min_delay_ns;   /* no packet of the link leaves sooner after its arrival (0: unknown) */
@@ -507,6 +508,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 	q->fd = q->rawfd = -1;
 	q->tx = malloc(TX_BUF);
 	q->comp = &d->comp;
+	q->ds = &d->dstats;
 	q->order_ok = linkd_pkt_order_init(&q->order, 4096) == 0;
 	snprintf(q->name, sizeof q->name, "%s", name);
 	snprintf(q->netns, sizeof q->netns, "%s", netns ? netns : "");
@@ -581,6 +583,7 @@ static int flush(struct lq *q)
 		return 0;
 	int64_t t0 = q->rel_n ? clock_now_ns() : 0;
 	ssize_t n = sendto(q->fd, q->tx, q->txlen, 0, NULL, 0);
+	__atomic_store_n(&q->ds->writes, q->ds->writes + 1, __ATOMIC_RELAXED);
 	if (q->rel_n) {
 		/* the kernel delivered the released packets inside this write: how long after their
 		 * release decision, on average over the batch (linkd_comp) */
@@ -1240,6 +1243,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			pending_since = 0;
 		}
 		got += n;
+		__atomic_store_n(&d->dstats.reads, d->dstats.reads + 1, __ATOMIC_RELAXED);
 		if (n < RX_BATCH) {
 			defer_reads(d, q, t_read, got);
 			break;
@@ -1633,6 +1637,8 @@ void linkd_defer_stats(const struct linkd *d, struct linkd_defer_stats *out)
 	out->pause_ns = __atomic_load_n(&d->dstats.pause_ns, __ATOMIC_RELAXED);
 	out->late_reads = __atomic_load_n(&d->dstats.late_reads, __ATOMIC_RELAXED);
 	out->coalesced = __atomic_load_n(&d->dstats.coalesced, __ATOMIC_RELAXED);
+	out->reads = __atomic_load_n(&d->dstats.reads, __ATOMIC_RELAXED);
+	out->writes = __atomic_load_n(&d->dstats.writes, __ATOMIC_RELAXED);
 }
 
 int64_t linkd_compensation_ns(const struct linkd *d)

@@ -117,12 +117,15 @@ void linkd_set_defer_reads(struct linkd *self, bool on);
 /* Deferred reads so far (safe from another thread while linkd_run serves): pauses taken, their
  * total length, and held packets read only after their release was due (their release decision
  * time had passed when they were read: a deferred read resumed too late, or the loop fell that far
- * behind); those leave at once, late. */
+ * behind); those leave at once, late. With them the read-window pauses and the system calls the
+ * packet path made: reads and verdict writes. */
 struct linkd_defer_stats {
 	uint64_t pauses;
 	int64_t pause_ns;
 	uint64_t late_reads;
 	uint64_t coalesced; /* read-window pauses of busy links (linkd_set_read_window) */
+	uint64_t reads;     /* reads that returned packet messages (one recvmmsg each) */
+	uint64_t writes;    /* verdict writes (one sendto each, however many verdicts) */
 };
 void linkd_defer_stats(const struct linkd *self, struct linkd_defer_stats *out);
 
