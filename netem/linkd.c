@@ -79,6 +79,10 @@
 #define LINKD_DEFER_RATE_WINDOW_NS 5000000LL /* arrival rate measured over at least this (note_rate) */
 #define LINKD_READ_COST_INIT_NS 2000LL   /* per-packet read cost assumed before one is measured */
 #define LINKD_FLUSH_AFTER_NS 100000LL    /* a long read writes releases decided this long ago */
+#define LINKD_RELEASE_WINDOW_NS 40000LL  /* timer mode: releases gathered per wake-up (release_due) */
+#define LINKD_RELEASE_WINDOW_MAX_NS 1000000LL
+#define LINKD_COALESCE_NS 40000LL        /* a busy link's reads gathered this long (defer_reads) */
+#define LINKD_COALESCE_PPS 100000LL      /* from this arrival rate on */
 
 enum { EV_QUEUE = 1, EV_STOP, EV_LISTEN, EV_CONN, EV_SIGNAL, EV_COUNTERS };
 enum { HF_PAYLOAD = 1, HF_INJECT = 2, HF_SPLIT = 4 };
@@ -138,6 +142,7 @@ struct lq {
 	uint32_t batch_id;      /* an open batch: accept every held id up to batch_id */
 	uint32_t batch_n;       /* verdicts merged into it, 0 = none open */
 	struct linkd_comp *comp; /* the emulator's release compensation, fed by flush */
+	struct linkd_defer_stats *ds; /* the emulator's counters (verdict writes) */
 	uint32_t rel_n;         /* held packets released into tx since the last flush */
 	int64_t rel_decide_ns;  /* when the first of them was decided */
 	int64_t min_delay_ns;   /* no packet of the link leaves sooner after its arrival (0: unknown) */
@@ -150,7 +155,8 @@ struct lq {
 	uint32_t next_id;       /* the packet id the kernel gives next, when id_known (kernel_drops) */
 	bool id_known;
 	bool kdrop_logged;
-	bool deferred;          /* its socket is out of the epoll wait until resume_ns */
+	bool deferred;          /* its reads wait until resume_ns (defer_reads) */
+	bool disarmed;          /* its socket is out of the epoll wait (set_armed) */
 	bool stamp_miss;        /* a packet of the current read had no usable receive stamp */
 	int64_t resume_ns;
 	bool mark;              /* config reload bookkeeping */
@@ -180,6 +186,9 @@ struct linkd {
 	size_t n_deferred;      /* queues whose reads are deferred (defer_reads) */
 	int64_t defer_next;     /* the earliest of their resume times */
 	int64_t early_ns;       /* timer wake-up lateness (EWMA): the timer is armed this early */
+	int64_t window_ns;      /* release window (release_due; 0 = each release at its own time) */
+	int64_t coalesce_ns;    /* read window of a busy link (defer_reads; 0 = off) */
+	int64_t last_rel_ns;    /* the latest wake-up that released a held packet */
 	struct linkd_comp comp; /* release to delivery (linkd_comp): held packets leave this early */
 	int64_t last_pkt_ns;    /* the latest packet queued to us (keeps the timer ticking) */
 	int rt_prio;            /* SCHED_FIFO priority of the serving thread, 0 = normal */
@@ -218,6 +227,8 @@ struct linkd *linkd_new(const char *ctl_path)
 	d->rt_prio = 10;
 	d->read_cost_ns = LINKD_READ_COST_INIT_NS;
 	d->wake_tail_ns = LINKD_DEFER_TAIL_INIT_NS;
+	d->window_ns = LINKD_RELEASE_WINDOW_NS;
+	d->coalesce_ns = LINKD_COALESCE_NS;
 	linkd_comp_init(&d->comp, LINKD_COMP_MAX_NS);
 	d->seed = (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	netem_heap_init(&d->heap);
@@ -497,6 +508,7 @@ int linkd_set(struct linkd *d, const char *name, const char *netns, const char *
 	q->fd = q->rawfd = -1;
 	q->tx = malloc(TX_BUF);
 	q->comp = &d->comp;
+	q->ds = &d->dstats;
 	q->order_ok = linkd_pkt_order_init(&q->order, 4096) == 0;
 	snprintf(q->name, sizeof q->name, "%s", name);
 	snprintf(q->netns, sizeof q->netns, "%s", netns ? netns : "");
@@ -571,6 +583,7 @@ static int flush(struct lq *q)
 		return 0;
 	int64_t t0 = q->rel_n ? clock_now_ns() : 0;
 	ssize_t n = sendto(q->fd, q->tx, q->txlen, 0, NULL, 0);
+	__atomic_store_n(&q->ds->writes, q->ds->writes + 1, __ATOMIC_RELAXED);
 	if (q->rel_n) {
 		/* the kernel delivered the released packets inside this write: how long after their
 		 * release decision, on average over the batch (linkd_comp) */
@@ -740,6 +753,16 @@ static void note_release(struct lq *q, int64_t now)
 		q->rel_decide_ns = now;
 }
 
+/* Timer mode gathers the releases of a busy link (d->window_ns): a wake-up releases what is due
+ * within half a window after it, and the next wake-up comes a window after the last one that
+ * released at the earliest (next_wake), so every packet leaves within half a window of its time,
+ * early or late, and a link at 240k packets/s is served by one wake-up and one verdict write per
+ * ten packets instead of per two (docs/precision.md). Spin mode releases each at its time. */
+static int64_t release_half(const struct linkd *d)
+{
+	return d->precision == LINKD_PRECISION_SPIN ? 0 : d->window_ns / 2;
+}
+
 /* Release every held packet due by now, less the measured time from a release to the packet's
  * delivery (linkd_comp: the verdict write and the kernel's re-injection), plus the timer's
  * measured lateness, which next_wake anticipates (without it each delayed packet would leave one
@@ -750,7 +773,7 @@ static int release_due(struct linkd *d, int64_t now)
 	const struct netem_heap_entry *top;
 	int released = 0;
 	/* spin: never early, the poll reaches the release time itself */
-	int64_t early = d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns;
+	int64_t early = d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns + release_half(d);
 	int64_t comp = linkd_comp_ns(&d->comp);
 
 	while ((top = netem_heap_top(&d->heap)) && top->t_ns - comp <= now + early) {
@@ -776,6 +799,8 @@ static int release_due(struct linkd *d, int64_t now)
 		}
 		free(e.data);
 	}
+	if (released)
+		d->last_rel_ns = now;
 	return released;
 }
 
@@ -796,9 +821,10 @@ static int64_t next_wake(const struct linkd *d, int64_t now)
 
 	if (!top && now - d->last_pkt_ns > LINKD_WARM_NS)
 		return -1;
-	t = top ? top->t_ns - linkd_comp_ns(&d->comp) -
-			  (d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns)
-		: tick;
+	int64_t lead = d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns;
+	t = top ? top->t_ns - linkd_comp_ns(&d->comp) - lead : tick;
+	if (top && release_half(d) && t < d->last_rel_ns + d->window_ns - lead)
+		t = d->last_rel_ns + d->window_ns - lead; /* release_due: at most half a window late */
 	return t > tick ? tick : t < now ? now : t;
 }
 
@@ -1009,35 +1035,63 @@ static void handle_packet(struct linkd *d, struct lq *q, uint16_t idx, const str
 	push(d, q, idx, now + dec.delay_ns, id, flags, data, flags ? plen : 0);
 }
 
-/* Put q's socket back into the epoll wait. */
+/* Put q's socket into the epoll wait or take it out, when it is not already so. */
+static int set_armed(struct linkd *d, struct lq *q, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = &q->tag };
+
+	if (q->disarmed != on)
+		return 0;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, q->fd, &ev) < 0) {
+		log_warn("linkd: %s: %s reads: %s", q->name, on ? "resume" : "defer", strerror(errno));
+		return -1;
+	}
+	q->disarmed = !on;
+	return 0;
+}
+
+/* End q's pause: its socket back in the epoll wait. */
 static void resume_reads(struct linkd *d, struct lq *q)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &q->tag };
-
 	if (!q->deferred)
 		return;
 	q->deferred = false;
 	d->n_deferred--;
-	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, q->fd, &ev) < 0)
-		log_warn("linkd: %s: resume reads: %s", q->name, strerror(errno));
+	set_armed(d, q, true);
 }
 
-/* Resume every queue whose pause has ended by now; d->defer_next becomes the earliest pause left. */
-static void resume_due(struct linkd *d, int64_t now)
+static void serve_queue(struct linkd *d, struct lq *q);
+
+/* Serve every queue whose pause has ended by now: it is read at once, and its socket goes back
+ * into the epoll wait only when that read does not pause it again (a busy link's next pause
+ * costs no epoll_ctl). d->defer_next becomes the earliest pause left. Returns whether any queue
+ * was read (its verdicts are pending). */
+static bool resume_due(struct linkd *d, int64_t now)
 {
 	int64_t next = INT64_MAX;
+	bool served = false;
 
 	for (size_t i = 0; i < d->q_hi && d->n_deferred; i++) {
 		struct lq *q = d->q[i];
 
 		if (!q || !q->deferred)
 			continue;
-		if (q->resume_ns <= now)
-			resume_reads(d, q);
-		else if (q->resume_ns < next)
+		if (q->resume_ns <= now) {
+			q->deferred = false;
+			d->n_deferred--;
+			serve_queue(d, q);
+			served = true;
+			if (!q->deferred) {
+				set_armed(d, q, true);
+				continue;
+			}
+			/* paused again: counted again in n_deferred */
+		}
+		if (q->resume_ns < next)
 			next = q->resume_ns;
 	}
 	d->defer_next = next;
+	return served;
 }
 
 /* The arrival rate of q: packets read over windows of at least LINKD_DEFER_RATE_WINDOW_NS of their
@@ -1070,29 +1124,42 @@ static void note_rate(struct lq *q, int n, int64_t now)
  * then wakes for releases and ticks only, not for every arrival. The pause is bounded so that the receive buffer
  * holds, and the link's limit is not reached by, what arrives at twice the rate seen; not deferred:
  * a read that had a packet without a usable stamp (it would be scheduled from the read), a link
- * whose reading takes LINKD_DEFER_BUSY_MAX of the time or more, and a pause too short to pay. */
-static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
+ * whose reading takes LINKD_DEFER_BUSY_MAX of the time or more, and a pause too short to pay.
+ *
+ * A link that cannot pause so (no delay, or too little) but carries LINKD_COALESCE_PPS or more
+ * pauses for the read window instead (d->coalesce_ns, linkd_set_read_window), as a network card
+ * moderates its interrupts: at 250k packets/s a read otherwise finds one or two packets, and
+ * each costs a wake-up, a read and a verdict write. Its packets wait in the socket up to the
+ * window (plus the timer's lateness); one scheduled from its stamp with at least that much delay
+ * left leaves on time all the same. */
+static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read, int got)
 {
-	if (d->defer_off || q->deferred || q->stamp_miss || q->split_head || q->min_delay_ns <= 0 ||
-	    q->c.held >= q->limit)
+	/* got: packets this serve read; none (a resumed read of a quiet link): it waits in the epoll
+	 * wait again, the loop does not keep waking for it */
+	if (d->defer_off || !got || q->deferred || q->stamp_miss || q->split_head || q->c.held >= q->limit)
 		return;
 	int64_t cost = d->read_cost_ns;
 	int64_t rate = q->rate_pps > LINKD_DEFER_MIN_PPS ? q->rate_pps : LINKD_DEFER_MIN_PPS;
 	double busy = (double)rate * (double)cost / 1e9; /* reading a second's arrivals, in seconds */
-	if (busy >= LINKD_DEFER_BUSY_MAX)
-		return;
 	int64_t ahead = d->wake_tail_ns + linkd_comp_ns(&d->comp) +
 			(d->precision == LINKD_PRECISION_SPIN ? d->spin_margin_ns : d->early_ns) +
-			LINKD_DEFER_SLACK_NS + RX_BATCH * cost;
-	if (q->min_delay_ns - ahead < LINKD_DEFER_MIN_NS)
-		return;
-	int64_t pause = (int64_t)((double)(q->min_delay_ns - ahead) / (1.0 + busy));
+			release_half(d) + LINKD_DEFER_SLACK_NS + RX_BATCH * cost;
+	int64_t pause = 0;
+	bool coalesce = false;
+
+	if (q->min_delay_ns > 0 && busy < LINKD_DEFER_BUSY_MAX && q->min_delay_ns - ahead >= LINKD_DEFER_MIN_NS)
+		pause = (int64_t)((double)(q->min_delay_ns - ahead) / (1.0 + busy));
+	if (pause < LINKD_DEFER_MIN_NS) {
+		if (!d->coalesce_ns || q->rate_pps < LINKD_COALESCE_PPS)
+			return;
+		pause = d->coalesce_ns;
+		coalesce = true;
+	}
 	int64_t charge = 2 * (int64_t)q->msg_bytes > LINKD_DEFER_PKT_BYTES ? 2 * (int64_t)q->msg_bytes
 									 : LINKD_DEFER_PKT_BYTES;
 	int64_t buf_rate = 2 * rate > LINKD_DEFER_PPS ? 2 * rate : LINKD_DEFER_PPS;
 	int64_t buf_ns = q->rcvbuf_bytes / 2 / charge * 1000000000LL / buf_rate;
 	int64_t limit_ns = (int64_t)(q->limit - q->c.held) * 1000000000LL / (2 * rate);
-	struct epoll_event ev = { .events = 0, .data.ptr = &q->tag };
 
 	if (pause > buf_ns)
 		pause = buf_ns;
@@ -1100,14 +1167,18 @@ static void defer_reads(struct linkd *d, struct lq *q, int64_t t_read)
 		pause = limit_ns;
 	if (pause > LINKD_DEFER_MAX_NS)
 		pause = LINKD_DEFER_MAX_NS;
-	if (pause < LINKD_DEFER_MIN_NS)
+	if (pause < (coalesce ? d->coalesce_ns : LINKD_DEFER_MIN_NS))
 		return;
-	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, q->fd, &ev) < 0)
+	if (set_armed(d, q, false) < 0)
 		return;
 	q->deferred = true;
 	q->resume_ns = t_read + pause;
-	__atomic_store_n(&d->dstats.pauses, d->dstats.pauses + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&d->dstats.pause_ns, d->dstats.pause_ns + pause, __ATOMIC_RELAXED);
+	if (coalesce) {
+		__atomic_store_n(&d->dstats.coalesced, d->dstats.coalesced + 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_store_n(&d->dstats.pauses, d->dstats.pauses + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&d->dstats.pause_ns, d->dstats.pause_ns + pause, __ATOMIC_RELAXED);
+	}
 	if (d->n_deferred++ == 0 || q->resume_ns < d->defer_next)
 		d->defer_next = q->resume_ns;
 }
@@ -1129,8 +1200,10 @@ static void serve_queue(struct linkd *d, struct lq *q)
 		d->rx_bufsz = bufsz;
 	}
 	int64_t pending_since = 0; /* releases decided and not yet written, since */
+	int got = 0;               /* packet messages read */
 	q->stamp_miss = false;
-	d->read_lead_ns = linkd_comp_ns(&d->comp) + (d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns);
+	d->read_lead_ns = linkd_comp_ns(&d->comp) + (d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns) +
+			  release_half(d);
 	for (int round = 0; round < 16; round++) {
 		int64_t t_read = clock_now_ns();
 		int n = recvmmsg(q->fd, d->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
@@ -1138,7 +1211,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			if (n < 0 && errno != EAGAIN && errno != EINTR)
 				log_warn("linkd: %s: recv: %s", q->name, strerror(errno));
 			if (n == 0 || errno == EAGAIN)
-				defer_reads(d, q, t_read);
+				defer_reads(d, q, t_read, got);
 			break;
 		}
 		int64_t now = clock_now_ns(), wall_off = clock_wall_ns() - now;
@@ -1169,8 +1242,10 @@ static void serve_queue(struct linkd *d, struct lq *q)
 			flush_all(d);
 			pending_since = 0;
 		}
+		got += n;
+		__atomic_store_n(&d->dstats.reads, d->dstats.reads + 1, __ATOMIC_RELAXED);
 		if (n < RX_BATCH) {
-			defer_reads(d, q, t_read);
+			defer_reads(d, q, t_read, got);
 			break;
 		}
 	}
@@ -1541,6 +1616,16 @@ void linkd_set_defer_reads(struct linkd *d, bool on)
 	d->defer_off = !on;
 }
 
+void linkd_set_release_window(struct linkd *d, int64_t window_ns)
+{
+	d->window_ns = window_ns < 0 ? 0 : window_ns > LINKD_RELEASE_WINDOW_MAX_NS ? LINKD_RELEASE_WINDOW_MAX_NS : window_ns;
+}
+
+void linkd_set_read_window(struct linkd *d, int64_t window_ns)
+{
+	d->coalesce_ns = window_ns < 0 ? 0 : window_ns > LINKD_RELEASE_WINDOW_MAX_NS ? LINKD_RELEASE_WINDOW_MAX_NS : window_ns;
+}
+
 void linkd_set_compensation(struct linkd *d, int64_t max_ns)
 {
 	linkd_comp_init(&d->comp, max_ns);
@@ -1551,6 +1636,9 @@ void linkd_defer_stats(const struct linkd *d, struct linkd_defer_stats *out)
 	out->pauses = __atomic_load_n(&d->dstats.pauses, __ATOMIC_RELAXED);
 	out->pause_ns = __atomic_load_n(&d->dstats.pause_ns, __ATOMIC_RELAXED);
 	out->late_reads = __atomic_load_n(&d->dstats.late_reads, __ATOMIC_RELAXED);
+	out->coalesced = __atomic_load_n(&d->dstats.coalesced, __ATOMIC_RELAXED);
+	out->reads = __atomic_load_n(&d->dstats.reads, __ATOMIC_RELAXED);
+	out->writes = __atomic_load_n(&d->dstats.writes, __ATOMIC_RELAXED);
 }
 
 int64_t linkd_compensation_ns(const struct linkd *d)
@@ -1591,8 +1679,11 @@ int linkd_run(struct linkd *d)
 	}
 	while (!d->stop) {
 		int64_t now = clock_now_ns();
-		if (d->n_deferred && now >= d->defer_next)
-			resume_due(d, now);
+		if (d->n_deferred && now >= d->defer_next && resume_due(d, now)) {
+			release_due(d, clock_now_ns());
+			flush_all(d);
+			now = clock_now_ns();
+		}
 		int64_t wake = spinning(d, now) ? now : next_wake(d, now);
 		if (d->n_deferred && (wake < 0 || d->defer_next < wake))
 			wake = d->defer_next > now ? d->defer_next : now;

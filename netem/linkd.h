@@ -97,6 +97,18 @@ void linkd_set_compensation(struct linkd *self, int64_t max_ns);
 /* The compensation in use now, in ns (safe from another thread while linkd_run serves). */
 int64_t linkd_compensation_ns(const struct linkd *self);
 
+/* Timer mode's release window, in ns (default LINKD_RELEASE_WINDOW_NS in netem/linkd.c, at most
+ * 1 ms, 0 = off): held packets due within half of it of a wake-up leave together, so each leaves
+ * within half a window of its time, early or late. Spin mode releases each at its time. Call
+ * before linkd_run. */
+void linkd_set_release_window(struct linkd *self, int64_t window_ns);
+
+/* The read window of a busy link, in ns (default LINKD_COALESCE_NS in netem/linkd.c, at most
+ * 1 ms, 0 = off): a link whose reads cannot be deferred by its delay but that carries at least
+ * LINKD_COALESCE_PPS packets/s is read at most once a window, so each read finds several packets;
+ * they wait in the socket up to the window. Off with the deferred reads. Call before linkd_run. */
+void linkd_set_read_window(struct linkd *self, int64_t window_ns);
+
 /* Deferred reads (on by default): a queue whose every packet is held at least a bound is not read
  * while nothing it could hold is near its release (netem/linkd.c, defer_reads); off, every queue
  * is read as packets arrive. Call before linkd_run. */
@@ -105,11 +117,15 @@ void linkd_set_defer_reads(struct linkd *self, bool on);
 /* Deferred reads so far (safe from another thread while linkd_run serves): pauses taken, their
  * total length, and held packets read only after their release was due (their release decision
  * time had passed when they were read: a deferred read resumed too late, or the loop fell that far
- * behind); those leave at once, late. */
+ * behind); those leave at once, late. With them the read-window pauses and the system calls the
+ * packet path made: reads and verdict writes. */
 struct linkd_defer_stats {
 	uint64_t pauses;
 	int64_t pause_ns;
 	uint64_t late_reads;
+	uint64_t coalesced; /* read-window pauses of busy links (linkd_set_read_window) */
+	uint64_t reads;     /* reads that returned packet messages (one recvmmsg each) */
+	uint64_t writes;    /* verdict writes (one sendto each, however many verdicts) */
 };
 void linkd_defer_stats(const struct linkd *self, struct linkd_defer_stats *out);
 

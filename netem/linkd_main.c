@@ -6,12 +6,17 @@
  *                                     logged), not in RUN_DIR, which a user may own
  *   stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS] [--rt-prio N]
  *                  [--precision timer|spin] [--spin-margin-us US] [--defer-reads on|off]
+ *                  [--release-window-us US] [--read-window-us US]
  *
  * --rt-prio N: SCHED_FIFO priority of the emulator (default 10; 0 = the normal scheduler).
  * --precision: how held packets are released (netem/linkd.h, linkd_set_precision; default
  * timer); --spin-margin-us: spin's initial margin (default 200).
  * --defer-reads off: read every queue as packets arrive instead of deferring the reads of a queue
  * whose packets are all held (linkd_set_defer_reads; default on).
+ * --release-window-us US: timer mode releases held packets due within half of it together
+ * (linkd_set_release_window; default 40, 0 = each at its own wake-up, at most 1000).
+ * --read-window-us US: a link of 100k packets/s or more whose reads are not deferred by its delay
+ * is read at most once per window (linkd_set_read_window; default 40, 0 = off, at most 1000).
  * SIGHUP re-reads the configuration, SIGTERM/SIGINT stop (the kernel drops held packets when the
  * queues are unbound, so the orchestrator removes the iptables rules first). */
 #include <getopt.h>
@@ -32,13 +37,14 @@ static void usage(void)
 	fprintf(stderr, "usage: stalenet-linkd RUN_DIR\n"
 			"       stalenet-linkd [--config FILE] [--ctl SOCKET] [--counters CSV] [--every MS]\n"
 			"                      [--rt-prio N] [--precision timer|spin] [--spin-margin-us US]\n"
-			"                      [--defer-reads on|off]\n");
+			"                      [--defer-reads on|off] [--release-window-us US]\n"
+			"                      [--read-window-us US]\n");
 }
 
 int main(int argc, char **argv)
 {
 	char config[4096] = "", ctl[4096] = "", counters[4096] = "";
-	int every_ms = 1000, rt_prio = 10, margin_us = 200;
+	int every_ms = 1000, rt_prio = 10, margin_us = 200, window_us = -1, read_us = -1;
 	enum linkd_precision precision = LINKD_PRECISION_TIMER;
 	bool defer = true;
 	static const struct option opts[] = {
@@ -46,11 +52,12 @@ int main(int argc, char **argv)
 		{ "counters", required_argument, NULL, 'o' }, { "every", required_argument, NULL, 'e' },
 		{ "rt-prio", required_argument, NULL, 'p' }, { "precision", required_argument, NULL, 'P' },
 		{ "spin-margin-us", required_argument, NULL, 'm' }, { "defer-reads", required_argument, NULL, 'D' },
+		{ "release-window-us", required_argument, NULL, 'W' }, { "read-window-us", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	log_init("linkd", LOG_INFO);
 	int c;
-	while ((c = getopt_long(argc, argv, "c:s:o:e:p:P:m:D:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:o:e:p:P:m:D:W:R:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': snprintf(config, sizeof config, "%s", optarg); break;
 		case 's': snprintf(ctl, sizeof ctl, "%s", optarg); break;
@@ -73,6 +80,18 @@ int main(int argc, char **argv)
 			}
 			defer = !strcmp(optarg, "on");
 			break;
+		case 'W':
+		case 'R': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 0 || v > 1000) {
+				fprintf(stderr, "stalenet-linkd: --%s-window-us: a whole number of microseconds, 0-1000\n",
+					c == 'W' ? "release" : "read");
+				return 2;
+			}
+			*(c == 'W' ? &window_us : &read_us) = (int)v;
+			break;
+		}
 		default: usage(); return c == 'h' ? 0 : 2;
 		}
 	}
@@ -108,6 +127,10 @@ int main(int argc, char **argv)
 	linkd_set_rt_priority(d, rt_prio);
 	linkd_set_precision(d, precision, (int64_t)margin_us * 1000);
 	linkd_set_defer_reads(d, defer);
+	if (window_us >= 0)
+		linkd_set_release_window(d, (int64_t)window_us * 1000);
+	if (read_us >= 0)
+		linkd_set_read_window(d, (int64_t)read_us * 1000);
 	if (precision == LINKD_PRECISION_SPIN)
 		log_info("precision spin: release times polled from %d us before", margin_us);
 	int rc = linkd_watch_signals(d, config[0] ? config : NULL);

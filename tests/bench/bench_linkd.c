@@ -16,7 +16,9 @@
  * and spin modes, timer, spin and kernel for the fidelity tables, cpu; default all);
  * STALENET_BENCH_COMP=0 runs the
  * emulator without its release compensation (netem/linkd_comp), STALENET_BENCH_DEFER=0 without its
- * deferred reads (linkd_set_defer_reads), for before/after tables from one binary. */
+ * deferred reads (linkd_set_defer_reads), STALENET_BENCH_WINDOW_US=N with a release window of N
+ * microseconds (linkd_set_release_window; 0 = off), STALENET_BENCH_READ_WINDOW_US=N with a read
+ * window of N (linkd_set_read_window; 0 = off), for before/after tables from one binary. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -105,6 +107,10 @@ static int lkd_start(enum linkd_precision prec, int64_t margin_ns)
 		linkd_set_compensation(lkd, 0);
 	if (getenv("STALENET_BENCH_DEFER") && atoi(getenv("STALENET_BENCH_DEFER")) == 0)
 		linkd_set_defer_reads(lkd, false);
+	if (getenv("STALENET_BENCH_WINDOW_US")) /* the release window (default: linkd's) */
+		linkd_set_release_window(lkd, (int64_t)atoi(getenv("STALENET_BENCH_WINDOW_US")) * 1000);
+	if (getenv("STALENET_BENCH_READ_WINDOW_US")) /* the read window (default: linkd's) */
+		linkd_set_read_window(lkd, (int64_t)atoi(getenv("STALENET_BENCH_READ_WINDOW_US")) * 1000);
 	pthread_create(&lkd_thread, NULL, linkd_main, lkd);
 	pthread_getcpuclockid(lkd_thread, &lkd_clock);
 	return 0;
