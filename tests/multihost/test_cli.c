@@ -741,11 +741,12 @@ Test(multihost_cli, rerun_keeps_an_interrupted_attempt_aside)
 		}
 	closedir(d);
 	cr_assert_eq(n, 1, "one earlier attempt kept");
-	snprintf(path, sizeof path, "%s/events.csv", kept);
-	char *old = support_read_file(path, &klen);
+	char kfile[1300];
+	snprintf(kfile, sizeof kfile, "%s/events.csv", kept);
+	char *old = support_read_file(kfile, &klen);
 	cr_expect(old && klen == len && !memcmp(old, first, len), "the earlier events.csv kept as it was");
-	snprintf(path, sizeof path, "%s/meta.json", kept);
-	char *meta = support_read_file(path, &klen);
+	snprintf(kfile, sizeof kfile, "%s/meta.json", kept);
+	char *meta = support_read_file(kfile, &klen);
 	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
 	/* the run done again from scratch: fresh traces, complete */
 	snprintf(path, sizeof path, "%s/%s/events.csv", run_dir, name);
