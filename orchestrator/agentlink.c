@@ -213,8 +213,20 @@ static int write_line(struct agentlink *self, const char *line, size_t len)
 	return rc;
 }
 
-/* Wait for ssh to end by deadline (on a pidfd, so no polling loop); kill it after. Returns its
- * exit code or -ETIMEDOUT. */
+/* SIGKILL to the launched program and whatever it started in its process group (its own, see
+ * agentlink_start); to it alone when it has no group of its own (setpgid failed). Called only
+ * before the program is reaped, so the group's number is still its and no other. */
+static void kill_group(pid_t pid, bool alive)
+{
+	if (getpgid(pid) == pid && kill(-pid, SIGKILL) == 0)
+		return;
+	if (alive)
+		kill(pid, SIGKILL);
+}
+
+/* Wait for ssh to end by deadline (on a pidfd, so no polling loop); kill it after. Either way
+ * its process group is killed before it is reaped: it no longer shares ours, so nothing else
+ * ends what it may have left there. Returns its exit code or -ETIMEDOUT. */
 static int reap(pid_t pid, int timeout_ms)
 {
 	int st, pfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -228,17 +240,21 @@ static int reap(pid_t pid, int timeout_ms)
 		}
 		close(pfd);
 	}
-	pid_t r;
-	while ((r = waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR)
+	/* ended (a zombie, still holding its pid and group) or not: looked at without reaping */
+	siginfo_t si;
+	int r;
+	memset(&si, 0, sizeof si);
+	while ((r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT)) < 0 && errno == EINTR)
 		;
-	if (r == pid)
-		return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 	if (r < 0)
 		return -errno;
-	kill(pid, SIGKILL);
+	bool ended = si.si_pid == pid;
+	kill_group(pid, !ended);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	return -ETIMEDOUT;
+	if (!ended)
+		return -ETIMEDOUT;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
 static void link_free(struct agentlink *self)
@@ -311,18 +327,23 @@ struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, siz
 		snprintf(err, errlen, "host %s: pipe: %s", self->name, strerror(errno));
 		goto fail;
 	}
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	if (pid < 0) {
 		snprintf(err, errlen, "host %s: fork: %s", self->name, strerror(errno));
 		goto fail;
 	}
 	if (pid == 0) {
-		/* child: ssh dies with us; its stdio are the three pipes. A launcher argv (srun) is
-		 * not signalled: a signalled srun cancels its step, whose agent may then be killed
-		 * before it tore its share down, while the end of its stdin (our pipe closes when we
-		 * die) reaches the agent as end of input, as over ssh, and srun ends with the step */
-		if (!o->launch_argv)
-			prctl(PR_SET_PDEATHSIG, SIGTERM);
+		/* child: a process group of its own, so a terminal's Ctrl-C (SIGINT to the
+		 * foreground group) reaches the orchestrator alone, which then stops the run over
+		 * this channel, still open, as for a SIGINT sent to it alone (the parent sets the
+		 * group too, so it exists whichever of the two runs first). ssh dies with us; its
+		 * stdio are the three pipes. A launcher argv (srun) is not signalled: a signalled
+		 * srun cancels its step, whose agent may then be killed before it tore its share
+		 * down, while the end of its stdin (our pipe closes when we die) reaches the agent
+		 * as end of input, as over ssh, and srun ends with the step */
+		setpgid(0, 0);
+		if (!o->launch_argv && (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent))
+			_exit(127);
 		int fl = fcntl(er[1], F_GETFL);
 		if (fl >= 0)
 			fcntl(er[1], F_SETFL, fl & ~O_NONBLOCK);
@@ -332,6 +353,7 @@ struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, siz
 		dprintf(2, "exec %s: %s\n", run_argv[0], strerror(errno));
 		_exit(127);
 	}
+	setpgid(pid, pid);      /* EACCES once it has exec'd: it did so itself before */
 	self->pid = pid;
 	close(in[0]);
 	close(out[1]);
@@ -515,7 +537,7 @@ int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 	if (rc) {
 		const char *why = last_err_line(self);
 		if (rc == -ETIMEDOUT) {
-			kill(self->pid, SIGKILL);
+			kill_group(self->pid, true);
 			reap(self->pid, 1000);
 			snprintf(err, errlen, "host %s (%s): no answer within %d ms%s%s", self->name, self->dest,
 				 self->timeout_ms, *why ? ": " : "", why);
@@ -558,7 +580,7 @@ int agentlink_ready(struct agentlink **selfp, char *err, size_t errlen)
 	return 0;
 
 fail_kill:
-	kill(self->pid, SIGKILL);
+	kill_group(self->pid, true);
 	reap(self->pid, 1000);
 	self->pid = -1;
 	rc = -EPROTO;

@@ -8,7 +8,14 @@
  * where PATH is checked to be an absolute path of [A-Za-z0-9/._-] so the remote shell sees
  * plain words only. Every wait has a deadline; a host that does not answer becomes one error
  * line that says why (ssh's own last message: refused, timed out, permission denied; the
- * program missing; a version mismatch; not root). */
+ * program missing; a version mismatch; not root).
+ *
+ * ssh (or the launcher) runs in a process group of its own: a terminal's Ctrl-C, sent to the
+ * whole foreground group, reaches the orchestrator only, which then stops and tears the run
+ * down over the channel, still open; ssh would otherwise die of it at once and take the
+ * channel with it. So nothing of ours signals that group any more: agentlink_close (and every
+ * failed start) kills the group before reaping ssh, and ssh gets SIGTERM when its parent dies
+ * (a launcher does not, see agentlink_start: the end of its input ends its agent). */
 #ifndef STALENET_AGENTLINK_H
 #define STALENET_AGENTLINK_H
 
@@ -134,8 +141,9 @@ struct agentlink_event {
  * is longer than 63 characters). */
 int agentlink_parse_event(const char *line, struct agentlink_event *ev);
 
-/* Say quit, wait up to timeout_ms for ssh to end (then kill it), free; *self = NULL.
- * Returns ssh's exit code, or -ETIMEDOUT when it had to be killed. Accepts NULL. */
+/* Say quit, wait up to timeout_ms for ssh to end (then kill it), kill what is left in its
+ * process group, reap it, free; *self = NULL. Returns ssh's exit code, or -ETIMEDOUT when it
+ * had to be killed. Accepts NULL. */
 int agentlink_close(struct agentlink **self, int timeout_ms);
 
 #endif

@@ -1150,8 +1150,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					if (ep_host(self, o->p, i) == h && up[i]) {
 						char d[96];
 						snprintf(d, sizeof d, "host %s lost", hs->list[h].name);
-						/* after an interruption (a Ctrl-C reaches ssh too) the nodes were
-						 * being stopped, not failing */
+						/* after an interruption the nodes were being stopped, not
+						 * failing */
 						if (result != 2)
 							supervise_event(o->run_dir, "node_failed", ep_name(run, i), d);
 						up[i] = false;

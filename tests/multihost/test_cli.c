@@ -68,8 +68,10 @@ static void write_hosts(const char *h1_address, const char *h2_name)
 	support_write_file(hosts_file, text);
 }
 
-/* Start stalenet with args in the control namespace; stdout+stderr into out_file. */
-static pid_t start_cli(const char *const *args)
+/* Start stalenet with args in the control namespace; stdout+stderr into out_file; with group,
+ * in a process group of its own (its pid), as a shell's job is: a signal to the group then
+ * reaches it and whatever it started there, never this test. */
+static pid_t start_cli_in(const char *const *args, bool group)
 {
 	const char *argv[24];
 	size_t a = 0;
@@ -81,12 +83,21 @@ static pid_t start_cli(const char *const *args)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		int fd = open(out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0 || netns_join(hs.ctl_ns) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		if (fd < 0 || netns_join(hs.ctl_ns) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 ||
+		    (group && setpgid(0, 0) < 0))
 			_exit(120);
 		execv(stalenet, (char *const *)argv);
 		_exit(121);
 	}
+	/* also here, so the group exists once this returns, whichever of the two runs first */
+	if (group)
+		cr_assert(setpgid(pid, pid) == 0 || errno == EACCES, "setpgid: %s", strerror(errno));
 	return pid;
+}
+
+static pid_t start_cli(const char *const *args)
+{
+	return start_cli_in(args, false);
 }
 
 /* Run stalenet with args in the control namespace; stdout+stderr into out_file. Exit code. */
@@ -769,6 +780,126 @@ Test(multihost_cli, rerun_keeps_an_interrupted_attempt_aside)
 	free(meta);
 	free(old);
 	free(first);
+	free(t);
+}
+
+/* Processes on this machine whose command line holds needle (an argument of ours). */
+static int procs_with_arg(const char *needle)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+	while (d && (e = readdir(d))) {
+		char path[300], cmd[4096];
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+		FILE *f = fopen(path, "re");
+		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		for (size_t i = 0; i < r; i++)
+			cmd[i] = cmd[i] ? cmd[i] : ' ';
+		cmd[r] = 0;
+		found += r && strstr(cmd, needle) != NULL;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Lines of nodes/NAME.csv in an agent's run directory on any host (the agents keep it after
+ * teardown), -1 when no host has it. */
+static int host_lines(const char *name)
+{
+	for (size_t i = 0; i < 3; i++) {
+		char base[200];
+		snprintf(base, sizeof base, "/proc/%d/root/run/stalenet", (int)hs.host[i].sshd_pid);
+		DIR *d = opendir(base);
+		struct dirent *e;
+		int lines = -1;
+		while (d && (e = readdir(d)) && lines < 0) {
+			char path[600];
+			size_t len;
+			if (strncmp(e->d_name, "agent-", 6))
+				continue;
+			snprintf(path, sizeof path, "%s/%s/run/nodes/%s.csv", base, e->d_name, name);
+			char *t = support_read_file(path, &len);
+			if (t)
+				lines = count(t, "\n");
+			free(t);
+		}
+		if (d)
+			closedir(d);
+		if (lines >= 0)
+			return lines;
+	}
+	return -1;
+}
+
+static bool no_ssh_left(void *arg)
+{
+	(void)arg;
+	return procs_with_arg(hs.identity) == 0;
+}
+
+/* A terminal's Ctrl-C: SIGINT to the whole foreground process group the orchestrator runs in,
+ * during training. Only the orchestrator gets it (its ssh clients are in groups of their own),
+ * so it stops the run over the still open connections as for a SIGINT to it alone: exit 130,
+ * no host lost, every host's files fetched (each node's configuration, sent at the fetch only,
+ * and its trace), every host torn down by the orchestrator before it exits, no agent and no
+ * ssh client left. */
+Test(multihost_cli, ctrl_c_to_the_process_group_tears_down_over_the_links)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhc\nstop: {time: 60s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	cr_assert_eq(kill(-pid, SIGINT), 0, "kill(-%d, SIGINT): %s", (int)pid, strerror(errno));
+	int st = 0;
+	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	/* the hosts as the orchestrator left them, before their agents could do anything alone */
+	int left[3];
+	for (size_t i = 0; i < 3; i++)
+		left[i] = netns_left(i);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit 130 (interrupted): %s", t);
+	cr_expect_null(strstr(t, "agent lost"), "no host lost: %s", t);
+	cr_expect_null(strstr(t, "could not be fetched"), "%s", t);
+	cr_expect_null(strstr(t, "teardown failed"), "%s", t);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(left[i], 0, "host h%zu: %d namespaces left when the orchestrator exited", i, left[i]);
+	/* every row each node wrote on its host, its end fetched after the nodes stopped (streaming
+	 * alone lags by up to half a second) */
+	static const char *const nodes[] = { "server0", "worker0", "worker1", "worker2", "worker3" };
+	for (size_t i = 0; i < 5; i++) {
+		char rel[64];
+		int rows = 0, there = host_lines(nodes[i]);
+		snprintf(rel, sizeof rel, "nodes/%s.csv", nodes[i]);
+		char *hd = head_of(rel, &rows);
+		fprintf(stderr, "%s: %d rows here, %d on its host\n", rel, hd ? rows : -1, there - 1);
+		cr_expect(hd && rows > 0 && rows == there - 1, "%s: %d rows, %d on its host", rel, hd ? rows : -1,
+			  there - 1);
+		free(hd);
+	}
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && count(ev, ",stop,all,interrupted") == 1, "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && !strstr(ev, "node_failed"), "%s", ev ? ev : "no events.csv");
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(hostsim_agent_pid(&hs, i, stalenet), 0, "host h%zu: an agent left", i);
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", procs_with_arg(hs.identity));
+	free(meta);
+	free(ev);
 	free(t);
 }
 

@@ -8,13 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/version.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
 #include "tests/support/files.h"
+#include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 static char dir[256], fake_ssh[320], stalenet[PATH_MAX + 16];
 
@@ -35,7 +39,7 @@ static void setup(void)
 	 * "burst" is an agent of this build that, after each request line, sends: 300 lines and
 	 * the head of a line in one write; the line's tail; 2000 event lines then the answer to
 	 * the clock exchange asked for */
-	char script[2048];
+	char script[4096];
 	snprintf(script, sizeof script,
 		 "#!/bin/sh\n"
 		 "while [ \"$1\" != -- ]; do shift; done; shift\n"
@@ -50,9 +54,17 @@ static void setup(void)
 		 "    read req t1; i=0\n"
 		 "    while [ $i -lt 2000 ]; do echo \"ev n$i status $i run 0\"; i=$((i+1)); done\n"
 		 "    echo \"time $t1 5 6\"\n"
-		 "    read req; exit 0;; esac\n"
+		 "    read req; exit 0;;\n"
+		 /* echo answers each line; stuck never reads and leaves a child in its process
+		  * group; leaver exits at quit, its child left there. The child's pid as host name */
+		 "  echo) echo 'stalenet-agent %d %s %s 0 echohost'\n"
+		 "    while read -r l; do [ \"$l\" = quit ] && exit 0; echo \"re $l\"; done; exit 0;;\n"
+		 "  stuck) sleep 300 & echo \"stalenet-agent %d %s %s 0 $!\"; exec sleep 300;;\n"
+		 "  leaver) sleep 300 & echo \"stalenet-agent %d %s %s 0 $!\"\n"
+		 "    while read -r l; do [ \"$l\" = quit ] && exit 0; done; exit 0;; esac\n"
 		 "shift; exec \"$@\"\n",
-		 AGENT_PROTO, version_release(), version_commit());
+		 AGENT_PROTO, version_release(), version_commit(), AGENT_PROTO, version_release(), version_commit(),
+		 AGENT_PROTO, version_release(), version_commit(), AGENT_PROTO, version_release(), version_commit());
 	support_write_file(fake_ssh, script);
 	cr_assert_eq(chmod(fake_ssh, 0700), 0);
 }
@@ -267,4 +279,84 @@ Test(agentlink, build_and_probe_answers_are_checked)
 	int64_t t2, t3;
 	cr_expect_eq(agentlink_parse_time("time 5 6 7", 5, &t2, &t3), 0);
 	cr_expect_eq(agentlink_parse_time("time 5 6 7 ", 5, &t2, &t3), -EPROTO);
+}
+
+static volatile sig_atomic_t got_sigint;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	got_sigint = 1;
+}
+
+/* A terminal's Ctrl-C is SIGINT to the whole foreground process group. ssh (here the stand-in
+ * for it) is in a group of its own: the orchestrator's group gets the signal, and the channel
+ * still works afterwards (before: ssh died of it, the request met a closed channel). Run in a
+ * child leading a group of its own, so nothing else gets the signal. */
+Test(agentlink, sigint_to_the_callers_group_spares_the_channel)
+{
+	pid_t child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		char err[512], reply[64];
+		struct sigaction sa = { .sa_handler = on_sigint };
+		sigemptyset(&sa.sa_mask);
+		if (setpgid(0, 0) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+			_exit(10);
+		struct agentlink_opts o = opts("echo", stalenet);
+		struct agentlink *l = agentlink_open(&o, err, sizeof err);
+		if (!l)
+			_exit(11);
+		if (kill(0, SIGINT) < 0 || !got_sigint)
+			_exit(12);
+		int rc = agentlink_request(l, "ping", reply, sizeof reply, 5000);
+		if (rc)
+			_exit(rc == -EPIPE ? 13 : 14);
+		if (strcmp(reply, "re ping"))
+			_exit(15);
+		_exit(agentlink_close(&l, 5000) == 0 ? 0 : 16);
+	}
+	int st = 0;
+	cr_assert_eq(support_wait_pid(child, &st, 15000), 0);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "exit %d (13: the channel closed by the signal)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+static bool gone(void *arg)
+{
+	pid_t pid = *(const pid_t *)arg;
+	char path[64], stat[256];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return true;
+	size_t n = fread(stat, 1, sizeof stat - 1, f);
+	fclose(f);
+	stat[n] = 0;
+	const char *paren = strrchr(stat, ')');
+	return paren && paren[1] == ' ' && paren[2] == 'Z';     /* a zombie not yet reaped by init */
+}
+
+/* What the program left in its process group ends with the link, whether it had to be killed
+ * (stuck: no answer to quit) or exited (leaver): that group no longer gets the signals ours
+ * gets, so nothing else would end it. */
+Test(agentlink, close_ends_the_whole_process_group)
+{
+	static const char *const dests[] = { "stuck", "leaver" };
+	static const int want[] = { -ETIMEDOUT, 0 };
+	for (int k = 0; k < 2; k++) {
+		char err[512];
+		struct agentlink_opts o = opts(dests[k], stalenet);
+		struct agentlink *l = agentlink_open(&o, err, sizeof err);
+		cr_assert(l, "%s: %s", dests[k], err);
+		pid_t left = (pid_t)atoi(agentlink_remote_hostname(l));
+		cr_assert_gt(left, 1, "%s: %s", dests[k], agentlink_remote_hostname(l));
+		cr_assert_eq(kill(left, 0), 0, "%s: its child runs", dests[k]);
+		int rc = agentlink_close(&l, 300);
+		cr_expect_eq(rc, want[k], "%s: %d", dests[k], rc);
+		bool ended = support_wait_until(gone, &left, 5000);
+		if (!ended)
+			kill(left, SIGKILL);
+		cr_expect(ended, "%s: its child %d outlived the link", dests[k], (int)left);
+	}
 }
