@@ -783,8 +783,9 @@ Test(multihost_cli, rerun_keeps_an_interrupted_attempt_aside)
 	free(t);
 }
 
-/* Processes on this machine whose command line holds needle (an argument of ours). */
-static int procs_with_arg(const char *needle)
+/* ssh clients on this machine with our identity file among their arguments (the ones the
+ * orchestrator starts). */
+static int ssh_clients(void)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
@@ -798,10 +799,11 @@ static int procs_with_arg(const char *needle)
 		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
 		if (f)
 			fclose(f);
+		cmd[r] = 0;
+		bool ssh = r && !strcmp(cmd, "ssh");
 		for (size_t i = 0; i < r; i++)
 			cmd[i] = cmd[i] ? cmd[i] : ' ';
-		cmd[r] = 0;
-		found += r && strstr(cmd, needle) != NULL;
+		found += ssh && strstr(cmd, hs.identity) != NULL;
 	}
 	if (d)
 		closedir(d);
@@ -840,7 +842,7 @@ static int host_lines(const char *name)
 static bool no_ssh_left(void *arg)
 {
 	(void)arg;
-	return procs_with_arg(hs.identity) == 0;
+	return ssh_clients() == 0;
 }
 
 /* A terminal's Ctrl-C: SIGINT to the whole foreground process group the orchestrator runs in,
@@ -858,9 +860,12 @@ Test(multihost_cli, ctrl_c_to_the_process_group_tears_down_over_the_links)
 	pid_t pid = start_cli_in(args, true);
 	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
 	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	int64_t t0 = support_now_ms();
 	cr_assert_eq(kill(-pid, SIGINT), 0, "kill(-%d, SIGINT): %s", (int)pid, strerror(errno));
 	int st = 0;
 	cr_assert_eq(support_wait_pid(pid, &st, 90000), 0, "stalenet did not stop");
+	fprintf(stderr, "SIGINT to the group -> stopped, fetched, torn down, exited: %lld ms\n",
+		(long long)(support_now_ms() - t0));
 	/* the hosts as the orchestrator left them, before their agents could do anything alone */
 	int left[3];
 	for (size_t i = 0; i < 3; i++)
@@ -897,10 +902,46 @@ Test(multihost_cli, ctrl_c_to_the_process_group_tears_down_over_the_links)
 	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
 	for (size_t i = 0; i < 3; i++)
 		cr_expect_eq(hostsim_agent_pid(&hs, i, stalenet), 0, "host h%zu: an agent left", i);
-	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", procs_with_arg(hs.identity));
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", ssh_clients());
 	free(meta);
 	free(ev);
 	free(t);
+}
+
+static bool hosts_clean(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < 3; i++)
+		if (netns_left(i) || hostsim_agent_pid(&hs, i, stalenet))
+			return false;
+	return true;
+}
+
+/* The orchestrator killed with SIGKILL during training, its ssh clients in groups of their own
+ * that no terminal signal reaches: each dies with it (its parent-death signal), and every
+ * agent, its connection ended, tears its share down and exits. */
+Test(multihost_cli, kill9_of_the_orchestrator_ends_its_ssh_and_agents)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhk\nstop: {time: 60s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	int n_ssh = ssh_clients();
+	cr_assert_eq(n_ssh, 3, "one ssh client per host: %d", n_ssh);
+	int64_t t0 = support_now_ms();
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(support_wait_pid(pid, NULL, 10000), 0);
+	bool no_ssh = support_wait_until(no_ssh_left, NULL, 10000);
+	int64_t t_ssh = support_now_ms() - t0;
+	bool clean = support_wait_until(hosts_clean, NULL, 30000);
+	fprintf(stderr, "kill -9 -> no ssh client left: %lld ms; every host torn down, no agent left: %lld ms\n",
+		(long long)t_ssh, (long long)(support_now_ms() - t0));
+	cr_expect(no_ssh, "%d ssh clients left", ssh_clients());
+	cr_expect(clean, "namespaces or agents left");
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(netns_left(i), 0, "host h%zu: namespaces left", i);
 }
 
 /* The link self-check across hosts: the hub on h0 with probe0 and probe3, probe1 on h1, probe2
