@@ -45,7 +45,7 @@ struct sup {
 	const struct supervise_opts *o;
 	struct proc *p;
 	size_t n;
-	bool started, stopping, failed;
+	bool started, stopping, failed, interrupted;
 	int64_t origin_ns, stop_sent_ns, term_sent_ns;
 	struct csv_writer *progress;
 	struct hostload_point guard_pt;   /* the guard's latest sample (NAN: none yet) */
@@ -120,7 +120,8 @@ static void stop_all(struct sup *s, const char *why)
 	s->stopping = true;
 	s->stop_sent_ns = clock_now_ns();
 	log_info("stopping the run: %s", why);
-	if (!s->o->failures_only || s->failed)
+	/* an interruption is logged in every phase: what follows it is no node's failure */
+	if (!s->o->failures_only || s->failed || s->interrupted)
 		supervise_event(s->o->run_dir, "stop", "all", why);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->p[i].state == P_RUNNING)
@@ -143,8 +144,10 @@ static void on_exit_cb(void *arg, pid_t pid, int status)
 			return;
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 			return;
-		/* Nodes asked to stop may be killed by our own escalation: not a failure. */
-		if (s->stopping && WIFSIGNALED(status))
+		/* Nodes asked to stop may be killed by our own escalation: not a failure. Nor is
+		 * any end after an interruption (a node stopped before its start exits 1, a prober
+		 * whose reflector stopped too). */
+		if ((s->stopping && WIFSIGNALED(status)) || s->interrupted)
 			return;
 		launch_log_tail(p->spec->log_path, 5, tail, sizeof tail);
 		if (WIFEXITED(status))
@@ -485,6 +488,7 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 
 		if (o->interrupted && *o->interrupted && !s.stopping) {
 			res = SUPERVISE_INTERRUPTED;
+			s.interrupted = true;
 			stop_all(&s, "interrupted");
 		}
 		launch_reap(on_exit_cb, &s);

@@ -78,7 +78,8 @@ struct supervise_opts {
 	bool write_progress;                 /* progress.csv */
 	bool failures_only;                  /* events.csv: no routine start/stop rows (a phase
 						before the run's clock origin, whose times would
-						not line up with the rows after it) */
+						not line up with the rows after it); an
+						interruption's stop row is still written */
 	bool on_failure_continue;            /* scenario on_node_failure: continue */
 	int ready_timeout_ms;
 	struct progress_view *view;          /* NULL = no live view */

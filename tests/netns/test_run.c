@@ -799,6 +799,81 @@ Test(run, sigint_mid_training_exits_130_keeps_traces_and_cleans_up)
 	assert_no_run_procs(dir, prefix);
 }
 
+struct file_has {
+	const char *path, *needle;
+	struct proc_run *alive;
+};
+
+static bool file_has(void *arg)
+{
+	struct file_has *w = arg;
+	char *s = slurp(w->path);
+	bool yes = strstr(s, w->needle) != NULL;
+
+	free(s);
+	if (!yes && w->alive && waitpid(w->alive->pid, &w->alive->status, WNOHANG) == w->alive->pid)
+		cr_assert_fail("stalenet exited early (status %#x); stderr:\n%s", w->alive->status,
+			       slurp(w->alive->err));
+	return yes;
+}
+
+/* A SIGINT during the link self-check, before training: the probes stopped by it end as
+ * stopped, not failed. The probers were started (the reflector listens only once started) and
+ * send for 5 s; the reflector stops at once, so each prober's count query finds it gone and
+ * the prober exits 1. The run is interrupted (exit 130, meta.json), events.csv says so
+ * (stop,all,interrupted) and names no node as failed, training never starts, and the host is
+ * as before. */
+Test(run, sigint_during_the_link_self_check_is_no_node_failure)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *ev, *err;
+	int rc;
+
+	tpath(scen, sizeof scen, "selfcheck.yaml");
+	tpath(dir, sizeof dir, "out");
+	write_file(scen, "name: t-selfcheck\nseed: 5\nstop: {time: 60s}\nlinkcheck: {probes: 1000}\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\nworkers: 2\n"
+			 "network: {default: {delay: 2ms}}\n");
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/logs/hub.log", dir);
+	struct file_has w = { path, "reflector: listening", &r };
+	cr_assert(support_wait_until(file_has, &w, 40000), "the self-check did not start; stderr:\n%s", slurp(r.err));
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	cr_assert_gt(netns_with_prefix(prefix), 0, "no namespaces of %s while running", prefix);
+
+	kill(r.pid, SIGINT);
+	rc = wait_stalenet(&r, 30000);
+	err = slurp(r.err);
+	cr_assert_neq(rc, -1, "no exit 30 s after SIGINT");
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, err);
+	cr_expect_null(strstr(err, " died: "), "%s", err);
+
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	ev = slurp(path);
+	const char *stop = strstr(ev, ",stop,all,interrupted\n");
+	cr_expect(stop && !strstr(stop + 1, ",stop,all,"), "not one interruption row:\n%s", ev);
+	cr_expect_null(strstr(ev, "node_failed"), "%s", ev);
+	cr_expect_null(strstr(ev, ",start,all,"), "training started:\n%s", ev);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	cr_expect_not(exists(path), "training started: %s exists", path);
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "interrupted");
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert_not(exists(path), "an interrupted run is not complete");
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	cr_assert_gt(assert_journal_procs_gone(dir), 3, "the journal records the probers and the hub");
+	assert_no_run_procs(dir, prefix);
+	free(ev);
+	free(err);
+}
+
 /* --- 3. kill -9, then cleanup ------------------------------------------------------------- */
 
 Test(run, kill9_then_cleanup_restores_the_host)

@@ -1,8 +1,9 @@
-/* Unit tests for orchestrator/supervise's planned churn when a start fails: the supervisor
- * runs stand-in nodes (forked children speaking the real control plane over ipc://, no
- * namespaces, no privileges) through its spawn seam, which makes chosen starts fail as fork,
- * exec or a resource limit would. A failed restart must be an events.csv row, be tried again
- * with a growing backoff, and the node count as restarted only once its process runs. */
+/* Unit tests for orchestrator/supervise's planned churn when a start fails, and for an
+ * interruption: the supervisor runs stand-in nodes (forked children speaking the real control
+ * plane over ipc://, no namespaces, no privileges) through its spawn seam, which makes chosen
+ * starts fail as fork, exec or a resource limit would. A failed restart must be an events.csv
+ * row, be tried again with a growing backoff, and the node count as restarted only once its
+ * process runs. An interruption is logged as one, and the nodes it stops are not failed. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -215,4 +216,52 @@ Test(supervise, failed_restart_with_nothing_left_fails_the_run, .timeout = 60)
 	cr_expect_eq(find(rows, n, f + 1, "start_failed,b,"), -1, "given up after one try");
 	cr_expect_geq(find(rows, n, f, "stop,all,a node could not be started"), 0);
 	support_rm_rf(dir);
+}
+
+/* An interruption before the start (a Ctrl-C while the nodes come up): each node is told to
+ * stop before it was started and exits 10, as a stopped prober of the link self-check does.
+ * That is the interruption, not a failure: events.csv has the one stop row, even for a phase
+ * that logs only failures (failures_only, the self-check), and no node_failed row. */
+static void interrupted_before_start(bool failures_only)
+{
+	const struct supervise_node nodes[2] = {
+		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+	};
+	volatile sig_atomic_t interrupted = 1;
+	struct ctl_server *srv;
+	struct row rows[64];
+	int64_t origin = 0;
+
+	plan.b_fail = 0;
+	plan.a_quits = false;
+	plan.b_calls = 0;
+	support_tmpdir(dir, sizeof dir, "supervise");
+	cr_assert_eq(ctl_endpoint_for(dir, "t", ep, sizeof ep), 0);
+	srv = ctl_server_open(ep);
+	cr_assert_not_null(srv);
+	struct supervise_opts o = {
+		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .failures_only = failures_only,
+		.ready_timeout_ms = 20000, .spawn = spawn, .interrupted = &interrupted,
+	};
+	cr_assert_eq(supervise_run(&o, nodes, 2, &origin), SUPERVISE_INTERRUPTED);
+	ctl_server_close(&srv);
+	int n = read_events(rows, 64);
+	cr_expect_eq(n, 1, "one row, the interruption (failures_only %d)", failures_only);
+	cr_expect_eq(find(rows, n, 0, "stop,all,interrupted"), 0);
+	cr_expect_eq(find(rows, n, 0, "node_failed,"), -1, "a node stopped before its start is no failure");
+	cr_expect_eq(find(rows, n, 0, "start,all,"), -1, "never started");
+	support_rm_rf(dir);
+}
+
+Test(supervise, interruption_before_the_start_is_no_node_failure, .timeout = 60)
+{
+	interrupted_before_start(false);
+}
+
+Test(supervise, interruption_of_a_failures_only_phase_is_logged, .timeout = 60)
+{
+	interrupted_before_start(true);
 }
