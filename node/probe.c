@@ -275,8 +275,16 @@ int probe_run(const struct kv *cfg)
 				probe_acc_add(&acc_down, (double)(t_rx - (p.t_hub_tx_ns - hub_off_ns)) / 1e6);
 				probe_acc_add(&acc_rtt, (double)((t_rx - p.t_send_ns) - (p.t_hub_tx_ns - p.t_hub_rx_ns)) / 1e6);
 			}
-			if (ctl)
+			if (ctl) {
 				ctl_client_status(ctl, (int64_t)sent, CTL_RUN, false);
+				/* told to stop: the self-check is being aborted (an interruption); a
+				 * finished check stops only the reflector */
+				if (ctl_client_should_stop(ctl)) {
+					log_info("probe: stopped after %u of %lld probes", sent, (long long)nprobes);
+					rc = 0;
+					goto out;
+				}
+			}
 		}
 	}
 	hub_count = fetch_count(&hub, (uint32_t)index, &connect_ms);
