@@ -22,6 +22,23 @@ int64_t clock_wall_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t clock_wall_offset_ns(void)
+{
+	int64_t best_off = 0, best_gap = INT64_MAX;
+
+	for (int i = 0; i < 4; i++) {
+		int64_t m1 = clock_now_ns(), w = clock_wall_ns(), m2 = clock_now_ns();
+
+		if (m2 - m1 < best_gap) {
+			best_gap = m2 - m1;
+			best_off = w - (m1 + (m2 - m1) / 2);
+		}
+		if (best_gap <= 2000)
+			break; /* no preemption between them: within 1 us */
+	}
+	return best_off;
+}
+
 void clock_set_origin_ns(int64_t o)
 {
 	origin_ns = o;

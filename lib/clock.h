@@ -14,6 +14,11 @@ int64_t clock_now_ns(void);
 /* CLOCK_REALTIME in nanoseconds (only for meta.json's wall-clock start). */
 int64_t clock_wall_ns(void);
 
+/* CLOCK_REALTIME less CLOCK_MONOTONIC now, in nanoseconds, from a pair of reads that nothing
+ * came between (the monotonic clock read before and after the realtime one, the tightest of a
+ * few tries): a thread preempted between two plain reads would be off by the preemption. */
+int64_t clock_wall_offset_ns(void);
+
 /* Set / get this process's run origin (CLOCK_MONOTONIC ns). Default: first call's now. */
 void clock_set_origin_ns(int64_t origin_ns);
 int64_t clock_origin_ns(void);

@@ -1214,7 +1214,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 				defer_reads(d, q, t_read, got);
 			break;
 		}
-		int64_t now = clock_now_ns(), wall_off = clock_wall_ns() - now;
+		int64_t wall_off = clock_wall_offset_ns(), now = clock_now_ns();
 		uint32_t msg_bytes = 0;
 		d->last_pkt_ns = now;
 		for (int i = 0; i < n; i++) {

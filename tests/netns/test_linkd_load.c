@@ -41,6 +41,7 @@
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/proc.h"
+#include "tests/support/vethpair.h"
 
 #define DELAY_US 20000
 #define RATE_PPS 40000          /* offered load: more leaves no CPU to the rest on a 2-CPU host */
@@ -51,19 +52,11 @@
 #define MAX_LOADERS 1
 #define SEND_EVERY_NS 250000   /* the sender's period: RATE_PPS / 4000 datagrams each */
 
-static char ns_node[64], ns_sw[64], if_node[16], if_sw[16], ctl[128], tmpdir[64];
-static struct linkd *lkd;
-static pthread_t lkd_thread;
-static bool lkd_running;
+static char ctl[128], tmpdir[64];
+static struct support_veth_pair vp; /* a: the node, b: the switch side */
+static struct support_linkd ld;
 static struct link_shaper *shaper;
 static struct link_endpoint ep;
-static int subnet;
-
-static void *linkd_main(void *arg)
-{
-	linkd_run(arg);
-	return NULL;
-}
 
 /* Pin thread t to CPU cpu when this host has that many. */
 static void pin(pthread_t t, int cpu)
@@ -79,41 +72,20 @@ static void pin(pthread_t t, int cpu)
 
 static void start_linkd(bool defer)
 {
-	lkd = linkd_new(ctl);
-	cr_assert_not_null(lkd);
-	linkd_set_rt_priority(lkd, 10); /* stalenet-linkd's default */
-	linkd_set_defer_reads(lkd, defer);
-	cr_assert_eq(pthread_create(&lkd_thread, NULL, linkd_main, lkd), 0);
-	lkd_running = true;
-	pin(lkd_thread, 0);
-}
+	struct linkd *d = linkd_new(ctl);
 
-static void stop_linkd(void)
-{
-	if (!lkd_running)
-		return;
-	linkd_stop(lkd);
-	pthread_join(lkd_thread, NULL);
-	linkd_destroy(&lkd);
-	lkd_running = false;
+	cr_assert_not_null(d);
+	linkd_set_rt_priority(d, 10); /* stalenet-linkd's default */
+	linkd_set_defer_reads(d, defer);
+	support_linkd_start(&ld, d);
+	pin(ld.thread, 0);
 }
 
 static void setup(void)
 {
 	log_init("test", LOG_WARN);
 	support_require_root();
-	subnet = (getpid() % 200) + 1;
-	snprintf(ns_node, sizeof ns_node, "snl%d-node", getpid());
-	snprintf(ns_sw, sizeof ns_sw, "snl%d-sw", getpid());
-	snprintf(if_node, sizeof if_node, "sl%dn", getpid() % 100000);
-	snprintf(if_sw, sizeof if_sw, "sl%ds", getpid() % 100000);
-	if (support_sh("ip netns add %s && ip netns add %s", ns_node, ns_sw) != 0 ||
-	    support_sh("ip link add %s netns %s type veth peer %s netns %s", if_node, ns_node, if_sw, ns_sw) != 0 ||
-	    support_sh("ip -n %s addr add 198.18.%d.1/24 dev %s && ip -n %s addr add 198.18.%d.2/24 dev %s",
-		       ns_node, subnet, if_node, ns_sw, subnet, if_sw) != 0 ||
-	    support_sh("ip -n %s link set %s up && ip -n %s link set %s up", ns_node, if_node, ns_sw, if_sw) != 0 ||
-	    support_sh("ip -n %s neigh replace 198.18.%d.2 dev %s lladdr $(ip netns exec %s cat /sys/class/net/%s/address) nud permanent",
-		       ns_node, subnet, if_node, ns_sw, if_sw) != 0) {
+	if (support_veth_pair_up(&vp, "l") < 0) {
 		support_skip_or_fail("cannot create namespaces / veth");
 		return;
 	}
@@ -125,21 +97,20 @@ static void setup(void)
 	struct link_shaper_opts o = { .backend = LINK_BACKEND_NFQ, .linkd_ctl = ctl };
 	shaper = link_shaper_new(&o);
 	cr_assert_not_null(shaper);
-	ep = (struct link_endpoint){ ns_node, if_node, ns_sw, if_sw };
+	ep = (struct link_endpoint){ vp.ns_a, vp.if_a, vp.ns_b, vp.if_b };
 }
 
 static void teardown(void)
 {
 	if (shaper) {
-		if (lkd_running) {
+		if (ld.running) {
 			link_shaper_remove(shaper, &ep, LINK_DIR_UP);
 			link_shaper_remove(shaper, &ep, LINK_DIR_DOWN);
 		}
 		link_shaper_destroy(&shaper);
 	}
-	stop_linkd();
-	if (ns_node[0])
-		support_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_node, ns_sw);
+	support_linkd_stop(&ld);
+	support_veth_pair_down(&vp);
 	if (tmpdir[0])
 		support_rm_rf(tmpdir);
 }
@@ -287,11 +258,11 @@ static struct summary phase(bool defer)
 	start_linkd(defer);
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &lp), 0);
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_DOWN, &lp), 0);
-	cr_assert_eq(netns_call(ns_sw, open_udp, &rq), 0);
-	cr_assert_eq(netns_call(ns_node, open_udp, &sq), 0);
+	cr_assert_eq(netns_call(vp.ns_b, open_udp, &rq), 0);
+	cr_assert_eq(netns_call(vp.ns_a, open_udp, &sq), 0);
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(PORT) };
 	char ip[32];
-	snprintf(ip, sizeof ip, "198.18.%d.2", subnet);
+	support_veth_pair_addr(&vp, 2, ip, sizeof ip);
 	inet_pton(AF_INET, ip, &to.sin_addr);
 	cr_assert_eq(connect(sq.fd, (struct sockaddr *)&to, sizeof to), 0);
 
@@ -324,12 +295,12 @@ static struct summary phase(bool defer)
 	}
 	pthread_join(t, NULL);
 	stop_load(pids, nload);
-	linkd_defer_stats(lkd, &s.ds);
+	linkd_defer_stats(ld.lkd, &s.ds);
 	close(sq.fd);
 	close(rq.fd);
 	link_shaper_remove(shaper, &ep, LINK_DIR_UP);
 	link_shaper_remove(shaper, &ep, LINK_DIR_DOWN);
-	stop_linkd();
+	support_linkd_stop(&ld);
 
 	int64_t *v = malloc(NPKT * sizeof(int64_t));
 	cr_assert_not_null(v);

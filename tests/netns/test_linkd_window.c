@@ -37,63 +37,34 @@
 #include "netem/linkd.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
-#include "tests/support/proc.h"
+#include "tests/support/vethpair.h"
 
 #define BURST 32
 #define PORT 9150
 #define MAX_PKT 200000
 
-static char ns_a[64], ns_b[64], if_a[16], if_b[16], ctl[128], tmpdir[64];
-static struct linkd *lkd;
-static pthread_t lkd_thread;
-static bool lkd_running;
+static char ctl[128], tmpdir[64];
+static struct support_veth_pair vp;
+static struct support_linkd ld;
 static struct link_shaper *shaper;
 static struct link_endpoint ep;
-static int subnet;
-
-static void *linkd_main(void *arg)
-{
-	linkd_run(arg);
-	return NULL;
-}
 
 static void start_linkd(int64_t window_ns)
 {
-	lkd = linkd_new(ctl);
-	cr_assert_not_null(lkd);
-	linkd_set_rt_priority(lkd, 10); /* stalenet-linkd's default */
-	linkd_set_release_window(lkd, window_ns);
-	linkd_set_read_window(lkd, window_ns);
-	cr_assert_eq(pthread_create(&lkd_thread, NULL, linkd_main, lkd), 0);
-	lkd_running = true;
-}
+	struct linkd *d = linkd_new(ctl);
 
-static void stop_linkd(void)
-{
-	if (!lkd_running)
-		return;
-	linkd_stop(lkd);
-	pthread_join(lkd_thread, NULL);
-	linkd_destroy(&lkd);
-	lkd_running = false;
+	cr_assert_not_null(d);
+	linkd_set_rt_priority(d, 10); /* stalenet-linkd's default */
+	linkd_set_release_window(d, window_ns);
+	linkd_set_read_window(d, window_ns);
+	support_linkd_start(&ld, d);
 }
 
 static void setup(void)
 {
 	log_init("test", LOG_WARN);
 	support_require_root();
-	subnet = (getpid() % 200) + 1;
-	snprintf(ns_a, sizeof ns_a, "snw%d-a", getpid());
-	snprintf(ns_b, sizeof ns_b, "snw%d-b", getpid());
-	snprintf(if_a, sizeof if_a, "sw%da", getpid() % 100000);
-	snprintf(if_b, sizeof if_b, "sw%db", getpid() % 100000);
-	if (support_sh("ip netns add %s && ip netns add %s", ns_a, ns_b) != 0 ||
-	    support_sh("ip link add %s netns %s type veth peer %s netns %s", if_a, ns_a, if_b, ns_b) != 0 ||
-	    support_sh("ip -n %s addr add 198.18.%d.1/24 dev %s && ip -n %s addr add 198.18.%d.2/24 dev %s",
-		       ns_a, subnet, if_a, ns_b, subnet, if_b) != 0 ||
-	    support_sh("ip -n %s link set %s up && ip -n %s link set %s up", ns_a, if_a, ns_b, if_b) != 0 ||
-	    support_sh("ip -n %s neigh replace 198.18.%d.2 dev %s lladdr $(ip netns exec %s cat /sys/class/net/%s/address) nud permanent",
-		       ns_a, subnet, if_a, ns_b, if_b) != 0) {
+	if (support_veth_pair_up(&vp, "w") < 0) {
 		support_skip_or_fail("cannot create namespaces / veth");
 		return;
 	}
@@ -105,19 +76,18 @@ static void setup(void)
 	struct link_shaper_opts o = { .backend = LINK_BACKEND_NFQ, .linkd_ctl = ctl };
 	shaper = link_shaper_new(&o);
 	cr_assert_not_null(shaper);
-	ep = (struct link_endpoint){ ns_a, if_a, ns_b, if_b };
+	ep = (struct link_endpoint){ vp.ns_a, vp.if_a, vp.ns_b, vp.if_b };
 }
 
 static void teardown(void)
 {
 	if (shaper) {
-		if (lkd_running)
+		if (ld.running)
 			link_shaper_remove(shaper, &ep, LINK_DIR_UP);
 		link_shaper_destroy(&shaper);
 	}
-	stop_linkd();
-	if (ns_a[0])
-		support_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a, ns_b);
+	support_linkd_stop(&ld);
+	support_veth_pair_down(&vp);
 	if (tmpdir[0])
 		support_rm_rf(tmpdir);
 }
@@ -214,12 +184,11 @@ static struct result phase(int64_t window_ns, uint32_t delay_us, int64_t gap_ns,
 	cr_assert_leq(want, MAX_PKT);
 	start_linkd(window_ns);
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &lp), 0);
-	cr_assert_eq(netns_call(ns_b, open_udp, &rq), 0);
-	cr_assert_eq(netns_call(ns_a, open_udp, &sq), 0);
+	cr_assert_eq(netns_call(vp.ns_b, open_udp, &rq), 0);
+	cr_assert_eq(netns_call(vp.ns_a, open_udp, &sq), 0);
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(PORT) };
 	char ip[32];
-	snprintf(ip, sizeof ip, "198.18.%d.2", subnet);
-	inet_pton(AF_INET, ip, &to.sin_addr);
+	inet_pton(AF_INET, support_veth_pair_addr(&vp, 2, ip, sizeof ip), &to.sin_addr);
 	cr_assert_eq(connect(sq.fd, (struct sockaddr *)&to, sizeof to), 0);
 
 	struct rx r = { .fd = rq.fd, .want = want, .delay_ns = (int64_t)delay_us * 1000,
@@ -256,11 +225,11 @@ static struct result phase(int64_t window_ns, uint32_t delay_us, int64_t gap_ns,
 		}
 	}
 	pthread_join(t, NULL);
-	linkd_defer_stats(lkd, &res.ds);
+	linkd_defer_stats(ld.lkd, &res.ds);
 	close(sq.fd);
 	close(rq.fd);
 	link_shaper_remove(shaper, &ep, LINK_DIR_UP);
-	stop_linkd();
+	support_linkd_stop(&ld);
 
 	int64_t *v = malloc((size_t)want * sizeof(int64_t));
 	cr_assert_not_null(v);
