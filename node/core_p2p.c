@@ -299,3 +299,21 @@ void core_p2p_on_reached(struct core_p2p *c, uint32_t j)
 	c->out[j] = false;
 	c->alive[j] = c->live[j];
 }
+
+enum core_p2p_join_next core_p2p_join_next(const struct core_p2p *c, int64_t waited_ns,
+					   int64_t reach_ns)
+{
+	bool again = false;
+
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		if (c->j_answered[j])
+			return CORE_P2P_JOIN_RESUME;
+		if (!c->alive[j] || !core_p2p_join_waits_for(c, j))
+			continue;
+		if (c->reached[j])
+			again |= c->conf.dead_after_ns == 0 || waited_ns < c->conf.dead_after_ns;
+		else
+			again |= waited_ns < reach_ns;
+	}
+	return again ? CORE_P2P_JOIN_AGAIN : CORE_P2P_JOIN_ALONE;
+}

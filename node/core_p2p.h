@@ -134,4 +134,20 @@ uint32_t core_p2p_join_end(struct core_p2p *c, int64_t clock, int64_t *lo);
  * is back in if a join had taken it out. */
 void core_p2p_on_reached(struct core_p2p *c, uint32_t j);
 
+/* What a join does when its exchange ends with answers still missing. */
+enum core_p2p_join_next {
+	CORE_P2P_JOIN_RESUME,   /* a peer answered: core_p2p_join_end names whom to resume from */
+	CORE_P2P_JOIN_AGAIN,    /* nobody answered, but a peer it waits for may yet: ask again */
+	CORE_P2P_JOIN_ALONE,    /* nobody answered and nobody is left to wait for: the peer goes
+				 * on from its own clock (core_p2p_join_end) and says so */
+};
+/* The join has waited waited_ns in all and no answer may have come. It asks again while it
+ * waits for a peer that is live in this view (core_p2p_join_waits_for, core_p2p_is_alive) and
+ * either reached (its connection completed: its process runs) and not silent for dead_after_ns
+ * (0: no bound but the run's end), or not reached yet and waited for less than reach_ns (a peer
+ * that never accepts a connection in that time has crashed or ended). So a restarted peer never
+ * starts over from its own clock while a peer that could answer exists. */
+enum core_p2p_join_next core_p2p_join_next(const struct core_p2p *c, int64_t waited_ns,
+					   int64_t reach_ns);
+
 #endif

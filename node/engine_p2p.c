@@ -645,13 +645,18 @@ static int publish(struct peer *p);
  * answering peer's clock with that peer's replica, as a restarted parameter-server worker
  * resumes at the slowest live clock. The answers carry each peer's view of who departed:
  * node/core_p2p's join does not wait for a peer they count as departed and that this process
- * never reached (it crashed before we started), and takes it out until it is reached. Others
- * are waited for at most 2 s. */
+ * never reached (it crashed before we started), and takes it out until it is reached. The
+ * others are asked in rounds of P2P_CATCH_UP_NS; while nobody answered, the join asks again as
+ * long as core_p2p_join_next finds a peer that may answer (bounded by the run's end), and says
+ * so each round: a peer that goes on from its own clock under BSP makes every other wait while
+ * it redoes every step. Only when nobody is left to wait for does it go on alone, with a
+ * warning. The replica is asked for the same way, while its owner is live and not silent. */
 static int catch_up(struct peer *p)
 {
 	uint32_t n = p->c.n, from;
 	const uint32_t *peers;
-	int64_t t0 = clock_now_ns();
+	int64_t t0 = clock_now_ns(), dead_ns = (int64_t)(p->dead_after_s * 1e9), t1;
+	enum core_p2p_join_next next;
 	size_t k;
 	int64_t lo;
 	int rc;
@@ -661,11 +666,23 @@ static int catch_up(struct peer *p)
 	memset(p->asked, 0, n * sizeof *p->asked);
 	for (size_t i = 0; i < k; i++)
 		p->asked[peers[i]] = true;
-	p->joining = true;
-	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, t0 + P2P_CATCH_UP_NS);
-	p->joining = false;
-	if (rc)
-		return rc;
+	for (;;) {
+		p->joining = true;
+		rc = exchange_until(p, WIRE_CLOCK_REQ, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+		p->joining = false;
+		if (rc)
+			return rc;
+		refresh(p, false);
+		next = core_p2p_join_next(p->core, clock_now_ns() - t0, P2P_CATCH_UP_NS);
+		if (next != CORE_P2P_JOIN_AGAIN)
+			break;
+		memset(p->asked, 0, n * sizeof *p->asked);
+		for (uint32_t j = 0; j < n; j++)
+			p->asked[j] = core_p2p_is_alive(p->core, j) &&
+				      core_p2p_join_waits_for(p->core, j);
+		log_warn("p2p: %s: no peer answered the join in %.1f s; asking again",
+			 p->c.name, (double)(clock_now_ns() - t0) / 1e9);
+	}
 	from = core_p2p_join_end(p->core, p->clock, &lo);
 	for (uint32_t j = 0; j < n; j++)
 		if (j != p->c.index && !core_p2p_is_alive(p->core, j) && p->alive[j])
@@ -673,19 +690,36 @@ static int catch_up(struct peer *p)
 				 "until it is", j);
 	refresh(p, false);
 	log_info("p2p: join's clock exchange took %.3f s", (double)(clock_now_ns() - t0) / 1e9);
+	if (next == CORE_P2P_JOIN_ALONE)
+		log_warn("p2p: %s: no peer answered the join in %.1f s and none is left to wait "
+			 "for: going on alone from clock %lld", p->c.name,
+			 (double)(clock_now_ns() - t0) / 1e9, (long long)p->clock);
 	if (from == UINT32_MAX)
 		return 0;
-	memset(p->asked, 0, n * sizeof *p->asked);
-	p->asked[from] = true;
-	rc = exchange_until(p, WIRE_PULL, 0, clock_now_ns() + P2P_CATCH_UP_NS);
-	if (rc)
-		return rc;
+	t1 = clock_now_ns();
+	for (;;) {
+		memset(p->asked, 0, n * sizeof *p->asked);
+		p->asked[from] = true;
+		rc = exchange_until(p, WIRE_PULL, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+		if (rc)
+			return rc;
+		refresh(p, false);
+		if (p->got[from] || !core_p2p_is_alive(p->core, from) ||
+		    (dead_ns > 0 && clock_now_ns() - t1 >= dead_ns))
+			break;
+		log_warn("p2p: %s: peer %u's replica did not come in %.1f s; asking again",
+			 p->c.name, from, (double)(clock_now_ns() - t1) / 1e9);
+	}
 	if (p->got[from]) {
 		memcpy(model_params(p->wk->model), p->models[from], p->nparams * sizeof(float));
 		lo = p->their_clock[from];
+		log_info("p2p: %s rejoins at clock %lld (peer %u's replica)", p->c.name,
+			 (long long)lo, from);
+	} else {
+		log_warn("p2p: %s rejoins at clock %lld (peer %u's clock); its replica did not come "
+			 "in %.1f s: training goes on from this process's own model", p->c.name,
+			 (long long)lo, from, (double)(clock_now_ns() - t1) / 1e9);
 	}
-	log_info("p2p: %s rejoins at clock %lld (peer %u's%s)", p->c.name, (long long)lo, from,
-		 p->got[from] ? " replica" : " clock; its replica did not come");
 	p->clock = lo;
 	return publish(p);
 }
