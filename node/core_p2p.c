@@ -2,6 +2,7 @@
  * view (known clocks, liveness), the crossing in progress and the sampling streams. */
 #include "node/core_p2p.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,9 +20,11 @@ struct core_p2p {
 	bool *live, *out, *reached;
 	/* The join in progress: asked, answered (with clock), counted departed by an answer. */
 	bool *j_asked, *j_answered, *j_departed;
+	bool *j_behind;      /* answered, but catching up itself: no clock to resume from */
 	int64_t *j_clock;
 	size_t *scratch;     /* gossip draws (so a crossing's sample survives a gossip round) */
 	int64_t *silent_at;  /* when each peer was found silent (0: it is not) */
+	bool behind;         /* a restarted or late peer that has not caught up yet */
 	bool *eligible;      /* scratch: live and not silent */
 };
 
@@ -48,10 +51,11 @@ struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
 	c->j_asked = calloc(n, sizeof *c->j_asked);
 	c->j_answered = calloc(n, sizeof *c->j_answered);
 	c->j_departed = calloc(n, sizeof *c->j_departed);
+	c->j_behind = calloc(n, sizeof *c->j_behind);
 	c->j_clock = calloc(n, sizeof *c->j_clock);
 	c->silent_at = calloc(n, sizeof *c->silent_at);
 	c->eligible = calloc(n, sizeof *c->eligible);
-	if (!c->silent_at || !c->eligible ||
+	if (!c->silent_at || !c->eligible || !c->j_behind ||
 	    !c->known || !c->alive || !c->alive_at || !c->sample || !c->scratch || !c->list ||
 	    !c->live || !c->out || !c->reached || !c->j_asked || !c->j_answered ||
 	    !c->j_departed || !c->j_clock) {
@@ -60,6 +64,7 @@ struct core_p2p *core_p2p_new(const struct core_p2p_conf *conf)
 	}
 	for (uint32_t j = 0; j < n; j++)
 		c->alive[j] = c->live[j] = true;
+	c->behind = conf->behind;
 	c->brng = conf->seed ^ (0xb5ad4eceda1ce2a9ull * (conf->self + 1));
 	c->grng = conf->seed ^ (0x2545f4914f6cdd1dull * (conf->self + 1));
 	return c;
@@ -84,6 +89,7 @@ void core_p2p_destroy(struct core_p2p **p)
 	free(c->j_asked);
 	free(c->j_answered);
 	free(c->j_departed);
+	free(c->j_behind);
 	free(c->j_clock);
 	free(c->silent_at);
 	free(c->eligible);
@@ -207,6 +213,25 @@ bool core_p2p_is_silent(const struct core_p2p *c, uint32_t j)
 	return j < c->conf.n && c->silent_at[j] != 0;
 }
 
+bool core_p2p_serves_replica(const struct core_p2p *c)
+{
+	return !c->behind;
+}
+
+void core_p2p_caught_up(struct core_p2p *c)
+{
+	c->behind = false;
+}
+
+enum core_p2p_reply core_p2p_pull_reply(size_t n, size_t nparams, double weight)
+{
+	if (n == 0 && weight < 0)
+		return CORE_P2P_REPLY_BEHIND;
+	if (n == nparams && nparams > 0 && isfinite(weight) && weight >= 0)
+		return CORE_P2P_REPLY_REPLICA;
+	return CORE_P2P_REPLY_BAD;
+}
+
 double core_p2p_merge_weight(const struct core_p2p *c, double reported)
 {
 	return !c->conf.weighted || !(reported > 0) ? 1.0 : reported;
@@ -254,6 +279,7 @@ size_t core_p2p_join_begin(struct core_p2p *c, const uint32_t **ask)
 	memset(c->j_asked, 0, n * sizeof *c->j_asked);
 	memset(c->j_answered, 0, n * sizeof *c->j_answered);
 	memset(c->j_departed, 0, n * sizeof *c->j_departed);
+	memset(c->j_behind, 0, n * sizeof *c->j_behind);
 	for (size_t i = 0; i < k; i++)
 		c->j_asked[(*ask)[i]] = true;
 	return k;
@@ -264,9 +290,21 @@ void core_p2p_join_on_answer(struct core_p2p *c, uint32_t j, int64_t clock, cons
 	if (j >= c->conf.n || j == c->conf.self)
 		return;
 	core_p2p_on_clock(c, j, clock);
-	if (!c->j_answered[j] || clock > c->j_clock[j])
+	if (!c->j_answered[j] || c->j_behind[j] || clock > c->j_clock[j])
 		c->j_clock[j] = clock;
 	c->j_answered[j] = true;
+	c->j_behind[j] = false;
+	for (uint32_t k = 0; departed && k < c->conf.n; k++)
+		if (departed[k] && k != j && k != c->conf.self)
+			c->j_departed[k] = true;
+}
+
+void core_p2p_join_on_behind(struct core_p2p *c, uint32_t j, const bool *departed)
+{
+	if (j >= c->conf.n || j == c->conf.self || (c->j_answered[j] && !c->j_behind[j]))
+		return;
+	c->j_answered[j] = true;
+	c->j_behind[j] = true;
 	for (uint32_t k = 0; departed && k < c->conf.n; k++)
 		if (departed[k] && k != j && k != c->conf.self)
 			c->j_departed[k] = true;
@@ -287,8 +325,10 @@ uint32_t core_p2p_join_end(struct core_p2p *c, int64_t clock, int64_t *lo)
 			c->out[j] = true;
 			c->alive[j] = false;
 		}
+		/* (eligible is the gossip draw's scratch) */
+		c->eligible[j] = c->j_answered[j] && !c->j_behind[j];
 	}
-	return core_p2p_resume_from(c, clock, c->j_answered, c->j_clock, lo);
+	return core_p2p_resume_from(c, clock, c->eligible, c->j_clock, lo);
 }
 
 void core_p2p_on_reached(struct core_p2p *c, uint32_t j)
@@ -298,4 +338,22 @@ void core_p2p_on_reached(struct core_p2p *c, uint32_t j)
 	c->reached[j] = true;
 	c->out[j] = false;
 	c->alive[j] = c->live[j];
+}
+
+enum core_p2p_join_next core_p2p_join_next(const struct core_p2p *c, int64_t waited_ns,
+					   int64_t reach_ns)
+{
+	bool again = false;
+
+	for (uint32_t j = 0; j < c->conf.n; j++) {
+		if (c->j_answered[j] && !c->j_behind[j])
+			return CORE_P2P_JOIN_RESUME;
+		if (!c->alive[j] || !core_p2p_join_waits_for(c, j))
+			continue;
+		if (c->reached[j])
+			again |= c->conf.dead_after_ns == 0 || waited_ns < c->conf.dead_after_ns;
+		else
+			again |= waited_ns < reach_ns;
+	}
+	return again ? CORE_P2P_JOIN_AGAIN : CORE_P2P_JOIN_ALONE;
 }

@@ -34,6 +34,8 @@ struct core_p2p_conf {
 	bool merge, weighted;
 	uint64_t seed;
 	int64_t dead_after_ns;  /* consistency.dead_after: a pull's longest wait (0: unbounded) */
+	bool behind;            /* serves no replica until core_p2p_caught_up: a process before its
+				 * start, a restarted or late one until its join is over */
 };
 
 struct core_p2p;
@@ -93,6 +95,22 @@ bool core_p2p_pull_gives_up(struct core_p2p *c, uint32_t j, int64_t asked_ns, in
 /* Whether peer j is silent (false for j out of range). */
 bool core_p2p_is_silent(const struct core_p2p *c, uint32_t j);
 
+/* A restarted or late peer. Its process starts with a fresh, untrained model at clock 0, and
+ * the others take it back as soon as its connection completes, before its join has pulled a
+ * replica and clock from them. Until then (conf.behind, up to core_p2p_caught_up) it serves no
+ * replica: it answers a pull with its word that it is behind, which the puller counts as an
+ * answer that brings nothing (core_p2p_pull_reply), so no gossip round or evaluation merges the
+ * untrained model into a trained one. */
+bool core_p2p_serves_replica(const struct core_p2p *c);
+/* Training starts: at the start for a peer that started with the run, else once its join is
+ * over (resumed from a peer, or nobody was ahead or left). Serve from now on. */
+void core_p2p_caught_up(struct core_p2p *c);
+/* What a pull's answer is, from its payload's n floats and its weight: a replica (n == nparams,
+ * weight a finite count >= 0), its owner's word that it is behind (no payload, weight < 0), or
+ * bad (counted, changes nothing: the owner stays awaited). */
+enum core_p2p_reply { CORE_P2P_REPLY_REPLICA, CORE_P2P_REPLY_BEHIND, CORE_P2P_REPLY_BAD };
+enum core_p2p_reply core_p2p_pull_reply(size_t n, size_t nparams, double weight);
+
 /* Weight of a pulled replica whose owner reported `reported` training samples: 1 for gossip or
  * a report that is not > 0, else the report. */
 double core_p2p_merge_weight(const struct core_p2p *c, double reported);
@@ -123,6 +141,9 @@ size_t core_p2p_join_begin(struct core_p2p *c, const uint32_t **ask);
 /* Peer j answered the join with clock `clock` (also core_p2p_on_clock) and, unless departed is
  * NULL (it sent no view), departed[k] for each of the n peers k it counts as departed. */
 void core_p2p_join_on_answer(struct core_p2p *c, uint32_t j, int64_t clock, const bool *departed);
+/* Peer j answered the join, but it is catching up itself (a restart at about the same time):
+ * the join does not wait for it, its view counts, its clock is none to resume from. */
+void core_p2p_join_on_behind(struct core_p2p *c, uint32_t j, const bool *departed);
 /* Whether the join still waits for peer j: j was asked, has not answered, and either no answer
  * counts it as departed or this peer reached it. */
 bool core_p2p_join_waits_for(const struct core_p2p *c, uint32_t j);
@@ -133,5 +154,21 @@ uint32_t core_p2p_join_end(struct core_p2p *c, int64_t clock, int64_t *lo);
 /* A connection of ours to peer j completed (a handshake): j counts as reached from now on, and
  * is back in if a join had taken it out. */
 void core_p2p_on_reached(struct core_p2p *c, uint32_t j);
+
+/* What a join does when its exchange ends with answers still missing. */
+enum core_p2p_join_next {
+	CORE_P2P_JOIN_RESUME,   /* a peer answered: core_p2p_join_end names whom to resume from */
+	CORE_P2P_JOIN_AGAIN,    /* nobody answered, but a peer it waits for may yet: ask again */
+	CORE_P2P_JOIN_ALONE,    /* nobody answered and nobody is left to wait for: the peer goes
+				 * on from its own clock (core_p2p_join_end) and says so */
+};
+/* The join has waited waited_ns in all and no answer may have come. It asks again while it
+ * waits for a peer that is live in this view (core_p2p_join_waits_for, core_p2p_is_alive) and
+ * either reached (its connection completed: its process runs) and not silent for dead_after_ns
+ * (0: no bound but the run's end), or not reached yet and waited for less than reach_ns (a peer
+ * that never accepts a connection in that time has crashed or ended). So a restarted peer never
+ * starts over from its own clock while a peer that could answer exists. */
+enum core_p2p_join_next core_p2p_join_next(const struct core_p2p *c, int64_t waited_ns,
+					   int64_t reach_ns);
 
 #endif

@@ -45,12 +45,15 @@
 #define P2P_STOP_WAIT_NS 5000000000ll
 /* CLOCK_REQ value of a join's request: reply with your view of who departed. */
 #define P2P_JOIN_VIEW 1.0
+/* MODEL weight of a pull's answer without a replica: its sender has not caught up yet. */
+#define P2P_BEHIND -1.0
 
 struct shared {
 	pthread_mutex_t mu;
 	int64_t clock;              /* steps completed (published) */
 	struct wire_buf *published; /* replica after the last completed step */
 	double weight;              /* my training samples */
+	bool serving;               /* the replica is served (node/core_p2p: not while behind) */
 	bool *dead;                 /* BYE seen from peer j */
 	bool *departed;             /* the loop's view: peer j is out of barriers and samples */
 	bool run_over;              /* a BYE carried the run-over bit */
@@ -101,13 +104,15 @@ static void reply_clock(struct service *s, const uint8_t *id, size_t idlen, int6
 				 .model_version = clock, .aux = seq };
 	float v[ENGINE_MAX_NODES];
 
+	pthread_mutex_lock(&s->sh->mu);
+	/* A process catching up has no clock of the run's yet: a join does not resume from it. */
+	h.value = s->sh->serving ? 0.0 : P2P_BEHIND;
 	if (view && s->n * sizeof(float) <= s->max_bytes) {
-		pthread_mutex_lock(&s->sh->mu);
 		for (uint32_t j = 0; j < s->n; j++)
 			v[j] = s->sh->departed[j] ? 1.0f : 0.0f;
-		pthread_mutex_unlock(&s->sh->mu);
 		h.payload_len = (uint32_t)(s->n * sizeof(float));
 	}
+	pthread_mutex_unlock(&s->sh->mu);
 	wire_send(s->router, id, idlen, &h, h.payload_len ? v : NULL, NULL, true, &s->st);
 }
 
@@ -173,11 +178,12 @@ static void handle_request(struct service *s, struct wire_msg *m)
 		struct wire_buf *buf;
 
 		pthread_mutex_lock(&sh->mu);
-		buf = wire_buf_ref(sh->published);
+		buf = sh->serving ? wire_buf_ref(sh->published) : NULL;
 		h.step = h.model_version = sh->clock;
-		h.value = sh->weight;
+		h.value = sh->serving ? sh->weight : P2P_BEHIND;
 		pthread_mutex_unlock(&sh->mu);
-		h.payload_len = (uint32_t)(s->nparams * sizeof(float));
+		/* A process that has not caught up answers with no replica (its model is untrained). */
+		h.payload_len = buf ? (uint32_t)(s->nparams * sizeof(float)) : 0;
 		wire_send(s->router, m->id, m->idlen, &h, NULL, buf, true, &s->st);
 		wire_buf_unref(&buf);
 		break;
@@ -308,6 +314,7 @@ struct peer {
 	bool joining;               /* catch_up's clock exchange: answers go to the core's join */
 	bool pulling;               /* a gossip round's pull: a silent partner is given up on */
 	uint64_t silenced;          /* partners given up on as silent */
+	uint64_t behind;            /* pulls answered without a replica: the owner was catching up */
 	enum p2p_member *member;    /* ensemble, peer 0: each peer's part in the final combination */
 	int64_t *gone_ns;           /* ensemble, peer 0: when wait_for_finals first saw peer j out */
 	int64_t *quiet_ns;          /* ensemble, peer 0: when peer j was found silent (0: it is not) */
@@ -414,7 +421,10 @@ static void join_answer(struct peer *p, uint32_t j, const struct wire_msg *m)
 
 	for (uint32_t k = 0; has_view && k < p->c.n; k++)
 		p->view[k] = m->payload[k] != 0.0f;
-	core_p2p_join_on_answer(p->core, j, m->h.step, has_view ? p->view : NULL);
+	if (m->h.value < 0)
+		core_p2p_join_on_behind(p->core, j, has_view ? p->view : NULL);
+	else
+		core_p2p_join_on_answer(p->core, j, m->h.step, has_view ? p->view : NULL);
 }
 
 static int exchange(struct peer *p, enum wire_type type, int64_t threshold)
@@ -501,7 +511,7 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 
 			if (!(items[i].revents & ZMQ_POLLIN))
 				continue;
-			while (!p->got[j] &&
+			while (p->asked[j] && !p->got[j] &&
 			       wire_recv(p->dealer[j], false, p->max_bytes, 0, &m, &p->st) == 1) {
 				bool ok = m.h.sender == j && m.h.aux == seq &&
 					  m.h.type == (type == WIRE_PULL ? WIRE_MODEL : WIRE_CLOCK_REP);
@@ -509,10 +519,23 @@ static int exchange_until(struct peer *p, enum wire_type type, int64_t threshold
 				if (ok && type == WIRE_PULL) {
 					/* The answer asked for, but unusable: a replica of the wrong
 					 * size or a weight that is not a finite count of samples is
-					 * counted and changes nothing; the peer stays awaited. */
-					ok = m.n == p->nparams && isfinite(m.h.value) && m.h.value >= 0;
-					if (!ok)
+					 * counted and changes nothing; the peer stays awaited. A peer
+					 * that has not caught up answers without one: not waited for,
+					 * nothing merged. */
+					enum core_p2p_reply what = core_p2p_pull_reply(m.n, p->nparams,
+										       m.h.value);
+
+					ok = what == CORE_P2P_REPLY_REPLICA;
+					if (what == CORE_P2P_REPLY_BAD)
 						p->st.bad_frames++;
+					if (what == CORE_P2P_REPLY_BEHIND) {
+						core_p2p_on_heard(p->core, j, clock_now_ns());
+						if (p->behind++ == 0)
+							log_info("p2p: peer %u is catching up: its replica "
+								 "is left out until it has", j);
+						p->asked[j] = false;
+						left--;
+					}
 					if (ok) {
 						memcpy(p->models[j], m.payload,
 						       p->nparams * sizeof(float));
@@ -645,13 +668,18 @@ static int publish(struct peer *p);
  * answering peer's clock with that peer's replica, as a restarted parameter-server worker
  * resumes at the slowest live clock. The answers carry each peer's view of who departed:
  * node/core_p2p's join does not wait for a peer they count as departed and that this process
- * never reached (it crashed before we started), and takes it out until it is reached. Others
- * are waited for at most 2 s. */
+ * never reached (it crashed before we started), and takes it out until it is reached. The
+ * others are asked in rounds of P2P_CATCH_UP_NS; while nobody answered, the join asks again as
+ * long as core_p2p_join_next finds a peer that may answer (bounded by the run's end), and says
+ * so each round: a peer that goes on from its own clock under BSP makes every other wait while
+ * it redoes every step. Only when nobody is left to wait for does it go on alone, with a
+ * warning. The replica is asked for the same way, while its owner is live and not silent. */
 static int catch_up(struct peer *p)
 {
 	uint32_t n = p->c.n, from;
 	const uint32_t *peers;
-	int64_t t0 = clock_now_ns();
+	int64_t t0 = clock_now_ns(), dead_ns = (int64_t)(p->dead_after_s * 1e9), t1;
+	enum core_p2p_join_next next;
 	size_t k;
 	int64_t lo;
 	int rc;
@@ -661,11 +689,23 @@ static int catch_up(struct peer *p)
 	memset(p->asked, 0, n * sizeof *p->asked);
 	for (size_t i = 0; i < k; i++)
 		p->asked[peers[i]] = true;
-	p->joining = true;
-	rc = exchange_until(p, WIRE_CLOCK_REQ, 0, t0 + P2P_CATCH_UP_NS);
-	p->joining = false;
-	if (rc)
-		return rc;
+	for (;;) {
+		p->joining = true;
+		rc = exchange_until(p, WIRE_CLOCK_REQ, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+		p->joining = false;
+		if (rc)
+			return rc;
+		refresh(p, false);
+		next = core_p2p_join_next(p->core, clock_now_ns() - t0, P2P_CATCH_UP_NS);
+		if (next != CORE_P2P_JOIN_AGAIN)
+			break;
+		memset(p->asked, 0, n * sizeof *p->asked);
+		for (uint32_t j = 0; j < n; j++)
+			p->asked[j] = core_p2p_is_alive(p->core, j) &&
+				      core_p2p_join_waits_for(p->core, j);
+		log_warn("p2p: %s: no peer answered the join in %.1f s; asking again",
+			 p->c.name, (double)(clock_now_ns() - t0) / 1e9);
+	}
 	from = core_p2p_join_end(p->core, p->clock, &lo);
 	for (uint32_t j = 0; j < n; j++)
 		if (j != p->c.index && !core_p2p_is_alive(p->core, j) && p->alive[j])
@@ -673,21 +713,42 @@ static int catch_up(struct peer *p)
 				 "until it is", j);
 	refresh(p, false);
 	log_info("p2p: join's clock exchange took %.3f s", (double)(clock_now_ns() - t0) / 1e9);
+	if (next == CORE_P2P_JOIN_ALONE)
+		log_warn("p2p: %s: no peer answered the join in %.1f s and none is left to wait "
+			 "for: going on alone from clock %lld", p->c.name,
+			 (double)(clock_now_ns() - t0) / 1e9, (long long)p->clock);
 	if (from == UINT32_MAX)
 		return 0;
-	memset(p->asked, 0, n * sizeof *p->asked);
-	p->asked[from] = true;
-	rc = exchange_until(p, WIRE_PULL, 0, clock_now_ns() + P2P_CATCH_UP_NS);
-	if (rc)
-		return rc;
+	t1 = clock_now_ns();
+	for (;;) {
+		uint64_t behind = p->behind;
+
+		memset(p->asked, 0, n * sizeof *p->asked);
+		p->asked[from] = true;
+		rc = exchange_until(p, WIRE_PULL, 0, clock_now_ns() + P2P_CATCH_UP_NS);
+		if (rc)
+			return rc;
+		refresh(p, false);
+		/* (a peer that answered the join as caught up does not fall behind again: a restart
+		 * is a new process on new connections) */
+		if (p->got[from] || p->behind > behind || !core_p2p_is_alive(p->core, from) ||
+		    (dead_ns > 0 && clock_now_ns() - t1 >= dead_ns))
+			break;
+		log_warn("p2p: %s: peer %u's replica did not come in %.1f s; asking again",
+			 p->c.name, from, (double)(clock_now_ns() - t1) / 1e9);
+	}
 	if (p->got[from]) {
 		memcpy(model_params(p->wk->model), p->models[from], p->nparams * sizeof(float));
 		lo = p->their_clock[from];
+		log_info("p2p: %s rejoins at clock %lld (peer %u's replica)", p->c.name,
+			 (long long)lo, from);
+	} else {
+		log_warn("p2p: %s rejoins at clock %lld (peer %u's clock); its replica did not come "
+			 "in %.1f s: training goes on from this process's own model", p->c.name,
+			 (long long)lo, from, (double)(clock_now_ns() - t1) / 1e9);
 	}
-	log_info("p2p: %s rejoins at clock %lld (peer %u's%s)", p->c.name, (long long)lo, from,
-		 p->got[from] ? " replica" : " clock; its replica did not come");
 	p->clock = lo;
-	return publish(p);
+	return 0;
 }
 
 /* Make the current replica and clock visible to the service thread. */
@@ -710,6 +771,7 @@ static int publish(struct peer *p)
 	old = p->sh.published;
 	p->sh.published = buf;
 	p->sh.clock = p->clock;
+	p->sh.serving = core_p2p_serves_replica(p->core);
 	pthread_mutex_unlock(&p->sh.mu);
 	wire_buf_unref(&old);
 	zmq_send(p->pipe, &tick, 1, ZMQ_DONTWAIT);
@@ -993,7 +1055,10 @@ static int peer_setup(struct peer *p)
 					    .fanout = p->fanout, .local_steps = p->local_steps,
 					    .merge = p->combine != P2P_ENSEMBLE,
 					    .weighted = p->combine == P2P_AVERAGE, .seed = p->c.seed,
-					    .dead_after_ns = (int64_t)(p->dead_after_s * 1e9) };
+					    .dead_after_ns = (int64_t)(p->dead_after_s * 1e9),
+					    /* whether this process is a restart is known at its
+					     * start: nothing is served before */
+					    .behind = true };
 
 		p->core = core_p2p_new(&cc);
 	}
@@ -1187,6 +1252,11 @@ int engine_p2p_run(const struct kv *cfg)
 		if (rc)
 			goto out;
 	}
+	/* Started, and a restart caught up (or alone): the replica is this run's from now on. */
+	core_p2p_caught_up(p->core);
+	rc = publish(p);
+	if (rc)
+		goto out;
 	log_info("p2p: %s peer %u of %u, %s barrier, combine %d, fanout %u, H %lld, %u samples",
 		 p->c.name, p->c.index, p->c.n, barrier_kind_name(p->bp.kind), (int)p->combine,
 		 p->fanout, (long long)p->local_steps, p->wk->train->n);
@@ -1264,8 +1334,9 @@ int engine_p2p_run(const struct kv *cfg)
 	if (rc)
 		goto out;
 	log_info("p2p: %s done after %lld steps (%llu requests sent again after reconnects, %llu "
-		 "gossip partners given up on as silent)", p->c.name, (long long)p->clock,
-		 (unsigned long long)p->resent, (unsigned long long)p->silenced);
+		 "gossip partners given up on as silent, %llu pulls answered by a peer catching up)",
+		 p->c.name, (long long)p->clock, (unsigned long long)p->resent,
+		 (unsigned long long)p->silenced, (unsigned long long)p->behind);
 	if (p->ctl) {
 		ctl_client_status(p->ctl, p->clock, CTL_DONE, false);
 		ctl_client_done(p->ctl);

@@ -1681,10 +1681,6 @@ Test(run, p2p_peer_crashes_restarts_and_catches_up)
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);
 }
 
-/* A BSP peer restarts while another is crashed for good: the restarted process's join does
- * not wait for the crashed peer (the answers of the live ones count it as departed), nor does
- * any barrier after it, so no peer stalls: peer0 steps to the end with no gap near the 2 s the
- * join used to wait, let alone the rest of the run its barriers used to wait for peer3. */
 /* An ensemble ended by stop.time: every peer gets the stop at once and sends its final replica
  * when its step ends (peers 1 and 2 sleep 300 ms in each), and peer 0 waits for them (it
  * stopped waiting at the stop itself, and combined its own replica alone). */
@@ -1724,19 +1720,55 @@ Test(run, p2p_ensemble_at_stop_time_combines_every_member)
 	free(ens);
 }
 
+/* How long the restarted process's join waited for the others' clocks, from its log ("join's
+ * clock exchange took X s"); -1 when the log does not say. */
+static double join_exchange_s(const char *dir, const char *node)
+{
+	char path[PATH_MAX + 32], *log, *at;
+	double s = -1;
+
+	snprintf(path, sizeof path, "%s/logs/%s.log", dir, node);
+	log = slurp(path);
+	at = strstr(log, "join's clock exchange took ");
+	if (at && sscanf(at + strlen("join's clock exchange took "), "%lf", &s) != 1)
+		s = -1;
+	free(log);
+	return s;
+}
+
+/* A BSP peer restarts while another is crashed for good: the restarted process's join does
+ * not wait for the crashed peer (the answers of the live ones count it as departed), nor does
+ * any barrier after it, so no peer stalls: peer0 steps to the end with no gap near the 2 s the
+ * join used to wait, let alone the rest of the run its barriers used to wait for peer3.
+ *
+ * As in the churn test above, nothing assumes how fast the host steps. The survivors do stall
+ * while the restarted peer catches up (from its first handshake they wait for it at every
+ * barrier, and it answers once it has pulled a replica and taken a step), and on a loaded host
+ * that takes a second or more. So the join itself is measured where it happens: the restarted
+ * peer logs how long its clock exchange took, a round trip to two live peers whose service
+ * threads answer at once, and which used to last the 2 s it waited for peer3: it is held to 1 s
+ * plus two of peer0's typical steps (a host that slows every step slows the round trip about
+ * as much: 0.2-0.5 s with steps of 0.2-0.5 s) plus the longest time the host held the
+ * orchestrator (it held the nodes as much). peer0's stall is held to 1.5 s plus four of its own
+ * typical steps plus that hold. The 2 s wait still fails both on an idle host (1.04 s and
+ * 1.58 s bounds), and a stall for the rest of the run fails the second on any host. The restart comes at 2.5 s of an 11 s
+ * run, so a restarted process that takes seconds to load its data on a busy host (6-7 s with
+ * the test's processes held to 7% of a core) still joins and steps before the stop. */
 Test(run, p2p_restart_while_another_peer_is_down_does_not_stall)
 {
 	static struct host_snapshot before;
+	const double restart_s = 2.5, stop_s = 11;
 	struct proc_run r;
-	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], line[512];
-	double t_restart = 0, t_last0, gap0, gap2;
+	char scen[PATH_MAX], dir[PATH_MAX], path0[PATH_MAX + 32], path2[PATH_MAX + 32];
+	char pathp[PATH_MAX + 32], prefix[32], line[512];
+	double t_restart = 0, t_last0, t_last2, gap0, gap2, med0, slack, held, join_s;
 	int rc;
 
 	tpath(scen, sizeof scen, "p2p.yaml");
 	tpath(dir, sizeof dir, "out");
 	write_file(scen, "name: t-p2p-join-down\n"
 			 "seed: 5\n"
-			 "stop: {time: 7s}\n"
+			 "stop: {time: 11s}\n"
 			 "linkcheck: false\n"
 			 "data: {set: fashion-mnist, partition: {scheme: iid}}\n"
 			 "model: {kind: softmax}\n"
@@ -1748,25 +1780,48 @@ Test(run, p2p_restart_while_another_peer_is_down_does_not_stall)
 			 "  default: {delay: 1ms}\n"
 			 "stragglers:\n"
 			 "  - {nodes: workers, compute: {delay: {dist: constant, value: 10ms}}}\n"
-			 "  - {nodes: peer3, crash: {at: 1500ms}}\n"
-			 "  - {nodes: peer2, crash: {at: 2500ms, restart: 3500ms}}\n");
+			 "  - {nodes: peer3, crash: {at: 1s}}\n"
+			 "  - {nodes: peer2, crash: {at: 1500ms, restart: 2500ms}}\n");
 	snapshot(&before);
 	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
 	rc = run_stalenet_to_end(&r, 60000);
 	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, slurp(r.err));
 	cr_assert(find_event(dir, "restart", "peer2", line, sizeof line), "no restart row");
 	cr_assert_eq(sscanf(line, "%lf,", &t_restart), 1);
-	snprintf(path, sizeof path, "%s/nodes/peer0.csv", dir);
-	t_last0 = last_t(path);
-	gap0 = max_step_gap_after(path, t_restart);
-	snprintf(path, sizeof path, "%s/nodes/peer2.csv", dir);
-	gap2 = max_step_gap_after(path, t_restart + 0.001);
-	cr_log_info("restart at %.2f s; peer0: last step %.2f s, largest gap after the restart "
-		    "%.3f s; restarted peer2's largest gap %.3f s", t_restart, t_last0, gap0, gap2);
-	cr_assert_geq(t_last0, 6.5, "peer0's last step at %.2f s of 7", t_last0);
-	cr_assert_gt(last_t(path), 6.5, "restarted peer2's last step at %.2f s", last_t(path));
-	/* The join used to wait 2 s for peer3's answer, every other peer waiting with it. */
-	cr_assert_lt(gap0, 1.5, "peer0 stalled %.3f s after the restart", gap0);
+	cr_assert_geq(t_restart, restart_s, "restart row at %.3f s", t_restart);
+	snprintf(path0, sizeof path0, "%s/nodes/peer0.csv", dir);
+	snprintf(path2, sizeof path2, "%s/nodes/peer2.csv", dir);
+	snprintf(pathp, sizeof pathp, "%s/progress.csv", dir);
+	t_last0 = last_t(path0);
+	t_last2 = last_t(path2);
+	gap0 = max_step_gap_after(path0, restart_s);
+	gap2 = max_step_gap_after(path2, t_restart + 0.001);
+	med0 = median_step_gap(path0);
+	/* The orchestrator writes progress.csv every 0.1 s: a longer gap is time the host did not
+	 * run it, and held every node as much. */
+	held = max_gap_between(pathp, restart_s, stop_s) - 0.1;
+	if (held < 0)
+		held = 0;
+	join_s = join_exchange_s(dir, "peer2");
+	slack = 4 * med0 > 0.5 ? 4 * med0 : 0.5;
+	cr_log_info("restart at %.3f s; restarted peer2's join exchange %.3f s, last step %.3f s, "
+		    "largest gap %.3f s; peer0: median step %.3f s, largest gap after the restart "
+		    "%.3f s, last step %.3f s; the host held the orchestrator up to %.3f s", t_restart,
+		    join_s, t_last2, gap2, med0, gap0, t_last0, held);
+	/* The join did not wait for peer3 (it used to wait 2 s, every other peer waiting with it). */
+	cr_assert_geq(join_s, 0, "the restarted peer2 finished no join before the stop (last step at "
+		      "%.2f s; a host that did not let it load its data share in %.1f s?)", t_last2,
+		      stop_s - t_restart);
+	cr_assert_lt(join_s, 1.0 + 2 * med0 + held, "peer2's join waited %.3f s for the others' "
+		     "clocks (peer0's median step %.3f s, host held %.3f s)", join_s, med0, held);
+	/* The survivors went on: no stall beyond the restarted peer's catching up */
+	cr_assert_lt(gap0, 1.5 + 4 * med0 + held, "peer0 stalled %.3f s after the restart (median "
+		     "step %.3f s, host held %.3f s)", gap0, med0, held);
+	/* ... to the end, and the restarted peer with them */
+	cr_assert_geq(t_last0, stop_s - slack - held, "peer0's last step at %.2f s of %.0f (median "
+		      "step %.3f s, host held %.3f s)", t_last0, stop_s, med0, held);
+	cr_assert_geq(t_last2, stop_s - slack - held, "restarted peer2's last step at %.2f s of %.0f "
+		      "(peer0's median step %.3f s, host held %.3f s)", t_last2, stop_s, med0, held);
 	cr_assert_eq(trace_schema_check_dir(dir, line, sizeof line), 0, "%s", line);
 	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
 	assert_host_as(&before, (const char *const[]){ prefix }, 1);

@@ -13,8 +13,13 @@
  *               gossip partner (still in barriers) until heard from after it went silent
  *   join        every case of 4 peers (crashed or live, reached or not, each answer's view):
  *               the join waits exactly for the unanswered peers no answer counts departed or
- *               that it reached; the skipped ones are out of barriers until reached */
+ *               that it reached; the skipped ones are out of barriers until reached; with
+ *               no answer it asks again while a peer it waits for may answer, else alone;
+ *               an answer from a peer catching up itself is none to resume from
+ *   catching up a restarted or late peer serves no replica until it caught up; the pull
+ *               answer that says so is told apart from a replica and from a bad frame */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "node/core_p2p.h"
@@ -396,6 +401,167 @@ Test(core_p2p, join_skips_only_departed_unreached_peers)
 		}
 	}
 	cr_assert_gt(cases, 100ul);
+}
+
+/* A join with no answer yet asks again while some peer it waits for may answer: a reached one
+ * (its process runs) until dead_after (without dead_after, for ever: the run's end bounds it),
+ * an unreached one that no answer counts departed for reach_ns; it goes on alone only when
+ * nobody is left. Any answer ends the asking: resume. */
+Test(core_p2p, join_asks_again_while_a_peer_may_answer)
+{
+	const int64_t s = 1000000000ll, reach = 2 * s;
+	struct core_p2p_conf conf = { .n = 4, .self = 0, .bp = { .kind = BARRIER_BSP },
+				      .local_steps = 1, .dead_after_ns = 5 * s };
+	struct core_p2p_conf unbounded = conf;
+	struct core_p2p *c = core_p2p_new(&conf), *u;
+	const uint32_t *ask;
+	bool view[4] = { false, false, false, true };
+	int64_t lo;
+
+	cr_assert_not_null(c);
+	/* Nobody reached, nobody answered: the first round's worth of waiting, then alone. */
+	cr_assert_eq(core_p2p_join_begin(c, &ask), 3);
+	cr_assert_eq(core_p2p_join_next(c, 0, reach), CORE_P2P_JOIN_AGAIN);
+	cr_assert_eq(core_p2p_join_next(c, reach - 1, reach), CORE_P2P_JOIN_AGAIN);
+	cr_assert_eq(core_p2p_join_next(c, reach, reach), CORE_P2P_JOIN_ALONE);
+	/* Peer 2 reached: asked again past reach_ns, up to dead_after. */
+	core_p2p_on_reached(c, 2);
+	cr_assert_eq(core_p2p_join_next(c, reach, reach), CORE_P2P_JOIN_AGAIN);
+	cr_assert_eq(core_p2p_join_next(c, 5 * s - 1, reach), CORE_P2P_JOIN_AGAIN);
+	cr_assert_eq(core_p2p_join_next(c, 5 * s, reach), CORE_P2P_JOIN_ALONE);
+	/* Its connection closed (the driver's word): nobody left. */
+	core_p2p_set_alive(c, 2, false);
+	cr_assert_eq(core_p2p_join_next(c, reach, reach), CORE_P2P_JOIN_ALONE);
+	cr_assert_eq(core_p2p_join_next(c, 0, reach), CORE_P2P_JOIN_AGAIN, "1 and 3 may yet");
+	core_p2p_set_alive(c, 1, false);
+	core_p2p_set_alive(c, 3, false);
+	cr_assert_eq(core_p2p_join_next(c, 0, reach), CORE_P2P_JOIN_ALONE);
+	core_p2p_set_alive(c, 1, true);
+	core_p2p_set_alive(c, 2, true);
+	core_p2p_set_alive(c, 3, true);
+	/* An answer: resume, whoever else is missing; from that answer when it is ahead. */
+	core_p2p_join_on_answer(c, 1, 30, view);
+	cr_assert_eq(core_p2p_join_next(c, 0, reach), CORE_P2P_JOIN_RESUME);
+	cr_assert_eq(core_p2p_join_next(c, 100 * s, reach), CORE_P2P_JOIN_RESUME);
+	cr_assert_eq(core_p2p_join_end(c, 0, &lo), 1);
+	cr_assert_eq(lo, 30);
+	cr_assert_not(core_p2p_is_alive(c, 3), "counted departed, never reached: out");
+	cr_assert(core_p2p_is_alive(c, 2), "reached: in");
+	core_p2p_destroy(&c);
+
+	/* Without dead_after a reached peer is asked for as long as the run lasts (the driver's
+	 * exchange ends with the run), until its connection closes. */
+	unbounded.dead_after_ns = 0;
+	u = core_p2p_new(&unbounded);
+	cr_assert_not_null(u);
+	core_p2p_on_reached(u, 3);
+	cr_assert_eq(core_p2p_join_begin(u, &ask), 3);
+	cr_assert_eq(core_p2p_join_next(u, 3600 * s, reach), CORE_P2P_JOIN_AGAIN);
+	core_p2p_set_alive(u, 3, false);
+	cr_assert_eq(core_p2p_join_next(u, 3600 * s, reach), CORE_P2P_JOIN_ALONE);
+	cr_assert_eq(core_p2p_join_end(u, 0, &lo), UINT32_MAX, "alone: from its own clock");
+	/* A lone peer has nobody to ask. */
+	core_p2p_destroy(&u);
+	unbounded.n = 1;
+	u = core_p2p_new(&unbounded);
+	cr_assert_not_null(u);
+	cr_assert_eq(core_p2p_join_begin(u, &ask), 0);
+	cr_assert_eq(core_p2p_join_next(u, 0, reach), CORE_P2P_JOIN_ALONE);
+	core_p2p_destroy(&u);
+}
+
+/* A restarted or late peer serves no replica until it caught up: its pull answers say it is
+ * behind and bring nothing; a peer that started with the run serves from the start. Only a
+ * right-sized payload with a finite count of samples is a replica. */
+Test(core_p2p, a_peer_catching_up_serves_no_replica)
+{
+	struct core_p2p_conf conf = { .n = 3, .self = 1, .bp = { .kind = BARRIER_ASP },
+				      .fanout = 1, .local_steps = 1, .merge = true };
+	struct core_p2p *c = core_p2p_new(&conf), *r;
+
+	cr_assert_not_null(c);
+	cr_assert(core_p2p_serves_replica(c));
+	conf.behind = true;
+	r = core_p2p_new(&conf);
+	cr_assert_not_null(r);
+	cr_assert_not(core_p2p_serves_replica(r));
+	/* the join's steps do not make it serve; being caught up does */
+	{
+		const uint32_t *ask;
+		int64_t lo;
+
+		cr_assert_eq(core_p2p_join_begin(r, &ask), 2);
+		core_p2p_join_on_answer(r, 0, 40, NULL);
+		cr_assert_eq(core_p2p_join_end(r, 0, &lo), 0);
+		cr_assert_not(core_p2p_serves_replica(r));
+	}
+	core_p2p_caught_up(r);
+	cr_assert(core_p2p_serves_replica(r));
+	core_p2p_caught_up(c);
+	cr_assert(core_p2p_serves_replica(c));
+	core_p2p_destroy(&c);
+	core_p2p_destroy(&r);
+
+	cr_assert_eq(core_p2p_pull_reply(10, 10, 6000), CORE_P2P_REPLY_REPLICA);
+	cr_assert_eq(core_p2p_pull_reply(10, 10, 0), CORE_P2P_REPLY_REPLICA);
+	cr_assert_eq(core_p2p_pull_reply(0, 10, -1), CORE_P2P_REPLY_BEHIND);
+	cr_assert_eq(core_p2p_pull_reply(0, 10, 0), CORE_P2P_REPLY_BAD);
+	cr_assert_eq(core_p2p_pull_reply(0, 10, NAN), CORE_P2P_REPLY_BAD);
+	cr_assert_eq(core_p2p_pull_reply(10, 10, -1), CORE_P2P_REPLY_BAD, "a replica is no word");
+	cr_assert_eq(core_p2p_pull_reply(9, 10, 6000), CORE_P2P_REPLY_BAD);
+	cr_assert_eq(core_p2p_pull_reply(11, 10, 6000), CORE_P2P_REPLY_BAD);
+	cr_assert_eq(core_p2p_pull_reply(10, 10, INFINITY), CORE_P2P_REPLY_BAD);
+	cr_assert_eq(core_p2p_pull_reply(10, 10, NAN), CORE_P2P_REPLY_BAD);
+}
+
+/* A join answered by a peer that is catching up itself (two restarts at about the same time):
+ * that answer ends the wait for it and its view counts, but its clock (0: a fresh process) is
+ * none to resume from, so the join resumes from the peers that trained on, and with nobody else
+ * it is alone rather than resumed. */
+Test(core_p2p, a_join_does_not_resume_from_a_peer_catching_up)
+{
+	const int64_t s = 1000000000ll;
+	struct core_p2p_conf conf = { .n = 4, .self = 0, .bp = { .kind = BARRIER_BSP },
+				      .local_steps = 1, .behind = true };
+	struct core_p2p *c = core_p2p_new(&conf);
+	const uint32_t *ask;
+	bool view[4] = { false, false, false, true };
+	int64_t lo;
+
+	cr_assert_not_null(c);
+	core_p2p_on_reached(c, 1);
+	core_p2p_on_reached(c, 2);
+	cr_assert_eq(core_p2p_join_begin(c, &ask), 3);
+	/* peer 1 is behind, and counts peer 3 departed */
+	core_p2p_join_on_behind(c, 1, view);
+	cr_assert_not(core_p2p_join_waits_for(c, 1));
+	cr_assert_not(core_p2p_join_waits_for(c, 3), "its view counts");
+	cr_assert(core_p2p_join_waits_for(c, 2));
+	cr_assert_eq(core_p2p_join_next(c, 3 * s, 2 * s), CORE_P2P_JOIN_AGAIN,
+		     "a behind answer is no resume: peer 2 may answer");
+	core_p2p_join_on_answer(c, 2, 57, NULL);
+	cr_assert_eq(core_p2p_join_next(c, 3 * s, 2 * s), CORE_P2P_JOIN_RESUME);
+	cr_assert_eq(core_p2p_join_end(c, 0, &lo), 2, "resumed from the peer that trained on");
+	cr_assert_eq(lo, 57);
+	cr_assert(core_p2p_is_alive(c, 1));
+	cr_assert_not(core_p2p_is_alive(c, 3));
+
+	/* Only a behind answer and nobody else: alone, from its own clock. */
+	cr_assert_eq(core_p2p_join_begin(c, &ask), 2);
+	core_p2p_join_on_behind(c, 1, NULL);
+	core_p2p_set_alive(c, 2, false);
+	cr_assert_eq(core_p2p_join_next(c, 0, 2 * s), CORE_P2P_JOIN_ALONE);
+	cr_assert_eq(core_p2p_join_end(c, 0, &lo), UINT32_MAX);
+	/* A behind answer followed by a real one (it caught up meanwhile): resume from that. */
+	core_p2p_set_alive(c, 2, true);
+	cr_assert_eq(core_p2p_join_begin(c, &ask), 2);
+	core_p2p_join_on_behind(c, 1, NULL);
+	core_p2p_join_on_answer(c, 1, 12, NULL);
+	core_p2p_join_on_behind(c, 1, NULL);
+	cr_assert_eq(core_p2p_join_next(c, 0, 2 * s), CORE_P2P_JOIN_RESUME);
+	cr_assert_eq(core_p2p_join_end(c, 0, &lo), 1);
+	cr_assert_eq(lo, 12);
+	core_p2p_destroy(&c);
 }
 
 /* Silence: a pull unanswered for dead_after (counted from the request, whatever else came from
