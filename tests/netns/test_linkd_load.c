@@ -117,29 +117,6 @@ static void teardown(void)
 
 /* --- traffic ---------------------------------------------------------------------------------- */
 
-struct sockreq {
-	int fd;
-	bool bind;
-};
-
-static int open_udp(void *arg)
-{
-	struct sockreq *r = arg;
-	int big = 16 << 20;
-
-	r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (r->fd < 0)
-		return -errno;
-	setsockopt(r->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-	setsockopt(r->fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big);
-	if (r->bind) {
-		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-		if (bind(r->fd, (struct sockaddr *)&a, sizeof a) < 0)
-			return -errno;
-	}
-	return 0;
-}
-
 struct wire {
 	uint32_t seq;
 	uint32_t pad;
@@ -252,21 +229,14 @@ static struct summary phase(bool defer)
 {
 	struct summary s = { 0 };
 	pid_t pids[MAX_LOADERS];
-	struct sockreq rq = { .fd = -1, .bind = true }, sq = { .fd = -1, .bind = false };
 	struct link_params lp = { .delay_us = DELAY_US, .limit_pkts = 100000 };
 
 	start_linkd(defer);
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &lp), 0);
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_DOWN, &lp), 0);
-	cr_assert_eq(netns_call(vp.ns_b, open_udp, &rq), 0);
-	cr_assert_eq(netns_call(vp.ns_a, open_udp, &sq), 0);
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-	char ip[32];
-	support_veth_pair_addr(&vp, 2, ip, sizeof ip);
-	inet_pton(AF_INET, ip, &to.sin_addr);
-	cr_assert_eq(connect(sq.fd, (struct sockaddr *)&to, sizeof to), 0);
+	int rfd = support_veth_pair_receiver(&vp, PORT), sfd = support_veth_pair_sender(&vp, PORT);
 
-	struct rx r = { .fd = rq.fd, .err_ns = malloc(NPKT * sizeof(int64_t)) };
+	struct rx r = { .fd = rfd, .err_ns = malloc(NPKT * sizeof(int64_t)) };
 	cr_assert_not_null(r.err_ns);
 	for (int i = 0; i < NPKT; i++)
 		r.err_ns[i] = INT64_MIN;
@@ -289,15 +259,15 @@ static struct summary phase(bool defer)
 		for (int k = 0; k < PER_SEND; k++) {
 			w.seq = (uint32_t)(tick * PER_SEND + k);
 			w.tx_real_ns = real_ns();
-			if (send(sq.fd, &w, sizeof w, 0) < 0)
+			if (send(sfd, &w, sizeof w, 0) < 0)
 				cr_log_info("send: %s", strerror(errno));
 		}
 	}
 	pthread_join(t, NULL);
 	stop_load(pids, nload);
 	linkd_defer_stats(ld.lkd, &s.ds);
-	close(sq.fd);
-	close(rq.fd);
+	close(sfd);
+	close(rfd);
 	link_shaper_remove(shaper, &ep, LINK_DIR_UP);
 	link_shaper_remove(shaper, &ep, LINK_DIR_DOWN);
 	support_linkd_stop(&ld);

@@ -92,29 +92,6 @@ static void teardown(void)
 		support_rm_rf(tmpdir);
 }
 
-struct sockreq {
-	int fd;
-	bool bind;
-};
-
-static int open_udp(void *arg)
-{
-	struct sockreq *r = arg;
-	int big = 16 << 20;
-
-	r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (r->fd < 0)
-		return -errno;
-	setsockopt(r->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-	setsockopt(r->fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big);
-	if (r->bind) {
-		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-		if (bind(r->fd, (struct sockaddr *)&a, sizeof a) < 0)
-			return -errno;
-	}
-	return 0;
-}
-
 struct wire {
 	uint32_t seq;
 	uint32_t pad;
@@ -177,21 +154,15 @@ static int cmp_i64(const void *a, const void *b)
 static struct result phase(int64_t window_ns, uint32_t delay_us, int64_t gap_ns, int64_t span_ns)
 {
 	struct result res = { 0 };
-	struct sockreq rq = { .fd = -1, .bind = true }, sq = { .fd = -1, .bind = false };
 	struct link_params lp = { .delay_us = delay_us, .limit_pkts = MAX_PKT };
 	int bursts = (int)(span_ns / gap_ns), want = bursts * BURST;
 
 	cr_assert_leq(want, MAX_PKT);
 	start_linkd(window_ns);
 	cr_assert_eq(link_shaper_apply(shaper, &ep, LINK_DIR_UP, &lp), 0);
-	cr_assert_eq(netns_call(vp.ns_b, open_udp, &rq), 0);
-	cr_assert_eq(netns_call(vp.ns_a, open_udp, &sq), 0);
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-	char ip[32];
-	inet_pton(AF_INET, support_veth_pair_addr(&vp, 2, ip, sizeof ip), &to.sin_addr);
-	cr_assert_eq(connect(sq.fd, (struct sockaddr *)&to, sizeof to), 0);
+	int rfd = support_veth_pair_receiver(&vp, PORT), sfd = support_veth_pair_sender(&vp, PORT);
 
-	struct rx r = { .fd = rq.fd, .want = want, .delay_ns = (int64_t)delay_us * 1000,
+	struct rx r = { .fd = rfd, .want = want, .delay_ns = (int64_t)delay_us * 1000,
 			.err_ns = malloc((size_t)want * sizeof(int64_t)) };
 	cr_assert_not_null(r.err_ns);
 	for (int i = 0; i < want; i++)
@@ -217,7 +188,7 @@ static struct result phase(int64_t window_ns, uint32_t delay_us, int64_t gap_ns,
 			m[k] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[k], .msg_iovlen = 1 } };
 		}
 		for (int done = 0; done < BURST;) {
-			int n = sendmmsg(sq.fd, m + done, (unsigned)(BURST - done), 0);
+			int n = sendmmsg(sfd, m + done, (unsigned)(BURST - done), 0);
 			if (n <= 0)
 				break;
 			done += n;
@@ -226,8 +197,8 @@ static struct result phase(int64_t window_ns, uint32_t delay_us, int64_t gap_ns,
 	}
 	pthread_join(t, NULL);
 	linkd_defer_stats(ld.lkd, &res.ds);
-	close(sq.fd);
-	close(rq.fd);
+	close(sfd);
+	close(rfd);
 	link_shaper_remove(shaper, &ep, LINK_DIR_UP);
 	support_linkd_stop(&ld);
 

@@ -96,6 +96,25 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return 0;
 }
 
+void support_mkdirs(const char *path)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+
+	cr_assert_lt(n, sizeof buf, "path too long: %s", path);
+	memcpy(buf, path, n + 1);
+	for (char *c = buf + 1;; c++) {
+		if (*c != '/' && *c)
+			continue;
+		char end = *c;
+		*c = '\0';
+		cr_assert(mkdir(buf, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", buf, strerror(errno));
+		if (!end)
+			break;
+		*c = '/';
+	}
+}
+
 int support_rm_rf(const char *path)
 {
 	rm_first_err = 0;

@@ -31,6 +31,9 @@ void support_tmp_track(const char *path);
  * Returns 0 (also when path does not exist) or a negative errno of the first failure. */
 int support_rm_rf(const char *path);
 
+/* mkdir -p without a shell: path and every missing parent, 0755. Asserts. */
+void support_mkdirs(const char *path);
+
 /* The whole file as a malloc'd, NUL-terminated buffer (the caller frees); its length in
  * *len when len is not NULL. NULL with errno set when it cannot be read. */
 char *support_read_file(const char *path, size_t *len);

@@ -1,10 +1,15 @@
 /* tests/support/vethpair: see the header. */
 #include "tests/support/vethpair.h"
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/netns.h"
 #include "netem/linkd.h"
 #include "tests/support/proc.h"
 
@@ -42,6 +47,49 @@ const char *support_veth_pair_addr(const struct support_veth_pair *p, int host, 
 {
 	snprintf(buf, len, "198.18.%d.%d", p->subnet, host);
 	return buf;
+}
+
+struct udp_req {
+	int fd, port;
+};
+
+/* In the namespace: the socket, its buffers, its port (0: none). */
+static int open_udp(void *arg)
+{
+	struct udp_req *r = arg;
+	int big = 16 << 20;
+
+	r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (r->fd < 0)
+		return -errno;
+	setsockopt(r->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+	setsockopt(r->fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big);
+	if (r->port) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->port) };
+		if (bind(r->fd, (struct sockaddr *)&a, sizeof a) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+int support_veth_pair_receiver(const struct support_veth_pair *p, int port)
+{
+	struct udp_req r = { -1, port };
+
+	cr_assert_eq(netns_call(p->ns_b, open_udp, &r), 0, "UDP socket in %s", p->ns_b);
+	return r.fd;
+}
+
+int support_veth_pair_sender(const struct support_veth_pair *p, int port)
+{
+	struct udp_req r = { -1, 0 };
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	char ip[32];
+
+	cr_assert_eq(netns_call(p->ns_a, open_udp, &r), 0, "UDP socket in %s", p->ns_a);
+	inet_pton(AF_INET, support_veth_pair_addr(p, 2, ip, sizeof ip), &to.sin_addr);
+	cr_assert_eq(connect(r.fd, (struct sockaddr *)&to, sizeof to), 0);
+	return r.fd;
 }
 
 static void *linkd_thread(void *arg)

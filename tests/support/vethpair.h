@@ -23,6 +23,10 @@ int support_veth_pair_up(struct support_veth_pair *p, const char *tag);
 void support_veth_pair_down(struct support_veth_pair *p);
 /* "198.18.<subnet>.<host>" into buf. */
 const char *support_veth_pair_addr(const struct support_veth_pair *p, int host, char *buf, size_t len);
+/* A UDP socket in b with 16 MiB buffers, bound to port; and one in a, connected to b's address at
+ * that port (the emulator tests' traffic, a to b). Assert. */
+int support_veth_pair_receiver(const struct support_veth_pair *p, int port);
+int support_veth_pair_sender(const struct support_veth_pair *p, int port);
 
 struct support_linkd {
 	struct linkd *lkd;

@@ -61,8 +61,8 @@ static void simulate_plan(const struct scenario *sc, const char *dir, struct sim
 	int rc;
 
 	cr_assert_not_null(p, "%s", err);
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir,
 			       .step_cost_ns = (int64_t)sc->simulation.step_cost_us * 1000,
 			       .server_cost_ns = (int64_t)sc->simulation.server_cost_us * 1000 };
@@ -524,8 +524,8 @@ Test(sim, delays_from_the_emulated_stream, .timeout = 60)
 	p = plan_new(sc, err, sizeof err);
 	cr_assert_not_null(p, "%s", err);
 	support_tmpdir(dir, sizeof dir, "sim");
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir, .step_cost_ns = 1000000, .server_cost_ns = 10000 };
 	cr_assert_eq(sim_run(&o, &r, err, sizeof err), 0, "%s", err);
 	for (uint32_t i = 0; i < 3; i++) {

@@ -16,27 +16,9 @@
 #include "sim/sim.h"
 #include "sim/sim_profile.h"
 #include "tests/support/files.h"
+#include "tests/support/simrun.h"
 
 enum { WORKERS = 4 };
-
-/* Simulate text into dir. */
-static void simulate(const char *text, const char *dir, struct sim_result *res)
-{
-	char err[512], cmd[600];
-	struct scenario *sc = scenario_parse(text, strlen(text), "f.yaml", err, sizeof err);
-	struct plan *p;
-	struct sim_opts o;
-
-	cr_assert_not_null(sc, "%s", err);
-	p = plan_new(sc, err, sizeof err);
-	cr_assert_not_null(p, "%s", err);
-	snprintf(cmd, sizeof cmd, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(cmd), 0);
-	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir, .step_cost_ns = 1000000, .server_cost_ns = 20000 };
-	cr_assert_eq(sim_run(&o, res, err, sizeof err), 0, "%s", err);
-	plan_destroy(&p);
-	scenario_destroy(&sc);
-}
 
 /* Every worker's trace: t_s never decreases and the steps go 1, 2, 3, ...; at least min_rows
  * rows each. Returns the rows of all workers. */
@@ -102,7 +84,7 @@ static void profile_run(const char *barrier)
 		 "linkcheck: off\nsimulation: {step_cost: 1ms, server_cost: 20us, profile: '%s'}\n",
 		 barrier, WORKERS, prof);
 	snprintf(run, sizeof run, "%s/run", dir);
-	simulate(text, run, &r);
+	support_simulate_text(text, run, &r);
 	check_order(run, 20);
 	support_rm_rf(dir);
 }
@@ -130,7 +112,7 @@ static void link_run(const char *barrier)
 		 "linkcheck: off\nnetwork: {default: {delay: 20ms, jitter: 5ms, loss: 1%%}}\n"
 		 "simulation: {step_cost: 1ms, server_cost: 20us}\n",
 		 barrier, WORKERS);
-	simulate(text, dir, &r);
+	support_simulate_text(text, dir, &r);
 	check_order(dir, 50);
 	support_rm_rf(dir);
 }

@@ -73,8 +73,8 @@ static int run_sim(const struct scenario *sc, const char *dir, struct sim_result
 
 	cr_assert_not_null(p, "%s", err);
 	if (dir) {
-		snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-		cr_assert_eq(system(path), 0);
+		snprintf(path, sizeof path, "%s/nodes", dir);
+		support_mkdirs(path);
 	}
 	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir,
 			       .step_cost_ns = (int64_t)sc->simulation.step_cost_us * 1000,

@@ -14,6 +14,7 @@
 #include "node/straggler.h"
 #include "sim/sim_profile.h"
 #include "tests/support/files.h"
+#include "tests/support/simrun.h"
 
 /* A run directory with one worker trace: step k (1..101) at t = k * 0.5 s, compute (k-1)/100
  * s, wait 0.1 s: transfers 0.4 - (k-1)/100 ... */
@@ -22,8 +23,8 @@ static void fake_run(const char *dir)
 	char path[600];
 	FILE *f;
 
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
 	f = fopen(path, "w");
 	cr_assert_not_null(f);
@@ -83,8 +84,8 @@ Test(sim_profile, alike_workers_pooled_outlier_kept)
 	FILE *f;
 
 	support_tmpdir(dir, sizeof dir, "prof");
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	for (int w = 0; w < 6; w++) {
 		double t = 0;
 
@@ -203,25 +204,6 @@ Test(sim_profile, parse_from_text)
 	cr_expect_not_null(strstr(err, "mem.profile"), "%s", err);
 }
 
-/* Simulate text into dir. */
-static void simulate(const char *text, const char *dir, struct sim_result *res)
-{
-	char err[512], cmd[600];
-	struct scenario *sc = scenario_parse(text, strlen(text), "c.yaml", err, sizeof err);
-	struct plan *p;
-	struct sim_opts o;
-
-	cr_assert_not_null(sc, "%s", err);
-	p = plan_new(sc, err, sizeof err);
-	cr_assert_not_null(p, "%s", err);
-	snprintf(cmd, sizeof cmd, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(cmd), 0);
-	o = (struct sim_opts){ .run = plan_run(p, 0), .dir = dir, .step_cost_ns = 1000000, .server_cost_ns = 20000 };
-	cr_assert_eq(sim_run(&o, res, err, sizeof err), 0, "%s", err);
-	plan_destroy(&p);
-	scenario_destroy(&sc);
-}
-
 Test(sim_profile, calibrated_simulation_reproduces_its_source, .timeout = 60)
 {
 	char src[256], dst[256], prof[300], text[2048], err[512];
@@ -236,7 +218,7 @@ Test(sim_profile, calibrated_simulation_reproduces_its_source, .timeout = 60)
 	support_tmpdir(src, sizeof src, "prof");
 	support_tmpdir(dst, sizeof dst, "prof");
 	snprintf(text, sizeof text, BASE, "");
-	simulate(text, src, &a);
+	support_simulate_text(text, src, &a);
 	snprintf(prof, sizeof prof, "%s/profile.conf", src);
 	f = fopen(prof, "w");
 	cr_assert_eq(sim_profile_fit(src, f, err, sizeof err), 8, "%s", err);
@@ -248,7 +230,7 @@ Test(sim_profile, calibrated_simulation_reproduces_its_source, .timeout = 60)
 		snprintf(text, sizeof text, BASE, extra);
 	}
 	/* a very different loss model (rto_min 1 s) is ignored: the profile's times replace it */
-	simulate(text, dst, &b);
+	support_simulate_text(text, dst, &b);
 	cr_assert_lt(fabs(b.steps_median - a.steps_median), 0.10 * a.steps_median, "median %g against %g",
 		     b.steps_median, a.steps_median);
 	cr_assert_lt(fabs(b.wait_fraction - a.wait_fraction), 0.05, "wait %g against %g", b.wait_fraction,
@@ -318,8 +300,8 @@ Test(sim_profile, replayed_delays_follow_the_emulated_stream, .timeout = 60)
 
 	support_tmpdir(src, sizeof src, "replay");
 	support_tmpdir(dst, sizeof dst, "replay");
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", src);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", src);
+	support_mkdirs(path);
 	for (int w = 0; w < W; w++) {
 		struct straggler_params sp = { .slowdown = 1, .dist = STRAGGLER_GAMMA, .a = 1, .b = 1 };
 		struct straggler *st = straggler_new(&sp, straggler_seed(seed, (uint32_t)w));
@@ -374,7 +356,7 @@ Test(sim_profile, replayed_delays_follow_the_emulated_stream, .timeout = 60)
 		snprintf(extra, sizeof extra, ", profile: '%s'", path);
 		snprintf(text, sizeof text, REPLAY, extra);
 	}
-	simulate(text, dst, &res);
+	support_simulate_text(text, dst, &res);
 	for (int w = 0; w < W; w++) {
 		int n, fin;
 
@@ -440,7 +422,7 @@ Test(sim_profile, replayed_delays_restart_with_the_process, .timeout = 60)
 	plan_destroy(&p);
 	scenario_destroy(&sc);
 	snprintf(path, sizeof path, "%s/run", dir);
-	simulate(text, path, &res);
+	support_simulate_text(text, path, &res);
 
 	/* worker1's delays: the stream from its start, and again from the restart */
 	st = straggler_new(&sp, straggler_seed(seed, 1));
@@ -521,8 +503,8 @@ Test(sim_profile, warmup_fitted)
 	FILE *out;
 
 	support_tmpdir(dir, sizeof dir, "prof");
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	for (int w = 0; w < 2; w++) {
 		double t = 0;
 
@@ -611,7 +593,7 @@ Test(sim_profile, warmup_applied, .timeout = 30)
 		 "name: w\nseed: 3\nstop: {time: 20s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
 		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
 	snprintf(path, sizeof path, "%s/run", dir);
-	simulate(text, path, &r);
+	support_simulate_text(text, path, &r);
 	snprintf(path, sizeof path, "%s/run/nodes/worker0.csv", dir);
 	t = table_load(path, &(bool){ false }, text, sizeof text);
 	cr_assert_not_null(t, "%s", text);
@@ -658,7 +640,7 @@ Test(sim_profile, round_trip_is_one_draw, .timeout = 30)
 		 "name: w\nseed: 5\nstop: {time: 400s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
 		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
 	snprintf(path, sizeof path, "%s/run", dir);
-	simulate(text, path, &r);
+	support_simulate_text(text, path, &r);
 	snprintf(path, sizeof path, "%s/run/nodes/worker0.csv", dir);
 	t = table_load(path, &(bool){ false }, text, sizeof text);
 	cr_assert_not_null(t, "%s", text);
@@ -705,7 +687,7 @@ static double block_ratio(const char *dir, const char *prof, const char *extra, 
 		 "name: w\nseed: 5\nstop: {time: 2000s}\nconsistency: {barrier: asp}\nworkers: 1\nlinkcheck: off\n"
 		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
 	snprintf(path, sizeof path, "%s/%s", dir, run);
-	simulate(text, path, &r);
+	support_simulate_text(text, path, &r);
 	snprintf(path, sizeof path, "%s/%s/nodes/worker0.csv", dir, run);
 	t = table_load(path, &(bool){ false }, text, sizeof text);
 	cr_assert_not_null(t, "%s", text);
@@ -735,8 +717,8 @@ Test(sim_profile, transfer_autocorrelation, .timeout = 60)
 
 	support_tmpdir(dir, sizeof dir, "prof");
 	/* the fit */
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	snprintf(path, sizeof path, "%s/nodes/worker0.csv", dir);
 	f = fopen(path, "w");
 	cr_assert_not_null(f);
@@ -862,8 +844,8 @@ static void loaded_run(const char *dir, bool with_progress)
 	char path[600];
 	FILE *f;
 
-	snprintf(path, sizeof path, "mkdir -p '%s/nodes'", dir);
-	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof path, "%s/nodes", dir);
+	support_mkdirs(path);
 	for (int w = 0; w < 2; w++) {
 		double t = 0;
 
@@ -955,7 +937,7 @@ Test(sim_profile, host_load_stalls_every_worker, .timeout = 30)
 		 "name: h\nseed: 3\nstop: {time: 30s}\nconsistency: {barrier: asp}\nworkers: 4\nlinkcheck: off\n"
 		 "simulation: {step_cost: 1ms, server_cost: 1us, profile: '%s'}\n", prof);
 	snprintf(path, sizeof path, "%s/run", dir);
-	simulate(text, path, &r);
+	support_simulate_text(text, path, &r);
 	for (int w = 0; w < 4; w++) {
 		struct table *t;
 		size_t in = 0, out = 0;
