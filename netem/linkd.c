@@ -80,7 +80,7 @@
 #define LINKD_READ_COST_INIT_NS 2000LL   /* per-packet read cost assumed before one is measured */
 #define LINKD_FLUSH_AFTER_NS 100000LL    /* a long read writes releases decided this long ago */
 #define LINKD_RELEASE_WINDOW_NS 40000LL  /* timer mode: releases gathered per wake-up (release_due) */
-#define LINKD_RELEASE_WINDOW_MAX_NS 1000000LL
+#define LINKD_RELEASE_WINDOW_MAX_NS 1000000LL /* either window at most */
 #define LINKD_COALESCE_NS 40000LL        /* a busy link's reads gathered this long (defer_reads) */
 #define LINKD_COALESCE_PPS 100000LL      /* from this arrival rate on */
 
@@ -763,6 +763,13 @@ static int64_t release_half(const struct linkd *d)
 	return d->precision == LINKD_PRECISION_SPIN ? 0 : d->window_ns / 2;
 }
 
+/* How far ahead of now a release decision reaches: the timer's early wake-up and half a release
+ * window in timer mode, nothing in spin mode (never early). */
+static int64_t release_lead(const struct linkd *d)
+{
+	return d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns + release_half(d);
+}
+
 /* Release every held packet due by now, less the measured time from a release to the packet's
  * delivery (linkd_comp: the verdict write and the kernel's re-injection), plus the timer's
  * measured lateness, which next_wake anticipates (without it each delayed packet would leave one
@@ -772,8 +779,7 @@ static int release_due(struct linkd *d, int64_t now)
 {
 	const struct netem_heap_entry *top;
 	int released = 0;
-	/* spin: never early, the poll reaches the release time itself */
-	int64_t early = d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns + release_half(d);
+	int64_t early = release_lead(d);
 	int64_t comp = linkd_comp_ns(&d->comp);
 
 	while ((top = netem_heap_top(&d->heap)) && top->t_ns - comp <= now + early) {
@@ -1202,8 +1208,7 @@ static void serve_queue(struct linkd *d, struct lq *q)
 	int64_t pending_since = 0; /* releases decided and not yet written, since */
 	int got = 0;               /* packet messages read */
 	q->stamp_miss = false;
-	d->read_lead_ns = linkd_comp_ns(&d->comp) + (d->precision == LINKD_PRECISION_SPIN ? 0 : d->early_ns) +
-			  release_half(d);
+	d->read_lead_ns = linkd_comp_ns(&d->comp) + release_lead(d);
 	for (int round = 0; round < 16; round++) {
 		int64_t t_read = clock_now_ns();
 		int n = recvmmsg(q->fd, d->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
@@ -1616,14 +1621,19 @@ void linkd_set_defer_reads(struct linkd *d, bool on)
 	d->defer_off = !on;
 }
 
+static int64_t window_clamp(int64_t ns)
+{
+	return ns < 0 ? 0 : ns > LINKD_RELEASE_WINDOW_MAX_NS ? LINKD_RELEASE_WINDOW_MAX_NS : ns;
+}
+
 void linkd_set_release_window(struct linkd *d, int64_t window_ns)
 {
-	d->window_ns = window_ns < 0 ? 0 : window_ns > LINKD_RELEASE_WINDOW_MAX_NS ? LINKD_RELEASE_WINDOW_MAX_NS : window_ns;
+	d->window_ns = window_clamp(window_ns);
 }
 
 void linkd_set_read_window(struct linkd *d, int64_t window_ns)
 {
-	d->coalesce_ns = window_ns < 0 ? 0 : window_ns > LINKD_RELEASE_WINDOW_MAX_NS ? LINKD_RELEASE_WINDOW_MAX_NS : window_ns;
+	d->coalesce_ns = window_clamp(window_ns);
 }
 
 void linkd_set_compensation(struct linkd *d, int64_t max_ns)
