@@ -19,6 +19,10 @@
       of one scenario under other seeds): their runs are pooled as repeats of the same points;
       --only keeps the points of the consistency.barrier values named (e.g. leave out one
       measured under another rule).
+  calibrate-table.py between OUT_A OUT_B --target ACC... [--only BARRIER,...] [--smooth K] [--interp]
+      the testbed against itself: OUT_B/emulated held to the same bounds against OUT_A/emulated
+      (two emulated campaigns of the same scenario under other seeds), point by point; how far
+      apart two sets of emulated repeats lie is the floor under any simulation's agreement.
   calibrate-table.py workers OUT [--point P]...
       every worker's final step in each emulated run (of the points named, all without
       --point) beside the same worker in the uncalibrated and calibrated simulations of the
@@ -174,6 +178,59 @@ def ttt_text(runs, k):
     return txt, (m if len(reached) == len(ts) else None)
 
 
+def point_means(rs, ntargets):
+    """The means over runs rs of one point: the table's figures and the times to target (None
+    for a target some run did not reach)."""
+    mm = {k: mean([r[k] for r in rs]) for k in rs[0] if k not in ("ttt", "seed", "index")}
+    mm["texts"], mm["ttt"] = [], []
+    for k in range(ntargets):
+        txt, tt = ttt_text(rs, k)
+        mm["texts"].append(txt)
+        mm["ttt"].append(tt)
+    return mm
+
+
+def verdict_cells(e, c, ntargets):
+    """The bounds' cells of c (means of a point) against e: median final step within 10%,
+    spread within 2 steps or 10%, wait fraction within 0.05, each time to target within 15%."""
+    dm = (c["steps_median"] - e["steps_median"]) / e["steps_median"]
+    ds = c["spread"] - e["spread"]
+    dw = c["wait_fraction"] - e["wait_fraction"]
+    cells = ["%+.1f%% %s" % (100 * dm, "met" if abs(dm) <= 0.10 else "NOT met"),
+             "%+.1f steps %s" % (ds, "met" if abs(ds) <= max(2, 0.10 * e["spread"]) else "NOT met"),
+             "%+.3f %s" % (dw, "met" if abs(dw) <= 0.05 else "NOT met")]
+    for k in range(ntargets):
+        if e["ttt"][k] is None or c["ttt"][k] is None:
+            cells.append("not reached in every run")
+        else:
+            dt = (c["ttt"][k] - e["ttt"][k]) / e["ttt"][k]
+            cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
+    return cells
+
+
+def between(first, second, targets, only=None):
+    """The testbed against itself: the emulated sweep of the comparison `second` held to the
+    calibration bounds against that of `first` (the same scenario under other seeds), point by
+    point: how far two emulated campaigns of the same points lie apart."""
+    data = []
+    for out_dir in (first, second):
+        got = collect(os.path.join(out_dir, "emulated"), targets)
+        data.append({p: rs for p, rs in got.items()
+                     if not only or dict(p).get("consistency.barrier") in only})
+    print("Emulated %s against emulated %s (means over the repeats; the calibration bounds):\n"
+          % (second, first))
+    print("| point | median final step (within 10%%) | spread (within 2 steps or 10%%) | "
+          "wait fraction (within 0.05) | %s |" %
+          " | ".join("time to %g (within 15%%)" % t for t in targets))
+    print("| --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
+    for p, rs in data[0].items():
+        if p not in data[1]:
+            continue
+        e, c = point_means(rs, len(targets)), point_means(data[1][p], len(targets))
+        name = ", ".join(v for _, v in p) or "run"
+        print("| %s | %s |" % (name, " | ".join(verdict_cells(e, c, len(targets)))))
+
+
 def table(out_dirs, targets, only=None):
     if not targets:
         emulated = os.path.join(out_dirs[0], "emulated")
@@ -224,14 +281,8 @@ def table(out_dirs, targets, only=None):
             rs = data[kind].get(p, [])
             if not rs:
                 continue
-            mm = {k: mean([r[k] for r in rs]) for k in rs[0]
-                  if k not in ("ttt", "seed", "index")}
-            texts = []
-            mm["ttt"] = []
-            for k in range(len(targets)):
-                txt, tt = ttt_text(rs, k)
-                texts.append(txt)
-                mm["ttt"].append(tt)
+            mm = point_means(rs, len(targets))
+            texts = mm["texts"]
             means[kind] = mm
             print("| %s | %s | %d | %s / %s / %s | %s | %.3f | %.2f / %.0f | %.3f | %s |" % (
                 name, label, len(rs), fmt(mm["steps_min"]), fmt(mm["steps_median"]),
@@ -246,22 +297,8 @@ def table(out_dirs, targets, only=None):
     print("| --- | --- | --- | --- |%s" % (" --- |" * len(targets)))
     for name, means in verdicts:
         e, c = means.get("emulated"), means.get("calibrated")
-        if not e or not c:
-            continue
-        dm = (c["steps_median"] - e["steps_median"]) / e["steps_median"]
-        ds = c["spread"] - e["spread"]
-        dw = c["wait_fraction"] - e["wait_fraction"]
-        cells = ["%+.1f%% %s" % (100 * dm, "met" if abs(dm) <= 0.10 else "NOT met"),
-                 "%+.1f steps %s" % (ds, "met" if abs(ds) <= max(2, 0.10 * e["spread"])
-                                     else "NOT met"),
-                 "%+.3f %s" % (dw, "met" if abs(dw) <= 0.05 else "NOT met")]
-        for k in range(len(targets)):
-            if e["ttt"][k] is None or c["ttt"][k] is None:
-                cells.append("not reached in every run")
-            else:
-                dt = (c["ttt"][k] - e["ttt"][k]) / e["ttt"][k]
-                cells.append("%+.1f%% %s" % (100 * dt, "met" if abs(dt) <= 0.15 else "NOT met"))
-        print("| %s | %s |" % (name, " | ".join(cells)))
+        if e and c:
+            print("| %s | %s |" % (name, " | ".join(verdict_cells(e, c, len(targets)))))
     if bad:
         print("\nwarning: calibrated runs do not carry their emulated run's seed: %s" % ", ".join(bad))
 
@@ -370,6 +407,23 @@ def main():
         if not dirs:
             sys.exit(__doc__)
         table(dirs, targets, only)
+    elif len(args) >= 3 and args[0] == "between":
+        targets, dirs, only, i = [], [], None, 1
+        while i < len(args):
+            if args[i] in ("--target", "--only") and i + 1 < len(args):
+                if args[i] == "--target":
+                    targets.append(float(args[i + 1]))
+                else:
+                    only = args[i + 1].split(",")
+                i += 2
+            elif args[i].startswith("--"):
+                sys.exit(__doc__)
+            else:
+                dirs.append(args[i])
+                i += 1
+        if len(dirs) != 2 or not targets:
+            sys.exit(__doc__)
+        between(dirs[0], dirs[1], targets, only)
     else:
         sys.exit(__doc__)
 

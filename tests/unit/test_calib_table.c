@@ -3,7 +3,8 @@
  *   first evaluation   the first eval.csv row at or above the target
  *   --interp           the straight line between the rows around the crossing
  *   seeds              OUT/calibrated.seedN are more runs of the same points, averaged
- *   pooled             several OUTs are repeats of the same points; --only leaves points out */
+ *   pooled             several OUTs are repeats of the same points; --only leaves points out
+ *   between            one comparison's emulated runs held to the bounds against another's */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,19 +45,27 @@ static void summary(const char *dir, const char *rows)
 	support_write_file(path, text);
 }
 
-/* The output of calibrate-table.py with args, in buf. */
-static void table(const char *args, char *buf, size_t len)
+/* The output of calibrate-table.py with args (its subcommand first), in buf. */
+static void script(const char *args, char *buf, size_t len)
 {
 	char cmd[1024];
 	FILE *p;
 	size_t n;
 
-	snprintf(cmd, sizeof cmd, "python3 scripts/calibrate-table.py table %s 2>&1", args);
+	snprintf(cmd, sizeof cmd, "python3 scripts/calibrate-table.py %s 2>&1", args);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = fread(buf, 1, len - 1, p);
 	buf[n] = '\0';
 	cr_assert_eq(pclose(p), 0, "%s:\n%s", cmd, buf);
+}
+
+static void table(const char *args, char *buf, size_t len)
+{
+	char full[1024];
+
+	snprintf(full, sizeof full, "table %s", args);
+	script(full, buf, len);
 }
 
 /* OUT with one emulated asp run crossing 0.5 at 5 s (0.4 at 4 s, 0.6 at 6 s) and calibrated
@@ -113,5 +122,23 @@ Test(calib_table, crossings, .timeout = 60)
 	cr_expect_not_null(strstr(buf, "5.0 s (5, 5)"), "one bracket per emulated run:\n%s", buf);
 	cr_expect_not_null(strstr(buf, "6.0 s (6, 6)"), "the seeds of a run averaged:\n%s", buf);
 	cr_expect_null(strstr(buf, "| bsp |"), "--only asp:\n%s", buf);
+	/* the testbed against itself: b's emulated asp run made to cross at 7 s (interpolated) and
+	 * 8 s (first evaluation) against a's 5 s and 6 s; bsp alike in both */
+	snprintf(args, sizeof args, "%s/emulated", out2);
+	{
+		static const double late[] = { 0.1, 0.2, 0.3, 0.4, 0.6, 0.7 };
+
+		run(args, "asp", "asp", 0, 70, late, 6);
+	}
+	snprintf(args, sizeof args, "between %s %s --target 0.5 --interp", out, out2);
+	script(args, buf, sizeof buf);
+	cr_expect_not_null(strstr(buf, "| asp | +0.0% met | +0.0 steps met | +0.000 met | +40.0% NOT met |"), "%s", buf);
+	cr_expect_not_null(strstr(buf, "| bsp | +0.0% met | +0.0 steps met | +0.000 met | +0.0% met |"), "%s", buf);
+	snprintf(args, sizeof args, "between %s %s --target 0.5", out, out2);
+	script(args, buf, sizeof buf);
+	cr_expect_not_null(strstr(buf, "+33.3% NOT met"), "first evaluations 8 s against 6 s:\n%s", buf);
+	snprintf(args, sizeof args, "between %s %s --only bsp --target 0.5", out, out2);
+	script(args, buf, sizeof buf);
+	cr_expect_null(strstr(buf, "| asp |"), "--only bsp:\n%s", buf);
 	support_rm_rf(dir);
 }
