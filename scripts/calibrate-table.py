@@ -369,6 +369,24 @@ def workers(out_dir, names):
             "%d" % max(abs(d) for d in diffs) if diffs else "-"))
 
 
+def table_args(args):
+    """(targets, dirs, only) of table's and between's arguments"""
+    targets, dirs, only, i = [], [], None, 0
+    while i < len(args):
+        if args[i] in ("--target", "--only") and i + 1 < len(args):
+            if args[i] == "--target":
+                targets.append(float(args[i + 1]))
+            else:
+                only = args[i + 1].split(",")
+            i += 2
+        elif args[i].startswith("--"):
+            sys.exit(__doc__)
+        else:
+            dirs.append(args[i])
+            i += 1
+    return targets, dirs, only
+
+
 def main():
     global SMOOTH, INTERP
     args = sys.argv[1:]
@@ -391,36 +409,12 @@ def main():
             names.append(args[i + 1])
         workers(args[1], names)
     elif len(args) >= 2 and args[0] == "table":
-        targets, dirs, only, i = [], [], None, 1
-        while i < len(args):
-            if args[i] in ("--target", "--only") and i + 1 < len(args):
-                if args[i] == "--target":
-                    targets.append(float(args[i + 1]))
-                else:
-                    only = args[i + 1].split(",")
-                i += 2
-            elif args[i].startswith("--"):
-                sys.exit(__doc__)
-            else:
-                dirs.append(args[i])
-                i += 1
+        targets, dirs, only = table_args(args[1:])
         if not dirs:
             sys.exit(__doc__)
         table(dirs, targets, only)
     elif len(args) >= 3 and args[0] == "between":
-        targets, dirs, only, i = [], [], None, 1
-        while i < len(args):
-            if args[i] in ("--target", "--only") and i + 1 < len(args):
-                if args[i] == "--target":
-                    targets.append(float(args[i + 1]))
-                else:
-                    only = args[i + 1].split(",")
-                i += 2
-            elif args[i].startswith("--"):
-                sys.exit(__doc__)
-            else:
-                dirs.append(args[i])
-                i += 1
+        targets, dirs, only = table_args(args[1:])
         if len(dirs) != 2 or not targets:
             sys.exit(__doc__)
         between(dirs[0], dirs[1], targets, only)
