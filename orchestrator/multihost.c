@@ -80,7 +80,33 @@ struct multihost {
 	int64_t *next_refresh_ns;       /* per host: when its clock is measured again during a run */
 	char (*prefixes)[TESTBED_PREFIX_MAX + 1];  /* per host: the prefix its share is named with */
 	bool built;
+	volatile sig_atomic_t *interrupted;       /* multihost_opts.interrupted */
 };
+
+/* A second interruption: every wait from now on is cut short. */
+static bool stop_now(const volatile sig_atomic_t *interrupted)
+{
+	return interrupted && *interrupted >= SUPERVISE_STOP_NOW;
+}
+
+/* The next line of host h within *deadline_ms (CLOCK_MONOTONIC ms), read in slices of 0.1 s so
+ * that a second interruption, when seen, shortens the deadline to MULTIHOST_STOP_NOW_MS from
+ * then. Returns as agentlink_recv. */
+static int recv_until(struct multihost *self, size_t h, char *line, size_t len, int64_t *deadline_ms)
+{
+	for (;;) {
+		int64_t now = clock_now_ns() / 1000000, left = *deadline_ms - now;
+		int rc;
+
+		if (stop_now(self->interrupted) && left > MULTIHOST_STOP_NOW_MS) {
+			*deadline_ms = now + MULTIHOST_STOP_NOW_MS;
+			left = MULTIHOST_STOP_NOW_MS;
+		}
+		rc = agentlink_recv(self->links[h], line, len, left < 0 ? 0 : left > 100 ? 100 : (int)left);
+		if (rc != -ETIMEDOUT || left <= 100)
+			return rc;
+	}
+}
 
 struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, FILE *err_out)
 {
@@ -106,6 +132,7 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	}
 	self->hosts = o->hosts;
 	self->hub_host = SIZE_MAX;
+	self->interrupted = o->interrupted;
 	/* every ssh started first, so the hosts' handshakes overlap; the greetings then in order */
 	char **errs = calloc(o->hosts->n, sizeof *errs);
 	for (size_t i = 0; errs && i < o->hosts->n; i++)
@@ -290,11 +317,23 @@ int multihost_teardown(struct multihost *self, FILE *err_out)
 	for (size_t h = 0; h < self->hosts->n; h++)
 		if (self->links[h] && agentlink_send(self->links[h], "teardown"))
 			rc = -EIO;
+	/* one deadline for all (they tear down at once); the lines a host sent before its answer
+	 * (its nodes' last events after a stop at once, the rest of a fetch cut short) are passed
+	 * over: the answer is the one line "ok" */
+	int64_t deadline = clock_now_ns() / 1000000 + 120000;
 	for (size_t h = 0; h < self->hosts->n; h++) {
 		char reply[AGENT_LINE_MAX];
+		int r;
 		if (!self->links[h])
 			continue;
-		if (agentlink_recv(self->links[h], reply, sizeof reply, 120000) || strcmp(reply, "ok")) {
+		while (!(r = recv_until(self, h, reply, sizeof reply, &deadline)) && strcmp(reply, "ok"))
+			;
+		if (r == -ETIMEDOUT && stop_now(self->interrupted)) {
+			fprintf(err_out, "stalenet: host %s: teardown not confirmed within %d ms (stopping at once); "
+				"its agent tears down when its connection ends, else: stalenet cleanup --hosts\n",
+				self->hosts->list[h].name, MULTIHOST_STOP_NOW_MS);
+			rc = -EIO;
+		} else if (r) {
 			fprintf(err_out, "stalenet: host %s: teardown failed\n", self->hosts->list[h].name);
 			rc = -EIO;
 		}
@@ -308,7 +347,7 @@ void multihost_close(struct multihost **self)
 	if (!self || !*self)
 		return;
 	for (size_t h = 0; h < (*self)->hosts->n; h++)
-		agentlink_close(&(*self)->links[h], 10000);
+		agentlink_close(&(*self)->links[h], stop_now((*self)->interrupted) ? 1000 : 10000);
 	free((*self)->links);
 	free((*self)->clock);
 	free((*self)->underlay_ns);
@@ -747,8 +786,22 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
-	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000)) && strcmp(line, "fetched"))
+	/* up to 60 s for each line; after a second interruption the whole fetch gets
+	 * MULTIHOST_STOP_NOW_MS from then, and what has not come by then stays on the host (the
+	 * rest of its lines are passed over by the teardown) */
+	int64_t cut = INT64_MAX;
+	for (;;) {
+		int64_t now = clock_now_ns() / 1000000, deadline = now + 60000;
+		if (stop_now(self->interrupted) && cut == INT64_MAX)
+			cut = now + MULTIHOST_STOP_NOW_MS;
+		if (deadline > cut)
+			deadline = cut;
+		if ((rc = recv_until(self, h, line, sizeof line, &deadline)) || !strcmp(line, "fetched"))
+			break;
 		sink_line(self, h, k, dirfd, line, err_out);
+	}
+	if (rc == -ETIMEDOUT && cut != INT64_MAX)
+		rc = -EINTR;
 	sink_close(self, h, k, err_out);
 	return rc;
 }
@@ -964,7 +1017,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	}
 	if (result)
 		stopping = true;
-	int64_t t_launch = clock_now_ns(), stop_sent = 0;
+	int64_t t_launch = clock_now_ns(), stop_sent = 0, killed_at = 0;
 	for (;;) {
 		int64_t now = clock_now_ns();
 		/* the run goes on while a node runs, or a planned join or restart is still to come */
@@ -1034,6 +1087,32 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				result = 1;
 			}
 			stopping = true;
+		}
+		if (stop_now(o->interrupted) && !killed_at) {
+			/* stop at once: every node still up killed by its agent (SIGKILL), the exits
+			 * waited for a bounded time below; what runs on a host that does not answer
+			 * goes with its teardown */
+			killed_at = now;
+			if (!result)
+				result = 2;
+			stopping = true;        /* (the stop row follows, when not yet written) */
+			for (size_t i = 0; i < n; i++)
+				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
+					agentlink_send(self->links[ep_host(self, o->p, i)], line);
+				}
+		}
+		if (killed_at && now - killed_at > (int64_t)MULTIHOST_STOP_NOW_MS * 1000000) {
+			for (size_t h = 0; h < hs->n; h++) {
+				size_t left = 0;
+				for (size_t i = 0; i < n; i++)
+					left += up[i] && ep_host(self, o->p, i) == h;
+				if (left && !host_lost[h])
+					fprintf(err_out, "stalenet: host %s: %zu node(s) not reported ended %d ms after "
+						"their kill; they go with the host's teardown\n", hs->list[h].name, left,
+						MULTIHOST_STOP_NOW_MS);
+			}
+			break;
 		}
 		if (stopping && !stop_sent) {
 			stop_sent = now;
@@ -1236,13 +1315,27 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	if (progress)
 		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
 	csv_writer_close(&progress);
-	for (size_t h = 0; h < hs->n; h++)
-		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], dirfd, err_out)) {
+	for (size_t h = 0; h < hs->n; h++) {
+		int r = -EINTR;
+		bool answering = true;
+		if (host_lost[h] || !host_used(o->p, h))
+			continue;
+		/* stopping at once, a host that did not report its nodes' ends is not asked */
+		for (size_t i = 0; killed_at && i < n; i++)
+			answering &= !(up[i] && ep_host(self, o->p, i) == h);
+		if (answering)
+			r = fetch_host(self, h, &sinks[h], dirfd, err_out);
+		if (r == -EINTR) {
+			/* the rows it streamed during the run are here; the rest stays on the host */
+			fprintf(err_out, "stalenet: host %s: its run files not fetched in full (stopping at once); the "
+				"rows streamed during the run are kept\n", hs->list[h].name);
+		} else if (r) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
+	}
 	/* the clocks once more at the end of a training run: the estimate meta.json records spans it */
-	for (size_t h = 0; started && !o->linkcheck && h < hs->n; h++) {
+	for (size_t h = 0; started && !o->linkcheck && !stop_now(o->interrupted) && h < hs->n; h++) {
 		int64_t span = 0;
 		if (host_lost[h] || !host_used(o->p, h) || multihost_clock_refresh(self, h) < 0)
 			continue;

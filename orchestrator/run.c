@@ -97,8 +97,8 @@ static void install_signals(void)
 				    "interrupted: stopping the run (nodes asked to stop, traces collected, host "
 				    "cleaned up); interrupt again (Ctrl-C) to stop at once");
 	run_int_len[1] = log_format(LOG_WARN, run_int_line[1], sizeof run_int_line[1],
-				    "interrupted again: stopping at once (the run's processes killed, no more "
-				    "waiting for them; the host is still cleaned up, rows written so far kept)");
+				    "interrupted again: stopping at once (what still runs is killed, no more "
+				    "waiting for it; the testbed is still torn down, rows written so far kept)");
 	/* the three signals block each other while one is handled: the count never races */
 	sigemptyset(&sa.sa_mask);
 	sigaddset(&sa.sa_mask, SIGINT);
@@ -1358,8 +1358,9 @@ out:
 			log_warn("summary of %s: %s", dir, err);
 		}
 	}
-	/* the stores came whole from their hosts (orchestrator/agentfile): verified as on one host */
-	if (sc->topology.kind == SCENARIO_TOPO_FLEET)
+	/* the stores came whole from their hosts (orchestrator/agentfile): verified as on one host
+	 * (not when asked to stop at once: the verification rebuilds every version) */
+	if (sc->topology.kind == SCENARIO_TOPO_FLEET && !stop_now())
 		fleet_finish(dir, sweep_dir);
 	if (res == 0)
 		rundir_mark_complete(dir);
@@ -1483,7 +1484,7 @@ int run_main(const struct run_opts *o)
 			goto out;
 		}
 		struct multihost_opts mo = { .hosts = hosts, .identity = o->identity, .known_hosts = o->known_hosts,
-					     .agent_path = o->agent_path };
+					     .agent_path = o->agent_path, .interrupted = &run_interrupted };
 		rc = CLI_EXIT_HOST;
 		struct multihost *mh = multihost_connect(&mo, stderr, stderr);
 		if (mh) {
