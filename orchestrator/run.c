@@ -899,10 +899,11 @@ static int teardown(struct run_ctx *c)
 
 	link_shaper_destroy(&c->shaper);
 	/* Stop now: the emulator is killed rather than asked (the journal replay would give it
-	 * seconds to end on SIGTERM). It is our unreaped child, so its pid is still its own; the
-	 * replay then finds it gone. */
+	 * seconds to end on SIGTERM), with its process group (its own, from launch). It is our
+	 * unreaped child, so its pid and group are still its own; the replay then finds it gone. */
 	if (stop_now() && c->linkd_pid > 0) {
-		kill(c->linkd_pid, SIGKILL);
+		if (kill(-c->linkd_pid, SIGKILL) < 0)
+			kill(c->linkd_pid, SIGKILL);
 		while (waitpid(c->linkd_pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
