@@ -90,14 +90,16 @@ static bool stop_now(const volatile sig_atomic_t *interrupted)
 }
 
 /* The next line of host h within *deadline_ms (CLOCK_MONOTONIC ms), read in slices of 0.1 s so
- * that a second interruption, when seen, shortens the deadline to MULTIHOST_STOP_NOW_MS from
- * then. Returns as agentlink_recv. */
-static int recv_until(struct multihost *self, size_t h, char *line, size_t len, int64_t *deadline_ms)
+ * that a second interruption is seen at once: with abort it ends the wait (-EINTR), else it
+ * shortens the deadline to MULTIHOST_STOP_NOW_MS from then. Returns as agentlink_recv. */
+static int recv_line(struct multihost *self, size_t h, char *line, size_t len, int64_t *deadline_ms, bool abort)
 {
 	for (;;) {
 		int64_t now = clock_now_ns() / 1000000, left = *deadline_ms - now;
 		int rc;
 
+		if (abort && stop_now(self->interrupted))
+			return -EINTR;
 		if (stop_now(self->interrupted) && left > MULTIHOST_STOP_NOW_MS) {
 			*deadline_ms = now + MULTIHOST_STOP_NOW_MS;
 			left = MULTIHOST_STOP_NOW_MS;
@@ -106,6 +108,22 @@ static int recv_until(struct multihost *self, size_t h, char *line, size_t len, 
 		if (rc != -ETIMEDOUT || left <= 100)
 			return rc;
 	}
+}
+
+/* A request of the run's setup (build, probes, shaping, node configurations) to host h and its
+ * one-line answer within timeout_ms. After a second interruption nothing more is set up: it
+ * fails at once (-EINTR, reply ""), and so does a wait under way. Returns as agentlink_request. */
+static int setup_request(struct multihost *self, size_t h, const char *req, char *reply, size_t len, int timeout_ms)
+{
+	int64_t deadline = clock_now_ns() / 1000000 + timeout_ms;
+	int rc;
+
+	reply[0] = 0;
+	if (stop_now(self->interrupted))
+		return -EINTR;
+	if ((rc = agentlink_send(self->links[h], req)))
+		return rc;
+	return recv_line(self, h, reply, len, &deadline, true);
 }
 
 struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, FILE *err_out)
@@ -255,8 +273,10 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		int r;
 		if (!sent[h])
 			continue;
-		if ((r = agentlink_recv(self->links[h], reply, sizeof reply, 120000))) {
-			fprintf(err_out, "stalenet: host %s: build: %s\n", hs->list[h].name, strerror(-r));
+		int64_t deadline = clock_now_ns() / 1000000 + 120000;
+		if ((r = recv_line(self, h, reply, sizeof reply, &deadline, true))) {
+			if (r != -EINTR)
+				fprintf(err_out, "stalenet: host %s: build: %s\n", hs->list[h].name, strerror(-r));
 			rc = rc ? rc : r;
 			continue;
 		}
@@ -291,8 +311,12 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			if (!sent[h])
 				continue;
 			snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
-			if (agentlink_request(self->links[a], req, reply, sizeof reply, 60000) ||
-			    agentlink_parse_probe(reply, hs->list[h].address, MULTIHOST_PROBES, &pr)) {
+			int r = setup_request(self, a, req, reply, sizeof reply, 60000);
+			if (r || agentlink_parse_probe(reply, hs->list[h].address, MULTIHOST_PROBES, &pr)) {
+				if (r == -EINTR) {
+					rc = r;
+					break;
+				}
 				fprintf(err_out, "stalenet: underlay %s -> %s: %.200s\n", hs->list[a].name, hs->list[h].name,
 					reply);
 				rc = -EHOSTUNREACH;
@@ -326,7 +350,7 @@ int multihost_teardown(struct multihost *self, FILE *err_out)
 		int r;
 		if (!self->links[h])
 			continue;
-		while (!(r = recv_until(self, h, reply, sizeof reply, &deadline)) && strcmp(reply, "ok"))
+		while (!(r = recv_line(self, h, reply, sizeof reply, &deadline, false)) && strcmp(reply, "ok"))
 			;
 		if (r == -ETIMEDOUT && stop_now(self->interrupted)) {
 			fprintf(err_out, "stalenet: host %s: teardown not confirmed within %d ms (stopping at once); "
@@ -453,7 +477,9 @@ int multihost_compensation(const struct multihost *self, const struct plan_run *
 /* One request answered "ok..." by host h, else an error line. */
 static int request_ok(struct multihost *self, size_t h, const char *req, char *reply, size_t len, FILE *err_out)
 {
-	int rc = agentlink_request(self->links[h], req, reply, len, 30000);
+	int rc = setup_request(self, h, req, reply, len, 30000);
+	if (rc == -EINTR)
+		return rc;      /* stopping at once: no error of the host's */
 	if (rc || strncmp(reply, "ok", 2)) {
 		fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
 		return rc ? rc : -EIO;
@@ -796,7 +822,7 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 			cut = now + MULTIHOST_STOP_NOW_MS;
 		if (deadline > cut)
 			deadline = cut;
-		if ((rc = recv_until(self, h, line, sizeof line, &deadline)) || !strcmp(line, "fetched"))
+		if ((rc = recv_line(self, h, line, sizeof line, &deadline, false)) || !strcmp(line, "fetched"))
 			break;
 		sink_line(self, h, k, dirfd, line, err_out);
 	}
@@ -941,7 +967,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		char reply[AGENT_LINE_MAX];
 		struct kv *kv = i < run->n_nodes ? nodeconf_build(run, i, o->nc, o->linkcheck ? "probe" : NULL) : kv_new();
 		snprintf(line, sizeof line, "unconf %s", ep_name(run, i));
-		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok"))
+		if (setup_request(self, h, line, reply, sizeof reply, 30000) || strcmp(reply, "ok"))
 			result = 1;
 		if (kv && i == run->n_nodes) {
 			/* the reflector on the unshaped hub, as on one host */
@@ -973,7 +999,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				result = 1;
 				break;
 			}
-			if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+			if (setup_request(self, h, line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
 				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, ep_name(run, i), reply);
 				result = 1;
 			}
@@ -1001,7 +1027,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		snprintf(line, sizeof line, "limit %s %u %.4f %s %llu", run->nodes[i].name, need,
 			 re->set & SCENARIO_RES_CPU ? re->cpu : 0.0, cpus,
 			 (unsigned long long)(re->set & SCENARIO_RES_MEMORY ? re->memory_bytes : 0));
-		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+		if (setup_request(self, h, line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
 			fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
 			result = 1;
 		}
@@ -1015,6 +1041,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		else
 			up[i] = true, alive++;
 	}
+	/* a setup cut short by a second interruption is the interruption, not a failure */
+	if (result && stop_now(o->interrupted))
+		result = 2;
 	if (result)
 		stopping = true;
 	int64_t t_launch = clock_now_ns(), stop_sent = 0, killed_at = 0;

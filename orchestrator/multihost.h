@@ -47,8 +47,9 @@ struct multihost_opts {
 	const char *agent_path;         /* stalenet on the hosts (absolute), NULL = this program's path */
 	int timeout_ms;                 /* per host, connection and greeting; 0 = 10 s */
 	/* the caller's interruption count (see multihost_nodes_opts.interrupted): from
-	 * SUPERVISE_STOP_NOW on, the fetch, the teardown and the close wait at most
-	 * MULTIHOST_STOP_NOW_MS per step; NULL = never */
+	 * SUPERVISE_STOP_NOW on, the build, probes and shaping stop waiting (-EINTR, nothing
+	 * more set up), and the fetch, the teardown and the close wait at most
+	 * MULTIHOST_STOP_NOW_MS each; NULL = never */
 	volatile sig_atomic_t *interrupted;
 };
 
@@ -116,8 +117,9 @@ struct multihost_nodes_opts {
 	/* interruptions so far (the caller's signal handler): 1 stops the run gracefully (nodes
 	 * told to stop, killed after 30 s; every host's files fetched); SUPERVISE_STOP_NOW or
 	 * more stops at once: every node still up killed through its agent, their exits waited
-	 * for at most MULTIHOST_STOP_NOW_MS, no fetch (a fetch under way is cut short: the rows
-	 * streamed so far stay) */
+	 * for at most MULTIHOST_STOP_NOW_MS, a host that did not report them not fetched, a
+	 * fetch given MULTIHOST_STOP_NOW_MS in all (the rows streamed so far stay), the nodes'
+	 * configuration not waited for (returns 2 at once) */
 	volatile sig_atomic_t *interrupted;
 };
 

@@ -1291,9 +1291,15 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
-	if (multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
-	    multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", trace != NULL, &backend,
-			    stderr) == 0) {
+	bool ready = multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
+		     multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", trace != NULL,
+				     &backend, stderr) == 0;
+	if (stop_now()) {
+		/* interrupted twice while the testbed was being built (its waits cut short): no
+		 * node is started, the teardown follows */
+		res = 2;
+		supervise_event(dir, "stop", "all", "interrupted");
+	} else if (ready) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
