@@ -43,25 +43,46 @@ enum log_level log_get_level(void)
 	return log_max;
 }
 
-void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+/* The line into buf: "role[pid] L message\n". Returns its length (at most len). */
+static int format_line(enum log_level level, char *buf, size_t len, const char *fmt, va_list ap)
 {
 	static const char letters[] = "EWID";
+	int n = snprintf(buf, len, "%s[%ld] %c ", log_role, (long)getpid(), letters[level]);
+
+	if (n < 0 || (size_t)n >= len)
+		return 0;
+	n += vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+	if (n > (int)len - 2)
+		n = (int)len - 2;
+	buf[n++] = '\n';
+	return n;
+}
+
+void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
 	char line[2048];
 	int saved = errno;
 	int n;
 
 	if (level > log_max)
 		return;
-	n = snprintf(line, sizeof line, "%s[%ld] %c ", log_role, (long)getpid(), letters[level]);
-	if (n < 0)
-		goto out;
-	n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-	if (n > (int)sizeof line - 2)
-		n = (int)sizeof line - 2;
-	line[n++] = '\n';
-	fdio_write_all(log_fd, line, (size_t)n, NULL);     /* nowhere to report a failed log write */
-out:
+	n = format_line(level, line, sizeof line, fmt, ap);
+	if (n > 0)
+		fdio_write_all(log_fd, line, (size_t)n, NULL);     /* nowhere to report a failed log write */
 	errno = saved;
+}
+
+int log_format(enum log_level level, char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (level > log_max || len < 2)
+		return 0;
+	va_start(ap, fmt);
+	n = format_line(level, buf, len, fmt, ap);
+	va_end(ap);
+	return n;
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

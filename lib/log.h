@@ -6,6 +6,7 @@
 #define STALENET_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
@@ -17,6 +18,11 @@ void log_init(const char *role, enum log_level max_level);
 void log_set_fd(int fd);
 
 enum log_level log_get_level(void);
+
+/* Format the line log_msg would write for level into buf (len bytes; newline included, no
+ * terminating NUL counted) without writing it, so that a signal handler can write(2) it later.
+ * Returns its length, or 0 when the level is not printed (or len cannot hold the prefix). */
+int log_format(enum log_level level, char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));

@@ -80,7 +80,51 @@ struct multihost {
 	int64_t *next_refresh_ns;       /* per host: when its clock is measured again during a run */
 	char (*prefixes)[TESTBED_PREFIX_MAX + 1];  /* per host: the prefix its share is named with */
 	bool built;
+	volatile sig_atomic_t *interrupted;       /* multihost_opts.interrupted */
 };
+
+/* A second interruption: every wait from now on is cut short. */
+static bool stop_now(const volatile sig_atomic_t *interrupted)
+{
+	return interrupted && *interrupted >= SUPERVISE_STOP_NOW;
+}
+
+/* The next line of host h within *deadline_ms (CLOCK_MONOTONIC ms), read in slices of 0.1 s so
+ * that a second interruption is seen at once: with abort it ends the wait (-EINTR), else it
+ * shortens the deadline to MULTIHOST_STOP_NOW_MS from then. Returns as agentlink_recv. */
+static int recv_line(struct multihost *self, size_t h, char *line, size_t len, int64_t *deadline_ms, bool abort)
+{
+	for (;;) {
+		int64_t now = clock_now_ns() / 1000000, left = *deadline_ms - now;
+		int rc;
+
+		if (abort && stop_now(self->interrupted))
+			return -EINTR;
+		if (stop_now(self->interrupted) && left > MULTIHOST_STOP_NOW_MS) {
+			*deadline_ms = now + MULTIHOST_STOP_NOW_MS;
+			left = MULTIHOST_STOP_NOW_MS;
+		}
+		rc = agentlink_recv(self->links[h], line, len, left < 0 ? 0 : left > 100 ? 100 : (int)left);
+		if (rc != -ETIMEDOUT || left <= 100)
+			return rc;
+	}
+}
+
+/* A request of the run's setup (build, probes, shaping, node configurations) to host h and its
+ * one-line answer within timeout_ms. After a second interruption nothing more is set up: it
+ * fails at once (-EINTR, reply ""), and so does a wait under way. Returns as agentlink_request. */
+static int setup_request(struct multihost *self, size_t h, const char *req, char *reply, size_t len, int timeout_ms)
+{
+	int64_t deadline = clock_now_ns() / 1000000 + timeout_ms;
+	int rc;
+
+	reply[0] = 0;
+	if (stop_now(self->interrupted))
+		return -EINTR;
+	if ((rc = agentlink_send(self->links[h], req)))
+		return rc;
+	return recv_line(self, h, reply, len, &deadline, true);
+}
 
 struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, FILE *err_out)
 {
@@ -106,6 +150,7 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	}
 	self->hosts = o->hosts;
 	self->hub_host = SIZE_MAX;
+	self->interrupted = o->interrupted;
 	/* every ssh started first, so the hosts' handshakes overlap; the greetings then in order */
 	char **errs = calloc(o->hosts->n, sizeof *errs);
 	for (size_t i = 0; errs && i < o->hosts->n; i++)
@@ -228,8 +273,10 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 		int r;
 		if (!sent[h])
 			continue;
-		if ((r = agentlink_recv(self->links[h], reply, sizeof reply, 120000))) {
-			fprintf(err_out, "stalenet: host %s: build: %s\n", hs->list[h].name, strerror(-r));
+		int64_t deadline = clock_now_ns() / 1000000 + 120000;
+		if ((r = recv_line(self, h, reply, sizeof reply, &deadline, true))) {
+			if (r != -EINTR)
+				fprintf(err_out, "stalenet: host %s: build: %s\n", hs->list[h].name, strerror(-r));
 			rc = rc ? rc : r;
 			continue;
 		}
@@ -264,8 +311,12 @@ int multihost_build(struct multihost *self, const struct plan_run *run, const st
 			if (!sent[h])
 				continue;
 			snprintf(req, sizeof req, "probe %s %d", hs->list[h].address, MULTIHOST_PROBES);
-			if (agentlink_request(self->links[a], req, reply, sizeof reply, 60000) ||
-			    agentlink_parse_probe(reply, hs->list[h].address, MULTIHOST_PROBES, &pr)) {
+			int r = setup_request(self, a, req, reply, sizeof reply, 60000);
+			if (r || agentlink_parse_probe(reply, hs->list[h].address, MULTIHOST_PROBES, &pr)) {
+				if (r == -EINTR) {
+					rc = r;
+					break;
+				}
 				fprintf(err_out, "stalenet: underlay %s -> %s: %.200s\n", hs->list[a].name, hs->list[h].name,
 					reply);
 				rc = -EHOSTUNREACH;
@@ -290,11 +341,23 @@ int multihost_teardown(struct multihost *self, FILE *err_out)
 	for (size_t h = 0; h < self->hosts->n; h++)
 		if (self->links[h] && agentlink_send(self->links[h], "teardown"))
 			rc = -EIO;
+	/* one deadline for all (they tear down at once); the lines a host sent before its answer
+	 * (its nodes' last events after a stop at once, the rest of a fetch cut short) are passed
+	 * over: the answer is the one line "ok" */
+	int64_t deadline = clock_now_ns() / 1000000 + 120000;
 	for (size_t h = 0; h < self->hosts->n; h++) {
 		char reply[AGENT_LINE_MAX];
+		int r;
 		if (!self->links[h])
 			continue;
-		if (agentlink_recv(self->links[h], reply, sizeof reply, 120000) || strcmp(reply, "ok")) {
+		while (!(r = recv_line(self, h, reply, sizeof reply, &deadline, false)) && strcmp(reply, "ok"))
+			;
+		if (r == -ETIMEDOUT && stop_now(self->interrupted)) {
+			fprintf(err_out, "stalenet: host %s: teardown not confirmed within %d ms (stopping at once); "
+				"its agent tears down when its connection ends, else: stalenet cleanup --hosts\n",
+				self->hosts->list[h].name, MULTIHOST_STOP_NOW_MS);
+			rc = -EIO;
+		} else if (r) {
 			fprintf(err_out, "stalenet: host %s: teardown failed\n", self->hosts->list[h].name);
 			rc = -EIO;
 		}
@@ -308,7 +371,7 @@ void multihost_close(struct multihost **self)
 	if (!self || !*self)
 		return;
 	for (size_t h = 0; h < (*self)->hosts->n; h++)
-		agentlink_close(&(*self)->links[h], 10000);
+		agentlink_close(&(*self)->links[h], stop_now((*self)->interrupted) ? 1000 : 10000);
 	free((*self)->links);
 	free((*self)->clock);
 	free((*self)->underlay_ns);
@@ -414,7 +477,9 @@ int multihost_compensation(const struct multihost *self, const struct plan_run *
 /* One request answered "ok..." by host h, else an error line. */
 static int request_ok(struct multihost *self, size_t h, const char *req, char *reply, size_t len, FILE *err_out)
 {
-	int rc = agentlink_request(self->links[h], req, reply, len, 30000);
+	int rc = setup_request(self, h, req, reply, len, 30000);
+	if (rc == -EINTR)
+		return rc;      /* stopping at once: no error of the host's */
 	if (rc || strncmp(reply, "ok", 2)) {
 		fprintf(err_out, "stalenet: host %s: %s\n", self->hosts->list[h].name, rc ? strerror(-rc) : reply);
 		return rc ? rc : -EIO;
@@ -747,8 +812,22 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
-	while (!(rc = agentlink_recv(self->links[h], line, sizeof line, 60000)) && strcmp(line, "fetched"))
+	/* up to 60 s for each line; after a second interruption the whole fetch gets
+	 * MULTIHOST_STOP_NOW_MS from then, and what has not come by then stays on the host (the
+	 * rest of its lines are passed over by the teardown) */
+	int64_t cut = INT64_MAX;
+	for (;;) {
+		int64_t now = clock_now_ns() / 1000000, deadline = now + 60000;
+		if (stop_now(self->interrupted) && cut == INT64_MAX)
+			cut = now + MULTIHOST_STOP_NOW_MS;
+		if (deadline > cut)
+			deadline = cut;
+		if ((rc = recv_line(self, h, line, sizeof line, &deadline, false)) || !strcmp(line, "fetched"))
+			break;
 		sink_line(self, h, k, dirfd, line, err_out);
+	}
+	if (rc == -ETIMEDOUT && cut != INT64_MAX)
+		rc = -EINTR;
 	sink_close(self, h, k, err_out);
 	return rc;
 }
@@ -888,7 +967,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		char reply[AGENT_LINE_MAX];
 		struct kv *kv = i < run->n_nodes ? nodeconf_build(run, i, o->nc, o->linkcheck ? "probe" : NULL) : kv_new();
 		snprintf(line, sizeof line, "unconf %s", ep_name(run, i));
-		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok"))
+		if (setup_request(self, h, line, reply, sizeof reply, 30000) || strcmp(reply, "ok"))
 			result = 1;
 		if (kv && i == run->n_nodes) {
 			/* the reflector on the unshaped hub, as on one host */
@@ -920,7 +999,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				result = 1;
 				break;
 			}
-			if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+			if (setup_request(self, h, line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
 				fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, ep_name(run, i), reply);
 				result = 1;
 			}
@@ -948,7 +1027,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		snprintf(line, sizeof line, "limit %s %u %.4f %s %llu", run->nodes[i].name, need,
 			 re->set & SCENARIO_RES_CPU ? re->cpu : 0.0, cpus,
 			 (unsigned long long)(re->set & SCENARIO_RES_MEMORY ? re->memory_bytes : 0));
-		if (agentlink_request(self->links[h], line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
+		if (setup_request(self, h, line, reply, sizeof reply, 30000) || strcmp(reply, "ok")) {
 			fprintf(err_out, "stalenet: host %s: node %s: %s\n", hs->list[h].name, run->nodes[i].name, reply);
 			result = 1;
 		}
@@ -962,9 +1041,12 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		else
 			up[i] = true, alive++;
 	}
+	/* a setup cut short by a second interruption is the interruption, not a failure */
+	if (result && stop_now(o->interrupted))
+		result = 2;
 	if (result)
 		stopping = true;
-	int64_t t_launch = clock_now_ns(), stop_sent = 0;
+	int64_t t_launch = clock_now_ns(), stop_sent = 0, killed_at = 0;
 	for (;;) {
 		int64_t now = clock_now_ns();
 		/* the run goes on while a node runs, or a planned join or restart is still to come */
@@ -1034,6 +1116,32 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				result = 1;
 			}
 			stopping = true;
+		}
+		if (stop_now(o->interrupted) && !killed_at) {
+			/* stop at once: every node still up killed by its agent (SIGKILL), the exits
+			 * waited for a bounded time below; what runs on a host that does not answer
+			 * goes with its teardown */
+			killed_at = now;
+			if (!result)
+				result = 2;
+			stopping = true;        /* (the stop row follows, when not yet written) */
+			for (size_t i = 0; i < n; i++)
+				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
+					agentlink_send(self->links[ep_host(self, o->p, i)], line);
+				}
+		}
+		if (killed_at && now - killed_at > (int64_t)MULTIHOST_STOP_NOW_MS * 1000000) {
+			for (size_t h = 0; h < hs->n; h++) {
+				size_t left = 0;
+				for (size_t i = 0; i < n; i++)
+					left += up[i] && ep_host(self, o->p, i) == h;
+				if (left && !host_lost[h])
+					fprintf(err_out, "stalenet: host %s: %zu node(s) not reported ended %d ms after "
+						"their kill; they go with the host's teardown\n", hs->list[h].name, left,
+						MULTIHOST_STOP_NOW_MS);
+			}
+			break;
 		}
 		if (stopping && !stop_sent) {
 			stop_sent = now;
@@ -1236,13 +1344,27 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	if (progress)
 		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
 	csv_writer_close(&progress);
-	for (size_t h = 0; h < hs->n; h++)
-		if (!host_lost[h] && host_used(o->p, h) && fetch_host(self, h, &sinks[h], dirfd, err_out)) {
+	for (size_t h = 0; h < hs->n; h++) {
+		int r = -EINTR;
+		bool answering = true;
+		if (host_lost[h] || !host_used(o->p, h))
+			continue;
+		/* stopping at once, a host that did not report its nodes' ends is not asked */
+		for (size_t i = 0; killed_at && i < n; i++)
+			answering &= !(up[i] && ep_host(self, o->p, i) == h);
+		if (answering)
+			r = fetch_host(self, h, &sinks[h], dirfd, err_out);
+		if (r == -EINTR) {
+			/* the rows it streamed during the run are here; the rest stays on the host */
+			fprintf(err_out, "stalenet: host %s: its run files not fetched in full (stopping at once); the "
+				"rows streamed during the run are kept\n", hs->list[h].name);
+		} else if (r) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;
 		}
+	}
 	/* the clocks once more at the end of a training run: the estimate meta.json records spans it */
-	for (size_t h = 0; started && !o->linkcheck && h < hs->n; h++) {
+	for (size_t h = 0; started && !o->linkcheck && !stop_now(o->interrupted) && h < hs->n; h++) {
 		int64_t span = 0;
 		if (host_lost[h] || !host_used(o->p, h) || multihost_clock_refresh(self, h) < 0)
 			continue;

@@ -36,6 +36,9 @@
  * (training, or the link self-check before it): past it the rest are refused, so a host cannot
  * fill our disk with many files of the largest size */
 #define MULTIHOST_WHOLE_BUDGET (UINT64_C(8) << 30)
+/* a stop at once (a second interruption): how long the nodes' kills, then the hosts' teardowns,
+ * then the connections' ends are waited for, each at most */
+#define MULTIHOST_STOP_NOW_MS 5000
 
 struct multihost_opts {
 	const struct hosts *hosts;
@@ -43,6 +46,11 @@ struct multihost_opts {
 	const char *known_hosts;        /* known-hosts file, NULL = the user's */
 	const char *agent_path;         /* stalenet on the hosts (absolute), NULL = this program's path */
 	int timeout_ms;                 /* per host, connection and greeting; 0 = 10 s */
+	/* the caller's interruption count (see multihost_nodes_opts.interrupted): from
+	 * SUPERVISE_STOP_NOW on, the build, probes and shaping stop waiting (-EINTR, nothing
+	 * more set up), and the fetch, the teardown and the close wait at most
+	 * MULTIHOST_STOP_NOW_MS each; NULL = never */
+	volatile sig_atomic_t *interrupted;
 };
 
 struct multihost;
@@ -106,6 +114,12 @@ struct multihost_nodes_opts {
 					 * by multihost_build) the reflector, stopped when they are
 					 * done; no progress.csv, no start/stop events */
 	int ready_timeout_ms;
+	/* interruptions so far (the caller's signal handler): 1 stops the run gracefully (nodes
+	 * told to stop, killed after 30 s; every host's files fetched); SUPERVISE_STOP_NOW or
+	 * more stops at once: every node still up killed through its agent, their exits waited
+	 * for at most MULTIHOST_STOP_NOW_MS, a host that did not report them not fetched, a
+	 * fetch given MULTIHOST_STOP_NOW_MS in all (the rows streamed so far stay), the nodes'
+	 * configuration not waited for (returns 2 at once) */
 	volatile sig_atomic_t *interrupted;
 };
 
@@ -132,7 +146,10 @@ size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t
 /* Host i's clock estimate (remote - local): the latest fit (multihost_connect, then refreshed). */
 const struct clocksync_estimate *multihost_clock(const struct multihost *self, size_t i);
 
-/* Tear the built testbed down on every host. Returns 0 or -EIO after error lines. */
+/* Tear the built testbed down on every host (each answer waited for up to 120 s; after a
+ * second interruption, see multihost_opts.interrupted, up to MULTIHOST_STOP_NOW_MS: a host
+ * that has not answered then tears down when its connection ends). Returns 0 or -EIO after
+ * error lines. */
 int multihost_teardown(struct multihost *self, FILE *err_out);
 
 /* Close every agent (each tears down what it still holds); *self = NULL; accepts NULL. */

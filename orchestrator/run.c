@@ -64,23 +64,56 @@
  * give_back_free_memory). */
 #define RUN_TRIM_PERIOD_NS 10000000000LL
 
+/* Interruptions (SIGINT, SIGTERM, SIGHUP) so far, counted up to SUPERVISE_STOP_NOW: the first
+ * stops the run gracefully (nodes asked to stop, traces collected, teardown), the second cuts
+ * every wait of that stop short (what still runs is killed; the teardown still runs whole), a
+ * third and later change nothing. Each step is said at once on stderr by the handler itself,
+ * with lines formatted beforehand (write(2) is all a handler may do). */
 static volatile sig_atomic_t run_interrupted;
+static char run_int_line[SUPERVISE_STOP_NOW][320];
+static int run_int_len[SUPERVISE_STOP_NOW];
 
 static void on_signal(int sig)
 {
+	int saved = errno, k = run_interrupted;
+
 	(void)sig;
-	run_interrupted = 1;
+	if (k >= SUPERVISE_STOP_NOW)
+		return;
+	run_interrupted = k + 1;
+	if (run_int_len[k] > 0) {
+		ssize_t w = write(2, run_int_line[k], (size_t)run_int_len[k]);
+
+		(void)w; /* nowhere to report a failed write */
+	}
+	errno = saved;
 }
 
 static void install_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 
+	run_int_len[0] = log_format(LOG_WARN, run_int_line[0], sizeof run_int_line[0],
+				    "interrupted: stopping the run (nodes asked to stop, traces collected, host "
+				    "cleaned up); interrupt again (Ctrl-C) to stop at once");
+	run_int_len[1] = log_format(LOG_WARN, run_int_line[1], sizeof run_int_line[1],
+				    "interrupted again: stopping at once (what still runs is killed, no more "
+				    "waiting for it; the testbed is still torn down, rows written so far kept)");
+	/* the three signals block each other while one is handled: the count never races */
 	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sigaddset(&sa.sa_mask, SIGHUP);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The user asked twice: every remaining wait is cut short. */
+static bool stop_now(void)
+{
+	return run_interrupted >= SUPERVISE_STOP_NOW;
 }
 
 /* Programs live beside the running stalenet (build/ or PREFIX/bin). */
@@ -865,6 +898,15 @@ static int teardown(struct run_ctx *c)
 	int rc;
 
 	link_shaper_destroy(&c->shaper);
+	/* Stop now: the emulator is killed rather than asked (the journal replay would give it
+	 * seconds to end on SIGTERM), with its process group (its own, from launch). It is our
+	 * unreaped child, so its pid and group are still its own; the replay then finds it gone. */
+	if (stop_now() && c->linkd_pid > 0) {
+		if (kill(-c->linkd_pid, SIGKILL) < 0)
+			kill(c->linkd_pid, SIGKILL);
+		while (waitpid(c->linkd_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
 	c->linkd_pid = 0;
 	if (!c->journal) {
 		testbed_destroy(&c->tb);
@@ -1094,6 +1136,12 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR, .addrs = (const char *const *)c->addrs, .hub_addr = c->addrs[n],
 		.port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
 	};
+	/* Interrupted twice while the testbed was being built: no phase is started. */
+	if (stop_now()) {
+		res = SUPERVISE_INTERRUPTED;
+		supervise_event(c->dir, "stop", "all", "interrupted");
+		goto out;
+	}
 	if (sc->linkcheck || sc->workload == SCENARIO_WORKLOAD_LINKCHECK) {
 		int off;
 
@@ -1109,7 +1157,11 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		if (off)
 			log_warn("%d link direction(s) outside tolerance: see %s/linkcheck.csv", off, c->dir);
 	}
-	if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && stop_now()) {
+		/* interrupted twice between the self-check and training: training is not started */
+		res = SUPERVISE_INTERRUPTED;
+		supervise_event(c->dir, "stop", "all", "interrupted");
+	} else if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {
 		res = training_phase(c, &nc);
 		meta.origin_ns = clock_origin_ns();
 		meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - meta.origin_ns);
@@ -1152,7 +1204,8 @@ out:
 			log_warn("summary of %s: %s", c->dir, err);
 		}
 	}
-	if (sc->topology.kind == SCENARIO_TOPO_FLEET)
+	/* the stores' verification rebuilds every version: not when asked to stop at once */
+	if (sc->topology.kind == SCENARIO_TOPO_FLEET && !stop_now())
 		fleet_finish(c->dir, sweep_dir);
 	if (res == SUPERVISE_OK)
 		rundir_mark_complete(c->dir);
@@ -1238,9 +1291,15 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
-	if (multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
-	    multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", trace != NULL, &backend,
-			    stderr) == 0) {
+	bool ready = multihost_build(mh, run, pl, check, prefix, vni, stderr, stderr) == 0 &&
+		     multihost_shape(mh, run, pl, o->backend == RUN_BACKEND_KERNEL ? "kernel" : "nfq", trace != NULL,
+				     &backend, stderr) == 0;
+	if (stop_now()) {
+		/* interrupted twice while the testbed was being built (its waits cut short): no
+		 * node is started, the teardown follows */
+		res = 2;
+		supervise_event(dir, "stop", "all", "interrupted");
+	} else if (ready) {
 		struct nodeconf_ctx nc = {
 			.run_dir = dir, .ctl_endpoint = "-", .origin_ns = clock_now_ns(),
 			.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR,
@@ -1306,8 +1365,9 @@ out:
 			log_warn("summary of %s: %s", dir, err);
 		}
 	}
-	/* the stores came whole from their hosts (orchestrator/agentfile): verified as on one host */
-	if (sc->topology.kind == SCENARIO_TOPO_FLEET)
+	/* the stores came whole from their hosts (orchestrator/agentfile): verified as on one host
+	 * (not when asked to stop at once: the verification rebuilds every version) */
+	if (sc->topology.kind == SCENARIO_TOPO_FLEET && !stop_now())
 		fleet_finish(dir, sweep_dir);
 	if (res == 0)
 		rundir_mark_complete(dir);
@@ -1431,7 +1491,7 @@ int run_main(const struct run_opts *o)
 			goto out;
 		}
 		struct multihost_opts mo = { .hosts = hosts, .identity = o->identity, .known_hosts = o->known_hosts,
-					     .agent_path = o->agent_path };
+					     .agent_path = o->agent_path, .interrupted = &run_interrupted };
 		rc = CLI_EXIT_HOST;
 		struct multihost *mh = multihost_connect(&mo, stderr, stderr);
 		if (mh) {

@@ -47,6 +47,8 @@ struct sup {
 	size_t n;
 	bool started, stopping, failed, interrupted;
 	int64_t origin_ns, stop_sent_ns, term_sent_ns;
+	int64_t killed_ns;                /* stop now: every running process killed then, 0 = not */
+	int seen_interrupts;              /* the interruption count last acted upon */
 	struct csv_writer *progress;
 	struct hostload_point guard_pt;   /* the guard's latest sample (NAN: none yet) */
 	bool guard_warned;
@@ -425,6 +427,27 @@ static int64_t planned_events(struct sup *s, int64_t now_rel)
 	return next;
 }
 
+/* Stop now (SUPERVISE_STOP_NOW): SIGKILL to every running node's process group (its own, from
+ * orchestrator/launch: what the node started goes too), as the stop's escalation would do after
+ * its graces. A process not yet reaped keeps its pid and group, so no other is hit. */
+static void kill_all_now(struct sup *s)
+{
+	size_t n = 0;
+
+	s->killed_ns = clock_now_ns();
+	for (size_t i = 0; i < s->n; i++) {
+		struct proc *p = &s->p[i];
+
+		if (p->state != P_RUNNING)
+			continue;
+		if (kill(-p->pid, SIGKILL) < 0)
+			kill(p->pid, SIGKILL); /* no group of its own (a stand-in spawn) */
+		n++;
+	}
+	if (n)
+		log_info("stopping at once: %zu node process(es) killed", n);
+}
+
 /* True when every process has exited. When only services are left, they are told to stop. */
 static bool all_exited(struct sup *s)
 {
@@ -486,10 +509,24 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 		int64_t now = clock_now_ns(), now_rel, wake = now + 20 * 1000000LL;
 		int timeout_ms, rc;
 
-		if (o->interrupted && *o->interrupted && !s.stopping) {
+		if (o->interrupted && *o->interrupted != s.seen_interrupts) {
+			s.seen_interrupts = *o->interrupted;
+			/* the handler's line went below the live view: the next frame starts under it */
+			if (o->view)
+				progress_finish(o->view);
+		}
+		if (s.seen_interrupts && !s.stopping) {
 			res = SUPERVISE_INTERRUPTED;
 			s.interrupted = true;
 			stop_all(&s, "interrupted");
+		}
+		if (s.seen_interrupts >= SUPERVISE_STOP_NOW && !s.killed_ns) {
+			/* also when the run was already stopping for another reason: what runs now is
+			 * cut short by the user, not finished */
+			if (res == SUPERVISE_OK && !s.failed)
+				res = SUPERVISE_INTERRUPTED;
+			s.interrupted = true;
+			kill_all_now(&s);
 		}
 		launch_reap(on_exit_cb, &s);
 
@@ -558,6 +595,22 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 			wake = s.origin_ns + next_progress;
 		if (all_exited(&s))
 			break;
+		if (s.killed_ns) {
+			bool left = false;
+
+			/* killed: only the exits are waited for (services too), boundedly */
+			for (size_t i = 0; i < n; i++)
+				left |= s.p[i].state == P_RUNNING;
+			if (!left)
+				break;
+			if (now - s.killed_ns > (int64_t)SUPERVISE_KILL_WAIT_MS * 1000000LL) {
+				for (size_t i = 0; i < n; i++)
+					if (s.p[i].state == P_RUNNING)
+						log_error("node %s (pid %d) did not end %d ms after SIGKILL; left to the "
+							  "teardown", nodes[i].name, (int)s.p[i].pid, SUPERVISE_KILL_WAIT_MS);
+				break;
+			}
+		}
 		if (s.stopping) {
 			if (!s.term_sent_ns && now - s.stop_sent_ns > SUP_STOP_GRACE_NS) {
 				s.term_sent_ns = now;

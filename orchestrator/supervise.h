@@ -11,7 +11,9 @@
  * backoff (0.1 s doubling to 2 s) until it starts or the run stops; the node counts as
  * restarted or joined only once its process runs. A node that dies unplanned is reported with
  * its name, status and log tail, logged to events.csv, and (policy `stop`) stops the run.
- * Nothing here touches the network: the caller owns namespaces and links. */
+ * An interruption stops the run as stop.time does ("stop", then SIGTERM after 15 s, SIGKILL 5 s
+ * later); a second one kills what still runs at once (SUPERVISE_STOP_NOW). Nothing here
+ * touches the network: the caller owns namespaces and links. */
 #ifndef STALENET_SUPERVISE_H
 #define STALENET_SUPERVISE_H
 
@@ -89,7 +91,9 @@ struct supervise_opts {
 						caller, NULL = none */
 	const char *run_label;               /* for the live view */
 	int run_index, run_count;
-	volatile sig_atomic_t *interrupted;  /* set by the caller's signal handler */
+	volatile sig_atomic_t *interrupted;  /* the caller's count of interruptions (its signal
+						handler's): 1 stops the run gracefully,
+						SUPERVISE_STOP_NOW or more at once (below) */
 	struct supervise_hooks hooks;
 	/* Start a node's process as launch_spawn does (returns its pid or -errno); NULL =
 	 * launch_spawn. A stand-in lets tests make a start fail. */
@@ -98,6 +102,14 @@ struct supervise_opts {
 };
 
 enum supervise_result { SUPERVISE_OK = 0, SUPERVISE_FAILED = 1, SUPERVISE_INTERRUPTED = 2 };
+
+/* The interruption count (supervise_opts.interrupted) from which a stop is at once: every
+ * node still running is killed (SIGKILL to its process group) instead of waited for through
+ * the stop's graces, and supervise_run returns within SUPERVISE_KILL_WAIT_MS of that even
+ * when a process does not go (the caller's teardown deals with it). orchestrator/multihost
+ * counts interruptions the same way. */
+#define SUPERVISE_STOP_NOW 2
+#define SUPERVISE_KILL_WAIT_MS 2000
 
 /* Run the nodes until all have exited. *origin_ns receives the run's clock origin (set when
  * the start is sent). Returns a supervise_result. */

@@ -917,6 +917,91 @@ static bool hosts_clean(void *arg)
 	return true;
 }
 
+static bool stop_row_written(void *arg)
+{
+	(void)arg;
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	bool yes = ev && strstr(ev, ",stop,all,interrupted");
+	free(ev);
+	return yes;
+}
+
+/* Ctrl-C twice while a host hangs: h2's agent is stopped (SIGSTOP), so it answers nothing and
+ * the first interruption alone would wait for its nodes' ends for ever (their kill resent every
+ * 30 s), then up to 60 s a line for its files and 120 s for its teardown. The second cuts each
+ * of those waits to MULTIHOST_STOP_NOW_MS: exit 130 within seconds, h0 and h1 fetched and torn
+ * down by then, h2 named as not confirmed, the rows streamed before kept, the run recorded as
+ * interrupted. Once h2's agent runs again it finds its connection ended and tears down: no
+ * namespace, agent or ssh client left anywhere. */
+Test(multihost_cli, second_ctrl_c_with_a_hung_host_stops_at_once)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhn\nstop: {time: 60s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGSTOP), 0, "SIGSTOP the agent of h2: %s", strerror(errno));
+	/* what is here once h2 has gone silent: nothing of it may be lost */
+	int before3 = 0, before0 = 0;
+	free(head_of("nodes/worker3.csv", &before3));
+	free(head_of("nodes/worker0.csv", &before0));
+	cr_assert_eq(kill(-pid, SIGINT), 0, "kill(-%d, SIGINT): %s", (int)pid, strerror(errno));
+	cr_assert(support_wait_until(stop_row_written, NULL, 10000), "the first SIGINT did not stop the run");
+	int64_t t0 = support_now_ms();
+	cr_assert_eq(kill(-pid, SIGINT), 0);
+	kill(-pid, SIGINT);   /* a third changes nothing */
+	int st = 0;
+	int waited = support_wait_pid(pid, &st, 60000);
+	int64_t took = support_now_ms() - t0;
+	int left[3];
+	for (size_t i = 0; i < 3; i++)
+		left[i] = netns_left(i);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "second SIGINT with h2 hung -> exited: %lld ms\n", (long long)took);
+	kill(agent, SIGCONT);
+	cr_assert_eq(waited, 0, "stalenet did not stop 60 s after the second SIGINT");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit 130 (interrupted): %s", t);
+	/* the kills' wait, the teardown's and the connections' end, each cut to 5 s at most */
+	cr_expect_leq(took, 20000, "exit %lld ms after the second SIGINT", (long long)took);
+	cr_expect_eq(count(t, "to stop at once"), 1, "%s", t);
+	cr_expect_eq(count(t, "interrupted again: stopping at once"), 1, "%s", t);
+	cr_expect(strstr(t, "host h2: teardown not confirmed"), "%s", t);
+	cr_expect_null(strstr(t, "host h0: teardown"), "%s", t);
+	cr_expect_null(strstr(t, "host h1: teardown"), "%s", t);
+	cr_expect_eq(left[0], 0, "host h0: %d namespaces left when the orchestrator exited", left[0]);
+	cr_expect_eq(left[1], 0, "host h1: %d namespaces left when the orchestrator exited", left[1]);
+	int after3 = 0, after0 = 0;
+	free(head_of("nodes/worker3.csv", &after3));
+	free(head_of("nodes/worker0.csv", &after0));
+	cr_expect_geq(after3, before3, "nodes/worker3.csv: %d rows, %d before", after3, before3);
+	cr_expect_geq(after0, before0, "nodes/worker0.csv: %d rows, %d before", after0, before0);
+	cr_expect_gt(after3, 0, "no rows of worker3 (h2) kept");
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && count(ev, ",stop,all,") == 1, "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && !strstr(ev, "node_failed"), "%s", ev ? ev : "no events.csv");
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
+	/* h2's agent, running again, finds its input ended and tears its share down */
+	cr_expect(support_wait_until(hosts_clean, NULL, 30000), "hosts not clean: namespaces %d %d %d", netns_left(0),
+		  netns_left(1), netns_left(2));
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", ssh_clients());
+	free(meta);
+	free(ev);
+	free(t);
+}
+
 /* The orchestrator killed with SIGKILL during training, its ssh clients in groups of their own
  * that no terminal signal reaches: each dies with it (its parent-death signal), and every
  * agent, its connection ended, tears its share down and exits. */

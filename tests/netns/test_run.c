@@ -874,6 +874,155 @@ Test(run, sigint_during_the_link_self_check_is_no_node_failure)
 	free(err);
 }
 
+/* The pid of the journal's `proc` record named name (the latest), 0 when none. */
+static pid_t journal_pid(const char *dir, const char *name)
+{
+	char path[PATH_MAX], line[1024];
+	pid_t found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/journal", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f)) {
+		int pid;
+		unsigned long long st;
+		char nm[256];
+
+		if (sscanf(line, "proc %d %llu %255s", &pid, &st, nm) == 3 && !strcmp(nm, name))
+			found = pid;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Directories of the run's cgroups (prefix) on either hierarchy: v2 ROOT/PREFIX, v1
+ * ROOT/CONTROLLER/PREFIX. */
+static int run_cgroup_dirs(const char *prefix)
+{
+	static const char *const where[] = { "", "cpu/", "cpuset/", "memory/" };
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+		char p[PATH_MAX];
+
+		snprintf(p, sizeof p, "/sys/fs/cgroup/%s%s", where[i], prefix);
+		n += exists(p);
+	}
+	return n;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Ctrl-C twice while a node hangs: a worker stopped (SIGSTOP) ignores the stop, so the first
+ * interruption alone would wait for it 15 s before SIGTERM and 5 s more before SIGKILL (and
+ * 3 s for a stopped emulator in the teardown). The second cuts that short: the orchestrator
+ * exits 130 within seconds, with the host as before (namespaces, links, iptables, sysctls,
+ * cgroups: worker0 runs under a memory limit), every process of the run gone, the rows
+ * written before the interruptions kept, the run recorded as interrupted. More interruptions
+ * (a storm of SIGINT, SIGTERM, SIGHUP) change nothing. */
+Test(run, second_sigint_stops_at_once_and_still_cleans_up, .timeout = 120)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], text[2048], *err;
+	int rc, progress_before, worker_before, eval_before;
+	pid_t worker, linkd;
+	int64_t t_int;
+
+	tpath(scen, sizeof scen, "train.yaml");
+	tpath(dir, sizeof dir, "out");
+	snprintf(text, sizeof text,
+		 "name: t-stopnow\nseed: 5\nstop: {time: 60s}\nlinkcheck: false\n"
+		 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+		 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
+		 "consistency: {barrier: asp}\nworkers: 2\neval: {every: 500ms}\n"
+		 "network:\n  default: {delay: 2ms}\nresources:\n  - {nodes: worker0, memory: 512MiB}\n");
+	write_file(scen, text);
+	snapshot(&before);
+
+	start_stalenet(&r, "run", "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	cr_assert(wait_rows(path, 30, 40000, &r), "training did not start; stderr:\n%s", slurp(r.err));
+	cr_assert(meta_value(dir, "prefix", prefix, sizeof prefix));
+	cr_assert_gt(run_cgroup_dirs(prefix), 0, "no cgroup of %s while running", prefix);
+	worker = journal_pid(dir, "worker0");
+	cr_assert_gt(worker, 0, "no proc record of worker0 in %s/journal", dir);
+	/* the hang: the worker (and the userspace emulator, when the run has one) stopped */
+	cr_assert_eq(kill(worker, SIGSTOP), 0, "SIGSTOP worker0 (pid %d): %s", (int)worker, strerror(errno));
+	linkd = journal_pid(dir, "linkd");
+	if (linkd > 0)
+		cr_assert_eq(kill(linkd, SIGSTOP), 0, "SIGSTOP linkd (pid %d): %s", (int)linkd, strerror(errno));
+	progress_before = csv_rows(path);
+	snprintf(path, sizeof path, "%s/nodes/worker1.csv", dir);
+	worker_before = csv_rows(path);
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	eval_before = csv_rows(path);
+	cr_assert_gt(worker_before + eval_before, 0, "no node rows before the interruptions");
+
+	/* the first: the stop begins (its row in events.csv is the sign it was acted upon) */
+	cr_assert_eq(kill(r.pid, SIGINT), 0);
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	struct file_has w = { path, ",stop,all,interrupted", &r };
+	cr_assert(support_wait_until(file_has, &w, 10000), "the first SIGINT did not stop the run; stderr:\n%s",
+		  slurp(r.err));
+	/* the second, then a storm */
+	t_int = now_ms();
+	cr_assert_eq(kill(r.pid, SIGINT), 0);
+	kill(r.pid, SIGINT);
+	kill(r.pid, SIGTERM);
+	kill(r.pid, SIGHUP);
+	kill(r.pid, SIGINT);
+	rc = wait_stalenet(&r, 30000);
+	err = slurp(r.err);
+	cr_assert_neq(rc, -1, "no exit 30 s after the second SIGINT; stderr:\n%s", err);
+	fprintf(stderr, "second SIGINT -> killed, torn down, exited: %lld ms\n", (long long)(now_ms() - t_int));
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, err);
+	/* the graceful stop alone would still be waiting for worker0 (15 s to SIGTERM) */
+	cr_expect_leq(now_ms() - t_int, 8000, "exit took %lld ms after the second SIGINT",
+		      (long long)(now_ms() - t_int));
+	/* each step said once, the storm nothing more */
+	cr_expect_eq(count_of(err, "to stop at once"), 1, "%s", err);
+	cr_expect_eq(count_of(err, "interrupted again: stopping at once"), 1, "%s", err);
+	cr_expect_null(strstr(err, "ignored stop"), "the graceful stop's escalation ran:\n%s", err);
+
+	/* the rows written before are there */
+	snprintf(path, sizeof path, "%s/progress.csv", dir);
+	cr_expect_geq(csv_rows(path), progress_before, "progress.csv lost rows");
+	snprintf(path, sizeof path, "%s/nodes/worker1.csv", dir);
+	cr_expect_geq(csv_rows(path), worker_before, "nodes/worker1.csv lost rows");
+	snprintf(path, sizeof path, "%s/eval.csv", dir);
+	cr_expect_geq(csv_rows(path), eval_before, "eval.csv lost rows");
+	/* recorded as interrupted, not complete; the teardown ran to its end */
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "interrupted");
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert_not(exists(path), "an interrupted run is not complete");
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	free(err);
+	err = slurp(path);
+	cr_expect_eq(count_of(err, ",stop,all,"), 1, "%s", err);
+	cr_expect_null(strstr(err, "node_failed"), "%s", err);
+
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	cr_assert_eq(run_cgroup_dirs(prefix), 0, "cgroups of %s left", prefix);
+	cr_assert_gt(assert_journal_procs_gone(dir), 2, "the journal records the nodes");
+	assert_no_run_procs(dir, prefix);
+	snprintf(path, sizeof path, "/run/stalenet/linkd-%s.sock", prefix);
+	cr_assert_not(exists(path), "emulator socket %s left", path);
+	free(err);
+}
+
 /* --- 3. kill -9, then cleanup ------------------------------------------------------------- */
 
 Test(run, kill9_then_cleanup_restores_the_host)

@@ -3,7 +3,8 @@
  * plane over ipc://, no namespaces, no privileges) through its spawn seam, which makes chosen
  * starts fail as fork, exec or a resource limit would. A failed restart must be an events.csv
  * row, be tried again with a growing backoff, and the node count as restarted only once its
- * process runs. An interruption is logged as one, and the nodes it stops are not failed. */
+ * process runs. An interruption is logged as one, and the nodes it stops are not failed; a
+ * second one kills a node that ignores the stop at once. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -25,7 +26,10 @@ static char dir[128], ep[256];
 static struct {
 	int b_fail;
 	bool a_quits;
+	bool a_hangs;                  /* "a" ignores stop (a hung node) */
 	int b_calls;
+	pid_t pids[8];                 /* every process started */
+	int n_pids;
 } plan;
 
 /* A node: ready, then run until told to stop (at most 30 s); a restarted one leaves a file
@@ -49,7 +53,7 @@ static _Noreturn void stand_in(const char *name)
 		_exit(0);
 	}
 	until = support_now_ms() + 30000;
-	while (support_now_ms() < until && !ctl_client_should_stop(c))
+	while (support_now_ms() < until && (!ctl_client_should_stop(c) || (!strcmp(name, "a") && plan.a_hangs)))
 		usleep(5000); /* a node's pacing, not a wait for the test */
 	ctl_client_done(c);
 	ctl_client_close(&c);
@@ -66,6 +70,8 @@ static pid_t spawn(void *arg, const struct launch_spec *ls)
 		return -errno;
 	if (pid == 0)
 		stand_in(ls->name);
+	if (plan.n_pids < 8)
+		plan.pids[plan.n_pids++] = pid;
 	return pid;
 }
 
@@ -266,4 +272,64 @@ Test(supervise, interruption_before_the_start_is_no_node_failure, .timeout = 60)
 Test(supervise, interruption_of_a_failures_only_phase_is_logged, .timeout = 60)
 {
 	interrupted_before_start(true);
+}
+
+/* The interruptions as a user makes them, from the tick hook: the first once the run is 0.3 s
+ * old, the second 0.2 s later. */
+static volatile sig_atomic_t twice;
+static int64_t t_second_ms;
+
+static int64_t interrupt_twice(void *arg, int64_t now_rel)
+{
+	(void)arg;
+	if (now_rel >= 300000000 && twice == 0)
+		twice = 1;
+	if (now_rel >= 500000000 && twice == 1) {
+		twice = SUPERVISE_STOP_NOW;
+		t_second_ms = support_now_ms();
+	}
+	return now_rel + 10000000;
+}
+
+/* A node that ignores the stop would hold a single interruption for the stop's graces (15 s
+ * to SIGTERM, 5 s more to SIGKILL); the second interruption kills it at once: the run ends
+ * interrupted well within SUPERVISE_KILL_WAIT_MS, both processes reaped, one stop row and no
+ * node failure. */
+Test(supervise, second_interruption_kills_a_hung_node_at_once, .timeout = 60)
+{
+	const struct supervise_node nodes[2] = {
+		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+	};
+	struct ctl_server *srv;
+	struct row rows[64];
+	int64_t origin = 0, took_ms;
+
+	memset(&plan, 0, sizeof plan);
+	plan.a_hangs = true;
+	twice = 0;
+	support_tmpdir(dir, sizeof dir, "supervise");
+	cr_assert_eq(ctl_endpoint_for(dir, "t", ep, sizeof ep), 0);
+	srv = ctl_server_open(ep);
+	cr_assert_not_null(srv);
+	struct supervise_opts o = {
+		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .ready_timeout_ms = 20000,
+		.spawn = spawn, .interrupted = &twice, .hooks = { .tick = interrupt_twice },
+	};
+	cr_assert_eq(supervise_run(&o, nodes, 2, &origin), SUPERVISE_INTERRUPTED);
+	took_ms = support_now_ms() - t_second_ms;
+	ctl_server_close(&srv);
+	cr_assert_eq(twice, SUPERVISE_STOP_NOW, "the second interruption was never made");
+	fprintf(stderr, "second interruption -> supervise_run returned: %lld ms\n", (long long)took_ms);
+	cr_expect_lt(took_ms, SUPERVISE_KILL_WAIT_MS, "returned %lld ms after the second interruption",
+		     (long long)took_ms);
+	cr_assert_eq(plan.n_pids, 2);
+	for (int i = 0; i < plan.n_pids; i++)
+		cr_expect(kill(plan.pids[i], 0) < 0 && errno == ESRCH, "process %d not reaped", (int)plan.pids[i]);
+	int n = read_events(rows, 64);
+	cr_expect_geq(find(rows, n, 0, "stop,all,interrupted"), 0);
+	cr_expect_eq(find(rows, n, 0, "node_failed,"), -1, "a node killed by the user's stop is no failure");
+	support_rm_rf(dir);
 }
