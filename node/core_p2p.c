@@ -357,3 +357,9 @@ enum core_p2p_join_next core_p2p_join_next(const struct core_p2p *c, int64_t wai
 	}
 	return again ? CORE_P2P_JOIN_AGAIN : CORE_P2P_JOIN_ALONE;
 }
+
+bool core_p2p_resume_asks_again(const struct core_p2p *c, uint32_t from, int64_t waited_ns)
+{
+	return from != c->conf.self && core_p2p_is_alive(c, from) &&
+	       (c->conf.dead_after_ns == 0 || waited_ns < c->conf.dead_after_ns);
+}

@@ -170,5 +170,16 @@ enum core_p2p_join_next {
  * starts over from its own clock while a peer that could answer exists. */
 enum core_p2p_join_next core_p2p_join_next(const struct core_p2p *c, int64_t waited_ns,
 					   int64_t reach_ns);
+/* The join's pull of the replica of the peer it resumes from (from, core_p2p_join_end) has had
+ * no answer, neither a replica nor the word that its owner is behind, for waited_ns in all:
+ * whether to ask again. While from is live in this view and dead_after_ns (when > 0) has not
+ * passed since the pull began; else the peer goes on from from's clock with its own model. */
+bool core_p2p_resume_asks_again(const struct core_p2p *c, uint32_t from, int64_t waited_ns);
+
+/* How long one round of a join's asking lasts, ns: the clock exchange and the replica pull are
+ * each asked in rounds of this (core_p2p_join_next, core_p2p_resume_asks_again decide after
+ * each), and it is the reach_ns of core_p2p_join_next. node/engine_p2p and the simulator
+ * (sim/sim_p2p) ask in the same rounds. */
+#define CORE_P2P_JOIN_ROUND_NS 2000000000ll
 
 #endif

@@ -38,7 +38,7 @@
 #define P2P_SLICE_MS 20
 #define P2P_BYE_LINGER_MS 1000
 #define P2P_MAX_PENDING 4096
-#define P2P_CATCH_UP_NS 2000000000ll
+#define P2P_CATCH_UP_NS CORE_P2P_JOIN_ROUND_NS /* a join's round (the simulator's too) */
 #define P2P_WATCH_NS 100000000ll
 /* Ensemble, peer 0: how long the final replicas are awaited once the run was stopped (every
  * peer is sending its own then): well inside the supervisor's 15 s between stop and SIGTERM. */
@@ -678,7 +678,7 @@ static int catch_up(struct peer *p)
 {
 	uint32_t n = p->c.n, from;
 	const uint32_t *peers;
-	int64_t t0 = clock_now_ns(), dead_ns = (int64_t)(p->dead_after_s * 1e9), t1;
+	int64_t t0 = clock_now_ns(), t1;
 	enum core_p2p_join_next next;
 	size_t k;
 	int64_t lo;
@@ -731,8 +731,8 @@ static int catch_up(struct peer *p)
 		refresh(p, false);
 		/* (a peer that answered the join as caught up does not fall behind again: a restart
 		 * is a new process on new connections) */
-		if (p->got[from] || p->behind > behind || !core_p2p_is_alive(p->core, from) ||
-		    (dead_ns > 0 && clock_now_ns() - t1 >= dead_ns))
+		if (p->got[from] || p->behind > behind ||
+		    !core_p2p_resume_asks_again(p->core, from, clock_now_ns() - t1))
 			break;
 		log_warn("p2p: %s: peer %u's replica did not come in %.1f s; asking again",
 			 p->c.name, from, (double)(clock_now_ns() - t1) / 1e9);

@@ -230,7 +230,7 @@ struct kv *nodeconf_build(const struct plan_run *run, size_t i, const struct nod
 		       ? "gossip" : scenario_combine_name(sc->consistency.combine));
 	/* A worker silent this long counts as dead for the barriers (a crashed straggler must not
 	 * stall BSP forever); live workers send keep-alives every second while they wait. */
-	kv_set(kv, "consistency.dead_after", "10");
+	kv_setf(kv, "consistency.dead_after", "%d", NODECONF_DEAD_AFTER_S);
 	kv_set(kv, "on_node_failure", sc->on_node_failure == SCENARIO_ON_FAILURE_STOP ? "stop" : "continue");
 
 	if (sc->topology.kind == SCENARIO_TOPO_FLEET) {

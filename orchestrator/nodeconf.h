@@ -10,6 +10,10 @@
 #include "lib/kv.h"
 #include "orchestrator/plan.h"
 
+/* consistency.dead_after as every node's configuration has it, seconds (the simulator
+ * configures its peers' cores the same way). */
+#define NODECONF_DEAD_AFTER_S 10
+
 /* Run-wide facts the plan does not know. */
 struct nodeconf_ctx {
 	const char *run_dir;        /* absolute */

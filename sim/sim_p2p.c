@@ -18,7 +18,11 @@
  * PULL with its last published clock); a peer that said BYE answers nothing. stop.steps ends a
  * peer with a BYE to every other; a planned leave too. A crash ends a life (a generation tag
  * voids its events and the answers to its requests); a restart or a late join starts a new one
- * with the engine's catch_up. Nothing runs past stop.time.
+ * with the engine's catch_up, asked in the engine's rounds (CORE_P2P_JOIN_ROUND_NS) with the
+ * core deciding after each (core_p2p_join_next, core_p2p_resume_asks_again). Until its catch-up
+ * is over a peer's core says it serves nothing (core_p2p_serves_replica): its answers are the
+ * engine's "behind" ones, a CLOCK_REP no join resumes from and a MODEL without a replica that no
+ * gossip round merges. Nothing runs past stop.time.
  *
  * Messages live in a pool (an event carries the message's index); a request carries the
  * requester's exchange number, so a late answer to an exchange that ended (its sender said BYE
@@ -35,6 +39,7 @@
 #include "collectors/schema.h"
 #include "node/core_p2p.h"
 #include "node/wire.h"
+#include "orchestrator/nodeconf.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_net.h"
 #include "sim/sim_node.h"
@@ -45,7 +50,6 @@
 
 #define SIM_P2P_SAMPLE_NS 100000000ll /* progress.csv period, as the orchestrator samples */
 #define SIM_P2P_SMALL WIRE_HEADER_BYTES
-#define SIM_P2P_CATCH_UP_NS 2000000000ll /* a rejoining peer's wait for answers (the engine's) */
 
 enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET, EV_EVAL, EV_CRASH, EV_START,
 	      EV_DEADLINE };
@@ -66,6 +70,8 @@ struct msg {
 	uint16_t gen;       /* the requester's life (a restart is a new process: new connections) */
 	uint8_t type;
 	bool join;          /* CLOCK_REQ of a join: the reply carries the responder's view */
+	bool behind;        /* CLOCK_REP, MODEL: the sender was catching up (no clock to resume
+			     * from, no replica: the engine's weight -1) */
 };
 
 struct held {              /* a CLOCK_REQ a peer holds until its clock reaches the threshold */
@@ -93,11 +99,13 @@ struct peer {
 	struct sim_replica_snap **got;
 	uint32_t *got_from;
 	uint32_t ngot;
-	/* rejoining: the clocks the others answered (NULL outside a catch-up) */
-	int64_t *their;
-	bool *answered;
-	int64_t deadline_ns;
+	/* rejoining (node/engine_p2p's catch_up) */
+	int64_t join_t0;    /* when the join began: its rounds' waiting so far */
+	int64_t pull_t0;    /* when the replica pull began */
+	int64_t deadline_ns; /* the round's end */
+	int64_t resume_clock; /* the clock to go on from: the join's, then the replica's */
 	uint32_t resume_from;
+	bool pulled;        /* the pull was answered (a replica, or its owner is behind) */
 	struct sim_replica_snap *resume_snap; /* train real: the replica the catch-up pulled */
 };
 
@@ -145,7 +153,10 @@ static void push_ev(struct p2p *s, int64_t t, uint32_t who, enum p2p_ev kind)
 static uint32_t send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg type, int64_t value,
 			 uint32_t seq, uint16_t gen, int64_t now)
 {
-	uint64_t bytes = type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
+	/* an answer of a peer catching up says so and carries no replica (the service thread reads
+	 * the core's word when it answers) */
+	bool behind = (type == M_CLOCK_REP || type == M_MODEL) && !core_p2p_serves_replica(s->p[a].core);
+	uint64_t bytes = type == M_MODEL && !behind ? s->model_bytes : SIM_P2P_SMALL;
 	uint32_t id;
 	int64_t t;
 
@@ -167,8 +178,8 @@ static uint32_t send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg typ
 		id = s->nmsgs++;
 	}
 	s->msgs[id] = (struct msg){ .value = value, .from = a, .to = b, .seq = seq, .gen = gen,
-				    .type = (uint8_t)type, .next_free = UINT32_MAX };
-	if (type == M_MODEL && s->rep)
+				    .type = (uint8_t)type, .behind = behind, .next_free = UINT32_MAX };
+	if (type == M_MODEL && s->rep && !behind)
 		s->msgs[id].snap = sim_replicas_published(s->rep, a);
 	if (type == M_DOWN || type == M_UP) {
 		/* noticed one propagation delay later (a handshake: a round trip) */
@@ -363,8 +374,8 @@ static void merge(struct p2p *s, uint32_t i)
 		sim_status_fail(&s->st, rc, "peer %u: merge failed", i);
 }
 
-static void catch_up_done(struct p2p *s, uint32_t i, int64_t now);
-static void resume_done(struct p2p *s, uint32_t i, int64_t now);
+static void join_round_done(struct p2p *s, uint32_t i, int64_t now);
+static void pull_round_done(struct p2p *s, uint32_t i, int64_t now);
 static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now);
 
 /* A join's answers counted some awaited peers departed (node/core_p2p's join rule): those are
@@ -399,9 +410,9 @@ static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now)
 			merge(s, i);
 		start_compute(s, i, now);
 	} else if (p->state == P_CATCHUP) {
-		catch_up_done(s, i, now);
+		join_round_done(s, i, now);
 	} else if (p->state == P_RESUME) {
-		resume_done(s, i, now);
+		pull_round_done(s, i, now);
 	}
 }
 
@@ -415,7 +426,7 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 	s->msgs[id].view = NULL; /* so is the view */
 	s->free_msg = id;
 	if (m.type != M_UP && m.type != M_DOWN) /* those two carry no bytes */
-		p->rx += m.type == M_MODEL ? s->model_bytes : SIM_P2P_SMALL;
+		p->rx += m.type == M_MODEL && !m.behind ? s->model_bytes : SIM_P2P_SMALL;
 	if (p->state == P_DONE || p->state == P_OFF) {
 		if (m.snap)
 			sim_replicas_release(s->rep, &m.snap);
@@ -459,17 +470,23 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 				sim_replicas_release(s->rep, &m.snap);
 			break;
 		}
-		core_p2p_on_clock(p->core, m.from, m.value);
-		if (p->state == P_CATCHUP && m.type == M_CLOCK_REP)
-			core_p2p_join_on_answer(p->core, m.from, m.value, m.view);
-		if (p->state == P_CATCHUP || p->state == P_RESUME) {
-			p->their[m.from] = m.value;
-			p->answered[m.from] = true;
-			if (m.type == M_MODEL && m.snap && !p->resume_snap) {
+		/* a pull answered "behind" brings no clock (the engine counts it and merges nothing) */
+		if (m.type == M_CLOCK_REP || !m.behind)
+			core_p2p_on_clock(p->core, m.from, m.value);
+		if (p->state == P_CATCHUP && m.type == M_CLOCK_REP) {
+			if (m.behind)
+				core_p2p_join_on_behind(p->core, m.from, m.view);
+			else
+				core_p2p_join_on_answer(p->core, m.from, m.value, m.view);
+		} else if (p->state == P_RESUME && m.type == M_MODEL) {
+			p->pulled = true;
+			if (!m.behind)
+				p->resume_clock = m.value;
+			if (m.snap && !p->resume_snap) {
 				p->resume_snap = m.snap; /* the reference moves to the catch-up */
 				m.snap = NULL;
 			}
-		} else if (m.type == M_MODEL) {
+		} else if (m.type == M_MODEL && !m.behind) {
 			if (m.snap) {
 				p->got[p->ngot] = m.snap; /* the reference moves to the round */
 				p->got_from[p->ngot++] = m.from;
@@ -520,10 +537,6 @@ static void catch_up_free(struct p2p *s, struct peer *p)
 {
 	if (p->resume_snap)
 		sim_replicas_release(s->rep, &p->resume_snap);
-	free(p->their);
-	free(p->answered);
-	p->their = NULL;
-	p->answered = NULL;
 }
 
 /* Peer i's process dies: its connections close, which every other peer notices. */
@@ -547,21 +560,38 @@ static void crash(struct p2p *s, uint32_t i, int64_t now)
 			send_msg(s, i, j, M_DOWN, 0, 0, p->gen, now);
 }
 
-/* Exchange of a rejoining peer: awaited set, left counted; answers until the deadline. */
+/* One round of a rejoining peer's asking (node/engine_p2p's exchange_until with a deadline of
+ * CORE_P2P_JOIN_ROUND_NS): the awaited set is made and left counted; answers until the
+ * round's end, EV_DEADLINE. A new round is a new exchange number: a late answer to an earlier
+ * round is not taken for one of this round, as the engine matches seq. */
 static void catch_up_ask(struct p2p *s, uint32_t i, enum p2p_msg type, int64_t now)
 {
 	struct peer *p = &s->p[i];
 
-	memset(p->answered, 0, s->n * sizeof *p->answered);
-	p->deadline_ns = now + SIM_P2P_CATCH_UP_NS;
+	p->deadline_ns = now + CORE_P2P_JOIN_ROUND_NS;
 	push_gen(s, p->deadline_ns, i, EV_DEADLINE, p->gen);
 	ask_all(s, i, type, 0, now);
 }
 
-/* A new process for peer i (a restart, a late join): a fresh core (late joiners out of it, as
- * the engine starts them down), connections the others notice, then node/engine_p2p's catch_up:
- * every peer it deems live is asked for its clock (at most 2 s), and it resumes from the
- * slowest answer ahead of it, pulling that peer's replica (at most 2 s). */
+/* The catch-up is over: the peer trains and serves from now on (the engine's
+ * core_p2p_caught_up after catch_up), and its publish answers the held requests its clock
+ * now satisfies, as caught up. */
+static void caught_up(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	catch_up_free(s, p);
+	core_p2p_caught_up(p->core);
+	answer_held(s, i, now);
+	p->state = P_BARRIER;
+	begin_step(s, i, now);
+}
+
+/* A new process for peer i (a restart, a late join): a fresh core that serves nothing until it
+ * caught up (late joiners out of it, as the engine starts them down), connections the others
+ * notice, then node/engine_p2p's catch_up: every peer it deems live is asked for its clock and
+ * its view of who departed, in rounds, and it resumes from the slowest answer ahead of it,
+ * pulling that peer's replica, in rounds too. */
 static void start(struct p2p *s, uint32_t i, int64_t now)
 {
 	struct peer *p = &s->p[i];
@@ -575,6 +605,7 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	sim_node_restart(s->node, i);
 	core_p2p_destroy(&p->core);
 	cc.self = i;
+	cc.behind = true;
 	if (!(p->core = core_p2p_new(&cc))) {
 		sim_status_fail(&s->st, -ENOMEM, "out of memory (consistency core)");
 		return;
@@ -603,17 +634,11 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 		if (s->p[j].state != P_OFF && s->p[j].state != P_DONE)
 			send_msg(s, j, i, M_UP, 0, 0, p->gen, now);
 	}
-	p->their = calloc(s->n, sizeof *p->their);
-	p->answered = calloc(s->n, sizeof *p->answered);
-	if (!p->their || !p->answered) {
-		sim_status_fail(&s->st, -ENOMEM, "out of memory");
-		return;
-	}
-	p->t0 = now;
+	p->t0 = p->join_t0 = now;
 	p->state = P_CATCHUP;
 	k = core_p2p_join_begin(p->core, &peers);
 	if (k == 0) {
-		catch_up_done(s, i, now);
+		join_round_done(s, i, now);
 		return;
 	}
 	for (size_t a = 0; a < k; a++)
@@ -622,50 +647,77 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	catch_up_ask(s, i, M_CLOCK_REQ, now);
 }
 
-/* The clocks are in (or the 2 s passed): resume from the slowest answer ahead, if any. */
-static void catch_up_done(struct p2p *s, uint32_t i, int64_t now)
+/* The pull of the replica of the peer the join resumes from: one round (a peer already gone
+ * is not asked: the engine's exchange drops it on its first slice). */
+static void pull_round(struct p2p *s, uint32_t i, int64_t now)
 {
 	struct peer *p = &s->p[i];
-	int64_t lo;
-	uint32_t from;
 
-	end_exchange(s, i);
-	/* the join's end: peers neither answered nor reached are out until reached */
-	from = core_p2p_join_end(p->core, p->clock, &lo);
-	if (from == UINT32_MAX) {
-		catch_up_free(s, p);
-		p->state = P_BARRIER;
-		begin_step(s, i, now);
+	if (!core_p2p_is_alive(p->core, p->resume_from)) {
+		pull_round_done(s, i, now);
 		return;
 	}
-	p->resume_from = from;
-	p->their[from] = lo; /* kept if its replica does not come */
-	s->awaited[(size_t)i * s->n + from] = 1;
+	s->awaited[(size_t)i * s->n + p->resume_from] = 1;
 	p->left = 1;
 	p->state = P_RESUME;
 	catch_up_ask(s, i, M_PULL, now);
 }
 
-/* The replica came (or the 2 s passed): continue at that peer's clock. */
-static void resume_done(struct p2p *s, uint32_t i, int64_t now)
+/* A round of the join's clock exchange is over (every asked peer answered or is not waited
+ * for, or the round's time passed): the core says whether to ask again (the peers it still
+ * waits for that are live), to resume from the slowest answer ahead, or to go on alone. */
+static void join_round_done(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+	int64_t lo;
+	uint32_t from, k = 0;
+
+	end_exchange(s, i);
+	if (core_p2p_join_next(p->core, now - p->join_t0, CORE_P2P_JOIN_ROUND_NS) == CORE_P2P_JOIN_AGAIN) {
+		for (uint32_t j = 0; j < s->n; j++)
+			if (core_p2p_is_alive(p->core, j) && core_p2p_join_waits_for(p->core, j)) {
+				s->awaited[(size_t)i * s->n + j] = 1;
+				k++;
+			}
+		p->left = k; /* >= 1: the core asks again only for such a peer */
+		catch_up_ask(s, i, M_CLOCK_REQ, now);
+		return;
+	}
+	/* the join's end: peers neither answered nor reached are out until reached */
+	from = core_p2p_join_end(p->core, p->clock, &lo);
+	if (from == UINT32_MAX) {
+		caught_up(s, i, now);
+		return;
+	}
+	p->resume_from = from;
+	p->resume_clock = lo; /* kept if its replica does not come */
+	p->pull_t0 = now;
+	p->pulled = false;
+	pull_round(s, i, now);
+}
+
+/* A round of the replica pull is over: asked again while nothing came and the core says so;
+ * else continue at that peer's clock, with its replica when it came. */
+static void pull_round_done(struct p2p *s, uint32_t i, int64_t now)
 {
 	struct peer *p = &s->p[i];
 
 	end_exchange(s, i);
-	p->clock = (uint32_t)p->their[p->resume_from];
+	if (!p->pulled && core_p2p_resume_asks_again(p->core, p->resume_from, now - p->pull_t0)) {
+		pull_round(s, i, now);
+		return;
+	}
+	p->clock = (uint32_t)p->resume_clock;
 	/* the engine copies the replica that came (its optimiser stays the new process's) */
 	if (p->resume_snap && sim_replicas_adopt(s->rep, i, p->resume_snap) < 0) {
 		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
-	catch_up_free(s, p);
 	if (sim_record_set_clock(s->rec, i, p->clock) < 0) {
 		sim_status_fail(&s->st, -ENOMEM, "out of memory");
 		return;
 	}
-	answer_held(s, i, now);
-	p->state = P_BARRIER;
-	begin_step(s, i, now);
+	caught_up(s, i, now);
 }
 
 /* train real: peer 0 evaluates its replica (eval.csv: its own clock and samples, as the engine
@@ -727,11 +779,10 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 
 		if (e->gen != p->gen || now != p->deadline_ns || (p->state != P_CATCHUP && p->state != P_RESUME))
 			break;
-		end_exchange(s, e->who);
 		if (p->state == P_CATCHUP)
-			catch_up_done(s, e->who, now);
+			join_round_done(s, e->who, now);
 		else
-			resume_done(s, e->who, now);
+			pull_round_done(s, e->who, now);
 		break;
 	}
 	case EV_LEAVE:
@@ -878,7 +929,10 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		.local_steps = sc->consistency.local_steps ? sc->consistency.local_steps : 1,
 		.merge = sc->consistency.combine != SCENARIO_COMBINE_ENSEMBLE,
 		.weighted = sc->consistency.combine == SCENARIO_COMBINE_AVERAGE,
-		.seed = run->seed };
+		.seed = run->seed,
+		/* the join's and the replica pull's bound (core_p2p_join_next,
+		 * core_p2p_resume_asks_again), as every node's configuration has it */
+		.dead_after_ns = (int64_t)NODECONF_DEAD_AFTER_S * 1000000000ll };
 	for (uint32_t i = 0; i < s.n; i++)
 		s.late[i] = (run->nodes[s.node_of[i]].straggler.set & SCENARIO_STRAG_JOIN) != 0;
 	for (uint32_t i = 0; i < s.n; i++) {

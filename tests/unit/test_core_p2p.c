@@ -15,7 +15,8 @@
  *               the join waits exactly for the unanswered peers no answer counts departed or
  *               that it reached; the skipped ones are out of barriers until reached; with
  *               no answer it asks again while a peer it waits for may answer, else alone;
- *               an answer from a peer catching up itself is none to resume from
+ *               an answer from a peer catching up itself is none to resume from; the
+ *               resume's replica pull is asked again while its owner is live, up to dead_after
  *   catching up a restarted or late peer serves no replica until it caught up; the pull
  *               answer that says so is told apart from a replica and from a bad frame */
 #include <criterion/criterion.h>
@@ -468,6 +469,39 @@ Test(core_p2p, join_asks_again_while_a_peer_may_answer)
 	cr_assert_eq(core_p2p_join_begin(u, &ask), 0);
 	cr_assert_eq(core_p2p_join_next(u, 0, reach), CORE_P2P_JOIN_ALONE);
 	core_p2p_destroy(&u);
+}
+
+/* The join's pull of the replica it resumes from, unanswered, is asked again while its owner
+ * is live in the view and (with dead_after) for less than dead_after since the pull began;
+ * without dead_after for as long as the owner is live. Self and out of range: never. */
+Test(core_p2p, resume_pull_asks_again_while_its_owner_is_live)
+{
+	const int64_t s = 1000000000ll;
+	struct core_p2p_conf conf = { .n = 3, .self = 0, .bp = { .kind = BARRIER_ASP },
+				      .fanout = 1, .local_steps = 1, .merge = true,
+				      .dead_after_ns = 10 * s, .behind = true };
+	struct core_p2p *c = core_p2p_new(&conf);
+
+	cr_assert_not_null(c);
+	cr_assert(core_p2p_resume_asks_again(c, 1, 0));
+	cr_assert(core_p2p_resume_asks_again(c, 1, 2 * s));
+	cr_assert(core_p2p_resume_asks_again(c, 1, 10 * s - 1));
+	cr_assert_not(core_p2p_resume_asks_again(c, 1, 10 * s), "dead_after since the pull began");
+	core_p2p_set_alive(c, 1, false);
+	cr_assert_not(core_p2p_resume_asks_again(c, 1, 0), "its connection closed");
+	core_p2p_set_alive(c, 1, true);
+	cr_assert(core_p2p_resume_asks_again(c, 1, 0));
+	cr_assert_not(core_p2p_resume_asks_again(c, 0, 0));
+	cr_assert_not(core_p2p_resume_asks_again(c, 3, 0));
+	cr_assert_not(core_p2p_resume_asks_again(c, UINT32_MAX, 0));
+	core_p2p_destroy(&c);
+	conf.dead_after_ns = 0;
+	c = core_p2p_new(&conf);
+	cr_assert_not_null(c);
+	cr_assert(core_p2p_resume_asks_again(c, 2, 3600 * s), "no dead_after: while it is live");
+	core_p2p_set_alive(c, 2, false);
+	cr_assert_not(core_p2p_resume_asks_again(c, 2, 0));
+	core_p2p_destroy(&c);
 }
 
 /* A restarted or late peer serves no replica until it caught up: its pull answers say it is

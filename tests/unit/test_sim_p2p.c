@@ -13,6 +13,11 @@
  *   churn         a crash does not stall the others; a restart and a late join resume at the
  *                 slowest answering clock (node/engine_p2p's catch_up), not waiting for a
  *                 peer the answers count departed
+ *   rejoin        a join nobody answers asks again in the engine's 2 s rounds while the
+ *                 peers it reached may answer (up to dead_after, 10 s), so a restart while
+ *                 every other peer is cut off resumes from their clock once they are back; a
+ *                 peer catching up answers "behind": another restart's join does not resume
+ *                 from it and a gossip round merges nothing from it
  *   refusals      what is not simulated yet is refused with a message
  *   loss_recovery bad values get FILE:LINE:COL; fast recovery makes a lossy run faster
  *   train real    peer 0's replica learns, byte-identical reruns, stop.accuracy ends early
@@ -32,6 +37,7 @@
 #include "node/straggler.h"
 #include "sim/sim.h"
 #include "tests/support/files.h"
+#include "tests/support/simrun.h"
 
 #define NPEERS 5
 
@@ -741,4 +747,154 @@ Test(sim_p2p, delays_from_the_emulated_stream, .timeout = 60)
 	}
 	scenario_destroy(&sc);
 	support_rm_rf(dir);
+}
+
+/* The first row of nodes/<peer>.csv at or after t_s: its step and time (-1, -1: none). */
+static void first_row_after(const char *dir, const char *peer, double t_s, double *step, double *at)
+{
+	char f[64];
+	struct table *t;
+
+	snprintf(f, sizeof f, "nodes/%s.csv", peer);
+	t = support_load_table(dir, f);
+	*step = *at = -1;
+	for (size_t k = 0; k < table_rows(t) && *at < 0; k++)
+		if (cell(t, k, "t_s") >= t_s) {
+			*step = cell(t, k, "step");
+			*at = cell(t, k, "t_s");
+		}
+	table_destroy(&t);
+}
+
+/* The step a peer had completed at t_s (its last row before it; 0 without one). */
+static double step_at(const char *dir, const char *peer, double t_s)
+{
+	char f[64];
+	struct table *t;
+	double step = 0;
+
+	snprintf(f, sizeof f, "nodes/%s.csv", peer);
+	t = support_load_table(dir, f);
+	for (size_t k = 0; k < table_rows(t) && cell(t, k, "t_s") < t_s; k++)
+		step = cell(t, k, "step");
+	table_destroy(&t);
+	return step;
+}
+
+/* peer0 crashes at 5 s and restarts at 6 s; from 5.5 s until `back` every message to or from
+ * peer1 and peer2 is lost (their connections stand: the simulator's handshake is a round trip
+ * of propagation, so peer0's new connections complete and its join waits for them, as the
+ * engine's does for peers it reached that do not answer: stopped, or cut off after the
+ * handshake). ASP without gossip: the others train on meanwhile. */
+static void rejoin_text(char *buf, size_t len, const char *back, const char *stop)
+{
+	snprintf(buf, len,
+		 "name: rejoin\nseed: 5\nstop: {time: %s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
+		 "consistency: {barrier: asp, combine: ensemble}\nworkers: 3\nlinkcheck: off\n"
+		 "network:\n  default: {delay: 2ms}\n  timeline:\n"
+		 "    - {at: 5500ms, nodes: 'peer1,peer2', loss: 100%%}\n"
+		 "    - {at: %s, nodes: 'peer1,peer2', loss: 0%%}\n"
+		 "simulation: {train: none}\n"
+		 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n"
+		 "  - {nodes: peer0, crash: {at: 5s, restart: 6s}}\n", stop, back);
+}
+
+/* A restart whose join nobody answers for longer than a round (2 s) asks again, round after
+ * round, while the peers it reached may answer (node/engine_p2p's catch_up with
+ * core_p2p_join_next): once the links are back (9 s) it resumes from the others' clock, not
+ * from 0 (a simulator that gave up after one round started peer0 over at 8 s). Bounded as in
+ * the emulator: the orchestrator's dead_after (10 s) after the join began, nobody having
+ * answered, it goes on alone from its own clock. Reruns are byte-identical. */
+Test(sim_p2p, rejoin_asks_again_until_the_others_are_back, .timeout = 60)
+{
+	char a[256], b[256], text[2048];
+	struct sim_result ra, rb;
+	double step, at, others;
+
+	rejoin_text(text, sizeof text, "9s", "14s");
+	support_tmpdir(a, sizeof a, "simp2p");
+	support_tmpdir(b, sizeof b, "simp2p");
+	support_simulate_text(text, a, &ra);
+	support_simulate_text(text, b, &rb);
+	assert_same_runs(a, b, 3);
+	first_row_after(a, "peer0", 5.5, &step, &at);
+	others = step_at(a, "peer1", at) < step_at(a, "peer2", at) ? step_at(a, "peer1", at)
+								   : step_at(a, "peer2", at);
+	cr_assert_gt(others, 300, "peer1 and peer2 trained on (%g)", others);
+	/* the third round (10 s) is the first whose requests get through */
+	cr_assert_geq(at, 10, "peer0's first step after its restart at %g s (step %g)", at, step);
+	cr_assert_lt(at, 10.5, "peer0's first step after its restart at %g s", at);
+	cr_assert_geq(step, others - 2, "peer0 resumed at step %g, the others were at %g", step, others);
+	support_rm_rf(a);
+	support_rm_rf(b);
+
+	/* cut off for good: rounds at 6, 8, 10, 12 and 14 s, then alone at 16 s, from step 1 */
+	rejoin_text(text, sizeof text, "30s", "20s");
+	support_tmpdir(a, sizeof a, "simp2p");
+	support_simulate_text(text, a, &ra);
+	first_row_after(a, "peer0", 5.5, &step, &at);
+	cr_assert_eq(step, 1, "alone: from its own clock (step %g at %g s)", step, at);
+	cr_assert_geq(at, 16, "peer0 went on alone at %g s, before dead_after", at);
+	cr_assert_lt(at, 16.5, "peer0 went on alone at %g s", at);
+	support_rm_rf(a);
+}
+
+/* peer1 and peer2 crash at 5 s and restart together at 8 s. Each one's join finds the other
+ * catching up: its answer says so ("behind"), so the join resumes from peer0, the only peer
+ * that trained on, not from the other's clock 0 (which made both start over). Then the same
+ * with 300 ms links on peer1 and peer2, so that their catch-up lasts over a second: peer0's
+ * gossip round pulls from both while they catch up (its pulls answered at once, without a
+ * replica: bytes_rx of three headers), and no round merges a fresh process's replica (whose
+ * staleness would be peer0's whole clock). */
+Test(sim_p2p, restart_beside_a_peer_catching_up, .timeout = 60)
+{
+	static const char *const links[] = { "", "  links:\n    - {nodes: 'peer1,peer2', delay: 300ms}\n" };
+	char dir[256], text[2048];
+	struct sim_result r;
+
+	for (int v = 0; v < 2; v++) {
+		struct table *t;
+		double c0, worst = -1, step, at;
+		size_t behind = 0;
+		int col;
+
+		snprintf(text, sizeof text,
+			 "name: behind\nseed: 7\nstop: {time: 12s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
+			 "consistency: {barrier: asp, fanout: 2}\nworkers: 3\nlinkcheck: off\n"
+			 "network:\n  default: {delay: 2ms}\n%s"
+			 "simulation: {train: none}\n"
+			 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n"
+			 "  - {nodes: 'peer1,peer2', crash: {at: 5s, restart: 8s}}\n", links[v]);
+		support_tmpdir(dir, sizeof dir, "simp2p");
+		support_simulate_text(text, dir, &r);
+		c0 = step_at(dir, "peer0", 8);
+		cr_assert_gt(c0, 100, "peer0 trained on while the others were down (%g)", c0);
+		for (unsigned i = 1; i <= 2; i++) {
+			char name[16];
+
+			snprintf(name, sizeof name, "peer%u", i);
+			first_row_after(dir, name, 5, &step, &at);
+			cr_assert_geq(at, 8, "%s stepped while down", name);
+			cr_assert_lt(at, v ? 11 : 8.5, "%s's first step after its restart at %g s", name, at);
+			cr_assert_geq(step, c0, "%s resumed at step %g, peer0 was at %g (links %d)", name, step,
+				      c0, v);
+		}
+		/* peer0's gossip: never a replica far behind it */
+		t = support_load_table(dir, "nodes/peer0.csv");
+		col = table_col(t, "staleness");
+		cr_assert_geq(col, 0);
+		for (size_t k = 0; k < table_rows(t); k++) {
+			double st = table_double_or(t, k, (size_t)col, -1);
+
+			worst = st > worst ? st : worst;
+			behind += cell(t, k, "t_s") > 8 && cell(t, k, "wait_s") > 0.1 && st < 0 &&
+				  cell(t, k, "bytes_rx") < 1000;
+		}
+		table_destroy(&t);
+		cr_assert_geq(worst, 0, "peer0 merged replicas");
+		cr_assert_lt(worst, 10, "peer0 merged a replica %g steps behind it (links %d)", worst, v);
+		if (v == 1)
+			cr_assert_gt(behind, 0, "no pull of peer0 was answered while the others caught up");
+		support_rm_rf(dir);
+	}
 }
