@@ -1199,7 +1199,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			grace_kill = now;
 			for (size_t i = 0; i < n; i++)
 				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
-					fprintf(err_out, "stalenet: node %s on host %s ignored stop for %d s: killed\n",
+					fprintf(err_out, "stalenet: node %s on host %s not ended %d s after the stop: killed\n",
 						ep_name(run, i), hs->list[ep_host(self, o->p, i)].name,
 						(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS) / 1000);
 					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
