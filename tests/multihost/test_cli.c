@@ -1097,6 +1097,73 @@ Test(multihost_cli, a_hung_host_at_the_stop_time_is_lost_after_the_graceful_boun
 	free(t);
 }
 
+/* One Ctrl-C while a host hangs (h2's agent stopped): the graceful stop is bounded as at the
+ * stop time: h2 lost 25 s after the stop, the others fetched and torn down, exit 130, the run
+ * interrupted and no node_failed row (its nodes were being stopped); h2 clean once its agent
+ * runs again. */
+Test(multihost_cli, one_ctrl_c_with_a_hung_host_ends_within_the_bound)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mho\nstop: {time: 60s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGSTOP), 0, "SIGSTOP the agent of h2: %s", strerror(errno));
+	int before3 = 0;
+	free(head_of("nodes/worker3.csv", &before3));
+	cr_assert_eq(kill(-pid, SIGINT), 0, "kill(-%d, SIGINT): %s", (int)pid, strerror(errno));
+	bool stopped = support_wait_until(stop_row_written, NULL, 10000);
+	int64_t t0 = support_now_ms();
+	int st = 0;
+	int waited = stopped ? support_wait_pid(pid, &st, 60000) : -1;
+	int64_t took = support_now_ms() - t0;
+	int left[3];
+	for (size_t i = 0; i < 3; i++)
+		left[i] = netns_left(i);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "one SIGINT with h2 hung -> exited %lld ms after the stop row\n", (long long)took);
+	kill(agent, SIGCONT);
+	if (waited) {
+		kill(-pid, SIGINT);
+		support_wait_pid(pid, NULL, 30000);
+	}
+	cr_assert(stopped, "the SIGINT did not stop the run");
+	cr_assert_eq(waited, 0, "stalenet did not end 60 s after the SIGINT");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit 130 (interrupted): %s", t);
+	cr_expect_geq(took, 20000, "exit %lld ms after the stop: h2 given less than the stop's graces",
+		      (long long)took);
+	cr_expect_leq(took, 45000, "exit %lld ms after the stop", (long long)took);
+	cr_expect(strstr(t, "host h2: lost: its agent does not answer"), "%s", t);
+	cr_expect_null(strstr(t, "interrupted again"), "%s", t);
+	cr_expect_null(strstr(t, "could not be fetched"), "%s", t);
+	cr_expect_eq(left[0], 0, "host h0: %d namespaces left when the orchestrator exited", left[0]);
+	cr_expect_eq(left[1], 0, "host h1: %d namespaces left when the orchestrator exited", left[1]);
+	int after3 = 0;
+	free(head_of("nodes/worker3.csv", &after3));
+	cr_expect_gt(before3, 0, "no rows of worker3 (h2) before it hung");
+	cr_expect_geq(after3, before3, "nodes/worker3.csv: %d rows, %d before", after3, before3);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && count(ev, ",stop,all,interrupted") == 1, "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && !strstr(ev, "node_failed"), "%s", ev ? ev : "no events.csv");
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
+	cr_expect(support_wait_until(hosts_clean, NULL, 30000), "hosts not clean: namespaces %d %d %d", netns_left(0),
+		  netns_left(1), netns_left(2));
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", ssh_clients());
+	free(meta);
+	free(ev);
+	free(t);
+}
+
 /* The pid of node name's process on host i (stalenet-node with its configuration
  * .../nodes/NAME.conf, in the host's mount namespace), 0 when none. */
 static pid_t host_node_pid(size_t i, const char *name)
