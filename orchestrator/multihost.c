@@ -890,6 +890,31 @@ static void start_failed(const char *run_dir, const char *node, const char *kind
 	supervise_event(run_dir, "start_failed", node, d);
 }
 
+/* Host h lost during a run (its agent's connection ended, or it stopped answering): the file it
+ * was sending cut short, its connection closed within close_ms (what it built stays in its
+ * journal there, removed by its agent when it finds the connection ended, else by `stalenet
+ * cleanup --hosts`), its endpoints still up (of n) counted out, each a node_failed row ("host
+ * NAME lost") unless the run was interrupted (they were being stopped, not failing). Returns
+ * how many were up. */
+static size_t lose_host(struct multihost *self, const struct multihost_nodes_opts *o, size_t n, size_t h,
+			struct sink *k, bool *up, bool interrupted, int close_ms, FILE *err_out)
+{
+	size_t lost = 0;
+
+	sink_close(self, h, k, err_out);
+	agentlink_close(&self->links[h], close_ms);
+	for (size_t i = 0; i < n; i++)
+		if (ep_host(self, o->p, i) == h && up[i]) {
+			char d[96];
+			snprintf(d, sizeof d, "host %s lost", self->hosts->list[h].name);
+			if (!interrupted)
+				supervise_event(o->run_dir, "node_failed", ep_name(o->run, i), d);
+			up[i] = false;
+			lost++;
+		}
+	return lost;
+}
+
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out)
 {
@@ -1046,7 +1071,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		result = 2;
 	if (result)
 		stopping = true;
-	int64_t t_launch = clock_now_ns(), stop_sent = 0, killed_at = 0;
+	/* grace_kill: when the nodes that ignored stop were killed (the graceful stop's bound) */
+	int64_t t_launch = clock_now_ns(), stop_sent = 0, killed_at = 0, grace_kill = 0;
+	bool told_late = false;
 	for (;;) {
 		int64_t now = clock_now_ns();
 		/* the run goes on while a node runs, or a planned join or restart is still to come */
@@ -1106,6 +1133,15 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		/* the link self-check: every prober done, the hub (a service) is stopped */
 		if (o->linkcheck && started && !stopping && alive == (up[n - 1] ? 1u : 0u))
 			stopping = true;
+		if (o->interrupted && *o->interrupted && !told_late) {
+			/* the first once the run has ended of itself (stop.time): its work is done, it
+			 * stays so */
+			told_late = true;
+			if (stopping && started && !result && !o->linkcheck)
+				fprintf(err_out, "stalenet: interrupted after the run's end (stop.time reached): it stays "
+					"complete; its nodes' ends and files are still awaited (interrupt again to stop "
+					"at once)\n");
+		}
 		if (!stopping && ((o->interrupted && *o->interrupted) ||
 				  (!started && now - t_launch > (int64_t)o->ready_timeout_ms * 1000000) ||
 				  (started && o->stop_after_ns && now - *origin_ns >= o->stop_after_ns))) {
@@ -1155,14 +1191,42 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
 		}
-		if (stop_sent && now - stop_sent > 30000000000LL) {
-			/* a node that ignores stop for 30 s is killed */
+		if (stop_sent && !killed_at && !grace_kill &&
+		    now - stop_sent > (int64_t)(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS) * 1000000) {
+			/* the graceful stop's bound, as on one host: a node that ignores stop that long is
+			 * killed (no SIGTERM step in between across hosts: the kill comes when one host's
+			 * SIGKILL does) */
+			grace_kill = now;
 			for (size_t i = 0; i < n; i++)
 				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
+					fprintf(err_out, "stalenet: node %s on host %s not ended %d s after the stop: killed\n",
+						ep_name(run, i), hs->list[ep_host(self, o->p, i)].name,
+						(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS) / 1000);
 					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
 					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
-			stop_sent = now;
+		}
+		if (grace_kill && !killed_at && now - grace_kill > (int64_t)MULTIHOST_STOP_NOW_MS * 1000000) {
+			/* a host that has not reported those ends MULTIHOST_STOP_NOW_MS after their kill
+			 * does not answer (its agent stopped, hung or cut off): it is lost, so that the
+			 * run ends; the other hosts are fetched and torn down as usual */
+			for (size_t h = 0; h < hs->n; h++) {
+				size_t left = 0;
+				for (size_t i = 0; i < n; i++)
+					left += up[i] && ep_host(self, o->p, i) == h;
+				if (!left || host_lost[h])
+					continue;
+				host_lost[h] = true;
+				fprintf(err_out, "stalenet: host %s: lost: its agent does not answer (%zu node(s) not reported "
+					"ended %d s after the stop, %d s after their kill); its run files not fetched (the "
+					"rows it streamed are kept); its agent removes its share once it finds its "
+					"connection ended, else run: stalenet cleanup --hosts\n", hs->list[h].name, left,
+					(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS + MULTIHOST_STOP_NOW_MS) / 1000,
+					MULTIHOST_STOP_NOW_MS / 1000);
+				alive -= lose_host(self, o, n, h, &sinks[h], up, result == 2, 1000, err_out);
+				if (!result)
+					result = 1;
+			}
 		}
 		/* up to 1 ms for any host to say something (the schedule above is checked at least
 		 * that often), then what every host has sent, a bounded number of lines each */
@@ -1249,22 +1313,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
 				host_lost[h] = true;
-				sink_close(self, h, &sinks[h], err_out);
 				fprintf(err_out, "stalenet: host %s: agent lost (%s); its nodes are lost\n", hs->list[h].name,
 					strerror(-rc));
-				/* what it built stays in its journal there, for `stalenet cleanup --hosts` */
-				agentlink_close(&self->links[h], 5000);
-				for (size_t i = 0; i < n; i++)
-					if (ep_host(self, o->p, i) == h && up[i]) {
-						char d[96];
-						snprintf(d, sizeof d, "host %s lost", hs->list[h].name);
-						/* after an interruption the nodes were being stopped, not
-						 * failing */
-						if (result != 2)
-							supervise_event(o->run_dir, "node_failed", ep_name(run, i), d);
-						up[i] = false;
-						alive--;
-					}
+				alive -= lose_host(self, o, n, h, &sinks[h], up, result == 2, 5000, err_out);
 				if (!o->on_failure_continue && !stopping) {
 					result = 1;
 					stopping = true;

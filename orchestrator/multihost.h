@@ -115,7 +115,8 @@ struct multihost_nodes_opts {
 					 * done; no progress.csv, no start/stop events */
 	int ready_timeout_ms;
 	/* interruptions so far (the caller's signal handler): 1 stops the run gracefully (nodes
-	 * told to stop, killed after 30 s; every host's files fetched); SUPERVISE_STOP_NOW or
+	 * told to stop, as at stop.time; every host's files fetched), or, once the run has
+	 * ended of itself (stop.time), changes nothing of it (said on err_out); SUPERVISE_STOP_NOW or
 	 * more stops at once: every node still up killed through its agent, their exits waited
 	 * for at most MULTIHOST_STOP_NOW_MS, a host that did not report them not fetched, a
 	 * fetch given MULTIHOST_STOP_NOW_MS in all (the rows streamed so far stay), the nodes'
@@ -128,8 +129,12 @@ struct multihost_nodes_opts {
  * onto each host's clock by its measured offset; "stop" at stop.time), until every node has
  * exited; then copy every host's run files (node traces, eval.csv, logs) into o->run_dir. An
  * agent whose connection ends loses its nodes (exit status -1 each) and stops the run unless
- * on_failure_continue. *origin_ns: the run's origin on this clock. Returns 0 (every node exited
- * 0), 1 (failed), 2 (interrupted); progress lines to err_out. */
+ * on_failure_continue. A stop is bounded as on one host: a node that ignores "stop" for
+ * SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS is killed through its agent, and a host
+ * that has not reported its nodes' ends MULTIHOST_STOP_NOW_MS after that is lost (named on
+ * err_out, not fetched, its connection closed; the run failed unless interrupted).
+ * *origin_ns: the run's origin on this clock. Returns 0 (every node exited 0), 1 (failed), 2
+ * (interrupted); progress lines to err_out. */
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out);
 

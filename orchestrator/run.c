@@ -116,6 +116,44 @@ static bool stop_now(void)
 	return run_interrupted >= SUPERVISE_STOP_NOW;
 }
 
+/* How many runs of plan from index from on have no complete run directory under abs_out (its
+ * abs_len first bytes; single: the one run's directory is abs_out itself): what an
+ * interruption between runs leaves unrun. */
+static size_t runs_unrun(const char *abs_out, size_t abs_len, const struct plan *plan, bool single, size_t from)
+{
+	size_t left = 0;
+
+	for (size_t j = from; j < plan_n_runs(plan); j++) {
+		char d[RUN_DIR_MAX];
+
+		if (single)
+			snprintf(d, sizeof d, "%.*s", (int)abs_len, abs_out);
+		else
+			snprintf(d, sizeof d, "%.*s/%.*s", (int)abs_len, abs_out, PLAN_RUN_ID_MAX, plan_run(plan, j)->id);
+		left += !rundir_is_complete(d);
+	}
+	return left;
+}
+
+/* After the runs: an interruption that came once the last run done had ended (its stop.time
+ * reached; that run stays complete, its exit code stands) stops the sweep there, and makes
+ * it interrupted (exit 130) only when runs are left unrun (from index next on). */
+static int sweep_interrupted(int rc, const char *abs_out, size_t abs_len, const struct plan *plan, bool single,
+			     size_t next)
+{
+	size_t left;
+
+	if (!run_interrupted || rc == CLI_EXIT_INTERRUPTED)
+		return rc;
+	left = runs_unrun(abs_out, abs_len, plan, single, next);
+	if (left) {
+		log_warn("interrupted between runs: %zu run(s) left unrun (the same command resumes them)", left);
+		return CLI_EXIT_INTERRUPTED;
+	}
+	log_info("interrupted after the last run had ended: every run done, none cut short");
+	return rc;
+}
+
 /* Programs live beside the running stalenet (build/ or PREFIX/bin). */
 static int sibling_program(const char *name, char *out, size_t outlen)
 {
@@ -1406,10 +1444,13 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 			return CLI_EXIT_USAGE;
 		}
 	}
-	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
+	bool single = nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1;
+	size_t i;
+
+	for (i = 0; i < nruns && !run_interrupted; i++) {
 		const struct plan_run *run = plan_run(plan, i);
 		int dl;
-		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
+		if (single)
 			dl = snprintf(dir, sizeof dir, "%s", abs_out);
 		else
 			dl = snprintf(dir, sizeof dir, "%s/%.*s", abs_out, PLAN_RUN_ID_MAX, run->id);
@@ -1425,7 +1466,8 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 		if (r != CLI_EXIT_OK)
 			rc = CLI_EXIT_FAILED;
 	}
-	if (o->plot && !run_interrupted) {
+	rc = sweep_interrupted(rc, abs_out, strlen(abs_out), plan, single, i);
+	if (o->plot && rc != CLI_EXIT_INTERRUPTED) {
 		char err[512];
 		int figs = plot_dir(abs_out, err, sizeof err);
 		if (figs < 0)
@@ -1434,7 +1476,8 @@ static int run_across_hosts(const struct run_opts *o, const struct scenario *sc,
 			log_info("%d figures in %s/plots", figs, abs_out);
 	}
 	fprintf(stderr, "%s: %zu run(s) across %zu hosts; results in %s\n",
-		rc == CLI_EXIT_OK ? "done" : "finished with failures", nruns, hosts->n, abs_out);
+		rc == CLI_EXIT_OK ? "done" : rc == CLI_EXIT_INTERRUPTED ? "interrupted" : "finished with failures", nruns,
+		hosts->n, abs_out);
 	return rc;
 }
 
@@ -1565,9 +1608,12 @@ int run_main(const struct run_opts *o)
 	}
 	c.run_count = (int)nruns;
 	rc = CLI_EXIT_OK;
+	size_t next = 0;
+
 	for (size_t i = 0; i < nruns && !run_interrupted; i++) {
 		int r;
 
+		next = i + 1;
 		c.run = plan_run(plan, i);
 		c.run_index = (int)i + 1;
 		if (nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1)
@@ -1605,8 +1651,8 @@ int run_main(const struct run_opts *o)
 			rc = CLI_EXIT_FAILED;
 		}
 	}
-	if (run_interrupted)
-		rc = CLI_EXIT_INTERRUPTED;
+	rc = sweep_interrupted(rc, abs_out, abs_len, plan, nruns == 1 && sc->sweep.n_axes == 0 && sc->sweep.repeat <= 1,
+			       next);
 	if (o->plot && rc != CLI_EXIT_INTERRUPTED) {
 		int figs = plot_dir(abs_out, err, sizeof err);
 		if (figs < 0)

@@ -18,8 +18,8 @@
 #include "orchestrator/hostload.h"
 #include "orchestrator/launch.h"
 
-#define SUP_STOP_GRACE_NS (15 * 1000000000LL)   /* "stop" -> SIGTERM */
-#define SUP_TERM_GRACE_NS (5 * 1000000000LL)    /* SIGTERM -> SIGKILL */
+#define SUP_STOP_GRACE_NS (SUPERVISE_STOP_GRACE_MS * 1000000LL)   /* "stop" -> SIGTERM */
+#define SUP_TERM_GRACE_NS (SUPERVISE_TERM_GRACE_MS * 1000000LL)    /* SIGTERM -> SIGKILL */
 #define SUP_PROGRESS_NS (100 * 1000000LL)
 #define SUP_GUARD_NS (1000 * 1000000LL)       /* host-saturation guard's period */
 #define SUP_GUARD_WARN_AFTER 3                /* samples before the guard may warn */
@@ -47,6 +47,7 @@ struct sup {
 	size_t n;
 	bool started, stopping, failed, interrupted;
 	int64_t origin_ns, stop_sent_ns, term_sent_ns;
+	const char *stop_why;             /* why the run is stopping (stop_all's), NULL = not yet */
 	int64_t killed_ns;                /* stop now: every running process killed then, 0 = not */
 	int seen_interrupts;              /* the interruption count last acted upon */
 	struct csv_writer *progress;
@@ -120,6 +121,7 @@ static void stop_all(struct sup *s, const char *why)
 	if (s->stopping)
 		return;
 	s->stopping = true;
+	s->stop_why = why;
 	s->stop_sent_ns = clock_now_ns();
 	log_info("stopping the run: %s", why);
 	/* an interruption is logged in every phase: what follows it is no node's failure */
@@ -510,10 +512,14 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 		int timeout_ms, rc;
 
 		if (o->interrupted && *o->interrupted != s.seen_interrupts) {
-			s.seen_interrupts = *o->interrupted;
 			/* the handler's line went below the live view: the next frame starts under it */
 			if (o->view)
 				progress_finish(o->view);
+			/* the first once the run has ended of itself: its work is done, it stays so */
+			if (!s.seen_interrupts && s.stopping && !s.failed && !s.interrupted && !o->failures_only)
+				log_info("interrupted after the run's end (%s): it stays complete; its nodes' ends "
+					 "and files are still awaited (interrupt again to stop at once)", s.stop_why);
+			s.seen_interrupts = *o->interrupted;
 		}
 		if (s.seen_interrupts && !s.stopping) {
 			res = SUPERVISE_INTERRUPTED;

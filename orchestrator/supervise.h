@@ -110,9 +110,16 @@ enum supervise_result { SUPERVISE_OK = 0, SUPERVISE_FAILED = 1, SUPERVISE_INTERR
  * counts interruptions the same way. */
 #define SUPERVISE_STOP_NOW 2
 #define SUPERVISE_KILL_WAIT_MS 2000
+/* The graceful stop's bounds: a node that ignores "stop" this long gets SIGTERM, and SIGKILL
+ * SUPERVISE_TERM_GRACE_MS after that (orchestrator/multihost bounds a stop across hosts by
+ * the same figures). */
+#define SUPERVISE_STOP_GRACE_MS 15000
+#define SUPERVISE_TERM_GRACE_MS 5000
 
 /* Run the nodes until all have exited. *origin_ns receives the run's clock origin (set when
- * the start is sent). Returns a supervise_result. */
+ * the start is sent). Returns a supervise_result: an interruption that comes once the run has
+ * already ended (stop.time reached, work finished) and is winding down changes nothing of it
+ * (SUPERVISE_OK, said in the log), unless a second one cuts the wind-down short. */
 enum supervise_result supervise_run(const struct supervise_opts *o, const struct supervise_node *nodes,
 				    size_t n, int64_t *origin_ns);
 

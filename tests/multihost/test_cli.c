@@ -1002,6 +1002,269 @@ Test(multihost_cli, second_ctrl_c_with_a_hung_host_stops_at_once)
 	free(t);
 }
 
+static bool time_stop_row_written(void *arg)
+{
+	(void)arg;
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	bool yes = ev && strstr(ev, ",stop,all,time");
+	free(ev);
+	return yes;
+}
+
+/* The run's own end (stop.time) meets a hung host: h2's agent is stopped (SIGSTOP) before the
+ * stop time, so it relays neither the stop nor its nodes' ends. The stop is bounded as on one
+ * host: its nodes are killed after 20 s (one host's 15 s to SIGTERM + 5 s to SIGKILL) and h2,
+ * not having reported their ends 5 s later, is lost: named with what to do, not fetched, its
+ * connection closed; h0 and h1 fetched and torn down as usual, the rows h2 streamed before
+ * kept, the run failed (worker3 node_failed, host h2 lost, as for a killed agent). The
+ * orchestrator used to wait for ever (the kill resent every 30 s). Once h2's agent runs again
+ * it finds its connection ended and tears down. */
+Test(multihost_cli, a_hung_host_at_the_stop_time_is_lost_after_the_graceful_bounds)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhs\nstop: {time: 15s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGSTOP), 0, "SIGSTOP the agent of h2: %s", strerror(errno));
+	cr_assert_not(time_stop_row_written(NULL), "the stop time came before h2 hung: no test");
+	int before3 = 0;
+	free(head_of("nodes/worker3.csv", &before3));
+	bool stopped = support_wait_until(time_stop_row_written, NULL, 30000);
+	int64_t t0 = support_now_ms();
+	int st = 0;
+	int waited = stopped ? support_wait_pid(pid, &st, 90000) : -1;
+	int64_t took = support_now_ms() - t0;
+	int left[3];
+	for (size_t i = 0; i < 3; i++)
+		left[i] = netns_left(i);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "stop time with h2 hung -> exited %lld ms after the stop row\n", (long long)took);
+	kill(agent, SIGCONT);
+	if (waited) {
+		kill(-pid, SIGINT);
+		kill(-pid, SIGINT);
+		support_wait_pid(pid, NULL, 30000);
+	}
+	cr_assert(stopped, "no stop row at the stop time");
+	cr_assert_eq(waited, 0, "stalenet did not end 90 s after the stop time");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit 1 (failed): %s", t);
+	/* within the bound: the 20 s to the kill and the 5 s for its report, not for ever; and
+	 * not before the graceful stop's bounds */
+	cr_expect_geq(took, 20000, "exit %lld ms after the stop: h2 given less than the stop's graces",
+		      (long long)took);
+	cr_expect_leq(took, 45000, "exit %lld ms after the stop", (long long)took);
+	cr_expect(strstr(t, "host h2: lost: its agent does not answer"), "%s", t);
+	cr_expect(strstr(t, "stalenet cleanup --hosts"), "%s", t);
+	cr_expect_null(strstr(t, "host h0: lost"), "%s", t);
+	cr_expect_null(strstr(t, "host h1: lost"), "%s", t);
+	cr_expect_null(strstr(t, "could not be fetched"), "%s", t);
+	cr_expect_null(strstr(t, "teardown failed"), "%s", t);
+	cr_expect_null(strstr(t, "teardown not confirmed"), "%s", t);
+	cr_expect_eq(left[0], 0, "host h0: %d namespaces left when the orchestrator exited", left[0]);
+	cr_expect_eq(left[1], 0, "host h1: %d namespaces left when the orchestrator exited", left[1]);
+	int after3 = 0, after0 = 0;
+	free(head_of("nodes/worker3.csv", &after3));
+	char *hd0 = head_of("nodes/worker0.csv", &after0);
+	cr_expect_gt(before3, 0, "no rows of worker3 (h2) before it hung");
+	cr_expect_geq(after3, before3, "nodes/worker3.csv: %d rows, %d before", after3, before3);
+	cr_expect(hd0 && after0 > 0, "nodes/worker0.csv (h0) not fetched");
+	free(hd0);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && count(ev, ",stop,all,") == 1, "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && strstr(ev, ",node_failed,worker3,host h2 lost"), "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && count(ev, ",node_failed,") == 1, "only h2's node: %s", ev ? ev : "no events.csv");
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"failed\""), "%s", meta ? meta : "no meta.json");
+	/* h2's agent, running again, finds its input ended and tears its share down */
+	cr_expect(support_wait_until(hosts_clean, NULL, 30000), "hosts not clean: namespaces %d %d %d", netns_left(0),
+		  netns_left(1), netns_left(2));
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", ssh_clients());
+	free(meta);
+	free(ev);
+	free(t);
+}
+
+/* One Ctrl-C while a host hangs (h2's agent stopped): the graceful stop is bounded as at the
+ * stop time: h2 lost 25 s after the stop, the others fetched and torn down, exit 130, the run
+ * interrupted and no node_failed row (its nodes were being stopped); h2 clean once its agent
+ * runs again. */
+Test(multihost_cli, one_ctrl_c_with_a_hung_host_ends_within_the_bound)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mho\nstop: {time: 60s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGSTOP), 0, "SIGSTOP the agent of h2: %s", strerror(errno));
+	int before3 = 0;
+	free(head_of("nodes/worker3.csv", &before3));
+	cr_assert_eq(kill(-pid, SIGINT), 0, "kill(-%d, SIGINT): %s", (int)pid, strerror(errno));
+	bool stopped = support_wait_until(stop_row_written, NULL, 10000);
+	int64_t t0 = support_now_ms();
+	int st = 0;
+	int waited = stopped ? support_wait_pid(pid, &st, 60000) : -1;
+	int64_t took = support_now_ms() - t0;
+	int left[3];
+	for (size_t i = 0; i < 3; i++)
+		left[i] = netns_left(i);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "one SIGINT with h2 hung -> exited %lld ms after the stop row\n", (long long)took);
+	kill(agent, SIGCONT);
+	if (waited) {
+		kill(-pid, SIGINT);
+		support_wait_pid(pid, NULL, 30000);
+	}
+	cr_assert(stopped, "the SIGINT did not stop the run");
+	cr_assert_eq(waited, 0, "stalenet did not end 60 s after the SIGINT");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit 130 (interrupted): %s", t);
+	cr_expect_geq(took, 20000, "exit %lld ms after the stop: h2 given less than the stop's graces",
+		      (long long)took);
+	cr_expect_leq(took, 45000, "exit %lld ms after the stop", (long long)took);
+	cr_expect(strstr(t, "host h2: lost: its agent does not answer"), "%s", t);
+	cr_expect_null(strstr(t, "interrupted again"), "%s", t);
+	cr_expect_null(strstr(t, "could not be fetched"), "%s", t);
+	cr_expect_eq(left[0], 0, "host h0: %d namespaces left when the orchestrator exited", left[0]);
+	cr_expect_eq(left[1], 0, "host h1: %d namespaces left when the orchestrator exited", left[1]);
+	int after3 = 0;
+	free(head_of("nodes/worker3.csv", &after3));
+	cr_expect_gt(before3, 0, "no rows of worker3 (h2) before it hung");
+	cr_expect_geq(after3, before3, "nodes/worker3.csv: %d rows, %d before", after3, before3);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && count(ev, ",stop,all,interrupted") == 1, "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && !strstr(ev, "node_failed"), "%s", ev ? ev : "no events.csv");
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"interrupted\""), "%s", meta ? meta : "no meta.json");
+	cr_expect(support_wait_until(hosts_clean, NULL, 30000), "hosts not clean: namespaces %d %d %d", netns_left(0),
+		  netns_left(1), netns_left(2));
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", ssh_clients());
+	free(meta);
+	free(ev);
+	free(t);
+}
+
+/* The pid of node name's process on host i (stalenet-node with its configuration
+ * .../nodes/NAME.conf, in the host's mount namespace), 0 when none. */
+static pid_t host_node_pid(size_t i, const char *name)
+{
+	char path[300], want[64], got[64], suffix[96];
+	snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)hs.host[i].sshd_pid);
+	ssize_t wl = readlink(path, want, sizeof want - 1);
+	if (wl <= 0)
+		return 0;
+	want[wl] = 0;
+	snprintf(suffix, sizeof suffix, "/nodes/%s.conf", name);
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+	while (d && !found && (e = readdir(d))) {
+		char cmd[1024];
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/ns/mnt", e->d_name);
+		ssize_t gl = readlink(path, got, sizeof got - 1);
+		if (gl <= 0)
+			continue;
+		got[gl] = 0;
+		if (strcmp(got, want))
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+		FILE *f = fopen(path, "re");
+		size_t r = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		cmd[r] = 0;
+		size_t l0 = strlen(cmd), l1 = l0 + 1 < r ? strlen(cmd + l0 + 1) : 0;
+		const char *bin = "stalenet-node";
+		if (l0 >= strlen(bin) && !strcmp(cmd + l0 - strlen(bin), bin) && l1 >= strlen(suffix) &&
+		    !strcmp(cmd + l0 + 1 + l1 - strlen(suffix), suffix))
+			found = (pid_t)atol(e->d_name);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A Ctrl-C once a run across hosts has reached its stop time, during its wind-down (worker0 on
+ * h0 stopped with SIGSTOP, so it is waited for until its kill 20 s after the stop): the work
+ * was done, so the run stays complete, exit 0, the interruption said to have come after the
+ * run's end; no host lost, every host fetched and torn down. */
+Test(multihost_cli, ctrl_c_after_the_stop_time_leaves_the_run_complete)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhl\nstop: {time: 8s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	pid_t worker = host_node_pid(0, "worker0");
+	cr_assert_gt(worker, 0, "no worker0 on h0");
+	cr_assert_eq(kill(worker, SIGSTOP), 0, "SIGSTOP worker0: %s", strerror(errno));
+	cr_assert_not(time_stop_row_written(NULL), "the stop time came before worker0 hung: no test");
+	bool stopped = support_wait_until(time_stop_row_written, NULL, 30000);
+	int64_t t0 = support_now_ms();
+	if (stopped)
+		cr_assert_eq(kill(-pid, SIGINT), 0, "kill(-%d, SIGINT): %s", (int)pid, strerror(errno));
+	int st = 0;
+	int waited = stopped ? support_wait_pid(pid, &st, 60000) : -1;
+	int64_t took = support_now_ms() - t0;
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "SIGINT at the stop time with worker0 stopped -> exited %lld ms later\n", (long long)took);
+	if (waited) {
+		kill(worker, SIGKILL);
+		kill(-pid, SIGINT);
+		kill(-pid, SIGINT);
+		support_wait_pid(pid, NULL, 30000);
+	}
+	cr_assert(stopped, "no stop row at the stop time");
+	cr_assert_eq(waited, 0, "stalenet did not end 60 s after the SIGINT");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit 0 (complete): %s", t);
+	cr_expect(strstr(t, "interrupted after the run's end (stop.time reached): it stays complete"), "%s", t);
+	cr_expect(strstr(t, "node worker0 on host h0 not ended 20 s after the stop: killed"), "%s", t);
+	cr_expect_null(strstr(t, "lost"), "%s", t);
+	cr_expect_null(strstr(t, "could not be fetched"), "%s", t);
+	cr_expect(strstr(t, "done: 1 run(s) across 3 hosts"), "%s", t);
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/events.csv", run_dir);
+	char *ev = support_read_file(path, &len);
+	cr_expect(ev && count(ev, ",stop,all,") == 1, "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && !strstr(ev, "interrupted"), "%s", ev ? ev : "no events.csv");
+	cr_expect(ev && !strstr(ev, "node_failed"), "%s", ev ? ev : "no events.csv");
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_expect(meta && strstr(meta, "\"status\": \"complete\""), "%s", meta ? meta : "no meta.json");
+	snprintf(path, sizeof path, "%s/complete", run_dir);
+	cr_expect_eq(access(path, F_OK), 0, "not marked complete");
+	cr_expect(support_wait_until(hosts_clean, NULL, 10000), "hosts not clean: namespaces %d %d %d", netns_left(0),
+		  netns_left(1), netns_left(2));
+	free(meta);
+	free(ev);
+	free(t);
+}
+
 /* The orchestrator killed with SIGKILL during training, its ssh clients in groups of their own
  * that no terminal signal reaches: each dies with it (its parent-death signal), and every
  * agent, its connection ended, tears its share down and exits. */

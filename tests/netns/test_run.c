@@ -1023,6 +1023,120 @@ Test(run, second_sigint_stops_at_once_and_still_cleans_up, .timeout = 120)
 	free(err);
 }
 
+/* Starts `stalenet run scen --out dir` (tag: its output files) and interrupts it once its run
+ * in rdir has ended of itself: worker0 is stopped (SIGSTOP) while training, so the stop at the
+ * stop time goes unheeded and the wind-down lasts the stop's graces (15 s to SIGTERM, 5 s more
+ * to SIGKILL); SIGINT once the stop row (stop.time reached) is written, well inside them. Its
+ * prefix into prefix. Returns the exit code, or -1 when it did not end 60 s after the SIGINT. */
+static int sigint_in_the_wind_down(struct proc_run *r, const char *tag, const char *scen, const char *dir,
+				   const char *rdir, char *prefix, size_t prefix_len)
+{
+	char path[PATH_MAX + 32];
+	pid_t worker;
+	int rc;
+
+	start_stalenet(r, tag, "run", scen, "--out", dir, "--quiet", NULL);
+	snprintf(path, sizeof path, "%s/progress.csv", rdir);
+	cr_assert(wait_rows(path, 10, 60000, r), "training did not start; stderr:\n%s", slurp(r->err));
+	cr_assert(meta_value(rdir, "prefix", prefix, prefix_len));
+	worker = journal_pid(rdir, "worker0");
+	cr_assert_gt(worker, 0, "no proc record of worker0 in %s/journal", rdir);
+	cr_assert_eq(kill(worker, SIGSTOP), 0, "SIGSTOP worker0 (pid %d): %s", (int)worker, strerror(errno));
+	snprintf(path, sizeof path, "%s/events.csv", rdir);
+	char *ev = slurp(path);
+	cr_assert_null(strstr(ev, ",stop,all,"), "the run stopped before worker0 hung: no test\n%s", ev);
+	free(ev);
+	struct file_has w = { path, ",stop,all,stop.time reached", r };
+	cr_assert(support_wait_until(file_has, &w, 30000), "no stop at the stop time; stderr:\n%s", slurp(r->err));
+	cr_assert_eq(kill(r->pid, SIGINT), 0);
+	rc = wait_stalenet(r, 60000);
+	if (rc < 0) {
+		kill(r->pid, SIGINT);
+		wait_stalenet(r, 30000);
+	}
+	return rc;
+}
+
+/* A Ctrl-C once the run has reached its stop time, during its wind-down (a node that does not
+ * stop is waited for through the graces): the work was done, so the run stays complete and
+ * the exit code is a complete run's, 0; the interruption is said to have come after the run's
+ * end, events.csv has the one stop row of the stop time, and the host is as before. */
+Test(run, sigint_after_the_stop_time_leaves_the_run_complete, .timeout = 150)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *err, *ev;
+	int rc;
+
+	tpath(scen, sizeof scen, "late.yaml");
+	tpath(dir, sizeof dir, "late");
+	write_file(scen, "name: t-late\nseed: 5\nstop: {time: 4s}\nlinkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
+			 "consistency: {barrier: asp}\nworkers: 2\nnetwork:\n  default: {delay: 1ms}\n");
+	snapshot(&before);
+	rc = sigint_in_the_wind_down(&r, "late", scen, dir, dir, prefix, sizeof prefix);
+	err = slurp(r.err);
+	cr_assert_neq(rc, -1, "no exit 60 s after the SIGINT; stderr:\n%s", err);
+	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, err);
+	cr_expect(strstr(err, "interrupted after the run's end (stop.time reached): it stays complete"), "%s", err);
+	cr_expect(strstr(err, "interrupted after the last run had ended"), "%s", err);
+	/* the wind-down went on after the interruption: the graceful escalation ran */
+	cr_expect(strstr(err, "node worker0 ignored stop: SIGTERM"), "%s", err);
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "complete");
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert(exists(path), "a complete run is marked complete");
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	ev = slurp(path);
+	cr_expect_eq(count_of(ev, ",stop,all,"), 1, "%s", ev);
+	cr_expect_null(strstr(ev, "interrupted"), "%s", ev);
+	cr_expect_null(strstr(ev, "node_failed"), "%s", ev);
+	free(ev);
+	snprintf(path, sizeof path, "%s/summary.csv", dir);
+	ev = slurp(path);
+	cr_expect_eq(count_of(ev, ",complete"), 1, "summary.csv: the run's row, complete:\n%s", ev);
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_journal_procs_gone(dir);
+	assert_no_run_procs(dir, prefix);
+	free(ev);
+	free(err);
+}
+
+/* The same in a sweep of two runs: the first stays complete, and the interruption still stops
+ * the sweep: the second run is left unrun, and that makes the exit 130 (interrupted). */
+Test(run, sigint_after_a_sweep_runs_stop_time_leaves_the_rest_unrun, .timeout = 150)
+{
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], rdir[PATH_MAX + 32], path[PATH_MAX + 64], prefix[32], value[64], *err;
+	int rc;
+
+	tpath(scen, sizeof scen, "latesweep.yaml");
+	tpath(dir, sizeof dir, "latesweep");
+	write_file(scen, "name: t-latesweep\nseed: 5\nstop: {time: 4s}\nlinkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
+			 "consistency: {barrier: asp}\nworkers: 2\nnetwork:\n  default: {delay: 1ms}\n"
+			 "sweep: {workers: [2, 3]}\n");
+	snprintf(rdir, sizeof rdir, "%s/workers=2+rep=1", dir);
+	rc = sigint_in_the_wind_down(&r, "latesweep", scen, dir, rdir, prefix, sizeof prefix);
+	err = slurp(r.err);
+	cr_assert_neq(rc, -1, "no exit 60 s after the SIGINT; stderr:\n%s", err);
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, err);
+	cr_expect(strstr(err, "interrupted between runs: 1 run(s) left unrun"), "%s", err);
+	cr_assert(meta_value(rdir, "status", value, sizeof value));
+	cr_expect_str_eq(value, "complete");
+	snprintf(path, sizeof path, "%s/complete", rdir);
+	cr_expect(exists(path), "the first run is marked complete");
+	snprintf(path, sizeof path, "%s/workers=3+rep=1/meta.json", dir);
+	cr_expect_not(exists(path), "the second run was started");
+	assert_journal_procs_gone(rdir);
+	assert_no_run_procs(rdir, prefix);
+	free(err);
+}
+
 /* --- 3. kill -9, then cleanup ------------------------------------------------------------- */
 
 Test(run, kill9_then_cleanup_restores_the_host)

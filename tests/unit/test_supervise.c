@@ -4,7 +4,8 @@
  * starts fail as fork, exec or a resource limit would. A failed restart must be an events.csv
  * row, be tried again with a growing backoff, and the node count as restarted only once its
  * process runs. An interruption is logged as one, and the nodes it stops are not failed; a
- * second one kills a node that ignores the stop at once. */
+ * second one kills a node that ignores the stop at once; one that comes after the run's end
+ * (its stop time) leaves the run as it ended. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -27,6 +28,7 @@ static struct {
 	int b_fail;
 	bool a_quits;
 	bool a_hangs;                  /* "a" ignores stop (a hung node) */
+	int a_lingers_ms;              /* "a" ends this long after being told to stop */
 	int b_calls;
 	pid_t pids[8];                 /* every process started */
 	int n_pids;
@@ -55,6 +57,8 @@ static _Noreturn void stand_in(const char *name)
 	until = support_now_ms() + 30000;
 	while (support_now_ms() < until && (!ctl_client_should_stop(c) || (!strcmp(name, "a") && plan.a_hangs)))
 		usleep(5000); /* a node's pacing, not a wait for the test */
+	if (!strcmp(name, "a") && plan.a_lingers_ms)
+		usleep((useconds_t)plan.a_lingers_ms * 1000); /* its slow wind-down, the test's subject */
 	ctl_client_done(c);
 	ctl_client_close(&c);
 	_exit(0);
@@ -331,5 +335,60 @@ Test(supervise, second_interruption_kills_a_hung_node_at_once, .timeout = 60)
 	int n = read_events(rows, 64);
 	cr_expect_geq(find(rows, n, 0, "stop,all,interrupted"), 0);
 	cr_expect_eq(find(rows, n, 0, "node_failed,"), -1, "a node killed by the user's stop is no failure");
+	support_rm_rf(dir);
+}
+
+/* An interruption from the tick hook once the run has reached its stop time (0.3 s), while "a"
+ * still winds down (it ends 2 s after its stop): whether "a" still ran then. */
+static volatile sig_atomic_t late;
+static bool a_ran_then;
+
+static int64_t interrupt_after_the_stop(void *arg, int64_t now_rel)
+{
+	(void)arg;
+	if (now_rel >= 400000000 && late == 0) {
+		late = 1;
+		a_ran_then = plan.n_pids > 0 && kill(plan.pids[0], 0) == 0;
+	}
+	return now_rel + 10000000;
+}
+
+/* The run ended of itself (stop.time reached) and is winding down when the interruption comes:
+ * its work is done, so it stays SUPERVISE_OK (not interrupted), with the one stop row of its
+ * stop time and no node failure. */
+Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 60)
+{
+	const struct supervise_node nodes[2] = {
+		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+	};
+	struct ctl_server *srv;
+	struct row rows[64];
+	int64_t origin = 0;
+
+	memset(&plan, 0, sizeof plan);
+	plan.a_lingers_ms = 2000;
+	late = 0;
+	a_ran_then = false;
+	support_tmpdir(dir, sizeof dir, "supervise");
+	cr_assert_eq(ctl_endpoint_for(dir, "t", ep, sizeof ep), 0);
+	srv = ctl_server_open(ep);
+	cr_assert_not_null(srv);
+	struct supervise_opts o = {
+		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .ready_timeout_ms = 20000,
+		.stop_after_ns = 300000000, .spawn = spawn, .interrupted = &late,
+		.hooks = { .tick = interrupt_after_the_stop },
+	};
+	enum supervise_result res = supervise_run(&o, nodes, 2, &origin);
+	ctl_server_close(&srv);
+	cr_assert_eq(late, 1, "the interruption was never made");
+	cr_assert(a_ran_then, "the interruption came after the wind-down: no test");
+	cr_expect_eq(res, SUPERVISE_OK, "result %d: an interruption after the run's end changed it", (int)res);
+	int n = read_events(rows, 64);
+	cr_expect_geq(find(rows, n, 0, "stop,all,stop.time reached"), 0);
+	cr_expect_eq(find(rows, n, 0, "stop,all,interrupted"), -1);
+	cr_expect_eq(find(rows, n, 0, "node_failed,"), -1);
 	support_rm_rf(dir);
 }
