@@ -22,7 +22,11 @@
  * core deciding after each (core_p2p_join_next, core_p2p_resume_asks_again). Until its catch-up
  * is over a peer's core says it serves nothing (core_p2p_serves_replica): its answers are the
  * engine's "behind" ones, a CLOCK_REP no join resumes from and a MODEL without a replica that no
- * gossip round merges. Nothing runs past stop.time.
+ * gossip round merges. A gossip pull a partner has not answered for dead_after is given up as
+ * the engine gives it up (core_p2p_pull_gives_up: silent until heard from, core_p2p_on_heard). A
+ * new process's connections complete their handshakes under the loss in force (sim_net_connect:
+ * SYN retries, none through a blackout), and its requests to a peer go once its connection to
+ * that peer is up, as ZeroMQ queues them. Nothing runs past stop.time.
  *
  * Messages live in a pool (an event carries the message's index); a request carries the
  * requester's exchange number, so a late answer to an exchange that ended (its sender said BYE
