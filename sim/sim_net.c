@@ -8,6 +8,7 @@
 #include "node/rng.h"
 #include "orchestrator/linktrace.h"
 #include "sim/sim_link.h"
+#include "sim/sim_loss.h"
 #include "sim/sim_seed.h"
 
 struct sim_net {
@@ -15,12 +16,7 @@ struct sim_net {
 	struct link_params *cur_up, *cur_down; /* per plan node: the parameters now */
 	struct sim_link *up, *down;
 	struct linktrace *trace;               /* network.trace, NULL = none */
-	/* directions whose loss changes (2n: up i at [i], down i at [n + i]); NULL when no
-	 * change of the run alters any loss */
-	struct sim_link_sched *sched;
-	int64_t **sched_at;
-	double **sched_p;
-	size_t sched_entries;
+	struct sim_loss *loss;                 /* the directions' loss schedules, NULL = none */
 	struct sim_link_tcp tcp;
 	struct rng rng;
 };
@@ -31,109 +27,6 @@ struct sim_net {
 #define SIM_NET_SYN_RETRIES 6
 #define SIM_NET_RECONNECT_NS 100000000ll /* ZMQ_RECONNECT_IVL's default */
 
-static void free_sched(struct sim_net *net)
-{
-	for (size_t k = 0; net->sched && k < 2 * net->run->n_nodes; k++) {
-		free(net->sched_at[k]);
-		free(net->sched_p[k]);
-	}
-	free(net->sched);
-	free(net->sched_at);
-	free(net->sched_p);
-	net->sched = NULL;
-	net->sched_at = NULL;
-	net->sched_p = NULL;
-	net->sched_entries = 0;
-}
-
-/* Direction k's loss becomes v at t (ns): a new entry, or the last one's value when it is at t
- * too (the later of two changes at one instant wins, as they are applied). */
-static int sched_set(struct sim_net *net, size_t k, int64_t t, double v, double *cur)
-{
-	struct sim_link_sched *s = &net->sched[k];
-
-	if (v == cur[k])
-		return 0;
-	cur[k] = v;
-	if (s->n && net->sched_at[k][s->n - 1] == t) {
-		net->sched_p[k][s->n - 1] = v;
-		return 0;
-	}
-	if ((s->n & (s->n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
-		size_t cap = s->n ? 2 * s->n : 1;
-		int64_t *at = realloc(net->sched_at[k], cap * sizeof *at);
-		double *pv;
-
-		if (!at)
-			return -1;
-		net->sched_at[k] = at;
-		if (!(pv = realloc(net->sched_p[k], cap * sizeof *pv)))
-			return -1;
-		net->sched_p[k] = pv;
-	}
-	net->sched_at[k][s->n] = t;
-	net->sched_p[k][s->n++] = v;
-	net->sched_entries++;
-	return 0;
-}
-
-/* The loss schedule of every direction whose loss a timeline change or a trace row alters:
- * the changes replayed in the order the driver applies them (by time; timeline events before
- * trace rows at one instant, as they are scheduled). Directions whose loss never changes keep
- * no schedule. 0 or -1 (no memory). */
-static int build_sched(struct sim_net *net)
-{
-	const struct plan_run *run = net->run;
-	size_t n = run->n_nodes, ne = run->n_events, nt = net->trace ? net->trace->n : 0, a = 0, b = 0;
-	double *cur = NULL;
-	int rc = -1;
-
-	if (ne + nt == 0)
-		return 0;
-	cur = malloc(2 * n * sizeof *cur);
-	net->sched = calloc(2 * n, sizeof *net->sched);
-	net->sched_at = calloc(2 * n, sizeof *net->sched_at);
-	net->sched_p = calloc(2 * n, sizeof *net->sched_p);
-	if (!cur || !net->sched || !net->sched_at || !net->sched_p)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		cur[i] = net->sched[i].base = sim_link_loss_prob(&net->cur_up[i]);
-		cur[n + i] = net->sched[n + i].base = sim_link_loss_prob(&net->cur_down[i]);
-	}
-	while (a < ne || b < nt) {
-		if (b >= nt || (a < ne && run->events[a].at_us <= net->trace->rows[b].at_us)) {
-			const struct plan_event *pe = &run->events[a++];
-			int64_t t = (int64_t)pe->at_us * 1000;
-
-			if (sched_set(net, pe->node, t, sim_link_loss_prob(&pe->up), cur) < 0 ||
-			    sched_set(net, n + pe->node, t, sim_link_loss_prob(&pe->down), cur) < 0)
-				goto out;
-		} else {
-			const struct linktrace_row *row = &net->trace->rows[b++];
-
-			for (size_t k = 0; row->has_loss && k < 2 * n; k++)
-				if (sched_set(net, k, (int64_t)row->at_us * 1000, row->loss_ppm / 1e6, cur) < 0)
-					goto out;
-		}
-	}
-	rc = 0;
-	if (!net->sched_entries) {
-		free_sched(net);
-		goto out;
-	}
-	for (size_t k = 0; k < 2 * n; k++) {
-		net->sched[k].at_ns = net->sched_at[k];
-		net->sched[k].p = net->sched_p[k];
-	}
-	for (size_t i = 0; i < n; i++) {
-		net->up[i].sched = net->sched[i].n ? &net->sched[i] : NULL;
-		net->down[i].sched = net->sched[n + i].n ? &net->sched[n + i] : NULL;
-	}
-out:
-	free(cur);
-	return rc;
-}
-
 void sim_net_destroy(struct sim_net **p)
 {
 	struct sim_net *net;
@@ -141,7 +34,7 @@ void sim_net_destroy(struct sim_net **p)
 	if (!p || !*p)
 		return;
 	net = *p;
-	free_sched(net);
+	sim_loss_destroy(&net->loss);
 	free(net->cur_up);
 	free(net->cur_down);
 	free(net->up);
@@ -181,8 +74,12 @@ struct sim_net *sim_net_new(const struct plan_run *run, char *err, size_t errlen
 		sim_net_destroy(&net);
 		return NULL;
 	}
-	if (build_sched(net) < 0)
+	if (sim_loss_new(run, net->trace, &net->loss) < 0)
 		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		net->up[i].sched = sim_loss_up(net->loss, i);
+		net->down[i].sched = sim_loss_down(net->loss, i);
+	}
 	return net;
 nomem:
 	snprintf(err, errlen, "out of memory");
@@ -284,10 +181,6 @@ int64_t sim_net_connect(struct sim_net *net, uint32_t a, uint32_t b, int64_t now
 
 size_t sim_net_bytes(const struct sim_net *net)
 {
-	size_t b = sizeof *net + net->run->n_nodes * 2 * (sizeof *net->cur_up + sizeof *net->up);
-
-	if (net->sched)
-		b += net->run->n_nodes * 2 * (sizeof *net->sched + sizeof *net->sched_at + sizeof *net->sched_p) +
-		     net->sched_entries * (sizeof(int64_t) + sizeof(double));
-	return b;
+	return sizeof *net + net->run->n_nodes * 2 * (sizeof *net->cur_up + sizeof *net->up) +
+	       sim_loss_bytes(net->loss);
 }
