@@ -145,13 +145,28 @@ int64_t sim_net_delay_ns(const struct sim_net *net, uint32_t a, uint32_t b)
 	return ((int64_t)net->cur_up[a].delay_us + net->cur_down[b].delay_us) * 1000;
 }
 
-/* Whether a handshake begun at t gets through: the SYN over a's up and b's down, the SYN-ACK
- * back, each under the loss in force (no draw when none is lossy, or one drops everything). */
-static bool handshake_passes(struct sim_net *net, uint32_t a, uint32_t b, int64_t t)
+/* The last change of a direction's loss (INT64_MIN: none). */
+static int64_t last_change(const struct sim_link *l)
 {
-	double q = (1 - sim_link_loss_at(&net->up[a], t)) * (1 - sim_link_loss_at(&net->down[b], t)) *
-		   (1 - sim_link_loss_at(&net->up[b], t)) * (1 - sim_link_loss_at(&net->down[a], t));
+	return l->sched && l->sched->n ? l->sched->at_ns[l->sched->n - 1] : INT64_MIN;
+}
 
+/* Whether a handshake begun at t gets through: the SYN over a's up and b's down, the SYN-ACK
+ * back, each under the loss in force (no draw when none is lossy, or one drops everything).
+ * *never: it fails, and so will every later one (the loss drops everything and changes no
+ * more). */
+static bool handshake_passes(struct sim_net *net, uint32_t a, uint32_t b, int64_t t, bool *never)
+{
+	const struct sim_link *d[4] = { &net->up[a], &net->down[b], &net->up[b], &net->down[a] };
+	double q = 1;
+	int64_t last = INT64_MIN;
+
+	for (int k = 0; k < 4; k++) {
+		q *= 1 - sim_link_loss_at(d[k], t);
+		if (last_change(d[k]) > last)
+			last = last_change(d[k]);
+	}
+	*never = q <= 0 && t >= last;
 	if (q >= 1)
 		return true;
 	if (q <= 0)
@@ -167,10 +182,14 @@ int64_t sim_net_connect(struct sim_net *net, uint32_t a, uint32_t b, int64_t now
 		int64_t at = t, rto = SIM_NET_SYN_RTO_NS;
 
 		for (int k = 0; k <= SIM_NET_SYN_RETRIES; k++) {
+			bool never;
+
 			if (at > limit_ns)
 				return INT64_MAX;
-			if (handshake_passes(net, a, b, at))
+			if (handshake_passes(net, a, b, at, &never))
 				return at + 2 * sim_net_delay_ns(net, a, b);
+			if (never)
+				return INT64_MAX;
 			at += rto;
 			rto *= 2;
 		}

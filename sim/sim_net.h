@@ -47,7 +47,7 @@ int64_t sim_net_send(struct sim_net *net, uint32_t a, uint32_t b, uint64_t bytes
  * tcp_syn_retries 6), each passing with the SYN's and the SYN-ACK's chances under the loss in
  * force then (a lossless path: now + the round trip, no draw); after 127 s connect() fails and
  * ZeroMQ begins again 100 ms later. INT64_MAX when no attempt at or before limit_ns gets
- * through. */
+ * through, or when the path drops everything from then on (no later change). */
 int64_t sim_net_connect(struct sim_net *net, uint32_t a, uint32_t b, int64_t now_ns, int64_t limit_ns);
 /* The one-way propagation delay from plan node a to plan node b now (a's up, b's down), ns:
  * when a connection's closing or opening is noticed at b. */
