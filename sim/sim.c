@@ -40,6 +40,7 @@
 #include "orchestrator/linktrace.h"
 #include "sim/sim_heap.h"
 #include "sim/sim_link.h"
+#include "sim/sim_loss.h"
 #include "sim/sim_p2p.h"
 #include "sim/sim_profile.h"
 #include "sim/sim_ring.h"
@@ -83,6 +84,7 @@ struct sim {
 				     * timeline or trace changes one: then a transmitter is never
 				     * busy and the plan's parameters serve (32 bytes per node less) */
 	struct linktrace *ltrace;   /* network.trace, NULL = none */
+	struct sim_loss *loss;      /* the directions' loss schedules (with up/down), NULL = none */
 	struct link_params *cur_up, *cur_down; /* per plan node, only with a trace: the current
 					       * parameters the trace's rows change */
 	struct core_ps *core;
@@ -979,7 +981,8 @@ static void fill_result(struct sim *s, struct sim_result *res)
 	res->stopped_accuracy = s->stop_acc;
 	res->state_bytes = sizeof *s + s->n * (sizeof *s->w + sizeof *s->node_of) +
 			   (s->down_at ? s->n * sizeof *s->down_at : 0) +
-			   (s->up ? 2 * s->run->n_nodes * sizeof *s->up : 0) + sim_heap_bytes(s->heap) +
+			   (s->up ? 2 * s->run->n_nodes * sizeof *s->up : 0) + sim_loss_bytes(s->loss) +
+			   sim_heap_bytes(s->heap) +
 			   s->hist_len * sizeof *s->hist + s->stale_len * sizeof *s->stale_hist;
 }
 
@@ -1072,11 +1075,18 @@ int sim_run(const struct sim_opts *o, struct sim_result *res, char *err, size_t 
 			goto out;
 		}
 	}
+	/* a timeline or trace that changes a loss: each retransmission under the loss then */
+	if (s.up && sim_loss_new(run, s.ltrace, &s.loss) < 0) {
+		sim_status_fail(&s.st, -ENOMEM, "out of memory");
+		goto out;
+	}
 	k = 0;
 	for (size_t i = 0; i < run->n_nodes; i++) {
 		if (s.up) {
 			s.up[i].p = plan_node_up(run, i);
 			s.down[i].p = plan_node_down(run, i);
+			s.up[i].sched = sim_loss_up(s.loss, i);
+			s.down[i].sched = sim_loss_down(s.loss, i);
 		}
 		if (s.cur_up) {
 			s.cur_up[i] = *plan_node_up(run, i);
@@ -1257,6 +1267,7 @@ out:
 	free(s.node_of);
 	free(s.w);
 	free(s.up);
+	sim_loss_destroy(&s.loss);
 	free(s.down);
 	free(s.cur_up);
 	free(s.cur_down);

@@ -1,5 +1,7 @@
 /* sim/sim_link: see sim_link.h. Lost segments are found by geometric skipping (the gap to the
- * next loss is floor(log U / log(1 - p))), so a message costs O(losses), not O(segments). */
+ * next loss is floor(log U / log(1 - p))), so a message costs O(losses), not O(segments). One
+ * walk serves constant loss and a schedule: with a constant p it draws exactly what it drew
+ * before schedules existed (runs without loss changes are byte-identical). */
 #include "sim/sim_link.h"
 
 #include <math.h>
@@ -35,12 +37,15 @@ uint32_t sim_link_slow_start_rounds(const struct sim_link_tcp *tcp, uint64_t byt
 	return rounds;
 }
 
-/* Segments passed before the next loss: geometric with success probability p. */
-static uint64_t gap(double log1mp, struct rng *r)
+/* Segments passed before the next loss: geometric with success probability p (0 < p <= 1). */
+static uint64_t gap(double p, struct rng *r)
 {
-	double u = 1.0 - rng_uniform(r); /* (0, 1] */
-	double g = floor(log(u) / log1mp);
+	double u, g;
 
+	if (p >= 1)
+		return 0; /* a blackout: the next segment is lost */
+	u = 1.0 - rng_uniform(r); /* (0, 1] */
+	g = floor(log(u) / log1p(-p));
 	return g > 1e18 ? (uint64_t)1e18 : (uint64_t)g;
 }
 
@@ -50,30 +55,63 @@ static int64_t backoff(int64_t rto)
 	return rto * 2 > SIM_LINK_RTO_MAX_NS ? SIM_LINK_RTO_MAX_NS : rto * 2;
 }
 
-/* What the loss of segment i of segments costs (the retransmissions' fate drawn from r). */
-typedef int64_t (*loss_cost_fn)(double p, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns,
-				struct rng *r);
+/* The loss a message meets: constant p (clamped below 1, as the model always had it), or a
+ * direction's schedule, read at the time of each (re)transmission. */
+struct lossy {
+	double p;
+	const struct sim_link_sched *s;
+};
 
-/* Walk the lost segments of a message (p clamped below 1) and add up what each costs. */
-static int64_t walk_losses(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
-			   uint32_t *lost, loss_cost_fn cost_of)
+static double sched_at(const struct sim_link_sched *s, int64_t t)
+{
+	size_t lo = 0, hi = s->n;
+
+	if (!s->n || t < s->at_ns[0])
+		return s->base;
+	while (hi - lo > 1) { /* the last change at or before t */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->at_ns[mid] <= t)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return s->p[lo];
+}
+
+static double loss_at(const struct lossy *x, int64_t t)
+{
+	return x->s ? sched_at(x->s, t) : x->p;
+}
+
+/* What the loss of segment i of segments, first sent at t_ns, costs (the retransmissions' fate
+ * drawn from r under the loss in force at each one's time). */
+typedef int64_t (*loss_cost_fn)(const struct lossy *x, uint64_t i, uint32_t segments, int64_t rto_ns,
+				int64_t rtt_ns, struct rng *r, int64_t t_ns);
+
+/* Walk the lost segments of a message sent at t_ns and add up what each costs; the next loss is
+ * drawn under the loss in force once the previous one is recovered (constant: the same draws
+ * as one walk under p). */
+static int64_t walk_losses(const struct lossy *x, uint32_t segments, int64_t rto_ns, int64_t rtt_ns,
+			   struct rng *r, int64_t t_ns, uint32_t *lost, loss_cost_fn cost_of)
 {
 	int64_t cost = 0;
 	uint32_t nlost = 0;
-	double l1mp;
+	double p = loss_at(x, t_ns);
 	uint64_t i;
 
-	if (p > 0.999999)
-		p = 0.999999;
 	if (!(p > 0) || segments == 0) {
 		if (lost)
 			*lost = 0;
 		return 0;
 	}
-	l1mp = log1p(-p);
-	for (i = gap(l1mp, r); i < segments; i += 1 + gap(l1mp, r)) {
+	for (i = gap(p, r); i < segments;) {
 		nlost++;
-		cost += cost_of(p, i, segments, rto_ns, rtt_ns, r);
+		cost += cost_of(x, i, segments, rto_ns, rtt_ns, r, t_ns + cost);
+		p = loss_at(x, t_ns + cost);
+		if (!(p > 0))
+			break;
+		i += 1 + gap(p, r);
 	}
 	if (lost)
 		*lost = nlost;
@@ -82,7 +120,8 @@ static int64_t walk_losses(double p, uint32_t segments, int64_t rto_ns, int64_t 
 
 /* Timeout recovery: the first timeout, one more (doubled) for every retransmission lost again,
  * then slow start for what was not yet in flight. */
-static int64_t rto_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r)
+static int64_t rto_loss(const struct lossy *x, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns,
+			struct rng *r, int64_t t_ns)
 {
 	int64_t cost = 0, rto = rto_ns;
 	uint32_t rest = segments - 1 - (uint32_t)i, rounds = 0;
@@ -90,7 +129,7 @@ static int64_t rto_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns,
 	for (int k = 0; k < SIM_LINK_MAX_RETRIES; k++) {
 		cost += rto;
 		rto = backoff(rto);
-		if (rng_uniform(r) >= p)
+		if (rng_uniform(r) >= loss_at(x, t_ns + cost))
 			break;
 	}
 	/* window collapse: the segments that were already in flight when the loss happened
@@ -104,7 +143,8 @@ static int64_t rto_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns,
 }
 
 /* SACK/RACK recovery and tail loss probes; timeouts only when a retransmission is lost again. */
-static int64_t fast_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r)
+static int64_t fast_loss(const struct lossy *x, uint64_t i, uint32_t segments, int64_t rto_ns, int64_t rtt_ns,
+			 struct rng *r, int64_t t_ns)
 {
 	int64_t cost, rto = rto_ns;
 
@@ -115,23 +155,39 @@ static int64_t fast_loss(double p, uint64_t i, uint32_t segments, int64_t rto_ns
 	else
 		cost = rtt_ns + rtt_ns / 2 + SIM_LINK_DELACK_NS; /* probe of a lone segment */
 	/* the retransmission lost again: timeouts, doubled each time */
-	for (int k = 0; k < SIM_LINK_MAX_RETRIES && rng_uniform(r) < p; k++) {
+	for (int k = 0; k < SIM_LINK_MAX_RETRIES && rng_uniform(r) < loss_at(x, t_ns + cost); k++) {
 		cost += rto;
 		rto = backoff(rto);
 	}
 	return cost;
 }
 
+static double clamp(double p)
+{
+	return p > 0.999999 ? 0.999999 : p;
+}
+
 int64_t sim_link_loss_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
 			 uint32_t *lost)
 {
-	return walk_losses(p, segments, rto_ns, rtt_ns, r, lost, rto_loss);
+	struct lossy x = { .p = clamp(p) };
+
+	return walk_losses(&x, segments, rto_ns, rtt_ns, r, 0, lost, rto_loss);
 }
 
 int64_t sim_link_loss_fast_ns(double p, uint32_t segments, int64_t rto_ns, int64_t rtt_ns, struct rng *r,
 			      uint32_t *lost)
 {
-	return walk_losses(p, segments, rto_ns, rtt_ns, r, lost, fast_loss);
+	struct lossy x = { .p = clamp(p) };
+
+	return walk_losses(&x, segments, rto_ns, rtt_ns, r, 0, lost, fast_loss);
+}
+
+double sim_link_loss_at(const struct sim_link *l, int64_t t_ns)
+{
+	double p = l->sched ? sched_at(l->sched, t_ns) : sim_link_loss_prob(l->p);
+
+	return p < 0 ? 0 : p > 1 ? 1 : p;
 }
 
 int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64_t bytes, int64_t now_ns,
@@ -141,6 +197,7 @@ int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64
 	uint32_t mss = tcp->mss ? tcp->mss : 1448, k = (uint32_t)((bytes + mss - 1) / mss), lost = 0;
 	int64_t start = now_ns > l->busy_ns ? now_ns : l->busy_ns, serial = 0, prop = 0, loss = 0;
 	int64_t jitter = p ? (int64_t)p->jitter_us * 1000 : 0, rto;
+	struct lossy x;
 
 	if (k == 0)
 		k = 1;
@@ -161,8 +218,11 @@ int64_t sim_link_send(struct sim_link *l, const struct sim_link_tcp *tcp, uint64
 				prop = 0;
 		}
 		rto = rtt_ns + (tcp->rto_min_ns > 4 * jitter ? tcp->rto_min_ns : 4 * jitter);
-		loss = tcp->fast_recovery ? sim_link_loss_fast_ns(sim_link_loss_prob(p), k, rto, rtt_ns, r, &lost)
-					  : sim_link_loss_ns(sim_link_loss_prob(p), k, rto, rtt_ns, r, &lost);
+		/* the segments go out from start, each retransmission at its time on the backoff
+		 * schedule: under a schedule, the loss in force then */
+		x = (struct lossy){ .p = clamp(sim_link_loss_prob(p)), .s = l->sched };
+		loss = walk_losses(&x, k, rto, rtt_ns, r, start, &lost,
+				   tcp->fast_recovery ? fast_loss : rto_loss);
 	}
 	if (cost)
 		*cost = (struct sim_link_cost){ .queue_ns = start - now_ns, .serial_ns = serial, .prop_ns = prop,

@@ -19,11 +19,20 @@
  *                             window) wait in the receiver's buffer, and the r segments beyond
  *                             them need ceil(log2(r + 1)) more round trips of slow start
  *                             (window collapse). Fast retransmit is not modelled.
+ *   loss that changes         a direction whose loss changes over time (network.timeline,
+ *                             network.trace) carries its schedule (struct sim_link_sched): a
+ *                             segment is lost under the loss in force when it is sent, and each
+ *                             retransmission under the loss in force at its own time on the
+ *                             backoff schedule above, so a message sent into a blackout (100%)
+ *                             arrives at the first retransmission after the link is back, not
+ *                             never; after tcp_retries2 (15) lost retransmissions the model stops
+ *                             there (the connection would be reset).
  * Pure apart from the link's own "busy until" time; randomness comes from the caller's rng. */
 #ifndef STALENET_SIM_LINK_H
 #define STALENET_SIM_LINK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/link_params.h"
@@ -38,11 +47,22 @@ struct sim_link_tcp {
 			      * sim_link_loss_ns (timeouts) */
 };
 
-/* One direction of a link: its parameters (borrowed; a timeline change swaps the pointer) and
- * the time its transmitter is free again. */
+/* How one direction's loss changes over time: from at_ns[k] on each segment is lost with
+ * probability p[k] (at_ns ascending), before at_ns[0] with base. p may be 1 (a blackout). */
+struct sim_link_sched {
+	double base;
+	const int64_t *at_ns;
+	const double *p;
+	size_t n;
+};
+
+/* One direction of a link: its parameters (borrowed; a timeline change swaps the pointer), the
+ * time its transmitter is free again, and its loss schedule (borrowed; NULL: the loss of p,
+ * constant; the model then draws exactly as it did before schedules existed). */
 struct sim_link {
 	const struct link_params *p;
 	int64_t busy_ns;
+	const struct sim_link_sched *sched;
 };
 
 /* What sim_link_send spent (for tests and calibration); all ns. */
@@ -77,6 +97,10 @@ uint32_t sim_link_slow_start_rounds(const struct sim_link_tcp *tcp, uint64_t byt
 /* The per-segment loss probability of p's loss settings (random loss, or Gilbert-Elliott's
  * long-run rate). */
 double sim_link_loss_prob(const struct link_params *p);
+
+/* The per-segment loss probability of direction l at t_ns: its schedule's, else its
+ * parameters' (sim_link_loss_prob). In [0, 1]. */
+double sim_link_loss_at(const struct sim_link *l, int64_t t_ns);
 
 /* Send `bytes` into l at now_ns over a path of round trip rtt_ns: returns the time the message
  * has crossed the link (>= now_ns) and advances l->busy_ns. cost (may be NULL) gets the parts. */

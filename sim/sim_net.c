@@ -1,12 +1,14 @@
 /* sim/sim_net: see sim_net.h. */
 #include "sim/sim_net.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "node/rng.h"
 #include "orchestrator/linktrace.h"
 #include "sim/sim_link.h"
+#include "sim/sim_loss.h"
 #include "sim/sim_seed.h"
 
 struct sim_net {
@@ -14,9 +16,16 @@ struct sim_net {
 	struct link_params *cur_up, *cur_down; /* per plan node: the parameters now */
 	struct sim_link *up, *down;
 	struct linktrace *trace;               /* network.trace, NULL = none */
+	struct sim_loss *loss;                 /* the directions' loss schedules, NULL = none */
 	struct sim_link_tcp tcp;
 	struct rng rng;
 };
+
+/* Handshakes: Linux's first SYN timeout (TCP_TIMEOUT_INIT), doubled for each of tcp_syn_retries
+ * retries; then connect() fails and ZeroMQ connects again after its reconnect interval. */
+#define SIM_NET_SYN_RTO_NS 1000000000ll
+#define SIM_NET_SYN_RETRIES 6
+#define SIM_NET_RECONNECT_NS 100000000ll /* ZMQ_RECONNECT_IVL's default */
 
 void sim_net_destroy(struct sim_net **p)
 {
@@ -25,6 +34,7 @@ void sim_net_destroy(struct sim_net **p)
 	if (!p || !*p)
 		return;
 	net = *p;
+	sim_loss_destroy(&net->loss);
 	free(net->cur_up);
 	free(net->cur_down);
 	free(net->up);
@@ -63,6 +73,12 @@ struct sim_net *sim_net_new(const struct plan_run *run, char *err, size_t errlen
 	if (sc->network.trace && !(net->trace = linktrace_load(sc->network.trace, err, errlen))) {
 		sim_net_destroy(&net);
 		return NULL;
+	}
+	if (sim_loss_new(run, net->trace, &net->loss) < 0)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		net->up[i].sched = sim_loss_up(net->loss, i);
+		net->down[i].sched = sim_loss_down(net->loss, i);
 	}
 	return net;
 nomem:
@@ -129,7 +145,61 @@ int64_t sim_net_delay_ns(const struct sim_net *net, uint32_t a, uint32_t b)
 	return ((int64_t)net->cur_up[a].delay_us + net->cur_down[b].delay_us) * 1000;
 }
 
+/* The last change of a direction's loss (INT64_MIN: none). */
+static int64_t last_change(const struct sim_link *l)
+{
+	return l->sched && l->sched->n ? l->sched->at_ns[l->sched->n - 1] : INT64_MIN;
+}
+
+/* Whether a handshake begun at t gets through: the SYN over a's up and b's down, the SYN-ACK
+ * back, each under the loss in force (no draw when none is lossy, or one drops everything).
+ * *never: it fails, and so will every later one (the loss drops everything and changes no
+ * more). */
+static bool handshake_passes(struct sim_net *net, uint32_t a, uint32_t b, int64_t t, bool *never)
+{
+	const struct sim_link *d[4] = { &net->up[a], &net->down[b], &net->up[b], &net->down[a] };
+	double q = 1;
+	int64_t last = INT64_MIN;
+
+	for (int k = 0; k < 4; k++) {
+		q *= 1 - sim_link_loss_at(d[k], t);
+		if (last_change(d[k]) > last)
+			last = last_change(d[k]);
+	}
+	*never = q <= 0 && t >= last;
+	if (q >= 1)
+		return true;
+	if (q <= 0)
+		return false;
+	return rng_uniform(&net->rng) < q;
+}
+
+int64_t sim_net_connect(struct sim_net *net, uint32_t a, uint32_t b, int64_t now_ns, int64_t limit_ns)
+{
+	int64_t t = now_ns;
+
+	for (;;) {
+		int64_t at = t, rto = SIM_NET_SYN_RTO_NS;
+
+		for (int k = 0; k <= SIM_NET_SYN_RETRIES; k++) {
+			bool never;
+
+			if (at > limit_ns)
+				return INT64_MAX;
+			if (handshake_passes(net, a, b, at, &never))
+				return at + 2 * sim_net_delay_ns(net, a, b);
+			if (never)
+				return INT64_MAX;
+			at += rto;
+			rto *= 2;
+		}
+		/* connect() timed out (127 s): ZeroMQ connects again */
+		t = at + SIM_NET_RECONNECT_NS;
+	}
+}
+
 size_t sim_net_bytes(const struct sim_net *net)
 {
-	return sizeof *net + net->run->n_nodes * 2 * (sizeof *net->cur_up + sizeof *net->up);
+	return sizeof *net + net->run->n_nodes * 2 * (sizeof *net->cur_up + sizeof *net->up) +
+	       sim_loss_bytes(net->loss);
 }

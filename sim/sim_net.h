@@ -7,7 +7,11 @@
  * of one ordered pair are delivered in the order sent (one TCP connection: jitter does not
  * reorder what TCP delivers) when the driver asks for it, and a connection whose sender was idle
  * longer than its RTO restarts from the initial window (Linux's default
- * tcp_slow_start_after_idle) when the driver keeps its last send time. Randomness: one stream from the run
+ * tcp_slow_start_after_idle) when the driver keeps its last send time. A direction whose loss
+ * changes over time gets its schedule (sim/sim_link's struct sim_link_sched, from the timeline
+ * and the trace), so a message retransmits through a blackout and arrives once the link is
+ * back; a connection's handshake retries its SYN as Linux does under the loss in force
+ * (sim_net_connect). Randomness: one stream from the run
  * seed, so the same sequence of sends gives the same times. */
 #ifndef STALENET_SIM_NET_H
 #define STALENET_SIM_NET_H
@@ -37,6 +41,14 @@ void sim_net_apply(struct sim_net *net, size_t i);
  * now_ns is stored back. */
 int64_t sim_net_send(struct sim_net *net, uint32_t a, uint32_t b, uint64_t bytes, int64_t now_ns,
 		     int64_t *fifo, int64_t *last_send);
+/* A connection from plan node a to plan node b begun at now_ns (a process starting, ZeroMQ
+ * connecting): when its handshake is complete, a round trip after the first attempt that gets
+ * through: SYNs at now + 0, 1, 3, 7, 15, 31, 63 s (Linux's 1 s initial SYN timeout, doubled,
+ * tcp_syn_retries 6), each passing with the SYN's and the SYN-ACK's chances under the loss in
+ * force then (a lossless path: now + the round trip, no draw); after 127 s connect() fails and
+ * ZeroMQ begins again 100 ms later. INT64_MAX when no attempt at or before limit_ns gets
+ * through, or when the path drops everything from then on (no later change). */
+int64_t sim_net_connect(struct sim_net *net, uint32_t a, uint32_t b, int64_t now_ns, int64_t limit_ns);
 /* The one-way propagation delay from plan node a to plan node b now (a's up, b's down), ns:
  * when a connection's closing or opening is noticed at b. */
 int64_t sim_net_delay_ns(const struct sim_net *net, uint32_t a, uint32_t b);

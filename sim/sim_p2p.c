@@ -22,7 +22,11 @@
  * core deciding after each (core_p2p_join_next, core_p2p_resume_asks_again). Until its catch-up
  * is over a peer's core says it serves nothing (core_p2p_serves_replica): its answers are the
  * engine's "behind" ones, a CLOCK_REP no join resumes from and a MODEL without a replica that no
- * gossip round merges. Nothing runs past stop.time.
+ * gossip round merges. A gossip pull a partner has not answered for dead_after is given up as
+ * the engine gives it up (core_p2p_pull_gives_up: silent until heard from, core_p2p_on_heard). A
+ * new process's connections complete their handshakes under the loss in force (sim_net_connect:
+ * SYN retries, none through a blackout), and its requests to a peer go once its connection to
+ * that peer is up, as ZeroMQ queues them. Nothing runs past stop.time.
  *
  * Messages live in a pool (an event carries the message's index); a request carries the
  * requester's exchange number, so a late answer to an exchange that ended (its sender said BYE
@@ -52,7 +56,7 @@
 #define SIM_P2P_SMALL WIRE_HEADER_BYTES
 
 enum p2p_ev { EV_MSG = 1, EV_COMPUTE, EV_BEGIN, EV_SAMPLE, EV_LEAVE, EV_NET, EV_EVAL, EV_CRASH, EV_START,
-	      EV_DEADLINE };
+	      EV_DEADLINE, EV_SILENCE };
 /* M_DOWN, M_UP: not messages but a connection closing (a crash) or completing its handshake (a
  * restart, a join), noticed by the other end one propagation delay later */
 enum p2p_msg { M_CLOCK_REQ = 1, M_CLOCK_REP, M_PULL, M_MODEL, M_BYE, M_DOWN, M_UP };
@@ -103,6 +107,12 @@ struct peer {
 	int64_t join_t0;    /* when the join began: its rounds' waiting so far */
 	int64_t pull_t0;    /* when the replica pull began */
 	int64_t deadline_ns; /* the round's end */
+	int64_t pull_asked_ns; /* when this gossip round's pulls went (core_p2p_pull_gives_up) */
+	bool gave_up;       /* this life's core found a partner silent: what is heard is reported
+			     * to it (else there is nothing to report: core_p2p_on_heard would
+			     * find nobody silent, at a cache miss per message) */
+	bool silence_pending; /* an EV_SILENCE of this life is queued (one at a time: a round that
+			       * ends before it is due costs no event of its own) */
 	int64_t resume_clock; /* the clock to go on from: the join's, then the replica's */
 	uint32_t resume_from;
 	bool pulled;        /* the pull was answered (a replica, or its owner is behind) */
@@ -119,6 +129,9 @@ struct p2p {
 	uint8_t *awaited;   /* n x n: awaited[i * n + j], peer i awaits an answer of j */
 	int64_t *answered_at; /* n x n: [j * n + i], when j last answered i (the connection of i's
 			       * requests: its sender's idle time, INT64_MIN = never) */
+	int64_t *conn_at;   /* n x n when a peer restarts or joins late, else NULL: [i * n + j],
+			     * when i's connection to j completed its handshake (i's requests to j
+			     * wait for it, as ZeroMQ queues them; INT64_MAX: not within the run) */
 	struct msg *msgs;
 	uint32_t nmsgs, capmsgs, free_msg;
 	struct sim_heap *heap;
@@ -134,6 +147,7 @@ struct p2p {
 	bool stop_acc;              /* peer 0 reached stop.accuracy */
 	int64_t last_eval_ns;
 	uint64_t model_bytes, events, updates;
+	size_t silence_queued;      /* EV_SILENCE events in the heap (not activity: see idle) */
 	int64_t stop_ns;
 	struct sim_status st;
 };
@@ -181,11 +195,29 @@ static uint32_t send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg typ
 				    .type = (uint8_t)type, .behind = behind, .next_free = UINT32_MAX };
 	if (type == M_MODEL && s->rep && !behind)
 		s->msgs[id].snap = sim_replicas_published(s->rep, a);
-	if (type == M_DOWN || type == M_UP) {
-		/* noticed one propagation delay later (a handshake: a round trip) */
-		t = now + (type == M_UP ? 2 : 1) * sim_net_delay_ns(s->net, s->node_of[a], s->node_of[b]);
+	if (type == M_DOWN) { /* noticed one propagation delay later */
+		push_ev(s, now + sim_net_delay_ns(s->net, s->node_of[a], s->node_of[b]), id, EV_MSG);
+		return id;
+	}
+	if (type == M_UP) {
+		/* b's connection to a completes its handshake (SYN retries under the loss in
+		 * force: none through a blackout); b notices it then */
+		t = sim_net_connect(s->net, s->node_of[b], s->node_of[a], now, s->stop_ns);
+		if (s->conn_at)
+			s->conn_at[(size_t)b * s->n + a] = t;
+		if (t == INT64_MAX)
+			goto unsent;
 		push_ev(s, t, id, EV_MSG);
 		return id;
+	}
+	if (s->conn_at && (type == M_CLOCK_REQ || type == M_PULL)) {
+		/* a request goes once a's connection to b is up (ZeroMQ queues it until then) */
+		int64_t c = s->conn_at[(size_t)a * s->n + b];
+
+		if (c == INT64_MAX)
+			goto unsent;
+		if (c > now)
+			now = c;
 	}
 	s->p[a].tx += bytes;
 	/* answers go back over the requester's connection, whose sender may have been idle */
@@ -193,10 +225,15 @@ static uint32_t send_msg(struct p2p *s, uint32_t a, uint32_t b, enum p2p_msg typ
 			 type == M_CLOCK_REP || type == M_MODEL ? &s->answered_at[(size_t)a * s->n + b] : NULL);
 	push_ev(s, t, id, EV_MSG);
 	return id;
+unsent: /* a handshake or a request (no replica in it) that never goes: back to the pool */
+	s->msgs[id].next_free = s->free_msg;
+	s->free_msg = id;
+	return UINT32_MAX;
 }
 
 static void start_compute(struct p2p *s, uint32_t i, int64_t now);
 static void after_barrier(struct p2p *s, uint32_t i, int64_t now);
+static void answered(struct p2p *s, uint32_t i, uint32_t j, int64_t now);
 
 /* Ask every peer j with awaited[i][j] set, in index order (as the engine's exchange sends). */
 static void ask_all(struct p2p *s, uint32_t i, enum p2p_msg type, int64_t threshold, int64_t now)
@@ -264,7 +301,29 @@ static void after_barrier(struct p2p *s, uint32_t i, int64_t now)
 		s->awaited[(size_t)i * s->n + partners[a]] = 1;
 	p->left = (uint32_t)k;
 	p->state = P_GOSSIP;
+	p->pull_asked_ns = now;
+	/* a partner silent for dead_after is given up on (node/engine_p2p's exchange checks after
+	 * each poll slice; the core rules); the check that is queued moves on to this round's time
+	 * when it comes */
+	if (s->cc.dead_after_ns > 0 && !p->silence_pending) {
+		p->silence_pending = true;
+		s->silence_queued++;
+		push_gen(s, now + s->cc.dead_after_ns, i, EV_SILENCE, p->gen);
+	}
 	ask_all(s, i, M_PULL, 0, now);
+}
+
+/* The gossip round of peer i has waited dead_after: the partners that have not answered are
+ * given up on as the core says (core_p2p_pull_gives_up: silent until heard from again). */
+static void silence(struct p2p *s, uint32_t i, int64_t now)
+{
+	struct peer *p = &s->p[i];
+
+	for (uint32_t j = 0; j < s->n && p->state == P_GOSSIP; j++)
+		if (s->awaited[(size_t)i * s->n + j] && core_p2p_pull_gives_up(p->core, j, p->pull_asked_ns, now)) {
+			p->gave_up = true;
+			answered(s, i, j, now);
+		}
 }
 
 static void start_compute(struct p2p *s, uint32_t i, int64_t now)
@@ -433,6 +492,10 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 		free(m.view);
 		return; /* its sockets are closed */
 	}
+	/* a request or a handshake from its sender: it is heard from (back among the gossip
+	 * partners if it was silent), as the engine's service thread and monitor report */
+	if (p->gave_up && (m.type == M_CLOCK_REQ || m.type == M_PULL || m.type == M_UP))
+		core_p2p_on_heard(p->core, m.from, now);
 	switch ((enum p2p_msg)m.type) {
 	case M_CLOCK_REQ:
 		if (core_p2p_answerable(p->clock, m.value)) {
@@ -470,6 +533,8 @@ static void on_msg(struct p2p *s, uint32_t id, int64_t now)
 				sim_replicas_release(s->rep, &m.snap);
 			break;
 		}
+		if (p->gave_up)
+			core_p2p_on_heard(p->core, m.from, now);
 		/* a pull answered "behind" brings no clock (the engine counts it and merges nothing) */
 		if (m.type == M_CLOCK_REP || !m.behind)
 			core_p2p_on_clock(p->core, m.from, m.value);
@@ -549,6 +614,7 @@ static void crash(struct p2p *s, uint32_t i, int64_t now)
 	sim_record_live(s->rec, i, false);
 	p->state = P_OFF;
 	p->gen++;
+	p->silence_pending = false; /* its queued check is void */
 	p->nheld = 0;
 	end_exchange(s, i);
 	catch_up_free(s, p);
@@ -602,6 +668,8 @@ static void start(struct p2p *s, uint32_t i, int64_t now)
 	if (p->state != P_OFF)
 		return;
 	p->gen++;
+	p->silence_pending = false;
+	p->gave_up = false; /* a new core */
 	sim_node_restart(s->node, i);
 	core_p2p_destroy(&p->core);
 	cc.self = i;
@@ -744,12 +812,13 @@ static void eval_row(struct p2p *s, int64_t now)
 	}
 }
 
-/* Only the periodic samples and evaluations are pending: nothing will change any more. */
+/* Only the periodic samples and evaluations are pending, and silence checks of gossip rounds
+ * that ended (a round still waiting is a peer not done): nothing will change any more. */
 static bool idle(const struct p2p *s)
 {
 	size_t periodic = 1 + (s->rep != NULL); /* EV_SAMPLE, EV_EVAL (one of them is being handled) */
 
-	return sim_heap_len(s->heap) + 1 <= periodic;
+	return sim_heap_len(s->heap) + 1 <= periodic + s->silence_queued;
 }
 
 static void dispatch(struct p2p *s, const struct sim_event *e)
@@ -783,6 +852,25 @@ static void dispatch(struct p2p *s, const struct sim_event *e)
 			join_round_done(s, e->who, now);
 		else
 			pull_round_done(s, e->who, now);
+		break;
+	}
+	case EV_SILENCE: {
+		struct peer *p = &s->p[e->who];
+		int64_t due = p->pull_asked_ns + s->cc.dead_after_ns;
+
+		s->silence_queued--;
+		if (e->gen != p->gen)
+			break;
+		p->silence_pending = false;
+		if (p->state != P_GOSSIP)
+			break;
+		if (now >= due) {
+			silence(s, e->who, now);
+		} else { /* queued for an earlier round: this round's time */
+			p->silence_pending = true;
+			s->silence_queued++;
+			push_gen(s, due, e->who, EV_SILENCE, p->gen);
+		}
 		break;
 	}
 	case EV_LEAVE:
@@ -933,8 +1021,17 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		/* the join's and the replica pull's bound (core_p2p_join_next,
 		 * core_p2p_resume_asks_again), as every node's configuration has it */
 		.dead_after_ns = (int64_t)NODECONF_DEAD_AFTER_S * 1000000000ll };
-	for (uint32_t i = 0; i < s.n; i++)
-		s.late[i] = (run->nodes[s.node_of[i]].straggler.set & SCENARIO_STRAG_JOIN) != 0;
+	for (uint32_t i = 0; i < s.n; i++) {
+		unsigned set = run->nodes[s.node_of[i]].straggler.set;
+
+		s.late[i] = (set & SCENARIO_STRAG_JOIN) != 0;
+		/* connections made during the run: their handshakes are timed */
+		if ((set & (SCENARIO_STRAG_JOIN | SCENARIO_STRAG_RESTART)) && !s.conn_at &&
+		    !(s.conn_at = calloc((size_t)s.n * s.n, sizeof *s.conn_at))) {
+			sim_status_fail(&s.st, -ENOMEM, "out of memory");
+			goto out;
+		}
+	}
 	for (uint32_t i = 0; i < s.n; i++) {
 		struct core_p2p_conf cc = s.cc;
 
@@ -1000,6 +1097,7 @@ int sim_p2p_run(const struct sim_opts *o, struct sim_result *res, char *err, siz
 		res->stopped_accuracy = s.stop_acc;
 		res->state_bytes = sizeof s + s.n * (sizeof *s.p + sizeof *s.node_of) +
 				   (size_t)s.n * s.n * (1 + sizeof *s.answered_at) +
+				   (s.conn_at ? (size_t)s.n * s.n * sizeof *s.conn_at : 0) +
 				   s.capmsgs * sizeof *s.msgs + sim_heap_bytes(s.heap) + sim_net_bytes(s.net) +
 				   sim_record_bytes(s.rec);
 		res->held_bytes = mi.uordblks + mi.hblkhd > held0 ? mi.uordblks + mi.hblkhd - held0 : 0;
@@ -1031,6 +1129,7 @@ out:
 	free(s.awaited);
 	free(s.late);
 	free(s.answered_at);
+	free(s.conn_at);
 	free(s.p);
 	free(s.node_of);
 	return s.st.rc;

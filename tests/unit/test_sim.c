@@ -12,7 +12,9 @@
  *   determinism  the same scenario and seed give byte-identical files
  *   draws     a worker's straggler delays are its emulated worker's (node/straggler's stream,
  *             in step order); simulation.seed changes the simulator's own draws only
- *   errors    bad simulation: values get FILE:LINE:COL messages at the value */
+ *   errors    bad simulation: values get FILE:LINE:COL messages at the value
+ *   blackout  a worker cut off for 5 s (timeline loss 100%) pushes again at the first
+ *             retransmission of TCP's backoff schedule after its link is back */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -29,6 +31,7 @@
 #include "node/straggler.h"
 #include "sim/sim.h"
 #include "tests/support/files.h"
+#include "tests/support/simrun.h"
 
 /* A small PS scenario: n workers with exponential step times, a lossy jittery link on one. */
 static struct scenario *scen(const char *barrier, unsigned n, unsigned sample, unsigned staleness,
@@ -693,4 +696,47 @@ Test(sim, compact_plan_same_outputs, .timeout = 60)
 	scenario_destroy(&sc);
 	support_rm_rf(a);
 	support_rm_rf(b);
+}
+
+/* worker1's links drop everything from 5 s to 10 s. The push it sends into the blackout is
+ * retransmitted at t + rto (2^k - 1), rto = 8 ms + 200 ms, and the server gets it at the first
+ * of those at or after 10 s: worker1's next row comes then (not ~1,000 s later, as when 100%
+ * counted as 99.9999%), and BSP held worker0 meanwhile. */
+Test(sim, blackout_push_arrives_at_the_first_retransmission_after, .timeout = 60)
+{
+	const char *text =
+		"name: psblackout\nseed: 3\nstop: {time: 20s}\nmodel: {kind: softmax}\n"
+		"topology: {kind: parameter-server}\nconsistency: {barrier: bsp}\nworkers: 2\nlinkcheck: off\n"
+		"network:\n  default: {delay: 2ms}\n  timeline:\n"
+		"    - {at: 5s, nodes: worker1, loss: 100%}\n    - {at: 10s, nodes: worker1, loss: 0%}\n"
+		"simulation: {train: none, step_cost: 5ms, server_cost: 50us}\n"
+		"stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n";
+	const double rto = 0.008 + 0.2;
+	double last = -1, next = -1, expect;
+	char dir[256];
+	struct sim_result r;
+	struct table *t;
+	int k = 1;
+
+	support_tmpdir(dir, sizeof dir, "simps");
+	support_simulate_text(text, dir, &r);
+	t = support_load_table(dir, "nodes/worker1.csv");
+	for (size_t i = 0; i < table_rows(t) && next < 0; i++) {
+		double ts = cell(t, i, "t_s");
+
+		if (ts < 5)
+			last = ts;
+		else
+			next = ts;
+	}
+	table_destroy(&t);
+	cr_assert_geq(next, 10, "worker1's first row after the cut at %g s", next);
+	/* its push went with its last row before the cut (the row is the step's end) */
+	expect = last;
+	while (expect < 10)
+		expect = last + rto * ((1 << k++) - 1);
+	cr_assert_geq(next, expect, "worker1 at %g s, before the retransmission at %g s", next, expect);
+	cr_assert_lt(next, expect + 0.05, "worker1 at %g s, the retransmission was at %g s", next, expect);
+	cr_assert_gt(r.steps_min, 250, "both trained on after the blackout (%u)", (unsigned)r.steps_min);
+	support_rm_rf(dir);
 }

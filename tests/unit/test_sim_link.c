@@ -6,7 +6,11 @@
  *   segments beyond the 10 in flight behind it
  *   fast recovery: 1.25 rtt for a segment with one behind it, 2 rtt for a lost tail, 1.5 rtt +
  *   200 ms for a lone segment, timeouts only for a lost retransmission; its mean against the
- *   closed form; slow start from the initial window: rounds of 10, 20, 40 ... segments */
+ *   closed form; slow start from the initial window: rounds of 10, 20, 40 ... segments
+ *   a loss schedule: a message sent into a blackout arrives at the first retransmission of the
+ *   backoff schedule after the link is back (not ~1,000 s later as under a constant 99.9999%),
+ *   then the rest of its segments in slow start; a schedule that never changes draws exactly
+ *   what the constant loss draws */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -213,4 +217,62 @@ Test(sim_link, slow_start_rounds)
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		cr_assert_eq(sim_link_slow_start_rounds(&TCP, cases[i].bytes), cases[i].rounds, "%llu bytes",
 			     (unsigned long long)cases[i].bytes);
+}
+
+/* 100% loss from 0 to 5 s, none after: a one-segment message sent at 1 s is retransmitted at
+ * 1 s + rto (2^k - 1) and arrives at the first of those at or after 5 s; a 100-segment one
+ * loses its first segment the same way, then sends the 89 beyond the 10 in flight in slow
+ * start (7 round trips). Sent after the blackout: no loss at all. */
+Test(sim_link, blackout_schedule_retransmits_until_the_link_is_back)
+{
+	static const int64_t at[] = { 0, 5000000000ll };
+	static const double pv[] = { 1.0, 0.0 };
+	const struct sim_link_sched sched = { .base = 0, .at_ns = at, .p = pv, .n = 2 };
+	struct link_params p = { .delay_us = 1000, .loss_ppm = 0 };
+	struct sim_link l = { .p = &p, .sched = &sched };
+	const int64_t rtt = 4000000, rto = rtt + TCP.rto_min_ns, t0 = 1000000000ll;
+	int64_t expect = t0, k = 1, t;
+	struct sim_link_cost c;
+	struct rng r;
+
+	rng_seed(&r, 9, 0);
+	while (expect < 5000000000ll)
+		expect = t0 + rto * ((1ll << k++) - 1);
+	t = sim_link_send(&l, &TCP, 500, t0, rtt, &r, &c);
+	cr_assert_eq(c.lost, 1);
+	cr_assert_eq(t, expect + 1000000, "arrived at %lld, the schedule says %lld", (long long)t,
+		     (long long)(expect + 1000000));
+	cr_assert_lt(t - 5000000000ll, 5000000000ll - t0 + rto, "later than the backoff bound");
+	t = sim_link_send(&l, &TCP, 100000, t0, rtt, &r, &c);
+	cr_assert_eq(c.segments, 100);
+	cr_assert_eq(c.lost, 1, "after the blackout the rest goes through");
+	cr_assert_eq(c.loss_ns, expect - t0 + 7 * rtt);
+	t = sim_link_send(&l, &TCP, 100000, 6000000000ll, rtt, &r, &c);
+	cr_assert_eq(c.lost, 0);
+	cr_assert_eq(t, 6000000000ll + 1000000);
+	cr_assert_float_eq(sim_link_loss_at(&l, 4999999999ll), 1.0, 1e-12);
+	cr_assert_float_eq(sim_link_loss_at(&l, 5000000000ll), 0.0, 1e-12);
+}
+
+/* A schedule that never changes (2% throughout) draws what the constant 2% draws: the same
+ * times, message for message (runs without loss changes stay byte-identical). */
+Test(sim_link, unchanging_schedule_draws_as_constant_loss)
+{
+	const struct sim_link_sched sched = { .base = 0.02 };
+	struct link_params p = { .delay_us = 1000, .jitter_us = 300, .loss_ppm = 20000 };
+	struct sim_link a = { .p = &p }, b = { .p = &p, .sched = &sched };
+	struct rng ra, rb;
+	uint32_t lost = 0;
+
+	rng_seed(&ra, 4, 0);
+	rng_seed(&rb, 4, 0);
+	for (int i = 0; i < 2000; i++) {
+		struct sim_link_cost c;
+		int64_t ta = sim_link_send(&a, &TCP, 1000 + 977 * (uint64_t)i, i * 1000000ll, 3000000, &ra, &c);
+
+		lost += c.lost;
+		cr_assert_eq(sim_link_send(&b, &TCP, 1000 + 977 * (uint64_t)i, i * 1000000ll, 3000000, &rb, NULL), ta,
+			     "message %d", i);
+	}
+	cr_assert_gt(lost, 100, "the loss was exercised (%u)", lost);
 }

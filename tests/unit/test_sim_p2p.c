@@ -14,14 +14,19 @@
  *                 slowest answering clock (node/engine_p2p's catch_up), not waiting for a
  *                 peer the answers count departed
  *   rejoin        a join nobody answers asks again in the engine's 2 s rounds while the
- *                 peers it reached may answer (up to dead_after, 10 s), so a restart while
- *                 every other peer is cut off resumes from their clock once they are back; a
+ *                 peers it reached may answer (up to dead_after, 10 s), so a restart cut off
+ *                 from every other peer after its handshakes resumes from their clock once
+ *                 they are back; a restart whose handshakes fall in a blackout reaches nobody
+ *                 (SYN retries at 1, 3, 7 s under the loss in force) and goes on alone; a
  *                 peer catching up answers "behind": another restart's join does not resume
  *                 from it and a gossip round merges nothing from it
  *   refusals      what is not simulated yet is refused with a message
  *   loss_recovery bad values get FILE:LINE:COL; fast recovery makes a lossy run faster
  *   train real    peer 0's replica learns, byte-identical reruns, stop.accuracy ends early
- *   delays        a peer's straggler delays are its emulated peer's (node/straggler's stream) */
+ *   delays        a peer's straggler delays are its emulated peer's (node/straggler's stream)
+ *   blackout      two BSP peers cut off for 5 s resume at the first retransmission of TCP's
+ *                 backoff schedule after the link is back (not ~1,000 s later); a gossip pull to
+ *                 a silent peer is given up after dead_after (10 s), as the engine's core rules */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -781,28 +786,38 @@ static double step_at(const char *dir, const char *peer, double t_s)
 	return step;
 }
 
-/* peer0 crashes at 5 s and restarts at 6 s; from 5.5 s until `back` every message to or from
- * peer1 and peer2 is lost (their connections stand: the simulator's handshake is a round trip
- * of propagation, so peer0's new connections complete and its join waits for them, as the
- * engine's does for peers it reached that do not answer: stopped, or cut off after the
- * handshake). ASP without gossip: the others train on meanwhile. */
-static void rejoin_text(char *buf, size_t len, const char *back, const char *stop)
+/* peer0 crashes at 5 s and restarts at 6 s; from `cut` until `back` every message to or from
+ * peer1 and peer2 is lost. Cut at 6.009 s: peer0's new connections completed their handshakes
+ * (SYN at 6 s, complete at 6.008 s) and its join's requests, sent then, are lost on the way in
+ * (peer1's and peer2's down links from 6.010 s): its join waits for peers it reached that do not
+ * answer, as the engine's does for peers stopped or cut off after the handshake. Cut at 5.5 s:
+ * the handshakes themselves fall in the blackout. ASP without gossip: the others train on
+ * meanwhile. */
+static void rejoin_text_cut(char *buf, size_t len, const char *cut, const char *back, const char *stop)
 {
 	snprintf(buf, len,
 		 "name: rejoin\nseed: 5\nstop: {time: %s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
 		 "consistency: {barrier: asp, combine: ensemble}\nworkers: 3\nlinkcheck: off\n"
 		 "network:\n  default: {delay: 2ms}\n  timeline:\n"
-		 "    - {at: 5500ms, nodes: 'peer1,peer2', loss: 100%%}\n"
+		 "    - {at: %s, nodes: 'peer1,peer2', loss: 100%%}\n"
 		 "    - {at: %s, nodes: 'peer1,peer2', loss: 0%%}\n"
 		 "simulation: {train: none}\n"
 		 "stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n"
-		 "  - {nodes: peer0, crash: {at: 5s, restart: 6s}}\n", stop, back);
+		 "  - {nodes: peer0, crash: {at: 5s, restart: 6s}}\n", stop, cut, back);
+}
+
+static void rejoin_text(char *buf, size_t len, const char *back, const char *stop)
+{
+	rejoin_text_cut(buf, len, "6009ms", back, stop);
 }
 
 /* A restart whose join nobody answers for longer than a round (2 s) asks again, round after
  * round, while the peers it reached may answer (node/engine_p2p's catch_up with
  * core_p2p_join_next): once the links are back (9 s) it resumes from the others' clock, not
- * from 0 (a simulator that gave up after one round started peer0 over at 8 s). Bounded as in
+ * from 0 (a simulator that gave up after one round started peer0 over at 8 s). The second
+ * round's requests (8 s) are retransmitted at 8 s + rto (2^k - 1), rto = 8 ms + 200 ms: the
+ * third, at 9.456 s, is the first after the links are back (a simulator that lost whatever
+ * was sent during a blackout for ~1,000 s resumed only with the round of 10 s). Bounded as in
  * the emulator: the orchestrator's dead_after (10 s) after the join began, nobody having
  * answered, it goes on alone from its own clock. Reruns are byte-identical. */
 Test(sim_p2p, rejoin_asks_again_until_the_others_are_back, .timeout = 60)
@@ -821,9 +836,9 @@ Test(sim_p2p, rejoin_asks_again_until_the_others_are_back, .timeout = 60)
 	others = step_at(a, "peer1", at) < step_at(a, "peer2", at) ? step_at(a, "peer1", at)
 								   : step_at(a, "peer2", at);
 	cr_assert_gt(others, 300, "peer1 and peer2 trained on (%g)", others);
-	/* the third round (10 s) is the first whose requests get through */
-	cr_assert_geq(at, 10, "peer0's first step after its restart at %g s (step %g)", at, step);
-	cr_assert_lt(at, 10.5, "peer0's first step after its restart at %g s", at);
+	/* the second round's (8 s) third retransmission, 9.456 s, then the answer and a step */
+	cr_assert_geq(at, 8 + 0.208 * 7, "peer0's first step after its restart at %g s (step %g)", at, step);
+	cr_assert_lt(at, 8 + 0.208 * 7 + 0.1, "peer0's first step after its restart at %g s", at);
 	cr_assert_geq(step, others - 2, "peer0 resumed at step %g, the others were at %g", step, others);
 	support_rm_rf(a);
 	support_rm_rf(b);
@@ -859,7 +874,7 @@ Test(sim_p2p, restart_beside_a_peer_catching_up, .timeout = 60)
 		int col;
 
 		snprintf(text, sizeof text,
-			 "name: behind\nseed: 7\nstop: {time: 12s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
+			 "name: behind\nseed: 7\nstop: {time: 16s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
 			 "consistency: {barrier: asp, fanout: 2}\nworkers: 3\nlinkcheck: off\n"
 			 "network:\n  default: {delay: 2ms}\n%s"
 			 "simulation: {train: none}\n"
@@ -875,7 +890,9 @@ Test(sim_p2p, restart_beside_a_peer_catching_up, .timeout = 60)
 			snprintf(name, sizeof name, "peer%u", i);
 			first_row_after(dir, name, 5, &step, &at);
 			cr_assert_geq(at, 8, "%s stepped while down", name);
-			cr_assert_lt(at, v ? 11 : 8.5, "%s's first step after its restart at %g s", name, at);
+			/* 300 ms links: the join's requests wait for the handshakes (a round trip of 0.6 s
+			 * to peer0, 1.2 s between peer1 and peer2), the replica's pull its slow start */
+			cr_assert_lt(at, v ? 14 : 8.5, "%s's first step after its restart at %g s", name, at);
 			cr_assert_geq(step, c0, "%s resumed at step %g, peer0 was at %g (links %d)", name, step,
 				      c0, v);
 		}
@@ -897,4 +914,116 @@ Test(sim_p2p, restart_beside_a_peer_catching_up, .timeout = 60)
 			cr_assert_gt(behind, 0, "no pull of peer0 was answered while the others caught up");
 		support_rm_rf(dir);
 	}
+}
+
+/* Two BSP peers cut off from each other (100% loss both ways) from 5 s to 10 s. The barrier
+ * request a peer sends into the blackout is retransmitted at t + rto (2^k - 1), rto = 8 ms +
+ * 200 ms (as sim/sim_link bounds Linux's RTO); it gets through at the first of those at or
+ * after 10 s and the peers resume a round trip and a step later: never during the blackout,
+ * and less than (10 - 5) s + rto after the link is back (the backoff schedule's bound). The
+ * model that took 100% loss for 99.9999% delivered it ~1,000 s later: no step after 5 s. */
+Test(sim_p2p, blackout_bsp_resumes_at_the_first_retransmission_after, .timeout = 60)
+{
+	const char *text =
+		"name: blackout\nseed: 3\nstop: {time: 20s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
+		"consistency: {barrier: bsp, combine: ensemble}\nworkers: 2\nlinkcheck: off\n"
+		"network:\n  default: {delay: 2ms}\n  timeline:\n"
+		"    - {at: 5s, nodes: 'peer0,peer1', loss: 100%}\n"
+		"    - {at: 10s, nodes: 'peer0,peer1', loss: 0%}\n"
+		"simulation: {train: none, step_cost: 5ms}\n"
+		"stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n";
+	const double rto = 0.008 + 0.2;
+	char dir[256];
+	struct sim_result r;
+
+	support_tmpdir(dir, sizeof dir, "simp2p");
+	support_simulate_text(text, dir, &r);
+	for (unsigned i = 0; i < 2; i++) {
+		char name[16];
+		double last, stalled, at, step, expect;
+		int k = 1;
+
+		snprintf(name, sizeof name, "peer%u", i);
+		last = step_at(dir, name, 10);
+		first_row_after(dir, name, 5, &step, &stalled); /* the last step before the stall */
+		first_row_after(dir, name, 5.1, &step, &at);
+		cr_assert_geq(at, 0, "%s never stepped after the blackout", name);
+		cr_assert_geq(at, 10, "%s stepped during the blackout (%g s)", name, at);
+		cr_assert_eq(step, last + 1, "%s: step %g after %g", name, step, last);
+		/* its barrier began when that last step ended; its request's retransmissions */
+		expect = stalled;
+		while (expect < 10)
+			expect = stalled + rto * ((1 << k++) - 1);
+		cr_assert_geq(at, expect, "%s resumed at %g s, before the retransmission at %g s", name, at, expect);
+		cr_assert_lt(at, expect + 0.05, "%s resumed at %g s, the retransmission was at %g s", name, at, expect);
+		cr_assert_lt(at - 10, (10 - 5) + rto + 0.05, "%s resumed %g s after the link was back", name, at - 10);
+	}
+	cr_assert_gt(r.steps_min, 300, "both trained on after the blackout (%u)", (unsigned)r.steps_min);
+	support_rm_rf(dir);
+}
+
+/* Gossip into a black hole: peer1's links drop everything from 5 s on. peer0's pull (fanout 1,
+ * its only partner) is given up after consistency.dead_after (10 s, as the orchestrator
+ * configures every peer) exactly as node/engine_p2p gives it up (core_p2p_pull_gives_up); peer1
+ * is then silent, out of the gossip partners, and peer0 trains on without pulling. A simulator
+ * that never gave up waited for the reply for ever. */
+Test(sim_p2p, gossip_pull_to_a_silent_peer_is_given_up, .timeout = 60)
+{
+	const char *text =
+		"name: silent\nseed: 4\nstop: {time: 30s}\nmodel: {kind: softmax}\ntopology: {kind: p2p}\n"
+		"consistency: {barrier: asp, fanout: 1}\nworkers: 2\nlinkcheck: off\n"
+		"network:\n  default: {delay: 2ms}\n  timeline:\n"
+		"    - {at: 5s, nodes: peer1, loss: 100%}\n"
+		"simulation: {train: none, step_cost: 5ms}\n"
+		"stragglers:\n  - {nodes: workers, compute: {delay: {dist: constant, value: 20ms}}}\n";
+	char dir[256];
+	struct sim_result r;
+	struct table *t;
+	size_t after = 0, gave_up = 0;
+	double given_at = -1;
+
+	support_tmpdir(dir, sizeof dir, "simp2p");
+	support_simulate_text(text, dir, &r);
+	t = support_load_table(dir, "nodes/peer0.csv");
+	for (size_t k = 0; k < table_rows(t); k++) {
+		double ts = cell(t, k, "t_s"), w = cell(t, k, "wait_s");
+
+		if (w > 1) {
+			gave_up++;
+			given_at = ts;
+			/* the round waited dead_after to the ns (wait_s is rounded to the us) */
+			cr_assert_float_eq(w, 10.0, 1e-6, "peer0 waited %g s for the silent peer", w);
+		} else if (gave_up) {
+			after++;
+			cr_assert_float_eq(w, 0, 1e-9, "peer0 pulled from the silent peer again at %g s", ts);
+		}
+	}
+	table_destroy(&t);
+	cr_assert_eq(gave_up, 1, "peer0 gave up %zu pulls", gave_up);
+	cr_assert_gt(given_at, 15, "given up at %g s", given_at);
+	cr_assert_lt(given_at, 15.1, "given up at %g s", given_at);
+	cr_assert_gt(after, 400, "peer0 trained on alone (%zu steps after %g s)", after, given_at);
+	support_rm_rf(dir);
+}
+
+/* peer0 restarts at 6 s while peer1 and peer2 are cut off (5.5 s to 8.5 s). Its connections'
+ * SYNs at 6 and 7 s are lost, so its join reaches nobody within its first round (the engine's
+ * ZeroMQ connects no faster): core_p2p_join_next sends it on alone from its own clock at 8 s,
+ * as the engine's does. A simulator whose handshake ignored loss counted both as reached and
+ * waited for them, resuming from their clock at 10 s. Their connections complete with the SYN
+ * of 9 s: from then on peer0 is in their view again. */
+Test(sim_p2p, handshake_in_a_blackout_reaches_nobody, .timeout = 60)
+{
+	char dir[256], text[2048];
+	struct sim_result r;
+	double step, at;
+
+	rejoin_text_cut(text, sizeof text, "5500ms", "8500ms", "14s");
+	support_tmpdir(dir, sizeof dir, "simp2p");
+	support_simulate_text(text, dir, &r);
+	first_row_after(dir, "peer0", 5.5, &step, &at);
+	cr_assert_eq(step, 1, "peer0 resumed at step %g at %g s: its join reached somebody", step, at);
+	cr_assert_geq(at, 8, "peer0 went on alone at %g s, before its first round was over", at);
+	cr_assert_lt(at, 8.1, "peer0 went on alone at %g s", at);
+	support_rm_rf(dir);
 }
