@@ -681,7 +681,8 @@ static void refresh_end(struct multihost *self, size_t h, FILE *err_out)
 }
 
 /* Host h's clock refresh during a run, never waiting: begun when due (refresh is false once the
- * run stops), unless its last exchange is still unanswered; ended when every exchange is
+ * run stops) and no other host's is under way, unless its last exchange is still unanswered;
+ * ended when every exchange is
  * answered or MULTIHOST_CLOCK_REFRESH_MS after its beginning, whatever came by then kept. The
  * answers are read with the host's other lines (agentlink). */
 static void refresh_tick(struct multihost *self, size_t h, bool refresh, int64_t now, FILE *err_out)
@@ -694,6 +695,11 @@ static void refresh_tick(struct multihost *self, size_t h, bool refresh, int64_t
 	}
 	if (!refresh || now < self->next_refresh_ns[h])
 		return;
+	/* one host at a time, as the refreshes used to be: exchanges of several hosts at once
+	 * share the cores with those hosts' agents and ssh, and their round trips widen */
+	for (size_t k = 0; k < self->hosts->n; k++)
+		if (self->refresh_from_ns[k])
+			return;
 	self->next_refresh_ns[h] = now + MULTIHOST_CLOCK_REFRESH_NS;
 	if (agentlink_clock_busy(l))
 		return;         /* the last one's answer still due: left out (said when it ended) */
@@ -1330,7 +1336,13 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		/* up to 1 ms for any host to say something (the schedule above is checked at least
 		 * that often), then what every host has sent, a bounded number of lines each */
 		agentlink_wait(self->links, hs->n, 1);
-		for (size_t h = 0; h < hs->n; h++) {
+		/* the host whose clock is being measured read first: an answer read late only
+		 * widens its exchange's round trip, but the filter then keeps fewer of them */
+		size_t first = 0;
+		while (first < hs->n && !self->refresh_from_ns[first])
+			first++;
+		for (size_t k = 0; k < hs->n; k++) {
+			size_t h = (first + k) % hs->n;
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
 			int rc, lines = 0;
