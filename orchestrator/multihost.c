@@ -1345,8 +1345,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			size_t h = (first + k) % hs->n;
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
-			int rc, lines = 0;
-			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
+			/* while it is measured, the others a few lines at a time: the loop is back to it
+			 * within microseconds of its answer */
+			int rc, lines = 0, budget = first < hs->n && k ? 8 : 512;
+			while (lines++ < budget && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				struct agentlink_event ev;
 				if (sink_line(self, h, &sinks[h], dirfd, line, err_out) ||
 				    agentlink_parse_event(line, &ev))
@@ -1419,7 +1421,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					}
 				}
 			}
-			if (lines > 512)
+			if (lines > budget)
 				rc = -ETIMEDOUT;        /* more next time round */
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
