@@ -850,6 +850,11 @@ bool agentlink_clock_busy(const struct agentlink *self)
 	return self->ex_pending;
 }
 
+int64_t agentlink_clock_sent_ns(const struct agentlink *self)
+{
+	return self->ex_pending ? self->ex_t1 : 0;
+}
+
 size_t agentlink_clock_end(struct agentlink *self, struct clocksync_sample *samples, size_t max)
 {
 	size_t n = self->ex_got < max ? self->ex_got : max;

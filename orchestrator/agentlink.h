@@ -99,6 +99,9 @@ int agentlink_clock_begin(struct agentlink *self, size_t n);
 /* Whether a background exchange is sent and not answered yet. */
 bool agentlink_clock_busy(const struct agentlink *self);
 
+/* When (CLOCK_MONOTONIC ns) the background exchange awaited was sent; 0 when none is. */
+int64_t agentlink_clock_sent_ns(const struct agentlink *self);
+
 /* End the background batch: the exchanges answered so far (at most max) into samples, in
  * order; no more are sent. An answer still due is taken (and dropped) when it comes, and
  * agentlink_clock_busy stays true until then. Returns how many. */

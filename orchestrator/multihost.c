@@ -86,6 +86,8 @@ struct multihost {
 	volatile sig_atomic_t *interrupted;       /* multihost_opts.interrupted */
 };
 
+#define MULTIHOST_CLOCK_DEFER_NS 1000000ll  /* the other hosts' lines wait for an answer that long */
+
 /* A second interruption: every wait from now on is cut short. */
 static bool stop_now(const volatile sig_atomic_t *interrupted)
 {
@@ -1335,19 +1337,25 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		}
 		/* up to 1 ms for any host to say something (the schedule above is checked at least
 		 * that often), then what every host has sent, a bounded number of lines each */
-		agentlink_wait(self->links, hs->n, 1);
-		/* the host whose clock is being measured read first: an answer read late only
-		 * widens its exchange's round trip, but the filter then keeps fewer of them */
+		/* the host whose clock is being measured comes first: an answer read late only
+		 * widens its exchange's round trip, but the filter then keeps fewer of them. For
+		 * up to MULTIHOST_CLOCK_DEFER_NS after an exchange is sent, the others' lines wait
+		 * (an answer comes within a round trip, about 0.1 ms; a host that does not answer
+		 * defers them that long once), then they are read a few at a time */
 		size_t first = 0;
 		while (first < hs->n && !self->refresh_from_ns[first])
 			first++;
+		int64_t sent = first < hs->n ? agentlink_clock_sent_ns(self->links[first]) : 0;
+		bool defer = sent && clock_now_ns() - sent < MULTIHOST_CLOCK_DEFER_NS;
+		if (defer)
+			agentlink_wait(&self->links[first], 1, 1);
+		else
+			agentlink_wait(self->links, hs->n, 1);
 		for (size_t k = 0; k < hs->n; k++) {
 			size_t h = (first + k) % hs->n;
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
-			/* while it is measured, the others a few lines at a time: the loop is back to it
-			 * within microseconds of its answer */
-			int rc, lines = 0, budget = first < hs->n && k ? 8 : 512;
+			int rc, lines = 0, budget = first < hs->n && k ? (defer ? 0 : 8) : 512;
 			while (lines++ < budget && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				struct agentlink_event ev;
 				if (sink_line(self, h, &sinks[h], dirfd, line, err_out) ||
