@@ -684,9 +684,8 @@ static void refresh_end(struct multihost *self, size_t h, FILE *err_out)
 
 /* Host h's clock refresh during a run, never waiting: begun when due (refresh is false once the
  * run stops) and no other host's is under way, unless its last exchange is still unanswered;
- * ended when every exchange is
- * answered or MULTIHOST_CLOCK_REFRESH_MS after its beginning, whatever came by then kept. The
- * answers are read with the host's other lines (agentlink). */
+ * ended when every exchange is answered or MULTIHOST_CLOCK_REFRESH_MS after its beginning,
+ * whatever came by then kept. The answers are read with the host's other lines (agentlink). */
 static void refresh_tick(struct multihost *self, size_t h, bool refresh, int64_t now, FILE *err_out)
 {
 	struct agentlink *l = self->links[h];
@@ -915,7 +914,6 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 	sink_close(self, h, k, err_out);
 	return rc;
 }
-
 
 /* One progress.csv row, as a one-host run writes it: the workers' (and peers') steps. */
 static void progress_row(struct csv_writer *w, const struct plan_run *run, const int64_t *step, const bool *waiting,
@@ -1336,11 +1334,11 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			}
 		}
 		/* up to 1 ms for any host to say something (the schedule above is checked at least
-		 * that often), then what every host has sent, a bounded number of lines each */
-		/* the host whose clock is being measured comes first: an answer read late only
-		 * widens its exchange's round trip, but the filter then keeps fewer of them. For
-		 * up to MULTIHOST_CLOCK_DEFER_NS after an exchange is sent, the others' lines wait
-		 * (an answer comes within a round trip, about 0.1 ms; a host that does not answer
+		 * that often), then what every host has sent, a bounded number of lines each. The
+		 * host whose clock is being measured comes first: an answer read late only widens
+		 * its exchange's round trip, but the filter then keeps fewer of them. For up to
+		 * MULTIHOST_CLOCK_DEFER_NS after an exchange is sent, the others' lines wait (an
+		 * answer comes within a round trip, about 0.1 ms; a host that does not answer
 		 * defers them that long once), then they are read a few at a time */
 		size_t first = 0;
 		while (first < hs->n && !self->refresh_from_ns[first])
