@@ -39,6 +39,19 @@ struct agentlink {
 	char *aside;                    /* lines set aside during clock exchanges, returned first: */
 	size_t aside_off, aside_len;    /* aside[aside_off, aside_len) not yet returned */
 	size_t aside_cap;
+	/* bytes for the agent that its pipe did not take yet: out[out_off, out_len), written
+	 * (non-blocking) before anything sent later; out_err is sticky (a line lost or the pipe
+	 * broken: nothing more can be said in order) */
+	char *out;
+	size_t out_off, out_len, out_cap;
+	int64_t out_moved_ns;           /* when the queue became non-empty or last shrank */
+	int out_err;
+	/* background clock exchanges (agentlink_clock_begin): the one sent and not answered yet is
+	 * stamped ex_t1; ex_left more follow it, each sent when the one before is answered */
+	bool ex_active, ex_pending;     /* a batch under way; an answer awaited */
+	int64_t ex_t1;
+	size_t ex_left, ex_got;
+	struct clocksync_sample ex_s[AGENTLINK_CLOCK_BATCH_MAX];
 };
 
 #define ASIDE_MAX (4u << 20)    /* lines set aside, at most (bytes) */
@@ -104,8 +117,11 @@ static const char *last_err_line(struct agentlink *self)
 }
 
 /* One line from the agent into line (without newline) by deadline_ms; *t_ns = when it was
- * complete. Returns 0, -ETIMEDOUT, -EPIPE (closed), -EPROTO (too long) or -errno. */
+ * complete. The answers to background clock exchanges are taken on the way (never returned).
+ * Returns 0, -ETIMEDOUT, -EPIPE (closed), -EPROTO (too long) or -errno. */
 static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns);
+static int flush_out(struct agentlink *self);
+static int write_line(struct agentlink *self, const char *line, size_t len);
 
 /* The next line: one set aside by agentlink_clock_refresh first, else from the channel. A line
  * taken moves aside_off past it (no copy of the rest: many lines set aside cost linear time). */
@@ -128,9 +144,11 @@ static int read_line(struct agentlink *self, char *line, size_t len, int64_t dea
 	return read_line_raw(self, line, len, deadline_ms, t_ns);
 }
 
-/* Lines are taken from buf by moving off past them; the rest moves to the front only before a
- * read(2), so a chunk of many lines costs time linear in its size, not lines times size. */
-static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
+/* One line, as read_line_raw but for the clock answers. Lines are taken from buf by moving off
+ * past them; the rest moves to the front only before a read(2), so a chunk of many lines costs
+ * time linear in its size, not lines times size. While it waits, what is queued for the agent
+ * is written as its pipe takes it (a request's answer may wait for the request's tail). */
+static int read_line_one(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
 {
 	size_t scanned = self->off;     /* buf[off, scanned) holds no newline */
 	for (;;) {
@@ -159,8 +177,15 @@ static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t
 		int64_t left = deadline_ms - now_ms();
 		if (left < 0)
 			left = 0;
-		struct pollfd p[2] = { { .fd = self->from_fd, .events = POLLIN }, { .fd = self->err_fd, .events = POLLIN } };
-		int r = poll(p, self->err_fd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
+		/* a write error is the reader's too (the agent is gone), but the lines it sent before
+		 * are still read: the error is left for the next send or agentlink_flush */
+		flush_out(self);
+		bool out = self->out_off < self->out_len && !self->out_err;
+		struct pollfd p[3] = { { .fd = self->from_fd, .events = POLLIN }, { .fd = self->err_fd, .events = POLLIN },
+				       { .fd = self->to_fd, .events = POLLOUT } };
+		if (self->err_fd < 0)
+			p[1].fd = -1;   /* poll skips it */
+		int r = poll(p, out ? 3 : 2, (int)(left > 1000 ? 1000 : left));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -176,7 +201,7 @@ static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t
 			}
 		}
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-			continue;
+			continue;       /* (a writable pipe: the queue is flushed at the loop's top) */
 		ssize_t got = read(self->from_fd, self->buf + self->have, sizeof self->buf - self->have);
 		*t_ns = self->last_read_ns = clock_now_ns();
 		if (got < 0 && errno == EINTR)
@@ -189,28 +214,127 @@ static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t
 	}
 }
 
-/* A write to a dead agent's pipe must be an error, not a SIGPIPE that kills the orchestrator:
- * SIGPIPE is blocked around the write and a pending one consumed (the caller's disposition and
- * mask are left as they were). */
-static int write_line(struct agentlink *self, const char *line, size_t len)
+/* Whether line is the answer to the background exchange awaited. If so it is taken: its sample
+ * kept while the batch is under way (stamped t4 at the read that brought it in, never before
+ * its arrival) and the batch's next exchange sent at once. */
+static bool take_clock_answer(struct agentlink *self, const char *line)
 {
-	sigset_t pipe_set, old;
-	int rc = 0;
+	int64_t t2, t3;
+	if (!self->ex_pending || agentlink_parse_time(line, self->ex_t1, &t2, &t3))
+		return false;
+	self->ex_pending = false;
+	if (self->ex_active && self->ex_got < AGENTLINK_CLOCK_BATCH_MAX)
+		self->ex_s[self->ex_got++] = (struct clocksync_sample){ self->ex_t1, t2, t3, self->last_read_ns };
+	if (self->ex_active && self->ex_left) {
+		char req[64];
+		self->ex_left--;
+		self->ex_t1 = clock_now_ns();
+		int l = snprintf(req, sizeof req, "time %" PRId64 "\n", self->ex_t1);
+		self->ex_pending = write_line(self, req, (size_t)l) == 0;
+		if (!self->ex_pending)
+			self->ex_left = 0;
+	}
+	return true;
+}
+
+static int read_line_raw(struct agentlink *self, char *line, size_t len, int64_t deadline_ms, int64_t *t_ns)
+{
+	int rc;
+	while (!(rc = read_line_one(self, line, len, deadline_ms, t_ns)) && take_clock_answer(self, line))
+		;
+	return rc;
+}
+
+/* One write(2) of buf, non-blocking. A write to a dead agent's pipe must be an error, not a
+ * SIGPIPE that kills the orchestrator: SIGPIPE is blocked around the write and a pending one
+ * consumed (the caller's disposition and mask are left as they were). Returns the bytes
+ * written (0: the pipe is full) or -errno. */
+static ssize_t write_some(int fd, const char *buf, size_t len)
+{
+	sigset_t pipe_set, old, pend;
+	bool was_pending = false;
+	ssize_t w;
+
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
-	bool was_pending = false;
-	sigset_t pend;
 	if (sigpending(&pend) == 0)
 		was_pending = sigismember(&pend, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	rc = fdio_write_all(self->to_fd, line, len, NULL);
-	if (rc == -EPIPE && !was_pending) {
+	while ((w = write(fd, buf, len)) < 0 && errno == EINTR)
+		;
+	int e = w < 0 ? errno : 0;
+	if (e == EPIPE && !was_pending) {
 		const struct timespec zero = { 0, 0 };
 		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
 			;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc;
+	if (e == EAGAIN || e == EWOULDBLOCK)
+		return 0;
+	return e ? -e : w;
+}
+
+/* As much of the queue as the pipe takes now. Returns 0 or the sticky error. */
+static int flush_out(struct agentlink *self)
+{
+	if (self->out_err)
+		return self->out_err;
+	while (self->out_off < self->out_len) {
+		ssize_t w = write_some(self->to_fd, self->out + self->out_off, self->out_len - self->out_off);
+		if (w < 0)
+			return self->out_err = (int)w;
+		if (w == 0)
+			break;
+		self->out_off += (size_t)w;
+		self->out_moved_ns = clock_now_ns();
+	}
+	if (self->out_off == self->out_len)
+		self->out_off = self->out_len = 0;
+	return 0;
+}
+
+/* Send line (len bytes, newline included) after what is queued: written at once when the queue
+ * is empty and the pipe takes it, the rest queued. Never waits. Returns 0, -ENOBUFS (the
+ * queue would pass AGENTLINK_OUT_MAX: the line is lost, so the link is broken), -EPIPE or
+ * -errno; an error sticks. */
+static int write_line(struct agentlink *self, const char *line, size_t len)
+{
+	int rc;
+
+	if (self->to_fd < 0)
+		return -EPIPE;
+	if ((rc = flush_out(self)))
+		return rc;
+	if (self->out_len == 0) {
+		ssize_t w = write_some(self->to_fd, line, len);
+		if (w < 0)
+			return self->out_err = (int)w;
+		line += w;
+		len -= (size_t)w;
+		if (!len)
+			return 0;
+		self->out_moved_ns = clock_now_ns();
+	}
+	if (self->out_off) {
+		memmove(self->out, self->out + self->out_off, self->out_len - self->out_off);
+		self->out_len -= self->out_off;
+		self->out_off = 0;
+	}
+	if (self->out_len + len > AGENTLINK_OUT_MAX)
+		return self->out_err = -ENOBUFS;
+	if (self->out_len + len > self->out_cap) {
+		size_t cap = self->out_cap ? self->out_cap : 4096;
+		while (cap < self->out_len + len)
+			cap *= 2;
+		char *o = realloc(self->out, cap);
+		if (!o)
+			return self->out_err = -ENOMEM;
+		self->out = o;
+		self->out_cap = cap;
+	}
+	memcpy(self->out + self->out_len, line, len);
+	self->out_len += len;
+	return 0;
 }
 
 /* SIGKILL to the launched program and whatever it started in its process group (its own, see
@@ -266,6 +390,7 @@ static void link_free(struct agentlink *self)
 	if (self->err_fd >= 0)
 		close(self->err_fd);
 	free(self->aside);
+	free(self->out);
 	free(self);
 }
 
@@ -360,6 +485,12 @@ struct agentlink *agentlink_start(const struct agentlink_opts *o, char *err, siz
 	close(er[1]);
 	in[0] = out[1] = er[1] = -1;
 	self->to_fd = in[1];
+	/* never a blocking write to the agent (a hung host whose pipe and channel are full would
+	 * hold the orchestrator): what the pipe does not take is queued (write_line). Our end's
+	 * own open file, not shared with the child's read end */
+	int fl = fcntl(self->to_fd, F_GETFL);
+	if (fl < 0 || fcntl(self->to_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		self->out_err = -errno;
 	self->from_fd = out[0];
 	self->err_fd = er[0];
 	in[1] = out[0] = er[0] = -1;
@@ -696,6 +827,58 @@ int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_s
 	return got ? (int)got : rc ? rc : -ETIMEDOUT;
 }
 
+int agentlink_clock_begin(struct agentlink *self, size_t n)
+{
+	char req[64];
+	if (n < 1 || n > AGENTLINK_CLOCK_BATCH_MAX)
+		return -EINVAL;
+	if (self->ex_pending)
+		return -EBUSY;
+	self->ex_t1 = clock_now_ns();
+	int l = snprintf(req, sizeof req, "time %" PRId64 "\n", self->ex_t1);
+	int rc = write_line(self, req, (size_t)l);
+	if (rc)
+		return rc;
+	self->ex_active = self->ex_pending = true;
+	self->ex_left = n - 1;
+	self->ex_got = 0;
+	return 0;
+}
+
+bool agentlink_clock_busy(const struct agentlink *self)
+{
+	return self->ex_pending;
+}
+
+int64_t agentlink_clock_sent_ns(const struct agentlink *self)
+{
+	return self->ex_pending ? self->ex_t1 : 0;
+}
+
+size_t agentlink_clock_end(struct agentlink *self, struct clocksync_sample *samples, size_t max)
+{
+	size_t n = self->ex_got < max ? self->ex_got : max;
+	memcpy(samples, self->ex_s, n * sizeof *samples);
+	self->ex_active = false;
+	self->ex_left = self->ex_got = 0;
+	return n;
+}
+
+int agentlink_flush(struct agentlink *self)
+{
+	return flush_out(self);
+}
+
+size_t agentlink_out_pending(const struct agentlink *self)
+{
+	return self->out_len - self->out_off;
+}
+
+int64_t agentlink_out_stalled_ms(const struct agentlink *self)
+{
+	return self->out_len > self->out_off ? (clock_now_ns() - self->out_moved_ns) / 1000000 : 0;
+}
+
 int agentlink_wait(struct agentlink *const *links, size_t n, int timeout_ms)
 {
 	struct pollfd p[256];
@@ -743,11 +926,22 @@ int agentlink_close(struct agentlink **self, int timeout_ms)
 	if (!self || !*self)
 		return 0;
 	struct agentlink *l = *self;
+	int64_t deadline = now_ms() + timeout_ms;
+	/* quit after what is queued, as long as the pipe takes it within the timeout: a hung
+	 * agent's full pipe holds nothing but its own end */
+	if (l->to_fd >= 0 && !write_line(l, "quit\n", 5)) {
+		while (!flush_out(l) && l->out_len) {
+			int64_t left = deadline - now_ms();
+			struct pollfd p = { .fd = l->to_fd, .events = POLLOUT };
+			if (left <= 0 || (poll(&p, 1, (int)left) < 0 && errno != EINTR))
+				break;
+		}
+	}
 	if (l->to_fd >= 0)
-		write_line(l, "quit\n", 5);
-	close(l->to_fd);
+		close(l->to_fd);
 	l->to_fd = -1;
-	int rc = l->pid > 0 ? reap(l->pid, timeout_ms) : 0;
+	int64_t left = deadline - now_ms();
+	int rc = l->pid > 0 ? reap(l->pid, left > 0 ? (int)left : 0) : 0;
 	link_free(l);
 	*self = NULL;
 	return rc;

@@ -15,15 +15,26 @@
  * down over the channel, still open; ssh would otherwise die of it at once and take the
  * channel with it. So nothing of ours signals that group any more: agentlink_close (and every
  * failed start) kills the group before reaping ssh, and ssh gets SIGTERM when its parent dies
- * (a launcher does not, see agentlink_start: the end of its input ends its agent). */
+ * (a launcher does not, see agentlink_start: the end of its input ends its agent).
+ *
+ * Nothing here waits on a write: the channel's stdin is non-blocking and what its pipe does not
+ * take at once is queued (at most AGENTLINK_OUT_MAX bytes per host) and written as it takes it,
+ * by every read that waits and by agentlink_flush, which a caller's event loop calls; a hung
+ * agent whose pipe and ssh window are full then costs a growing queue, never a blocked
+ * orchestrator. Clock exchanges can run in the background of that loop too
+ * (agentlink_clock_begin): their answers are taken out of the lines as they are read. */
 #ifndef STALENET_AGENTLINK_H
 #define STALENET_AGENTLINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "lib/clocksync.h"
+
+#define AGENTLINK_OUT_MAX (1u << 20)    /* bytes queued for one agent, at most */
+#define AGENTLINK_CLOCK_BATCH_MAX 64    /* background clock exchanges in one batch, at most */
 
 struct agentlink_opts {
 	const char *host_name;          /* for messages */
@@ -62,6 +73,8 @@ int agentlink_clock(struct agentlink *self, size_t n, struct clocksync_sample *s
 
 /* Send one request line (no newline in it) and read the one-line answer into reply within
  * timeout_ms. Returns 0, -ETIMEDOUT, -EPIPE (the agent is gone) or -errno. */
+/* (Sends below queue what the pipe does not take at once, see above: 0 means queued; -ENOBUFS
+ * when the queue is full, after which the link is broken and every send fails.) */
 int agentlink_request(struct agentlink *self, const char *request, char *reply, size_t len, int timeout_ms);
 
 /* The two halves of agentlink_request, to keep several hosts busy at once: send one request
@@ -75,6 +88,35 @@ int agentlink_recv(struct agentlink *self, char *reply, size_t len, int timeout_
  * agentlink_recv calls. Samples into samples[]. Returns how many exchanges completed (> 0), or
  * -errno when none did (-EPIPE: the agent is gone). */
 int agentlink_clock_refresh(struct agentlink *self, size_t n, struct clocksync_sample *samples, int timeout_ms);
+
+/* Start n (1..AGENTLINK_CLOCK_BATCH_MAX) clock exchanges in the background: one is sent now,
+ * each next one as soon as the answer to the one before is read (by agentlink_recv, or any
+ * read here: answers are never returned as lines); an answer is stamped at the read that
+ * brought it in. Returns 0, -EBUSY (an earlier exchange is still unanswered: the agent has not
+ * answered it), -EINVAL, or a send's error. */
+int agentlink_clock_begin(struct agentlink *self, size_t n);
+
+/* Whether a background exchange is sent and not answered yet. */
+bool agentlink_clock_busy(const struct agentlink *self);
+
+/* When (CLOCK_MONOTONIC ns) the background exchange awaited was sent; 0 when none is. */
+int64_t agentlink_clock_sent_ns(const struct agentlink *self);
+
+/* End the background batch: the exchanges answered so far (at most max) into samples, in
+ * order; no more are sent. An answer still due is taken (and dropped) when it comes, and
+ * agentlink_clock_busy stays true until then. Returns how many. */
+size_t agentlink_clock_end(struct agentlink *self, struct clocksync_sample *samples, size_t max);
+
+/* Write what is queued for the agent as far as its pipe takes it now (never waits). Returns 0,
+ * or the link's sticky send error: -ENOBUFS (the queue overflowed: a line was lost), -EPIPE
+ * (the agent is gone) or -errno. */
+int agentlink_flush(struct agentlink *self);
+
+/* Bytes queued for the agent, not yet taken by its pipe. */
+size_t agentlink_out_pending(const struct agentlink *self);
+
+/* How long (ms) the queue has been non-empty without the pipe taking any of it; 0 when empty. */
+int64_t agentlink_out_stalled_ms(const struct agentlink *self);
 
 /* Wait up to timeout_ms until any of the n links (NULL entries skipped; at most 256) has
  * something to read. Returns > 0 (then agentlink_recv with timeout 0 does not wait), 0 on
@@ -141,7 +183,8 @@ struct agentlink_event {
  * is longer than 63 characters). */
 int agentlink_parse_event(const char *line, struct agentlink_event *ev);
 
-/* Say quit, wait up to timeout_ms for ssh to end (then kill it), kill what is left in its
+/* Say quit (after what is queued, as far as the pipe takes it within timeout_ms), wait up to
+ * the rest of timeout_ms for ssh to end (then kill it), kill what is left in its
  * process group, reap it, free; *self = NULL. Returns ssh's exit code, or -ETIMEDOUT when it
  * had to be killed. Accepts NULL. */
 int agentlink_close(struct agentlink **self, int timeout_ms);

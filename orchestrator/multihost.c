@@ -16,6 +16,7 @@
 #include "lib/clocksync.h"
 #include "lib/kv.h"
 #include "lib/link_params.h"
+#include "lib/log.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentfile.h"
 #include "orchestrator/agentlink.h"
@@ -78,10 +79,14 @@ struct multihost {
 	struct clocksync_sample **cs;   /* per host: the latest clock exchanges, MULTIHOST_CLOCK_WINDOW */
 	size_t *n_cs;
 	int64_t *next_refresh_ns;       /* per host: when its clock is measured again during a run */
+	int64_t *refresh_from_ns;       /* per host: when its background refresh began, 0 = none */
+	bool *refresh_unanswered;       /* per host: its last refresh got no answer (logged once) */
 	char (*prefixes)[TESTBED_PREFIX_MAX + 1];  /* per host: the prefix its share is named with */
 	bool built;
 	volatile sig_atomic_t *interrupted;       /* multihost_opts.interrupted */
 };
+
+#define MULTIHOST_CLOCK_DEFER_NS 1000000ll  /* the other hosts' lines wait for an answer that long */
 
 /* A second interruption: every wait from now on is cut short. */
 static bool stop_now(const volatile sig_atomic_t *interrupted)
@@ -135,6 +140,8 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 	    !(self->underlay_ns = calloc(o->hosts->n * o->hosts->n, sizeof *self->underlay_ns)) ||
 	    !(self->cs = calloc(o->hosts->n, sizeof *self->cs)) || !(self->n_cs = calloc(o->hosts->n, sizeof *self->n_cs)) ||
 	    !(self->next_refresh_ns = calloc(o->hosts->n, sizeof *self->next_refresh_ns)) ||
+	    !(self->refresh_from_ns = calloc(o->hosts->n, sizeof *self->refresh_from_ns)) ||
+	    !(self->refresh_unanswered = calloc(o->hosts->n, sizeof *self->refresh_unanswered)) ||
 	    !(self->prefixes = calloc(o->hosts->n, sizeof *self->prefixes))) {
 		fprintf(err_out, "stalenet: out of memory\n");
 		if (self) {
@@ -144,6 +151,8 @@ struct multihost *multihost_connect(const struct multihost_opts *o, FILE *out, F
 			free(self->cs);
 			free(self->n_cs);
 			free(self->next_refresh_ns);
+			free(self->refresh_from_ns);
+			free(self->refresh_unanswered);
 		}
 		free(self);
 		return NULL;
@@ -380,6 +389,8 @@ void multihost_close(struct multihost **self)
 	free((*self)->cs);
 	free((*self)->n_cs);
 	free((*self)->next_refresh_ns);
+	free((*self)->refresh_from_ns);
+	free((*self)->refresh_unanswered);
 	free((*self)->prefixes);
 	free(*self);
 	*self = NULL;
@@ -605,17 +616,28 @@ static int64_t to_host_clock(const struct multihost *self, size_t h, int64_t t)
 	return t + clocksync_offset_at(&self->clock[h], t);
 }
 
-int multihost_clock_refresh(struct multihost *self, size_t h)
+static int cmp_i64(const void *a, const void *b)
 {
-	struct clocksync_sample fresh[MULTIHOST_CLOCK_REFRESH_N];
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* got fresh exchanges with host h into its window, the estimate fitted again. */
+static int fold_clock(struct multihost *self, size_t h, const struct clocksync_sample *fresh, size_t got)
+{
 	struct clocksync_estimate e;
-	if (h >= self->hosts->n || !self->links[h] || !self->cs[h])
-		return -EHOSTDOWN;
-	int got = agentlink_clock_refresh(self->links[h], MULTIHOST_CLOCK_REFRESH_N, fresh, 5000);
-	if (got < 0)
-		return got;
+	if (log_get_level() >= LOG_DEBUG && got) {
+		/* the exchanges' round trips (what the estimate's filter and bound are made of) */
+		int64_t rt[MULTIHOST_CLOCK_REFRESH_N];
+		size_t k = got < MULTIHOST_CLOCK_REFRESH_N ? got : MULTIHOST_CLOCK_REFRESH_N;
+		for (size_t i = 0; i < k; i++)
+			rt[i] = (fresh[i].t4_ns - fresh[i].t1_ns) - (fresh[i].t3_ns - fresh[i].t2_ns);
+		qsort(rt, k, sizeof rt[0], cmp_i64);
+		log_debug("host %s: clock refresh: %zu exchanges, round trip min %.1f us, median %.1f us, max %.1f us",
+			  self->hosts->list[h].name, k, rt[0] / 1e3, rt[k / 2] / 1e3, rt[k - 1] / 1e3);
+	}
 	/* the window keeps the latest exchanges: a drift that changes over hours is followed */
-	size_t n = self->n_cs[h], add = (size_t)got;
+	size_t n = self->n_cs[h], add = got;
 	if (n + add > MULTIHOST_CLOCK_WINDOW) {
 		size_t drop = n + add - MULTIHOST_CLOCK_WINDOW;
 		memmove(self->cs[h], self->cs[h] + drop, (n - drop) * sizeof *self->cs[h]);
@@ -627,6 +649,67 @@ int multihost_clock_refresh(struct multihost *self, size_t h)
 	if (rc == 0)
 		self->clock[h] = e;
 	return rc;
+}
+
+int multihost_clock_refresh(struct multihost *self, size_t h)
+{
+	struct clocksync_sample fresh[MULTIHOST_CLOCK_REFRESH_N];
+	if (h >= self->hosts->n || !self->links[h] || !self->cs[h])
+		return -EHOSTDOWN;
+	int got = agentlink_clock_refresh(self->links[h], MULTIHOST_CLOCK_REFRESH_N, fresh, 5000);
+	if (got < 0)
+		return got;
+	return fold_clock(self, h, fresh, (size_t)got);
+}
+
+/* Host h's background refresh ended: the exchanges answered by now folded in; none answered
+ * (the host did not answer within MULTIHOST_CLOCK_REFRESH_MS) is said once, and the host is
+ * left out of the refreshes until it answers (refresh_tick). */
+static void refresh_end(struct multihost *self, size_t h, FILE *err_out)
+{
+	struct clocksync_sample fresh[MULTIHOST_CLOCK_REFRESH_N];
+	size_t got = agentlink_clock_end(self->links[h], fresh, MULTIHOST_CLOCK_REFRESH_N);
+	self->refresh_from_ns[h] = 0;
+	if (got) {
+		int r = fold_clock(self, h, fresh, got);
+		if (r < 0)
+			fprintf(err_out, "stalenet: host %s: clock refresh: %s\n", self->hosts->list[h].name, strerror(-r));
+	} else if (!self->refresh_unanswered[h]) {
+		self->refresh_unanswered[h] = true;
+		fprintf(err_out, "stalenet: host %s: clock refresh: no answer within %d ms; its clock is not measured "
+			"again until it answers (the estimate so far is kept)\n", self->hosts->list[h].name,
+			MULTIHOST_CLOCK_REFRESH_MS);
+	}
+}
+
+/* Host h's clock refresh during a run, never waiting: begun when due (refresh is false once the
+ * run stops) and no other host's is under way, unless its last exchange is still unanswered;
+ * ended when every exchange is answered or MULTIHOST_CLOCK_REFRESH_MS after its beginning,
+ * whatever came by then kept. The answers are read with the host's other lines (agentlink). */
+static void refresh_tick(struct multihost *self, size_t h, bool refresh, int64_t now, FILE *err_out)
+{
+	struct agentlink *l = self->links[h];
+	if (self->refresh_from_ns[h]) {
+		if (!agentlink_clock_busy(l) || now - self->refresh_from_ns[h] >= (int64_t)MULTIHOST_CLOCK_REFRESH_MS * 1000000)
+			refresh_end(self, h, err_out);
+		return;
+	}
+	if (!refresh || now < self->next_refresh_ns[h])
+		return;
+	/* one host at a time, as the refreshes used to be: exchanges of several hosts at once
+	 * share the cores with those hosts' agents and ssh, and their round trips widen */
+	for (size_t k = 0; k < self->hosts->n; k++)
+		if (self->refresh_from_ns[k])
+			return;
+	self->next_refresh_ns[h] = now + MULTIHOST_CLOCK_REFRESH_NS;
+	if (agentlink_clock_busy(l))
+		return;         /* the last one's answer still due: left out (said when it ended) */
+	self->refresh_unanswered[h] = false;
+	int r = agentlink_clock_begin(l, MULTIHOST_CLOCK_REFRESH_N);
+	if (r == 0)
+		self->refresh_from_ns[h] = now;
+	else if (r != -EPIPE)
+		fprintf(err_out, "stalenet: host %s: clock refresh: %s\n", self->hosts->list[h].name, strerror(-r));
 }
 
 size_t multihost_clock_exchanges(const struct multihost *self, size_t h, int64_t *span_ns)
@@ -832,12 +915,6 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 	return rc;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
 /* One progress.csv row, as a one-host run writes it: the workers' (and peers') steps. */
 static void progress_row(struct csv_writer *w, const struct plan_run *run, const int64_t *step, const bool *waiting,
 			 const bool *up, int64_t now_rel)
@@ -903,6 +980,7 @@ static size_t lose_host(struct multihost *self, const struct multihost_nodes_opt
 
 	sink_close(self, h, k, err_out);
 	agentlink_close(&self->links[h], close_ms);
+	self->refresh_from_ns[h] = 0;
 	for (size_t i = 0; i < n; i++)
 		if (ep_host(self, o->p, i) == h && up[i]) {
 			char d[96];
@@ -1228,14 +1306,55 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					result = 1;
 			}
 		}
-		/* up to 1 ms for any host to say something (the schedule above is checked at least
-		 * that often), then what every host has sent, a bounded number of lines each */
-		agentlink_wait(self->links, hs->n, 1);
+		/* what is queued for each host written as far as its pipe takes it; a host that
+		 * overflowed its queue or takes none of it for MULTIHOST_OUT_STALL_MS does not read
+		 * its input (hung, or its channel stuck): lost, as one that does not answer */
 		for (size_t h = 0; h < hs->n; h++) {
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
-			int rc, lines = 0;
-			while (lines++ < 512 && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
+			int fr = agentlink_flush(self->links[h]);
+			int64_t stalled = agentlink_out_stalled_ms(self->links[h]);
+			if (fr != -ENOBUFS && stalled < MULTIHOST_OUT_STALL_MS)
+				continue;       /* (a broken pipe: the agent's end is read below) */
+			char why[96];
+			if (fr == -ENOBUFS)
+				snprintf(why, sizeof why, "more than %u bytes queued", AGENTLINK_OUT_MAX);
+			else
+				snprintf(why, sizeof why, "%zu bytes queued, none of it taken for %d s",
+					 agentlink_out_pending(self->links[h]), MULTIHOST_OUT_STALL_MS / 1000);
+			host_lost[h] = true;
+			fprintf(err_out, "stalenet: host %s: lost: its agent does not take its input (%s); its nodes are "
+				"lost; its run files not fetched (the rows it streamed are kept); its agent removes its "
+				"share once it finds its connection ended, else run: stalenet cleanup --hosts\n",
+				hs->list[h].name, why);
+			alive -= lose_host(self, o, n, h, &sinks[h], up, result == 2, 1000, err_out);
+			if (!o->on_failure_continue && !stopping) {
+				result = 1;
+				stopping = true;
+			}
+		}
+		/* up to 1 ms for any host to say something (the schedule above is checked at least
+		 * that often), then what every host has sent, a bounded number of lines each. The
+		 * host whose clock is being measured comes first: an answer read late only widens
+		 * its exchange's round trip, but the filter then keeps fewer of them. For up to
+		 * MULTIHOST_CLOCK_DEFER_NS after an exchange is sent, the others' lines wait (an
+		 * answer comes within a round trip, about 0.1 ms; a host that does not answer
+		 * defers them that long once), then they are read a few at a time */
+		size_t first = 0;
+		while (first < hs->n && !self->refresh_from_ns[first])
+			first++;
+		int64_t sent = first < hs->n ? agentlink_clock_sent_ns(self->links[first]) : 0;
+		bool defer = sent && clock_now_ns() - sent < MULTIHOST_CLOCK_DEFER_NS;
+		if (defer)
+			agentlink_wait(&self->links[first], 1, 1);
+		else
+			agentlink_wait(self->links, hs->n, 1);
+		for (size_t k = 0; k < hs->n; k++) {
+			size_t h = (first + k) % hs->n;
+			if (host_lost[h] || !host_used(o->p, h))
+				continue;
+			int rc, lines = 0, budget = first < hs->n && k ? (defer ? 0 : 8) : 512;
+			while (lines++ < budget && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				struct agentlink_event ev;
 				if (sink_line(self, h, &sinks[h], dirfd, line, err_out) ||
 				    agentlink_parse_event(line, &ev))
@@ -1308,7 +1427,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					}
 				}
 			}
-			if (lines > 512)
+			if (lines > budget)
 				rc = -ETIMEDOUT;        /* more next time round */
 			if (rc != -ETIMEDOUT) {
 				/* the agent is gone: its nodes with it (they die with it) */
@@ -1352,14 +1471,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			supervise_event(o->run_dir, "trace_step", "all", detail);
 		}
 		/* each host's clock measured again every MULTIHOST_CLOCK_REFRESH_NS while the nodes
-		 * run (the events that arrive meanwhile are kept for the next reads) */
-		for (size_t h = 0; started && !stopping && h < hs->n; h++)
-			if (!host_lost[h] && host_used(o->p, h) && clock_now_ns() >= self->next_refresh_ns[h]) {
-				int r = multihost_clock_refresh(self, h);
-				self->next_refresh_ns[h] = clock_now_ns() + MULTIHOST_CLOCK_REFRESH_NS;
-				if (r < 0 && r != -EPIPE)
-					fprintf(err_out, "stalenet: host %s: clock refresh: %s\n", hs->list[h].name, strerror(-r));
-			}
+		 * run, in the background: the answers come with the host's other lines */
+		for (size_t h = 0; started && h < hs->n; h++)
+			if (!host_lost[h] && host_used(o->p, h))
+				refresh_tick(self, h, !stopping, clock_now_ns(), err_out);
 		size_t initial = 0;
 		for (size_t i = 0; i < n; i++)
 			initial += plan_ns[i][0] < 0;
@@ -1395,6 +1510,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 	if (progress)
 		progress_row(progress, run, step, waiting, up, clock_now_ns() - *origin_ns);
 	csv_writer_close(&progress);
+	/* a background refresh under way ends with what came */
+	for (size_t h = 0; h < hs->n; h++)
+		if (!host_lost[h] && self->links[h] && self->refresh_from_ns[h])
+			refresh_end(self, h, err_out);
 	for (size_t h = 0; h < hs->n; h++) {
 		int r = -EINTR;
 		bool answering = true;

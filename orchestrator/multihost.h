@@ -32,6 +32,8 @@
 #define MULTIHOST_CLOCK_WINDOW 2000     /* clock exchanges kept per host (the latest) */
 #define MULTIHOST_CLOCK_REFRESH_N 20    /* exchanges per refresh */
 #define MULTIHOST_CLOCK_REFRESH_NS 10000000000ll  /* refresh period while nodes run */
+#define MULTIHOST_CLOCK_REFRESH_MS 5000 /* a refresh during the run ends with what came by then */
+#define MULTIHOST_OUT_STALL_MS 10000    /* a host whose queued input is not taken that long is lost */
 /* bytes of files sent whole (orchestrator/agentfile) one host may send in one phase of a run
  * (training, or the link self-check before it): past it the rest are refused, so a host cannot
  * fill our disk with many files of the largest size */
@@ -132,8 +134,11 @@ struct multihost_nodes_opts {
  * on_failure_continue. A stop is bounded as on one host: a node that ignores "stop" for
  * SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS is killed through its agent, and a host
  * that has not reported its nodes' ends MULTIHOST_STOP_NOW_MS after that is lost (named on
- * err_out, not fetched, its connection closed; the run failed unless interrupted).
- * *origin_ns: the run's origin on this clock. Returns 0 (every node exited 0), 1 (failed), 2
+ * err_out, not fetched, its connection closed; the run failed unless interrupted). Nothing
+ * of it waits on one host: its clock refreshes run in the background of its loop (a host that
+ * did not answer one is left out of the next until it answers), and a host that overflows its
+ * queue of requests (AGENTLINK_OUT_MAX) or takes none of it for MULTIHOST_OUT_STALL_MS is lost
+ * the same way. *origin_ns: the run's origin on this clock. Returns 0 (every node exited 0), 1 (failed), 2
  * (interrupted); progress lines to err_out. */
 int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opts *o, int64_t *origin_ns,
 			FILE *err_out);
@@ -141,8 +146,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 /* MULTIHOST_CLOCK_REFRESH_N more clock exchanges with host h (lines its agent sends meanwhile
  * are kept for the run's reads) and the estimate fitted again, offset and drift, over the
  * latest MULTIHOST_CLOCK_WINDOW exchanges (lib/clocksync's minimum-round-trip filter). Done
- * every MULTIHOST_CLOCK_REFRESH_NS while nodes run and once when they are done. Returns 0 or
- * -errno (the estimate unchanged). */
+ * once when a run's nodes are done (waiting up to 5 s; while they run, multihost_run_nodes
+ * refreshes in the background of its loop instead). Returns 0 or -errno (the estimate
+ * unchanged). */
 int multihost_clock_refresh(struct multihost *self, size_t h);
 
 /* How many clock exchanges with host h the estimate has (kept), and the time they span. */

@@ -1430,6 +1430,108 @@ Test(multihost_cli, clock_refreshed_during_the_run)
 	free(t);
 }
 
+/* progress.csv's rows (t_s, written by the orchestrator's loop every 0.1 s as it passes): the
+ * last t_s, and the longest gap between two rows with t_s in [from, to]; -1 when none. */
+static double progress_last_t(void)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/progress.csv", run_dir);
+	char *t = support_read_file(path, &len);
+	double last = -1;
+	for (char *l = t ? strchr(t, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n'))
+		last = strtod(l + 1, NULL);
+	free(t);
+	return last;
+}
+
+static bool progress_at(void *arg)
+{
+	return progress_last_t() >= *(const double *)arg;
+}
+
+static double progress_max_gap(double from, double to, int *rows)
+{
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/progress.csv", run_dir);
+	char *t = support_read_file(path, &len);
+	cr_assert(t, "%s", path);
+	double prev = -1, gap = -1;
+	*rows = 0;
+	for (char *l = strchr(t, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		double ts = strtod(l + 1, NULL);
+		if (ts < from || ts > to)
+			continue;
+		if (prev >= 0 && ts - prev > gap)
+			gap = ts - prev;
+		prev = ts;
+		(*rows)++;
+	}
+	free(t);
+	return gap;
+}
+
+/* A host hung during the run (h2's agent stopped with SIGSTOP from about 2 s to 22 s) holds up
+ * nothing of the others: the clock refresh at 10 s asks it and goes on (it used to wait up to
+ * 5 s for the answer, every 10 s, and the loop with it: progress.csv and every host's streamed
+ * rows stood still that long); it is said once that h2 does not answer, h2 is left out of the
+ * refresh at 20 s, and once it runs again its late answer is dropped, the run ends as usual and
+ * its clock is measured again at the end, within the bound of the truth. */
+Test(multihost_cli, a_hung_host_holds_up_no_other_host)
+{
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhg\nstop: {time: 30s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli_in(args, true);
+	cr_assert(support_wait_until(training_started, NULL, 90000), "the training did not start");
+	cr_assert(support_wait_until(worker3_streamed, NULL, 30000), "no rows from h2");
+	pid_t agent = hostsim_agent_pid(&hs, 2, stalenet);
+	cr_assert_gt(agent, 0, "no agent on h2");
+	cr_assert_eq(kill(agent, SIGSTOP), 0, "SIGSTOP the agent of h2: %s", strerror(errno));
+	double hung_from = progress_last_t(), until = 22.0;
+	bool reached = support_wait_until(progress_at, &until, 60000);
+	double hung_to = progress_last_t();
+	kill(agent, SIGCONT);
+	int st = 0;
+	int waited = support_wait_pid(pid, &st, 90000);
+	if (waited) {
+		kill(-pid, SIGINT);
+		kill(-pid, SIGINT);
+		support_wait_pid(pid, NULL, 30000);
+	}
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	int rows = 0;
+	double gap = progress_max_gap(hung_from, hung_to, &rows);
+	fprintf(stderr, "h2 hung from %.3f s to %.3f s: %d progress rows, longest gap %.3f s\n", hung_from, hung_to, rows,
+		gap);
+	cr_assert_geq(hung_from, 0.0, "no progress row before h2 hung");
+	cr_assert_lt(hung_from, 9.0, "h2 hung after the first refresh (%.3f s): no test", hung_from);
+	cr_assert(reached, "progress.csv did not reach %.0f s", until);
+	cr_assert_eq(waited, 0, "stalenet did not end");
+	cr_expect_gt(rows, 100, "%d rows over %.1f s", rows, hung_to - hung_from);
+	cr_expect_leq(gap, 1.5, "the loop stood still %.3f s while h2 hung", gap);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit 0: %s", t);
+	cr_expect_eq(count(t, "host h2: clock refresh: no answer within 5000 ms"), 1, "said once: %s", t);
+	cr_expect_eq(count(t, "clock refresh"), 1, "%s", t);
+	cr_expect_null(strstr(t, "lost"), "%s", t);
+	/* the late answer dropped, the clock measured again at the end: h2's estimate is right */
+	char path[600];
+	size_t len;
+	snprintf(path, sizeof path, "%s/meta.json", run_dir);
+	char *meta = support_read_file(path, &len);
+	cr_assert(meta);
+	double off = meta_host(meta, "h2", "clock_offset_ns") / 1e9, bound = meta_host(meta, "h2", "clock_bound_ns") / 1e9;
+	fprintf(stderr, "h2: offset error %+.1f us, bound %.1f us\n", (off + 2.125) * 1e6, bound * 1e6);
+	cr_expect_gt(bound, 0.0);
+	cr_expect_leq(fabs(off + 2.125), bound, "h2: offset %.9f s, injected -2.125 s, bound %.9f s", off, bound);
+	cr_expect(strstr(t, "host h2: clock offset "), "the end-of-run refresh of h2: %s", t);
+	free(meta);
+	free(t);
+}
+
 /* Rows of run_dir/rel whose t_s lies in [from, to). */
 static int rows_between(const char *rel, double from, double to)
 {

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/version.h"
 #include "orchestrator/agent.h"
 #include "orchestrator/agentlink.h"
@@ -337,6 +338,11 @@ static bool gone(void *arg)
 	return paren && paren[1] == ' ' && paren[2] == 'Z';     /* a zombie not yet reaped by init */
 }
 
+static bool stalled_200ms(void *arg)
+{
+	return agentlink_out_stalled_ms(arg) >= 200;
+}
+
 /* What the program left in its process group ends with the link, whether it had to be killed
  * (stuck: no answer to quit) or exited (leaver): that group no longer gets the signals ours
  * gets, so nothing else would end it. */
@@ -359,4 +365,148 @@ Test(agentlink, close_ends_the_whole_process_group)
 			kill(left, SIGKILL);
 		cr_expect(ended, "%s: its child %d outlived the link", dests[k], (int)left);
 	}
+}
+
+/* The burst agent up to its clock exchange: 300 lines, "head", the request "more", "partial". */
+static struct agentlink *burst_to_the_clock(void)
+{
+	char err[512], line[AGENT_LINE_MAX];
+	struct agentlink_opts o = opts("burst", stalenet);
+	struct agentlink *l = agentlink_open(&o, err, sizeof err);
+	cr_assert(l, "%s", err);
+	cr_assert_eq(agentlink_send(l, "go"), 0);
+	for (int i = 0; i < 301; i++)
+		cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0, "line %d", i);
+	cr_assert_eq(agentlink_send(l, "more"), 0);
+	cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0);
+	cr_assert_str_eq(line, "partial");
+	return l;
+}
+
+/* A clock exchange in the background of the reads: the 2000 event lines the agent sends
+ * before its answer come out of agentlink_recv whole and in order, the answer never does; the
+ * sample is stamped with the agent's t2, t3 and ours around them. */
+Test(agentlink, background_clock_answer_taken_out_of_the_lines)
+{
+	char line[AGENT_LINE_MAX], want[64];
+	struct agentlink *l = burst_to_the_clock();
+	int64_t before = clock_now_ns();
+	cr_assert_eq(agentlink_clock_begin(l, 1), 0);
+	cr_expect(agentlink_clock_busy(l));
+	cr_expect_eq(agentlink_clock_begin(l, 1), -EBUSY, "one exchange at a time");
+	for (int i = 0; i < 2000; i++) {
+		cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0, "event line %d", i);
+		snprintf(want, sizeof want, "ev n%d status %d run 0", i, i);
+		cr_assert_str_eq(line, want);
+	}
+	/* the answer follows the last event: taken by the next read, not returned */
+	cr_expect_eq(agentlink_recv(l, line, sizeof line, 2000), -ETIMEDOUT, "the answer is no line: %s", line);
+	cr_expect_not(agentlink_clock_busy(l));
+	struct clocksync_sample s[4];
+	cr_assert_eq(agentlink_clock_end(l, s, 4), 1);
+	cr_expect_geq(s[0].t1_ns, before);
+	cr_expect_eq(s[0].t2_ns, 5);
+	cr_expect_eq(s[0].t3_ns, 6);
+	cr_expect_geq(s[0].t4_ns, s[0].t1_ns);
+	cr_expect_leq(s[0].t4_ns, clock_now_ns());
+	cr_expect_eq(agentlink_close(&l, 5000), 0);
+}
+
+/* A batch ended before its answer came (the host did not answer in time): the late answer is
+ * still taken out of the lines, dropped, and until it comes no other exchange begins. */
+Test(agentlink, late_background_clock_answer_dropped)
+{
+	char line[AGENT_LINE_MAX];
+	struct agentlink *l = burst_to_the_clock();
+	struct clocksync_sample s[4];
+	cr_assert_eq(agentlink_clock_begin(l, 3), 0);
+	cr_expect_eq(agentlink_clock_end(l, s, 4), 0, "nothing answered yet");
+	cr_expect(agentlink_clock_busy(l), "its answer is still due");
+	cr_expect_eq(agentlink_clock_begin(l, 1), -EBUSY);
+	for (int i = 0; i < 2000; i++)
+		cr_assert_eq(agentlink_recv(l, line, sizeof line, 5000), 0, "event line %d", i);
+	cr_expect_eq(agentlink_recv(l, line, sizeof line, 2000), -ETIMEDOUT, "the late answer is no line: %s", line);
+	cr_expect_not(agentlink_clock_busy(l), "answered");
+	cr_expect_eq(agentlink_clock_end(l, s, 4), 0, "the late answer is not kept");
+	cr_expect_eq(agentlink_close(&l, 5000), 0, "the batch's other exchanges were never sent (the agent "
+		     "takes the next line as the end)");
+}
+
+/* An agent that never reads (stuck): no send waits; what its pipe does not take is queued up
+ * to AGENTLINK_OUT_MAX, then the send that would pass it fails with -ENOBUFS, and so does every
+ * later one (a line is lost: the link is broken). The queue's stall is measured, and closing
+ * the link is bounded though the pipe is full. */
+Test(agentlink, sends_to_an_agent_that_never_reads_never_block)
+{
+	char err[512], big[3001];
+	struct agentlink_opts o = opts("stuck", stalenet);
+	struct agentlink *l = agentlink_open(&o, err, sizeof err);
+	cr_assert(l, "%s", err);
+	pid_t left = (pid_t)atoi(agentlink_remote_hostname(l));
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	cr_expect_eq(agentlink_out_pending(l), 0);
+	cr_expect_eq(agentlink_out_stalled_ms(l), 0, "nothing queued: no stall");
+	size_t sent = 0;
+	int rc = 0, sends = 0;
+	int64_t t0 = clock_now_ns(), slowest = 0;
+	while (sends < 10000) {
+		int64_t a = clock_now_ns();
+		rc = agentlink_send(l, big);
+		int64_t took = clock_now_ns() - a;
+		slowest = took > slowest ? took : slowest;
+		sends++;
+		if (rc)
+			break;
+		sent += sizeof big;     /* the line and its newline */
+	}
+	int64_t all_ns = clock_now_ns() - t0;
+	fprintf(stderr, "stuck agent: %d sends, %zu bytes accepted (%zu queued), slowest send %.3f ms, all %.1f ms\n",
+		sends, sent, agentlink_out_pending(l), slowest / 1e6, all_ns / 1e6);
+	cr_expect_eq(rc, -ENOBUFS, "overflow reported: %d", rc);
+	size_t queued = agentlink_out_pending(l);
+	cr_expect_leq(queued, AGENTLINK_OUT_MAX);
+	cr_expect_gt(queued + sizeof big, AGENTLINK_OUT_MAX, "the queue filled: %zu", queued);
+	cr_expect_geq(sent, queued + 4096, "the pipe took its share first: %zu sent, %zu queued", sent, queued);
+	cr_expect_lt(slowest, 100000000ll, "a send took %.1f ms", slowest / 1e6);
+	cr_expect_eq(agentlink_send(l, "x"), -ENOBUFS, "broken for good");
+	cr_expect_eq(agentlink_flush(l), -ENOBUFS);
+	cr_expect(support_wait_until(stalled_200ms, l, 5000), "stalled %lld ms", (long long)agentlink_out_stalled_ms(l));
+	int64_t c0 = clock_now_ns();
+	cr_expect_eq(agentlink_close(&l, 300), -ETIMEDOUT);
+	cr_expect_lt(clock_now_ns() - c0, 2000000000ll, "close bounded with a full pipe: %.0f ms",
+		     (clock_now_ns() - c0) / 1e6);
+	bool ended = support_wait_until(gone, &left, 5000);
+	if (!ended)
+		kill(left, SIGKILL);
+}
+
+/* An agent that reads slower than it is sent to (echo, a shell loop), while its answers are not
+ * read: the queue holds what its pipe does not take, and the reads that wait for the answers
+ * write it, so every line arrives whole and in order. */
+Test(agentlink, queued_lines_reach_a_slow_agent_in_order)
+{
+	char err[512], line[AGENT_LINE_MAX], big[2001], want[2100];
+	struct agentlink_opts o = opts("echo", stalenet);
+	struct agentlink *l = agentlink_open(&o, err, sizeof err);
+	cr_assert(l, "%s", err);
+	memset(big, 'y', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	size_t most = 0;
+	for (int i = 0; i < 150; i++) {
+		snprintf(big, 8, "%06d", i);
+		big[6] = 'y';
+		cr_assert_eq(agentlink_send(l, big), 0, "send %d", i);
+		most = agentlink_out_pending(l) > most ? agentlink_out_pending(l) : most;
+	}
+	cr_expect_gt(most, 0, "the pipe took 300 KB at once: no queue tested");
+	for (int i = 0; i < 150; i++) {
+		cr_assert_eq(agentlink_recv(l, line, sizeof line, 10000), 0, "answer %d", i);
+		snprintf(big, 8, "%06d", i);
+		big[6] = 'y';
+		snprintf(want, sizeof want, "re %s", big);
+		cr_assert_str_eq(line, want, "answer %d", i);
+	}
+	cr_expect_eq(agentlink_out_pending(l), 0);
+	cr_expect_eq(agentlink_close(&l, 5000), 0);
 }
