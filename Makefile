@@ -161,6 +161,9 @@ check-multihost: all $(MULTIHOST_TESTS)
 check-kernel: all
 	@bash vagrant/check-kernel.sh $(BUILD)
 KERNEL_TESTS := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(wildcard tests/kernel/test_*.c))
+# Tests run the programs beside them (an agent's greeting carries the commit, which the test
+# binary has too): building a test brings the programs up to date with it.
+$(UNIT_TESTS) $(NETNS_TESTS) $(E2E_TESTS) $(MULTIHOST_TESTS) $(KERNEL_TESTS): | $(PROGS)
 check-kernel: $(KERNEL_TESTS)
 
 # The reliability campaign (tests/campaign, docs/reliability.md): kill -9 of the orchestrator
