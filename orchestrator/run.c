@@ -381,6 +381,9 @@ static int start_linkd(struct run_ctx *c)
 		char reply[64];
 		int st;
 
+		/* asked to stop at once: not waited for (the teardown kills it) */
+		if (stop_now())
+			return -ECANCELED;
 		if (linkd_request(c->linkd_ctl, "ping", reply, sizeof reply, 100) == 0)
 			return 0;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
@@ -1023,6 +1026,9 @@ static int shape_links(struct run_ctx *c)
 		/* An unshaped link without timeline changes costs nothing: leave it alone. */
 		if (!timeline && link_unshaped(&nd->up) && link_unshaped(&nd->down))
 			continue;
+		/* asked to stop at once: no further request to the emulator (each may wait on it) */
+		if (stop_now())
+			return -ECANCELED;
 		if (link_shaper_apply(c->shaper, &c->eps[i], LINK_DIR_UP, &nd->up) < 0 ||
 		    link_shaper_apply(c->shaper, &c->eps[i], LINK_DIR_DOWN, &nd->down) < 0) {
 			log_error("shaping the link of %s failed", nd->name);
@@ -1127,18 +1133,22 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		.prefix = c->prefix, .n_nodes = (int)n + 1, .node_names = names,
 		.subnet_be = htonl(sc->network.subnet), .prefix_len = sc->network.prefix_len,
 		.mtu = (int)sc->network.mtu, .cc = sc->network.cc, .raise_neigh = n + 1 > 500,
-		.tcp = &tcp,
+		.tcp = &tcp, .interrupted = &run_interrupted, .interrupt_at = SUPERVISE_STOP_NOW,
 	};
+	/* A first interruption lets the setup finish (the phase after it stops before any node
+	 * starts); a second one ends the setup's waits at once (setup_cut below). */
 	c->tb = testbed_create(&spec, c->journal, err, sizeof err);
 	if (!c->tb) {
-		log_error("testbed: %s", err);
-		goto out;
+		if (!stop_now())
+			log_error("testbed: %s", err);
+		goto setup_cut;
 	}
 	/* The bridge proven before anything is shaped: a broken testbed is named here, not
 	 * mistaken later for a lossy link. */
 	if (testbed_check_reach(c->tb, 10000, err, sizeof err) < 0) {
-		log_error("testbed: reachability: %s", err);
-		goto out;
+		if (!stop_now())
+			log_error("testbed: reachability: %s", err);
+		goto setup_cut;
 	}
 	for (size_t i = 0; i <= n; i++)
 		c->addrs[i] = strdup(testbed_node_addr_str(c->tb, (int)i));
@@ -1149,12 +1159,12 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 			.switch_ifname = testbed_node_switch_ifname(c->tb, (int)i),
 		};
 	if (make_cgroups(c) < 0)
-		goto out;
+		goto setup_cut;
 	c->shaper = make_shaper(c);
 	if (!c->shaper)
-		goto out;
+		goto setup_cut;
 	if (shape_links(c) < 0)
-		goto out;
+		goto setup_cut;
 	if (ctl_endpoint_for(c->dir, c->prefix, c->ctl_ep, sizeof c->ctl_ep) < 0 ||
 	    !(c->ctl = ctl_server_open(c->ctl_ep)))
 		goto out;
@@ -1203,6 +1213,14 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		res = training_phase(c, &nc);
 		meta.origin_ns = clock_origin_ns();
 		meta.wall_start_ns = clock_wall_ns() - (clock_now_ns() - meta.origin_ns);
+	}
+	goto out;
+setup_cut:
+	/* a setup step failed: when because the user asked to stop at once (its wait ended), the
+	 * run is interrupted, not failed */
+	if (stop_now()) {
+		res = SUPERVISE_INTERRUPTED;
+		supervise_event(c->dir, "stop", "all", "interrupted");
 	}
 out:
 	if (c->ctl)

@@ -80,7 +80,15 @@ struct testbed {
 	int n_sysctl;
 	struct hostshare_claim sysctl[HOST_SYSCTLS];
 	struct testbed_timing timing;
+	const volatile sig_atomic_t *intr; /* spec.interrupted, .interrupt_at */
+	int intr_at;
 };
+
+/* The caller asked to stop at once: every wait ends. */
+static bool cut_short(const struct testbed *tb)
+{
+	return tb->intr && *tb->intr >= tb->intr_at;
+}
 
 static const char *const neigh_keys[NEIGH_KEYS] = {
 	"net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2",
@@ -502,8 +510,8 @@ static void note_up(void *arg, int ifindex, int oper)
  * node ends report IF_OPER_UP and so do all bridge ports. Packets sent before that are
  * dropped (no qdisc attached yet, bridge port not forwarding), and a lost first ARP request
  * costs a whole retrans_time (1 s). Returns 0 or -ETIMEDOUT / -errno. */
-static int wait_links_up(int swnl, int bridx, int n_ports, const int *nlfd, const int *idx, int n,
-			 int timeout_ms)
+static int wait_links_up(const struct testbed *tb, int swnl, int bridx, int n_ports, const int *nlfd,
+			 const int *idx, int n, int timeout_ms)
 {
 	int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
 	bool *up = calloc((size_t)n, sizeof *up);
@@ -582,6 +590,10 @@ static int wait_links_up(int swnl, int bridx, int n_ports, const int *nlfd, cons
 		}
 		if (missing == 0 && c.up >= n_ports)
 			break;
+		if (cut_short(tb)) {
+			rc = -ECANCELED;
+			break;
+		}
 		if (clock_now_ns() >= deadline) {
 			log_error("testbed: %d node links not up, %d of %d bridge ports up", missing,
 				  c.up, n_ports);
@@ -619,6 +631,11 @@ static int reach_ring(struct testbed *tb, int a, int b, const int *fd, int timeo
 	while (missing > 0) {
 		int64_t now = clock_now_ns();
 
+		if (cut_short(tb)) {
+			snprintf(err, errlen, "interrupted");
+			rc = -ECANCELED;
+			goto out;
+		}
 		if (now >= deadline) {
 			for (int i = 0; i < n; i++)
 				if (!done[i]) {
@@ -854,6 +871,8 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 	}
 	tb->n = spec->n_nodes;
 	tb->j = j;
+	tb->intr = spec->interrupted;
+	tb->intr_at = spec->interrupt_at > 0 ? spec->interrupt_at : 1;
 	tb->prefix_len = plen;
 	tb->mtu = spec->mtu ? spec->mtu : TESTBED_DEFAULT_MTU;
 	snprintf(tb->prefix, sizeof tb->prefix, "%s", prefix);
@@ -956,6 +975,11 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 	nchunks = (tb->n + CHUNK - 1) / CHUNK;
 	csize = (tb->n + nchunks - 1) / nchunks;
 	for (int a = 0; a < tb->n; a += csize) {
+		if (cut_short(tb)) {
+			rc = -ECANCELED;
+			snprintf(err, errlen, "interrupted");
+			goto fail;
+		}
 		int b = a + csize < tb->n ? a + csize : tb->n;
 
 		/* 1. namespaces: recorded (one fsync for the chunk), then made. */
@@ -1054,9 +1078,12 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 				goto fail;
 			}
 		}
-		rc = wait_links_up(swnl, bridx, b, nlfd, ifidx, b - a, 5000);
+		rc = wait_links_up(tb, swnl, bridx, b, nlfd, ifidx, b - a, 5000);
 		if (rc < 0) {
-			snprintf(err, errlen, "links did not come up: %s", strerror(-rc));
+			if (rc == -ECANCELED)
+				snprintf(err, errlen, "interrupted");
+			else
+				snprintf(err, errlen, "links did not come up: %s", strerror(-rc));
 			goto fail;
 		}
 		for (int i = a; i < b && spec->tcp && spec->tcp->initial_cwnd; i++) {

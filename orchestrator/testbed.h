@@ -17,6 +17,7 @@
 #ifndef STALENET_TESTBED_H
 #define STALENET_TESTBED_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,6 +62,11 @@ struct testbed_spec {
 	uint32_t pin_nodes;              /* pin the neighbours subnet + 1 .. subnet + pin_nodes (a run
 					    across hosts: all its nodes); 0 = this testbed's nodes */
 	bool no_pin_neigh;               /* leave neighbour resolution to ARP */
+	const volatile sig_atomic_t *interrupted; /* the caller's count of interruptions (its
+					    signal handler's); NULL = none */
+	int interrupt_at;                /* from this count on, every wait of testbed_create and
+					    testbed_check_reach ends at once (-ECANCELED): the
+					    user's "stop now"; 0 = 1 */
 };
 
 /* Where creation time went (nanoseconds). */
@@ -83,7 +89,9 @@ int testbed_random_prefix(char *buf, size_t len);
 
 /* Build the testbed. Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN). Records into j (which should
  * have been created with the same prefix; NULL = unrecorded, for tests of this module only).
- * Returns NULL and fills err on failure; whatever was created is removed again. */
+ * Returns NULL and fills err on failure; whatever was created is removed again. Its waits (links
+ * coming up, the reachability check) end at once when spec.interrupted reaches
+ * spec.interrupt_at (err then says "interrupted"). */
 struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *j, char *err,
 			       size_t errlen);
 
@@ -95,7 +103,8 @@ int testbed_destroy(struct testbed **tb);
 
 /* Ping-pong one UDP datagram from every node to the next one (in a ring) and back, over the
  * bridge. Returns 0 when all got their answer within timeout_ms, else -EHOSTUNREACH (naming
- * the first silent node in err) or -errno. */
+ * the first silent node in err), -ECANCELED (interrupted: spec.interrupted reached
+ * spec.interrupt_at) or -errno. */
 int testbed_check_reach(struct testbed *tb, int timeout_ms, char *err, size_t errlen);
 
 int testbed_n_nodes(const struct testbed *tb);
