@@ -1231,6 +1231,8 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			}
 			stopping = true;
 		}
+		if (o->ended && !*o->ended && stopping && started && !result && !o->linkcheck)
+			*o->ended = 1;
 		if (stop_now(o->interrupted) && !killed_at) {
 			/* stop at once: every node still up killed by its agent (SIGKILL), the exits
 			 * waited for a bounded time below; what runs on a host that does not answer

@@ -124,6 +124,9 @@ struct multihost_nodes_opts {
 	 * fetch given MULTIHOST_STOP_NOW_MS in all (the rows streamed so far stay), the nodes'
 	 * configuration not waited for (returns 2 at once) */
 	volatile sig_atomic_t *interrupted;
+	volatile sig_atomic_t *ended;   /* NULL, or set to 1 once the run has reached stop.time
+					 * (not failed, not interrupted): an interruption from then
+					 * on leaves it complete (supervise_opts.ended) */
 };
 
 /* Launch every node on its host (each agent writes its configuration and starts it in its

@@ -70,19 +70,31 @@
  * third and later change nothing. Each step is said at once on stderr by the handler itself,
  * with lines formatted beforehand (write(2) is all a handler may do). */
 static volatile sig_atomic_t run_interrupted;
+/* Set by the supervisor (supervise_opts.ended, multihost_nodes_opts.ended) once the current
+ * run has reached its end of itself: a first interruption from then on leaves it complete,
+ * and the handler's first line says so (run_ended_line). Cleared when the next run begins. */
+static volatile sig_atomic_t run_ended;
 static char run_int_line[SUPERVISE_STOP_NOW][320];
 static int run_int_len[SUPERVISE_STOP_NOW];
+static char run_ended_line[320];
+static int run_ended_len;
 
 static void on_signal(int sig)
 {
 	int saved = errno, k = run_interrupted;
+	const char *line = k < SUPERVISE_STOP_NOW ? run_int_line[k] : NULL;
+	int len = k < SUPERVISE_STOP_NOW ? run_int_len[k] : 0;
 
 	(void)sig;
 	if (k >= SUPERVISE_STOP_NOW)
 		return;
 	run_interrupted = k + 1;
-	if (run_int_len[k] > 0) {
-		ssize_t w = write(2, run_int_line[k], (size_t)run_int_len[k]);
+	if (k == 0 && run_ended) {
+		line = run_ended_line;
+		len = run_ended_len;
+	}
+	if (len > 0) {
+		ssize_t w = write(2, line, (size_t)len);
 
 		(void)w; /* nowhere to report a failed write */
 	}
@@ -99,6 +111,9 @@ static void install_signals(void)
 	run_int_len[1] = log_format(LOG_WARN, run_int_line[1], sizeof run_int_line[1],
 				    "interrupted again: stopping at once (what still runs is killed, no more "
 				    "waiting for it; the testbed is still torn down, rows written so far kept)");
+	run_ended_len = log_format(LOG_WARN, run_ended_line, sizeof run_ended_line,
+				   "interrupted after the run had finished: it stays complete, its files are "
+				   "still collected; interrupt again (Ctrl-C) to cut that short");
 	/* the three signals block each other while one is handled: the count never races */
 	sigemptyset(&sa.sa_mask);
 	sigaddset(&sa.sa_mask, SIGINT);
@@ -711,7 +726,7 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 		.view = training ? c->view : NULL, .guard = training ? c->guard : NULL,
 		.run_label = c->run->id,
 		.run_index = c->run_index, .run_count = c->run_count,
-		.interrupted = &run_interrupted,
+		.interrupted = &run_interrupted, .ended = training ? &run_ended : NULL,
 		.hooks = { .tick = training ? training_tick : linkcheck_tick, .record = record_proc,
 			   .reaped = helper_reaped, .status = progress_status, .arg = c,
 			   /* limits apply to training; the link self-check measures links, unlimited */
@@ -1083,6 +1098,7 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 	c->spin = choose_spin(c);
 	meta.precision = c->backend == LINK_BACKEND_NFQ ? (c->spin ? "spin" : "timer") : "kernel";
 	c->run_t0_ns = t0;
+	run_ended = 0;
 	c->have_guard = false;
 	stop_label(sc, c->stop_label, sizeof c->stop_label);
 	if (rundir_prepare(c->dir, r) < 0)
@@ -1316,6 +1332,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 	struct placement *pl = NULL;
 	struct linktrace *trace = NULL;
 
+	run_ended = 0;
 	if (!rh || !addrs || rundir_prepare(dir, run) < 0)
 		goto out;
 	/* node i at 198.18.0.0/15 + i + 1 on whichever host it lands (as each agent builds it); the
@@ -1386,6 +1403,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 				.stop_after_ns = (int64_t)sc->stop_time_us * 1000,
 				.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
 				.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted, .trace = trace,
+				.ended = &run_ended,
 			};
 			nc.origin_ns = clock_now_ns();
 			res = multihost_run_nodes(mh, &no, &origin, stderr);

@@ -577,6 +577,10 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 			if (nx != INT64_MAX && s.origin_ns + nx < wake)
 				wake = s.origin_ns + nx;
 		}
+		/* the run's own end (as the interruption above tells it): the handler's next line
+		 * says so */
+		if (o->ended && !*o->ended && s.stopping && !s.failed && !s.interrupted && !o->failures_only)
+			*o->ended = 1;
 		if (s.started && o->hooks.tick && now_rel >= hook_next) {
 			hook_next = o->hooks.tick(o->hooks.arg, now_rel);
 			if (hook_next < 0) {

@@ -94,6 +94,11 @@ struct supervise_opts {
 	volatile sig_atomic_t *interrupted;  /* the caller's count of interruptions (its signal
 						handler's): 1 stops the run gracefully,
 						SUPERVISE_STOP_NOW or more at once (below) */
+	volatile sig_atomic_t *ended;        /* NULL, or set to 1 once the run has reached its
+						end of itself (stop.time, work finished; not a
+						failure, not an interruption) and winds down: the
+						caller's signal handler then says an interruption
+						leaves the run complete */
 	struct supervise_hooks hooks;
 	/* Start a node's process as launch_spawn does (returns its pid or -errno); NULL =
 	 * launch_spawn. A stand-in lets tests make a start fail. */

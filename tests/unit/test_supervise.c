@@ -281,6 +281,8 @@ Test(supervise, interruption_of_a_failures_only_phase_is_logged, .timeout = 60)
 /* The interruptions as a user makes them, from the tick hook: the first once the run is 0.3 s
  * old, the second 0.2 s later. */
 static volatile sig_atomic_t twice;
+/* supervise_opts.ended of the interruption tests */
+static volatile sig_atomic_t ended;
 static int64_t t_second_ms;
 
 static int64_t interrupt_twice(void *arg, int64_t now_rel)
@@ -320,9 +322,11 @@ Test(supervise, second_interruption_kills_a_hung_node_at_once, .timeout = 60)
 	cr_assert_not_null(srv);
 	struct supervise_opts o = {
 		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .ready_timeout_ms = 20000,
-		.spawn = spawn, .interrupted = &twice, .hooks = { .tick = interrupt_twice },
+		.spawn = spawn, .interrupted = &twice, .ended = &ended, .hooks = { .tick = interrupt_twice },
 	};
+	ended = 0;
 	cr_assert_eq(supervise_run(&o, nodes, 2, &origin), SUPERVISE_INTERRUPTED);
+	cr_expect_eq(ended, 0, "an interrupted run flagged as ended of itself");
 	took_ms = support_now_ms() - t_second_ms;
 	ctl_server_close(&srv);
 	cr_assert_eq(twice, SUPERVISE_STOP_NOW, "the second interruption was never made");
@@ -342,11 +346,16 @@ Test(supervise, second_interruption_kills_a_hung_node_at_once, .timeout = 60)
  * still winds down (it ends 2 s after its stop): whether "a" still ran then. */
 static volatile sig_atomic_t late;
 static bool a_ran_then;
+static int ended_then = -1, ended_before_stop = -1;
 
 static int64_t interrupt_after_the_stop(void *arg, int64_t now_rel)
 {
 	(void)arg;
+	if (now_rel < 250000000)
+		ended_before_stop = ended;
 	if (now_rel >= 400000000 && late == 0) {
+		/* what a signal handler would read of the run's end as the interruption comes */
+		ended_then = ended;
 		late = 1;
 		a_ran_then = plan.n_pids > 0 && kill(plan.pids[0], 0) == 0;
 	}
@@ -370,7 +379,8 @@ Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 6
 
 	memset(&plan, 0, sizeof plan);
 	plan.a_lingers_ms = 2000;
-	late = 0;
+	late = ended = 0;
+	ended_then = ended_before_stop = -1;
 	a_ran_then = false;
 	support_tmpdir(dir, sizeof dir, "supervise");
 	cr_assert_eq(ctl_endpoint_for(dir, "t", ep, sizeof ep), 0);
@@ -378,7 +388,7 @@ Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 6
 	cr_assert_not_null(srv);
 	struct supervise_opts o = {
 		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .ready_timeout_ms = 20000,
-		.stop_after_ns = 300000000, .spawn = spawn, .interrupted = &late,
+		.stop_after_ns = 300000000, .spawn = spawn, .interrupted = &late, .ended = &ended,
 		.hooks = { .tick = interrupt_after_the_stop },
 	};
 	enum supervise_result res = supervise_run(&o, nodes, 2, &origin);
@@ -386,6 +396,11 @@ Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 6
 	cr_assert_eq(late, 1, "the interruption was never made");
 	cr_assert(a_ran_then, "the interruption came after the wind-down: no test");
 	cr_expect_eq(res, SUPERVISE_OK, "result %d: an interruption after the run's end changed it", (int)res);
+	/* the run's end was flagged before the interruption came (the handler's line chosen by
+	 * it), not before the stop time */
+	cr_expect_eq(ended_before_stop, 0, "the run's end flagged before the stop time");
+	cr_expect_eq(ended_then, 1, "the run's end not flagged when the interruption came");
+	cr_expect_eq(ended, 1);
 	int n = read_events(rows, 64);
 	cr_expect_geq(find(rows, n, 0, "stop,all,stop.time reached"), 0);
 	cr_expect_eq(find(rows, n, 0, "stop,all,interrupted"), -1);
