@@ -44,6 +44,10 @@
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), -EPERM)
 
 static char program_dir[PATH_MAX];
+/* cleanup_set_interrupt: the caller's interruption count and the count from which the replay
+ * stops waiting for processes */
+static const volatile sig_atomic_t *interrupt_count;
+static int interrupt_at;
 
 /* The host sysctls the testbed changes (orchestrator/testbed.c raise_neigh, allow_cc). */
 static const char CC_LIST_KEY[] = "net.ipv4.tcp_allowed_congestion_control";
@@ -56,6 +60,18 @@ static const char *const programs[] = { "stalenet", "stalenet-node", "stalenet-l
 void cleanup_set_program_dir(const char *dir)
 {
 	snprintf(program_dir, sizeof program_dir, "%s", dir ? dir : "");
+}
+
+void cleanup_set_interrupt(const volatile sig_atomic_t *count, int at)
+{
+	interrupt_count = count;
+	interrupt_at = at > 0 ? at : 1;
+}
+
+/* The user asked to stop at once: a process still there is killed, not waited for. */
+static bool cut_short(void)
+{
+	return interrupt_count && *interrupt_count >= interrupt_at;
 }
 
 /* readlink that also drops the " (deleted)" the kernel appends once the file was replaced
@@ -234,10 +250,16 @@ static int undo_proc(const struct journal_parsed *p, const struct journal_record
 		rc = -EPERM;
 		goto out;
 	}
-	pidfd_kill(pidfd, SIGTERM);
-	if (pidfd_wait(pidfd, 3000))
-		goto out;
-	log_warn("cleanup: %s (pid %d) ignored SIGTERM, killing", r->fields[2], (int)pid);
+	/* SIGTERM and up to 3 s for it (in slices: a stop at once asked meanwhile ends the wait),
+	 * or straight SIGKILL when a stop at once was asked already */
+	if (!cut_short()) {
+		pidfd_kill(pidfd, SIGTERM);
+		for (int ms = 0; ms < 3000 && !cut_short(); ms += 50)
+			if (pidfd_wait(pidfd, 50))
+				goto out;
+		if (!cut_short())
+			log_warn("cleanup: %s (pid %d) ignored SIGTERM, killing", r->fields[2], (int)pid);
+	}
 	pidfd_kill(pidfd, SIGKILL);
 	if (!pidfd_wait(pidfd, 2000)) {
 		log_error("cleanup: %s (pid %d) survives SIGKILL", r->fields[2], (int)pid);

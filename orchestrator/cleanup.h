@@ -23,6 +23,7 @@
 #ifndef STALENET_CLEANUP_H
 #define STALENET_CLEANUP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,12 @@ int cleanup_check(const struct journal_parsed *p, char *why, size_t whylen);
 /* Directory holding the stalenet programs a recorded process may run; NULL restores the
  * default, the directory of /proc/self/exe. Not thread-safe (tests, installs). */
 void cleanup_set_program_dir(const char *dir);
+
+/* The caller's interruption count (its signal handler's): once *count reaches at, the
+ * replay's processes still alive are killed (SIGKILL) instead of given SIGTERM and 3 s; every
+ * other record is still undone. NULL = never (the default). Not thread-safe, like
+ * cleanup_set_program_dir. */
+void cleanup_set_interrupt(const volatile sig_atomic_t *count, int at);
 
 /* Tear down a run from its own live journal: check it, replay everything recorded so far in
  * reverse, then mark it ended and unregister it. Returns 0, -EPERM (refused, nothing done) or

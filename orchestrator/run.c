@@ -119,6 +119,8 @@ static void install_signals(void)
 	sigaddset(&sa.sa_mask, SIGINT);
 	sigaddset(&sa.sa_mask, SIGTERM);
 	sigaddset(&sa.sa_mask, SIGHUP);
+	/* the journal replay of a teardown kills what is left at once after a second one */
+	cleanup_set_interrupt(&run_interrupted, SUPERVISE_STOP_NOW);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);

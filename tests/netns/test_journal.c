@@ -2,7 +2,8 @@
  * dead run is undone completely (namespace, NFQUEUE rule, emulator process, its socket, host
  * sysctl) and twice is idempotent; hostile journals (foreign namespace, kernel.core_pattern,
  * pid 1, a rule of another chain, a symlinked, world-writable or group-writable-parent
- * journal) are refused with one log line and leave every canary as it was. */
+ * journal) are refused with one log line and leave every canary as it was; a stop at once
+ * asked during a replay kills a process that does not heed SIGTERM instead of waiting 3 s. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "orchestrator/cleanup.h"
 #include "orchestrator/journal.h"
 #include "orchestrator/launch.h"
+#include "orchestrator/supervise.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/wait.h"
@@ -89,6 +92,7 @@ static void teardown(void)
 	netns_delete(foreign);
 	journal_set_registry_dir(NULL);
 	cleanup_set_program_dir(NULL);
+	cleanup_set_interrupt(NULL, 0);
 	log_set_fd(2);
 	if (tmp[0])
 		nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -284,6 +288,56 @@ Test(journal_undo, dead_run_undone_completely_and_idempotently)
 	memset(&rep, 0, sizeof rep);
 	cr_assert_eq(cleanup_run(dir, CLEANUP_NO_REGISTRY, &rep), 0);
 	cr_assert_eq(rep.ended, 1);
+}
+
+/* The interruption count of the test below, raised by a timer's signal as a user's second
+ * Ctrl-C would be by the orchestrator's handler. */
+static volatile sig_atomic_t replay_interrupts;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	replay_interrupts = SUPERVISE_STOP_NOW;
+}
+
+/* A stopped emulator does not act on SIGTERM: the replay would wait 3 s for it, then SIGKILL.
+ * A second interruption 400 ms into that wait skips straight to SIGKILL: the replay ends well
+ * before the 3 s, the process is gone and the rest (namespace, socket) is still undone. */
+Test(journal_undo, second_interruption_during_the_replay_kills_at_once)
+{
+	char dir[256], recs[1024], sock[200];
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { .it_value = { .tv_usec = 400000 } };
+	struct cleanup_report rep = { 0 };
+	struct stat st;
+	uint64_t start;
+	int64_t t0, took;
+	pid_t pid;
+	int status;
+
+	pid = start_linkd(prefix, sock, sizeof sock, &start);
+	cr_assert_eq(kill(pid, SIGSTOP), 0);
+	snprintf(recs, sizeof recs, "netns %s\nproc %d %llu linkd\n", ns, (int)pid, (unsigned long long)start);
+	make_run("cut", recs, dir, sizeof dir);
+	replay_interrupts = 0;
+	cleanup_set_interrupt(&replay_interrupts, SUPERVISE_STOP_NOW);
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	t0 = support_now_ms();
+	cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	cr_assert_eq(cleanup_run(dir, CLEANUP_NO_REGISTRY, &rep), 0);
+	took = support_now_ms() - t0;
+	signal(SIGALRM, SIG_DFL);
+	fprintf(stderr, "replay with a stopped emulator, stop at once after 400 ms: %lld ms\n", (long long)took);
+	cr_assert_eq(replay_interrupts, SUPERVISE_STOP_NOW, "the interruption never came");
+	cr_expect_lt(took, 2500, "the replay took %lld ms (the SIGTERM wait not cut)", (long long)took);
+	cr_assert_eq(rep.replayed, 1);
+	cr_assert_eq(rep.failed, 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+	cr_assert_not(netns_exists(ns), "namespace left");
+	cr_assert_neq(lstat(sock, &st), 0, "emulator socket left");
+	cr_assert(ends_with_end(dir));
 }
 
 Test(journal_undo, sysctl_changed_by_someone_else_is_left_alone)
