@@ -122,6 +122,11 @@ static void stop_all(struct sup *s, const char *why)
 		return;
 	s->stopping = true;
 	s->stop_why = why;
+	/* the run's own end (stop.time, work finished: every failure and the interruption are
+	 * flagged before they stop it), flagged before its stop row: the caller's signal
+	 * handler's next line says so */
+	if (s->o->ended && !s->failed && !s->interrupted && !s->o->failures_only)
+		*s->o->ended = 1;
 	s->stop_sent_ns = clock_now_ns();
 	log_info("stopping the run: %s", why);
 	/* an interruption is logged in every phase: what follows it is no node's failure */
@@ -577,10 +582,7 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 			if (nx != INT64_MAX && s.origin_ns + nx < wake)
 				wake = s.origin_ns + nx;
 		}
-		/* the run's own end (as the interruption above tells it): the handler's next line
-		 * says so */
-		if (o->ended && !*o->ended && s.stopping && !s.failed && !s.interrupted && !o->failures_only)
-			*o->ended = 1;
+
 		if (s.started && o->hooks.tick && now_rel >= hook_next) {
 			hook_next = o->hooks.tick(o->hooks.arg, now_rel);
 			if (hook_next < 0) {

@@ -1081,6 +1081,9 @@ Test(run, sigint_after_the_stop_time_leaves_the_run_complete, .timeout = 150)
 	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, err);
 	cr_expect(strstr(err, "interrupted after the run's end (stop.time reached): it stays complete"), "%s", err);
 	cr_expect(strstr(err, "interrupted after the last run had ended"), "%s", err);
+	/* the signal handler's own line says so too, not that the run is being stopped */
+	cr_expect(strstr(err, "interrupted after the run had finished: it stays complete"), "%s", err);
+	cr_expect_null(strstr(err, "interrupted: stopping the run"), "%s", err);
 	/* the wind-down went on after the interruption: the graceful escalation ran */
 	cr_expect(strstr(err, "node worker0 ignored stop: SIGTERM"), "%s", err);
 	cr_assert(meta_value(dir, "status", value, sizeof value));
