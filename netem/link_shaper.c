@@ -273,7 +273,7 @@ static int linkd_set_params(struct link_shaper *s, const struct sides *sd, const
 	snprintf(req, sizeof req, "set name=%s netns=%s ifname=%s queue=%u %s", l->name, sd->rcv_ns,
 		 sd->rcv_if, l->qnum, params);
 	int rc = linkd_request(s->linkd_ctl, req, reply, sizeof reply, 5000);
-	if (rc < 0)
+	if (rc < 0 && rc != -ECANCELED) /* -ECANCELED: the caller's stop at once, not an error */
 		log_error("link_shaper: linkd %s: %s", l->name, rc == -EIO ? reply : strerror(-rc));
 	return rc;
 }

@@ -1786,7 +1786,19 @@ fail:
 	return rc;
 }
 
-/* Wait until fd is readable or deadline_ns (lib/clock) passes. Returns 0 or -errno. */
+/* linkd_request_set_interrupt */
+static const volatile sig_atomic_t *request_intr;
+static int request_intr_at;
+
+void linkd_request_set_interrupt(const volatile sig_atomic_t *count, int at)
+{
+	request_intr = count;
+	request_intr_at = at > 0 ? at : 1;
+}
+
+/* Wait until fd is readable or deadline_ns (lib/clock) passes, in slices of at most 50 ms while
+ * an interruption count is watched (a stop at once ends the wait: -ECANCELED). Returns 0 or
+ * -errno. */
 static int wait_readable(int fd, int64_t deadline_ns)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
@@ -1795,8 +1807,12 @@ static int wait_readable(int fd, int64_t deadline_ns)
 	do {
 		int64_t left_ms = (deadline_ns - clock_now_ns() + 999999) / 1000000;
 
+		if (request_intr && *request_intr >= request_intr_at)
+			return -ECANCELED;
+		if (request_intr && left_ms > 50)
+			left_ms = 50;
 		pr = poll(&pfd, 1, left_ms < 0 ? 0 : left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
-	} while (pr < 0 && errno == EINTR);
+	} while ((pr < 0 && errno == EINTR) || (pr == 0 && request_intr && clock_now_ns() < deadline_ns));
 	return pr == 0 ? -ETIMEDOUT : pr < 0 ? -errno : 0;
 }
 

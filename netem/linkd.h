@@ -28,6 +28,7 @@
 #ifndef STALENET_LINKD_H
 #define STALENET_LINKD_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -139,6 +140,12 @@ void linkd_stop(struct linkd *self);
  * socket's listener runs as another uid (nothing is sent), -errno otherwise. */
 int linkd_request(const char *ctl_path, const char *request, char *reply, size_t replylen,
 		  int timeout_ms);
+
+/* The caller's interruption count (its signal handler's): from *count >= at on, the client
+ * requests above stop waiting for their reply (checked every 50 ms) and return -ECANCELED; the
+ * user asked to stop at once, and an emulator that does not answer must not hold that up.
+ * NULL = never (the default). Not thread-safe: set once, before any request. */
+void linkd_request_set_interrupt(const volatile sig_atomic_t *count, int at);
 
 /* Like linkd_request for a reply of several messages (stats): reads until linkd_ctl_reply_done,
  * all within timeout_ms, and hands the whole NUL-terminated reply to the caller (*reply, free()

@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,28 @@ static void child_fail(int fd, const char *what)
 	if (fd >= 0 && write(fd, &e, sizeof e) < 0)
 		_exit(127);
 	_exit(127);
+}
+
+/* Wait (50 ms slices) until errp_rd is readable: the child exec'd or failed. False when it did
+ * not within LAUNCH_EXEC_WAIT_MS or the caller's interruption count reached its mark: the child
+ * is then killed and reaped. */
+static bool exec_awaited(const struct launch_spec *spec, pid_t pid, int errp_rd)
+{
+	struct pollfd pfd = { .fd = errp_rd, .events = POLLIN };
+	int at = spec->interrupt_at > 0 ? spec->interrupt_at : 1;
+
+	for (int waited = 0; waited < LAUNCH_EXEC_WAIT_MS; waited += 50) {
+		if (spec->interrupted && *spec->interrupted >= at)
+			break;
+		if (poll(&pfd, 1, 50) > 0)
+			return true;
+	}
+	if (!(spec->interrupted && *spec->interrupted >= at))
+		log_error("launch %s: no exec within %d ms (stopped?): killed", spec->name, LAUNCH_EXEC_WAIT_MS);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return false;
 }
 
 pid_t launch_spawn(const struct launch_spec *spec)
@@ -146,7 +170,14 @@ pid_t launch_spawn(const struct launch_spec *spec)
 	if (send(go[1], &c, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE)
 		log_warn("launch %s: could not release the child: %s", spec->name, strerror(errno));
 	close(go[1]);
-	/* exec closes errp[1] (CLOEXEC): EOF means success; an int means the errno of a failure. */
+	/* exec closes errp[1] (CLOEXEC): EOF means success; an int means the errno of a failure.
+	 * Awaited boundedly: a child stopped before its exec would hold the caller for good. */
+	if (!exec_awaited(spec, pid, errp[0])) {
+		close(errp[0]);
+		return spec->interrupted && *spec->interrupted >= (spec->interrupt_at > 0 ? spec->interrupt_at : 1)
+			       ? -ECANCELED
+			       : -ETIMEDOUT;
+	}
 	while ((n = read(errp[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
 		;
 	close(errp[0]);

@@ -8,6 +8,7 @@
 #define STALENET_LAUNCH_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -25,7 +26,16 @@ struct launch_spec {
 	 * cgroup, so the program starts under its limits); non-zero kills the child and fails the
 	 * launch. NULL: none. Gets record_arg. */
 	int (*place)(void *arg, pid_t pid, const char *name);
+	/* The caller's interruption count (its signal handler's), NULL = none: from
+	 * *interrupted >= interrupt_at (0 = 1) on, the child's exec is no longer awaited (the
+	 * child is killed, -ECANCELED, not logged). */
+	const volatile sig_atomic_t *interrupted;
+	int interrupt_at;
 };
+
+/* How long launch_spawn awaits the child's exec: a child that does not get there (stopped
+ * before it, say) is killed and the launch fails (-ETIMEDOUT, logged). */
+#define LAUNCH_EXEC_WAIT_MS 30000
 
 /* Start a process. Returns its pid, or -errno (the reason logged). */
 pid_t launch_spawn(const struct launch_spec *spec);

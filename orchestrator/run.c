@@ -121,6 +121,8 @@ static void install_signals(void)
 	sigaddset(&sa.sa_mask, SIGHUP);
 	/* the journal replay of a teardown kills what is left at once after a second one */
 	cleanup_set_interrupt(&run_interrupted, SUPERVISE_STOP_NOW);
+	/* requests to the emulator (shaping, link reads) stop waiting for it too */
+	linkd_request_set_interrupt(&run_interrupted, SUPERVISE_STOP_NOW);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
@@ -384,7 +386,8 @@ static int start_linkd(struct run_ctx *c)
 	const char *argv[] = { c->linkd_bin, "--ctl", c->linkd_ctl, "--precision", c->spin ? "spin" : "timer",
 			       "--spin-margin-us", margin, NULL };
 	struct launch_spec ls = { .name = "linkd", .argv = argv, .log_path = log_path,
-				  .record = record_proc, .record_arg = c };
+				  .record = record_proc, .record_arg = c,
+				  .interrupted = &run_interrupted, .interrupt_at = SUPERVISE_STOP_NOW };
 	pid_t pid;
 
 	snprintf(log_path, sizeof log_path, "%s/logs/linkd.log", c->dir);
@@ -1048,6 +1051,8 @@ static int shape_links(struct run_ctx *c)
 			return -ECANCELED;
 		if (link_shaper_apply(c->shaper, &c->eps[i], LINK_DIR_UP, &nd->up) < 0 ||
 		    link_shaper_apply(c->shaper, &c->eps[i], LINK_DIR_DOWN, &nd->down) < 0) {
+			if (stop_now()) /* a request cut short by the stop at once: no failure */
+				return -ECANCELED;
 			log_error("shaping the link of %s failed", nd->name);
 			return -EIO;
 		}
@@ -1261,6 +1266,9 @@ out:
 	meta.status = res == SUPERVISE_OK ? "complete" : res == SUPERVISE_INTERRUPTED ? "interrupted" : "failed";
 	if (!meta.backend)
 		meta.backend = c->shaper || c->backend ? backend_name(c->backend) : "";
+	/* a setup cut short: the prefix its journal (and any `stalenet cleanup`) knows it by */
+	if (!meta.prefix)
+		meta.prefix = c->prefix;
 	meta.guard = c->have_guard ? &c->guard_sum : NULL;
 	if ((wrote = rundir_write_meta(c->dir, r, &meta)) < 0) {
 		log_error("write %s/meta.json: %s (the run's status is not recorded)", c->dir, strerror(-wrote));

@@ -1023,6 +1023,115 @@ Test(run, second_sigint_stops_at_once_and_still_cleans_up, .timeout = 120)
 	free(err);
 }
 
+/* The journal's prefix (its header's sixth field) into out, false when not yet written. */
+static bool journal_prefix(const char *dir, char *out, size_t len)
+{
+	char path[PATH_MAX + 16], line[PATH_MAX + 128], pfx[32];
+	bool ok = false;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/journal", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fgets(line, sizeof line, f) && sscanf(line, "stalenet-journal %*s %*s %*s %*s %31s", pfx) == 1 &&
+	    strlen(pfx) < len) {
+		memcpy(out, pfx, strlen(pfx) + 1);
+		ok = true;
+	}
+	fclose(f);
+	return ok;
+}
+
+/* Ctrl-C twice during the setup, while the userspace link emulator hangs: stopped (SIGSTOP) as
+ * soon as its process is recorded, before its exec (at_socket false: the launch awaits the
+ * exec), or once its control socket exists (its start, a ping, then the shaping requests are
+ * waited for: up to 55 s, 5 s per request). A first interruption leaves the setup be (the run
+ * stops before its nodes start), the second ends those waits at once: exit 130 within seconds,
+ * no node started, the run recorded as interrupted, the host as before. */
+static void sigint_twice_during_setup(const char *tag, bool at_socket)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *err, *ev;
+	pid_t linkd = 0;
+	int64_t deadline, t_int, took;
+	int rc;
+
+	tpath(scen, sizeof scen, "%s.yaml", tag);
+	tpath(dir, sizeof dir, "%s", tag);
+	write_file(scen, "name: t-setupcut\nseed: 5\nstop: {time: 60s}\nlinkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
+			 "consistency: {barrier: asp}\nworkers: 3\nnetwork:\n  default: {delay: 2ms}\n");
+	snapshot(&before);
+	start_stalenet(&r, tag, "run", scen, "--out", dir, "--backend", "nfq", "--quiet", NULL);
+	/* the emulator stopped the moment it is recorded (a bounded poll, 1 ms apart) */
+	deadline = now_ms() + 60000;
+	while (now_ms() < deadline && !(linkd = journal_pid(dir, "linkd")) && !stalenet_ended(&r))
+		support_sleep_ms(1);
+	cr_assert_gt(linkd, 0, "no proc record of linkd in %s/journal; stderr:\n%s", dir, slurp(r.err));
+	cr_assert(journal_prefix(dir, prefix, sizeof prefix));
+	snprintf(path, sizeof path, "/run/stalenet/linkd-%s.sock", prefix);
+	while (at_socket && now_ms() < deadline && !exists(path) && !stalenet_ended(&r))
+		support_sleep_ms(1);
+	cr_assert(!at_socket || exists(path), "no emulator socket %s; stderr:\n%s", path, slurp(r.err));
+	cr_assert_eq(kill(linkd, SIGSTOP), 0, "SIGSTOP linkd (pid %d): %s", (int)linkd, strerror(errno));
+
+	/* the first: said at once by the handler; the setup goes on waiting for the emulator */
+	cr_assert_eq(kill(r.pid, SIGINT), 0);
+	struct file_has w = { r.err, "interrupted: stopping the run", &r };
+	cr_assert(support_wait_until(file_has, &w, 10000), "the first SIGINT was not said; stderr:\n%s",
+		  slurp(r.err));
+	cr_assert_eq(journal_pid(dir, "worker0"), 0, "the nodes were started: the setup was over, no test");
+	/* the second */
+	t_int = now_ms();
+	cr_assert_eq(kill(r.pid, SIGINT), 0);
+	rc = wait_stalenet(&r, 30000);
+	took = now_ms() - t_int;
+	err = slurp(r.err);
+	if (rc < 0) {
+		kill(linkd, SIGCONT);
+		kill(r.pid, SIGINT);
+		wait_stalenet(&r, 60000);
+	}
+	cr_assert_neq(rc, -1, "no exit 30 s after the second SIGINT; stderr:\n%s", err);
+	fprintf(stderr, "second SIGINT during the setup (emulator stopped %s) -> torn down, exited: %lld ms\n",
+		at_socket ? "once listening" : "before its exec", (long long)took);
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, err);
+	cr_expect_leq(took, 8000, "exit took %lld ms after the second SIGINT", (long long)took);
+	cr_expect_eq(count_of(err, "interrupted again: stopping at once"), 1, "%s", err);
+	cr_expect_null(strstr(err, " E "), "an error where the user stopped the setup:\n%s", err);
+	/* no node was started; the run is interrupted, not failed */
+	cr_expect_eq(journal_pid(dir, "worker0"), 0, "a node was started after the interruptions");
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "interrupted");
+	snprintf(path, sizeof path, "%s/complete", dir);
+	cr_assert_not(exists(path), "an interrupted run is not complete");
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	ev = slurp(path);
+	cr_expect(strstr(ev, ",stop,all,interrupted"), "%s", ev);
+	cr_expect_null(strstr(ev, ",start,all,"), "%s", ev);
+	free(ev);
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_no_run_procs(dir, prefix);
+	snprintf(path, sizeof path, "/run/stalenet/linkd-%s.sock", prefix);
+	cr_assert_not(exists(path), "emulator socket %s left", path);
+	free(err);
+}
+
+Test(run, second_sigint_during_setup_ends_the_emulators_launch, .timeout = 120)
+{
+	sigint_twice_during_setup("setup-exec", false);
+}
+
+Test(run, second_sigint_during_setup_ends_the_emulators_requests, .timeout = 120)
+{
+	sigint_twice_during_setup("setup-ping", true);
+}
+
 /* Starts `stalenet run scen --out dir` (tag: its output files) and interrupts it once its run
  * in rdir has ended of itself: worker0 is stopped (SIGSTOP) while training, so the stop at the
  * stop time goes unheeded and the wind-down lasts the stop's graces (15 s to SIGTERM, 5 s more
