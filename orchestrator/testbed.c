@@ -1115,7 +1115,8 @@ struct testbed *testbed_create(const struct testbed_spec *spec, struct journal *
 	log_debug("testbed %s: %d nodes in %.3f s", tb->prefix, tb->n, tb->timing.total_ns / 1e9);
 	goto out;
 fail:
-	log_error("testbed: %s", err);
+	if (rc != -ECANCELED) /* the caller's stop at once: no error of the testbed */
+		log_error("testbed: %s", err);
 	if (orig >= 0 && setns(orig, CLONE_NEWNET) < 0)
 		log_error("testbed: cannot return to the original namespace: %s", strerror(errno));
 	testbed_destroy(&tb);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/proc.h"
+#include "tests/support/wait.h"
 
 static char tmpdir[64];
 static int lock_fd = -1;
@@ -723,4 +725,79 @@ Test(testbed, overlapping_runs_leave_host_sysctls_as_found)
 		cr_assert_str_eq(after.sysctl[k], before.sysctl[k], "%s not restored", host_keys[k]);
 	restore_host();
 	assert_nothing_left(pc, &orig);
+}
+
+/* The interruption count of the tests below, raised by a timer's signal as a user's second
+ * Ctrl-C would be by the orchestrator's handler. */
+static volatile sig_atomic_t tb_interrupts;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	tb_interrupts = 2;
+}
+
+/* A reachability check that cannot succeed (worker0's interface down) would wait its whole
+ * 10 s; the caller's interruption count reaching the testbed's mark 300 ms into it ends it at
+ * once (-ECANCELED, "interrupted"); the testbed is then torn down as usual. */
+Test(testbed, interruption_ends_the_reachability_check_at_once)
+{
+	char prefix[16], rundir[256], err[256], cmd[256];
+	const char *names[] = { "server", "worker0", "worker1" };
+	struct testbed_spec spec = { .n_nodes = 3, .node_names = names, .skip_reach_check = true,
+				     .interrupted = &tb_interrupts, .interrupt_at = 2 };
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { .it_value = { .tv_usec = 300000 } };
+	struct host_snapshot before;
+	struct testbed *tb;
+	struct journal *j;
+	int64_t t0, took;
+	int rc;
+
+	snapshot(&before);
+	tb_interrupts = 0;
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	j = new_run(prefix, rundir, sizeof rundir);
+	spec.prefix = prefix;
+	tb = testbed_create(&spec, j, err, sizeof err);
+	cr_assert_not_null(tb, "%s", err);
+	snprintf(cmd, sizeof cmd, "ip -n %s link set %s down", testbed_node_netns(tb, 1), testbed_node_ifname(tb, 1));
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	t0 = support_now_ms();
+	cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	rc = testbed_check_reach(tb, 10000, err, sizeof err);
+	took = support_now_ms() - t0;
+	signal(SIGALRM, SIG_DFL);
+	fprintf(stderr, "reachability check, interrupted after 300 ms: %lld ms\n", (long long)took);
+	cr_assert_eq(tb_interrupts, 2, "the interruption never came");
+	cr_assert_eq(rc, -ECANCELED, "rc %d (%s)", rc, err);
+	cr_assert_str_eq(err, "interrupted");
+	cr_expect_lt(took, 2000, "the check took %lld ms", (long long)took);
+	testbed_destroy(&tb);
+	cr_assert_eq(cleanup_journal(j), 0);
+	journal_destroy(&j);
+	assert_nothing_left(prefix, &before);
+}
+
+/* Interrupted (the count at the mark) before the creation: nothing is built, NULL with
+ * "interrupted", nothing left on the host. */
+Test(testbed, creation_interrupted_builds_nothing)
+{
+	char prefix[16], rundir[256], err[256];
+	struct testbed_spec spec = { .n_nodes = 3, .interrupted = &tb_interrupts, .interrupt_at = 2 };
+	struct host_snapshot before;
+	struct journal *j;
+
+	snapshot(&before);
+	tb_interrupts = 2;
+	cr_assert_eq(testbed_random_prefix(prefix, sizeof prefix), 0);
+	j = new_run(prefix, rundir, sizeof rundir);
+	spec.prefix = prefix;
+	cr_assert_null(testbed_create(&spec, j, err, sizeof err));
+	cr_assert_str_eq(err, "interrupted");
+	cr_assert_eq(cleanup_journal(j), 0);
+	journal_destroy(&j);
+	assert_nothing_left(prefix, &before);
 }
