@@ -895,12 +895,12 @@ static int fetch_host(struct multihost *self, size_t h, struct sink *k, int dirf
 	int rc;
 	if ((rc = agentlink_send(self->links[h], "fetch")))
 		return rc;
-	/* up to 60 s for each line; after a second interruption the whole fetch gets
-	 * MULTIHOST_STOP_NOW_MS from then, and what has not come by then stays on the host (the
-	 * rest of its lines are passed over by the teardown) */
-	int64_t cut = INT64_MAX;
+	/* up to MULTIHOST_FETCH_MS for the whole fetch (-ETIMEDOUT: the caller loses the host);
+	 * after a second interruption it gets MULTIHOST_STOP_NOW_MS from then, and what has not
+	 * come by then stays on the host (the rest of its lines are passed over by the teardown) */
+	int64_t cut = INT64_MAX, whole = clock_now_ns() / 1000000 + MULTIHOST_FETCH_MS;
 	for (;;) {
-		int64_t now = clock_now_ns() / 1000000, deadline = now + 60000;
+		int64_t now = clock_now_ns() / 1000000, deadline = whole;
 		if (stop_now(self->interrupted) && cut == INT64_MAX)
 			cut = now + MULTIHOST_STOP_NOW_MS;
 		if (deadline > cut)
@@ -1530,6 +1530,14 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			/* the rows it streamed during the run are here; the rest stays on the host */
 			fprintf(err_out, "stalenet: host %s: its run files not fetched in full (stopping at once); the "
 				"rows streamed during the run are kept\n", hs->list[h].name);
+		} else if (r == -ETIMEDOUT) {
+			/* hung after its nodes' ends: lost, so that the teardown does not wait for it */
+			fprintf(err_out, "stalenet: host %s: its run files not fetched within %d s: host lost; the rows "
+				"streamed during the run are kept; its agent removes its testbed when its connection "
+				"ends, else: stalenet cleanup --hosts\n", hs->list[h].name, MULTIHOST_FETCH_MS / 1000);
+			lose_host(self, o, n, h, &sinks[h], up, result == 2, 1000, err_out);
+			host_lost[h] = true;
+			result = result ? result : 1;
 		} else if (r) {
 			fprintf(err_out, "stalenet: host %s: its run files could not be fetched\n", hs->list[h].name);
 			result = result ? result : 1;

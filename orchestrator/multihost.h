@@ -41,6 +41,10 @@
 /* a stop at once (a second interruption): how long the nodes' kills, then the hosts' teardowns,
  * then the connections' ends are waited for, each at most */
 #define MULTIHOST_STOP_NOW_MS 5000
+/* a host's run files (the fetch after its nodes' ends) are awaited this long in all: a host
+ * that has not sent them by then is lost (its agent tears down when its connection ends) and
+ * the teardown does not wait for it */
+#define MULTIHOST_FETCH_MS 60000
 
 struct multihost_opts {
 	const struct hosts *hosts;
