@@ -95,6 +95,8 @@ static int start_proc(struct sup *s, struct proc *p)
 	struct launch_spec ls = {
 		.name = p->spec->name, .netns = p->spec->netns, .argv = argv, .log_path = p->spec->log_path,
 		.record = s->o->hooks.record, .record_arg = s->o->hooks.arg, .place = s->o->hooks.place,
+		/* a node stopped before its exec holds no stop at once */
+		.interrupted = s->o->interrupted, .interrupt_at = SUPERVISE_STOP_NOW,
 	};
 	pid_t pid = s->o->spawn ? s->o->spawn(s->o->spawn_arg, &ls) : launch_spawn(&ls);
 
@@ -330,6 +332,8 @@ static void planned_start(struct sup *s, struct proc *p, const char *what, int64
 	char d[256];
 	int rc = start_proc(s, p);
 
+	if (rc == -ECANCELED) /* the user's stop at once came during its launch: no failure */
+		return;
 	if (rc == 0) {
 		p->restarted = true;
 		d[0] = '\0';
@@ -504,7 +508,11 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].join_at_ns >= 0)
 			continue;
-		if (start_proc(&s, &s.p[i]) < 0) {
+		int rc = start_proc(&s, &s.p[i]);
+
+		if (rc == -ECANCELED) /* the user's stop at once: the loop below stops the run */
+			break;
+		if (rc < 0) {
 			s.failed = true;
 			stop_all(&s, "a node could not be started");
 			break;
