@@ -1207,8 +1207,9 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		.data_path = sc->data.path ? sc->data.path : RUN_DEFAULT_DATA_DIR, .addrs = (const char *const *)c->addrs, .hub_addr = c->addrs[n],
 		.port_data = RUN_PORT_DATA, .port_probe = RUN_PORT_PROBE,
 	};
-	/* Interrupted twice while the testbed was being built: no phase is started. */
-	if (stop_now()) {
+	/* Interrupted while the testbed was being built (once: the setup finished; twice: its
+	 * waits were cut short): no phase is started, no node launched. */
+	if (run_interrupted) {
 		res = SUPERVISE_INTERRUPTED;
 		supervise_event(c->dir, "stop", "all", "interrupted");
 		goto out;
@@ -1228,8 +1229,8 @@ static int run_one(struct run_ctx *c, const char *sweep_dir)
 		if (off)
 			log_warn("%d link direction(s) outside tolerance: see %s/linkcheck.csv", off, c->dir);
 	}
-	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && stop_now()) {
-		/* interrupted twice between the self-check and training: training is not started */
+	if (sc->workload == SCENARIO_WORKLOAD_TRAIN && run_interrupted) {
+		/* interrupted between the self-check and training: training is not started */
 		res = SUPERVISE_INTERRUPTED;
 		supervise_event(c->dir, "stop", "all", "interrupted");
 	} else if (sc->workload == SCENARIO_WORKLOAD_TRAIN) {

@@ -1122,6 +1122,53 @@ static void sigint_twice_during_setup(const char *tag, bool at_socket)
 	free(err);
 }
 
+/* One Ctrl-C during the setup (as the link emulator is launched): the setup finishes, then the
+ * run stops before any node is launched: exit 130, no node's process, no start row, the run
+ * interrupted, the host as before. */
+Test(run, sigint_during_setup_starts_no_node, .timeout = 120)
+{
+	static struct host_snapshot before;
+	struct proc_run r;
+	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *err, *ev;
+	int64_t deadline;
+	pid_t linkd = 0;
+	int rc;
+
+	tpath(scen, sizeof scen, "setup1.yaml");
+	tpath(dir, sizeof dir, "setup1");
+	write_file(scen, "name: t-setup1\nseed: 5\nstop: {time: 60s}\nlinkcheck: false\n"
+			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
+			 "consistency: {barrier: asp}\nworkers: 2\nnetwork:\n  default: {delay: 2ms}\n");
+	snapshot(&before);
+	start_stalenet(&r, "setup1", "run", scen, "--out", dir, "--backend", "nfq", "--quiet", NULL);
+	deadline = now_ms() + 60000;
+	while (now_ms() < deadline && !(linkd = journal_pid(dir, "linkd")) && !stalenet_ended(&r))
+		support_sleep_ms(1);
+	cr_assert_gt(linkd, 0, "no proc record of linkd in %s/journal; stderr:\n%s", dir, slurp(r.err));
+	cr_assert(journal_prefix(dir, prefix, sizeof prefix));
+	cr_assert_eq(kill(r.pid, SIGINT), 0);
+	rc = wait_stalenet(&r, 60000);
+	err = slurp(r.err);
+	cr_assert_neq(rc, -1, "no exit 60 s after the SIGINT; stderr:\n%s", err);
+	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, err);
+	cr_expect_null(strstr(err, " E "), "an error where the user stopped the setup:\n%s", err);
+	cr_expect_eq(journal_pid(dir, "worker0"), 0, "a node was launched after the interruption");
+	cr_expect_eq(journal_pid(dir, "server0"), 0, "a node was launched after the interruption");
+	cr_assert(meta_value(dir, "status", value, sizeof value));
+	cr_assert_str_eq(value, "interrupted");
+	snprintf(path, sizeof path, "%s/events.csv", dir);
+	ev = slurp(path);
+	cr_expect_eq(count_of(ev, ",stop,all,interrupted"), 1, "%s", ev);
+	cr_expect_null(strstr(ev, ",start,all,"), "%s", ev);
+	free(ev);
+	journal_last(dir, value, sizeof value);
+	cr_assert_str_eq(value, "end");
+	assert_host_as(&before, (const char *const[]){ prefix }, 1);
+	assert_no_run_procs(dir, prefix);
+	free(err);
+}
+
 Test(run, second_sigint_during_setup_ends_the_emulators_launch, .timeout = 120)
 {
 	sigint_twice_during_setup("setup-exec", false);
