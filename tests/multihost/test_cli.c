@@ -1891,6 +1891,61 @@ static int hidden_in(const char *sub)
 	return n;
 }
 
+/* A host that hangs after it reported its nodes' ends: h2's agent input passes through a filter
+ * that swallows everything from "fetch" on (the agent never sees the fetch nor the teardown, as
+ * if it hung right after its nodes' ends). The fetch of h2 is bounded in all (60 s), h2 is then
+ * lost (named with the cleanup hint) and the teardown does not wait for it: the orchestrator
+ * exits well before 90 s after the stop row, the run failed (exit 1), h0 and h1 fetched and
+ * clean; h2's agent tears down once its input ends. It used to wait 60 s, then 120 s more for
+ * h2's teardown. */
+Test(multihost_cli, a_host_hung_after_its_nodes_ends_is_lost_after_the_fetch_bound)
+{
+	char wrapper[600], text[3 * PATH_MAX];
+	write_hosts(hs.host[1].address, "h2");
+	support_write_file(scen, "name: mhf\nstop: {time: 3s}\nworkers: 4\nlinkcheck: off\nnetwork: {cc: reno}\n");
+	snprintf(wrapper, sizeof wrapper, "%s/fetchhang-stalenet", hs.dir);
+	snprintf(text, sizeof text,
+		 "#!/bin/sh\n"
+		 "[ \"$(hostname)\" = h2 ] || exec '%s' \"$@\"\n"
+		 "while IFS= read -r l; do\n"
+		 "  if [ \"$l\" = fetch ]; then cat > /dev/null; break; fi\n"
+		 "  printf '%%s\\n' \"$l\"\n"
+		 "done | '%s' \"$@\"\n", stalenet, stalenet);
+	support_write_file(wrapper, text);
+	cr_assert_eq(chmod(wrapper, 0755), 0);
+	const char *args[] = { "run", scen, "--hosts", hosts_file, "--identity", hs.identity, "--known-hosts",
+			       hs.known_hosts, "--agent-path", wrapper, "--out", run_dir, "--quiet", NULL };
+	pid_t pid = start_cli(args);
+	cr_assert(support_wait_until(time_stop_row_written, NULL, 90000), "no stop at the stop time");
+	int64_t t0 = support_now_ms();
+	int st = 0;
+	int waited = support_wait_pid(pid, &st, 150000);
+	int64_t took = support_now_ms() - t0;
+	int left0 = netns_left(0), left1 = netns_left(1);
+	char *t = output();
+	fprintf(stderr, "%s", t);
+	fprintf(stderr, "h2 hung after its nodes' ends -> exited %lld ms after the stop row\n", (long long)took);
+	cr_assert_eq(waited, 0, "stalenet did not end 150 s after the stop row");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit 1 (failed): %s", t);
+	cr_expect_geq(took, 60000, "h2 lost before its fetch's bound (%lld ms)", (long long)took);
+	cr_expect_lt(took, 90000, "exit %lld ms after the stop row (the teardown waited for h2?)", (long long)took);
+	cr_expect(strstr(t, "host h2: its run files not fetched within 60 s: host lost"), "%s", t);
+	cr_expect(strstr(t, "stalenet cleanup --hosts"), "%s", t);
+	cr_expect_null(strstr(t, "host h2: teardown"), "the teardown waited for h2: %s", t);
+	cr_expect_null(strstr(t, "host h0: its run files"), "%s", t);
+	cr_expect_null(strstr(t, "host h1: its run files"), "%s", t);
+	cr_expect_eq(left0, 0, "host h0: %d namespaces left when the orchestrator exited", left0);
+	cr_expect_eq(left1, 0, "host h1: %d namespaces left when the orchestrator exited", left1);
+	int rows0 = 0;
+	free(head_of("nodes/worker0.csv", &rows0));
+	cr_expect_gt(rows0, 0, "no rows of worker0 (h0)");
+	/* h2's agent, its input ended with the connection, tears its share down */
+	cr_expect(support_wait_until(hosts_clean, NULL, 30000), "hosts not clean: namespaces %d %d %d", netns_left(0),
+		  netns_left(1), netns_left(2));
+	cr_expect(support_wait_until(no_ssh_left, NULL, 5000), "%d ssh clients left", ssh_clients());
+	free(t);
+}
+
 /* Files of h2's node that are no rows appended to: just before each "fetch" reaches h2's agent
  * (its input passed through a filter), a file of random bytes (NULs, no newline at the end)
  * appears as worker3's; its .conf is replaced by a shorter file (another inode), its log
