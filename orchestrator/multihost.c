@@ -1355,7 +1355,7 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 			size_t h = (first + k) % hs->n;
 			if (host_lost[h] || !host_used(o->p, h))
 				continue;
-			int rc, lines = 0, budget = first < hs->n && k ? (defer ? 0 : 8) : 512;
+			int rc = -ETIMEDOUT, lines = 0, budget = first < hs->n && k ? (defer ? 0 : 8) : 512;
 			while (lines++ < budget && !(rc = agentlink_recv(self->links[h], line, sizeof line, 0))) {
 				struct agentlink_event ev;
 				if (sink_line(self, h, &sinks[h], dirfd, line, err_out) ||
