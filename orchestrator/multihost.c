@@ -1151,6 +1151,9 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 		stopping = true;
 	/* grace_kill: when the nodes that ignored stop were killed (the graceful stop's bound) */
 	int64_t t_launch = clock_now_ns(), stop_sent = 0, killed_at = 0, grace_kill = 0;
+	/* the graceful stop's bound across hosts: stop.grace and the SIGTERM's grace, as on one host */
+	const int64_t grace_ns = (o->stop_grace_ns > 0 ? o->stop_grace_ns : (int64_t)SUPERVISE_STOP_GRACE_MS * 1000000) +
+				 (int64_t)SUPERVISE_TERM_GRACE_MS * 1000000;
 	bool told_late = false;
 	for (;;) {
 		int64_t now = clock_now_ns();
@@ -1272,16 +1275,16 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 				}
 		}
 		if (stop_sent && !killed_at && !grace_kill &&
-		    now - stop_sent > (int64_t)(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS) * 1000000) {
+		    now - stop_sent > grace_ns) {
 			/* the graceful stop's bound, as on one host: a node that ignores stop that long is
 			 * killed (no SIGTERM step in between across hosts: the kill comes when one host's
 			 * SIGKILL does) */
 			grace_kill = now;
 			for (size_t i = 0; i < n; i++)
 				if (up[i] && !host_lost[ep_host(self, o->p, i)]) {
-					fprintf(err_out, "stalenet: node %s on host %s not ended %d s after the stop: killed\n",
+					fprintf(err_out, "stalenet: node %s on host %s not ended %g s after the stop: killed\n",
 						ep_name(run, i), hs->list[ep_host(self, o->p, i)].name,
-						(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS) / 1000);
+						(double)grace_ns / 1e9);
 					snprintf(line, sizeof line, "kill %s", ep_name(run, i));
 					agentlink_send(self->links[ep_host(self, o->p, i)], line);
 				}
@@ -1298,10 +1301,10 @@ int multihost_run_nodes(struct multihost *self, const struct multihost_nodes_opt
 					continue;
 				host_lost[h] = true;
 				fprintf(err_out, "stalenet: host %s: lost: its agent does not answer (%zu node(s) not reported "
-					"ended %d s after the stop, %d s after their kill); its run files not fetched (the "
+					"ended %g s after the stop, %d s after their kill); its run files not fetched (the "
 					"rows it streamed are kept); its agent removes its share once it finds its "
 					"connection ended, else run: stalenet cleanup --hosts\n", hs->list[h].name, left,
-					(SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS + MULTIHOST_STOP_NOW_MS) / 1000,
+					(double)(grace_ns + (int64_t)MULTIHOST_STOP_NOW_MS * 1000000) / 1e9,
 					MULTIHOST_STOP_NOW_MS / 1000);
 				alive -= lose_host(self, o, n, h, &sinks[h], up, result == 2, 1000, err_out);
 				if (!result)

@@ -114,6 +114,8 @@ struct multihost_nodes_opts {
 	const struct nodeconf_ctx *nc;  /* run.dir and ctl.endpoint are replaced by each agent's */
 	const char *run_dir;            /* the orchestrator's run directory: files fetched into it */
 	int64_t stop_after_ns;          /* stop.time; 0 = none */
+	int64_t stop_grace_ns;          /* stop.grace: "stop" -> SIGTERM on one host; 0 =
+					 * SUPERVISE_STOP_GRACE_MS */
 	bool on_failure_continue;       /* a lost node or host does not stop the others */
 	const struct linktrace *trace;  /* network.trace replayed on every link, NULL = none */
 	bool linkcheck;                 /* the link self-check: every node a prober, the hub (built
@@ -139,7 +141,7 @@ struct multihost_nodes_opts {
  * exited; then copy every host's run files (node traces, eval.csv, logs) into o->run_dir. An
  * agent whose connection ends loses its nodes (exit status -1 each) and stops the run unless
  * on_failure_continue. A stop is bounded as on one host: a node that ignores "stop" for
- * SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS is killed through its agent, and a host
+ * stop_grace_ns + SUPERVISE_TERM_GRACE_MS is killed through its agent, and a host
  * that has not reported its nodes' ends MULTIHOST_STOP_NOW_MS after that is lost (named on
  * err_out, not fetched, its connection closed; the run failed unless interrupted). Nothing
  * of it waits on one host: its clock refreshes run in the background of its loop (a host that

@@ -712,6 +712,10 @@ int plan_print(FILE *out, const struct plan *self)
 				fprintf(out, " steps %llu", (unsigned long long)sc->stop_steps);
 			if (sc->train.epochs)
 				fprintf(out, " epochs %u", sc->train.epochs);
+			if (sc->stop_grace_us != SCENARIO_STOP_GRACE_US) {
+				units_format_time(sc->stop_grace_us, t, sizeof t);
+				fprintf(out, " (grace %s)", t);
+			}
 			if (sc->target > 0)
 				fprintf(out, ", target %g", sc->target);
 		}

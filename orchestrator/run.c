@@ -725,6 +725,7 @@ static enum supervise_result run_phase(struct run_ctx *c, struct phase_nodes *ph
 	struct supervise_opts so = {
 		.ctl = c->ctl, .run_dir = c->dir, .node_bin = c->node_bin,
 		.stop_after_ns = training ? (int64_t)sc->stop_time_us * 1000 : 0,
+		.stop_grace_ns = (int64_t)sc->stop_grace_us * 1000,
 		.write_progress = training, .failures_only = !training,
 		.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
 		.ready_timeout_ms = RUN_READY_TIMEOUT_MS,
@@ -1393,6 +1394,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 		struct multihost_nodes_opts no = {
 			.run = run, .p = pl, .nc = &nc, .run_dir = dir, .on_failure_continue = false, .linkcheck = true,
 			.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted,
+			.stop_grace_ns = (int64_t)sc->stop_grace_us * 1000,
 		};
 		res = 0;
 		if (check) {
@@ -1412,6 +1414,7 @@ static int run_multihost_one(const struct run_opts *o, const struct plan_run *ru
 			no = (struct multihost_nodes_opts){
 				.run = run, .p = pl, .nc = &nc, .run_dir = dir,
 				.stop_after_ns = (int64_t)sc->stop_time_us * 1000,
+				.stop_grace_ns = (int64_t)sc->stop_grace_us * 1000,
 				.on_failure_continue = sc->on_node_failure == SCENARIO_ON_FAILURE_CONTINUE,
 				.ready_timeout_ms = RUN_READY_TIMEOUT_MS, .interrupted = &run_interrupted, .trace = trace,
 				.ended = &run_ended,

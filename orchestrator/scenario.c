@@ -509,6 +509,7 @@ static int convert(struct scenval *cv, const struct yamltree_node *root)
 	sc->linkcheck_probes = 100;
 	sc->linkcheck_interval_us = 5000;
 	sc->eval_every_us = 2000000;
+	sc->stop_grace_us = SCENARIO_STOP_GRACE_US;
 	sc->network.subnet = (198u << 24) | (18u << 16);
 	sc->network.prefix_len = 15;
 	sc->network.tcp.slow_start_after_idle = -1;

@@ -32,6 +32,9 @@
 #define SCENARIO_ERR_MAX        512             /* a comfortable err buffer size */
 #define SCENARIO_MAX_RUNS       10000           /* runs one sweep may expand to (with repeat) */
 #define SCENARIO_MAX_DELAY_US   60000000u       /* link delay and jitter: 60 s */
+#define SCENARIO_STOP_GRACE_US     15000000ull  /* stop.grace's default: 15 s */
+#define SCENARIO_STOP_GRACE_MIN_US 1000000ull   /* stop.grace: 1 s .. 1 h */
+#define SCENARIO_STOP_GRACE_MAX_US 3600000000ull
 #define SCENARIO_MAX_SIM_WORKERS 200000u        /* workers of a scenario with a simulation: section
 						  * (a compact plan holds ~12 bytes per node) */
 
@@ -179,6 +182,7 @@ struct scenario {
 	uint64_t stop_time_us;          /* 0 = not set; at least one stop condition is required */
 	double stop_accuracy;           /* 0 = not set */
 	uint64_t stop_steps;            /* 0 = not set */
+	uint64_t stop_grace_us;         /* stop.grace: "stop" -> SIGTERM (SCENARIO_STOP_GRACE_US) */
 	double target;                  /* accuracy for time-to-target, 0 = none */
 
 	struct {

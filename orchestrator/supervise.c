@@ -18,7 +18,7 @@
 #include "orchestrator/hostload.h"
 #include "orchestrator/launch.h"
 
-#define SUP_STOP_GRACE_NS (SUPERVISE_STOP_GRACE_MS * 1000000LL)   /* "stop" -> SIGTERM */
+#define SUP_STOP_GRACE_NS (SUPERVISE_STOP_GRACE_MS * 1000000LL)   /* "stop" -> SIGTERM, default */
 #define SUP_TERM_GRACE_NS (SUPERVISE_TERM_GRACE_MS * 1000000LL)    /* SIGTERM -> SIGKILL */
 #define SUP_PROGRESS_NS (100 * 1000000LL)
 #define SUP_GUARD_NS (1000 * 1000000LL)       /* host-saturation guard's period */
@@ -495,6 +495,7 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 	int64_t next_progress = 0, hook_next = 0, next_guard = 0;
 	enum supervise_result res = SUPERVISE_OK;
 	char path[4096];
+	const int64_t stop_grace_ns = o->stop_grace_ns > 0 ? o->stop_grace_ns : SUP_STOP_GRACE_NS;
 
 	s.p = calloc(n ? n : 1, sizeof *s.p);
 	if (!s.p)
@@ -632,7 +633,7 @@ enum supervise_result supervise_run(const struct supervise_opts *o, const struct
 			}
 		}
 		if (s.stopping) {
-			if (!s.term_sent_ns && now - s.stop_sent_ns > SUP_STOP_GRACE_NS) {
+			if (!s.term_sent_ns && now - s.stop_sent_ns > stop_grace_ns) {
 				s.term_sent_ns = now;
 				for (size_t i = 0; i < n; i++)
 					if (s.p[i].state == P_RUNNING) {

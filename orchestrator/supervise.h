@@ -11,8 +11,8 @@
  * backoff (0.1 s doubling to 2 s) until it starts or the run stops; the node counts as
  * restarted or joined only once its process runs. A node that dies unplanned is reported with
  * its name, status and log tail, logged to events.csv, and (policy `stop`) stops the run.
- * An interruption stops the run as stop.time does ("stop", then SIGTERM after 15 s, SIGKILL 5 s
- * later); a second one kills what still runs at once (SUPERVISE_STOP_NOW). Nothing here
+ * An interruption stops the run as stop.time does ("stop", then SIGTERM after stop.grace, 15 s by
+ * default, SIGKILL 5 s later); a second one kills what still runs at once (SUPERVISE_STOP_NOW). Nothing here
  * touches the network: the caller owns namespaces and links. */
 #ifndef STALENET_SUPERVISE_H
 #define STALENET_SUPERVISE_H
@@ -77,6 +77,8 @@ struct supervise_opts {
 	struct ctl_server *ctl;
 	const char *run_dir;                 /* events.csv, progress.csv go here */
 	int64_t stop_after_ns;               /* stop.time; 0 = none */
+	int64_t stop_grace_ns;               /* stop.grace: "stop" -> SIGTERM; 0 =
+						SUPERVISE_STOP_GRACE_MS */
 	bool write_progress;                 /* progress.csv */
 	bool failures_only;                  /* events.csv: no routine start/stop rows (a phase
 						before the run's clock origin, whose times would
@@ -115,7 +117,8 @@ enum supervise_result { SUPERVISE_OK = 0, SUPERVISE_FAILED = 1, SUPERVISE_INTERR
  * counts interruptions the same way. */
 #define SUPERVISE_STOP_NOW 2
 #define SUPERVISE_KILL_WAIT_MS 2000
-/* The graceful stop's bounds: a node that ignores "stop" this long gets SIGTERM, and SIGKILL
+/* The graceful stop's bounds: a node that ignores "stop" this long (the default of
+ * supervise_opts.stop_grace_ns, the scenario's stop.grace) gets SIGTERM, and SIGKILL
  * SUPERVISE_TERM_GRACE_MS after that (orchestrator/multihost bounds a stop across hosts by
  * the same figures). */
 #define SUPERVISE_STOP_GRACE_MS 15000

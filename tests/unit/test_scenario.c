@@ -266,6 +266,43 @@ Test(scenario, node_lists)
 	scenario_destroy(&sc);
 }
 
+/* stop.grace: 15 s unless set, 1 s .. 1 h, settable with --set, shown by the plan when not the
+ * default; it alone is no stop condition, but the workloads that need none accept it. */
+Test(scenario, stop_grace)
+{
+	char err[SCENARIO_ERR_MAX] = "";
+	struct scenario *sc = parse("stop: {steps: 100}\n");
+	cr_expect_eq(sc->stop_grace_us, 15000000);
+	cr_expect_eq(SCENARIO_STOP_GRACE_US, 15000000);
+	cr_expect_eq(scenario_set(sc, "stop.grace=30s", err, sizeof err), 0, "%s", err);
+	cr_expect_eq(sc->stop_grace_us, 30000000);
+	cr_expect_eq(sc->stop_steps, 100, "the other stop keys stay");
+	cr_expect_neq(scenario_set(sc, "stop.grace=0s", err, sizeof err), 0);
+	cr_expect(strstr(err, "--set stop.grace=0s: error: stop.grace 0s is below 1s") == err, "%s", err);
+	cr_expect_eq(sc->stop_grace_us, 30000000, "a failed --set leaves the scenario unchanged");
+	scenario_destroy(&sc);
+
+	sc = parse("stop: {time: 10s, grace: 2s}\n");
+	cr_expect_eq(sc->stop_grace_us, 2000000);
+	cr_expect_eq(sc->stop_time_us, 10000000);
+	scenario_destroy(&sc);
+	sc = parse("stop: {accuracy: 0.5, grace: 1s}\n");
+	cr_expect_eq(sc->stop_grace_us, 1000000, "the lower bound is allowed");
+	scenario_destroy(&sc);
+	sc = parse("stop: {steps: 5, grace: 1.5s}\n");
+	cr_expect_eq(sc->stop_grace_us, 1500000);
+	scenario_destroy(&sc);
+	sc = parse("stop: {steps: 5, grace: 60m}\n");
+	cr_expect_eq(sc->stop_grace_us, 3600000000ull, "the upper bound is allowed");
+	scenario_destroy(&sc);
+	sc = parse("workload: linkcheck\nworkers: 3\nstop: {grace: 3s}\n");
+	cr_expect_eq(sc->stop_grace_us, 3000000);
+	scenario_destroy(&sc);
+	sc = parse("topology: {kind: centralized}\ntrain: {epochs: 2}\nstop: {grace: 4s}\n");
+	cr_expect_eq(sc->stop_grace_us, 4000000);
+	scenario_destroy(&sc);
+}
+
 Test(scenario, set_overrides)
 {
 	struct scenario *sc = parse(full);

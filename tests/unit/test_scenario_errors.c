@@ -43,6 +43,13 @@ static const struct bad cases[] = {
 	/* numbers and units */
 	{ "stop: {time: 10}\n", 1, 14, "missing unit" },
 	{ "stop: {time: 10 parsecs}\n", 1, 14, "unknown unit" },
+	{ "stop: {time: 10s, grace: 500ms}\n", 1, 26, "stop.grace 500ms is below 1s" },
+	{ "stop: {time: 10s, grace: 61m}\n", 1, 26, "stop.grace 61m exceeds the limit of 3600s" },
+	{ "stop: {time: 10s, grace: 2}\n", 1, 26, "missing unit" },
+	{ "stop: {time: 10s, grace: -2s}\n", 1, 26, "stop.grace '-2s'" },
+	{ "stop: {time: 10s, grace: [2s]}\n", 1, 26, "stop.grace is a list" },
+	{ "stop: {time: 10s, grac: 2s}\n", 1, 19, "did you mean 'grace'?" },
+	{ "stop: {grace: 2s}\n", 1, 1, "no stop condition" },
 	{ S "workers: 0\n", 2, 10, "out of range" },
 	{ S "workers: 5000\n", 2, 10, "out of range" },
 	{ S "train: {batch: -3}\n", 2, 16, "negative" },
