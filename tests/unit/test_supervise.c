@@ -5,7 +5,8 @@
  * row, be tried again with a growing backoff, and the node count as restarted only once its
  * process runs. An interruption is logged as one, and the nodes it stops are not failed; a
  * second one kills a node that ignores the stop at once; one that comes after the run's end
- * (its stop time) leaves the run as it ended. */
+ * (its stop time) leaves the run as it ended; a node that ignores the stop gets SIGTERM after
+ * the configured grace (stop.grace). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -405,5 +406,45 @@ Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 6
 	cr_expect_geq(find(rows, n, 0, "stop,all,stop.time reached"), 0);
 	cr_expect_eq(find(rows, n, 0, "stop,all,interrupted"), -1);
 	cr_expect_eq(find(rows, n, 0, "node_failed,"), -1);
+	support_rm_rf(dir);
+}
+
+/* supervise_opts.stop_grace_ns (the scenario's stop.grace) replaces the default 15 s before
+ * SIGTERM: "a" ignores the stop at the stop time (0.3 s) and goes with the SIGTERM that comes
+ * a grace (1 s) later, so the run ends after stop time + grace and before the SIGKILL's
+ * further SUPERVISE_TERM_GRACE_MS, far from the default's 15 s. */
+Test(supervise, stop_grace_sets_the_time_to_sigterm, .timeout = 60)
+{
+	const int64_t stop_ms = 300, grace_ms = 1000;
+	const struct supervise_node nodes[2] = {
+		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+		  .leave_at_ns = -1 },
+	};
+	struct ctl_server *srv;
+	int64_t origin = 0;
+
+	memset(&plan, 0, sizeof plan);
+	plan.a_hangs = true;
+	support_tmpdir(dir, sizeof dir, "supervise");
+	cr_assert_eq(ctl_endpoint_for(dir, "t", ep, sizeof ep), 0);
+	srv = ctl_server_open(ep);
+	cr_assert_not_null(srv);
+	struct supervise_opts o = {
+		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .ready_timeout_ms = 20000,
+		.stop_after_ns = stop_ms * 1000000, .stop_grace_ns = grace_ms * 1000000, .spawn = spawn,
+	};
+	supervise_run(&o, nodes, 2, &origin);
+	int64_t took_ms = support_now_ms() - origin / 1000000;
+	ctl_server_close(&srv);
+	fprintf(stderr, "origin -> supervise_run returned: %lld ms (stop %lld ms, grace %lld ms)\n",
+		(long long)took_ms, (long long)stop_ms, (long long)grace_ms);
+	cr_assert_gt(origin, 0, "the run never started");
+	cr_expect_geq(took_ms, stop_ms + grace_ms, "SIGTERM before the grace was over");
+	cr_expect_lt(took_ms, stop_ms + grace_ms + SUPERVISE_TERM_GRACE_MS, "SIGTERM not at the grace");
+	cr_assert_eq(plan.n_pids, 2);
+	for (int i = 0; i < plan.n_pids; i++)
+		cr_expect(kill(plan.pids[i], 0) < 0 && errno == ESRCH, "process %d not reaped", (int)plan.pids[i]);
 	support_rm_rf(dir);
 }
