@@ -35,6 +35,7 @@
 #include "collectors/schema.h"
 #include "node/fleet_store.h"
 #include "orchestrator/cleanup.h"
+#include "orchestrator/supervise.h"
 #include "tests/support/files.h"
 #include "tests/support/fixture.h"
 #include "tests/support/wait.h"
@@ -1181,11 +1182,13 @@ Test(run, second_sigint_during_setup_ends_the_emulators_requests, .timeout = 120
 
 /* Starts `stalenet run scen --out dir` (tag: its output files) and interrupts it once its run
  * in rdir has ended of itself: worker0 is stopped (SIGSTOP) while training, so the stop at the
- * stop time goes unheeded and the wind-down lasts the stop's graces (15 s to SIGTERM, 5 s more
- * to SIGKILL); SIGINT once the stop row (stop.time reached) is written, well inside them. Its
- * prefix into prefix. Returns the exit code, or -1 when it did not end 60 s after the SIGINT. */
+ * stop time goes unheeded and the wind-down lasts the stop's graces (stop.grace to SIGTERM,
+ * which a stopped process keeps pending, and 5 s more to SIGKILL); SIGINT once the stop row
+ * (stop.time reached) is written, well inside them. Its prefix into prefix, the time from
+ * the stop row seen to the exit into *took_ms. Returns the exit code, or -1 when it did not
+ * end 60 s after the SIGINT. */
 static int sigint_in_the_wind_down(struct proc_run *r, const char *tag, const char *scen, const char *dir,
-				   const char *rdir, char *prefix, size_t prefix_len)
+				   const char *rdir, char *prefix, size_t prefix_len, int64_t *took_ms)
 {
 	char path[PATH_MAX + 32];
 	pid_t worker;
@@ -1204,8 +1207,10 @@ static int sigint_in_the_wind_down(struct proc_run *r, const char *tag, const ch
 	free(ev);
 	struct file_has w = { path, ",stop,all,stop.time reached", r };
 	cr_assert(support_wait_until(file_has, &w, 30000), "no stop at the stop time; stderr:\n%s", slurp(r->err));
+	int64_t t_stop = now_ms();
 	cr_assert_eq(kill(r->pid, SIGINT), 0);
 	rc = wait_stalenet(r, 60000);
+	*took_ms = now_ms() - t_stop;
 	if (rc < 0) {
 		kill(r->pid, SIGINT);
 		wait_stalenet(r, 30000);
@@ -1216,12 +1221,15 @@ static int sigint_in_the_wind_down(struct proc_run *r, const char *tag, const ch
 /* A Ctrl-C once the run has reached its stop time, during its wind-down (a node that does not
  * stop is waited for through the graces): the work was done, so the run stays complete and
  * the exit code is a complete run's, 0; the interruption is said to have come after the run's
- * end, events.csv has the one stop row of the stop time, and the host is as before. */
+ * end, events.csv has the one stop row of the stop time, and the host is as before. The
+ * scenario leaves stop.grace at its default: the one test that the default graces hold (the
+ * exit no sooner than their 15 + 5 s after the stop). */
 Test(run, sigint_after_the_stop_time_leaves_the_run_complete, .timeout = 150)
 {
 	static struct host_snapshot before;
 	struct proc_run r;
 	char scen[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], prefix[32], value[64], *err, *ev;
+	int64_t took = 0;
 	int rc;
 
 	tpath(scen, sizeof scen, "late.yaml");
@@ -1231,10 +1239,15 @@ Test(run, sigint_after_the_stop_time_leaves_the_run_complete, .timeout = 150)
 			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
 			 "consistency: {barrier: asp}\nworkers: 2\nnetwork:\n  default: {delay: 1ms}\n");
 	snapshot(&before);
-	rc = sigint_in_the_wind_down(&r, "late", scen, dir, dir, prefix, sizeof prefix);
+	rc = sigint_in_the_wind_down(&r, "late", scen, dir, dir, prefix, sizeof prefix, &took);
 	err = slurp(r.err);
+	fprintf(stderr, "stop row -> exited (default stop.grace): %lld ms\n", (long long)took);
 	cr_assert_neq(rc, -1, "no exit 60 s after the SIGINT; stderr:\n%s", err);
 	cr_assert_eq(rc, 0, "exit %d; stderr:\n%s", rc, err);
+	/* worker0 (stopped) goes with the SIGKILL after both default graces; the stop row is seen
+	 * within a poll's 64 ms of its writing (a loaded host: 0.5 s) */
+	cr_expect_geq(took, SUPERVISE_STOP_GRACE_MS + SUPERVISE_TERM_GRACE_MS - 500,
+		      "exit %lld ms after the stop: less than the default graces", (long long)took);
 	cr_expect(strstr(err, "interrupted after the run's end (stop.time reached): it stays complete"), "%s", err);
 	cr_expect(strstr(err, "interrupted after the last run had ended"), "%s", err);
 	/* the signal handler's own line says so too, not that the run is being stopped */
@@ -1265,25 +1278,37 @@ Test(run, sigint_after_the_stop_time_leaves_the_run_complete, .timeout = 150)
 }
 
 /* The same in a sweep of two runs: the first stays complete, and the interruption still stops
- * the sweep: the second run is left unrun, and that makes the exit 130 (interrupted). */
+ * the sweep: the second run is left unrun, and that makes the exit 130 (interrupted). With
+ * stop.grace 2 s: the wind-down ends with worker0's SIGKILL 2 + 5 s after the stop, before
+ * the default grace's SIGTERM would have come. */
 Test(run, sigint_after_a_sweep_runs_stop_time_leaves_the_rest_unrun, .timeout = 150)
 {
+	const int grace_ms = 2000;
 	struct proc_run r;
 	char scen[PATH_MAX], dir[PATH_MAX], rdir[PATH_MAX + 32], path[PATH_MAX + 64], prefix[32], value[64], *err;
+	char yaml[1024];
+	int64_t took = 0;
 	int rc;
 
 	tpath(scen, sizeof scen, "latesweep.yaml");
 	tpath(dir, sizeof dir, "latesweep");
-	write_file(scen, "name: t-latesweep\nseed: 5\nstop: {time: 4s}\nlinkcheck: false\n"
-			 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
-			 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
-			 "consistency: {barrier: asp}\nworkers: 2\nnetwork:\n  default: {delay: 1ms}\n"
-			 "sweep: {workers: [2, 3]}\n");
+	snprintf(yaml, sizeof yaml, "name: t-latesweep\nseed: 5\nstop: {time: 4s, grace: %dms}\nlinkcheck: false\n"
+		 "data: {set: fashion-mnist, partition: {scheme: iid}}\nmodel: {kind: softmax}\n"
+		 "train: {batch: 64, lr: 0.05}\ntopology: {kind: parameter-server}\n"
+		 "consistency: {barrier: asp}\nworkers: 2\nnetwork:\n  default: {delay: 1ms}\n"
+		 "sweep: {workers: [2, 3]}\n", grace_ms);
+	write_file(scen, yaml);
 	snprintf(rdir, sizeof rdir, "%s/workers=2+rep=1", dir);
-	rc = sigint_in_the_wind_down(&r, "latesweep", scen, dir, rdir, prefix, sizeof prefix);
+	rc = sigint_in_the_wind_down(&r, "latesweep", scen, dir, rdir, prefix, sizeof prefix, &took);
 	err = slurp(r.err);
+	fprintf(stderr, "stop row -> exited (stop.grace %d ms): %lld ms\n", grace_ms, (long long)took);
 	cr_assert_neq(rc, -1, "no exit 60 s after the SIGINT; stderr:\n%s", err);
 	cr_assert_eq(rc, 130, "exit %d; stderr:\n%s", rc, err);
+	cr_expect(strstr(err, "node worker0 ignored stop: SIGTERM"), "%s", err);
+	cr_expect_geq(took, grace_ms + SUPERVISE_TERM_GRACE_MS - 500, "exit %lld ms after the stop: less than the graces",
+		      (long long)took);
+	cr_expect_lt(took, SUPERVISE_STOP_GRACE_MS, "exit %lld ms after the stop: stop.grace %d ms not applied",
+		     (long long)took, grace_ms);
 	cr_expect(strstr(err, "interrupted between runs: 1 run(s) left unrun"), "%s", err);
 	cr_assert(meta_value(rdir, "status", value, sizeof value));
 	cr_expect_str_eq(value, "complete");
