@@ -1,6 +1,6 @@
 /* orchestrator/scenrun: the sections of a scenario that say how a run proceeds and ends: stop
- * (time, accuracy, steps), the link self-check before training (linkcheck) and the evaluation
- * period (eval). Whether some stop condition exists at all depends on the workload and the
+ * (time, accuracy, steps; grace, the time nodes get after "stop" before SIGTERM), the link
+ * self-check before training (linkcheck) and the evaluation period (eval). Whether some stop condition exists at all depends on the workload and the
  * topology and is checked by orchestrator/scenario. */
 #include "orchestrator/scenrun.h"
 
@@ -15,16 +15,7 @@ int scenrun_stop(struct scenval *cv, const struct yamltree_node *m)
 	if ((rc = scenval_want_kind(cv, m, YAMLTREE_MAP, "stop")) ||
 	    (rc = scenval_check_keys(cv, m, SCENVAL_KEYS("time", "accuracy", "steps", "grace"), "stop")))
 		return rc;
-	/* How long the nodes get after "stop" before SIGTERM: a slow final evaluation or upload
-	 * needs more, short runs and tests less. Below 1 s a node could not even report its end
-	 * through a loaded control plane; beyond 1 h a hung node would hold a sweep hostage. */
 	const struct yamltree_node *grace = yamltree_get(m, "grace");
-	if (grace) {
-		if ((rc = scenval_time(cv, grace, SCENARIO_STOP_GRACE_MAX_US, "stop.grace", &sc->stop_grace_us)))
-			return rc;
-		if (sc->stop_grace_us < SCENARIO_STOP_GRACE_MIN_US)
-			return scenval_fail(cv, grace, "stop.grace %s is below 1s", grace->scalar);
-	}
 	if ((v = yamltree_get(m, "time")) && (rc = scenval_time(cv, v, 30ull * 86400 * 1000000, "stop.time",
 								&sc->stop_time_us)))
 		return rc;
@@ -35,6 +26,15 @@ int scenrun_stop(struct scenval *cv, const struct yamltree_node *m)
 		return rc;
 	if (v == NULL && !grace && !sc->stop_time_us && sc->stop_accuracy == 0 && !sc->stop_steps)
 		return scenval_fail(cv, m, "stop has no condition (expected time, accuracy or steps)");
+	/* How long the nodes get after "stop" before SIGTERM: a slow final evaluation or upload
+	 * needs more, short runs and tests less. Below 1 s a node could not even report its end
+	 * through a loaded control plane; beyond 1 h a hung node would hold a sweep hostage. */
+	if (grace) {
+		if ((rc = scenval_time(cv, grace, SCENARIO_STOP_GRACE_MAX_US, "stop.grace", &sc->stop_grace_us)))
+			return rc;
+		if (sc->stop_grace_us < SCENARIO_STOP_GRACE_MIN_US)
+			return scenval_fail(cv, grace, "stop.grace %s is below 1s", grace->scalar);
+	}
 	return 0;
 }
 

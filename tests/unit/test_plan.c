@@ -247,6 +247,19 @@ Test(plan, print)
 	cr_expect(strstr(buf, "worker1") != NULL, "%s", buf);
 	cr_expect(strstr(buf, "delay 20ms rate 10mbit") != NULL, "%s", buf);
 	cr_expect(strstr(buf, "at 5s") != NULL && strstr(buf, "loss 2%") != NULL, "%s", buf);
+	cr_expect(strstr(buf, "grace") == NULL, "the default stop.grace is not shown: %s", buf);
+	free(buf);
+	plan_destroy(&p);
+	scenario_destroy(&sc);
+
+	/* a stop.grace other than the default is shown with the stop */
+	sc = parse("stop: {time: 1m, grace: 2500ms}\nworkers: 2\n");
+	p = mkplan(sc);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	cr_assert_eq(plan_print(f, p), 0);
+	fclose(f);
+	cr_expect(strstr(buf, "stop: time 60s (grace 2500ms)") != NULL, "%s", buf);
 	free(buf);
 	plan_destroy(&p);
 	scenario_destroy(&sc);

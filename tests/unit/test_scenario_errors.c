@@ -50,6 +50,7 @@ static const struct bad cases[] = {
 	{ "stop: {time: 10s, grace: [2s]}\n", 1, 26, "stop.grace is a list" },
 	{ "stop: {time: 10s, grac: 2s}\n", 1, 19, "did you mean 'grace'?" },
 	{ "stop: {grace: 2s}\n", 1, 1, "no stop condition" },
+	{ "stop: {time: 10, grace: 0s}\n", 1, 14, "missing unit" }, /* the first fault in the file */
 	{ S "workers: 0\n", 2, 10, "out of range" },
 	{ S "workers: 5000\n", 2, 10, "out of range" },
 	{ S "train: {batch: -3}\n", 2, 16, "negative" },
