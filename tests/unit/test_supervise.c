@@ -117,6 +117,14 @@ static int find(const struct row *rows, int n, int from, const char *prefix)
 	return -1;
 }
 
+/* Two workers, neither joining late nor scheduled to crash, restart or leave. */
+static const struct supervise_node two_workers[2] = {
+	{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+	  .leave_at_ns = -1 },
+	{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
+	  .leave_at_ns = -1 },
+};
+
 static enum supervise_result run(int64_t stop_ns, bool on_failure_continue)
 {
 	const struct supervise_node nodes[2] = {
@@ -237,12 +245,6 @@ Test(supervise, failed_restart_with_nothing_left_fails_the_run, .timeout = 60)
  * that logs only failures (failures_only, the self-check), and no node_failed row. */
 static void interrupted_before_start(bool failures_only)
 {
-	const struct supervise_node nodes[2] = {
-		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-	};
 	volatile sig_atomic_t interrupted = 1;
 	struct ctl_server *srv;
 	struct row rows[64];
@@ -259,7 +261,7 @@ static void interrupted_before_start(bool failures_only)
 		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .failures_only = failures_only,
 		.ready_timeout_ms = 20000, .spawn = spawn, .interrupted = &interrupted,
 	};
-	cr_assert_eq(supervise_run(&o, nodes, 2, &origin), SUPERVISE_INTERRUPTED);
+	cr_assert_eq(supervise_run(&o, two_workers, 2, &origin), SUPERVISE_INTERRUPTED);
 	ctl_server_close(&srv);
 	int n = read_events(rows, 64);
 	cr_expect_eq(n, 1, "one row, the interruption (failures_only %d)", failures_only);
@@ -304,12 +306,6 @@ static int64_t interrupt_twice(void *arg, int64_t now_rel)
  * node failure. */
 Test(supervise, second_interruption_kills_a_hung_node_at_once, .timeout = 60)
 {
-	const struct supervise_node nodes[2] = {
-		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-	};
 	struct ctl_server *srv;
 	struct row rows[64];
 	int64_t origin = 0, took_ms;
@@ -326,7 +322,7 @@ Test(supervise, second_interruption_kills_a_hung_node_at_once, .timeout = 60)
 		.spawn = spawn, .interrupted = &twice, .ended = &ended, .hooks = { .tick = interrupt_twice },
 	};
 	ended = 0;
-	cr_assert_eq(supervise_run(&o, nodes, 2, &origin), SUPERVISE_INTERRUPTED);
+	cr_assert_eq(supervise_run(&o, two_workers, 2, &origin), SUPERVISE_INTERRUPTED);
 	cr_expect_eq(ended, 0, "an interrupted run flagged as ended of itself");
 	took_ms = support_now_ms() - t_second_ms;
 	ctl_server_close(&srv);
@@ -368,12 +364,6 @@ static int64_t interrupt_after_the_stop(void *arg, int64_t now_rel)
  * stop time and no node failure. */
 Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 60)
 {
-	const struct supervise_node nodes[2] = {
-		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-	};
 	struct ctl_server *srv;
 	struct row rows[64];
 	int64_t origin = 0;
@@ -392,7 +382,7 @@ Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 6
 		.stop_after_ns = 300000000, .spawn = spawn, .interrupted = &late, .ended = &ended,
 		.hooks = { .tick = interrupt_after_the_stop },
 	};
-	enum supervise_result res = supervise_run(&o, nodes, 2, &origin);
+	enum supervise_result res = supervise_run(&o, two_workers, 2, &origin);
 	ctl_server_close(&srv);
 	cr_assert_eq(late, 1, "the interruption was never made");
 	cr_assert(a_ran_then, "the interruption came after the wind-down: no test");
@@ -416,12 +406,6 @@ Test(supervise, interruption_after_the_stop_time_leaves_the_run_ok, .timeout = 6
 Test(supervise, stop_grace_sets_the_time_to_sigterm, .timeout = 60)
 {
 	const int64_t stop_ms = 300, grace_ms = 1000;
-	const struct supervise_node nodes[2] = {
-		{ .name = "a", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-		{ .name = "b", .is_worker = true, .join_at_ns = -1, .crash_at_ns = -1, .restart_at_ns = -1,
-		  .leave_at_ns = -1 },
-	};
 	struct ctl_server *srv;
 	int64_t origin = 0;
 
@@ -435,7 +419,7 @@ Test(supervise, stop_grace_sets_the_time_to_sigterm, .timeout = 60)
 		.node_bin = "/nonexistent/stalenet-node", .ctl = srv, .run_dir = dir, .ready_timeout_ms = 20000,
 		.stop_after_ns = stop_ms * 1000000, .stop_grace_ns = grace_ms * 1000000, .spawn = spawn,
 	};
-	supervise_run(&o, nodes, 2, &origin);
+	supervise_run(&o, two_workers, 2, &origin);
 	int64_t took_ms = support_now_ms() - origin / 1000000;
 	ctl_server_close(&srv);
 	fprintf(stderr, "origin -> supervise_run returned: %lld ms (stop %lld ms, grace %lld ms)\n",
